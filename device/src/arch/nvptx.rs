@@ -1,0 +1,164 @@
+//! The nvptx64 backend: PTX special registers, `core::arch::nvptx` and inline asm.
+//! This is the only file in warpforge with PTX inline assembly.
+
+use super::ShuffleMode;
+use crate::thread::Dim3;
+use core::arch::asm;
+use core::arch::nvptx;
+
+#[inline(always)]
+pub(crate) fn thread_idx() -> Dim3 {
+    // SAFETY: reading the %tid special registers has no preconditions.
+    unsafe {
+        Dim3::new(
+            nvptx::_thread_idx_x() as u32,
+            nvptx::_thread_idx_y() as u32,
+            nvptx::_thread_idx_z() as u32,
+        )
+    }
+}
+
+#[inline(always)]
+pub(crate) fn block_idx() -> Dim3 {
+    // SAFETY: reading the %ctaid special registers has no preconditions.
+    unsafe {
+        Dim3::new(
+            nvptx::_block_idx_x() as u32,
+            nvptx::_block_idx_y() as u32,
+            nvptx::_block_idx_z() as u32,
+        )
+    }
+}
+
+#[inline(always)]
+pub(crate) fn block_dim() -> Dim3 {
+    // SAFETY: reading the %ntid special registers has no preconditions.
+    unsafe {
+        Dim3::new(
+            nvptx::_block_dim_x() as u32,
+            nvptx::_block_dim_y() as u32,
+            nvptx::_block_dim_z() as u32,
+        )
+    }
+}
+
+#[inline(always)]
+pub(crate) fn grid_dim() -> Dim3 {
+    // SAFETY: reading the %nctaid special registers has no preconditions.
+    unsafe {
+        Dim3::new(
+            nvptx::_grid_dim_x() as u32,
+            nvptx::_grid_dim_y() as u32,
+            nvptx::_grid_dim_z() as u32,
+        )
+    }
+}
+
+#[inline(always)]
+pub(crate) fn lane_id() -> u32 {
+    let lane: u32;
+    // SAFETY: reads the %laneid special register; no memory is touched.
+    unsafe { asm!("mov.u32 {0}, %laneid;", out(reg32) lane, options(pure, nomem, nostack)) };
+    lane
+}
+
+#[inline(always)]
+pub(crate) fn sync_threads() {
+    // SAFETY: `bar.sync 0`. A barrier in divergent code is a kernel bug that the
+    // emulator reports; on the GPU it is undefined behaviour of the hardware, not
+    // of Rust's memory model.
+    unsafe { nvptx::_syncthreads() }
+}
+
+#[inline(always)]
+pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
+    let out: u32;
+    // SAFETY: shfl.sync reads registers of the lanes in `mask` only; the clamp
+    // operand (0x1f, or 0 for `up`) selects a full 32-lane segment.
+    unsafe {
+        match mode {
+            ShuffleMode::Idx => asm!("shfl.sync.idx.b32 {o}, {v}, {a}, 0x1f, {m};",
+                o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
+                options(nomem, nostack)),
+            ShuffleMode::Up => asm!("shfl.sync.up.b32 {o}, {v}, {a}, 0, {m};",
+                o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
+                options(nomem, nostack)),
+            ShuffleMode::Down => asm!("shfl.sync.down.b32 {o}, {v}, {a}, 0x1f, {m};",
+                o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
+                options(nomem, nostack)),
+            ShuffleMode::Xor => asm!("shfl.sync.bfly.b32 {o}, {v}, {a}, 0x1f, {m};",
+                o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
+                options(nomem, nostack)),
+        }
+    }
+    out
+}
+
+/// Base and size in bytes of the launch-sized (dynamic) shared memory.
+#[inline(always)]
+pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
+    let bytes: u32;
+    // SAFETY: reads the %dynamic_smem_size special register.
+    unsafe {
+        asm!("mov.u32 {0}, %dynamic_smem_size;", out(reg32) bytes, options(pure, nomem, nostack))
+    };
+    // Typed as u128 so that the block's dynamic shared memory is 16-byte aligned.
+    let base = core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<u128>();
+    (base.cast::<u8>(), bytes as usize)
+}
+
+/// Prints `panicked at FILE:LINE: MESSAGE` through the CUDA `vprintf`, then traps,
+/// so a failing bounds check or `assert!` in a kernel names its source line.
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    #[repr(C)]
+    struct Args {
+        file_len: u32,
+        file: *const u8,
+        line: u32,
+        msg_len: u32,
+        msg: *const u8,
+    }
+    let (file, line) = info
+        .location()
+        .map_or(("<unknown>", 0), |l| (l.file(), l.line()));
+    let msg = info.message().as_str().unwrap_or("(formatted message)");
+    let args = Args {
+        file_len: file.len() as u32,
+        file: file.as_ptr(),
+        line,
+        msg_len: msg.len() as u32,
+        msg: msg.as_ptr(),
+    };
+    // SAFETY: the format string is NUL-terminated and its conversions match
+    // `Args` field for field (`%.*s` takes an int length and a pointer).
+    unsafe {
+        nvptx::vprintf(
+            c"warpforge kernel panicked at %.*s:%u: %.*s\n"
+                .as_ptr()
+                .cast(),
+            (&raw const args).cast(),
+        );
+        nvptx::trap()
+    }
+}
+
+#[inline(always)]
+pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let d: f32;
+    // SAFETY: pure register arithmetic.
+    unsafe {
+        asm!("fma.rn.f32 {d}, {a}, {b}, {c};", d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
+    };
+    d
+}
+
+#[inline(always)]
+pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+    let d: f64;
+    // SAFETY: pure register arithmetic.
+    unsafe {
+        asm!("fma.rn.f64 {d}, {a}, {b}, {c};", d = out(reg64) d, a = in(reg64) a, b = in(reg64) b, c = in(reg64) c, options(pure, nomem, nostack))
+    };
+    d
+}

@@ -1,0 +1,68 @@
+//! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
+
+use crate::arch::ShuffleMode;
+use crate::thread::Dim3;
+use core::cell::Cell;
+use corosensei::Yielder;
+
+/// Why a fiber suspended: the point where it waits for other threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// `bar.sync 0`: every thread of the block.
+    SyncThreads,
+    /// `shfl.sync`: the lanes of `mask` exchange one 32-bit value each.
+    Shuffle {
+        mode: ShuffleMode,
+        value: u32,
+        arg: u32,
+        mask: u32,
+    },
+}
+
+pub(crate) type FiberYielder = Yielder<u32, Request>;
+
+/// What a primitive may ask about the calling thread.
+pub(crate) struct ThreadState {
+    pub thread_idx: Dim3,
+    pub block_idx: Dim3,
+    pub block_dim: Dim3,
+    pub grid_dim: Dim3,
+    /// `x + y·dim.x + z·dim.x·dim.y`: the thread's rank in the block (lane = rank % 32).
+    pub linear_id: u32,
+    pub shared_base: *mut u8,
+    pub shared_len: usize,
+    /// Set by the fiber when it first runs; null until then.
+    pub yielder: Cell<*const FiberYielder>,
+}
+
+thread_local! {
+    /// The fiber that this OS thread is running right now (null outside a launch).
+    static CURRENT: Cell<*const ThreadState> = const { Cell::new(core::ptr::null()) };
+}
+
+/// Makes `state` the current fiber for primitives called on this OS thread.
+pub(crate) fn set_current(state: *const ThreadState) {
+    CURRENT.with(|c| c.set(state));
+}
+
+pub(crate) fn with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
+    let ptr = CURRENT.with(Cell::get);
+    assert!(
+        !ptr.is_null(),
+        "a warpforge device primitive was called outside a kernel launch; launch the kernel \
+         (on the GPU or the emulator) instead of calling it directly"
+    );
+    // SAFETY: the scheduler sets CURRENT to a ThreadState that it owns and keeps
+    // alive (boxed, not moved) for as long as the fiber runs, and clears it after.
+    f(unsafe { &*ptr })
+}
+
+/// Suspends the calling fiber with `request`; returns what the scheduler resumes it with.
+pub(crate) fn suspend(request: Request) -> u32 {
+    let yielder = with_current(|t| t.yielder.get());
+    debug_assert!(!yielder.is_null());
+    // SAFETY: the yielder belongs to the running coroutine (stored when it started)
+    // and lives on that coroutine's stack for as long as the coroutine exists.
+    let input = unsafe { &*yielder }.suspend(request);
+    input
+}

@@ -1,0 +1,139 @@
+//! The CPU emulator: runs a kernel's own Rust source with CUDA semantics.
+//!
+//! # How it runs a launch
+//!
+//! A grid of blocks is spread over a pool of OS threads (one per core); blocks
+//! are independent in CUDA, so they run in parallel here too. Inside a block,
+//! each CUDA thread is a *fiber*, a stackful coroutine from `corosensei`, and
+//! one OS thread runs all of a block's fibers cooperatively. A fiber runs until
+//! it reaches a point where CUDA threads meet: a block barrier
+//! ([`crate::sync::sync_threads`]) or a warp collective
+//! ([`crate::warp`]). There it suspends and hands the scheduler a request.
+//! When every fiber has stopped, the scheduler completes what can be completed
+//! (a warp exchange once every lane of its mask has asked, a barrier once every
+//! thread of the block has arrived) and resumes those fibers with their results.
+//!
+//! Fibers rather than OS threads because CUDA blocks meet at barriers often:
+//! a fiber switch costs tens of nanoseconds, an OS-thread handoff microseconds,
+//! and cooperative scheduling makes every run of a launch deterministic.
+//!
+//! # What it reports
+//!
+//! A launch returns [`EmuError`] naming the kernel, block and thread when:
+//! - a thread panics: a bounds check on an input slice, a shared-memory view or
+//!   an index guard, an `assert!`, an overflow (`Fault::Panic`);
+//! - a barrier is not reached by every thread of the block, because some
+//!   threads exited first (`Fault::DivergentBarrier`) — CUDA would hang or
+//!   silently misbehave;
+//! - a warp collective names lanes in its mask that never join it
+//!   (`Fault::WarpMask`), or the lanes of a mask disagree on the operation;
+//! - the block cannot make progress for any other reason (`Fault::Deadlock`).
+//!
+//! Shared memory starts filled with `0xFF` bytes (a NaN for every float type),
+//! so a kernel that reads shared memory it never wrote gets NaN, not a
+//! plausible zero.
+//!
+//! It is a correctness tool, not a fast path: small shapes, many cases.
+
+pub(crate) mod fiber;
+mod scheduler;
+
+use crate::thread::Dim3;
+use core::fmt;
+
+pub use scheduler::launch;
+
+/// Grid, block and shared-memory size of one emulated launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    /// Blocks in the grid.
+    pub grid: Dim3,
+    /// Threads in each block.
+    pub block: Dim3,
+    /// Bytes of launch-sized (dynamic) shared memory per block.
+    pub dynamic_shared_bytes: usize,
+}
+
+/// What went wrong inside an emulated kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The thread panicked (bounds check, guard, assertion, arithmetic overflow).
+    Panic {
+        /// The panic message.
+        message: String,
+    },
+    /// Some threads of the block wait at a barrier that others exited without reaching.
+    DivergentBarrier {
+        /// Threads waiting at the barrier.
+        waiting: u32,
+        /// Threads that exited without reaching it; `thread` in the error is the first of them.
+        exited: u32,
+    },
+    /// A warp collective whose mask names a lane that does not join it.
+    WarpMask {
+        /// The mask the calling lanes passed.
+        mask: u32,
+        /// The first lane of the mask that did not join.
+        missing_lane: u32,
+        /// Where that lane is instead.
+        reason: &'static str,
+    },
+    /// No thread of the block can make progress.
+    Deadlock {
+        /// Threads waiting at a block barrier.
+        at_barrier: u32,
+        /// Threads waiting in a warp collective.
+        at_warp_op: u32,
+    },
+}
+
+/// A fault in an emulated launch, with the kernel, block and thread it happened in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmuError {
+    /// Kernel name.
+    pub kernel: String,
+    /// Block index of the faulting thread.
+    pub block: Dim3,
+    /// Thread index (within the block) of the faulting thread.
+    pub thread: Dim3,
+    /// What happened.
+    pub fault: Fault,
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel `{}`, block {}, thread {}: ",
+            self.kernel, self.block, self.thread
+        )?;
+        match &self.fault {
+            Fault::Panic { message } => write!(f, "{message}"),
+            Fault::DivergentBarrier { waiting, exited } => write!(
+                f,
+                "divergent barrier: {waiting} threads wait at sync_threads() but {exited} \
+                 threads (this one first) exited without reaching it; every thread of a \
+                 block must reach every barrier — move the early return after the barrier"
+            ),
+            Fault::WarpMask {
+                mask,
+                missing_lane,
+                reason,
+            } => write!(
+                f,
+                "warp collective with mask {mask:#010x}: lane {missing_lane} {reason}; \
+                 a mask may name only lanes that execute the same collective"
+            ),
+            Fault::Deadlock {
+                at_barrier,
+                at_warp_op,
+            } => write!(
+                f,
+                "deadlock: {at_barrier} threads wait at a block barrier and {at_warp_op} in \
+                 a warp collective, and none can proceed"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EmuError {}

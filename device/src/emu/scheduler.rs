@@ -1,0 +1,388 @@
+//! Runs a grid: blocks in parallel on OS threads, a block's threads as fibers.
+
+use super::fiber::{self, FiberYielder, Request, ThreadState};
+use super::{EmuError, Fault, LaunchShape};
+use crate::arch::ShuffleMode;
+use crate::thread::{Dim3, WARP_SIZE};
+use core::cell::Cell;
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Stack size of one emulated thread. Kernels are shallow; this leaves room for
+/// the panic machinery and unoptimised test builds.
+const FIBER_STACK_BYTES: usize = 256 * 1024;
+
+/// Fiber stacks are mmapped; keeping them for the next block saves a syscall pair.
+static STACK_POOL: Mutex<Vec<DefaultStack>> = Mutex::new(Vec::new());
+const STACK_POOL_MAX: usize = 4096;
+
+fn take_stack() -> DefaultStack {
+    let pooled = STACK_POOL.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    pooled.unwrap_or_else(|| {
+        DefaultStack::new(FIBER_STACK_BYTES).expect("cannot allocate an emulator fiber stack")
+    })
+}
+
+fn return_stack(stack: DefaultStack) {
+    let mut pool = STACK_POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.len() < STACK_POOL_MAX {
+        pool.push(stack);
+    }
+}
+
+/// Runs `body` once per thread of the grid described by `shape`, with CUDA semantics.
+///
+/// `body` is the kernel with its arguments bound; it reads its indices through
+/// [`crate::thread`]. Returns the first fault found (lowest block first).
+///
+/// ```
+/// use warpforge_device::emu::{launch, LaunchShape};
+/// use warpforge_device::{thread, Dim3};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// let count = AtomicU32::new(0);
+/// let shape = LaunchShape { grid: Dim3::x(4), block: Dim3::x(64), dynamic_shared_bytes: 0 };
+/// launch("count", shape, &|| {
+///     warpforge_device::sync::sync_threads();
+///     count.fetch_add(thread::global_index_x() as u32, Ordering::Relaxed);
+/// }).unwrap();
+/// assert_eq!(count.into_inner(), (0..256).sum());
+/// ```
+pub fn launch(kernel: &str, shape: LaunchShape, body: &(dyn Fn() + Sync)) -> Result<(), EmuError> {
+    let blocks = shape.grid.volume();
+    if blocks == 0 || shape.block.volume() == 0 {
+        return Ok(());
+    }
+    let next_block = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<(u64, EmuError)>> = Mutex::new(None);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(usize::try_from(blocks).unwrap_or(usize::MAX));
+
+    let work = || {
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let linear = next_block.fetch_add(1, Ordering::Relaxed);
+            if linear >= blocks {
+                return;
+            }
+            let block_idx = shape.grid.unflatten(linear);
+            if let Err(fault) = run_block(kernel, shape, block_idx, body) {
+                failed.store(true, Ordering::Relaxed);
+                let mut slot = first_error.lock().unwrap_or_else(|e| e.into_inner());
+                if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
+                    *slot = Some((linear, fault));
+                }
+                return;
+            }
+        }
+    };
+    if workers <= 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(work);
+            }
+        });
+    }
+    match first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}
+
+enum State {
+    /// Ready to run; resumed with this value.
+    Runnable(u32),
+    /// Suspended at a barrier or warp collective.
+    Waiting(Request),
+    /// Returned from the kernel.
+    Exited,
+}
+
+type ThreadFiber = Coroutine<u32, Request, (), DefaultStack>;
+
+struct EmulatedThread {
+    // Boxed so that its address, which the fiber reads through CURRENT, never moves.
+    state: Box<ThreadState>,
+    fiber: Option<ThreadFiber>,
+    status: State,
+}
+
+fn run_block(
+    kernel: &str,
+    shape: LaunchShape,
+    block_idx: Dim3,
+    body: &(dyn Fn() + Sync),
+) -> Result<(), EmuError> {
+    // 0xFF bytes: NaN in every float type, so reads of never-written shared memory stand out.
+    let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
+    let shared_base = shared.as_mut_ptr().cast::<u8>();
+    let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
+
+    let mut threads: Vec<EmulatedThread> = (0..nthreads)
+        .map(|linear_id| {
+            let state = Box::new(ThreadState {
+                thread_idx: shape.block.unflatten(u64::from(linear_id)),
+                block_idx,
+                block_dim: shape.block,
+                grid_dim: shape.grid,
+                linear_id,
+                shared_base,
+                shared_len: shape.dynamic_shared_bytes,
+                yielder: Cell::new(core::ptr::null()),
+            });
+            let state_ptr: *const ThreadState = &*state;
+            let start = move |yielder: &FiberYielder, _first: u32| {
+                // SAFETY: the ThreadState box outlives the fiber (both are fields of
+                // EmulatedThread, and the fiber is dropped first, see below).
+                unsafe { &*state_ptr }.yielder.set(yielder);
+                body();
+            };
+            // SAFETY: `start` borrows `body` and the boxed ThreadState. Both outlive
+            // every fiber: fibers are run to completion or dropped (force-unwound)
+            // before this function returns, and before `threads` frees the states.
+            let fiber = unsafe { Coroutine::with_stack_unchecked(take_stack(), start) };
+            EmulatedThread {
+                state,
+                fiber: Some(fiber),
+                status: State::Runnable(0),
+            }
+        })
+        .collect();
+
+    let result = schedule(kernel, &mut threads);
+    fiber::set_current(core::ptr::null());
+    for t in &mut threads {
+        if let Some(f) = t.fiber.take() {
+            if f.done() {
+                return_stack(f.into_stack());
+            } else {
+                // Dropping an unfinished fiber unwinds its stack; the stack itself is freed.
+                fiber::set_current(&*t.state);
+                drop(f);
+                fiber::set_current(core::ptr::null());
+            }
+        }
+    }
+    drop(shared);
+    result
+}
+
+fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError> {
+    let error = |t: &EmulatedThread, fault: Fault| EmuError {
+        kernel: kernel.to_owned(),
+        block: t.state.block_idx,
+        thread: t.state.thread_idx,
+        fault,
+    };
+    loop {
+        // Run every runnable fiber until it waits or exits.
+        for t in threads.iter_mut() {
+            let State::Runnable(input) = t.status else {
+                continue;
+            };
+            let fiber = t.fiber.as_mut().expect("a runnable thread has a fiber");
+            fiber::set_current(&*t.state);
+            let step = catch_unwind(AssertUnwindSafe(|| fiber.resume(input)));
+            fiber::set_current(core::ptr::null());
+            t.status = match step {
+                Ok(CoroutineResult::Yield(request)) => State::Waiting(request),
+                Ok(CoroutineResult::Return(())) => State::Exited,
+                Err(payload) => {
+                    let message = panic_message(payload.as_ref());
+                    return Err(error(t, Fault::Panic { message }));
+                }
+            };
+        }
+
+        let mut progressed = false;
+        for warp in threads.chunks_mut(WARP_SIZE as usize) {
+            progressed |= complete_warp_collective(warp)
+                .map_err(|(lane, fault)| error(&warp[lane], fault))?;
+        }
+        if progressed {
+            continue;
+        }
+
+        let (mut at_barrier, mut at_warp_op, mut exited) = (0u32, 0u32, 0u32);
+        for t in threads.iter() {
+            match t.status {
+                State::Waiting(Request::SyncThreads) => at_barrier += 1,
+                State::Waiting(_) => at_warp_op += 1,
+                State::Exited => exited += 1,
+                State::Runnable(_) => unreachable!("all runnable fibers were run"),
+            }
+        }
+        if exited == threads.len() as u32 {
+            return Ok(());
+        }
+        if at_barrier == threads.len() as u32 {
+            for t in threads.iter_mut() {
+                t.status = State::Runnable(0);
+            }
+            continue;
+        }
+        if at_barrier > 0 && at_warp_op == 0 {
+            let first_exited = threads
+                .iter()
+                .find(|t| matches!(t.status, State::Exited))
+                .expect("some thread exited");
+            return Err(error(
+                first_exited,
+                Fault::DivergentBarrier {
+                    waiting: at_barrier,
+                    exited,
+                },
+            ));
+        }
+        // Some warp collective waits for a lane that will never come.
+        for warp in threads.chunks(WARP_SIZE as usize) {
+            if let Some((lane, fault)) = diagnose_stuck_warp(warp) {
+                return Err(error(&warp[lane], fault));
+            }
+        }
+        let first_waiting = threads
+            .iter()
+            .find(|t| matches!(t.status, State::Waiting(_)))
+            .expect("some thread waits");
+        return Err(error(
+            first_waiting,
+            Fault::Deadlock {
+                at_barrier,
+                at_warp_op,
+            },
+        ));
+    }
+}
+
+/// Completes the warp collective of `warp` if every lane of its mask has joined.
+/// Returns whether it did; an error names the lane (index into `warp`) at fault.
+fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize, Fault)> {
+    let Some(leader) = warp
+        .iter()
+        .position(|t| matches!(t.status, State::Waiting(Request::Shuffle { .. })))
+    else {
+        return Ok(false);
+    };
+    let State::Waiting(Request::Shuffle { mode, mask, .. }) = warp[leader].status else {
+        unreachable!()
+    };
+    let mut values = [0u32; WARP_SIZE as usize];
+    let mut args = [0u32; WARP_SIZE as usize];
+    for lane in 0..WARP_SIZE as usize {
+        if mask & (1 << lane) == 0 {
+            continue;
+        }
+        let Some(t) = warp.get(lane) else {
+            return Err((
+                leader,
+                Fault::WarpMask {
+                    mask,
+                    missing_lane: lane as u32,
+                    reason: "does not exist (the block ends before it)",
+                },
+            ));
+        };
+        match t.status {
+            State::Waiting(Request::Shuffle {
+                mode: m,
+                mask: k,
+                value,
+                arg,
+            }) => {
+                if m != mode || k != mask {
+                    return Err((
+                        lane,
+                        Fault::WarpMask {
+                            mask,
+                            missing_lane: lane as u32,
+                            reason: "is in a different warp collective (other mode or mask)",
+                        },
+                    ));
+                }
+                values[lane] = value;
+                args[lane] = arg;
+            }
+            // Not there yet (still waiting elsewhere); decided when nothing else can run.
+            _ => return Ok(false),
+        }
+    }
+    for lane in 0..warp.len() {
+        if mask & (1 << lane) == 0 {
+            continue;
+        }
+        let source = shuffle_source(mode, lane as u32, args[lane]);
+        let result = match source {
+            Some(src) if mask & (1 << src) != 0 => values[src as usize],
+            Some(src) => {
+                return Err((
+                    lane,
+                    Fault::WarpMask {
+                        mask,
+                        missing_lane: src,
+                        reason: "is read by a shuffle but is not in the mask",
+                    },
+                ));
+            }
+            None => values[lane],
+        };
+        warp[lane].status = State::Runnable(result);
+    }
+    Ok(true)
+}
+
+/// The lane a shuffle reads from (PTX ISA `shfl.sync`, full 32-lane segment);
+/// `None` when the source is out of range and the lane keeps its own value.
+fn shuffle_source(mode: ShuffleMode, lane: u32, arg: u32) -> Option<u32> {
+    match mode {
+        ShuffleMode::Idx => Some(arg & (WARP_SIZE - 1)),
+        ShuffleMode::Up => lane.checked_sub(arg),
+        ShuffleMode::Down => lane.checked_add(arg).filter(|&s| s < WARP_SIZE),
+        ShuffleMode::Xor => Some((lane ^ arg) & (WARP_SIZE - 1)),
+    }
+}
+
+/// For a warp whose collective cannot complete: the first lane of its mask that is absent.
+fn diagnose_stuck_warp(warp: &[EmulatedThread]) -> Option<(usize, Fault)> {
+    let leader = warp
+        .iter()
+        .position(|t| matches!(t.status, State::Waiting(Request::Shuffle { .. })))?;
+    let State::Waiting(Request::Shuffle { mask, .. }) = warp[leader].status else {
+        unreachable!()
+    };
+    (0..warp.len())
+        .filter(|l| mask & (1 << l) != 0)
+        .find_map(|lane| {
+            let reason = match warp[lane].status {
+                State::Exited => "exited without joining",
+                State::Waiting(Request::SyncThreads) => "waits at a block barrier instead",
+                _ => return None,
+            };
+            Some((
+                leader,
+                Fault::WarpMask {
+                    mask,
+                    missing_lane: lane as u32,
+                    reason,
+                },
+            ))
+        })
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}

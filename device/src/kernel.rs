@@ -1,0 +1,122 @@
+//! The typed description of a kernel that `#[kernel]` derives from its signature.
+//!
+//! For `#[kernel] pub fn axpy_f32(a: f32, x: &[f32], y: Out<f32>)` the macro emits
+//! - on nvptx64: `extern "gpu-kernel" fn axpy_f32(a, x_ptr, x_len, y_ptr, y_len)`,
+//!   unmangled, so Nsight and `cuobjdump` show the Rust name;
+//! - on the host: a unit struct `axpy_f32` implementing [`Kernel`] with
+//!   `Args = (f32, RawIn<f32>, RawOut<f32>)`, which the host crate launches on
+//!   the GPU (same parameter order, a slice as pointer + length) or runs in the
+//!   emulator through [`Kernel::run_thread`].
+//!
+//! Both come from the one signature, so the device entry and the host launcher
+//! cannot disagree on argument count, order or type.
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use host::*;
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod host {
+    /// How a kernel parameter crosses the launch.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum ParamKind {
+        /// A value, passed as is.
+        Scalar,
+        /// `&[T]`: read-only buffer, passed as device pointer and length.
+        Input,
+        /// `Out<T>`: guarded output buffer, passed as device pointer and length.
+        Output,
+    }
+
+    /// One parameter of a kernel signature.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Param {
+        /// Name in the Rust signature.
+        pub name: &'static str,
+        /// How it is passed.
+        pub kind: ParamKind,
+        /// Element or scalar type, as written (`f32`, `bf16`, …).
+        pub ty: &'static str,
+    }
+
+    /// A read-only buffer argument as the emulator receives it.
+    #[derive(Debug)]
+    pub struct RawIn<T> {
+        /// First element.
+        pub ptr: *const T,
+        /// Elements.
+        pub len: usize,
+    }
+
+    /// An output buffer argument as the emulator receives it.
+    #[derive(Debug)]
+    pub struct RawOut<T> {
+        /// First element.
+        pub ptr: *mut T,
+        /// Elements.
+        pub len: usize,
+    }
+
+    impl<T> Clone for RawIn<T> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T> Copy for RawIn<T> {}
+    impl<T> Clone for RawOut<T> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T> Copy for RawOut<T> {}
+
+    // SAFETY: these are the kernel arguments of one launch, shared by all its
+    // emulated threads exactly as a GPU shares them; the host launcher keeps the
+    // buffers alive and unaliased (borrowed) for the whole launch.
+    unsafe impl<T: Sync> Send for RawIn<T> {}
+    // SAFETY: as above.
+    unsafe impl<T: Sync> Sync for RawIn<T> {}
+    // SAFETY: as above; threads write only through bounds-checked `Slot`s.
+    unsafe impl<T: Send> Send for RawOut<T> {}
+    // SAFETY: as above.
+    unsafe impl<T: Send> Sync for RawOut<T> {}
+
+    impl<T> RawIn<T> {
+        /// The buffer as a slice.
+        ///
+        /// # Safety
+        /// `ptr` must be valid for reads of `len` elements while the slice lives.
+        pub unsafe fn as_slice<'a>(self) -> &'a [T] {
+            // SAFETY: the caller's contract.
+            unsafe { crate::guard::input_from_raw(self.ptr, self.len) }
+        }
+    }
+
+    impl<T: Copy> RawOut<T> {
+        /// The buffer as a guarded output view.
+        ///
+        /// # Safety
+        /// `ptr` must be valid for reads and writes of `len` elements while the view lives.
+        pub unsafe fn as_out<'a>(self) -> crate::guard::Out<'a, T> {
+            // SAFETY: the caller's contract.
+            unsafe { crate::guard::Out::from_raw(self.ptr, self.len) }
+        }
+    }
+
+    /// A kernel as the host sees it: name, parameters, needs, and the emulator entry.
+    pub trait Kernel: Copy + Send + Sync + 'static {
+        /// The PTX entry name: the Rust function name.
+        const NAME: &'static str;
+        /// The parameters, in order.
+        const PARAMS: &'static [Param];
+        /// Launch-sized shared memory per block the kernel needs (`#[kernel(shared = [T; N])]`).
+        const SHARED_BYTES: usize;
+        /// The argument tuple: scalars as themselves, `&[T]` as [`RawIn`], `Out<T>` as [`RawOut`].
+        type Args: Copy + Send + Sync;
+
+        /// Runs the kernel body for the calling emulated thread.
+        ///
+        /// # Safety
+        /// Every buffer in `args` must be valid for its length, for the whole launch.
+        unsafe fn run_thread(args: Self::Args);
+    }
+}

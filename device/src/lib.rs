@@ -1,0 +1,49 @@
+//! The device library: everything a warpforge kernel may call.
+//!
+//! One module per GPU concept, as in rust-cuda's `cuda_std`:
+//!
+//! | module | concept |
+//! | --- | --- |
+//! | [`thread`] | thread, block and grid indices and dimensions; lanes and warps |
+//! | [`sync`] | block-wide barriers |
+//! | [`shared`] | per-block shared memory, typed and bounds-known |
+//! | [`warp`] | warp-synchronous shuffles and reductions |
+//! | [`guard`] | index guards: the only way a kernel writes to global memory |
+//! | [`kernel`] | the typed description `#[kernel]` derives from a kernel's signature |
+//!
+//! The same source compiles two ways. On `nvptx64-nvidia-cuda` every primitive
+//! is a PTX special register, intrinsic or a few lines of inline `asm!`
+//! (`arch::nvptx`). On the host the same functions ask the CPU emulator
+//! ([`emu`]) for the calling fiber's indices, barriers and warp exchanges, so a
+//! kernel runs unchanged in `cargo test` on a machine without a GPU.
+//!
+//! This crate and the host crate's FFI edge are the only places with `unsafe`.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(
+        stdarch_nvptx,
+        asm_experimental_arch,
+        core_intrinsics,
+        gpu_intrinsics,
+        gpu_launch_sized_workgroup_mem
+    )
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+mod arch;
+
+pub mod guard;
+pub mod kernel;
+pub mod num;
+pub mod shared;
+pub mod sync;
+pub mod thread;
+pub mod warp;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod emu;
+
+pub use guard::{Out, Slot};
+pub use half::{bf16, f16};
+pub use thread::Dim3;

@@ -1,0 +1,95 @@
+//! Per-block shared memory, typed and bounds-known.
+//!
+//! A kernel declares how much launch-sized shared memory it needs in its
+//! `#[kernel(shared = [T; N])]` attribute; the host launcher always provides at
+//! least that much, and a launch config may add more. [`dynamic`] views it as
+//! a typed array whose length is what the launch provided.
+
+use crate::arch;
+use core::marker::PhantomData;
+
+/// Element types allowed in shared memory: plain data, no padding, no drop.
+///
+/// # Safety
+/// Every bit pattern must be a valid value (shared memory starts uninitialised).
+pub unsafe trait SharedElement: Copy + 'static {}
+
+macro_rules! shared_element {
+    ($($t:ty),*) => { $(
+        // SAFETY: a primitive number type: every bit pattern is valid.
+        unsafe impl SharedElement for $t {}
+    )* };
+}
+shared_element!(
+    u8,
+    i8,
+    u16,
+    i16,
+    u32,
+    i32,
+    u64,
+    i64,
+    f32,
+    f64,
+    half::f16,
+    half::bf16
+);
+
+/// The block's launch-sized shared memory as an array of `T`.
+///
+/// All threads of a block see the same memory. Reads and writes are checked
+/// against its length; ordering between threads comes from
+/// [`crate::sync::sync_threads`].
+#[derive(Clone, Copy)]
+pub struct SharedArray<T> {
+    base: *mut T,
+    len: usize,
+    _element: PhantomData<T>,
+}
+
+/// A typed view of the block's launch-sized shared memory.
+///
+/// Its length is the launch's dynamic shared size divided by `size_of::<T>()`;
+/// the kernel's `#[kernel(shared = [T; N])]` declaration guarantees `len() >= N`.
+#[inline(always)]
+pub fn dynamic<T: SharedElement>() -> SharedArray<T> {
+    let (base, bytes) = arch::dynamic_shared();
+    SharedArray {
+        base: base.cast::<T>(),
+        len: bytes / core::mem::size_of::<T>(),
+        _element: PhantomData,
+    }
+}
+
+impl<T: SharedElement> SharedArray<T> {
+    /// Elements in the view.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads element `i`. Panics (traps on the GPU) if `i >= len()`.
+    #[inline(always)]
+    pub fn load(&self, i: usize) -> T {
+        assert!(i < self.len, "shared memory read out of bounds");
+        // SAFETY: in bounds (checked above) of the block's shared allocation,
+        // which is aligned to 16 bytes; every bit pattern is a valid T.
+        unsafe { self.base.add(i).read() }
+    }
+
+    /// Writes element `i`. Panics (traps on the GPU) if `i >= len()`.
+    #[inline(always)]
+    pub fn store(&self, i: usize, value: T) {
+        assert!(i < self.len, "shared memory write out of bounds");
+        // SAFETY: in bounds (checked above) of the block's shared allocation.
+        // Concurrent writes from several threads are a kernel race, not a Rust
+        // aliasing violation: no reference to the memory is ever created.
+        unsafe { self.base.add(i).write(value) }
+    }
+}

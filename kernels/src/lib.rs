@@ -1,0 +1,15 @@
+//! The kernel library. Each kernel is a plain Rust function marked `#[kernel]`,
+//! written against `warpforge-device` only: no `unsafe`, no inline asm, no
+//! target `cfg`s. The build (`warpforge/build.rs` via `warpforge-builder`)
+//! compiles this crate to PTX; on the host the same functions run in the emulator.
+//!
+//! | module | kernels |
+//! | --- | --- |
+//! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
+//! | [`reduce`] | `sum_f32` (block partial sums) |
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+#![deny(unsafe_code)]
+
+pub mod elementwise;
+pub mod reduce;

@@ -1,0 +1,297 @@
+//! `#[kernel]`: one annotated Rust function becomes
+//! (a) an unmangled `extern "gpu-kernel"` PTX entry on nvptx64,
+//! (b) an emulator entry on the host, and
+//! (c) a typed description (`warpforge_device::kernel::Kernel`) that the host launches with.
+//!
+//! Parameters may be scalars (`f32 f64 i32 u32 i64 u64 usize f16 bf16 …`),
+//! read-only buffers `&[T]`, and guarded outputs `Out<T>`. Anything else is a
+//! compile error that says what to write instead.
+//!
+//! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
+//! `T` of launch-sized shared memory per block; the host always provides it.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{format_ident, quote};
+use syn::parse::{Parse, ParseStream};
+use syn::spanned::Spanned;
+use syn::{Error, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Type};
+
+/// Scalar types a kernel may take by value (and the element types of its buffers).
+const SCALARS: &[&str] = &[
+    "f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "usize", "isize", "f16",
+    "bf16",
+];
+
+/// Turns a Rust function into a warpforge kernel; see the crate docs.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let attr = syn::parse_macro_input!(attr as KernelAttr);
+    let func = syn::parse_macro_input!(item as ItemFn);
+    expand(attr, func)
+        .unwrap_or_else(Error::into_compile_error)
+        .into()
+}
+
+#[derive(Default)]
+struct KernelAttr {
+    shared: Option<Type>,
+}
+
+impl Parse for KernelAttr {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut attr = KernelAttr::default();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            input.parse::<syn::Token![=]>()?;
+            match key.to_string().as_str() {
+                "shared" => attr.shared = Some(input.parse()?),
+                other => {
+                    return Err(Error::new(
+                        key.span(),
+                        format!(
+                            "unknown #[kernel] option `{other}`; the option is `shared = [T; N]`"
+                        ),
+                    ));
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<syn::Token![,]>()?;
+            }
+        }
+        Ok(attr)
+    }
+}
+
+enum Kind {
+    Scalar,
+    Input,
+    Output,
+}
+
+struct Param {
+    name: Ident,
+    kind: Kind,
+    /// The scalar type, or the element type of a buffer.
+    elem: Type,
+}
+
+fn type_name(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn scalar_elem(ty: &Type) -> syn::Result<Type> {
+    match type_name(ty) {
+        Some(n) if SCALARS.contains(&n.as_str()) => Ok(ty.clone()),
+        _ => Err(Error::new(
+            ty.span(),
+            format!(
+                "unsupported kernel element type `{}`: buffers and scalars must be one of {}",
+                quote!(#ty),
+                SCALARS.join(", ")
+            ),
+        )),
+    }
+}
+
+fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
+    match ty {
+        Type::Reference(r) => match (&*r.elem, r.mutability) {
+            (Type::Slice(s), None) => Ok((Kind::Input, scalar_elem(&s.elem)?)),
+            (Type::Slice(_), Some(_)) => Err(Error::new(
+                ty.span(),
+                "a kernel cannot take `&mut [T]`: every GPU thread would hold the same mutable \
+                 slice, which is aliasing undefined behaviour; take `Out<T>` and write through \
+                 `out.at(i)`, which proves the index in bounds",
+            )),
+            _ => Err(unsupported(ty)),
+        },
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last().expect("a path has a segment");
+            if last.ident == "Out" {
+                let PathArguments::AngleBracketed(args) = &last.arguments else {
+                    return Err(Error::new(
+                        ty.span(),
+                        "write `Out<T>` with its element type",
+                    ));
+                };
+                let elem = args
+                    .args
+                    .iter()
+                    .find_map(|a| match a {
+                        GenericArgument::Type(t) => Some(t),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::new(ty.span(), "write `Out<T>` with its element type"))?;
+                Ok((Kind::Output, scalar_elem(elem)?))
+            } else {
+                Ok((Kind::Scalar, scalar_elem(ty).map_err(|_| unsupported(ty))?))
+            }
+        }
+        _ => Err(unsupported(ty)),
+    }
+}
+
+fn unsupported(ty: &Type) -> Error {
+    Error::new(
+        ty.span(),
+        format!(
+            "unsupported kernel parameter type `{}`: a kernel takes scalars ({}), read-only \
+             buffers `&[T]` and guarded outputs `Out<T>`",
+            quote!(#ty),
+            SCALARS.join(", ")
+        ),
+    )
+}
+
+fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
+    let sig = &func.sig;
+    if !sig.generics.params.is_empty() {
+        return Err(Error::new(
+            sig.generics.span(),
+            "a kernel cannot be generic: each PTX entry has one concrete signature; \
+             write one #[kernel] per type that calls a generic helper",
+        ));
+    }
+    if let Some(t) = &sig.asyncness {
+        return Err(Error::new(t.span(), "a kernel cannot be async"));
+    }
+    if let ReturnType::Type(_, ty) = &sig.output {
+        return Err(Error::new(
+            ty.span(),
+            "a kernel returns nothing: write its results through `Out<T>` parameters",
+        ));
+    }
+
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        let FnArg::Typed(pt) = input else {
+            return Err(Error::new(input.span(), "a kernel cannot take `self`"));
+        };
+        let Pat::Ident(pi) = &*pt.pat else {
+            return Err(Error::new(
+                pt.pat.span(),
+                "kernel parameters must be plain names",
+            ));
+        };
+        let (kind, elem) = classify(&pt.ty)?;
+        params.push(Param {
+            name: pi.ident.clone(),
+            kind,
+            elem,
+        });
+    }
+
+    let vis = &func.vis;
+    let name = &sig.ident;
+    let name_str = name.to_string();
+    let body_name = format_ident!("__warpforge_body_{}", name);
+    let mut body_fn = func.clone();
+    body_fn.sig.ident = body_name.clone();
+    body_fn.vis = syn::Visibility::Inherited;
+    let attrs_doc: Vec<_> = func
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
+    body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+
+    let dev = quote!(::warpforge_device);
+
+    // nvptx64 entry: buffers flattened to (pointer, length), rebuilt into views.
+    let mut ptx_params = Vec::new();
+    let mut ptx_args = Vec::new();
+    // Host description: the argument tuple and how each element becomes a parameter.
+    let mut abi_types = Vec::new();
+    let mut abi_names = Vec::new();
+    let mut host_args = Vec::new();
+    let mut param_info = Vec::new();
+    for p in &params {
+        let (n, t) = (&p.name, &p.elem);
+        let n_str = n.to_string();
+        let t_str = type_name(t).unwrap_or_default();
+        let ptr = format_ident!("{}_ptr", n);
+        let len = format_ident!("{}_len", n);
+        abi_names.push(n.clone());
+        match p.kind {
+            Kind::Scalar => {
+                ptx_params.push(quote!(#n: #t));
+                ptx_args.push(quote!(#n));
+                abi_types.push(quote!(#t));
+                host_args.push(quote!(#n));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Scalar, ty: #t_str }));
+            }
+            Kind::Input => {
+                ptx_params.push(quote!(#ptr: *const #t, #len: usize));
+                // SAFETY: the host launcher passes a live device buffer and its length.
+                ptx_args.push(quote!(unsafe { #dev::guard::input_from_raw(#ptr, #len) }));
+                abi_types.push(quote!(#dev::kernel::RawIn<#t>));
+                host_args.push(quote!(unsafe { #n.as_slice() }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Input, ty: #t_str }));
+            }
+            Kind::Output => {
+                ptx_params.push(quote!(#ptr: *mut #t, #len: usize));
+                ptx_args.push(quote!(unsafe { #dev::guard::Out::from_raw(#ptr, #len) }));
+                abi_types.push(quote!(#dev::kernel::RawOut<#t>));
+                host_args.push(quote!(unsafe { #n.as_out() }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str }));
+            }
+        }
+    }
+    let shared_bytes = match &attr.shared {
+        Some(t) => quote!(::core::mem::size_of::<#t>()),
+        None => quote!(0usize),
+    };
+    let shared_const = format_ident!("__WARPFORGE_SHARED_BYTES_{}", name_str.to_uppercase());
+    let doc = format!(
+        "Launch description of the `{name_str}` kernel (PTX entry `{name_str}`), generated by `#[kernel]`."
+    );
+    let span = Span::call_site();
+    let struct_name = Ident::new(&name_str, span);
+
+    Ok(quote! {
+        /// Launch-sized shared memory the kernel needs per block, in bytes.
+        #[doc(hidden)]
+        #vis const #shared_const: usize = #shared_bytes;
+
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        #body_fn
+
+        #[cfg(target_arch = "nvptx64")]
+        #(#attrs_doc)*
+        #[unsafe(no_mangle)]
+        #[allow(unsafe_code, clippy::missing_safety_doc, clippy::too_many_arguments)]
+        #vis unsafe extern "gpu-kernel" fn #name(#(#ptx_params),*) {
+            // SAFETY: the host launcher passes, for each buffer, a live device
+            // allocation and the element count it checked against the launch.
+            #body_name(#(#ptx_args),*)
+        }
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        #(#attrs_doc)*
+        #[doc = #doc]
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #struct_name;
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        #[allow(unsafe_code)]
+        impl #dev::kernel::Kernel for #struct_name {
+            const NAME: &'static str = #name_str;
+            const PARAMS: &'static [#dev::kernel::Param] = &[#(#param_info),*];
+            const SHARED_BYTES: usize = #shared_const;
+            type Args = (#(#abi_types,)*);
+
+            unsafe fn run_thread(args: Self::Args) {
+                let (#(#abi_names,)*) = args;
+                // SAFETY: the caller (the emulator launcher) guarantees every buffer
+                // is valid for its length for the whole launch.
+                #body_name(#(#host_args),*)
+            }
+        }
+    })
+}

@@ -1,1 +1,42 @@
-pub const PTX_SM80: &str = include_str!(env!("WARPFORGE_PTX_SM_80"));
+//! warpforge: CUDA kernels written in Rust, launched with typed arguments,
+//! guarded against out-of-bounds writes, and verified against CPU references
+//! on the GPU or on a CPU emulator of the CUDA execution model.
+//!
+//! How a kernel travels:
+//!
+//! 1. `kernels/` — plain Rust functions marked `#[kernel]` over `warpforge-device`.
+//! 2. `builder/` — `build.rs` compiles that crate to PTX with rustc's NVPTX backend;
+//!    [`ptx::MODULES`] embeds it.
+//! 3. [`Device::launch`] — checks the config against the device's limits and the
+//!    buffers against the kernel's signature, then launches it on the GPU (cudarc)
+//!    or runs it in the emulator.
+//! 4. [`reference`] and [`verify`] — CPU references and the checks that compare them.
+//!
+//! ```
+//! use warpforge::{Device, ops};
+//! let dev = Device::emulator();
+//! let x = dev.upload(&[1.0f32, 2.0, 3.0, 4.0])?;
+//! assert_eq!(ops::sum_f32(&x)?, 10.0);
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+
+mod buffer;
+mod device;
+mod element;
+mod error;
+pub mod gpu;
+mod launch;
+pub mod ops;
+pub mod ptx;
+pub mod ptxas;
+pub mod reference;
+pub mod verify;
+
+pub use buffer::DeviceBuffer;
+pub use device::Device;
+pub use element::{DType, Element};
+pub use error::{Error, Result};
+pub use launch::{KernelArg, KernelArgs, LaunchConfig, Limits};
+pub use warpforge_device::Dim3;
+pub use warpforge_device::emu::{EmuError, Fault};
+pub use warpforge_device::kernel::Kernel;

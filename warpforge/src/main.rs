@@ -1,1 +1,191 @@
-fn main() {}
+//! The `warpforge` command: verify kernels against CPU references, and inspect their PTX.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use warpforge::ptxas::{self, Ptxas};
+use warpforge::{Device, Error, ptx, verify};
+
+#[derive(Parser)]
+#[command(
+    name = "warpforge",
+    version,
+    about = "CUDA kernels in Rust: verify them, inspect their PTX"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every kernel against its CPU reference (GPU if present, else the emulator).
+    Verify {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Seed of the generated inputs.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        /// Random lengths per kernel, on top of 0, 1, 31, 32, 33, 1023, 1025.
+        #[arg(long, default_value_t = 3)]
+        random_lengths: usize,
+        /// Largest random length (default: 4M on a GPU, 200k on the emulator).
+        #[arg(long)]
+        max_len: Option<usize>,
+    },
+    /// Assemble the embedded PTX with ptxas and print registers, spills, shared memory, barriers.
+    Ptx {
+        /// Also write each module's .ptx file into this directory.
+        #[arg(long)]
+        emit: Option<PathBuf>,
+        /// GPU architectures to assemble the sm_80 module for.
+        #[arg(long = "arch", default_values_t = ["sm_80".to_string(), "sm_90".to_string()])]
+        archs: Vec<String>,
+        /// Fail if any kernel spills registers.
+        #[arg(long)]
+        deny_spills: bool,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// GPU 0 if usable, else the CPU emulator.
+    Auto,
+    /// GPU 0, or fail.
+    Gpu,
+    /// The CPU emulator.
+    Emu,
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Verify {
+            backend,
+            seed,
+            random_lengths,
+            max_len,
+        } => run_verify(backend, seed, random_lengths, max_len),
+        Command::Ptx {
+            emit,
+            archs,
+            deny_spills,
+        } => run_ptx(emit, &archs, deny_spills),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_verify(
+    backend: Backend,
+    seed: u64,
+    random_lengths: usize,
+    max_len: Option<usize>,
+) -> Result<ExitCode, String> {
+    let dev = match backend {
+        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string())?,
+        Backend::Emu => Device::emulator(),
+        Backend::Auto => {
+            let (dev, why) = Device::auto();
+            if let Some(why) = why {
+                println!(
+                    "no usable GPU ({}); running on the CPU emulator",
+                    short_reason(&why)
+                );
+            }
+            dev
+        }
+    };
+    let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
+    println!("verifying on {}", dev.name());
+    let reports = verify::run(&dev, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    println!(
+        "{:<10} {:>7} {:>12} {:>12} {:>10}  result",
+        "kernel", "cases", "max abs err", "max rel err", "worst/tol"
+    );
+    for r in &reports {
+        println!(
+            "{:<10} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
+            r.kernel,
+            r.lengths.len(),
+            r.max_abs_err,
+            r.max_rel_err,
+            r.worst_vs_tolerance,
+            if r.passed() { "pass" } else { "FAIL" }
+        );
+        if let Some(f) = &r.failure {
+            println!("    {f}");
+        }
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    println!(
+        "verify: {} passed, {} failed",
+        reports.len() - failed,
+        failed
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The first sentence of an error, for a one-line notice.
+fn short_reason(e: &Error) -> String {
+    let s = e.to_string();
+    s.split(". ").next().unwrap_or(&s).to_owned()
+}
+
+fn run_ptx(emit: Option<PathBuf>, archs: &[String], deny_spills: bool) -> Result<ExitCode, String> {
+    if let Some(dir) = &emit {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        for m in ptx::MODULES {
+            let path = dir.join(format!("warpforge_kernels.{}.ptx", m.arch));
+            std::fs::write(&path, m.source)
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            println!("wrote {}", path.display());
+        }
+    }
+    let ptxas = Ptxas::locate().map_err(|e| e.to_string())?;
+    println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
+    let mut rows = Vec::new();
+    for m in ptx::MODULES {
+        let module_cc = ptx::arch_capability(m.arch).unwrap_or((0, 0));
+        for arch in archs {
+            // A module runs on its own arch and newer ones (`sm_90a` code only on sm_90a).
+            let runs_there = ptx::arch_capability(arch).is_some_and(|cc| cc >= module_cc)
+                && (!m.arch.ends_with('a') || arch == m.arch);
+            if !runs_there {
+                continue;
+            }
+            let reports = ptxas.assemble(m.source, arch).map_err(|e| e.to_string())?;
+            let missing: Vec<_> = m
+                .entries()
+                .into_iter()
+                .filter(|e| !reports.iter().any(|r| r.kernel == *e))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "ptxas reported nothing for entries {missing:?} ({arch})"
+                ));
+            }
+            rows.extend(reports);
+        }
+    }
+    print!("{}", ptxas::render_table(&rows));
+    let spilling: Vec<_> = rows
+        .iter()
+        .filter(|r| r.spill_stores + r.spill_loads > 0)
+        .map(|r| format!("{} ({})", r.kernel, r.arch))
+        .collect();
+    if deny_spills && !spilling.is_empty() {
+        eprintln!("error: register spills in {}", spilling.join(", "));
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,313 @@
+//! Typed launch configurations, and the argument traits that tie a launch to
+//! its kernel's signature.
+//!
+//! `Device::launch(kernel, config, args)` compiles only if `args` matches the
+//! kernel's `#[kernel]` signature position by position: a scalar for a
+//! scalar of the same type, `&DeviceBuffer<T>` for `&[T]`, `&mut DeviceBuffer<T>`
+//! for `Out<T>`. A buffer of the wrong dtype, a read-only buffer where the
+//! kernel writes, or a missing argument is a type error, not a device fault.
+//!
+//! ```compile_fail
+//! # use warpforge::{Device, LaunchConfig};
+//! # use warpforge_kernels::elementwise::axpy_f32;
+//! let dev = Device::emulator();
+//! let x = dev.upload(&[1.0f64, 2.0]).unwrap();   // f64, but axpy_f32 takes f32
+//! let mut y = dev.upload(&[0.0f32, 0.0]).unwrap();
+//! dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256).unwrap(), (2.0f32, &x, &mut y)).unwrap();
+//! ```
+
+use crate::buffer::{DeviceBuffer, Memory};
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use cudarc::driver::{LaunchArgs, PushKernelArg};
+use half::{bf16, f16};
+use warpforge_device::Dim3;
+use warpforge_device::kernel::{RawIn, RawOut};
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub grid: Dim3,
+    /// Threads per block.
+    pub block: Dim3,
+    /// Launch-sized shared memory per block, in bytes, on top of nothing: the
+    /// launch uses the larger of this and what the kernel declares.
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// An explicit grid and block.
+    pub const fn new(grid: Dim3, block: Dim3) -> Self {
+        LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+        }
+    }
+
+    /// One thread per element: `block_threads` per block, enough blocks for `n`
+    /// (at least one, so a zero-length launch is still a valid launch).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_elements(1000, 256).unwrap();
+    /// assert_eq!((c.grid.x, c.block.x), (4, 256));
+    /// assert!(LaunchConfig::for_elements(usize::MAX, 256).is_err());
+    /// ```
+    pub fn for_elements(n: usize, block_threads: u32) -> Result<Self> {
+        if block_threads == 0 {
+            return Err(Error::ShapeMismatch {
+                op: "LaunchConfig::for_elements",
+                detail: "block_threads is 0; use a positive multiple of 32 such as 256".into(),
+            });
+        }
+        let blocks = n.div_ceil(block_threads as usize).max(1);
+        let grid_x = u32::try_from(blocks)
+            .ok()
+            .filter(|&b| b <= GRID_X_MAX)
+            .ok_or(Error::LaunchConfig {
+                kernel: "(any)",
+                what: "grid.x",
+                value: blocks as u64,
+                limit: u64::from(GRID_X_MAX),
+                fix: "use a grid-stride loop with a capped grid instead of one thread per element",
+            })?;
+        Ok(LaunchConfig::new(Dim3::x(grid_x), Dim3::x(block_threads)))
+    }
+
+    /// Adds launch-sized shared memory.
+    pub const fn with_shared_bytes(mut self, bytes: u32) -> Self {
+        self.shared_bytes = bytes;
+        self
+    }
+}
+
+/// The largest grid.x CUDA allows (2³¹ − 1).
+const GRID_X_MAX: u32 = i32::MAX as u32;
+
+/// What a device allows a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Block extent per dimension.
+    pub max_block_dim: [u32; 3],
+    /// Grid extent per dimension.
+    pub max_grid_dim: [u32; 3],
+    /// Dynamic shared memory per block without opt-in.
+    pub max_shared_per_block: u32,
+}
+
+impl Limits {
+    /// The emulator enforces the limits of every GPU warpforge targets (sm_80 and
+    /// up), so a launch that passes in the emulator also passes on the GPU.
+    pub const EMULATOR: Limits = Limits {
+        max_threads_per_block: 1024,
+        max_block_dim: [1024, 1024, 64],
+        max_grid_dim: [GRID_X_MAX, 65535, 65535],
+        max_shared_per_block: 48 * 1024,
+    };
+
+    /// Checks `config` for `kernel`, which needs `kernel_shared` bytes of
+    /// shared memory; returns the shared bytes the launch will use.
+    pub fn check(
+        &self,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        kernel_shared: usize,
+    ) -> Result<u32> {
+        let fail = |what, value: u64, limit: u64, fix| Error::LaunchConfig {
+            kernel,
+            what,
+            value,
+            limit,
+            fix,
+        };
+        let (g, b) = (config.grid, config.block);
+        for (what, v) in [
+            ("block.x", b.x),
+            ("block.y", b.y),
+            ("block.z", b.z),
+            ("grid.x", g.x),
+            ("grid.y", g.y),
+            ("grid.z", g.z),
+        ] {
+            if v == 0 {
+                return Err(fail(
+                    what,
+                    0,
+                    1,
+                    "every grid and block dimension must be at least 1",
+                ));
+            }
+        }
+        let threads = b.volume();
+        if threads > u64::from(self.max_threads_per_block) {
+            return Err(fail(
+                "threads per block",
+                threads,
+                u64::from(self.max_threads_per_block),
+                "use fewer threads per block and more blocks",
+            ));
+        }
+        for (i, (what, v)) in [("block.x", b.x), ("block.y", b.y), ("block.z", b.z)]
+            .into_iter()
+            .enumerate()
+        {
+            if v > self.max_block_dim[i] {
+                return Err(fail(
+                    what,
+                    u64::from(v),
+                    u64::from(self.max_block_dim[i]),
+                    "reshape the block",
+                ));
+            }
+        }
+        for (i, (what, v)) in [("grid.x", g.x), ("grid.y", g.y), ("grid.z", g.z)]
+            .into_iter()
+            .enumerate()
+        {
+            if v > self.max_grid_dim[i] {
+                return Err(fail(
+                    what,
+                    u64::from(v),
+                    u64::from(self.max_grid_dim[i]),
+                    "use a grid-stride loop or move work to grid.x",
+                ));
+            }
+        }
+        let shared = (config.shared_bytes as usize).max(kernel_shared);
+        if shared > self.max_shared_per_block as usize {
+            return Err(fail(
+                "dynamic shared memory bytes",
+                shared as u64,
+                u64::from(self.max_shared_per_block),
+                "use smaller tiles",
+            ));
+        }
+        Ok(shared as u32)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// One launch argument: a scalar, `&DeviceBuffer<T>` (for `&[T]`) or
+/// `&mut DeviceBuffer<T>` (for `Out<T>`). Sealed: these are the only ones.
+pub trait KernelArg: sealed::Sealed {
+    /// What the kernel's emulator entry receives for it.
+    type Abi: Copy + Send + Sync;
+    #[doc(hidden)]
+    fn owner(&self) -> Option<&Device>;
+    #[doc(hidden)]
+    fn emu_abi(&mut self) -> Option<Self::Abi>;
+    #[doc(hidden)]
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty),*) => { $(
+        impl sealed::Sealed for $t {}
+        impl KernelArg for $t {
+            type Abi = $t;
+            fn owner(&self) -> Option<&Device> { None }
+            fn emu_abi(&mut self) -> Option<$t> { Some(*self) }
+            fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) { args.arg(&*self); }
+        }
+    )* };
+}
+scalar_arg!(
+    f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, usize, isize, f16, bf16
+);
+
+impl<T: Element> sealed::Sealed for &DeviceBuffer<T> {}
+impl<T: Element> KernelArg for &DeviceBuffer<T> {
+    type Abi = RawIn<T>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.device())
+    }
+    fn emu_abi(&mut self) -> Option<RawIn<T>> {
+        match &self.memory {
+            Memory::Emulated(v) => Some(RawIn {
+                ptr: v.as_ptr(),
+                len: v.len(),
+            }),
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        let buf: &'a DeviceBuffer<T> = self;
+        if let Memory::Gpu(slice) = &buf.memory {
+            args.arg(slice);
+            args.arg(&buf.len);
+        }
+    }
+}
+
+impl<T: Element> sealed::Sealed for &mut DeviceBuffer<T> {}
+impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
+    type Abi = RawOut<T>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.device())
+    }
+    fn emu_abi(&mut self) -> Option<RawOut<T>> {
+        match &mut self.memory {
+            Memory::Emulated(v) => Some(RawOut {
+                ptr: v.as_mut_ptr(),
+                len: v.len(),
+            }),
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        let DeviceBuffer { memory, len, .. } = &mut **self;
+        if let Memory::Gpu(slice) = memory {
+            args.arg(slice);
+            args.arg(&*len);
+        }
+    }
+}
+
+/// A launch's argument tuple, matching a kernel's `Args` position by position.
+pub trait KernelArgs<Abi>: sealed::Sealed {
+    #[doc(hidden)]
+    fn owners(&self) -> Vec<&Device>;
+    #[doc(hidden)]
+    fn emu_abi(&mut self) -> Option<Abi>;
+    #[doc(hidden)]
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
+}
+
+macro_rules! tuple_args {
+    ($($a:ident $i:tt),*) => {
+        impl<$($a: KernelArg),*> sealed::Sealed for ($($a,)*) {}
+        impl<$($a: KernelArg),*> KernelArgs<($($a::Abi,)*)> for ($($a,)*) {
+            fn owners(&self) -> Vec<&Device> {
+                let owners: Vec<Option<&Device>> = vec![$(self.$i.owner()),*];
+                owners.into_iter().flatten().collect()
+            }
+            #[allow(clippy::unused_unit)]
+            fn emu_abi(&mut self) -> Option<($($a::Abi,)*)> {
+                Some(($(self.$i.emu_abi()?,)*))
+            }
+            #[allow(unused_variables)]
+            fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+                $(self.$i.push_gpu(args);)*
+            }
+        }
+    };
+}
+tuple_args!();
+tuple_args!(A 0);
+tuple_args!(A 0, B 1);
+tuple_args!(A 0, B 1, C 2);
+tuple_args!(A 0, B 1, C 2, D 3);
+tuple_args!(A 0, B 1, C 2, D 3, E 4);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);

@@ -1,0 +1,101 @@
+//! High-level operations: pick the kernel and launch shape, check sizes, run.
+
+use crate::buffer::DeviceBuffer;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+use warpforge_device::Dim3;
+use warpforge_kernels::{elementwise, reduce};
+
+/// Threads per block for elementwise kernels and reductions.
+pub const BLOCK_THREADS: u32 = 256;
+
+/// Most blocks a grid-stride kernel launches: enough to fill any current GPU
+/// several times over, few enough that the second pass of a reduction is one block.
+pub const MAX_BLOCKS: u32 = 1024;
+
+/// Element types with an `axpy` kernel.
+pub trait Axpy: Element {
+    /// Launches the kernel for this type.
+    #[doc(hidden)]
+    fn launch_axpy(
+        a: Self,
+        x: &DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        cfg: LaunchConfig,
+    ) -> Result<()>;
+}
+
+impl Axpy for f32 {
+    fn launch_axpy(
+        a: f32,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+        cfg: LaunchConfig,
+    ) -> Result<()> {
+        let dev = y.device().clone();
+        dev.launch(elementwise::axpy_f32, cfg, (a, x, y))
+    }
+}
+
+impl Axpy for f64 {
+    fn launch_axpy(
+        a: f64,
+        x: &DeviceBuffer<f64>,
+        y: &mut DeviceBuffer<f64>,
+        cfg: LaunchConfig,
+    ) -> Result<()> {
+        let dev = y.device().clone();
+        dev.launch(elementwise::axpy_f64, cfg, (a, x, y))
+    }
+}
+
+/// A grid-stride launch over `n` elements: one thread per element up to `MAX_BLOCKS` blocks.
+pub fn grid_stride_config(n: usize) -> LaunchConfig {
+    let blocks = n
+        .div_ceil(BLOCK_THREADS as usize)
+        .clamp(1, MAX_BLOCKS as usize) as u32;
+    LaunchConfig::new(Dim3::x(blocks), Dim3::x(BLOCK_THREADS))
+}
+
+/// `y = a·x + y`, elementwise, with one rounding per element (fused multiply-add).
+///
+/// ```
+/// use warpforge::{Device, ops};
+/// let dev = Device::emulator();
+/// let x = dev.upload(&[1.0f64, 2.0])?;
+/// let mut y = dev.upload(&[0.5f64, 0.5])?;
+/// ops::axpy(3.0, &x, &mut y)?;
+/// assert_eq!(y.to_host()?, vec![3.5, 6.5]);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn axpy<T: Axpy>(a: T, x: &DeviceBuffer<T>, y: &mut DeviceBuffer<T>) -> Result<()> {
+    if x.len() != y.len() {
+        return Err(Error::ShapeMismatch {
+            op: "axpy",
+            detail: format!(
+                "x has {} elements but y has {}; axpy needs equal lengths",
+                x.len(),
+                y.len()
+            ),
+        });
+    }
+    T::launch_axpy(a, x, y, grid_stride_config(x.len()))
+}
+
+/// Sum of an f32 buffer: block partial sums, then one block over the partials.
+///
+/// The additions happen in a fixed tree, so the same input on the same
+/// device gives the same bits every run. Error bound against the exact sum:
+/// `(k + 20)·2⁻²⁴·Σ|xᵢ|` with `k` the elements per thread (see
+/// [`crate::reference::sum_f32_tolerance`]). The sum of no elements is 0.
+pub fn sum_f32(x: &DeviceBuffer<f32>) -> Result<f32> {
+    let dev = x.device().clone();
+    let first = grid_stride_config(x.len());
+    let mut partials = dev.alloc_zeroed::<f32>(first.grid.x as usize)?;
+    dev.launch(reduce::sum_f32, first, (x, &mut partials))?;
+    let mut total = dev.alloc_zeroed::<f32>(1)?;
+    let second = LaunchConfig::new(Dim3::x(1), Dim3::x(MAX_BLOCKS));
+    dev.launch(reduce::sum_f32, second, (&partials, &mut total))?;
+    Ok(total.to_host()?[0])
+}

@@ -1,0 +1,88 @@
+//! Shared by the test suites: input generators with the values IEEE arithmetic
+//! finds hard, and the per-kernel property checks run on any device.
+
+#![allow(dead_code)]
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use warpforge::Device;
+use warpforge::verify::{self, KernelReport};
+
+/// Lengths around the warp (32) and block sizes, and random ones.
+pub const EDGE_LENGTHS: &[usize] = warpforge::verify::EDGE_LENGTHS;
+
+/// An f32 that is usually ordinary, sometimes ±0, subnormal, huge, ±inf or NaN.
+pub fn any_f32(rng: &mut StdRng, specials: bool) -> f32 {
+    match rng.random_range(0..40) {
+        0 => -0.0,
+        1 => 0.0,
+        2 => {
+            f32::from_bits(rng.random_range(1..0x0080_0000)) * if rng.random() { 1.0 } else { -1.0 }
+        }
+        3 => rng.random_range(-1.0e30f32..1.0e30),
+        4 if specials => f32::INFINITY,
+        5 if specials => f32::NEG_INFINITY,
+        6 if specials => f32::NAN,
+        _ => rng.random_range(-100.0f32..100.0),
+    }
+}
+
+/// As [`any_f32`], for f64.
+pub fn any_f64(rng: &mut StdRng, specials: bool) -> f64 {
+    match rng.random_range(0..40) {
+        0 => -0.0,
+        1 => 0.0,
+        2 => f64::from_bits(rng.random_range(1..0x000f_ffff_ffff_ffff)),
+        3 => rng.random_range(-1.0e300f64..1.0e300),
+        4 if specials => f64::INFINITY,
+        5 if specials => f64::NEG_INFINITY,
+        6 if specials => f64::NAN,
+        _ => rng.random_range(-100.0f64..100.0),
+    }
+}
+
+fn assert_passed(report: &KernelReport) {
+    assert!(
+        report.passed(),
+        "{} disagrees with its CPU reference: {}",
+        report.kernel,
+        report.failure.as_deref().unwrap_or("")
+    );
+}
+
+/// axpy_f32 on `dev` equals a·x + y rounded once to f32 (within ½ ulp of the exact value).
+pub fn axpy_f32_matches_reference(dev: &Device, n: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let x: Vec<f32> = (0..n).map(|_| any_f32(&mut rng, true)).collect();
+    let y: Vec<f32> = (0..n).map(|_| any_f32(&mut rng, true)).collect();
+    let a = any_f32(&mut rng, false);
+    let mut report = KernelReport::default_for("axpy_f32");
+    verify::check_axpy_f32(dev, &mut report, a, &x, &y).expect("launch");
+    assert_passed(&report);
+}
+
+/// axpy_f64 on `dev` equals `f64::mul_add` bit for bit.
+pub fn axpy_f64_matches_reference(dev: &Device, n: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let x: Vec<f64> = (0..n).map(|_| any_f64(&mut rng, true)).collect();
+    let y: Vec<f64> = (0..n).map(|_| any_f64(&mut rng, true)).collect();
+    let a = any_f64(&mut rng, false);
+    let mut report = KernelReport::default_for("axpy_f64");
+    verify::check_axpy_f64(dev, &mut report, a, &x, &y).expect("launch");
+    assert_passed(&report);
+}
+
+/// sum_f32 on `dev` is within `(k + 20)·2⁻²⁴·Σ|x|` of the exact sum (finite inputs).
+pub fn sum_f32_matches_reference(dev: &Device, n: usize, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Finite values with mixed magnitudes, so cancellation is exercised but Σ|x| stays finite.
+    let x: Vec<f32> = (0..n)
+        .map(|_| {
+            let v = any_f32(&mut rng, false);
+            if v.abs() > 1.0e6 { v * 1.0e-25 } else { v }
+        })
+        .collect();
+    let mut report = KernelReport::default_for("sum_f32");
+    verify::check_sum_f32(dev, &mut report, &x).expect("launch");
+    assert_passed(&report);
+}

@@ -65,7 +65,9 @@ impl KernelReport {
             f64::INFINITY
         };
         self.worst_vs_tolerance = self.worst_vs_tolerance.max(ratio);
-        if !(err <= tolerance) && self.failure.is_none() {
+        // A NaN error (NaN where a number was expected) fails too.
+        let within = err <= tolerance;
+        if !within && self.failure.is_none() {
             self.failure = Some(format!(
                 "length {n}, element {index}: got {got:e}, reference {want:e}, error {err:e} > tolerance {tolerance:e}"
             ));

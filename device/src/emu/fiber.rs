@@ -63,6 +63,5 @@ pub(crate) fn suspend(request: Request) -> u32 {
     debug_assert!(!yielder.is_null());
     // SAFETY: the yielder belongs to the running coroutine (stored when it started)
     // and lives on that coroutine's stack for as long as the coroutine exists.
-    let input = unsafe { &*yielder }.suspend(request);
-    input
+    unsafe { &*yielder }.suspend(request)
 }

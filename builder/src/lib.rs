@@ -172,7 +172,7 @@ impl PtxBuilder {
             .or_else(|| std::env::var_os("OUT_DIR").map(PathBuf::from))
             .unwrap_or_else(|| self.workspace.join("target").join("warpforge-ptx"));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-        check_toolchain()?;
+        check_toolchain(&std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc")))?;
         let archs = if self.archs.is_empty() {
             vec![Arch::Sm80]
         } else {
@@ -235,12 +235,11 @@ impl PtxBuilder {
     }
 }
 
-/// Checks for a nightly rustc with `rust-src`, so a missing piece is an error
-/// that names the fix rather than an obscure `-Zbuild-std` failure.
-fn check_toolchain() -> Result<(), BuildError> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
+/// Checks that `rustc` is a nightly with `rust-src`, so a missing piece is an
+/// error that names the fix rather than an obscure `-Zbuild-std` failure.
+pub fn check_toolchain(rustc: &std::ffi::OsStr) -> Result<(), BuildError> {
     let run = |args: &[&str]| -> Result<String, BuildError> {
-        let out = Command::new(&rustc)
+        let out = Command::new(rustc)
             .args(args)
             .output()
             .map_err(|source| BuildError::Spawn {
@@ -263,4 +262,78 @@ fn check_toolchain() -> Result<(), BuildError> {
         return Err(BuildError::MissingRustSrc { sysroot, toolchain });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Writing a script and executing it while another test thread forks can fail
+    /// with ETXTBSY (the child briefly holds the write descriptor); one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A stand-in `rustc` that prints `version` for `-V` and `sysroot` for `--print sysroot`.
+    fn fake_rustc(dir: &Path, version: &str, sysroot: &Path) -> PathBuf {
+        let path = dir.join("rustc");
+        let script = format!(
+            "#!/bin/sh\nif [ \"$1\" = -V ]; then echo '{version}'; else echo '{}'; fi\n",
+            sysroot.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("warpforge-builder-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_stable_toolchain_is_an_error_naming_the_nightly_to_install() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("stable");
+        let rustc = fake_rustc(&dir, "rustc 1.95.0 (59807616e 2026-04-14)", &dir);
+        let e = check_toolchain(rustc.as_os_str()).unwrap_err();
+        assert!(matches!(e, BuildError::NotNightly { .. }));
+        assert!(
+            e.to_string()
+                .contains("rustup toolchain install nightly-2026-05-20"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_rust_src_is_an_error_naming_the_component() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("nosrc");
+        let sysroot = dir.join("nightly-2026-05-20-x86_64-unknown-linux-gnu");
+        std::fs::create_dir_all(&sysroot).unwrap();
+        let rustc = fake_rustc(
+            &dir,
+            "rustc 1.97.0-nightly (e50aa6fba 2026-05-19)",
+            &sysroot,
+        );
+        let e = check_toolchain(rustc.as_os_str()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("rustup component add rust-src --toolchain nightly-2026-05-20-x86_64-unknown-linux-gnu"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_nightly_with_rust_src_passes() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("ok");
+        let core = dir.join("lib/rustlib/src/rust/library/core/src");
+        std::fs::create_dir_all(&core).unwrap();
+        std::fs::write(core.join("lib.rs"), "").unwrap();
+        let rustc = fake_rustc(&dir, "rustc 1.97.0-nightly (e50aa6fba 2026-05-19)", &dir);
+        check_toolchain(rustc.as_os_str()).unwrap();
+    }
 }

@@ -1,4 +1,4 @@
-//! The README's "write your first kernel" walkthrough, verbatim, so it keeps working.
+//! The README's "write your first kernel" walkthrough, so it keeps working.
 
 use warpforge::{Device, LaunchConfig};
 use warpforge_device::{Out, thread};
@@ -17,7 +17,8 @@ fn first_kernel() -> warpforge::Result<()> {
     let dev = Device::emulator(); // or Device::gpu(0)? once the kernel lives in kernels/
     let x = dev.upload(&[1.0f32, 2.0, 3.0])?;
     let mut y = dev.alloc_zeroed::<f32>(3)?;
-    dev.launch(scale_f32, LaunchConfig::for_elements(3, 256)?, (2.0f32, &x, &mut y))?;
+    let cfg = LaunchConfig::for_elements(3, 256)?;
+    dev.launch(scale_f32, cfg, (2.0f32, &x, &mut y))?;
     assert_eq!(y.to_host()?, [2.0, 4.0, 6.0]);
     Ok(())
 }

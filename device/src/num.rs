@@ -27,3 +27,23 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
 pub fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
     arch::fma_f64(a, b, c)
 }
+
+/// Floats with a fused multiply-add, for kernels generic over the float type.
+pub trait Fma: Copy {
+    /// `self · b + c` with a single rounding.
+    fn fma(self, b: Self, c: Self) -> Self;
+}
+
+impl Fma for f32 {
+    #[inline(always)]
+    fn fma(self, b: f32, c: f32) -> f32 {
+        fma_f32(self, b, c)
+    }
+}
+
+impl Fma for f64 {
+    #[inline(always)]
+    fn fma(self, b: f64, c: f64) -> f64 {
+        fma_f64(self, b, c)
+    }
+}

@@ -531,27 +531,21 @@ ptxas info    : Compile time = 2.688 ms
     #[test]
     fn parses_entries_sorted_by_name() {
         let rows = parse_report(SAMPLE);
-        assert_eq!(rows.len(), 2);
 
-        let axpy = &rows[0];
-        assert_eq!(axpy.kernel, "axpy_f64");
-        assert_eq!(axpy.arch, "sm_80");
-        assert_eq!(axpy.registers, 24);
-        assert_eq!(axpy.barriers, 0);
-        assert_eq!(axpy.stack_frame, 0);
-        assert_eq!(axpy.spill_stores, 0);
-        assert_eq!(axpy.spill_loads, 0);
-        assert_eq!(axpy.static_shared, 0);
-
-        let sum = &rows[1];
-        assert_eq!(sum.kernel, "sum_f32");
-        assert_eq!(sum.arch, "sm_80");
-        assert_eq!(sum.registers, 24);
-        assert_eq!(sum.barriers, 1);
-        assert_eq!(sum.stack_frame, 32);
-        assert_eq!(sum.spill_stores, 0);
-        assert_eq!(sum.spill_loads, 0);
-        assert_eq!(sum.static_shared, 0);
+        let row = |kernel: &str, registers, barriers, stack_frame| EntryReport {
+            kernel: kernel.to_owned(),
+            arch: "sm_80".to_owned(),
+            registers,
+            spill_stores: 0,
+            spill_loads: 0,
+            stack_frame,
+            static_shared: 0,
+            barriers,
+        };
+        assert_eq!(
+            rows,
+            vec![row("axpy_f64", 24, 0, 0), row("sum_f32", 24, 1, 32)]
+        );
     }
 
     #[test]

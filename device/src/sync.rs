@@ -13,3 +13,35 @@ use crate::arch;
 pub fn sync_threads() {
     arch::sync_threads()
 }
+
+/// A block barrier that also returns how many threads of the block passed a
+/// true `predicate` (`bar.red.popc`, CUDA's `__syncthreads_count`).
+#[inline(always)]
+pub fn sync_threads_count(predicate: bool) -> u32 {
+    arch::sync_threads_count(predicate)
+}
+
+/// A block barrier that returns whether every thread's `predicate` was true
+/// (CUDA's `__syncthreads_and`).
+#[inline(always)]
+pub fn sync_threads_and(predicate: bool) -> bool {
+    let d = crate::thread::block_dim();
+    sync_threads_count(predicate) == d.x * d.y * d.z
+}
+
+/// A block barrier that returns whether any thread's `predicate` was true
+/// (CUDA's `__syncthreads_or`).
+#[inline(always)]
+pub fn sync_threads_or(predicate: bool) -> bool {
+    sync_threads_count(predicate) > 0
+}
+
+pub use crate::arch::FenceScope;
+
+/// Orders this thread's memory accesses before the fence against those after
+/// it, as seen by every thread in `scope` (`fence.acq_rel.cta`/`.gpu`,
+/// `fence.sc.sys`). Unlike a barrier, it waits for nobody.
+#[inline(always)]
+pub fn fence(scope: FenceScope) {
+    arch::fence(scope)
+}

@@ -5,7 +5,7 @@
 //! mask must call the same function with the same mask. The emulator checks
 //! this and reports `Fault::WarpMask` naming the lane that did not join.
 
-use crate::arch::{self, ShuffleMode};
+use crate::arch::{self, ShuffleMode, VoteMode};
 
 /// All 32 lanes.
 pub const FULL_MASK: u32 = 0xffff_ffff;
@@ -68,17 +68,72 @@ pub fn shuffle_xor<T: ShuffleValue>(mask: u32, value: T, lane_mask: u32) -> T {
     value.shuffle(ShuffleMode::Xor, lane_mask, mask)
 }
 
-/// Sum over all 32 lanes by a butterfly (xor) tree; every lane gets the result.
+/// Whether `predicate` is true in every lane of `mask` (`__all_sync`).
+#[inline(always)]
+pub fn all(mask: u32, predicate: bool) -> bool {
+    arch::vote(VoteMode::All, predicate, mask) != 0
+}
+
+/// Whether `predicate` is true in any lane of `mask` (`__any_sync`).
+#[inline(always)]
+pub fn any(mask: u32, predicate: bool) -> bool {
+    arch::vote(VoteMode::Any, predicate, mask) != 0
+}
+
+/// Bit i is set iff lane i is in `mask` and its `predicate` is true (`__ballot_sync`).
+#[inline(always)]
+pub fn ballot(mask: u32, predicate: bool) -> u32 {
+    arch::vote(VoteMode::Ballot, predicate, mask)
+}
+
+/// Combines `value` over all 32 lanes with `op` by a butterfly (xor) tree:
+/// five shuffles, and every lane gets the result.
 ///
 /// The tree has a fixed shape, so the result is bit-for-bit the same on every
-/// run, on the GPU and in the emulator.
+/// run, on the GPU and in the emulator, even for non-associative `op` (floats).
 #[inline(always)]
-pub fn sum_f32(value: f32) -> f32 {
+pub fn reduce<T: ShuffleValue>(value: T, op: impl Fn(T, T) -> T) -> T {
     let mut v = value;
     let mut offset = 16;
     while offset > 0 {
-        v += shuffle_xor(FULL_MASK, v, offset);
+        v = op(v, shuffle_xor(FULL_MASK, v, offset));
         offset /= 2;
     }
     v
+}
+
+/// Sum over the 32 lanes (see [`reduce`]).
+#[inline(always)]
+pub fn sum_f32(value: f32) -> f32 {
+    reduce(value, |a, b| a + b)
+}
+
+/// Largest value over the 32 lanes; NaN if any lane holds NaN.
+#[inline(always)]
+pub fn max_f32(value: f32) -> f32 {
+    reduce(value, |a, b| if a.is_nan() || a > b { a } else { b })
+}
+
+/// Smallest value over the 32 lanes; NaN if any lane holds NaN.
+#[inline(always)]
+pub fn min_f32(value: f32) -> f32 {
+    reduce(value, |a, b| if a.is_nan() || a < b { a } else { b })
+}
+
+/// Wrapping sum over the 32 lanes.
+#[inline(always)]
+pub fn sum_i32(value: i32) -> i32 {
+    reduce(value, i32::wrapping_add)
+}
+
+/// Largest value over the 32 lanes.
+#[inline(always)]
+pub fn max_i32(value: i32) -> i32 {
+    reduce(value, i32::max)
+}
+
+/// Smallest value over the 32 lanes.
+#[inline(always)]
+pub fn min_i32(value: i32) -> i32 {
+    reduce(value, i32::min)
 }

@@ -7,9 +7,11 @@
 //! | --- | --- |
 //! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
 //! | [`reduce`] | `sum_f32` (block partial sums) |
+//! | [`probe`] | one probe kernel per device primitive, for tests |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 #![deny(unsafe_code)]
 
 pub mod elementwise;
+pub mod probe;
 pub mod reduce;

@@ -15,6 +15,28 @@ pub enum ShuffleMode {
     Xor,
 }
 
+/// Which warp vote: the PTX `vote.sync` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoteMode {
+    /// 1 if every lane's predicate is true.
+    All,
+    /// 1 if any lane's predicate is true.
+    Any,
+    /// Bit i set iff lane i's predicate is true.
+    Ballot,
+}
+
+/// How far a memory fence orders: the PTX `fence` scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceScope {
+    /// The threads of this block (`fence.acq_rel.cta`).
+    Block,
+    /// Every thread on the device (`fence.acq_rel.gpu`).
+    Device,
+    /// The device and the host (`fence.sc.sys`).
+    System,
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod nvptx;
 #[cfg(target_arch = "nvptx64")]

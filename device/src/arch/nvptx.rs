@@ -1,7 +1,7 @@
 //! The nvptx64 backend: PTX special registers, `core::arch::nvptx` and inline asm.
 //! This is the only file in warpforge with PTX inline assembly.
 
-use super::ShuffleMode;
+use super::{FenceScope, ShuffleMode, VoteMode};
 use crate::thread::Dim3;
 use core::arch::asm;
 use core::arch::nvptx;
@@ -161,4 +161,80 @@ pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
         asm!("fma.rn.f64 {d}, {a}, {b}, {c};", d = out(reg64) d, a = in(reg64) a, b = in(reg64) b, c = in(reg64) c, options(pure, nomem, nostack))
     };
     d
+}
+
+#[inline(always)]
+pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
+    let p = predicate as u32;
+    let out: u32;
+    // SAFETY: vote.sync over the lanes of `mask`; registers only.
+    unsafe {
+        match mode {
+            VoteMode::Ballot => asm!(
+                "{{ .reg .pred %p; setp.ne.u32 %p, {p}, 0; vote.sync.ballot.b32 {o}, %p, {m}; }}",
+                o = out(reg32) out, p = in(reg32) p, m = in(reg32) mask, options(nomem, nostack)),
+            VoteMode::All => asm!(
+                "{{ .reg .pred %p, %q; setp.ne.u32 %p, {p}, 0; vote.sync.all.pred %q, %p, {m}; selp.u32 {o}, 1, 0, %q; }}",
+                o = out(reg32) out, p = in(reg32) p, m = in(reg32) mask, options(nomem, nostack)),
+            VoteMode::Any => asm!(
+                "{{ .reg .pred %p, %q; setp.ne.u32 %p, {p}, 0; vote.sync.any.pred %q, %p, {m}; selp.u32 {o}, 1, 0, %q; }}",
+                o = out(reg32) out, p = in(reg32) p, m = in(reg32) mask, options(nomem, nostack)),
+        }
+    }
+    out
+}
+
+/// `bar.red.popc`: a block barrier that also counts the threads whose predicate is true.
+#[inline(always)]
+pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
+    let p = predicate as u32;
+    let count: u32;
+    // SAFETY: as `sync_threads`; the barrier also reduces one predicate per thread.
+    unsafe {
+        asm!("{{ .reg .pred %p; setp.ne.u32 %p, {p}, 0; bar.red.popc.u32 {c}, 0, %p; }}",
+            c = out(reg32) count, p = in(reg32) p, options(nostack))
+    };
+    count
+}
+
+#[inline(always)]
+pub(crate) fn fence(scope: FenceScope) {
+    // SAFETY: a memory fence has no operands.
+    unsafe {
+        match scope {
+            FenceScope::Block => asm!("fence.acq_rel.cta;", options(nostack)),
+            FenceScope::Device => asm!("fence.acq_rel.gpu;", options(nostack)),
+            FenceScope::System => asm!("fence.sc.sys;", options(nostack)),
+        }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
+    let h: u16;
+    // SAFETY: register conversion, round to nearest even.
+    unsafe {
+        asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    h
+}
+
+#[inline(always)]
+pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
+    let x: f32;
+    // SAFETY: register conversion (exact).
+    unsafe {
+        asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) h, options(pure, nomem, nostack))
+    };
+    x
+}
+
+#[inline(always)]
+pub(crate) fn f32_to_bf16_bits(x: f32) -> u16 {
+    let h: u16;
+    // SAFETY: register conversion, round to nearest even (sm_80, PTX 7.0).
+    unsafe {
+        asm!("cvt.rn.bf16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    h
 }

@@ -1,6 +1,6 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
-use crate::arch::ShuffleMode;
+use crate::arch::{ShuffleMode, VoteMode};
 use crate::thread::Dim3;
 use core::cell::Cell;
 use corosensei::Yielder;
@@ -8,8 +8,9 @@ use corosensei::Yielder;
 /// Why a fiber suspended: the point where it waits for other threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Request {
-    /// `bar.sync 0`: every thread of the block.
-    SyncThreads,
+    /// `bar.sync 0` / `bar.red.popc`: every thread of the block; resumed with
+    /// the number of threads whose predicate was true.
+    SyncThreads { predicate: bool },
     /// `shfl.sync`: the lanes of `mask` exchange one 32-bit value each.
     Shuffle {
         mode: ShuffleMode,
@@ -17,6 +18,45 @@ pub(crate) enum Request {
         arg: u32,
         mask: u32,
     },
+    /// `vote.sync`: the lanes of `mask` combine one predicate each.
+    Vote {
+        mode: VoteMode,
+        predicate: bool,
+        mask: u32,
+    },
+}
+
+impl Request {
+    /// The lanes a warp collective names; `None` for a block barrier.
+    pub(crate) fn warp_mask(&self) -> Option<u32> {
+        match *self {
+            Request::SyncThreads { .. } => None,
+            Request::Shuffle { mask, .. } | Request::Vote { mask, .. } => Some(mask),
+        }
+    }
+
+    /// Whether two lanes' requests are the same collective: kind, mode and mask.
+    pub(crate) fn same_collective(&self, other: &Request) -> bool {
+        match (self, other) {
+            (
+                Request::Shuffle {
+                    mode: a, mask: m, ..
+                },
+                Request::Shuffle {
+                    mode: b, mask: n, ..
+                },
+            ) => a == b && m == n,
+            (
+                Request::Vote {
+                    mode: a, mask: m, ..
+                },
+                Request::Vote {
+                    mode: b, mask: n, ..
+                },
+            ) => a == b && m == n,
+            _ => false,
+        }
+    }
 }
 
 pub(crate) type FiberYielder = Yielder<u32, Request>;

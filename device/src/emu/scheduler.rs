@@ -2,7 +2,7 @@
 
 use super::fiber::{self, FiberYielder, Request, ThreadState};
 use super::{EmuError, Fault, LaunchShape};
-use crate::arch::ShuffleMode;
+use crate::arch::{ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
 use core::cell::Cell;
 use corosensei::stack::DefaultStack;
@@ -215,7 +215,7 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
         let (mut at_barrier, mut at_warp_op, mut exited) = (0u32, 0u32, 0u32);
         for t in threads.iter() {
             match t.status {
-                State::Waiting(Request::SyncThreads) => at_barrier += 1,
+                State::Waiting(Request::SyncThreads { .. }) => at_barrier += 1,
                 State::Waiting(_) => at_warp_op += 1,
                 State::Exited => exited += 1,
                 State::Runnable(_) => unreachable!("all runnable fibers were run"),
@@ -225,8 +225,18 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
             return Ok(());
         }
         if at_barrier == threads.len() as u32 {
+            // bar.red.popc: every thread gets the number of true predicates.
+            let count = threads
+                .iter()
+                .filter(|t| {
+                    matches!(
+                        t.status,
+                        State::Waiting(Request::SyncThreads { predicate: true })
+                    )
+                })
+                .count() as u32;
             for t in threads.iter_mut() {
-                t.status = State::Runnable(0);
+                t.status = State::Runnable(count);
             }
             continue;
         }
@@ -266,18 +276,15 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
 /// Completes the warp collective of `warp` if every lane of its mask has joined.
 /// Returns whether it did; an error names the lane (index into `warp`) at fault.
 fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize, Fault)> {
-    let Some(leader) = warp
-        .iter()
-        .position(|t| matches!(t.status, State::Waiting(Request::Shuffle { .. })))
-    else {
+    let Some((leader, request)) = warp.iter().enumerate().find_map(|(i, t)| match t.status {
+        State::Waiting(r) if r.warp_mask().is_some() => Some((i, r)),
+        _ => None,
+    }) else {
         return Ok(false);
     };
-    let State::Waiting(Request::Shuffle { mode, mask, .. }) = warp[leader].status else {
-        unreachable!()
-    };
-    let mut values = [0u32; WARP_SIZE as usize];
-    let mut args = [0u32; WARP_SIZE as usize];
-    for lane in 0..WARP_SIZE as usize {
+    let mask = request.warp_mask().unwrap_or(0);
+    let mut joined = [request; WARP_SIZE as usize];
+    for (lane, slot) in joined.iter_mut().enumerate() {
         if mask & (1 << lane) == 0 {
             continue;
         }
@@ -292,49 +299,71 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             ));
         };
         match t.status {
-            State::Waiting(Request::Shuffle {
-                mode: m,
-                mask: k,
-                value,
-                arg,
-            }) => {
-                if m != mode || k != mask {
-                    return Err((
-                        lane,
-                        Fault::WarpMask {
-                            mask,
-                            missing_lane: lane as u32,
-                            reason: "is in a different warp collective (other mode or mask)",
-                        },
-                    ));
-                }
-                values[lane] = value;
-                args[lane] = arg;
-            }
-            // Not there yet (still waiting elsewhere); decided when nothing else can run.
-            _ => return Ok(false),
-        }
-    }
-    for lane in 0..warp.len() {
-        if mask & (1 << lane) == 0 {
-            continue;
-        }
-        let source = shuffle_source(mode, lane as u32, args[lane]);
-        let result = match source {
-            Some(src) if mask & (1 << src) != 0 => values[src as usize],
-            Some(src) => {
+            State::Waiting(r) if r.same_collective(&request) => *slot = r,
+            State::Waiting(r) if r.warp_mask().is_some() => {
                 return Err((
                     lane,
                     Fault::WarpMask {
                         mask,
-                        missing_lane: src,
-                        reason: "is read by a shuffle but is not in the mask",
+                        missing_lane: lane as u32,
+                        reason: "is in a different warp collective (other kind, mode or mask)",
                     },
                 ));
             }
-            None => values[lane],
-        };
-        warp[lane].status = State::Runnable(result);
+            // Not there yet (still running, or at a barrier); decided when nothing else can run.
+            _ => return Ok(false),
+        }
+    }
+    let lanes = || (0..warp.len()).filter(move |l| mask & (1 << l) != 0);
+    let mut results = [0u32; WARP_SIZE as usize];
+    match request {
+        Request::Shuffle { mode, .. } => {
+            for lane in lanes() {
+                let Request::Shuffle { value, arg, .. } = joined[lane] else {
+                    unreachable!("same_collective checked the kind")
+                };
+                results[lane] = match shuffle_source(mode, lane as u32, arg) {
+                    Some(src) if mask & (1 << src) != 0 => match joined[src as usize] {
+                        Request::Shuffle { value, .. } => value,
+                        _ => unreachable!("every lane of the mask joined"),
+                    },
+                    Some(src) => {
+                        return Err((
+                            lane,
+                            Fault::WarpMask {
+                                mask,
+                                missing_lane: src,
+                                reason: "is read by a shuffle but is not in the mask",
+                            },
+                        ));
+                    }
+                    None => value,
+                };
+            }
+        }
+        Request::Vote { mode, .. } => {
+            let ballot = lanes()
+                .filter(|&l| {
+                    matches!(
+                        joined[l],
+                        Request::Vote {
+                            predicate: true,
+                            ..
+                        }
+                    )
+                })
+                .fold(0u32, |b, l| b | 1 << l);
+            let result = match mode {
+                VoteMode::Ballot => ballot,
+                VoteMode::All => u32::from(ballot == mask),
+                VoteMode::Any => u32::from(ballot != 0),
+            };
+            results = [result; WARP_SIZE as usize];
+        }
+        Request::SyncThreads { .. } => unreachable!("a barrier is not a warp collective"),
+    }
+    for lane in lanes() {
+        warp[lane].status = State::Runnable(results[lane]);
     }
     Ok(true)
 }
@@ -352,18 +381,16 @@ fn shuffle_source(mode: ShuffleMode, lane: u32, arg: u32) -> Option<u32> {
 
 /// For a warp whose collective cannot complete: the first lane of its mask that is absent.
 fn diagnose_stuck_warp(warp: &[EmulatedThread]) -> Option<(usize, Fault)> {
-    let leader = warp
-        .iter()
-        .position(|t| matches!(t.status, State::Waiting(Request::Shuffle { .. })))?;
-    let State::Waiting(Request::Shuffle { mask, .. }) = warp[leader].status else {
-        unreachable!()
-    };
+    let (leader, mask) = warp.iter().enumerate().find_map(|(i, t)| match t.status {
+        State::Waiting(r) => r.warp_mask().map(|m| (i, m)),
+        _ => None,
+    })?;
     (0..warp.len())
         .filter(|l| mask & (1 << l) != 0)
         .find_map(|lane| {
             let reason = match warp[lane].status {
                 State::Exited => "exited without joining",
-                State::Waiting(Request::SyncThreads) => "waits at a block barrier instead",
+                State::Waiting(Request::SyncThreads { .. }) => "waits at a block barrier instead",
                 _ => return None,
             };
             Some((

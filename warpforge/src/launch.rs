@@ -126,22 +126,23 @@ impl Limits {
             fix,
         };
         let (g, b) = (config.grid, config.block);
-        for (what, v) in [
-            ("block.x", b.x),
-            ("block.y", b.y),
-            ("block.z", b.z),
-            ("grid.x", g.x),
-            ("grid.y", g.y),
-            ("grid.z", g.z),
-        ] {
-            if v == 0 {
-                return Err(fail(
-                    what,
-                    0,
-                    1,
-                    "every grid and block dimension must be at least 1",
-                ));
-            }
+        const RESHAPE: &str = "reshape the block";
+        const GRID_FIX: &str = "use a grid-stride loop or move work to grid.x";
+        let dims = [
+            ("block.x", b.x, self.max_block_dim[0], RESHAPE),
+            ("block.y", b.y, self.max_block_dim[1], RESHAPE),
+            ("block.z", b.z, self.max_block_dim[2], RESHAPE),
+            ("grid.x", g.x, self.max_grid_dim[0], GRID_FIX),
+            ("grid.y", g.y, self.max_grid_dim[1], GRID_FIX),
+            ("grid.z", g.z, self.max_grid_dim[2], GRID_FIX),
+        ];
+        if let Some(&(what, ..)) = dims.iter().find(|d| d.1 == 0) {
+            return Err(fail(
+                what,
+                0,
+                1,
+                "every grid and block dimension must be at least 1",
+            ));
         }
         let threads = b.volume();
         if threads > u64::from(self.max_threads_per_block) {
@@ -152,31 +153,8 @@ impl Limits {
                 "use fewer threads per block and more blocks",
             ));
         }
-        for (i, (what, v)) in [("block.x", b.x), ("block.y", b.y), ("block.z", b.z)]
-            .into_iter()
-            .enumerate()
-        {
-            if v > self.max_block_dim[i] {
-                return Err(fail(
-                    what,
-                    u64::from(v),
-                    u64::from(self.max_block_dim[i]),
-                    "reshape the block",
-                ));
-            }
-        }
-        for (i, (what, v)) in [("grid.x", g.x), ("grid.y", g.y), ("grid.z", g.z)]
-            .into_iter()
-            .enumerate()
-        {
-            if v > self.max_grid_dim[i] {
-                return Err(fail(
-                    what,
-                    u64::from(v),
-                    u64::from(self.max_grid_dim[i]),
-                    "use a grid-stride loop or move work to grid.x",
-                ));
-            }
+        if let Some(&(what, v, limit, fix)) = dims.iter().find(|d| d.1 > d.2) {
+            return Err(fail(what, u64::from(v), u64::from(limit), fix));
         }
         let shared = (config.shared_bytes as usize).max(kernel_shared);
         if shared > self.max_shared_per_block as usize {

@@ -273,13 +273,18 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
     }
 }
 
+/// The first lane of `warp` waiting in a warp collective, and its request.
+fn pending_collective(warp: &[EmulatedThread]) -> Option<(usize, Request)> {
+    warp.iter().enumerate().find_map(|(i, t)| match t.status {
+        State::Waiting(r) if r.warp_mask().is_some() => Some((i, r)),
+        _ => None,
+    })
+}
+
 /// Completes the warp collective of `warp` if every lane of its mask has joined.
 /// Returns whether it did; an error names the lane (index into `warp`) at fault.
 fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize, Fault)> {
-    let Some((leader, request)) = warp.iter().enumerate().find_map(|(i, t)| match t.status {
-        State::Waiting(r) if r.warp_mask().is_some() => Some((i, r)),
-        _ => None,
-    }) else {
+    let Some((leader, request)) = pending_collective(warp) else {
         return Ok(false);
     };
     let mask = request.warp_mask().unwrap_or(0);
@@ -381,10 +386,8 @@ fn shuffle_source(mode: ShuffleMode, lane: u32, arg: u32) -> Option<u32> {
 
 /// For a warp whose collective cannot complete: the first lane of its mask that is absent.
 fn diagnose_stuck_warp(warp: &[EmulatedThread]) -> Option<(usize, Fault)> {
-    let (leader, mask) = warp.iter().enumerate().find_map(|(i, t)| match t.status {
-        State::Waiting(r) => r.warp_mask().map(|m| (i, m)),
-        _ => None,
-    })?;
+    let (leader, request) = pending_collective(warp)?;
+    let mask = request.warp_mask().unwrap_or(0);
     (0..warp.len())
         .filter(|l| mask & (1 << l) != 0)
         .find_map(|lane| {

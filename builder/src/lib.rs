@@ -62,6 +62,12 @@ impl Arch {
     }
 }
 
+/// Flags for every arch. LLVM's NVPTX backend fuses `a * b + c` into one
+/// `fma` by default, which Rust's semantics forbid and which would make a
+/// kernel round differently on the GPU than in the emulator; `fma` stays
+/// available explicitly (`warpforge_device::num::fma_f32`).
+const IEEE_FLAGS: &[&str] = &["-Cllvm-args=-nvptx-fma-level=0"];
+
 /// A compiled PTX module.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtxModule {
@@ -216,7 +222,8 @@ impl PtxBuilder {
         ] {
             cmd.env_remove(var);
         }
-        cmd.env("CARGO_ENCODED_RUSTFLAGS", arch.rustflags().join("\x1f"));
+        let flags: Vec<&str> = arch.rustflags().iter().chain(IEEE_FLAGS).copied().collect();
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
         let output = cmd.output().map_err(|source| BuildError::Spawn {
             command: format!("{cmd:?}"),
             source,

@@ -20,6 +20,7 @@
 //! assert_eq!(data, [0.0, 0.0, 5.0, 0.0]);
 //! ```
 
+use crate::atomic::{AtomicRef, AtomicScope};
 use core::marker::PhantomData;
 
 /// A kernel's 1-D output in global memory: written only through proven [`Slot`]s.
@@ -65,6 +66,22 @@ impl<'a, T: Copy> Out<'a, T> {
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Element `i` for atomic access within scope `S`, if `i < len()`.
+    ///
+    /// Unlike [`Out::at`] this borrows the view shared: many threads may
+    /// update the same element, which is what atomics are for.
+    #[inline(always)]
+    pub fn atomic<S: AtomicScope>(&self, i: usize) -> Option<AtomicRef<'_, T, S>> {
+        if i < self.len {
+            // SAFETY: i < len, so the element is inside the view's allocation, which
+            // is aligned for T; plain accesses through `Slot`s to an element that
+            // other threads update atomically are a kernel race, as in CUDA.
+            Some(unsafe { AtomicRef::new(self.ptr.add(i)) })
+        } else {
+            None
+        }
     }
 
     /// The element at `i` if `i < len()`: one compare, then unchecked access.

@@ -8,6 +8,7 @@
 //! | [`sync`] | block-wide barriers |
 //! | [`shared`] | per-block shared memory, typed and bounds-known |
 //! | [`warp`] | warp-synchronous shuffles and reductions |
+//! | [`atomic`] | scoped atomic read-modify-write on global and shared memory |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`kernel`] | the typed description `#[kernel]` derives from a kernel's signature |
 //!
@@ -33,6 +34,7 @@
 
 mod arch;
 
+pub mod atomic;
 pub mod guard;
 pub mod kernel;
 pub mod num;

@@ -6,6 +6,7 @@
 //! a typed array whose length is what the launch provided.
 
 use crate::arch;
+use crate::atomic::{AtomicRef, AtomicScope};
 use core::marker::PhantomData;
 
 /// Element types allowed in shared memory: plain data, no padding, no drop.
@@ -81,6 +82,16 @@ impl<T: SharedElement> SharedArray<T> {
         // SAFETY: in bounds (checked above) of the block's shared allocation,
         // which is aligned to 16 bytes; every bit pattern is a valid T.
         unsafe { self.base.add(i).read() }
+    }
+
+    /// Element `i` for atomic access within scope `S` (usually
+    /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn atomic<S: AtomicScope>(&self, i: usize) -> AtomicRef<'_, T, S> {
+        assert!(i < self.len, "shared memory atomic out of bounds");
+        // SAFETY: in bounds (checked above); the allocation is 16-byte aligned and
+        // T's size divides 16, so the element is aligned.
+        unsafe { AtomicRef::new(self.base.add(i)) }
     }
 
     /// Writes element `i`. Panics (traps on the GPU) if `i >= len()`.

@@ -36,12 +36,12 @@ pub fn sync_threads_or(predicate: bool) -> bool {
     sync_threads_count(predicate) > 0
 }
 
-pub use crate::arch::FenceScope;
+pub use crate::arch::Scope;
 
 /// Orders this thread's memory accesses before the fence against those after
 /// it, as seen by every thread in `scope` (`fence.acq_rel.cta`/`.gpu`,
 /// `fence.sc.sys`). Unlike a barrier, it waits for nobody.
 #[inline(always)]
-pub fn fence(scope: FenceScope) {
+pub fn fence(scope: Scope) {
     arch::fence(scope)
 }

@@ -76,8 +76,17 @@ struct Param {
     elem: Type,
 }
 
-fn type_name(ty: &Type) -> Option<String> {
+/// The type itself, seen through the invisible group a `macro_rules!` `$t:ty` wraps it in.
+fn ungroup(ty: &Type) -> &Type {
     match ty {
+        Type::Group(g) => ungroup(&g.elem),
+        Type::Paren(p) => ungroup(&p.elem),
+        _ => ty,
+    }
+}
+
+fn type_name(ty: &Type) -> Option<String> {
+    match ungroup(ty) {
         Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| s.ident.to_string()),
         _ => None,
     }
@@ -98,8 +107,8 @@ fn scalar_elem(ty: &Type) -> syn::Result<Type> {
 }
 
 fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
-    match ty {
-        Type::Reference(r) => match (&*r.elem, r.mutability) {
+    match ungroup(ty) {
+        Type::Reference(r) => match (ungroup(&r.elem), r.mutability) {
             (Type::Slice(s), None) => Ok((Kind::Input, scalar_elem(&s.elem)?)),
             (Type::Slice(_), Some(_)) => Err(Error::new(
                 ty.span(),

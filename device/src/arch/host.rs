@@ -1,8 +1,9 @@
 //! The host backend: every primitive asks the emulator about the calling fiber.
 
-use super::{FenceScope, ShuffleMode, VoteMode};
+use super::{AtomicOp, Scope, ShuffleMode, VoteMode};
 use crate::emu::fiber::{self, Request};
 use crate::thread::Dim3;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) fn thread_idx() -> Dim3 {
     fiber::with_current(|t| t.thread_idx)
@@ -40,9 +41,9 @@ pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
     })
 }
 
-pub(crate) fn fence(_scope: FenceScope) {
+pub(crate) fn fence(_scope: Scope) {
     // Blocks run on different OS threads; a SeqCst fence is at least as strong as any GPU scope.
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    std::sync::atomic::fence(Ordering::SeqCst);
 }
 
 pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
@@ -76,4 +77,79 @@ pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
 
 pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
     a.mul_add(b, c)
+}
+
+/// The emulator's atomics are the host's: blocks run on different OS threads,
+/// and sequentially consistent operations are at least as strong as any scope.
+macro_rules! atom_int {
+    ($name:ident, $t:ty, $atomic:ty) => {
+        /// # Safety
+        /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        pub(crate) unsafe fn $name(op: AtomicOp, _scope: Scope, ptr: *mut $t, v: $t) -> $t {
+            // SAFETY: the caller's contract; every access to `*ptr` that can race
+            // with this one is atomic too, or a kernel bug the GPU would share.
+            let a = unsafe { <$atomic>::from_ptr(ptr) };
+            let o = Ordering::SeqCst;
+            match op {
+                AtomicOp::Add => a.fetch_add(v, o),
+                AtomicOp::Min => a.fetch_min(v, o),
+                AtomicOp::Max => a.fetch_max(v, o),
+                AtomicOp::Exch => a.swap(v, o),
+                AtomicOp::And => a.fetch_and(v, o),
+                AtomicOp::Or => a.fetch_or(v, o),
+                AtomicOp::Xor => a.fetch_xor(v, o),
+            }
+        }
+    };
+}
+atom_int!(atom_u32, u32, AtomicU32);
+atom_int!(atom_i32, i32, AtomicI32);
+atom_int!(atom_u64, u64, AtomicU64);
+atom_int!(atom_i64, i64, AtomicI64);
+
+macro_rules! atom_cas {
+    ($name:ident, $t:ty, $atomic:ty) => {
+        /// # Safety
+        /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, current: $t, new: $t) -> $t {
+            // SAFETY: the caller's contract.
+            let a = unsafe { <$atomic>::from_ptr(ptr) };
+            a.compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
+                .unwrap_or_else(|actual| actual)
+        }
+    };
+}
+atom_cas!(atom_cas_u32, u32, AtomicU32);
+atom_cas!(atom_cas_u64, u64, AtomicU64);
+
+/// A float add as a compare-and-swap loop over the bits, rounding once per add
+/// (to nearest even) as `atom.add.f32/.f64/.f16` do.
+macro_rules! atom_add_float {
+    ($name:ident, $t:ty, $bits:ty, $atomic:ty) => {
+        /// # Safety
+        /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, v: $t) -> $t {
+            // SAFETY: the caller's contract; the float has the size and alignment of its bits.
+            let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
+            let add = |b: $bits| Some((<$t>::from_bits(b) + v).to_bits());
+            <$t>::from_bits(a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add).unwrap_or_else(|b| b))
+        }
+    };
+}
+atom_add_float!(atom_add_f32, f32, u32, AtomicU32);
+atom_add_float!(atom_add_f64, f64, u64, AtomicU64);
+
+/// # Safety
+/// `ptr` must be valid and 2-byte aligned for atomic access to an f16.
+pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
+    // SAFETY: the caller's contract.
+    let a = unsafe { AtomicU16::from_ptr(ptr) };
+    let add = |b: u16| {
+        // f32 has more than 2·11 + 2 bits, so rounding the f32 sum again to f16
+        // gives the correctly rounded f16 sum.
+        let sum = half::f16::from_bits(b).to_f32() + half::f16::from_bits(v).to_f32();
+        Some(half::f16::from_f32(sum).to_bits())
+    };
+    a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
+        .unwrap_or_else(|b| b)
 }

@@ -26,14 +26,15 @@ pub enum VoteMode {
     Ballot,
 }
 
-/// How far a memory fence orders: the PTX `fence` scope.
+/// Which threads a fence orders for, or an atomic is atomic with respect to:
+/// the PTX scope (`.cta`, `.gpu`, `.sys`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FenceScope {
-    /// The threads of this block (`fence.acq_rel.cta`).
+pub enum Scope {
+    /// The threads of this block (`.cta`).
     Block,
-    /// Every thread on the device (`fence.acq_rel.gpu`).
+    /// Every thread on the device (`.gpu`).
     Device,
-    /// The device and the host (`fence.sc.sys`).
+    /// The device, other devices and the host (`.sys`).
     System,
 }
 
@@ -46,3 +47,15 @@ pub(crate) use nvptx::*;
 mod host;
 #[cfg(not(target_arch = "nvptx64"))]
 pub(crate) use host::*;
+
+/// Which read-modify-write an integer atomic performs: the PTX `atom` operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtomicOp {
+    Add,
+    Min,
+    Max,
+    Exch,
+    And,
+    Or,
+    Xor,
+}

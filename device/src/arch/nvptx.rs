@@ -1,7 +1,7 @@
 //! The nvptx64 backend: PTX special registers, `core::arch::nvptx` and inline asm.
 //! This is the only file in warpforge with PTX inline assembly.
 
-use super::{FenceScope, ShuffleMode, VoteMode};
+use super::{AtomicOp, Scope, ShuffleMode, VoteMode};
 use crate::thread::Dim3;
 use core::arch::asm;
 use core::arch::nvptx;
@@ -198,13 +198,13 @@ pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
 }
 
 #[inline(always)]
-pub(crate) fn fence(scope: FenceScope) {
+pub(crate) fn fence(scope: Scope) {
     // SAFETY: a memory fence has no operands.
     unsafe {
         match scope {
-            FenceScope::Block => asm!("fence.acq_rel.cta;", options(nostack)),
-            FenceScope::Device => asm!("fence.acq_rel.gpu;", options(nostack)),
-            FenceScope::System => asm!("fence.sc.sys;", options(nostack)),
+            Scope::Block => asm!("fence.acq_rel.cta;", options(nostack)),
+            Scope::Device => asm!("fence.acq_rel.gpu;", options(nostack)),
+            Scope::System => asm!("fence.sc.sys;", options(nostack)),
         }
     }
 }
@@ -237,4 +237,109 @@ pub(crate) fn f32_to_bf16_bits(x: f32) -> u16 {
         asm!("cvt.rn.bf16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack))
     };
     h
+}
+
+/// One relaxed `atom` per scope: `atom.relaxed.{cta,gpu,sys}.OP` on a generic
+/// address, so the same function serves global and shared memory.
+macro_rules! atom_scoped {
+    ($scope:expr, $op:literal, $reg:ident, $old:ident, $ptr:expr, $($v:expr),+) => {
+        match $scope {
+            Scope::Block => atom_scoped!(@one "cta", $op, $reg, $old, $ptr, $($v),+),
+            Scope::Device => atom_scoped!(@one "gpu", $op, $reg, $old, $ptr, $($v),+),
+            Scope::System => atom_scoped!(@one "sys", $op, $reg, $old, $ptr, $($v),+),
+        }
+    };
+    (@one $s:literal, $op:literal, $reg:ident, $old:ident, $ptr:expr, $v:expr) => {
+        asm!(concat!("atom.relaxed.", $s, ".", $op, " {o}, [{p}], {v};"),
+            o = out($reg) $old, p = in(reg64) $ptr, v = in($reg) $v, options(nostack))
+    };
+    (@one $s:literal, $op:literal, $reg:ident, $old:ident, $ptr:expr, $c:expr, $v:expr) => {
+        asm!(concat!("atom.relaxed.", $s, ".", $op, " {o}, [{p}], {c}, {v};"),
+            o = out($reg) $old, p = in(reg64) $ptr, c = in($reg) $c, v = in($reg) $v, options(nostack))
+    };
+}
+
+/// An integer `atom` function: `op` selects among the PTX operations listed;
+/// the callers (the traits of `crate::atomic`) never pass another.
+macro_rules! atom_int {
+    ($name:ident, $t:ty, $reg:ident, { $($op:ident => $ptx:literal),+ $(,)? }) => {
+        /// # Safety
+        /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        #[inline(always)]
+        pub(crate) unsafe fn $name(op: AtomicOp, scope: Scope, ptr: *mut $t, v: $t) -> $t {
+            let old: $t;
+            // SAFETY: the caller's contract; `atom` touches only `*ptr`.
+            unsafe {
+                match op {
+                    $(AtomicOp::$op => atom_scoped!(scope, $ptx, $reg, old, ptr, v),)+
+                    #[allow(unreachable_patterns)]
+                    _ => unreachable!("no such atom operation for this type"),
+                }
+            }
+            old
+        }
+    };
+}
+
+atom_int!(atom_u32, u32, reg32, {
+    Add => "add.u32", Min => "min.u32", Max => "max.u32", Exch => "exch.b32",
+    And => "and.b32", Or => "or.b32", Xor => "xor.b32",
+});
+atom_int!(atom_i32, i32, reg32, { Add => "add.s32", Min => "min.s32", Max => "max.s32" });
+atom_int!(atom_u64, u64, reg64, {
+    Add => "add.u64", Min => "min.u64", Max => "max.u64", Exch => "exch.b64",
+    And => "and.b64", Or => "or.b64", Xor => "xor.b64",
+});
+atom_int!(atom_i64, i64, reg64, { Min => "min.s64", Max => "max.s64" });
+
+/// # Safety
+/// `ptr` must be valid and aligned for atomic access to a `u32`.
+#[inline(always)]
+pub(crate) unsafe fn atom_cas_u32(scope: Scope, ptr: *mut u32, current: u32, new: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller's contract.
+    unsafe { atom_scoped!(scope, "cas.b32", reg32, old, ptr, current, new) };
+    old
+}
+
+/// # Safety
+/// `ptr` must be valid and aligned for atomic access to a `u64`.
+#[inline(always)]
+pub(crate) unsafe fn atom_cas_u64(scope: Scope, ptr: *mut u64, current: u64, new: u64) -> u64 {
+    let old: u64;
+    // SAFETY: the caller's contract.
+    unsafe { atom_scoped!(scope, "cas.b64", reg64, old, ptr, current, new) };
+    old
+}
+
+/// # Safety
+/// `ptr` must be valid and aligned for atomic access to an `f32`.
+#[inline(always)]
+pub(crate) unsafe fn atom_add_f32(scope: Scope, ptr: *mut f32, v: f32) -> f32 {
+    let old: f32;
+    // SAFETY: the caller's contract.
+    unsafe { atom_scoped!(scope, "add.f32", reg32, old, ptr, v) };
+    old
+}
+
+/// # Safety
+/// `ptr` must be valid and aligned for atomic access to an `f64`.
+#[inline(always)]
+pub(crate) unsafe fn atom_add_f64(scope: Scope, ptr: *mut f64, v: f64) -> f64 {
+    let old: f64;
+    // SAFETY: the caller's contract.
+    unsafe { atom_scoped!(scope, "add.f64", reg64, old, ptr, v) };
+    old
+}
+
+/// `atom.add.noftz.f16` (sm_70+): `ptr` holds f16 bits.
+///
+/// # Safety
+/// `ptr` must be valid and 2-byte aligned for atomic access to an f16.
+#[inline(always)]
+pub(crate) unsafe fn atom_add_f16(scope: Scope, ptr: *mut u16, v: u16) -> u16 {
+    let old: u16;
+    // SAFETY: the caller's contract.
+    unsafe { atom_scoped!(scope, "add.noftz.f16", reg16, old, ptr, v) };
+    old
 }

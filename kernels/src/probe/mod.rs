@@ -5,7 +5,10 @@
 //! Each thread `i` reads its inputs at `i` and writes its results at
 //! `k·i .. k·i + k` for the probe's `k` results per thread.
 
-use warpforge_device::sync::{self, FenceScope};
+mod atomic;
+pub use atomic::*;
+
+use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};
 use warpforge_device::{Out, bf16, f16, num, thread};
 use warpforge_macros::kernel;
@@ -65,11 +68,11 @@ pub fn probe_block_vote(pred: &[u32], mut out: Out<u32>) {
     let i = thread::global_index_x();
     let p = pred.get(i).is_some_and(|&p| p != 0);
     let count = sync::sync_threads_count(p);
-    sync::fence(FenceScope::Block);
+    sync::fence(Scope::Block);
     let all = sync::sync_threads_and(p);
-    sync::fence(FenceScope::Device);
+    sync::fence(Scope::Device);
     let any = sync::sync_threads_or(p);
-    sync::fence(FenceScope::System);
+    sync::fence(Scope::System);
     write3(&mut out, i, [count, u32::from(all), u32::from(any)]);
 }
 

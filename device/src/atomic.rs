@@ -218,12 +218,16 @@ macro_rules! atomic_float {
             #[inline(always)]
             unsafe fn atomic_swap(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract; a float has its bits' size and alignment.
-                <$t>::from_bits(unsafe { arch::$unsigned(AtomicOp::Exch, scope, ptr.cast(), v.to_bits()) })
+                <$t>::from_bits(unsafe {
+                    arch::$unsigned(AtomicOp::Exch, scope, ptr.cast(), v.to_bits())
+                })
             }
             #[inline(always)]
             unsafe fn atomic_cas(ptr: *mut Self, current: Self, new: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
-                <$t>::from_bits(unsafe { arch::$cas(scope, ptr.cast(), current.to_bits(), new.to_bits()) })
+                <$t>::from_bits(unsafe {
+                    arch::$cas(scope, ptr.cast(), current.to_bits(), new.to_bits())
+                })
             }
             #[inline(always)]
             fn same_bits(self, other: Self) -> bool {

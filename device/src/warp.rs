@@ -1,11 +1,14 @@
 //! Warp-synchronous shuffles and reductions over the 32 lanes of a warp.
 //!
-//! Every function takes the lanes that take part as a `mask` (bit i = lane i),
-//! like CUDA's `__shfl_*_sync`; [`FULL_MASK`] is all 32. Every lane named in the
+//! Every collective takes the lanes that take part as a `mask` (bit i = lane i),
+//! like CUDA's `__shfl_*_sync`; [`FULL_MASK`] is all 32. The full-warp
+//! reductions (`sum_f32`, `reduce`, …) have explicit-mask forms (`sum_f32_in`,
+//! `reduce_in`, and the `redux.sync` integer ones `reduce_add`/`_min`/`_max`/
+//! `_and`/`_or`/`_xor`). Every lane named in the
 //! mask must call the same function with the same mask. The emulator checks
 //! this and reports `Fault::WarpMask` naming the lane that did not join.
 
-use crate::arch::{self, ShuffleMode, VoteMode};
+use crate::arch::{self, MatchMode, ReduxOp, ShuffleMode, VoteMode};
 
 /// All 32 lanes.
 pub const FULL_MASK: u32 = 0xffff_ffff;
@@ -120,20 +123,175 @@ pub fn min_f32(value: f32) -> f32 {
     reduce(value, |a, b| if a.is_nan() || a < b { a } else { b })
 }
 
-/// Wrapping sum over the 32 lanes.
+/// Wrapping sum over the 32 lanes (one `redux.sync`).
 #[inline(always)]
 pub fn sum_i32(value: i32) -> i32 {
-    reduce(value, i32::wrapping_add)
+    reduce_add(FULL_MASK, value)
 }
 
-/// Largest value over the 32 lanes.
+/// Largest value over the 32 lanes (one `redux.sync`).
 #[inline(always)]
 pub fn max_i32(value: i32) -> i32 {
-    reduce(value, i32::max)
+    reduce_max(FULL_MASK, value)
 }
 
-/// Smallest value over the 32 lanes.
+/// Smallest value over the 32 lanes (one `redux.sync`).
 #[inline(always)]
 pub fn min_i32(value: i32) -> i32 {
-    reduce(value, i32::min)
+    reduce_min(FULL_MASK, value)
+}
+
+/// Combines `value` over the lanes of `mask` with `op`, in ascending lane
+/// order: `op(op(v[l0], v[l1]), v[l2])…` for the set lanes l0 < l1 < ….
+/// Every lane of the mask gets the same result (one shuffle per lane of the
+/// mask). The explicit-mask form of [`reduce`], for partial warps.
+#[inline(always)]
+pub fn reduce_in<T: ShuffleValue>(mask: u32, value: T, op: impl Fn(T, T) -> T) -> T {
+    let mut rest = mask;
+    let first = rest.trailing_zeros();
+    rest &= rest.wrapping_sub(1);
+    let mut acc = shuffle_idx(mask, value, first);
+    while rest != 0 {
+        let lane = rest.trailing_zeros();
+        rest &= rest - 1;
+        acc = op(acc, shuffle_idx(mask, value, lane));
+    }
+    acc
+}
+
+/// Sum over the lanes of `mask`, in ascending lane order (see [`reduce_in`]).
+#[inline(always)]
+pub fn sum_f32_in(mask: u32, value: f32) -> f32 {
+    reduce_in(mask, value, |a, b| a + b)
+}
+
+/// Largest value over the lanes of `mask`; NaN if any of them holds NaN.
+#[inline(always)]
+pub fn max_f32_in(mask: u32, value: f32) -> f32 {
+    reduce_in(mask, value, |a, b| if a.is_nan() || a > b { a } else { b })
+}
+
+/// Smallest value over the lanes of `mask`; NaN if any of them holds NaN.
+#[inline(always)]
+pub fn min_f32_in(mask: u32, value: f32) -> f32 {
+    reduce_in(mask, value, |a, b| if a.is_nan() || a < b { a } else { b })
+}
+
+/// 32-bit integers with a one-instruction warp reduction (`redux.sync`, sm_80).
+pub trait ReduxValue: Copy {
+    #[doc(hidden)]
+    const MIN: ReduxOp;
+    #[doc(hidden)]
+    const MAX: ReduxOp;
+    #[doc(hidden)]
+    fn to_bits(self) -> u32;
+    #[doc(hidden)]
+    fn from_bits(bits: u32) -> Self;
+}
+
+impl ReduxValue for u32 {
+    const MIN: ReduxOp = ReduxOp::MinU32;
+    const MAX: ReduxOp = ReduxOp::MaxU32;
+    #[inline(always)]
+    fn to_bits(self) -> u32 {
+        self
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        bits
+    }
+}
+
+impl ReduxValue for i32 {
+    const MIN: ReduxOp = ReduxOp::MinI32;
+    const MAX: ReduxOp = ReduxOp::MaxI32;
+    #[inline(always)]
+    fn to_bits(self) -> u32 {
+        self as u32
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        bits as i32
+    }
+}
+
+/// Wrapping sum over the lanes of `mask` (`__reduce_add_sync`).
+#[inline(always)]
+pub fn reduce_add<T: ReduxValue>(mask: u32, value: T) -> T {
+    T::from_bits(arch::redux(ReduxOp::Add, value.to_bits(), mask))
+}
+
+/// Smallest value over the lanes of `mask` (`__reduce_min_sync`).
+#[inline(always)]
+pub fn reduce_min<T: ReduxValue>(mask: u32, value: T) -> T {
+    T::from_bits(arch::redux(T::MIN, value.to_bits(), mask))
+}
+
+/// Largest value over the lanes of `mask` (`__reduce_max_sync`).
+#[inline(always)]
+pub fn reduce_max<T: ReduxValue>(mask: u32, value: T) -> T {
+    T::from_bits(arch::redux(T::MAX, value.to_bits(), mask))
+}
+
+/// Bitwise and over the lanes of `mask` (`__reduce_and_sync`).
+#[inline(always)]
+pub fn reduce_and(mask: u32, value: u32) -> u32 {
+    arch::redux(ReduxOp::And, value, mask)
+}
+
+/// Bitwise or over the lanes of `mask` (`__reduce_or_sync`).
+#[inline(always)]
+pub fn reduce_or(mask: u32, value: u32) -> u32 {
+    arch::redux(ReduxOp::Or, value, mask)
+}
+
+/// Bitwise xor over the lanes of `mask` (`__reduce_xor_sync`).
+#[inline(always)]
+pub fn reduce_xor(mask: u32, value: u32) -> u32 {
+    arch::redux(ReduxOp::Xor, value, mask)
+}
+
+/// Values `match_any`/`match_all` compare, by their bits (32 or 64 of them).
+pub trait MatchValue: Copy {
+    #[doc(hidden)]
+    fn match_sync(self, mode: MatchMode, mask: u32) -> u32;
+}
+
+macro_rules! match_value {
+    ($f:ident, $bits:ty: $($t:ty),*) => { $(
+        impl MatchValue for $t {
+            #[inline(always)]
+            fn match_sync(self, mode: MatchMode, mask: u32) -> u32 {
+                arch::$f(mode, <$bits>::from_ne_bytes(self.to_ne_bytes()), mask)
+            }
+        }
+    )* };
+}
+match_value!(match_u32, u32: u32, i32, f32);
+match_value!(match_u64, u64: u64, i64, f64);
+
+/// The lanes of `mask` whose `value` has the same bits as this lane's
+/// (`__match_any_sync`).
+#[inline(always)]
+pub fn match_any<T: MatchValue>(mask: u32, value: T) -> u32 {
+    value.match_sync(MatchMode::Any, mask)
+}
+
+/// `Some(mask)` if every lane of `mask` holds the same bits, else `None`
+/// (`__match_all_sync`).
+#[inline(always)]
+pub fn match_all<T: MatchValue>(mask: u32, value: T) -> Option<u32> {
+    match value.match_sync(MatchMode::All, mask) {
+        0 => None,
+        m => Some(m),
+    }
+}
+
+/// The lanes of the warp executing this call together (`__activemask`): a
+/// hint for building a mask, not a synchronisation. In the emulator, the lanes
+/// of the warp that wait at this same call site when none can run further.
+#[inline(always)]
+#[track_caller]
+pub fn active_mask() -> u32 {
+    arch::active_mask()
 }

@@ -30,10 +30,18 @@ fn run_probe<T: Element>(
 
 macro_rules! probe_fn {
     ($name:ident, $kernel:ident, $t:ty) => {
-        fn $name(dev: &Device, bins: &[u32], vals: &[$t], op: u32, scope: u32, init: &[$t]) -> (Vec<$t>, Vec<$t>) {
+        fn $name(
+            dev: &Device,
+            bins: &[u32],
+            vals: &[$t],
+            op: u32,
+            scope: u32,
+            init: &[$t],
+        ) -> (Vec<$t>, Vec<$t>) {
             let (b, v) = (dev.upload(bins).unwrap(), dev.upload(vals).unwrap());
             run_probe(dev, init, |acc, old| {
-                dev.launch(probe::$kernel, config(), (&b, &v, op, scope, acc, old)).unwrap()
+                dev.launch(probe::$kernel, config(), (&b, &v, op, scope, acc, old))
+                    .unwrap()
             })
         }
     };
@@ -90,13 +98,24 @@ fn check_int<T: Copy + PartialEq + std::fmt::Debug + Ord + std::hash::Hash>(
 
 /// For adds of positive values: sorted by the value they returned, the updates
 /// form a chain, each returning the previous one's result.
-fn check_add_chain(bins: &[u32], vals: &[u64], init: &[u64], old: &[u64]) -> Result<(), TestCaseError> {
+fn check_add_chain(
+    bins: &[u32],
+    vals: &[u64],
+    init: &[u64],
+    old: &[u64],
+) -> Result<(), TestCaseError> {
     for b in 0..BINS {
         let mut mine: Vec<usize> = members(bins, b).collect();
         mine.sort_by_key(|&i| old[i]);
         let mut expect = init[b as usize];
         for i in mine {
-            prop_assert_eq!(old[i], expect, "bin {}: thread {} saw a value no order of the adds produces", b, i);
+            prop_assert_eq!(
+                old[i],
+                expect,
+                "bin {}: thread {} saw a value no order of the adds produces",
+                b,
+                i
+            );
             expect += vals[i];
         }
     }

@@ -279,3 +279,120 @@ fn the_rounding_definition_rejects_wrong_answers() {
     assert!(is_nearest_even(65520.0, 0x7c00, f16v));
     assert!(!is_nearest_even(65519.0, 0x7c00, f16v));
 }
+
+/// The lanes of each warp in `mask`, as indices into a buffer of whole warps.
+fn mask_lanes(mask: u32) -> impl Iterator<Item = usize> + Clone {
+    (0..WARP).filter(move |l| mask & (1 << l) != 0)
+}
+
+fn masked_results<T: Element, X: Element>(
+    dev: &Device,
+    x: &[X],
+    k: usize,
+    launch: impl FnOnce(&DeviceBuffer<X>, LaunchConfig, &mut DeviceBuffer<T>),
+) -> Vec<T> {
+    let xb = dev.upload(x).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x((x.len() / WARP) as u32), Dim3::x(WARP as u32));
+    run(dev, k * x.len(), |out| launch(&xb, cfg, out))
+}
+
+fn nonzero_mask() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(u32::MAX), Just(1u32), Just(0x8000_0000u32), 1u32..]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn redux_reduces_exactly_over_the_mask(x in proptest::collection::vec(any::<u32>(), 64), mask in nonzero_mask()) {
+        let dev = Device::emulator();
+        let got = masked_results(&dev, &x, 8, |xb, cfg, out| dev.launch(probe::probe_redux, cfg, (xb, mask, out)).unwrap());
+        for w in 0..x.len() / WARP {
+            let v: Vec<u32> = mask_lanes(mask).map(|l| x[w * WARP + l]).collect();
+            let s = || v.iter().map(|&a| a as i32);
+            let expect = [
+                v.iter().fold(0u32, |a, &b| a.wrapping_add(b)),
+                *v.iter().min().unwrap(),
+                *v.iter().max().unwrap(),
+                s().min().unwrap() as u32,
+                s().max().unwrap() as u32,
+                v.iter().fold(u32::MAX, |a, &b| a & b),
+                v.iter().fold(0, |a, &b| a | b),
+                v.iter().fold(0, |a, &b| a ^ b),
+            ];
+            for l in 0..WARP {
+                let r = &got[8 * (w * WARP + l)..][..8];
+                if mask & (1 << l) != 0 {
+                    prop_assert_eq!(r, &expect[..], "lane {}", l);
+                } else {
+                    prop_assert_eq!(r, &[0u32; 8][..], "lane {} is not in the mask and must not write", l);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn masked_float_reductions_fold_in_lane_order(
+        x in proptest::collection::vec(-1.0e6f32..1.0e6, 32), mask in nonzero_mask(), nan_lane in proptest::option::of(0usize..32)
+    ) {
+        let mut x = x;
+        if let Some(l) = nan_lane { x[l] = f32::NAN; }
+        let dev = Device::emulator();
+        let got = masked_results(&dev, &x, 3, |xb, cfg, out| dev.launch(probe::probe_reduce_f32_in, cfg, (xb, mask, out)).unwrap());
+        let mut lanes = mask_lanes(mask);
+        let first = x[lanes.next().unwrap()];
+        let sum = lanes.clone().fold(first, |a, l| a + x[l]);
+        let has_nan = mask_lanes(mask).any(|l| x[l].is_nan());
+        let max = mask_lanes(mask).map(|l| x[l]).fold(f32::MIN, f32::max);
+        let min = mask_lanes(mask).map(|l| x[l]).fold(f32::MAX, f32::min);
+        for l in mask_lanes(mask) {
+            let r = &got[3 * l..][..3];
+            prop_assert_eq!(r[0].to_bits(), sum.to_bits(), "the sum is the left fold in lane order");
+            if has_nan {
+                prop_assert!(r[1].is_nan() && r[2].is_nan());
+            } else {
+                prop_assert_eq!((r[1], r[2]), (max, min));
+            }
+        }
+    }
+
+    #[test]
+    fn match_groups_lanes_with_equal_bits(
+        x in proptest::collection::vec(0u64..4, 64), high in any::<bool>(), mask in nonzero_mask()
+    ) {
+        // Few distinct values, so groups are large; `high` makes the 64-bit values
+        // differ where their low 32 bits agree.
+        let x: Vec<u64> = x.iter().enumerate().map(|(i, &v)| if high { v | ((i as u64 % 2) << 40) } else { v }).collect();
+        let dev = Device::emulator();
+        let got = masked_results(&dev, &x, 4, |xb, cfg, out| dev.launch(probe::probe_match, cfg, (xb, mask, out)).unwrap());
+        for w in 0..x.len() / WARP {
+            let warp = &x[w * WARP..][..WARP];
+            for l in mask_lanes(mask) {
+                let same32 = mask_lanes(mask).filter(|&k| warp[k] as u32 == warp[l] as u32).fold(0u32, |m, k| m | 1 << k);
+                let same64 = mask_lanes(mask).filter(|&k| warp[k] == warp[l]).fold(0u32, |m, k| m | 1 << k);
+                let all = |same: u32| if same == mask { mask } else { 0 };
+                prop_assert_eq!(&got[4 * (w * WARP + l)..][..4], &[same32, all(same32), same64, all(same64)][..]);
+            }
+        }
+    }
+}
+
+#[test]
+fn active_mask_is_the_lanes_at_the_same_call() {
+    let dev = Device::emulator();
+    for split in [0u32, 1, 13, 31, 32] {
+        let mut out = dev.alloc_zeroed::<u32>(64).unwrap();
+        let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+        dev.launch(probe::probe_active_mask, cfg, (split, &mut out))
+            .unwrap();
+        let low = if split == 32 {
+            u32::MAX
+        } else {
+            (1u32 << split) - 1
+        };
+        // Lanes below `split` see `low`; the others see `!low` and store its complement.
+        for (i, &m) in out.to_host().unwrap().iter().enumerate() {
+            assert_eq!(m, low, "split {split}, lane {}", i % WARP);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The host backend: every primitive asks the emulator about the calling fiber.
 
-use super::{AtomicOp, Scope, ShuffleMode, VoteMode};
-use crate::emu::fiber::{self, Request};
+use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
+use crate::emu::fiber::{self, Request, WarpOp};
 use crate::thread::Dim3;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -33,11 +33,35 @@ pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
     fiber::suspend(Request::SyncThreads { predicate })
 }
 
-pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
-    fiber::suspend(Request::Vote {
-        mode,
-        predicate,
+fn warp_op(op: WarpOp, mask: u32, value: u64, arg: u32) -> u32 {
+    fiber::suspend(Request::Warp {
+        op,
         mask,
+        value,
+        arg,
+    })
+}
+
+pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
+    warp_op(WarpOp::Vote(mode), mask, u64::from(predicate), 0)
+}
+
+pub(crate) fn match_u64(mode: MatchMode, value: u64, mask: u32) -> u32 {
+    warp_op(WarpOp::Match(mode), mask, value, 0)
+}
+
+pub(crate) fn match_u32(mode: MatchMode, value: u32, mask: u32) -> u32 {
+    match_u64(mode, u64::from(value), mask)
+}
+
+pub(crate) fn redux(op: ReduxOp, value: u32, mask: u32) -> u32 {
+    warp_op(WarpOp::Redux(op), mask, u64::from(value), 0)
+}
+
+#[track_caller]
+pub(crate) fn active_mask() -> u32 {
+    fiber::suspend(Request::ActiveMask {
+        site: core::panic::Location::caller(),
     })
 }
 
@@ -59,12 +83,7 @@ pub(crate) fn f32_to_bf16_bits(x: f32) -> u16 {
 }
 
 pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
-    fiber::suspend(Request::Shuffle {
-        mode,
-        value,
-        arg,
-        mask,
-    })
+    warp_op(WarpOp::Shuffle(mode), mask, u64::from(value), arg)
 }
 
 pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
@@ -132,7 +151,10 @@ macro_rules! atom_add_float {
             // SAFETY: the caller's contract; the float has the size and alignment of its bits.
             let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
             let add = |b: $bits| Some((<$t>::from_bits(b) + v).to_bits());
-            <$t>::from_bits(a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add).unwrap_or_else(|b| b))
+            <$t>::from_bits(
+                a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
+                    .unwrap_or_else(|b| b),
+            )
         }
     };
 }

@@ -26,6 +26,36 @@ pub enum VoteMode {
     Ballot,
 }
 
+/// Which warp match: the PTX `match.sync` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchMode {
+    /// The lanes of the mask holding the same value as this lane (`match.any`).
+    Any,
+    /// The mask if every lane of it holds the same value, else 0 (`match.all`).
+    All,
+}
+
+/// Which integer warp reduction: the PTX `redux.sync` operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduxOp {
+    /// Wrapping sum (`redux.sync.add`).
+    Add,
+    /// Unsigned minimum (`.min.u32`).
+    MinU32,
+    /// Unsigned maximum (`.max.u32`).
+    MaxU32,
+    /// Signed minimum (`.min.s32`).
+    MinI32,
+    /// Signed maximum (`.max.s32`).
+    MaxI32,
+    /// Bitwise and (`.and.b32`).
+    And,
+    /// Bitwise or (`.or.b32`).
+    Or,
+    /// Bitwise xor (`.xor.b32`).
+    Xor,
+}
+
 /// Which threads a fence orders for, or an atomic is atomic with respect to:
 /// the PTX scope (`.cta`, `.gpu`, `.sys`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

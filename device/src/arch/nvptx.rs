@@ -1,7 +1,7 @@
 //! The nvptx64 backend: PTX special registers, `core::arch::nvptx` and inline asm.
 //! This is the only file in warpforge with PTX inline assembly.
 
-use super::{AtomicOp, Scope, ShuffleMode, VoteMode};
+use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
 use crate::thread::Dim3;
 use core::arch::asm;
 use core::arch::nvptx;
@@ -342,4 +342,68 @@ pub(crate) unsafe fn atom_add_f16(scope: Scope, ptr: *mut u16, v: u16) -> u16 {
     // SAFETY: the caller's contract.
     unsafe { atom_scoped!(scope, "add.noftz.f16", reg16, old, ptr, v) };
     old
+}
+
+#[inline(always)]
+pub(crate) fn active_mask() -> u32 {
+    let m: u32;
+    // SAFETY: reads which lanes execute this instruction; registers only.
+    unsafe { asm!("activemask.b32 {0};", out(reg32) m, options(nomem, nostack)) };
+    m
+}
+
+#[inline(always)]
+pub(crate) fn match_u32(mode: MatchMode, value: u32, mask: u32) -> u32 {
+    let out: u32;
+    // SAFETY: match.sync over the lanes of `mask` (sm_70+); registers only.
+    unsafe {
+        match mode {
+            MatchMode::Any => asm!("match.any.sync.b32 {o}, {v}, {m};",
+                o = out(reg32) out, v = in(reg32) value, m = in(reg32) mask, options(nomem, nostack)),
+            MatchMode::All => asm!("match.all.sync.b32 {o}, {v}, {m};",
+                o = out(reg32) out, v = in(reg32) value, m = in(reg32) mask, options(nomem, nostack)),
+        }
+    }
+    out
+}
+
+#[inline(always)]
+pub(crate) fn match_u64(mode: MatchMode, value: u64, mask: u32) -> u32 {
+    let out: u32;
+    // SAFETY: as `match_u32`.
+    unsafe {
+        match mode {
+            MatchMode::Any => asm!("match.any.sync.b64 {o}, {v}, {m};",
+                o = out(reg32) out, v = in(reg64) value, m = in(reg32) mask, options(nomem, nostack)),
+            MatchMode::All => asm!("match.all.sync.b64 {o}, {v}, {m};",
+                o = out(reg32) out, v = in(reg64) value, m = in(reg32) mask, options(nomem, nostack)),
+        }
+    }
+    out
+}
+
+/// `redux.sync` (sm_80): one instruction for an integer reduction over the lanes of `mask`.
+#[inline(always)]
+pub(crate) fn redux(op: ReduxOp, value: u32, mask: u32) -> u32 {
+    macro_rules! redux {
+        ($ptx:literal) => {{
+            let out: u32;
+            // SAFETY: redux.sync over the lanes of `mask`; registers only.
+            unsafe {
+                asm!(concat!("redux.sync.", $ptx, " {o}, {v}, {m};"),
+                    o = out(reg32) out, v = in(reg32) value, m = in(reg32) mask, options(nomem, nostack))
+            };
+            out
+        }};
+    }
+    match op {
+        ReduxOp::Add => redux!("add.u32"),
+        ReduxOp::MinU32 => redux!("min.u32"),
+        ReduxOp::MaxU32 => redux!("max.u32"),
+        ReduxOp::MinI32 => redux!("min.s32"),
+        ReduxOp::MaxI32 => redux!("max.s32"),
+        ReduxOp::And => redux!("and.b32"),
+        ReduxOp::Or => redux!("or.b32"),
+        ReduxOp::Xor => redux!("xor.b32"),
+    }
 }

@@ -1,6 +1,6 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
-use crate::arch::{ShuffleMode, VoteMode};
+use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::Dim3;
 use core::cell::Cell;
 use corosensei::Yielder;
@@ -11,51 +11,34 @@ pub(crate) enum Request {
     /// `bar.sync 0` / `bar.red.popc`: every thread of the block; resumed with
     /// the number of threads whose predicate was true.
     SyncThreads { predicate: bool },
-    /// `shfl.sync`: the lanes of `mask` exchange one 32-bit value each.
-    Shuffle {
-        mode: ShuffleMode,
-        value: u32,
+    /// A `*.sync` warp instruction: the lanes of `mask` each bring `value`
+    /// (and `arg`); each is resumed with its 32-bit result.
+    Warp {
+        op: WarpOp,
+        mask: u32,
+        value: u64,
         arg: u32,
-        mask: u32,
     },
-    /// `vote.sync`: the lanes of `mask` combine one predicate each.
-    Vote {
-        mode: VoteMode,
-        predicate: bool,
-        mask: u32,
+    /// `activemask`: resumed with the set of lanes of the warp that reached it
+    /// together: in the emulator, the lanes waiting at the same call site.
+    ActiveMask {
+        site: &'static core::panic::Location<'static>,
     },
 }
 
-impl Request {
-    /// The lanes a warp collective names; `None` for a block barrier.
-    pub(crate) fn warp_mask(&self) -> Option<u32> {
-        match *self {
-            Request::SyncThreads { .. } => None,
-            Request::Shuffle { mask, .. } | Request::Vote { mask, .. } => Some(mask),
-        }
-    }
+/// Which warp instruction a [`Request::Warp`] is; lanes of one mask must agree on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WarpOp {
+    Shuffle(ShuffleMode),
+    Vote(VoteMode),
+    Match(MatchMode),
+    Redux(ReduxOp),
+}
 
-    /// Whether two lanes' requests are the same collective: kind, mode and mask.
-    pub(crate) fn same_collective(&self, other: &Request) -> bool {
-        match (self, other) {
-            (
-                Request::Shuffle {
-                    mode: a, mask: m, ..
-                },
-                Request::Shuffle {
-                    mode: b, mask: n, ..
-                },
-            ) => a == b && m == n,
-            (
-                Request::Vote {
-                    mode: a, mask: m, ..
-                },
-                Request::Vote {
-                    mode: b, mask: n, ..
-                },
-            ) => a == b && m == n,
-            _ => false,
-        }
+impl Request {
+    /// Whether the fiber waits in a warp collective (not a block barrier).
+    pub(crate) fn is_warp(&self) -> bool {
+        !matches!(self, Request::SyncThreads { .. })
     }
 }
 

@@ -1,8 +1,9 @@
 //! Runs a grid: blocks in parallel on OS threads, a block's threads as fibers.
 
+use super::fiber::WarpOp;
 use super::fiber::{self, FiberYielder, Request, ThreadState};
 use super::{EmuError, Fault, LaunchShape};
-use crate::arch::{ShuffleMode, VoteMode};
+use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
 use core::cell::Cell;
 use corosensei::stack::DefaultStack;
@@ -276,101 +277,135 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
 /// The first lane of `warp` waiting in a warp collective, and its request.
 fn pending_collective(warp: &[EmulatedThread]) -> Option<(usize, Request)> {
     warp.iter().enumerate().find_map(|(i, t)| match t.status {
-        State::Waiting(r) if r.warp_mask().is_some() => Some((i, r)),
+        State::Waiting(r) if r.is_warp() => Some((i, r)),
         _ => None,
     })
 }
 
-/// Completes the warp collective of `warp` if every lane of its mask has joined.
+/// Completes a warp collective of `warp` if every lane of its mask has joined.
 /// Returns whether it did; an error names the lane (index into `warp`) at fault.
+///
+/// Called only when no fiber of the block can run, so every lane that will
+/// join without help from another has joined.
 fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize, Fault)> {
     let Some((leader, request)) = pending_collective(warp) else {
         return Ok(false);
     };
-    let mask = request.warp_mask().unwrap_or(0);
-    let mut joined = [request; WARP_SIZE as usize];
-    for (lane, slot) in joined.iter_mut().enumerate() {
+    let Request::Warp { op, mask, .. } = request else {
+        // activemask: the lanes that reached it together are those waiting at the same call now.
+        let active = lanes_where(warp, |r| r == request);
+        resume(warp, active, |_| active);
+        return Ok(true);
+    };
+    let mut value = [0u64; WARP_SIZE as usize];
+    let mut arg = [0u32; WARP_SIZE as usize];
+    for lane in 0..WARP_SIZE as usize {
         if mask & (1 << lane) == 0 {
             continue;
         }
+        let missing = |reason| Fault::WarpMask {
+            mask,
+            missing_lane: lane as u32,
+            reason,
+        };
         let Some(t) = warp.get(lane) else {
-            return Err((
-                leader,
-                Fault::WarpMask {
-                    mask,
-                    missing_lane: lane as u32,
-                    reason: "does not exist (the block ends before it)",
-                },
-            ));
+            return Err((leader, missing("does not exist (the block ends before it)")));
         };
         match t.status {
-            State::Waiting(r) if r.same_collective(&request) => *slot = r,
-            State::Waiting(r) if r.warp_mask().is_some() => {
+            State::Waiting(Request::Warp {
+                op: o,
+                mask: m,
+                value: v,
+                arg: a,
+            }) if o == op && m == mask => (value[lane], arg[lane]) = (v, a),
+            State::Waiting(r) if r.is_warp() => {
                 return Err((
                     lane,
-                    Fault::WarpMask {
-                        mask,
-                        missing_lane: lane as u32,
-                        reason: "is in a different warp collective (other kind, mode or mask)",
-                    },
+                    missing("is in a different warp collective (other kind, mode or mask)"),
                 ));
             }
             // Not there yet (still running, or at a barrier); decided when nothing else can run.
             _ => return Ok(false),
         }
     }
-    let lanes = || (0..warp.len()).filter(move |l| mask & (1 << l) != 0);
+    let lanes = || (0..WARP_SIZE).filter(move |l| mask & (1 << l) != 0);
     let mut results = [0u32; WARP_SIZE as usize];
-    match request {
-        Request::Shuffle { mode, .. } => {
-            for lane in lanes() {
-                let Request::Shuffle { value, arg, .. } = joined[lane] else {
-                    unreachable!("same_collective checked the kind")
-                };
-                results[lane] = match shuffle_source(mode, lane as u32, arg) {
-                    Some(src) if mask & (1 << src) != 0 => match joined[src as usize] {
-                        Request::Shuffle { value, .. } => value,
-                        _ => unreachable!("every lane of the mask joined"),
-                    },
-                    Some(src) => {
-                        return Err((
-                            lane,
-                            Fault::WarpMask {
-                                mask,
-                                missing_lane: src,
-                                reason: "is read by a shuffle but is not in the mask",
-                            },
-                        ));
-                    }
-                    None => value,
-                };
-            }
-        }
-        Request::Vote { mode, .. } => {
-            let ballot = lanes()
-                .filter(|&l| {
-                    matches!(
-                        joined[l],
-                        Request::Vote {
-                            predicate: true,
-                            ..
-                        }
-                    )
-                })
-                .fold(0u32, |b, l| b | 1 << l);
-            let result = match mode {
-                VoteMode::Ballot => ballot,
-                VoteMode::All => u32::from(ballot == mask),
-                VoteMode::Any => u32::from(ballot != 0),
-            };
-            results = [result; WARP_SIZE as usize];
-        }
-        Request::SyncThreads { .. } => unreachable!("a barrier is not a warp collective"),
-    }
     for lane in lanes() {
-        warp[lane].status = State::Runnable(results[lane]);
+        let l = lane as usize;
+        results[l] = match op {
+            WarpOp::Shuffle(mode) => match shuffle_source(mode, lane, arg[l]) {
+                Some(src) if mask & (1 << src) != 0 => value[src as usize] as u32,
+                Some(src) => {
+                    return Err((
+                        l,
+                        Fault::WarpMask {
+                            mask,
+                            missing_lane: src,
+                            reason: "is read by a shuffle but is not in the mask",
+                        },
+                    ));
+                }
+                None => value[l] as u32,
+            },
+            WarpOp::Vote(mode) => {
+                let ballot = lanes()
+                    .filter(|&k| value[k as usize] != 0)
+                    .fold(0, |b, k| b | 1 << k);
+                match mode {
+                    VoteMode::Ballot => ballot,
+                    VoteMode::All => u32::from(ballot == mask),
+                    VoteMode::Any => u32::from(ballot != 0),
+                }
+            }
+            WarpOp::Match(mode) => {
+                let same = lanes()
+                    .filter(|&k| value[k as usize] == value[l])
+                    .fold(0, |b, k| b | 1 << k);
+                match mode {
+                    MatchMode::Any => same,
+                    MatchMode::All if same == mask => mask,
+                    MatchMode::All => 0,
+                }
+            }
+            WarpOp::Redux(rop) => lanes()
+                .map(|k| value[k as usize] as u32)
+                .reduce(|a, b| redux(rop, a, b))
+                .unwrap_or(0),
+        };
     }
+    resume(warp, mask, |l| results[l]);
     Ok(true)
+}
+
+/// The lanes of `warp` (as a bit set) waiting with a request that satisfies `f`.
+fn lanes_where(warp: &[EmulatedThread], f: impl Fn(Request) -> bool) -> u32 {
+    warp.iter()
+        .enumerate()
+        .filter(|(_, t)| matches!(t.status, State::Waiting(r) if f(r)))
+        .fold(0, |m, (l, _)| m | 1 << l)
+}
+
+/// Makes the lanes of `lanes` runnable, lane `l` resumed with `result(l)`.
+fn resume(warp: &mut [EmulatedThread], lanes: u32, result: impl Fn(usize) -> u32) {
+    for (l, t) in warp.iter_mut().enumerate() {
+        if lanes & (1 << l) != 0 {
+            t.status = State::Runnable(result(l));
+        }
+    }
+}
+
+/// One step of `redux.sync`: combines two lanes' values.
+fn redux(op: ReduxOp, a: u32, b: u32) -> u32 {
+    match op {
+        ReduxOp::Add => a.wrapping_add(b),
+        ReduxOp::MinU32 => a.min(b),
+        ReduxOp::MaxU32 => a.max(b),
+        ReduxOp::MinI32 => (a as i32).min(b as i32) as u32,
+        ReduxOp::MaxI32 => (a as i32).max(b as i32) as u32,
+        ReduxOp::And => a & b,
+        ReduxOp::Or => a | b,
+        ReduxOp::Xor => a ^ b,
+    }
 }
 
 /// The lane a shuffle reads from (PTX ISA `shfl.sync`, full 32-lane segment);
@@ -387,7 +422,9 @@ fn shuffle_source(mode: ShuffleMode, lane: u32, arg: u32) -> Option<u32> {
 /// For a warp whose collective cannot complete: the first lane of its mask that is absent.
 fn diagnose_stuck_warp(warp: &[EmulatedThread]) -> Option<(usize, Fault)> {
     let (leader, request) = pending_collective(warp)?;
-    let mask = request.warp_mask().unwrap_or(0);
+    let Request::Warp { mask, .. } = request else {
+        return None;
+    };
     (0..warp.len())
         .filter(|l| mask & (1 << l) != 0)
         .find_map(|lane| {

@@ -5,8 +5,7 @@
 //! 2 system), so every `atom.relaxed.SCOPE` form is in the PTX.
 
 use warpforge_device::atomic::{
-    AtomicAdd, AtomicBits, AtomicMinMax, AtomicRef, AtomicScope, AtomicValue, Block, Device,
-    System,
+    AtomicAdd, AtomicBits, AtomicMinMax, AtomicRef, AtomicScope, AtomicValue, Block, Device, System,
 };
 use warpforge_device::{Out, f16, shared, sync, thread};
 use warpforge_macros::kernel;
@@ -40,9 +39,15 @@ fn with_atomic<T: Copy>(
     let i = thread::global_index_x();
     let Some(&bin) = bins.get(i) else { return };
     let r = match scope {
-        0 => acc.atomic::<Block>(bin as usize).map(AtomicRefAnyScope::Block),
-        1 => acc.atomic::<Device>(bin as usize).map(AtomicRefAnyScope::Device),
-        _ => acc.atomic::<System>(bin as usize).map(AtomicRefAnyScope::System),
+        0 => acc
+            .atomic::<Block>(bin as usize)
+            .map(AtomicRefAnyScope::Block),
+        1 => acc
+            .atomic::<Device>(bin as usize)
+            .map(AtomicRefAnyScope::Device),
+        _ => acc
+            .atomic::<System>(bin as usize)
+            .map(AtomicRefAnyScope::System),
     };
     if let (Some(r), Some(mut o)) = (r, old.at(i)) {
         if let Some(v) = f(r) {
@@ -187,7 +192,8 @@ pub fn probe_shared_histogram(bins: &[u32], out: Out<u32>) {
     }
     sync::sync_threads();
     if let Some(&bin) = bins.get(thread::global_index_x()) {
-        hist.atomic::<Block>(bin as usize % HISTOGRAM_BINS).fetch_add(1);
+        hist.atomic::<Block>(bin as usize % HISTOGRAM_BINS)
+            .fetch_add(1);
     }
     sync::sync_threads();
     let mut b = t;

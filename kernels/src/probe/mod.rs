@@ -6,7 +6,9 @@
 //! `k·i .. k·i + k` for the probe's `k` results per thread.
 
 mod atomic;
+mod masked;
 pub use atomic::*;
+pub use masked::*;
 
 use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};

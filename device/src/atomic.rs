@@ -238,12 +238,12 @@ macro_rules! atomic_float {
             #[inline(always)]
             unsafe fn atomic_min(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract.
-                unsafe { update(ptr, scope, |old| if float_less(v, old) { v } else { old }) }
+                unsafe { update(ptr, scope, |old| if v.ptx_less(old) { v } else { old }) }
             }
             #[inline(always)]
             unsafe fn atomic_max(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract.
-                unsafe { update(ptr, scope, |old| if float_less(old, v) { v } else { old }) }
+                unsafe { update(ptr, scope, |old| if old.ptx_less(v) { v } else { old }) }
             }
         }
     };
@@ -263,39 +263,26 @@ impl AtomicAdd for f16 {
 /// The order float min/max use, that of PTX `min.f32`/`max.f32`: a NaN loses
 /// to any number (so a NaN is replaced, and never stored over a number), and
 /// −0 is less than +0.
-#[inline(always)]
-fn float_less<T: Copy + PartialOrd + FloatSign>(a: T, b: T) -> bool {
-    if b.is_nan() {
-        return !a.is_nan();
-    }
-    a < b || (a == b && a.is_negative_zero() && !b.is_negative_zero())
+#[doc(hidden)]
+pub trait PtxOrder: Copy {
+    fn ptx_less(self, other: Self) -> bool;
 }
 
-#[doc(hidden)]
-pub trait FloatSign {
-    fn is_nan(self) -> bool;
-    fn is_negative_zero(self) -> bool;
+macro_rules! ptx_order {
+    ($($t:ty),*) => { $(
+        impl PtxOrder for $t {
+            #[inline(always)]
+            fn ptx_less(self, other: Self) -> bool {
+                if other.is_nan() {
+                    return !self.is_nan();
+                }
+                self < other
+                    || (self == other && self.is_sign_negative() && !other.is_sign_negative())
+            }
+        }
+    )* };
 }
-impl FloatSign for f32 {
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        self != self
-    }
-    #[inline(always)]
-    fn is_negative_zero(self) -> bool {
-        self.to_bits() == 0x8000_0000
-    }
-}
-impl FloatSign for f64 {
-    #[inline(always)]
-    fn is_nan(self) -> bool {
-        self != self
-    }
-    #[inline(always)]
-    fn is_negative_zero(self) -> bool {
-        self.to_bits() == 0x8000_0000_0000_0000
-    }
-}
+ptx_order!(f32, f64);
 
 /// Replaces `*ptr` by `f(*ptr)` atomically with a compare-and-swap loop; returns the old value.
 ///

@@ -49,10 +49,10 @@ fn with_atomic<T: Copy>(
             .atomic::<System>(bin as usize)
             .map(AtomicRefAnyScope::System),
     };
-    if let (Some(r), Some(mut o)) = (r, old.at(i)) {
-        if let Some(v) = f(r) {
-            o.set(v);
-        }
+    if let (Some(r), Some(mut o)) = (r, old.at(i))
+        && let Some(v) = f(r)
+    {
+        o.set(v);
     }
 }
 

@@ -85,3 +85,183 @@ impl Fma for f64 {
         fma_f64(self, b, c)
     }
 }
+
+/// `2ˣ` by `ex2.approx.f32`: at most 2 ulp from the exact value (PTX ISA).
+/// Subnormal inputs and results are kept (no `.ftz`).
+#[inline(always)]
+pub fn ex2_approx(x: f32) -> f32 {
+    arch::ex2_approx(x)
+}
+
+/// `log₂ x` by `lg2.approx.f32`: absolute error at most 2⁻²² for x in
+/// (0.5, 2), relative error at most 2⁻²² elsewhere (PTX ISA).
+#[inline(always)]
+pub fn lg2_approx(x: f32) -> f32 {
+    arch::lg2_approx(x)
+}
+
+/// `1/√x` by `rsqrt.approx.f32`: relative error at most 2⁻²²·⁹ (PTX ISA).
+#[inline(always)]
+pub fn rsqrt_approx(x: f32) -> f32 {
+    arch::rsqrt_approx(x)
+}
+
+/// `1/x` by `rcp.approx.f32`: at most 1 ulp (PTX ISA). Plain `1.0 / x` is
+/// the correctly rounded (and slower) `div.rn.f32`.
+#[inline(always)]
+pub fn rcp_approx(x: f32) -> f32 {
+    arch::rcp_approx(x)
+}
+
+/// `eˣ`, within 1 ulp (the `libm` crate's `expf`; the same code
+/// runs on the GPU and in the emulator, so they agree bit for bit).
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    libm::expf(x)
+}
+
+/// Natural logarithm, within 1 ulp (`libm`'s `logf`).
+#[inline(always)]
+pub fn log(x: f32) -> f32 {
+    libm::logf(x)
+}
+
+/// Hyperbolic tangent, within 3 ulp (`libm`'s `tanhf`; measured worst 2.3).
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    libm::tanhf(x)
+}
+
+/// The error function, within 2 ulp (`libm`'s `erff`; measured worst 0.9).
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    libm::erff(x)
+}
+
+/// Two f16 in one 32-bit register (`.f16x2`): `lo` in bits 0–15, `hi` in 16–31.
+/// Arithmetic works on both halves at once, rounding each to nearest even;
+/// a NaN result is the canonical NaN `0x7fff`.
+///
+/// ```
+/// # use warpforge_device::{f16, num::F16x2};
+/// let a = F16x2::from_f32(1.5, -2.0);
+/// let b = F16x2::from_f32(0.25, 4.0);
+/// let c = F16x2::fma(a, b, a);
+/// assert_eq!((c.lo().to_f32(), c.hi().to_f32()), (1.875, -10.0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct F16x2(u32);
+
+/// Two bf16 in one 32-bit register (`.bf16x2`), laid out as [`F16x2`].
+/// sm_80 has only the fused multiply-add for bf16x2, so `+` is `fma(a, 1, b)`
+/// and `*` is `fma(a, b, -0)`: one rounding each, as a plain add or multiply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Bf16x2(u32);
+
+macro_rules! packed_common {
+    ($t:ident, $h:ty, $pack:ident) => {
+        impl $t {
+            /// Packs two halves.
+            #[inline(always)]
+            pub fn new(lo: $h, hi: $h) -> Self {
+                $t(u32::from(lo.to_bits()) | u32::from(hi.to_bits()) << 16)
+            }
+
+            /// Rounds two f32 (one `cvt.rn` for both).
+            #[inline(always)]
+            pub fn from_f32(lo: f32, hi: f32) -> Self {
+                $t(arch::$pack(hi.to_bits(), lo.to_bits()))
+            }
+
+            /// Both halves equal to `v`.
+            #[inline(always)]
+            pub fn splat(v: $h) -> Self {
+                Self::new(v, v)
+            }
+
+            /// The low half (bits 0–15).
+            #[inline(always)]
+            pub fn lo(self) -> $h {
+                <$h>::from_bits(self.0 as u16)
+            }
+
+            /// The high half (bits 16–31).
+            #[inline(always)]
+            pub fn hi(self) -> $h {
+                <$h>::from_bits((self.0 >> 16) as u16)
+            }
+
+            /// The register's bits.
+            #[inline(always)]
+            pub fn to_bits(self) -> u32 {
+                self.0
+            }
+
+            /// From a register's bits.
+            #[inline(always)]
+            pub fn from_bits(bits: u32) -> Self {
+                $t(bits)
+            }
+        }
+    };
+}
+packed_common!(F16x2, f16, pack_f16x2);
+packed_common!(Bf16x2, bf16, pack_bf16x2);
+
+impl F16x2 {
+    /// `a·b + c` on each half, rounded once (`fma.rn.f16x2`).
+    #[inline(always)]
+    pub fn fma(a: Self, b: Self, c: Self) -> Self {
+        F16x2(arch::fma_f16x2(a.0, b.0, c.0))
+    }
+}
+
+impl Bf16x2 {
+    /// `a·b + c` on each half, rounded once (`fma.rn.bf16x2`).
+    #[inline(always)]
+    pub fn fma(a: Self, b: Self, c: Self) -> Self {
+        Bf16x2(arch::fma_bf16x2(a.0, b.0, c.0))
+    }
+}
+
+impl core::ops::Add for F16x2 {
+    type Output = Self;
+    #[inline(always)]
+    fn add(self, rhs: Self) -> Self {
+        F16x2(arch::add_f16x2(self.0, rhs.0))
+    }
+}
+
+impl core::ops::Sub for F16x2 {
+    type Output = Self;
+    #[inline(always)]
+    fn sub(self, rhs: Self) -> Self {
+        F16x2(arch::sub_f16x2(self.0, rhs.0))
+    }
+}
+
+impl core::ops::Mul for F16x2 {
+    type Output = Self;
+    #[inline(always)]
+    fn mul(self, rhs: Self) -> Self {
+        F16x2(arch::mul_f16x2(self.0, rhs.0))
+    }
+}
+
+impl core::ops::Add for Bf16x2 {
+    type Output = Self;
+    #[inline(always)]
+    fn add(self, rhs: Self) -> Self {
+        Bf16x2::fma(self, Bf16x2::splat(bf16::ONE), rhs)
+    }
+}
+
+impl core::ops::Mul for Bf16x2 {
+    type Output = Self;
+    #[inline(always)]
+    fn mul(self, rhs: Self) -> Self {
+        Bf16x2::fma(self, rhs, Bf16x2::splat(bf16::NEG_ZERO))
+    }
+}

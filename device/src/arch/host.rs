@@ -175,3 +175,128 @@ pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
     a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
         .unwrap_or_else(|b| b)
 }
+
+// Fast-math approximations: the emulator computes the exact function, rounded
+// once; the GPU's `.approx` instructions are within their PTX ISA error bounds
+// of it (ex2: 2 ulp, lg2: 2⁻²² abs/rel, rsqrt: 2⁻²²·⁹ rel, rcp: 1 ulp).
+pub(crate) fn ex2_approx(x: f32) -> f32 {
+    libm::exp2f(x)
+}
+
+pub(crate) fn lg2_approx(x: f32) -> f32 {
+    libm::log2f(x)
+}
+
+pub(crate) fn rsqrt_approx(x: f32) -> f32 {
+    (1.0 / f64::from(x).sqrt()) as f32
+}
+
+pub(crate) fn rcp_approx(x: f32) -> f32 {
+    1.0 / x
+}
+
+/// One packed half type: how to widen a half, and round an f32 to it.
+struct Half {
+    to_f64: fn(u16) -> f64,
+    from_f32: fn(f32) -> u16,
+}
+
+const F16: Half = Half {
+    to_f64: |h| half::f16::from_bits(h).to_f64(),
+    from_f32: f32_to_f16_bits,
+};
+const BF16: Half = Half {
+    to_f64: |h| f64::from(f32::from_bits(u32::from(h) << 16)),
+    from_f32: f32_to_bf16_bits,
+};
+
+/// Applies `op` to each half of the packed operands. `op` returns the exact
+/// result rounded to odd in f64; rounding that to odd in f32 and then to
+/// nearest even in the half type gives the correctly rounded half result
+/// (rounding to odd with at least two spare bits does not disturb the last
+/// rounding). NaN results are the canonical NaN, as on the GPU.
+fn lanewise(h: Half, ops: [u32; 3], op: impl Fn(f64, f64, f64) -> f64) -> u32 {
+    let half_at = |x: u32, shift: u32| (h.to_f64)((x >> shift) as u16);
+    let one = |shift| {
+        let r = op(
+            half_at(ops[0], shift),
+            half_at(ops[1], shift),
+            half_at(ops[2], shift),
+        );
+        if r.is_nan() {
+            0x7fff
+        } else {
+            u32::from((h.from_f32)(f32_round_to_odd(r)))
+        }
+    };
+    one(0) | one(16) << 16
+}
+
+/// `x` rounded to an f32, to odd: exact values stay, inexact ones land on the
+/// neighbour whose last significand bit is 1.
+fn f32_round_to_odd(x: f64) -> f32 {
+    let t = x as f32;
+    if f64::from(t) == x || !t.is_finite() || t.to_bits() & 1 == 1 {
+        return t;
+    }
+    // Sign-magnitude bits: +1 steps away from zero, −1 toward it.
+    let away = x.abs() > f64::from(t).abs();
+    f32::from_bits(if away {
+        t.to_bits() + 1
+    } else {
+        t.to_bits() - 1
+    })
+}
+
+/// `a·b + c` rounded to odd in f64: for half inputs `a·b` is exact, and the
+/// one rounding of the sum is made sticky.
+fn fma_round_to_odd(a: f64, b: f64, c: f64) -> f64 {
+    let p = a * b;
+    let s = p + c;
+    if !s.is_finite() {
+        return s;
+    }
+    // TwoSum: the rounding error of `s`, exactly.
+    let bb = s - p;
+    let err = (p - (s - bb)) + (c - bb);
+    if err == 0.0 || s.to_bits() & 1 == 1 {
+        return s;
+    }
+    // The exact sum is s + err: step to the odd neighbour on its side.
+    let away = (err > 0.0) == (s > 0.0);
+    f64::from_bits(if away {
+        s.to_bits() + 1
+    } else {
+        s.to_bits() - 1
+    })
+}
+
+pub(crate) fn add_f16x2(a: u32, b: u32) -> u32 {
+    lanewise(F16, [a, b, 0], |a, b, _| fma_round_to_odd(a, 1.0, b))
+}
+
+pub(crate) fn sub_f16x2(a: u32, b: u32) -> u32 {
+    lanewise(F16, [a, b, 0], |a, b, _| fma_round_to_odd(a, 1.0, -b))
+}
+
+pub(crate) fn mul_f16x2(a: u32, b: u32) -> u32 {
+    lanewise(F16, [a, b, 0], |a, b, _| fma_round_to_odd(a, b, -0.0))
+}
+
+pub(crate) fn fma_f16x2(a: u32, b: u32, c: u32) -> u32 {
+    lanewise(F16, [a, b, c], fma_round_to_odd)
+}
+
+pub(crate) fn fma_bf16x2(a: u32, b: u32, c: u32) -> u32 {
+    lanewise(BF16, [a, b, c], fma_round_to_odd)
+}
+
+pub(crate) fn pack_f16x2(hi: u32, lo: u32) -> u32 {
+    u32::from(f32_to_f16_bits(f32::from_bits(hi))) << 16
+        | u32::from(f32_to_f16_bits(f32::from_bits(lo)))
+}
+
+pub(crate) fn pack_bf16x2(hi: u32, lo: u32) -> u32 {
+    u32::from(f32_to_bf16_bits(f32::from_bits(hi))) << 16
+        | u32::from(f32_to_bf16_bits(f32::from_bits(lo)))
+}

@@ -407,3 +407,60 @@ pub(crate) fn redux(op: ReduxOp, value: u32, mask: u32) -> u32 {
         ReduxOp::Xor => redux!("xor.b32"),
     }
 }
+
+macro_rules! unary_f32 {
+    ($($name:ident => $ptx:literal),* $(,)?) => { $(
+        #[inline(always)]
+        pub(crate) fn $name(x: f32) -> f32 {
+            let y: f32;
+            // SAFETY: pure register arithmetic.
+            unsafe {
+                asm!(concat!($ptx, " {y}, {x};"), y = out(reg32) y, x = in(reg32) x, options(pure, nomem, nostack))
+            };
+            y
+        }
+    )* };
+}
+unary_f32!(
+    ex2_approx => "ex2.approx.f32",
+    lg2_approx => "lg2.approx.f32",
+    rsqrt_approx => "rsqrt.approx.f32",
+    rcp_approx => "rcp.approx.f32",
+);
+
+macro_rules! binary_x2 {
+    ($($name:ident => $ptx:literal),* $(,)?) => { $(
+        #[inline(always)]
+        pub(crate) fn $name(a: u32, b: u32) -> u32 {
+            let d: u32;
+            // SAFETY: pure register arithmetic on packed halves.
+            unsafe {
+                asm!(concat!($ptx, " {d}, {a}, {b};"), d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, options(pure, nomem, nostack))
+            };
+            d
+        }
+    )* };
+}
+binary_x2!(
+    add_f16x2 => "add.rn.f16x2",
+    sub_f16x2 => "sub.rn.f16x2",
+    mul_f16x2 => "mul.rn.f16x2",
+    // cvt.rn.f16x2.f32 d, a, b puts a in the upper half: callers pass (hi, lo).
+    pack_f16x2 => "cvt.rn.f16x2.f32",
+    pack_bf16x2 => "cvt.rn.bf16x2.f32",
+);
+
+macro_rules! fma_x2 {
+    ($($name:ident => $ptx:literal),* $(,)?) => { $(
+        #[inline(always)]
+        pub(crate) fn $name(a: u32, b: u32, c: u32) -> u32 {
+            let d: u32;
+            // SAFETY: pure register arithmetic on packed halves.
+            unsafe {
+                asm!(concat!($ptx, " {d}, {a}, {b}, {c};"), d = out(reg32) d, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
+            };
+            d
+        }
+    )* };
+}
+fma_x2!(fma_f16x2 => "fma.rn.f16x2", fma_bf16x2 => "fma.rn.bf16x2");

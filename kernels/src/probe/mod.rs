@@ -7,8 +7,10 @@
 
 mod atomic;
 mod masked;
+mod math;
 pub use atomic::*;
 pub use masked::*;
+pub use math::*;
 
 use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};

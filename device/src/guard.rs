@@ -136,3 +136,185 @@ pub unsafe fn input_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
         unsafe { core::slice::from_raw_parts(ptr, len) }
     }
 }
+
+/// Where element (`row`, `col`) of a `rows × cols` matrix with `row_stride`
+/// elements between rows lies in its buffer of `len`, if the shape fits.
+#[inline(always)]
+fn fits_2d(len: usize, rows: usize, cols: usize, row_stride: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return cols <= row_stride || rows == 0;
+    }
+    cols <= row_stride
+        && (rows - 1)
+            .checked_mul(row_stride)
+            .and_then(|last_row| last_row.checked_add(cols))
+            .is_some_and(|end| end <= len)
+}
+
+impl<'a, T: Copy> Out<'a, T> {
+    /// The view as a `rows × cols` matrix whose rows start `row_stride`
+    /// elements apart (row-major; `row_stride >= cols`, e.g. a pitch or a
+    /// sub-matrix of a wider one). `None` if that shape does not fit in the
+    /// view (sizes multiplied with overflow checks).
+    #[inline(always)]
+    pub fn into_2d(self, rows: usize, cols: usize, row_stride: usize) -> Option<Out2<'a, T>> {
+        fits_2d(self.len, rows, cols, row_stride).then_some(Out2 {
+            ptr: self.ptr,
+            rows,
+            cols,
+            row_stride,
+            _buffer: PhantomData,
+        })
+    }
+}
+
+/// A kernel's 2-D output: written only through [`Slot`]s proven in bounds in
+/// both dimensions (two compares), so a thread outside the matrix (the ragged
+/// edge of a 2-D grid) gets `None` and cannot write into the next row.
+///
+/// ```
+/// use warpforge_device::guard::Out;
+/// let mut data = [0u32; 12];
+/// // 3 × 3 inside a 3 × 4 buffer (row stride 4).
+/// let mut m = Out::from_mut_slice(&mut data).into_2d(3, 3, 4).unwrap();
+/// m.at(2, 1).unwrap().set(7);
+/// assert!(m.at(0, 3).is_none()); // col 3 is padding, not part of the matrix
+/// assert!(m.at(3, 0).is_none());
+/// assert_eq!(data[2 * 4 + 1], 7);
+/// ```
+pub struct Out2<'a, T> {
+    ptr: *mut T,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    _buffer: PhantomData<&'a mut [T]>,
+}
+
+impl<T: Copy> Out2<'_, T> {
+    /// Rows of the matrix.
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the matrix.
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Elements between the starts of consecutive rows.
+    #[inline(always)]
+    pub fn row_stride(&self) -> usize {
+        self.row_stride
+    }
+
+    /// Element (`row`, `col`) if `row < rows()` and `col < cols()`.
+    #[inline(always)]
+    pub fn at(&mut self, row: usize, col: usize) -> Option<Slot<'_, T>> {
+        if row < self.rows && col < self.cols {
+            Some(Slot {
+                // SAFETY: row·stride + col < (rows−1)·stride + cols ≤ len (checked
+                // without overflow by `into_2d`), inside the view's allocation.
+                ptr: unsafe { self.ptr.add(row * self.row_stride + col) },
+                _element: PhantomData,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Element (`row`, `col`) for atomic access within scope `S`, if in bounds.
+    #[inline(always)]
+    pub fn atomic<S: AtomicScope>(&self, row: usize, col: usize) -> Option<AtomicRef<'_, T, S>> {
+        if row < self.rows && col < self.cols {
+            // SAFETY: in bounds as in `at`; aligned because the view's buffer is.
+            Some(unsafe { AtomicRef::new(self.ptr.add(row * self.row_stride + col)) })
+        } else {
+            None
+        }
+    }
+}
+
+/// A read-only 2-D view of an input slice: `rows × cols`, rows `row_stride` apart.
+///
+/// [`In2::get`] is checked in both dimensions; [`In2::get_unchecked`] skips
+/// the checks for loops whose bounds already prove them (it is `unsafe`, and
+/// the kernels crate forbids `unsafe`, so it is for users who opt in).
+///
+/// ```
+/// use warpforge_device::guard::In2;
+/// let data = [1, 2, 3, 4, 5, 6];
+/// let m = In2::new(&data, 2, 2, 3).unwrap(); // 2 × 2, stride 3
+/// assert_eq!(m.get(1, 1), Some(5));
+/// assert_eq!(m.get(0, 2), None); // padding column
+/// assert!(In2::new(&data, 2, 3, 3).is_some());
+/// assert!(In2::new(&data, 3, 2, 3).is_none()); // needs (3 − 1)·3 + 2 = 8 elements
+/// assert!(In2::new(&data, 1, 4, 3).is_none()); // a row longer than the stride
+/// ```
+#[derive(Clone, Copy)]
+pub struct In2<'a, T> {
+    data: &'a [T],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+}
+
+impl<'a, T: Copy> In2<'a, T> {
+    /// `data` as a `rows × cols` matrix with rows `row_stride` apart; `None`
+    /// if it does not fit (sizes multiplied with overflow checks).
+    #[inline(always)]
+    pub fn new(data: &'a [T], rows: usize, cols: usize, row_stride: usize) -> Option<Self> {
+        fits_2d(data.len(), rows, cols, row_stride).then_some(In2 {
+            data,
+            rows,
+            cols,
+            row_stride,
+        })
+    }
+
+    /// Rows of the matrix.
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the matrix.
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Element (`row`, `col`), if `row < rows()` and `col < cols()`.
+    #[inline(always)]
+    pub fn get(&self, row: usize, col: usize) -> Option<T> {
+        if row < self.rows && col < self.cols {
+            // SAFETY: in bounds of `data`, as `new` checked the shape fits.
+            Some(unsafe { *self.data.get_unchecked(row * self.row_stride + col) })
+        } else {
+            None
+        }
+    }
+
+    /// Element (`row`, `col`) without bounds checks.
+    ///
+    /// # Safety
+    /// `row < self.rows()` and `col < self.cols()`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked(&self, row: usize, col: usize) -> T {
+        debug_assert!(row < self.rows && col < self.cols);
+        // SAFETY: the caller's contract, and `new`'s check that the shape fits.
+        unsafe { *self.data.get_unchecked(row * self.row_stride + col) }
+    }
+
+    /// Row `row` (its `cols()` elements), if `row < rows()`.
+    #[inline(always)]
+    pub fn row(&self, row: usize) -> Option<&'a [T]> {
+        if row < self.rows {
+            let start = row * self.row_stride;
+            self.data.get(start..start + self.cols)
+        } else {
+            None
+        }
+    }
+}

@@ -46,6 +46,6 @@ pub mod warp;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
 
-pub use guard::{Out, Slot};
+pub use guard::{In2, Out, Out2, Slot};
 pub use half::{bf16, f16};
 pub use thread::Dim3;

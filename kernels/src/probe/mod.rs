@@ -8,9 +8,11 @@
 mod atomic;
 mod masked;
 mod math;
+mod matrix;
 pub use atomic::*;
 pub use masked::*;
 pub use math::*;
+pub use matrix::*;
 
 use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};

@@ -9,6 +9,8 @@
 //! | [`shared`] | per-block shared memory, typed and bounds-known |
 //! | [`warp`] | warp-synchronous shuffles and reductions |
 //! | [`atomic`] | scoped atomic read-modify-write on global and shared memory |
+//! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
+//! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`kernel`] | the typed description `#[kernel]` derives from a kernel's signature |
 //!
@@ -37,6 +39,7 @@ mod arch;
 pub mod atomic;
 pub mod guard;
 pub mod kernel;
+pub mod mma;
 pub mod num;
 pub mod shared;
 pub mod sync;

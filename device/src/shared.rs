@@ -84,6 +84,18 @@ impl<T: SharedElement> SharedArray<T> {
         unsafe { self.base.add(i).read() }
     }
 
+    /// The address of elements `start .. start + n`, checked in bounds; for
+    /// instructions that take a shared address (`ldmatrix`, `cp.async`).
+    #[inline(always)]
+    pub(crate) fn row_ptr(&self, start: usize, n: usize) -> *mut T {
+        assert!(
+            start.checked_add(n).is_some_and(|end| end <= self.len),
+            "shared memory range out of bounds"
+        );
+        // SAFETY: start ≤ len (checked above): at most one past the end.
+        unsafe { self.base.add(start) }
+    }
+
     /// Element `i` for atomic access within scope `S` (usually
     /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
     #[inline(always)]

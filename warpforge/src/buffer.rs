@@ -4,13 +4,14 @@ use crate::device::Device;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use cudarc::driver::CudaSlice;
+use warpforge_device::emu::DeviceMemory;
 
 /// Where a buffer's elements live.
 pub(crate) enum Memory<T: Element> {
     /// GPU memory (at least one element is allocated even when `len == 0`).
     Gpu(CudaSlice<T>),
     /// The emulator's "device memory": host memory only its launches touch.
-    Emulated(Vec<T>),
+    Emulated(DeviceMemory<T>),
 }
 
 /// `len` elements of `T` on one device.
@@ -56,7 +57,7 @@ impl<T: Element> DeviceBuffer<T> {
     /// result is never a race with the kernel that writes it.
     pub fn to_host(&self) -> Result<Vec<T>> {
         match &self.memory {
-            Memory::Emulated(v) => Ok(v.clone()),
+            Memory::Emulated(m) => Ok(m.as_slice().to_vec()),
             Memory::Gpu(slice) => {
                 if self.len == 0 {
                     return Ok(Vec::new());

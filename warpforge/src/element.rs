@@ -51,6 +51,7 @@ pub trait Element:
     + 'static
     + cudarc::driver::DeviceRepr
     + cudarc::driver::ValidAsZeroBits
+    + warpforge_device::shared::SharedElement
 {
     /// The dtype tag.
     const DTYPE: DType;

@@ -209,9 +209,9 @@ impl<T: Element> KernelArg for &DeviceBuffer<T> {
     }
     fn emu_abi(&mut self) -> Option<RawIn<T>> {
         match &self.memory {
-            Memory::Emulated(v) => Some(RawIn {
-                ptr: v.as_ptr(),
-                len: v.len(),
+            Memory::Emulated(m) => Some(RawIn {
+                ptr: m.as_slice().as_ptr(),
+                len: m.len(),
             }),
             Memory::Gpu(_) => None,
         }
@@ -233,9 +233,9 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
     }
     fn emu_abi(&mut self) -> Option<RawOut<T>> {
         match &mut self.memory {
-            Memory::Emulated(v) => Some(RawOut {
-                ptr: v.as_mut_ptr(),
-                len: v.len(),
+            Memory::Emulated(m) => Some(RawOut {
+                len: m.len(),
+                ptr: m.as_mut_slice().as_mut_ptr(),
             }),
             Memory::Gpu(_) => None,
         }

@@ -2,6 +2,7 @@
 
 use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
 use crate::emu::fiber::{self, Request, WarpOp};
+use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -300,3 +301,41 @@ pub(crate) fn pack_bf16x2(hi: u32, lo: u32) -> u32 {
     u32::from(f32_to_bf16_bits(f32::from_bits(hi))) << 16
         | u32::from(f32_to_bf16_bits(f32::from_bits(lo)))
 }
+
+pub(crate) fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
+    let op = WarpOp::Ldmatrix {
+        matrices: R as u8,
+        trans,
+    };
+    warp_op(op, u32::MAX, row as u64, 0);
+    let out = fiber::with_current(|t| t.collective_out.get());
+    core::array::from_fn(|i| out[i])
+}
+
+pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let mut operands = [0u32; 10];
+    operands[..4].copy_from_slice(&a);
+    operands[4..6].copy_from_slice(&b);
+    for (o, c) in operands[6..].iter_mut().zip(c) {
+        *o = c.to_bits();
+    }
+    fiber::with_current(|t| t.collective_in.set(operands));
+    warp_op(WarpOp::Mma(kind), u32::MAX, 0, 0);
+    fiber::with_current(|t| t.collective_out.get()).map(f32::from_bits)
+}
+
+/// The emulator copies at once; waiting is then a no-op. (A kernel that reads
+/// the destination before waiting works here but not on the GPU.)
+///
+/// # Safety
+/// `dst` and `src` must be valid for 16 bytes and not overlap.
+pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
+    // SAFETY: the caller's contract.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, 16) }
+}
+
+pub(crate) fn cp_async_commit() {}
+
+pub(crate) fn cp_async_wait_all() {}
+
+pub(crate) fn cp_async_wait_group(_pending: u32) {}

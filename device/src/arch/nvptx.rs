@@ -2,6 +2,7 @@
 //! This is the only file in warpforge with PTX inline assembly.
 
 use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
+use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::arch::asm;
 use core::arch::nvptx;
@@ -464,3 +465,108 @@ macro_rules! fma_x2 {
     )* };
 }
 fma_x2!(fma_f16x2 => "fma.rn.f16x2", fma_bf16x2 => "fma.rn.bf16x2");
+
+/// `ldmatrix.sync.aligned.m8n8.xR{.trans}.shared.b16` with this lane's row address.
+///
+/// # Safety
+/// `row` must point at 16 bytes of the block's shared memory, 16-byte aligned
+/// (in lanes that supply a row; other lanes' addresses are ignored).
+#[inline(always)]
+pub(crate) fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
+    let mut d = [0u32; R];
+    // SAFETY: the caller's contract; cvta turns the generic address into a shared one.
+    unsafe {
+        match (R, trans) {
+            (1, false) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x1.shared.b16 {{{d0}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], options(nostack, readonly))
+            }
+            (1, true) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {{{d0}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], options(nostack, readonly))
+            }
+            (2, false) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{d0}, {d1}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], d1 = out(reg32) d[1], options(nostack, readonly))
+            }
+            (2, true) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{d0}, {d1}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], d1 = out(reg32) d[1], options(nostack, readonly))
+            }
+            (4, false) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3], options(nostack, readonly))
+            }
+            (4, true) => {
+                asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [%s]; }}",
+                p = in(reg64) row, d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3], options(nostack, readonly))
+            }
+            _ => unreachable!("ldmatrix loads 1, 2 or 4 matrices"),
+        }
+    }
+    d
+}
+
+#[inline(always)]
+pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let mut d = [0f32; 4];
+    macro_rules! mma {
+        ($ty:literal) => {
+            asm!(concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+                    "{{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
+                d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3],
+                a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                options(pure, nomem, nostack))
+        };
+    }
+    // SAFETY: register-only warp instruction; all lanes call it together (the caller's rule).
+    unsafe {
+        match kind {
+            MmaKind::F16 => mma!("f16"),
+            MmaKind::Bf16 => mma!("bf16"),
+        }
+    }
+    d
+}
+
+/// # Safety
+/// `dst` must be 16 bytes of shared memory and `src` 16 bytes of global memory, both 16-byte aligned.
+#[inline(always)]
+pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
+    // SAFETY: the caller's contract; cvta turns the generic addresses into state-space ones.
+    unsafe {
+        asm!("{{ .reg .u64 %d, %s; cvta.to.shared.u64 %d, {d}; cvta.to.global.u64 %s, {s}; cp.async.cg.shared.global [%d], [%s], 16; }}",
+            d = in(reg64) dst, s = in(reg64) src, options(nostack))
+    }
+}
+
+#[inline(always)]
+pub(crate) fn cp_async_commit() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) }
+}
+
+#[inline(always)]
+pub(crate) fn cp_async_wait_all() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.wait_all;", options(nostack)) }
+}
+
+#[inline(always)]
+pub(crate) fn cp_async_wait_group(pending: u32) {
+    // SAFETY: no operands; the group count must be an immediate, hence the match.
+    unsafe {
+        match pending {
+            0 => asm!("cp.async.wait_group 0;", options(nostack)),
+            1 => asm!("cp.async.wait_group 1;", options(nostack)),
+            2 => asm!("cp.async.wait_group 2;", options(nostack)),
+            3 => asm!("cp.async.wait_group 3;", options(nostack)),
+            4 => asm!("cp.async.wait_group 4;", options(nostack)),
+            5 => asm!("cp.async.wait_group 5;", options(nostack)),
+            6 => asm!("cp.async.wait_group 6;", options(nostack)),
+            _ => asm!("cp.async.wait_group 7;", options(nostack)),
+        }
+    }
+}

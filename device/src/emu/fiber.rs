@@ -1,6 +1,7 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
+use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::cell::Cell;
 use corosensei::Yielder;
@@ -33,6 +34,13 @@ pub(crate) enum WarpOp {
     Vote(VoteMode),
     Match(MatchMode),
     Redux(ReduxOp),
+    /// `ldmatrix`: `value` is the lane's row address; results in `collective_out`.
+    Ldmatrix {
+        matrices: u8,
+        trans: bool,
+    },
+    /// `mma.sync`: operands in `collective_in`, results in `collective_out`.
+    Mma(MmaKind),
 }
 
 impl Request {
@@ -54,6 +62,10 @@ pub(crate) struct ThreadState {
     pub linear_id: u32,
     pub shared_base: *mut u8,
     pub shared_len: usize,
+    /// Operands of a fragment collective (`mma`: A's 4, B's 2, C's 4 registers).
+    pub collective_in: Cell<[u32; 10]>,
+    /// Results of a fragment collective (`ldmatrix`, `mma`), set before resuming.
+    pub collective_out: Cell<[u32; 4]>,
     /// Set by the fiber when it first runs; null until then.
     pub yielder: Cell<*const FiberYielder>,
 }

@@ -36,11 +36,14 @@
 //! It is a correctness tool, not a fast path: small shapes, many cases.
 
 pub(crate) mod fiber;
+mod memory;
 mod scheduler;
+mod tensor;
 
 use crate::thread::Dim3;
 use core::fmt;
 
+pub use memory::{ALLOCATION_ALIGN, DeviceMemory};
 pub use scheduler::launch;
 
 /// Grid, block and shared-memory size of one emulated launch.

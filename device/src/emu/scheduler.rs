@@ -110,9 +110,9 @@ enum State {
 
 type ThreadFiber = Coroutine<u32, Request, (), DefaultStack>;
 
-struct EmulatedThread {
+pub(super) struct EmulatedThread {
     // Boxed so that its address, which the fiber reads through CURRENT, never moves.
-    state: Box<ThreadState>,
+    pub(super) state: Box<ThreadState>,
     fiber: Option<ThreadFiber>,
     status: State,
 }
@@ -138,6 +138,8 @@ fn run_block(
                 linear_id,
                 shared_base,
                 shared_len: shape.dynamic_shared_bytes,
+                collective_in: Cell::new([0; 10]),
+                collective_out: Cell::new([0; 4]),
                 yielder: Cell::new(core::ptr::null()),
             });
             let state_ptr: *const ThreadState = &*state;
@@ -328,6 +330,21 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             _ => return Ok(false),
         }
     }
+    if let WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) = op {
+        if mask != u32::MAX {
+            return Err((
+                leader,
+                Fault::WarpMask {
+                    mask,
+                    missing_lane: mask.trailing_ones(),
+                    reason: "is missing: ldmatrix and mma need all 32 lanes",
+                },
+            ));
+        }
+        super::tensor::complete(warp, op, &value);
+        resume(warp, mask, |_| 0);
+        return Ok(true);
+    }
     let lanes = || (0..WARP_SIZE).filter(move |l| mask & (1 << l) != 0);
     let mut results = [0u32; WARP_SIZE as usize];
     for lane in lanes() {
@@ -371,6 +388,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 .map(|k| value[k as usize] as u32)
                 .reduce(|a, b| redux(rop, a, b))
                 .unwrap_or(0),
+            WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) => unreachable!("completed above"),
         };
     }
     resume(warp, mask, |l| results[l]);

@@ -9,10 +9,12 @@ mod atomic;
 mod masked;
 mod math;
 mod matrix;
+mod tensor;
 pub use atomic::*;
 pub use masked::*;
 pub use math::*;
 pub use matrix::*;
+pub use tensor::*;
 
 use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};

@@ -1,0 +1,78 @@
+//! The fragment collectives, `ldmatrix` and `mma.sync`, computed from the
+//! whole warp's operands with the PTX ISA layout tables of [`crate::mma`].
+
+use super::fiber::WarpOp;
+use super::scheduler::EmulatedThread;
+use crate::mma::{K, M, MmaKind, N, a_coord, b_coord, c_coord};
+
+const LANES: usize = 32;
+
+/// Completes `op` for a full warp whose lanes brought `value` (ldmatrix: row
+/// addresses) and `collective_in` (mma: fragments): sets every lane's `collective_out`.
+pub(super) fn complete(warp: &[EmulatedThread], op: WarpOp, value: &[u64; LANES]) {
+    match op {
+        WarpOp::Ldmatrix { matrices, trans } => ldmatrix(warp, usize::from(matrices), trans, value),
+        WarpOp::Mma(kind) => mma(warp, kind),
+        _ => unreachable!("not a fragment collective"),
+    }
+}
+
+/// Reads half `col` of the 8-element row at `row_addr`.
+fn half_at(row_addr: u64, col: usize) -> u32 {
+    // SAFETY: every lane that supplies a row checked, through `SharedArray::row_ptr`,
+    // that its 8 elements lie inside the block's shared memory, which lives
+    // until the block ends; col < 8.
+    u32::from(unsafe { (row_addr as *const u16).add(col).read() })
+}
+
+/// `ldmatrix.m8n8.xR`: matrix k's rows come from lanes 8k..8k+8; register k of
+/// lane l holds row l/4, columns 2(l%4) and 2(l%4)+1 of matrix k (with
+/// `.trans`, of its transpose).
+fn ldmatrix(warp: &[EmulatedThread], matrices: usize, trans: bool, rows: &[u64; LANES]) {
+    for (l, t) in warp.iter().enumerate() {
+        let mut out = [0u32; 4];
+        for (k, reg) in out.iter_mut().enumerate().take(matrices) {
+            let (r, c) = (l / 4, 2 * (l % 4));
+            let (lo, hi) = if trans {
+                (half_at(rows[8 * k + c], r), half_at(rows[8 * k + c + 1], r))
+            } else {
+                (half_at(rows[8 * k + r], c), half_at(rows[8 * k + r], c + 1))
+            };
+            *reg = lo | hi << 16;
+        }
+        t.state.collective_out.set(out);
+    }
+}
+
+/// `mma.sync.m16n8k16`: assembles A, B and C from the lanes' fragments, computes
+/// each D element in f64 (products of halves are exact), rounds once to f32.
+fn mma(warp: &[EmulatedThread], kind: MmaKind) {
+    let widen = |bits: u32| match kind {
+        MmaKind::F16 => half::f16::from_bits(bits as u16).to_f64(),
+        MmaKind::Bf16 => f64::from(f32::from_bits((bits & 0xffff) << 16)),
+    };
+    let half_of = |regs: &[u32], i: usize| widen(regs[i / 2] >> (16 * (i % 2)));
+    let (mut a, mut b, mut c) = ([[0f64; K]; M], [[0f64; N]; K], [[0f64; N]; M]);
+    for (lane, t) in warp.iter().enumerate() {
+        let operands = t.state.collective_in.get();
+        let lane = lane as u32;
+        for i in 0..8 {
+            let (r, k) = a_coord(lane, i);
+            a[r][k] = half_of(&operands[0..4], i);
+        }
+        for i in 0..4 {
+            let (k, n) = b_coord(lane, i);
+            b[k][n] = half_of(&operands[4..6], i);
+            let (r, n) = c_coord(lane, i);
+            c[r][n] = f64::from(f32::from_bits(operands[6 + i]));
+        }
+    }
+    for (lane, t) in warp.iter().enumerate() {
+        let out = core::array::from_fn(|i| {
+            let (r, n) = c_coord(lane as u32, i);
+            let d = (0..K).map(|k| a[r][k] * b[k][n]).sum::<f64>() + c[r][n];
+            (d as f32).to_bits()
+        });
+        t.state.collective_out.set(out);
+    }
+}

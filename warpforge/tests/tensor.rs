@@ -1,0 +1,196 @@
+//! Tensor-core fragments: the layout tables match the PTX ISA's
+//! `mma.m16n8k16` tables, and one warp's `mma` (fragments from global memory,
+//! or staged by `cp.async` and loaded by `ldmatrix`) equals A·B + C within
+//! the accumulation bound.
+
+use proptest::prelude::*;
+use std::collections::HashSet;
+use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
+use warpforge_device::mma::{K, M, N, a_coord, b_coord, c_coord};
+use warpforge_kernels::probe;
+
+/// Every (lane, element) pair names a distinct element, and together they
+/// cover the matrix: the fragments partition it.
+fn partitions(
+    rows: usize,
+    cols: usize,
+    per_lane: usize,
+    coord: fn(u32, usize) -> (usize, usize),
+) -> bool {
+    let seen: HashSet<_> = (0..32)
+        .flat_map(|l| (0..per_lane).map(move |i| coord(l, i)))
+        .collect();
+    seen.len() == rows * cols && seen.iter().all(|&(r, c)| r < rows && c < cols)
+}
+
+#[test]
+fn fragment_layouts_partition_their_matrices() {
+    assert!(partitions(M, K, 8, a_coord));
+    assert!(partitions(K, N, 4, b_coord));
+    assert!(partitions(M, N, 4, c_coord));
+}
+
+#[test]
+fn fragment_layouts_match_the_ptx_isa_tables() {
+    // PTX ISA 9.7.14.5.8, m16n8k16 .f16/.bf16, groupID = lane / 4, t = lane % 4:
+    // A: a0,a1 at (g, 2t..), a2,a3 at (g+8, 2t..), a4,a5 at (g, 2t+8..), a6,a7 at (g+8, 2t+8..).
+    assert_eq!(
+        (0..8).map(|i| a_coord(0, i)).collect::<Vec<_>>(),
+        [
+            (0, 0),
+            (0, 1),
+            (8, 0),
+            (8, 1),
+            (0, 8),
+            (0, 9),
+            (8, 8),
+            (8, 9)
+        ]
+    );
+    assert_eq!(
+        (0..8).map(|i| a_coord(13, i)).collect::<Vec<_>>(),
+        [
+            (3, 2),
+            (3, 3),
+            (11, 2),
+            (11, 3),
+            (3, 10),
+            (3, 11),
+            (11, 10),
+            (11, 11)
+        ]
+    );
+    // B: b0,b1 at (2t.., g), b2,b3 at (2t+8.., g).
+    assert_eq!(
+        (0..4).map(|i| b_coord(13, i)).collect::<Vec<_>>(),
+        [(2, 3), (3, 3), (10, 3), (11, 3)]
+    );
+    // C/D: c0,c1 at (g, 2t..), c2,c3 at (g+8, 2t..).
+    assert_eq!(
+        (0..4).map(|i| c_coord(31, i)).collect::<Vec<_>>(),
+        [(7, 6), (7, 7), (15, 6), (15, 7)]
+    );
+}
+
+/// D = A·B + C exactly (f64), and each output's error bound: the GPU adds 17
+/// terms with at least single precision in some order.
+fn reference(a: &[f64], b: &[f64], c: &[f32]) -> Vec<(f64, f64)> {
+    let mut d = Vec::new();
+    for r in 0..M {
+        for n in 0..N {
+            let terms: Vec<f64> = (0..K).map(|k| a[r * K + k] * b[k * N + n]).collect();
+            let exact = terms.iter().sum::<f64>() + f64::from(c[r * N + n]);
+            let mag = terms.iter().map(|t| t.abs()).sum::<f64>() + f64::from(c[r * N + n]).abs();
+            d.push((exact, 17.0 * 2f64.powi(-24) * mag));
+        }
+    }
+    d
+}
+
+fn run_mma<T: Element>(
+    dev: &Device,
+    a: &[T],
+    b: &[T],
+    c: &[f32],
+    launch: impl FnOnce(&DeviceBuffer<T>, &DeviceBuffer<T>, &DeviceBuffer<f32>, &mut DeviceBuffer<f32>),
+) -> Vec<f32> {
+    let (ab, bb, cb) = (
+        dev.upload(a).unwrap(),
+        dev.upload(b).unwrap(),
+        dev.upload(c).unwrap(),
+    );
+    let mut d = dev.alloc_zeroed::<f32>(M * N).unwrap();
+    launch(&ab, &bb, &cb, &mut d);
+    d.to_host().unwrap()
+}
+
+fn one_warp() -> LaunchConfig {
+    LaunchConfig::new(Dim3::x(1), Dim3::x(32))
+}
+
+fn check(d: &[f32], a: &[f64], b: &[f64], c: &[f32]) -> Result<(), TestCaseError> {
+    for (i, (exact, bound)) in reference(a, b, c).into_iter().enumerate() {
+        prop_assert!(
+            (f64::from(d[i]) - exact).abs() <= bound,
+            "D[{}][{}] = {} vs {} (bound {:e})",
+            i / N,
+            i % N,
+            d[i],
+            exact,
+            bound
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn mma_computes_a_times_b_plus_c(
+        a in proptest::collection::vec(-4.0f32..4.0, M * K),
+        b in proptest::collection::vec(-4.0f32..4.0, K * N),
+        c in proptest::collection::vec(-10.0f32..10.0, M * N),
+    ) {
+        let dev = Device::emulator();
+        let (ah, bh): (Vec<half::f16>, Vec<half::f16>) = (a.iter().map(|&v| half::f16::from_f32(v)).collect(), b.iter().map(|&v| half::f16::from_f32(v)).collect());
+        let (af, bf): (Vec<f64>, Vec<f64>) = (ah.iter().map(|v| v.to_f64()).collect(), bh.iter().map(|v| v.to_f64()).collect());
+        let d = run_mma(&dev, &ah, &bh, &c, |a, b, c, d| dev.launch(probe::probe_mma_f16, one_warp(), (a, b, c, d)).unwrap());
+        check(&d, &af, &bf, &c)?;
+        let staged = run_mma(&dev, &ah, &bh, &c, |a, b, c, d| dev.launch(probe::probe_mma_ldmatrix, one_warp(), (a, b, c, d)).unwrap());
+        prop_assert_eq!(&staged, &d, "ldmatrix + cp.async load the same fragments as the layout tables");
+
+        let (ab, bb): (Vec<half::bf16>, Vec<half::bf16>) = (a.iter().map(|&v| half::bf16::from_f32(v)).collect(), b.iter().map(|&v| half::bf16::from_f32(v)).collect());
+        let (af, bf): (Vec<f64>, Vec<f64>) = (ab.iter().map(|v| v.to_f64()).collect(), bb.iter().map(|v| v.to_f64()).collect());
+        let d = run_mma(&dev, &ab, &bb, &c, |a, b, c, d| dev.launch(probe::probe_mma_bf16, one_warp(), (a, b, c, d)).unwrap());
+        check(&d, &af, &bf, &c)?;
+    }
+}
+
+#[test]
+fn mma_with_a_partial_warp_is_a_reported_fault() {
+    let dev = Device::emulator();
+    let z = vec![half::f16::ZERO; M * K];
+    let c = vec![0.0f32; M * N];
+    let (a, b, cb) = (
+        dev.upload(&z).unwrap(),
+        dev.upload(&z[..K * N]).unwrap(),
+        dev.upload(&c).unwrap(),
+    );
+    let mut d = dev.alloc_zeroed::<f32>(M * N).unwrap();
+    let err = dev
+        .launch(
+            probe::probe_mma_f16,
+            LaunchConfig::new(Dim3::x(1), Dim3::x(20)),
+            (&a, &b, &cb, &mut d),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("lane 20"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_mma_is_within_the_bound_and_ldmatrix_agrees_with_the_tables() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let a: Vec<half::f16> = (0..M * K)
+        .map(|i| half::f16::from_f32(((i * 37) % 17) as f32 / 4.0 - 2.0))
+        .collect();
+    let b: Vec<half::f16> = (0..K * N)
+        .map(|i| half::f16::from_f32(((i * 11) % 13) as f32 / 3.0 - 2.0))
+        .collect();
+    let c: Vec<f32> = (0..M * N).map(|i| i as f32 / 7.0 - 5.0).collect();
+    let d = run_mma(&gpu, &a, &b, &c, |a, b, c, d| {
+        gpu.launch(probe::probe_mma_f16, one_warp(), (a, b, c, d))
+            .unwrap()
+    });
+    let staged = run_mma(&gpu, &a, &b, &c, |a, b, c, d| {
+        gpu.launch(probe::probe_mma_ldmatrix, one_warp(), (a, b, c, d))
+            .unwrap()
+    });
+    assert_eq!(d, staged);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|v| v.to_f64()).collect(),
+        b.iter().map(|v| v.to_f64()).collect(),
+    );
+    check(&d, &af, &bf, &c).unwrap();
+}

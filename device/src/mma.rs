@@ -226,9 +226,9 @@ fn ldmatrix<T: MmaInput, const R: usize>(
     let lanes_supplying = 8 * R;
     let supplies = (crate::thread::lane_id() as usize) < lanes_supplying;
     let ptr = if supplies {
-        tile.row_ptr(row_start, 8)
+        tile.row_ptr(row_start, 8, false)
     } else {
-        tile.row_ptr(0, 0)
+        tile.row_ptr(0, 0, false)
     };
     assert!(
         (ptr as usize).is_multiple_of(16),
@@ -253,7 +253,7 @@ pub fn cp_async_16<T: SharedElement>(
     let from = src
         .get(src_index..src_index + n)
         .expect("cp_async_16: source range out of bounds");
-    let to = dst.row_ptr(dst_index, n);
+    let to = dst.row_ptr(dst_index, n, true);
     assert!(
         (from.as_ptr() as usize).is_multiple_of(16) && (to as usize).is_multiple_of(16),
         "cp_async_16: both addresses must be 16-byte aligned"

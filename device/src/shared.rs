@@ -79,19 +79,22 @@ impl<T: SharedElement> SharedArray<T> {
     #[inline(always)]
     pub fn load(&self, i: usize) -> T {
         assert!(i < self.len, "shared memory read out of bounds");
+        arch::shared_access(self.base.wrapping_add(i).cast(), size_of::<T>(), false);
         // SAFETY: in bounds (checked above) of the block's shared allocation,
         // which is aligned to 16 bytes; every bit pattern is a valid T.
         unsafe { self.base.add(i).read() }
     }
 
-    /// The address of elements `start .. start + n`, checked in bounds; for
-    /// instructions that take a shared address (`ldmatrix`, `cp.async`).
+    /// The address of elements `start .. start + n`, checked in bounds and
+    /// recorded as one access; for instructions that take a shared address
+    /// (`ldmatrix`, `cp.async`).
     #[inline(always)]
-    pub(crate) fn row_ptr(&self, start: usize, n: usize) -> *mut T {
+    pub(crate) fn row_ptr(&self, start: usize, n: usize, write: bool) -> *mut T {
         assert!(
             start.checked_add(n).is_some_and(|end| end <= self.len),
             "shared memory range out of bounds"
         );
+        arch::shared_access(self.base.wrapping_add(start).cast(), n * size_of::<T>(), write);
         // SAFETY: start ≤ len (checked above): at most one past the end.
         unsafe { self.base.add(start) }
     }
@@ -110,6 +113,7 @@ impl<T: SharedElement> SharedArray<T> {
     #[inline(always)]
     pub fn store(&self, i: usize, value: T) {
         assert!(i < self.len, "shared memory write out of bounds");
+        arch::shared_access(self.base.wrapping_add(i).cast(), size_of::<T>(), true);
         // SAFETY: in bounds (checked above) of the block's shared allocation.
         // Concurrent writes from several threads are a kernel race, not a Rust
         // aliasing violation: no reference to the memory is ever created.

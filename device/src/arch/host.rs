@@ -87,6 +87,31 @@ pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) ->
     warp_op(WarpOp::Shuffle(mode), mask, u64::from(value), arg)
 }
 
+/// Tells the race detector that this thread reads or writes `bytes` bytes of
+/// shared memory at `ptr`; a conflicting access unwinds with `Fault::SharedRace`.
+pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
+    let race = fiber::with_current(|t| {
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        let Some(detector) = (unsafe { t.race.as_ref() }) else {
+            return Ok(());
+        };
+        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
+        detector
+            .access(t.linear_id, offset, bytes, write)
+            .map_err(|race| crate::emu::Fault::SharedRace {
+                offset: race.offset,
+                other: race
+                    .other_thread()
+                    .map(|o| t.block_dim.unflatten(u64::from(o))),
+                this_writes: race.this_writes,
+                other_writes: race.other_writes,
+            })
+    });
+    if let Err(fault) = race {
+        std::panic::panic_any(fault);
+    }
+}
+
 pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
     fiber::with_current(|t| (t.shared_base, t.shared_len))
 }

@@ -95,6 +95,10 @@ pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) ->
     out
 }
 
+/// Shared-memory accesses are checked for races only in the emulator.
+#[inline(always)]
+pub(crate) fn shared_access(_ptr: *const u8, _bytes: usize, _write: bool) {}
+
 /// Base and size in bytes of the launch-sized (dynamic) shared memory.
 #[inline(always)]
 pub(crate) fn dynamic_shared() -> (*mut u8, usize) {

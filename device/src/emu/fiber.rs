@@ -1,6 +1,7 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
+use super::race::RaceDetector;
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::cell::Cell;
@@ -62,6 +63,8 @@ pub(crate) struct ThreadState {
     pub linear_id: u32,
     pub shared_base: *mut u8,
     pub shared_len: usize,
+    /// The block's shared-memory race detector (null when switched off).
+    pub race: *const RaceDetector,
     /// Operands of a fragment collective (`mma`: A's 4, B's 2, C's 4 registers).
     pub collective_in: Cell<[u32; 10]>,
     /// Results of a fragment collective (`ldmatrix`, `mma`), set before resuming.

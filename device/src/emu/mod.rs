@@ -29,6 +29,10 @@
 //!   (`Fault::WarpMask`), or the lanes of a mask disagree on the operation;
 //! - the block cannot make progress for any other reason (`Fault::Deadlock`).
 //!
+//! - two threads of a block touch the same shared-memory byte, at least one
+//!   writing, with no barrier between (`Fault::SharedRace`; on by default,
+//!   `WARPFORGE_EMU_RACECHECK=0` turns it off — see the `race` module).
+//!
 //! Shared memory starts filled with `0xFF` bytes (a NaN for every float type),
 //! so a kernel that reads shared memory it never wrote gets NaN, not a
 //! plausible zero.
@@ -37,6 +41,7 @@
 
 pub(crate) mod fiber;
 mod memory;
+mod race;
 mod scheduler;
 mod tensor;
 
@@ -80,6 +85,18 @@ pub enum Fault {
         missing_lane: u32,
         /// Where that lane is instead.
         reason: &'static str,
+    },
+    /// Two threads touched the same shared-memory byte, at least one writing,
+    /// with no block barrier between (`thread` in the error is the later one).
+    SharedRace {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The earlier thread (index within the block); `None` if several threads read it.
+        other: Option<Dim3>,
+        /// Whether the later access (this thread's) is a write.
+        this_writes: bool,
+        /// Whether the earlier access is a write.
+        other_writes: bool,
     },
     /// No thread of the block can make progress.
     Deadlock {
@@ -127,6 +144,25 @@ impl fmt::Display for EmuError {
                 "warp collective with mask {mask:#010x}: lane {missing_lane} {reason}; \
                  a mask may name only lanes that execute the same collective"
             ),
+            Fault::SharedRace {
+                offset,
+                other,
+                this_writes,
+                other_writes,
+            } => {
+                let verb = |w: bool| if w { "writes" } else { "reads" };
+                let who = match other {
+                    Some(t) => format!("thread {t} {}", verb(*other_writes)),
+                    None => "several threads read".to_owned(),
+                };
+                write!(
+                    f,
+                    "shared-memory race at byte {offset}: this thread {} it, and {who} it \
+                     since the last barrier; put sync_threads() between the two accesses \
+                     (or use an atomic)",
+                    verb(*this_writes)
+                )
+            }
             Fault::Deadlock {
                 at_barrier,
                 at_warp_op,

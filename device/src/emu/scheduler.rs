@@ -2,6 +2,7 @@
 
 use super::fiber::WarpOp;
 use super::fiber::{self, FiberYielder, Request, ThreadState};
+use super::race::RaceDetector;
 use super::{EmuError, Fault, LaunchShape};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
@@ -127,6 +128,8 @@ fn run_block(
     let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
     let shared_base = shared.as_mut_ptr().cast::<u8>();
     let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
+    let race = race_check_enabled().then(|| RaceDetector::new(shape.dynamic_shared_bytes));
+    let race_ptr: *const RaceDetector = race.as_ref().map_or(core::ptr::null(), |r| r);
 
     let mut threads: Vec<EmulatedThread> = (0..nthreads)
         .map(|linear_id| {
@@ -138,6 +141,7 @@ fn run_block(
                 linear_id,
                 shared_base,
                 shared_len: shape.dynamic_shared_bytes,
+                race: race_ptr,
                 collective_in: Cell::new([0; 10]),
                 collective_out: Cell::new([0; 4]),
                 yielder: Cell::new(core::ptr::null()),
@@ -161,7 +165,7 @@ fn run_block(
         })
         .collect();
 
-    let result = schedule(kernel, &mut threads);
+    let result = schedule(kernel, &mut threads, race.as_ref());
     fiber::set_current(core::ptr::null());
     for t in &mut threads {
         if let Some(f) = t.fiber.take() {
@@ -175,11 +179,23 @@ fn run_block(
             }
         }
     }
+    drop(race);
     drop(shared);
     result
 }
 
-fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError> {
+/// Whether the shared-memory race detector runs: yes unless the environment
+/// sets `WARPFORGE_EMU_RACECHECK=0` (read once per process).
+fn race_check_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var("WARPFORGE_EMU_RACECHECK").map_or(true, |v| v != "0"))
+}
+
+fn schedule(
+    kernel: &str,
+    threads: &mut [EmulatedThread],
+    race: Option<&RaceDetector>,
+) -> Result<(), EmuError> {
     let error = |t: &EmulatedThread, fault: Fault| EmuError {
         kernel: kernel.to_owned(),
         block: t.state.block_idx,
@@ -200,8 +216,14 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
                 Ok(CoroutineResult::Yield(request)) => State::Waiting(request),
                 Ok(CoroutineResult::Return(())) => State::Exited,
                 Err(payload) => {
-                    let message = panic_message(payload.as_ref());
-                    return Err(error(t, Fault::Panic { message }));
+                    // A detector (the race checker) unwinds with its Fault; anything else is a panic.
+                    let fault = match payload.downcast::<Fault>() {
+                        Ok(fault) => *fault,
+                        Err(payload) => Fault::Panic {
+                            message: panic_message(payload.as_ref()),
+                        },
+                    };
+                    return Err(error(t, fault));
                 }
             };
         }
@@ -240,6 +262,9 @@ fn schedule(kernel: &str, threads: &mut [EmulatedThread]) -> Result<(), EmuError
                 .count() as u32;
             for t in threads.iter_mut() {
                 t.status = State::Runnable(count);
+            }
+            if let Some(r) = race {
+                r.barrier();
             }
             continue;
         }

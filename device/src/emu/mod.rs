@@ -37,7 +37,15 @@
 //! so a kernel that reads shared memory it never wrote gets NaN, not a
 //! plausible zero.
 //!
-//! It is a correctness tool, not a fast path: small shapes, many cases.
+//! # Speed
+//!
+//! It is a correctness tool, not a fast path: small shapes, many cases. Its
+//! cost scales with thread-barriers (one emulated thread passing one
+//! barrier). Measured by `cargo bench -p warpforge --bench emulator` (16
+//! blocks × 256 threads × 64 barriers, optimised build, 2 cores of the CI
+//! machine): 14.7 million thread-barriers per second with barriers only, and
+//! 8.7 million when each interval also writes and reads shared memory under
+//! the race detector. Warp collectives cost about the same as a barrier.
 
 pub(crate) mod fiber;
 mod memory;

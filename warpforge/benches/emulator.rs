@@ -36,15 +36,26 @@ fn barrier_rounds(rounds: u32, touch_shared: u32, mut out: Out<u32>) {
 fn bench_barriers(c: &mut Criterion) {
     let dev = Device::emulator();
     let (blocks, threads, rounds) = (16u32, 256u32, 32u32);
-    let mut out = dev.alloc_zeroed::<u32>((blocks * threads) as usize).unwrap();
+    let mut out = dev
+        .alloc_zeroed::<u32>((blocks * threads) as usize)
+        .unwrap();
     let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(threads));
     let mut group = c.benchmark_group("emulator thread-barriers");
     // Two barriers per round per thread.
-    group.throughput(Throughput::Elements(u64::from(blocks * threads * rounds * 2)));
+    group.throughput(Throughput::Elements(u64::from(
+        blocks * threads * rounds * 2,
+    )));
     for touch in [0u32, 1] {
-        let name = if touch == 1 { "with shared traffic" } else { "barriers only" };
+        let name = if touch == 1 {
+            "with shared traffic"
+        } else {
+            "barriers only"
+        };
         group.bench_with_input(BenchmarkId::from_parameter(name), &touch, |b, &touch| {
-            b.iter(|| dev.launch(barrier_rounds, cfg, (rounds, touch, &mut out)).unwrap())
+            b.iter(|| {
+                dev.launch(barrier_rounds, cfg, (rounds, touch, &mut out))
+                    .unwrap()
+            })
         });
     }
     group.finish();

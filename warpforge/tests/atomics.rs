@@ -320,3 +320,40 @@ proptest! {
         prop_assert_eq!(out.to_host().unwrap(), expect);
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_atomics_end_where_the_emulator_does() {
+    let (gpu, emu) = (
+        Device::gpu(0).expect("this test needs a CUDA GPU"),
+        Device::emulator(),
+    );
+    let bins: Vec<u32> = (0..N as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) % BINS)
+        .collect();
+    let vals: Vec<u32> = (0..N as u32)
+        .map(|i| i.wrapping_mul(40_503).rotate_left(7))
+        .collect();
+    let init = vec![0x0f0f_0f0f_u32, 7, u32::MAX, 1 << 31];
+    for op in [op::ADD, op::MIN, op::MAX, op::AND, op::OR, op::XOR] {
+        for scope in 0..3 {
+            // Commutative updates: the final values do not depend on their order.
+            let (g, _) = u32_probe(&gpu, &bins, &vals, op, scope, &init);
+            let (e, _) = u32_probe(&emu, &bins, &vals, op, scope, &init);
+            assert_eq!(g, e, "u32 op {op} scope {scope}");
+            let v64: Vec<u64> = vals.iter().map(|&v| u64::from(v) << 17).collect();
+            let i64v: Vec<u64> = init.iter().map(|&v| u64::from(v) << 9).collect();
+            assert_eq!(
+                u64_probe(&gpu, &bins, &v64, op, scope, &i64v).0,
+                u64_probe(&emu, &bins, &v64, op, scope, &i64v).0,
+                "u64 op {op} scope {scope}"
+            );
+        }
+    }
+    let f: Vec<f32> = vals.iter().map(|&v| (v % 2001) as f32 - 1000.0).collect();
+    let fi = vec![0.0f32; BINS as usize];
+    assert_eq!(
+        f32_probe(&gpu, &bins, &f, op::ADD, 1, &fi).0,
+        f32_probe(&emu, &bins, &f, op::ADD, 1, &fi).0
+    );
+}

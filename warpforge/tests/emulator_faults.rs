@@ -62,7 +62,11 @@ fn insists_on_writing_past_the_end(mut out: Out<u32>) {
 fn writes_past_shared(mut out: Out<u32>) {
     let s = shared::dynamic::<u32>();
     let t = thread_idx().x as usize;
-    let i = if block_idx().x == 1 && t == 3 { s.len() } else { t };
+    let i = if block_idx().x == 1 && t == 3 {
+        s.len()
+    } else {
+        t
+    };
     s.store(i, 1);
     if let Some(mut o) = out.at(global_index_x()) {
         o.set(1);
@@ -183,7 +187,10 @@ fn an_insisted_out_of_bounds_write_is_a_fault_naming_the_thread() {
     assert_eq!((e.block, e.thread), (idx(1), idx(36)), "{e}");
     assert!(matches!(&e.fault, Fault::Panic { message } if message.contains("out of bounds")));
     // Nothing past the end was written, and the buffer is intact.
-    assert_eq!(out.to_host().unwrap()[..64], (0..64).collect::<Vec<u32>>()[..]);
+    assert_eq!(
+        out.to_host().unwrap()[..64],
+        (0..64).collect::<Vec<u32>>()[..]
+    );
 }
 
 #[test]
@@ -193,7 +200,10 @@ fn a_shared_memory_write_out_of_bounds_names_block_and_thread() {
     let cfg = LaunchConfig::new(Dim3::x(2), Dim3::x(64));
     let e = fault_of(dev.launch(writes_past_shared, cfg, (&mut out,)));
     assert_eq!((e.block, e.thread), (idx(1), idx(3)), "{e}");
-    assert!(e.to_string().contains("shared memory write out of bounds"), "{e}");
+    assert!(
+        e.to_string().contains("shared memory write out of bounds"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -202,11 +212,21 @@ fn racy_shared_writes_are_reported_with_both_threads() {
     let mut out = dev.alloc_zeroed::<u32>(64).unwrap();
     let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
     let e = fault_of(dev.launch(all_write_one_word, cfg, (&mut out,)));
-    let Fault::SharedRace { offset, other, this_writes, other_writes } = e.fault.clone() else {
+    let Fault::SharedRace {
+        offset,
+        other,
+        this_writes,
+        other_writes,
+    } = e.fault.clone()
+    else {
         panic!("{e}")
     };
     // Thread 0 wrote first; thread 1 is the first to conflict.
-    assert_eq!((offset, other, this_writes, other_writes), (0, Some(idx(0)), true, true), "{e}");
+    assert_eq!(
+        (offset, other, this_writes, other_writes),
+        (0, Some(idx(0)), true, true),
+        "{e}"
+    );
     assert_eq!(e.thread, idx(1));
     assert!(e.to_string().contains("put sync_threads() between"), "{e}");
 }
@@ -217,14 +237,25 @@ fn a_read_after_write_without_a_barrier_is_a_race_and_with_one_is_not() {
     let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
     let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
     let e = fault_of(dev.launch(neighbour_exchange, cfg, (0u32, &mut out)));
-    let Fault::SharedRace { other, this_writes, other_writes, .. } = e.fault.clone() else {
+    let Fault::SharedRace {
+        other,
+        this_writes,
+        other_writes,
+        ..
+    } = e.fault.clone()
+    else {
         panic!("{e}")
     };
     // Thread 0 reads slot 63 (written by nobody yet), thread 1 reads slot 0,
     // which thread 0 wrote in the same barrier interval.
-    assert_eq!((e.thread, other, this_writes, other_writes), (idx(1), Some(idx(0)), false, true), "{e}");
+    assert_eq!(
+        (e.thread, other, this_writes, other_writes),
+        (idx(1), Some(idx(0)), false, true),
+        "{e}"
+    );
 
-    dev.launch(neighbour_exchange, cfg, (1u32, &mut out)).unwrap();
+    dev.launch(neighbour_exchange, cfg, (1u32, &mut out))
+        .unwrap();
     let expect: Vec<f32> = (0..64).map(|t| ((t + 63) % 64) as f32).collect();
     assert_eq!(out.to_host().unwrap(), expect);
 }

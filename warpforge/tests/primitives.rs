@@ -263,6 +263,46 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
         .filter(|v| !v.is_nan())
         .collect();
     assert_eq!(convert_results(&gpu, &xc), convert_results(&emu, &xc));
+
+    // Explicit-mask collectives, on full and partial masks.
+    for mask in [u32::MAX, 0x0000_ffff, 0x8000_0001, 0x5555_5555] {
+        let redux = |d: &Device| {
+            masked_results(d, &x, 8, |xb, cfg, out| {
+                d.launch(probe::probe_redux, cfg, (xb, mask, out)).unwrap()
+            })
+        };
+        assert_eq!(redux(&gpu), redux(&emu), "redux, mask {mask:#x}");
+        let x64: Vec<u64> = x.iter().map(|&v| u64::from(v % 5)).collect();
+        let matches = |d: &Device| {
+            masked_results(d, &x64, 4, |xb, cfg, out| {
+                d.launch(probe::probe_match, cfg, (xb, mask, out)).unwrap()
+            })
+        };
+        assert_eq!(matches(&gpu), matches(&emu), "match, mask {mask:#x}");
+        let folds = |d: &Device| {
+            bits(masked_results(d, &xf, 3, |xb, cfg, out| {
+                d.launch(probe::probe_reduce_f32_in, cfg, (xb, mask, out))
+                    .unwrap()
+            }))
+        };
+        assert_eq!(
+            folds(&gpu),
+            folds(&emu),
+            "masked float folds, mask {mask:#x}"
+        );
+    }
+    // A converged warp's active mask is every lane.
+    let active = |d: &Device| {
+        let mut out = d.alloc_zeroed::<u32>(64).unwrap();
+        d.launch(
+            probe::probe_active_mask,
+            LaunchConfig::new(Dim3::x(1), Dim3::x(64)),
+            (32u32, &mut out),
+        )
+        .unwrap();
+        out.to_host().unwrap()
+    };
+    assert_eq!(active(&gpu), vec![u32::MAX; 64]);
 }
 
 #[test]

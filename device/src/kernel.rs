@@ -102,7 +102,8 @@ mod host {
         }
     }
 
-    /// A kernel as the host sees it: name, parameters, needs, and the emulator entry.
+    /// A kernel as the host sees it: name, parameters, needs (shared memory, block
+    /// shape), and the emulator entry.
     pub trait Kernel: Copy + Send + Sync + 'static {
         /// The PTX entry name: the Rust function name.
         const NAME: &'static str;
@@ -110,6 +111,10 @@ mod host {
         const PARAMS: &'static [Param];
         /// Launch-sized shared memory per block the kernel needs (`#[kernel(shared = [T; N])]`).
         const SHARED_BYTES: usize;
+        /// The one block shape the kernel may be launched with
+        /// (`#[kernel(block = (X, Y, Z))]`), or `None` if it runs with any block.
+        /// The host refuses a launch with another block before anything runs.
+        const BLOCK: Option<crate::thread::Dim3>;
         /// The argument tuple: scalars as themselves, `&[T]` as [`RawIn`], `Out<T>` as [`RawOut`].
         type Args: Copy + Send + Sync;
 

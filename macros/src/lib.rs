@@ -9,13 +9,25 @@
 //!
 //! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
 //! `T` of launch-sized shared memory per block; the host always provides it.
+//!
+//! `#[kernel(block = 256)]`, `#[kernel(block = (16, 16))]` or
+//! `#[kernel(block = (8, 8, 4))]` declares the one block shape the kernel may
+//! be launched with (for kernels whose tile loops assume it); the host refuses
+//! a launch with any other block before anything runs. The dimensions are
+//! integer literals, checked here: each at least 1, `z` at most 64, and at
+//! most 1024 threads in all, the limits of every CUDA GPU.
+//!
+//! Both options may be given, in either order:
+//! `#[kernel(block = (16, 16), shared = [f32; 256])]`.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
-use quote::{format_ident, quote};
+use quote::{ToTokens, format_ident, quote};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Error, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, ReturnType, Type};
+use syn::{
+    Error, Expr, FnArg, GenericArgument, Ident, ItemFn, Lit, Pat, PathArguments, ReturnType, Type,
+};
 
 /// Scalar types a kernel may take by value (and the element types of its buffers).
 const SCALARS: &[&str] = &[
@@ -36,7 +48,11 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[derive(Default)]
 struct KernelAttr {
     shared: Option<Type>,
+    /// The declared block shape, `[x, y, z]`, already checked against the CUDA limits.
+    block: Option<[u32; 3]>,
 }
+
+const OPTIONS: &str = "`shared = [T; N]` and `block = X`, `(X, Y)` or `(X, Y, Z)`";
 
 impl Parse for KernelAttr {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -44,14 +60,16 @@ impl Parse for KernelAttr {
         while !input.is_empty() {
             let key: Ident = input.parse()?;
             input.parse::<syn::Token![=]>()?;
+            let duplicate = || Error::new(key.span(), format!("`{key}` is given twice"));
             match key.to_string().as_str() {
+                "shared" if attr.shared.is_some() => return Err(duplicate()),
                 "shared" => attr.shared = Some(input.parse()?),
+                "block" if attr.block.is_some() => return Err(duplicate()),
+                "block" => attr.block = Some(block_shape(&input.parse()?)?),
                 other => {
                     return Err(Error::new(
                         key.span(),
-                        format!(
-                            "unknown #[kernel] option `{other}`; the option is `shared = [T; N]`"
-                        ),
+                        format!("unknown #[kernel] option `{other}`; the options are {OPTIONS}"),
                     ));
                 }
             }
@@ -61,6 +79,128 @@ impl Parse for KernelAttr {
         }
         Ok(attr)
     }
+}
+
+/// The expression itself, seen through the invisible group a `macro_rules!` `$e:expr` wraps it in.
+fn ungroup_expr(e: &Expr) -> &Expr {
+    match e {
+        Expr::Group(g) => ungroup_expr(&g.expr),
+        _ => e,
+    }
+}
+
+/// Threads per block on every CUDA GPU warpforge targets.
+const MAX_BLOCK_THREADS: u64 = 1024;
+/// `blockDim.z` on every CUDA GPU warpforge targets.
+const MAX_BLOCK_Z: u64 = 64;
+
+/// `block = X | (X, Y) | (X, Y, Z)`: integer literals, within the limits of every CUDA GPU.
+fn block_shape(expr: &Expr) -> syn::Result<[u32; 3]> {
+    const FORMS: &str = "write `block = X`, `block = (X, Y)` or `block = (X, Y, Z)` with \
+                         integer literals, e.g. `block = 256` or `block = (16, 16)`";
+    let dims: Vec<&Expr> = match ungroup_expr(expr) {
+        Expr::Tuple(t) => t.elems.iter().collect(),
+        Expr::Paren(p) => vec![&*p.expr],
+        e => vec![e],
+    };
+    if dims.is_empty() {
+        return Err(Error::new(
+            expr.span(),
+            format!("`block = ()` gives no dimensions: {FORMS}"),
+        ));
+    }
+    if dims.len() > 3 {
+        return Err(Error::new(
+            expr.span(),
+            format!(
+                "`block = {}` has {} dimensions, but a CUDA block has at most 3 (x, y, z): {FORMS}",
+                show(expr),
+                dims.len()
+            ),
+        ));
+    }
+    let mut shape = [1u64; 3];
+    for ((dim, slot), axis) in dims.iter().zip(&mut shape).zip(["x", "y", "z"]) {
+        let lit = match ungroup_expr(dim) {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(lit), ..
+            }) if matches!(lit.suffix(), "" | "u32") => lit,
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(lit), ..
+            }) => {
+                return Err(Error::new(
+                    lit.span(),
+                    format!(
+                        "block.{axis} is `{lit}`, a `{}`: write it without a suffix (or as `u32`)",
+                        lit.suffix()
+                    ),
+                ));
+            }
+            other => {
+                return Err(Error::new(
+                    other.span(),
+                    format!(
+                        "block.{axis} must be an integer literal, not `{}`: {FORMS}",
+                        show(other)
+                    ),
+                ));
+            }
+        };
+        // Too large for u64 is certainly too many threads.
+        *slot = lit.base10_parse::<u64>().unwrap_or(u64::MAX);
+        if *slot == 0 {
+            return Err(Error::new(
+                lit.span(),
+                format!("block.{axis} is 0, but every block dimension must be at least 1"),
+            ));
+        }
+    }
+    let threads = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+    if threads > MAX_BLOCK_THREADS {
+        return Err(Error::new(
+            expr.span(),
+            format!(
+                "`block = {}` is {threads} threads, but a CUDA block has at most \
+                 {MAX_BLOCK_THREADS}: use a smaller block (and more blocks in the grid)",
+                show(expr)
+            ),
+        ));
+    }
+    if shape[2] > MAX_BLOCK_Z {
+        return Err(Error::new(
+            dims[2].span(),
+            format!(
+                "block.z is {}, but a CUDA block has at most {MAX_BLOCK_Z} in z: \
+                 move the extent to x or y",
+                shape[2]
+            ),
+        ));
+    }
+    // Every dimension is now at most 1024.
+    Ok(shape.map(|d| d as u32))
+}
+
+/// Tokens as a person writes them: `Vec<f32>`, `&mut [f32]`, `(16, 16)`, not `Vec < f32 >`.
+fn show(tokens: &impl ToTokens) -> String {
+    let mut s = tokens.to_token_stream().to_string();
+    for (spaced, tight) in [
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        ("& ", "&"),
+        ("* ", "*"),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("( ", "("),
+        (" )", ")"),
+        (" ;", ";"),
+        (" ,", ","),
+        (" ::", "::"),
+        (":: ", "::"),
+    ] {
+        s = s.replace(spaced, tight);
+    }
+    s
 }
 
 enum Kind {
@@ -99,7 +239,7 @@ fn scalar_elem(ty: &Type) -> syn::Result<Type> {
             ty.span(),
             format!(
                 "unsupported kernel element type `{}`: buffers and scalars must be one of {}",
-                quote!(#ty),
+                show(ty),
                 SCALARS.join(", ")
             ),
         )),
@@ -150,7 +290,7 @@ fn unsupported(ty: &Type) -> Error {
         format!(
             "unsupported kernel parameter type `{}`: a kernel takes scalars ({}), read-only \
              buffers `&[T]` and guarded outputs `Out<T>`",
-            quote!(#ty),
+            show(ty),
             SCALARS.join(", ")
         ),
     )
@@ -159,17 +299,20 @@ fn unsupported(ty: &Type) -> Error {
 fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let sig = &func.sig;
     if !sig.generics.params.is_empty() {
+        // Alone: its type parameters would also fail as parameter types below.
         return Err(Error::new(
             sig.generics.span(),
             "a kernel cannot be generic: each PTX entry has one concrete signature; \
              write one #[kernel] per type that calls a generic helper",
         ));
     }
+    // Every other problem with the signature at once, so one build shows them all.
+    let mut errors: Vec<Error> = Vec::new();
     if let Some(t) = &sig.asyncness {
-        return Err(Error::new(t.span(), "a kernel cannot be async"));
+        errors.push(Error::new(t.span(), "a kernel cannot be async"));
     }
     if let ReturnType::Type(_, ty) = &sig.output {
-        return Err(Error::new(
+        errors.push(Error::new(
             ty.span(),
             "a kernel returns nothing: write its results through `Out<T>` parameters",
         ));
@@ -178,20 +321,30 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let mut params = Vec::new();
     for input in &sig.inputs {
         let FnArg::Typed(pt) = input else {
-            return Err(Error::new(input.span(), "a kernel cannot take `self`"));
+            errors.push(Error::new(input.span(), "a kernel cannot take `self`"));
+            continue;
         };
         let Pat::Ident(pi) = &*pt.pat else {
-            return Err(Error::new(
+            errors.push(Error::new(
                 pt.pat.span(),
                 "kernel parameters must be plain names",
             ));
+            continue;
         };
-        let (kind, elem) = classify(&pt.ty)?;
-        params.push(Param {
-            name: pi.ident.clone(),
-            kind,
-            elem,
-        });
+        match classify(&pt.ty) {
+            Ok((kind, elem)) => params.push(Param {
+                name: pi.ident.clone(),
+                kind,
+                elem,
+            }),
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(all) = errors.into_iter().reduce(|mut all, e| {
+        all.combine(e);
+        all
+    }) {
+        return Err(all);
     }
 
     let vis = &func.vis;
@@ -255,8 +408,15 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         None => quote!(0usize),
     };
     let shared_const = format_ident!("__WARPFORGE_SHARED_BYTES_{}", name_str.to_uppercase());
+    let (block, block_doc) = match attr.block {
+        Some([x, y, z]) => (
+            quote!(::core::option::Option::Some(#dev::Dim3::new(#x, #y, #z))),
+            format!(" Launch it with block ({x}, {y}, {z}); any other block shape is refused."),
+        ),
+        None => (quote!(::core::option::Option::None), String::new()),
+    };
     let doc = format!(
-        "Launch description of the `{name_str}` kernel (PTX entry `{name_str}`), generated by `#[kernel]`."
+        "Launch description of the `{name_str}` kernel (PTX entry `{name_str}`), generated by `#[kernel]`.{block_doc}"
     );
     let span = Span::call_site();
     let struct_name = Ident::new(&name_str, span);
@@ -293,6 +453,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
             const NAME: &'static str = #name_str;
             const PARAMS: &'static [#dev::kernel::Param] = &[#(#param_info),*];
             const SHARED_BYTES: usize = #shared_const;
+            const BLOCK: ::core::option::Option<#dev::Dim3> = #block;
             type Args = (#(#abi_types,)*);
 
             unsafe fn run_thread(args: Self::Args) {
@@ -303,4 +464,56 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(tokens: &str) -> syn::Result<KernelAttr> {
+        syn::parse_str(tokens)
+    }
+
+    #[test]
+    fn block_shapes_in_every_form_and_order() {
+        for (tokens, shape) in [
+            ("block = 256", [256, 1, 1]),
+            ("block = 256u32", [256, 1, 1]),
+            ("block = (256)", [256, 1, 1]),
+            ("block = (16, 16)", [16, 16, 1]),
+            ("block = (8, 8, 4)", [8, 8, 4]),
+            ("block = (1024, 1, 1)", [1024, 1, 1]),
+            ("block = (1, 1, 64)", [1, 1, 64]),
+            ("shared = [f32; 256], block = (16, 16)", [16, 16, 1]),
+            ("block = (16, 16), shared = [f32; 256],", [16, 16, 1]),
+        ] {
+            let a = attr(tokens).unwrap_or_else(|e| panic!("{tokens}: {e}"));
+            assert_eq!(a.block, Some(shape), "{tokens}");
+        }
+        assert!(attr("shared = [f32; 4]").unwrap().block.is_none());
+    }
+
+    #[test]
+    fn block_shapes_no_gpu_can_launch_are_refused() {
+        for tokens in [
+            "block = 0",
+            "block = ()",
+            "block = (2, 2, 2, 2)",
+            "block = 1025",
+            "block = (33, 32)",
+            "block = (1, 1, 65)",
+            "block = 99999999999999999999999",
+            "block = 256i64",
+            "block = -1",
+            "block = N",
+        ] {
+            assert!(attr(tokens).is_err(), "{tokens} was accepted");
+        }
+    }
+
+    #[test]
+    fn types_are_shown_as_written() {
+        let ty: Type = syn::parse_str("&'a mut [Vec<HashMap<String, f32>>; 4]").unwrap();
+        assert_eq!(show(&ty), "&'a mut [Vec<HashMap<String, f32>>; 4]");
+    }
 }

@@ -7,7 +7,7 @@ use crate::gpu::{Gpu, GpuInfo};
 use crate::launch::{KernelArgs, LaunchConfig, Limits};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use warpforge_device::emu::{self, LaunchShape};
+use warpforge_device::emu::{self, DeviceMemory, LaunchShape};
 use warpforge_device::kernel::Kernel;
 
 enum Backend {
@@ -114,14 +114,11 @@ impl Device {
         let memory = match &self.inner.backend {
             Backend::Gpu(g) => Memory::Gpu(g.alloc_zeroed(len)?),
             Backend::Emulator => {
-                let mut v = Vec::new();
-                v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+                Memory::Emulated(DeviceMemory::zeroed(len).ok_or_else(|| Error::OutOfMemory {
                     requested: (len as u64).saturating_mul(size_of::<T>() as u64),
                     free: 0,
                     total: 0,
-                })?;
-                v.resize(len, T::default());
-                Memory::Emulated(v)
+                })?)
             }
         };
         Ok(DeviceBuffer {
@@ -135,7 +132,7 @@ impl Device {
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buf = self.alloc_zeroed(data.len())?;
         match &mut buf.memory {
-            Memory::Emulated(v) => v.copy_from_slice(data),
+            Memory::Emulated(m) => m.as_mut_slice().copy_from_slice(data),
             Memory::Gpu(slice) => {
                 if !data.is_empty() {
                     let stream = slice.stream().clone();
@@ -162,8 +159,9 @@ impl Device {
     /// Launches `kernel` with `config` and `args`.
     ///
     /// `args` must match the kernel's signature (checked at compile time); the
-    /// config is checked against the device's limits and the kernel's declared
-    /// shared memory, and every buffer against this device, before anything runs.
+    /// config is checked against the kernel's declared block shape (`BlockShape`),
+    /// the device's limits and the kernel's declared shared memory, and every
+    /// buffer against this device, before anything runs.
     /// On the GPU the launch is queued on the device's stream; reading a result
     /// (`to_host`) waits for it. On the emulator it runs to completion, and a
     /// fault (out-of-bounds, divergent barrier, …) is `Error::KernelFault`.
@@ -174,6 +172,15 @@ impl Device {
         mut args: A,
     ) -> Result<()> {
         let _ = kernel;
+        if let Some(required) = K::BLOCK
+            && config.block != required
+        {
+            return Err(Error::BlockShape {
+                kernel: K::NAME,
+                required,
+                found: config.block,
+            });
+        }
         let shared = self.limits().check(K::NAME, &config, K::SHARED_BYTES)?;
         for owner in args.owners() {
             if owner.inner.id != self.inner.id {

@@ -1,6 +1,7 @@
 //! Every way a warpforge call can fail, each with the sizes involved and the fix.
 
 use cudarc::driver::DriverError;
+use warpforge_device::Dim3;
 use warpforge_device::emu::EmuError;
 
 /// Result of every fallible warpforge call.
@@ -79,6 +80,21 @@ pub enum Error {
         limit: u64,
         /// What to do.
         fix: &'static str,
+    },
+    /// A launch whose block differs from the one the kernel declares (`#[kernel(block = …)]`).
+    #[error(
+        "kernel `{kernel}` is declared for block {required} (`#[kernel(block = …)]`), but the \
+         launch config has block {found}: launch it with \
+         `LaunchConfig::new(grid, Dim3::new({}, {}, {}))` and size the grid for that block",
+        .required.x, .required.y, .required.z
+    )]
+    BlockShape {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block shape it declares.
+        required: Dim3,
+        /// The block shape the launch asked for.
+        found: Dim3,
     },
     /// Buffer sizes that do not fit the operation.
     #[error("{op}: {detail}")]

@@ -1,8 +1,42 @@
 //! The host API turns each misuse into a clear error before anything runs.
 
 use warpforge::{Device, Dim3, Error, LaunchConfig, ops};
+use warpforge_device::{Out, shared, sync, thread};
 use warpforge_kernels::elementwise::axpy_f32;
 use warpforge_kernels::reduce::sum_f32;
+use warpforge_macros::kernel;
+
+/// Side of the square tile `transpose_f32` moves through shared memory.
+const TILE: usize = 16;
+
+/// `t = aᵀ` for an `n × n` row-major `a`, one 16 × 16 tile per block: each
+/// thread loads one element of its tile into shared memory and stores one of
+/// the transposed tile. The tile indexing assumes exactly 16 × 16 threads.
+#[kernel(block = (16, 16), shared = [f32; TILE * (TILE + 1)])]
+pub fn transpose_f32(n: usize, a: &[f32], mut t: Out<f32>) {
+    let tile = shared::dynamic::<f32>();
+    let (tx, ty) = (
+        thread::thread_idx().x as usize,
+        thread::thread_idx().y as usize,
+    );
+    let (bx, by) = (
+        thread::block_idx().x as usize * TILE,
+        thread::block_idx().y as usize * TILE,
+    );
+    // Rows padded to TILE + 1 so the transposed read hits distinct banks.
+    let (row, col) = (by + ty, bx + tx);
+    if row < n && col < n {
+        tile.store(ty * (TILE + 1) + tx, a[row * n + col]);
+    }
+    sync::sync_threads();
+    let (row, col) = (bx + ty, by + tx);
+    if row < n
+        && col < n
+        && let Some(mut out) = t.at(row * n + col)
+    {
+        out.set(tile.load(tx * (TILE + 1) + ty));
+    }
+}
 
 #[test]
 fn no_driver_or_no_device_is_an_error_never_a_panic() {
@@ -128,6 +162,73 @@ fn a_kernel_gets_the_shared_memory_it_declares() {
     )
     .unwrap();
     assert_eq!(partial.to_host().unwrap(), vec![100.0]);
+}
+
+#[test]
+fn a_kernel_runs_with_the_block_shape_it_declares() {
+    use warpforge::Kernel;
+    assert_eq!(transpose_f32::BLOCK, Some(Dim3::xy(16, 16)));
+    assert_eq!(axpy_f32::BLOCK, None);
+    // 40 is not a multiple of the tile: the edge tiles are partial.
+    let n = 40;
+    let a: Vec<f32> = (0..n * n).map(|i| i as f32).collect();
+    let dev = Device::emulator();
+    let a_dev = dev.upload(&a).unwrap();
+    let mut t = dev.alloc_zeroed::<f32>(n * n).unwrap();
+    let tiles = n.div_ceil(TILE) as u32;
+    dev.launch(
+        transpose_f32,
+        LaunchConfig::new(Dim3::xy(tiles, tiles), Dim3::xy(16, 16)),
+        (n, &a_dev, &mut t),
+    )
+    .unwrap();
+    let t = t.to_host().unwrap();
+    for r in 0..n {
+        for c in 0..n {
+            assert_eq!(t[r * n + c], a[c * n + r], "t[{r}][{c}]");
+        }
+    }
+}
+
+#[test]
+fn another_block_shape_is_refused_before_anything_runs() {
+    let n = 16;
+    let dev = Device::emulator();
+    let a = dev.upload(&vec![1.0f32; n * n]).unwrap();
+    let mut t = dev.upload(&vec![-1.0f32; n * n]).unwrap();
+    // Same thread count in another shape, another count, and a 1-D block.
+    for block in [Dim3::xy(32, 8), Dim3::xy(16, 8), Dim3::x(256)] {
+        let e = dev
+            .launch(
+                transpose_f32,
+                LaunchConfig::new(Dim3::x(1), block),
+                (n, &a, &mut t),
+            )
+            .unwrap_err();
+        let Error::BlockShape {
+            kernel,
+            required,
+            found,
+        } = e
+        else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (kernel, required, found),
+            ("transpose_f32", Dim3::xy(16, 16), block)
+        );
+        let msg = e.to_string();
+        for part in [
+            "transpose_f32",
+            "(16, 16, 1)",
+            &block.to_string(),
+            "Dim3::new(16, 16, 1)",
+        ] {
+            assert!(msg.contains(part), "{part:?} missing from: {msg}");
+        }
+    }
+    // Nothing ran: the output is as uploaded.
+    assert_eq!(t.to_host().unwrap(), vec![-1.0; n * n]);
 }
 
 #[test]

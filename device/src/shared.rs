@@ -94,7 +94,11 @@ impl<T: SharedElement> SharedArray<T> {
             start.checked_add(n).is_some_and(|end| end <= self.len),
             "shared memory range out of bounds"
         );
-        arch::shared_access(self.base.wrapping_add(start).cast(), n * size_of::<T>(), write);
+        arch::shared_access(
+            self.base.wrapping_add(start).cast(),
+            n * size_of::<T>(),
+            write,
+        );
         // SAFETY: start ≤ len (checked above): at most one past the end.
         unsafe { self.base.add(start) }
     }

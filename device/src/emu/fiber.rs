@@ -1,7 +1,7 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
-use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use super::race::RaceDetector;
+use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::cell::Cell;

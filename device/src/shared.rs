@@ -3,7 +3,16 @@
 //! A kernel declares how much launch-sized shared memory it needs in its
 //! `#[kernel(shared = [T; N])]` attribute; the host launcher always provides at
 //! least that much, and a launch config may add more. [`dynamic`] views it as
-//! a typed array whose length is what the launch provided.
+//! a typed array whose length is what the launch provided; [`array`] (and
+//! [`SharedTile::after`] for the next one) view it as arrays whose lengths are
+//! compile-time constants, like CUDA's `__shared__ float tile[256]`.
+//!
+//! Why not true `static` shared variables: Rust has no way to place a static
+//! in the PTX `.shared` state space, and a `.shared` declaration inside
+//! inline asm would be duplicated wherever LLVM inlines or unrolls it (each
+//! copy a different array). Carving compile-time-sized arrays out of the
+//! kernel's declared region gives the same typing and bounds, and the size
+//! is still part of the kernel's description, so the host always provides it.
 
 use crate::arch;
 use crate::atomic::{AtomicRef, AtomicScope};
@@ -59,6 +68,64 @@ pub fn dynamic<T: SharedElement>() -> SharedArray<T> {
         base: base.cast::<T>(),
         len: bytes / core::mem::size_of::<T>(),
         _element: PhantomData,
+    }
+}
+
+/// A shared array of exactly `N` elements of `T`: the first `N` of the block's
+/// shared memory (from [`array`]), or the `N` after another tile (from
+/// [`SharedTile::after`]). Its bounds checks compare against the constant `N`.
+///
+/// Declare the total in the kernel, e.g. `#[kernel(shared = [f32; 512])]` for
+/// two tiles of 256; a launch that provides less is a fault naming the kernel.
+#[derive(Clone, Copy)]
+pub struct SharedTile<T, const N: usize> {
+    array: SharedArray<T>,
+    end_bytes: usize,
+}
+
+/// The first `N` elements of the block's shared memory as a compile-time-sized tile.
+/// Panics if the launch provides less than `N · size_of::<T>()` bytes.
+#[inline(always)]
+pub fn array<T: SharedElement, const N: usize>() -> SharedTile<T, N> {
+    tile_at(0)
+}
+
+#[inline(always)]
+fn tile_at<T: SharedElement, const N: usize>(offset_bytes: usize) -> SharedTile<T, N> {
+    let (base, bytes) = arch::dynamic_shared();
+    let start = offset_bytes.next_multiple_of(core::mem::align_of::<T>());
+    let end = start + N * core::mem::size_of::<T>();
+    assert!(
+        end <= bytes,
+        "shared tile does not fit in the launch's shared memory: declare it in #[kernel(shared = ...)]"
+    );
+    SharedTile {
+        array: SharedArray {
+            // SAFETY (of the offset): start ≤ end ≤ the block's shared size.
+            base: base.wrapping_add(start).cast::<T>(),
+            len: N,
+            _element: PhantomData,
+        },
+        end_bytes: end,
+    }
+}
+
+impl<T: SharedElement, const N: usize> SharedTile<T, N> {
+    /// Elements in the tile (`N`).
+    pub const LEN: usize = N;
+
+    /// The next tile: `M` elements of `U` right after this one (aligned for `U`).
+    #[inline(always)]
+    pub fn after<U: SharedElement, const M: usize>(&self) -> SharedTile<U, M> {
+        tile_at(self.end_bytes)
+    }
+}
+
+impl<T, const N: usize> core::ops::Deref for SharedTile<T, N> {
+    type Target = SharedArray<T>;
+    #[inline(always)]
+    fn deref(&self) -> &SharedArray<T> {
+        &self.array
     }
 }
 

@@ -66,3 +66,26 @@ fn a_too_small_output_is_a_fault_naming_the_kernel_not_a_stray_write() {
         "{err}"
     );
 }
+
+#[test]
+fn compile_time_sized_shared_tiles_do_not_overlap() {
+    let dev = Device::emulator();
+    let x: Vec<f32> = (0..128).map(|i| i as f32 * 1000.0).collect();
+    let xb = dev.upload(&x).unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(128).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(2), Dim3::x(64));
+    dev.launch(probe::probe_shared_tiles, cfg, (&xb, &mut out))
+        .unwrap();
+    let expect: Vec<f32> = (0..128)
+        .map(|i| {
+            let (block, t) = (i / 64, i % 64);
+            x[block * 64 + 63 - t] + ((t + 1) % 32) as f32
+        })
+        .collect();
+    assert_eq!(out.to_host().unwrap(), expect);
+    assert_eq!(
+        warpforge_device::shared::SharedTile::<f32, 64>::LEN,
+        64,
+        "the tile's length is a constant"
+    );
+}

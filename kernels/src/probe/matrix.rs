@@ -20,3 +20,23 @@ pub fn probe_transpose(x: &[f32], rows: u32, cols: u32, x_stride: u32, out: Out<
         o.set(v);
     }
 }
+
+/// Two compile-time-sized shared tiles, one after the other: `a` (64 f32) and
+/// `b` (32 u32). Thread t of a 64-thread block stores `x[i]` in `a[t]` and
+/// `t` in `b[t % 32]`, then `out[i] = a[63 − t] + b[(t + 1) % 32]`.
+#[kernel(shared = [u32; 96])]
+pub fn probe_shared_tiles(x: &[f32], mut out: Out<f32>) {
+    let a = warpforge_device::shared::array::<f32, 64>();
+    let b = a.after::<u32, 32>();
+    let t = thread::thread_idx().x as usize;
+    let i = thread::global_index_x();
+    a.store(t, x.get(i).copied().unwrap_or(0.0));
+    if t < 32 {
+        b.store(t, t as u32);
+    }
+    warpforge_device::sync::sync_threads();
+    let v = a.load(63 - t) + b.load((t + 1) % 32) as f32;
+    if let Some(mut o) = out.at(i) {
+        o.set(v);
+    }
+}

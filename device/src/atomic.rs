@@ -290,9 +290,8 @@ ptx_order!(f32, f64);
 /// `ptr` valid and aligned for atomic access.
 #[inline(always)]
 unsafe fn update<T: AtomicValue>(ptr: *mut T, scope: Scope, f: impl Fn(T) -> T) -> T {
-    // SAFETY (all three): the caller's contract. A compare-and-swap whose
-    // compare and new values are the same is an atomic load.
-    let mut old = unsafe { T::atomic_cas(ptr, zero_bits(), zero_bits(), scope) };
+    // SAFETY (both): the caller's contract.
+    let mut old = unsafe { atomic_load(ptr, scope) };
     loop {
         let new = f(old);
         if new.same_bits(old) {
@@ -306,12 +305,18 @@ unsafe fn update<T: AtomicValue>(ptr: *mut T, scope: Scope, f: impl Fn(T) -> T) 
     }
 }
 
-/// All-zero bits, the probe value of an atomic load.
+/// Reads `*ptr` atomically: a compare-and-swap whose compare and new values
+/// are the same (all-zero bits) changes nothing and returns the value.
+///
+/// # Safety
+/// `ptr` valid and aligned for atomic access.
 #[inline(always)]
-fn zero_bits<T: AtomicValue>() -> T {
+unsafe fn atomic_load<T: AtomicValue>(ptr: *mut T, scope: Scope) -> T {
     // SAFETY: only instantiated for the integer and float types above, for
     // which all-zero bits is a valid value.
-    unsafe { core::mem::zeroed() }
+    let zero: T = unsafe { core::mem::zeroed() };
+    // SAFETY: the caller's contract.
+    unsafe { T::atomic_cas(ptr, zero, zero, scope) }
 }
 
 impl<T: AtomicAdd, S: AtomicScope> AtomicRef<'_, T, S> {
@@ -347,9 +352,8 @@ impl<T: AtomicValue, S: AtomicScope> AtomicRef<'_, T, S> {
     /// Reads the element atomically.
     #[inline(always)]
     pub fn load(&self) -> T {
-        // SAFETY: as in `fetch_add`; comparing with and storing the same value
-        // changes nothing.
-        unsafe { T::atomic_cas(self.ptr, zero_bits(), zero_bits(), S::SCOPE) }
+        // SAFETY: as in `fetch_add`.
+        unsafe { atomic_load(self.ptr, S::SCOPE) }
     }
 }
 

@@ -74,28 +74,26 @@ impl<'a, T: Copy> Out<'a, T> {
     /// update the same element, which is what atomics are for.
     #[inline(always)]
     pub fn atomic<S: AtomicScope>(&self, i: usize) -> Option<AtomicRef<'_, T, S>> {
-        if i < self.len {
-            // SAFETY: i < len, so the element is inside the view's allocation, which
-            // is aligned for T; plain accesses through `Slot`s to an element that
-            // other threads update atomically are a kernel race, as in CUDA.
-            Some(unsafe { AtomicRef::new(self.ptr.add(i)) })
-        } else {
-            None
-        }
+        // SAFETY: the element is inside the view's allocation, which is aligned
+        // for T; plain accesses through `Slot`s to an element that other threads
+        // update atomically are a kernel race, as in CUDA.
+        self.element(i).map(|ptr| unsafe { AtomicRef::new(ptr) })
     }
 
     /// The element at `i` if `i < len()`: one compare, then unchecked access.
     #[inline(always)]
     pub fn at(&mut self, i: usize) -> Option<Slot<'_, T>> {
-        if i < self.len {
-            Some(Slot {
-                // SAFETY: i < len, so the offset stays inside the allocation.
-                ptr: unsafe { self.ptr.add(i) },
-                _element: PhantomData,
-            })
-        } else {
-            None
-        }
+        self.element(i).map(|ptr| Slot {
+            ptr,
+            _element: PhantomData,
+        })
+    }
+
+    /// The address of element `i`, if `i < len()`: the view's one bounds proof.
+    #[inline(always)]
+    fn element(&self, i: usize) -> Option<*mut T> {
+        // SAFETY: i < len, so the offset stays inside the allocation.
+        (i < self.len).then(|| unsafe { self.ptr.add(i) })
     }
 }
 
@@ -212,27 +210,27 @@ impl<T: Copy> Out2<'_, T> {
     /// Element (`row`, `col`) if `row < rows()` and `col < cols()`.
     #[inline(always)]
     pub fn at(&mut self, row: usize, col: usize) -> Option<Slot<'_, T>> {
-        if row < self.rows && col < self.cols {
-            Some(Slot {
-                // SAFETY: row·stride + col < (rows−1)·stride + cols ≤ len (checked
-                // without overflow by `into_2d`), inside the view's allocation.
-                ptr: unsafe { self.ptr.add(row * self.row_stride + col) },
-                _element: PhantomData,
-            })
-        } else {
-            None
-        }
+        self.element(row, col).map(|ptr| Slot {
+            ptr,
+            _element: PhantomData,
+        })
     }
 
     /// Element (`row`, `col`) for atomic access within scope `S`, if in bounds.
     #[inline(always)]
     pub fn atomic<S: AtomicScope>(&self, row: usize, col: usize) -> Option<AtomicRef<'_, T, S>> {
-        if row < self.rows && col < self.cols {
-            // SAFETY: in bounds as in `at`; aligned because the view's buffer is.
-            Some(unsafe { AtomicRef::new(self.ptr.add(row * self.row_stride + col)) })
-        } else {
-            None
-        }
+        // SAFETY: in bounds (`element`); aligned because the view's buffer is.
+        self.element(row, col)
+            .map(|ptr| unsafe { AtomicRef::new(ptr) })
+    }
+
+    /// The address of element (`row`, `col`), if in bounds: the view's one bounds proof.
+    #[inline(always)]
+    fn element(&self, row: usize, col: usize) -> Option<*mut T> {
+        // SAFETY: row·stride + col < (rows−1)·stride + cols ≤ len (checked
+        // without overflow by `into_2d`), inside the view's allocation.
+        (row < self.rows && col < self.cols)
+            .then(|| unsafe { self.ptr.add(row * self.row_stride + col) })
     }
 }
 

@@ -114,13 +114,9 @@ pub struct FragC {
 /// Packs halves `2r`, `2r + 1` of `elem` into register `r`.
 #[inline(always)]
 fn pack_regs<T: MmaInput, const R: usize>(elem: impl Fn(usize) -> T) -> [u32; R] {
-    let mut regs = [0u32; R];
-    let mut r = 0;
-    while r < R {
-        regs[r] = u32::from(elem(2 * r).bits()) | u32::from(elem(2 * r + 1).bits()) << 16;
-        r += 1;
-    }
-    regs
+    core::array::from_fn(|r| {
+        u32::from(elem(2 * r).bits()) | u32::from(elem(2 * r + 1).bits()) << 16
+    })
 }
 
 impl<T: MmaInput> FragA<T> {
@@ -186,12 +182,12 @@ impl FragC {
     #[inline(always)]
     pub fn from_fn(c: impl Fn(usize, usize) -> f32) -> Self {
         let lane = crate::thread::lane_id();
-        let mut regs = [0.0; 4];
-        for (i, r) in regs.iter_mut().enumerate() {
-            let (row, col) = c_coord(lane, i);
-            *r = c(row, col);
+        FragC {
+            regs: core::array::from_fn(|i| {
+                let (row, col) = c_coord(lane, i);
+                c(row, col)
+            }),
         }
-        FragC { regs }
     }
 
     /// Calls `f(row, col, value)` for this lane's 4 elements.

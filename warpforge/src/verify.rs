@@ -90,6 +90,14 @@ fn values_f64(rng: &mut StdRng, n: usize) -> Vec<f64> {
     (0..n).map(|_| rng.random_range(-10.0f64..10.0)).collect()
 }
 
+/// `a·x + y` computed on `dev`, copied back.
+fn run_axpy<T: ops::Axpy>(dev: &Device, a: T, x: &[T], y: &[T]) -> Result<Vec<T>> {
+    let xb = dev.upload(x)?;
+    let mut yb = dev.upload(y)?;
+    ops::axpy(a, &xb, &mut yb)?;
+    yb.to_host()
+}
+
 /// `axpy_f32` on `n` elements against the f64 reference: each element within
 /// half an f32 ulp of the exact value (plus the reference's own f64 rounding).
 pub fn check_axpy_f32(
@@ -99,10 +107,7 @@ pub fn check_axpy_f32(
     x: &[f32],
     y: &[f32],
 ) -> Result<()> {
-    let xb = dev.upload(x)?;
-    let mut yb = dev.upload(y)?;
-    ops::axpy(a, &xb, &mut yb)?;
-    let got = yb.to_host()?;
+    let got = run_axpy(dev, a, x, y)?;
     let want = reference::axpy_f32(a, x, y);
     report.lengths.push(x.len());
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -120,10 +125,7 @@ pub fn check_axpy_f64(
     x: &[f64],
     y: &[f64],
 ) -> Result<()> {
-    let xb = dev.upload(x)?;
-    let mut yb = dev.upload(y)?;
-    ops::axpy(a, &xb, &mut yb)?;
-    let got = yb.to_host()?;
+    let got = run_axpy(dev, a, x, y)?;
     let want = reference::axpy_f64(a, x, y);
     report.lengths.push(x.len());
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {

@@ -1,6 +1,7 @@
 //! Probes of the explicit-mask warp collectives: only the lanes of `mask` call
 //! them (as a kernel over a partial warp would); the other lanes write nothing.
 
+use super::write_results;
 use warpforge_device::warp;
 use warpforge_device::{Out, thread};
 use warpforge_macros::kernel;
@@ -9,14 +10,6 @@ use warpforge_macros::kernel;
 fn lane_in(mask: u32) -> (usize, bool) {
     let i = thread::global_index_x();
     (i, mask & (1 << thread::lane_id()) != 0)
-}
-
-fn write_all<T: Copy, const K: usize>(out: &mut Out<T>, i: usize, v: [T; K]) {
-    for (k, v) in v.into_iter().enumerate() {
-        if let Some(mut o) = out.at(K * i + k) {
-            o.set(v);
-        }
-    }
 }
 
 /// `out[8i..]` = `redux.sync` add, min.u32, max.u32, min.s32, max.s32, and, or, xor of `x` over `mask`.
@@ -38,7 +31,7 @@ pub fn probe_redux(x: &[u32], mask: u32, mut out: Out<u32>) {
         warp::reduce_or(mask, v),
         warp::reduce_xor(mask, v),
     ];
-    write_all(&mut out, i, r);
+    write_results(&mut out, i, r);
 }
 
 /// `out[3i..]` = sum, max, min of `x` over the lanes of `mask`, in ascending lane order.
@@ -54,7 +47,7 @@ pub fn probe_reduce_f32_in(x: &[f32], mask: u32, mut out: Out<f32>) {
         warp::max_f32_in(mask, v),
         warp::min_f32_in(mask, v),
     ];
-    write_all(&mut out, i, r);
+    write_results(&mut out, i, r);
 }
 
 /// `out[4i..]` = match_any and match_all (0 for `None`) over `mask`, of the low
@@ -72,7 +65,7 @@ pub fn probe_match(x: &[u64], mask: u32, mut out: Out<u32>) {
         warp::match_any(mask, v),
         warp::match_all(mask, v).unwrap_or(0),
     ];
-    write_all(&mut out, i, r);
+    write_results(&mut out, i, r);
 }
 
 /// `out[i]` = `active_mask()` in lanes below `split`; in the others the

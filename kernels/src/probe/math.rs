@@ -1,5 +1,6 @@
 //! Probes of the numeric library: fast and accurate f32 math, packed halves.
 
+use super::write_results;
 use warpforge_device::num::{self, Bf16x2, F16x2};
 use warpforge_device::{Out, thread};
 use warpforge_macros::kernel;
@@ -31,11 +32,7 @@ pub fn probe_math(x: &[f32], mut out: Out<f32>) {
         num::tanh(v),
         num::erf(v),
     ];
-    for (k, r) in r.into_iter().enumerate() {
-        if let Some(mut o) = out.at(8 * i + k) {
-            o.set(r);
-        }
-    }
+    write_results(&mut out, i, r);
 }
 
 /// Packed-half operations in [`probe_packed`]'s output order.
@@ -81,9 +78,5 @@ pub fn probe_packed(a: &[u32], b: &[u32], c: &[u32], f: &[f32], mut out: Out<u32
         F16x2::from_f32(fl, fh).to_bits(),
         Bf16x2::from_f32(fl, fh).to_bits(),
     ];
-    for (k, r) in r.into_iter().enumerate() {
-        if let Some(mut o) = out.at(8 * i + k) {
-            o.set(r);
-        }
-    }
+    write_results(&mut out, i, r);
 }

@@ -48,9 +48,10 @@ pub fn probe_shuffle_f64(x: &[f64], arg: u32, mut out: Out<f64>) {
     }
 }
 
-fn write3<T: Copy>(out: &mut Out<T>, i: usize, v: [T; 3]) {
+/// Writes thread `i`'s `K` results to `out[K·i .. K·i + K]` (those in bounds).
+fn write_results<T: Copy, const K: usize>(out: &mut Out<T>, i: usize, v: [T; K]) {
     for (k, v) in v.into_iter().enumerate() {
-        if let Some(mut o) = out.at(3 * i + k) {
+        if let Some(mut o) = out.at(K * i + k) {
             o.set(v);
         }
     }
@@ -66,7 +67,7 @@ pub fn probe_vote(pred: &[u32], mut out: Out<u32>) {
         u32::from(warp::all(FULL_MASK, p)),
         u32::from(warp::any(FULL_MASK, p)),
     ];
-    write3(&mut out, i, r);
+    write_results(&mut out, i, r);
 }
 
 /// `out[3i..]` = (count, and, or) of `pred != 0` over the block, each through a
@@ -81,7 +82,7 @@ pub fn probe_block_vote(pred: &[u32], mut out: Out<u32>) {
     sync::fence(Scope::Device);
     let any = sync::sync_threads_or(p);
     sync::fence(Scope::System);
-    write3(&mut out, i, [count, u32::from(all), u32::from(any)]);
+    write_results(&mut out, i, [count, u32::from(all), u32::from(any)]);
 }
 
 /// `out[3i..]` = warp (sum, max, min) of `x`.
@@ -89,7 +90,7 @@ pub fn probe_block_vote(pred: &[u32], mut out: Out<u32>) {
 pub fn probe_warp_reduce_f32(x: &[f32], mut out: Out<f32>) {
     let i = thread::global_index_x();
     let v = x.get(i).copied().unwrap_or(0.0);
-    write3(
+    write_results(
         &mut out,
         i,
         [warp::sum_f32(v), warp::max_f32(v), warp::min_f32(v)],
@@ -101,7 +102,7 @@ pub fn probe_warp_reduce_f32(x: &[f32], mut out: Out<f32>) {
 pub fn probe_warp_reduce_i32(x: &[i32], mut out: Out<i32>) {
     let i = thread::global_index_x();
     let v = x.get(i).copied().unwrap_or(0);
-    write3(
+    write_results(
         &mut out,
         i,
         [warp::sum_i32(v), warp::max_i32(v), warp::min_i32(v)],

@@ -26,6 +26,7 @@ mod element;
 mod error;
 pub mod gpu;
 mod launch;
+pub mod npy;
 pub mod ops;
 pub mod ptx;
 pub mod ptxas;

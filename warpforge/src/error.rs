@@ -8,7 +8,7 @@ use warpforge_device::emu::EmuError;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong. Messages say what happened, with which sizes, and what to do.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// libcuda could not be loaded.
     #[error(
@@ -121,14 +121,59 @@ pub enum Error {
         /// The device that owns the buffer.
         found: String,
     },
-    /// A kernel faulted in the emulator (bounds, barrier, warp mask, deadlock).
-    #[error("{0}")]
-    KernelFault(#[from] EmuError),
+    /// A kernel stopped with a fault: an illegal address or a trap on the GPU
+    /// (a panic, failed assertion or bounds check in the kernel traps), or a
+    /// fault the emulator detected. The device is poisoned afterwards.
+    #[error(
+        "kernel `{kernel}` (grid {grid}, block {block}) faulted: {code}. {detail}. The device is \
+         now unusable (every later call returns ContextPoisoned): fix the kernel or its \
+         inputs, then open a new device; run it on the emulator (`--backend emu`) or under \
+         compute-sanitizer to find the thread"
+    )]
+    KernelFault {
+        /// The kernel (on the GPU: the first kernel launched since the last
+        /// successful synchronisation, see `detail`).
+        kernel: String,
+        /// Its grid.
+        grid: Dim3,
+        /// Its block.
+        block: Dim3,
+        /// What kind of fault.
+        code: FaultCode,
+        /// Where and why: the block, thread and message on the emulator; the
+        /// driver's error and the launches in flight on the GPU.
+        detail: String,
+        /// The emulator's full report (None on the GPU).
+        emulated: Option<EmuError>,
+    },
+    /// A call on a device that an earlier kernel fault made unusable.
+    #[error(
+        "the device is unusable after an earlier kernel fault ({original}); every call on it \
+         fails from then on. Drop its buffers and open the device again (on a GPU the CUDA \
+         context is lost: usually the process must restart)"
+    )]
+    ContextPoisoned {
+        /// The fault that poisoned it.
+        original: Box<Error>,
+    },
     /// A reduction over no elements, where the result is undefined (min, max, …).
     #[error("{op} of an empty input is undefined: pass at least one element")]
     EmptyReduction {
         /// The reduction.
         op: &'static str,
+    },
+    /// A reduction a dtype has no kernel for (e.g. the mean of integers).
+    #[error(
+        "{op} is not available for {dtype}: {dtype} supports {supported}. Convert the input to a \
+         float dtype (f32 or f64) first, or pick one of those operations"
+    )]
+    UnsupportedDType {
+        /// The operation asked for.
+        op: &'static str,
+        /// The element type it was asked for.
+        dtype: &'static str,
+        /// The operations that dtype supports, comma-separated.
+        supported: &'static str,
     },
     /// Any other CUDA driver error.
     #[error("CUDA driver error while {during}: {source}")]
@@ -145,5 +190,76 @@ impl Error {
     pub(crate) fn driver(during: impl Into<String>) -> impl FnOnce(DriverError) -> Error {
         let during = during.into();
         move |source| Error::Driver { during, source }
+    }
+}
+
+/// What kind of fault stopped a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultCode {
+    /// A load or store outside any allocation (`CUDA_ERROR_ILLEGAL_ADDRESS`).
+    IllegalAddress,
+    /// A misaligned load or store (`CUDA_ERROR_MISALIGNED_ADDRESS`).
+    MisalignedAddress,
+    /// The kernel trapped: a panic, failed assertion or bounds check
+    /// (`CUDA_ERROR_ILLEGAL_INSTRUCTION` / `CUDA_ERROR_ASSERT` on the GPU, a panic in the emulator).
+    Trap,
+    /// The launch failed for another reason (`CUDA_ERROR_LAUNCH_FAILED`, stack overflow, …).
+    LaunchFailed,
+    /// The kernel ran too long and the watchdog stopped it (`CUDA_ERROR_LAUNCH_TIMEOUT`).
+    Timeout,
+    /// Emulator: some threads of a block wait at a barrier others never reach (a hang on a GPU).
+    DivergentBarrier,
+    /// Emulator: a warp collective's mask names lanes that do not join it.
+    WarpMask,
+    /// Emulator: two threads touch the same shared-memory byte without a barrier between.
+    SharedRace,
+    /// Emulator: no thread of a block can make progress (a hang on a GPU).
+    Deadlock,
+}
+
+impl std::fmt::Display for FaultCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FaultCode::IllegalAddress => "illegal memory address",
+            FaultCode::MisalignedAddress => "misaligned memory address",
+            FaultCode::Trap => "trap (a panic, failed assertion or bounds check in the kernel)",
+            FaultCode::LaunchFailed => "launch failed",
+            FaultCode::Timeout => "timed out",
+            FaultCode::DivergentBarrier => "divergent barrier",
+            FaultCode::WarpMask => "bad warp mask",
+            FaultCode::SharedRace => "shared-memory race",
+            FaultCode::Deadlock => "deadlock",
+        })
+    }
+}
+
+impl FaultCode {
+    /// The fault a driver error reports, if it is a kernel fault (these errors
+    /// are sticky: the context cannot be used afterwards).
+    pub fn from_driver(code: cudarc::driver::sys::cudaError_enum) -> Option<FaultCode> {
+        use cudarc::driver::sys::cudaError_enum::*;
+        Some(match code {
+            CUDA_ERROR_ILLEGAL_ADDRESS => FaultCode::IllegalAddress,
+            CUDA_ERROR_MISALIGNED_ADDRESS => FaultCode::MisalignedAddress,
+            CUDA_ERROR_ILLEGAL_INSTRUCTION | CUDA_ERROR_ASSERT => FaultCode::Trap,
+            CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE => FaultCode::LaunchFailed,
+            CUDA_ERROR_LAUNCH_TIMEOUT => FaultCode::Timeout,
+            _ => return None,
+        })
+    }
+
+    /// The code of an emulator fault.
+    pub fn from_emulator(fault: &warpforge_device::emu::Fault) -> FaultCode {
+        use warpforge_device::emu::Fault;
+        match fault {
+            Fault::Panic { .. } => FaultCode::Trap,
+            Fault::DivergentBarrier { .. } => FaultCode::DivergentBarrier,
+            Fault::WarpMask { .. } => FaultCode::WarpMask,
+            Fault::SharedRace { .. } => FaultCode::SharedRace,
+            Fault::Deadlock { .. } => FaultCode::Deadlock,
+        }
     }
 }

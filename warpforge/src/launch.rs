@@ -19,10 +19,12 @@
 use crate::buffer::{DeviceBuffer, Memory};
 use crate::device::Device;
 use crate::element::Element;
+use crate::emulator::Binding;
 use crate::error::{Error, Result};
 use cudarc::driver::{LaunchArgs, PushKernelArg};
 use half::{bf16, f16};
 use warpforge_device::Dim3;
+use warpforge_device::emu::stream::Access;
 use warpforge_device::kernel::{RawIn, RawOut};
 
 /// Grid, block and dynamic shared memory of one launch.
@@ -35,6 +37,12 @@ pub struct LaunchConfig {
     /// Launch-sized shared memory per block, in bytes, on top of nothing: the
     /// launch uses the larger of this and what the kernel declares.
     pub shared_bytes: u32,
+    /// The problem size the config was made for (`for_elements(n)`: n;
+    /// `for_2d(rows, cols, ..)`: rows × cols). Every output buffer of the
+    /// launch must hold at least this many elements, or the launch is refused
+    /// with `ShapeMismatch` before it runs: a too-small output would silently
+    /// drop the writes past its end.
+    pub elements: Option<u64>,
 }
 
 impl LaunchConfig {
@@ -44,16 +52,20 @@ impl LaunchConfig {
             grid,
             block,
             shared_bytes: 0,
+            elements: None,
         }
     }
 
-    /// One thread per element: `block_threads` per block, enough blocks for `n`
-    /// (at least one, so a zero-length launch is still a valid launch).
+    /// One thread per output element: `block_threads` per block, enough
+    /// blocks for `n` (at least one, so a zero-length launch is still valid).
+    /// Every output buffer of the launch must hold at least `n` elements;
+    /// for kernels whose outputs are not per-thread (histograms, partial
+    /// sums) use [`for_threads`](Self::for_threads).
     ///
     /// ```
     /// # use warpforge::LaunchConfig;
     /// let c = LaunchConfig::for_elements(1000, 256).unwrap();
-    /// assert_eq!((c.grid.x, c.block.x), (4, 256));
+    /// assert_eq!((c.grid.x, c.block.x, c.elements), (4, 256, Some(1000)));
     /// assert!(LaunchConfig::for_elements(usize::MAX, 256).is_err());
     /// ```
     pub fn for_elements(n: usize, block_threads: u32) -> Result<Self> {
@@ -74,7 +86,71 @@ impl LaunchConfig {
                 limit: u64::from(GRID_X_MAX),
                 fix: "use a grid-stride loop with a capped grid instead of one thread per element",
             })?;
-        Ok(LaunchConfig::new(Dim3::x(grid_x), Dim3::x(block_threads)))
+        Ok(LaunchConfig {
+            elements: Some(n as u64),
+            ..LaunchConfig::new(Dim3::x(grid_x), Dim3::x(block_threads))
+        })
+    }
+
+    /// At least `n` threads, `block_threads` per block, with no claim about
+    /// the outputs' sizes (the kernel's guards handle them).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_threads(1000, 256).unwrap();
+    /// assert_eq!((c.grid.x, c.elements), (4, None));
+    /// ```
+    pub fn for_threads(n: usize, block_threads: u32) -> Result<Self> {
+        Ok(LaunchConfig {
+            elements: None,
+            ..Self::for_elements(n, block_threads)?
+        })
+    }
+
+    /// One thread per element of a `rows × cols` row-major problem, in
+    /// `block = (x, y)` tiles: `x` threads along a row (columns), `y` along a
+    /// column, and enough blocks to cover it (at least one).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_2d(100, 1000, (32, 8)).unwrap();
+    /// assert_eq!((c.grid.x, c.grid.y, c.block.x, c.block.y), (32, 13, 32, 8));
+    /// assert_eq!(c.elements, Some(100_000));
+    /// assert!(LaunchConfig::for_2d(1 << 20, 1 << 20, (16, 16)).is_err()); // grid.y > 65535
+    /// ```
+    pub fn for_2d(rows: usize, cols: usize, block: (u32, u32)) -> Result<Self> {
+        let (bx, by) = block;
+        if bx == 0 || by == 0 {
+            return Err(Error::ShapeMismatch {
+                op: "LaunchConfig::for_2d",
+                detail: format!("block ({bx}, {by}) has a zero side; use e.g. (32, 8) or (16, 16)"),
+            });
+        }
+        let blocks = |n: usize, b: u32, what, limit: u32| {
+            let count = n.div_ceil(b as usize).max(1);
+            u32::try_from(count)
+                .ok()
+                .filter(|&c| c <= limit)
+                .ok_or(Error::LaunchConfig {
+                    kernel: "(any)",
+                    what,
+                    value: count as u64,
+                    limit: u64::from(limit),
+                    fix: "use larger tiles, or loop over rows inside the kernel",
+                })
+        };
+        let gx = blocks(cols, bx, "grid.x", GRID_X_MAX)?;
+        let gy = blocks(rows, by, "grid.y", GRID_YZ_MAX)?;
+        let elements =
+            (rows as u64)
+                .checked_mul(cols as u64)
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!("a {rows} × {cols} launch"),
+                })?;
+        Ok(LaunchConfig {
+            elements: Some(elements),
+            ..LaunchConfig::new(Dim3::new(gx, gy, 1), Dim3::new(bx, by, 1))
+        })
     }
 
     /// Adds launch-sized shared memory.
@@ -86,6 +162,20 @@ impl LaunchConfig {
 
 /// The largest grid.x CUDA allows (2³¹ − 1).
 const GRID_X_MAX: u32 = i32::MAX as u32;
+/// The largest grid.y and grid.z CUDA allows.
+const GRID_YZ_MAX: u32 = 65535;
+
+/// What one compiled kernel allows, from the driver's function attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionLimits {
+    /// Most threads per block it can run with: its registers per thread times
+    /// the threads must fit the SM's register file.
+    pub max_threads_per_block: u32,
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Statically declared shared memory, bytes.
+    pub static_shared_bytes: u32,
+}
 
 /// What a device allows a launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +188,8 @@ pub struct Limits {
     pub max_grid_dim: [u32; 3],
     /// Dynamic shared memory per block without opt-in.
     pub max_shared_per_block: u32,
+    /// Dynamic shared memory per block with opt-in (warpforge opts in for you).
+    pub max_shared_per_block_optin: u32,
 }
 
 impl Limits {
@@ -106,17 +198,21 @@ impl Limits {
     pub const EMULATOR: Limits = Limits {
         max_threads_per_block: 1024,
         max_block_dim: [1024, 1024, 64],
-        max_grid_dim: [GRID_X_MAX, 65535, 65535],
+        max_grid_dim: [GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX],
         max_shared_per_block: 48 * 1024,
+        // sm_86/sm_89 allow 99 KiB with opt-in, the least of the targets.
+        max_shared_per_block_optin: 99 * 1024,
     };
 
     /// Checks `config` for `kernel`, which needs `kernel_shared` bytes of
-    /// shared memory; returns the shared bytes the launch will use.
+    /// shared memory and, on a GPU, has the `function` limits; returns the
+    /// dynamic shared bytes the launch will use.
     pub fn check(
         &self,
         kernel: &'static str,
         config: &LaunchConfig,
         kernel_shared: usize,
+        function: Option<FunctionLimits>,
     ) -> Result<u32> {
         let fail = |what, value: u64, limit: u64, fix| Error::LaunchConfig {
             kernel,
@@ -156,12 +252,28 @@ impl Limits {
         if let Some(&(what, v, limit, fix)) = dims.iter().find(|d| d.1 > d.2) {
             return Err(fail(what, u64::from(v), u64::from(limit), fix));
         }
-        let shared = (config.shared_bytes as usize).max(kernel_shared);
-        if shared > self.max_shared_per_block as usize {
+        if let Some(f) = function
+            && threads > u64::from(f.max_threads_per_block)
+        {
             return Err(fail(
-                "dynamic shared memory bytes",
-                shared as u64,
-                u64::from(self.max_shared_per_block),
+                "threads per block (registers × threads must fit the register file; \
+                 this kernel uses its registers-per-thread)",
+                threads,
+                u64::from(f.max_threads_per_block),
+                "launch with at most that many threads per block, or make the kernel use \
+                 fewer registers (`warpforge ptx` shows its count)",
+            ));
+        }
+        let shared = (config.shared_bytes as usize).max(kernel_shared);
+        let static_shared = function.map_or(0, |f| f.static_shared_bytes as usize);
+        let optin = self
+            .max_shared_per_block_optin
+            .max(self.max_shared_per_block);
+        if shared.saturating_add(static_shared) > optin as usize {
+            return Err(fail(
+                "shared memory bytes per block (dynamic + static, with opt-in)",
+                shared.saturating_add(static_shared) as u64,
+                u64::from(optin),
                 "use smaller tiles",
             ));
         }
@@ -180,8 +292,13 @@ pub trait KernelArg: sealed::Sealed {
     type Abi: Copy + Send + Sync;
     #[doc(hidden)]
     fn owner(&self) -> Option<&Device>;
+    /// Elements of an output buffer (None for inputs and scalars).
     #[doc(hidden)]
-    fn emu_abi(&mut self) -> Option<Self::Abi>;
+    fn output_len(&self) -> Option<usize> {
+        None
+    }
+    #[doc(hidden)]
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi>;
     #[doc(hidden)]
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
 }
@@ -192,7 +309,7 @@ macro_rules! scalar_arg {
         impl KernelArg for $t {
             type Abi = $t;
             fn owner(&self) -> Option<&Device> { None }
-            fn emu_abi(&mut self) -> Option<$t> { Some(*self) }
+            fn emu_bind(&mut self, _: &mut Binding) -> Option<$t> { Some(*self) }
             fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) { args.arg(&*self); }
         }
     )* };
@@ -207,11 +324,11 @@ impl<T: Element> KernelArg for &DeviceBuffer<T> {
     fn owner(&self) -> Option<&Device> {
         Some(self.device())
     }
-    fn emu_abi(&mut self) -> Option<RawIn<T>> {
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawIn<T>> {
         match &self.memory {
             Memory::Emulated(m) => Some(RawIn {
-                ptr: m.as_slice().as_ptr(),
-                len: m.len(),
+                ptr: binding.claim(m, Access::Read),
+                len: self.len,
             }),
             Memory::Gpu(_) => None,
         }
@@ -231,11 +348,14 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
     fn owner(&self) -> Option<&Device> {
         Some(self.device())
     }
-    fn emu_abi(&mut self) -> Option<RawOut<T>> {
-        match &mut self.memory {
+    fn output_len(&self) -> Option<usize> {
+        Some(self.len)
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOut<T>> {
+        match &self.memory {
             Memory::Emulated(m) => Some(RawOut {
-                len: m.len(),
-                ptr: m.as_mut_slice().as_mut_ptr(),
+                len: self.len,
+                ptr: binding.claim(m, Access::Write),
             }),
             Memory::Gpu(_) => None,
         }
@@ -253,8 +373,11 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
 pub trait KernelArgs<Abi>: sealed::Sealed {
     #[doc(hidden)]
     fn owners(&self) -> Vec<&Device>;
+    /// Refuses outputs smaller than the config's problem size.
     #[doc(hidden)]
-    fn emu_abi(&mut self) -> Option<Abi>;
+    fn check_outputs(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()>;
+    #[doc(hidden)]
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Abi>;
     #[doc(hidden)]
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
 }
@@ -267,9 +390,29 @@ macro_rules! tuple_args {
                 let owners: Vec<Option<&Device>> = vec![$(self.$i.owner()),*];
                 owners.into_iter().flatten().collect()
             }
-            #[allow(clippy::unused_unit)]
-            fn emu_abi(&mut self) -> Option<($($a::Abi,)*)> {
-                Some(($(self.$i.emu_abi()?,)*))
+            #[allow(unused_variables)]
+            fn check_outputs(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()> {
+                let Some(n) = config.elements else { return Ok(()) };
+                $(
+                    if let Some(len) = self.$i.output_len()
+                        && (len as u64) < n
+                    {
+                        return Err(Error::ShapeMismatch {
+                            op: kernel,
+                            detail: format!(
+                                "argument {} is an output of {len} elements, but the launch \
+                                 config is for a problem of {n}; allocate at least {n} elements \
+                                 (or make the config for {len})",
+                                $i + 1
+                            ),
+                        });
+                    }
+                )*
+                Ok(())
+            }
+            #[allow(clippy::unused_unit, unused_variables)]
+            fn emu_bind(&mut self, binding: &mut Binding) -> Option<($($a::Abi,)*)> {
+                Some(($(self.$i.emu_bind(binding)?,)*))
             }
             #[allow(unused_variables)]
             fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {

@@ -23,7 +23,9 @@
 mod buffer;
 mod device;
 mod element;
+mod emulator;
 mod error;
+pub mod doctor;
 pub mod gpu;
 mod launch;
 pub mod npy;
@@ -31,13 +33,15 @@ pub mod ops;
 pub mod ptx;
 pub mod ptxas;
 pub mod reference;
+mod stream;
 pub mod verify;
 
-pub use buffer::DeviceBuffer;
+pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use device::Device;
 pub use element::{DType, Element};
-pub use error::{Error, Result};
-pub use launch::{KernelArg, KernelArgs, LaunchConfig, Limits};
+pub use error::{Error, FaultCode, Result};
+pub use launch::{FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits};
+pub use stream::{Event, Stream};
 pub use warpforge_device::Dim3;
 pub use warpforge_device::emu::{EmuError, Fault};
 pub use warpforge_device::kernel::Kernel;

@@ -311,7 +311,7 @@ proptest! {
         let dev = Device::emulator();
         let b = dev.upload(&bins).unwrap();
         let mut out = dev.alloc_zeroed::<u32>(probe::HISTOGRAM_BINS).unwrap();
-        let cfg = LaunchConfig::for_elements(bins.len(), block).unwrap();
+        let cfg = LaunchConfig::for_threads(bins.len(), block).unwrap();
         dev.launch(probe::probe_shared_histogram, cfg, (&b, &mut out)).unwrap();
         let mut expect = vec![0u32; probe::HISTOGRAM_BINS];
         for &x in &bins {

@@ -57,7 +57,10 @@ proptest! {
 fn a_too_small_output_is_a_fault_naming_the_kernel_not_a_stray_write() {
     let x = vec![1.0f32; 6];
     let err = transpose(&x, 2, 3, 3, 5).unwrap_err();
-    let Error::KernelFault(e) = &err else {
+    let Error::KernelFault {
+        emulated: Some(e), ..
+    } = &err
+    else {
         panic!("expected a kernel fault, got {err}")
     };
     assert_eq!(e.kernel, "probe_transpose");

@@ -3,7 +3,6 @@
 use warpforge::{Device, Dim3, Error, LaunchConfig, ops};
 use warpforge_device::{Out, shared, sync, thread};
 use warpforge_kernels::elementwise::axpy_f32;
-use warpforge_kernels::reduce::sum_f32;
 use warpforge_macros::kernel;
 
 /// Side of the square tile `transpose_f32` moves through shared memory.
@@ -122,10 +121,10 @@ fn launch_configs_beyond_the_limits_name_the_limit() {
         ),
         (LaunchConfig::new(Dim3::x(0), Dim3::x(32)), "grid.x", 0, 1),
         (
-            LaunchConfig::new(Dim3::x(1), Dim3::x(32)).with_shared_bytes(100_000),
-            "dynamic shared memory bytes",
-            100_000,
-            49_152,
+            LaunchConfig::new(Dim3::x(1), Dim3::x(32)).with_shared_bytes(200_000),
+            "shared memory bytes per block (dynamic + static, with opt-in)",
+            200_000,
+            101_376,
         ),
     ];
     for (cfg, what_expected, value_expected, limit_expected) in cases {
@@ -150,18 +149,46 @@ fn launch_configs_beyond_the_limits_name_the_limit() {
 #[test]
 fn a_kernel_gets_the_shared_memory_it_declares() {
     use warpforge::Kernel;
-    assert_eq!(sum_f32::SHARED_BYTES, 32 * 4);
-    // A launch that asks for none still gets the declared 128 bytes: the sum works.
+    assert_eq!(transpose_f32::SHARED_BYTES, TILE * (TILE + 1) * 4);
+    assert_eq!(axpy_f32::SHARED_BYTES, 0);
+    // The launches of transpose_f32 below ask for none and still get their tile.
+}
+
+#[test]
+fn shared_memory_beyond_48_kib_is_opted_into_up_to_the_limit() {
+    let dev = Device::emulator();
+    let x = dev.upload(&[1.0f32; 4]).unwrap();
+    let mut y = dev.upload(&[0.0f32; 4]).unwrap();
+    // 96 KiB: above the 48 KiB default, within every target's opt-in limit.
+    let cfg = LaunchConfig::for_elements(4, 32)
+        .unwrap()
+        .with_shared_bytes(96 * 1024);
+    dev.launch(axpy_f32, cfg, (1.0f32, &x, &mut y)).unwrap();
+    assert_eq!(y.to_host().unwrap(), vec![1.0; 4]);
+    assert_eq!(dev.limits().max_shared_per_block_optin, 99 * 1024);
+}
+
+#[test]
+fn an_output_smaller_than_the_problem_is_refused_before_launch() {
     let dev = Device::emulator();
     let x = dev.upload(&[1.0f32; 100]).unwrap();
-    let mut partial = dev.alloc_zeroed::<f32>(1).unwrap();
-    dev.launch(
-        sum_f32,
-        LaunchConfig::new(Dim3::x(1), Dim3::x(64)),
-        (&x, &mut partial),
-    )
-    .unwrap();
-    assert_eq!(partial.to_host().unwrap(), vec![100.0]);
+    let mut y = dev.upload(&[5.0f32; 50]).unwrap();
+    let cfg = LaunchConfig::for_elements(100, 256).unwrap();
+    let e = dev.launch(axpy_f32, cfg, (1.0f32, &x, &mut y)).unwrap_err();
+    let Error::ShapeMismatch { op, detail } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(*op, "axpy_f32");
+    assert!(
+        detail.contains("argument 3") && detail.contains("50") && detail.contains("100"),
+        "{detail}"
+    );
+    // Nothing ran: y is untouched.
+    assert_eq!(y.to_host().unwrap(), vec![5.0; 50]);
+    // A config without a problem size (explicit grid and block) is the kernel's business.
+    let explicit = LaunchConfig::new(Dim3::x(1), Dim3::x(128));
+    dev.launch(axpy_f32, explicit, (1.0f32, &x, &mut y))
+        .unwrap();
 }
 
 #[test]
@@ -175,13 +202,9 @@ fn a_kernel_runs_with_the_block_shape_it_declares() {
     let dev = Device::emulator();
     let a_dev = dev.upload(&a).unwrap();
     let mut t = dev.alloc_zeroed::<f32>(n * n).unwrap();
-    let tiles = n.div_ceil(TILE) as u32;
-    dev.launch(
-        transpose_f32,
-        LaunchConfig::new(Dim3::xy(tiles, tiles), Dim3::xy(16, 16)),
-        (n, &a_dev, &mut t),
-    )
-    .unwrap();
+    let cfg = LaunchConfig::for_2d(n, n, (16, 16)).unwrap();
+    assert_eq!(cfg.grid, Dim3::xy(3, 3));
+    dev.launch(transpose_f32, cfg, (n, &a_dev, &mut t)).unwrap();
     let t = t.to_host().unwrap();
     for r in 0..n {
         for c in 0..n {

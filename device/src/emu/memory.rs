@@ -63,6 +63,12 @@ impl<T: SharedElement> DeviceMemory<T> {
         self.len == 0
     }
 
+    /// The first element's address, formed without a reference (for emulated
+    /// kernels and stream jobs, which access the memory through raw pointers).
+    pub fn as_mut_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+
     /// The elements.
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` holds `len` initialised elements (zeroed, and all-zero

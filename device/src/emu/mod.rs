@@ -51,6 +51,7 @@ pub(crate) mod fiber;
 mod memory;
 mod race;
 mod scheduler;
+pub mod stream;
 mod tensor;
 
 use crate::thread::Dim3;

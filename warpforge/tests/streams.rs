@@ -1,0 +1,336 @@
+//! Streams, events, pinned copies, and what the device does after a fault or
+//! when memory runs out: the missing-synchronisation, OOM and poisoned-context
+//! failure classes. Emulator tests always run; the GPU halves are ignored
+//! without a GPU.
+
+use std::time::Duration;
+use warpforge::{Device, Dim3, Error, FaultCode, LaunchConfig};
+use warpforge_device::{Out, sync, thread};
+use warpforge_kernels::elementwise::axpy_f32;
+use warpforge_macros::kernel;
+
+/// `out[i] = value + i` after `rounds` block barriers: a kernel whose emulated
+/// run takes a while (each barrier is a switch through every thread).
+#[kernel]
+pub fn slow_fill(rounds: u32, value: f32, mut out: Out<f32>) {
+    for _ in 0..rounds {
+        sync::sync_threads();
+    }
+    let i = thread::global_index_x();
+    if let Some(mut o) = out.at(i) {
+        o.set(value + i as f32);
+    }
+}
+
+/// Writes one element past the end of `out` on purpose (the guard gives no
+/// slot, and the kernel insists): a kernel fault.
+#[kernel]
+pub fn write_past_the_end(mut out: Out<f32>) {
+    let i = thread::global_index_x();
+    out.at(i + 1)
+        .expect("planted fault: no slot past the end")
+        .set(1.0);
+}
+
+const N: usize = 256;
+
+fn expected(value: f32) -> Vec<f32> {
+    (0..N).map(|i| value + i as f32).collect()
+}
+
+/// About 0.2–0.5 s of emulated work on one block.
+const SLOW: u32 = 6000;
+
+#[test]
+fn a_host_read_waits_for_the_kernel_that_writes_it_on_another_stream() {
+    let dev = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(N).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    stream
+        .launch(slow_fill, cfg, (SLOW, 5.0f32, &mut y))
+        .unwrap();
+    // No synchronize: the read itself waits for the queued writer.
+    assert_eq!(y.to_host().unwrap(), expected(5.0));
+}
+
+#[test]
+fn work_on_one_stream_waits_for_the_write_it_reads_on_another() {
+    let dev = Device::emulator();
+    let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+    let mut x = dev.alloc_zeroed::<f32>(N).unwrap();
+    let mut y = dev.upload(&vec![1.0f32; N]).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    a.launch(slow_fill, cfg, (SLOW, 2.0f32, &mut x)).unwrap();
+    b.launch(axpy_f32, cfg, (3.0f32, &x, &mut y)).unwrap();
+    let want: Vec<f32> = expected(2.0).iter().map(|v| 3.0 * v + 1.0).collect();
+    assert_eq!(y.to_host().unwrap(), want);
+}
+
+#[test]
+fn a_stream_waits_for_an_event_of_another() {
+    let dev = Device::emulator();
+    let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+    let mut x = dev.alloc_zeroed::<f32>(N).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    a.launch(slow_fill, cfg, (SLOW, 1.0f32, &mut x)).unwrap();
+    let written = a.record_event().unwrap();
+    b.wait_event(&written).unwrap();
+    let after = b.record_event().unwrap();
+    after.synchronize().unwrap();
+    assert!(
+        written.is_complete().unwrap(),
+        "b passed a's event before it happened"
+    );
+}
+
+#[test]
+fn a_copy_on_one_stream_overlaps_a_kernel_on_another() {
+    let dev = Device::emulator();
+    let (compute, copies) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+    let mut y = dev.alloc_zeroed::<f32>(N).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    let big = 1 << 22;
+    let mut pinned = dev.alloc_pinned::<f32>(big).unwrap();
+    pinned.copy_from_slice(&vec![7.0; big]).unwrap();
+    let mut dst = dev.alloc_zeroed::<f32>(big).unwrap();
+
+    let kernel_start = compute.record_event().unwrap();
+    compute
+        .launch(slow_fill, cfg, (4 * SLOW, 0.0f32, &mut y))
+        .unwrap();
+    let kernel_end = compute.record_event().unwrap();
+    let copy_start = copies.record_event().unwrap();
+    copies.upload(&pinned, &mut dst).unwrap();
+    let copy_end = copies.record_event().unwrap();
+
+    copy_end.synchronize().unwrap();
+    // The 16 MiB copy finished while the kernel was still running: they overlapped.
+    assert!(
+        !kernel_end.is_complete().unwrap(),
+        "the kernel finished before the copy on the other stream did"
+    );
+    let kernel = kernel_end.elapsed_since(&kernel_start).unwrap();
+    let copy = copy_end.elapsed_since(&copy_start).unwrap();
+    assert!(copy < kernel, "copy {copy:?} vs kernel {kernel:?}");
+    assert_eq!(dst.to_host().unwrap(), vec![7.0; big]);
+    assert_eq!(y.to_host().unwrap(), expected(0.0));
+}
+
+#[test]
+fn on_one_stream_a_copy_waits_for_the_kernel_before_it() {
+    let dev = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(N).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    let mut pinned = dev.alloc_pinned::<f32>(N).unwrap();
+    stream
+        .launch(slow_fill, cfg, (SLOW, 9.0f32, &mut y))
+        .unwrap();
+    stream.download(&y, &mut pinned).unwrap();
+    // Reading pinned memory waits for the download, which waited for the kernel.
+    assert_eq!(pinned.as_slice().unwrap(), &expected(9.0)[..]);
+}
+
+#[test]
+fn events_time_the_work_between_them() {
+    let dev = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(N).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    let start = stream.record_event().unwrap();
+    stream
+        .launch(slow_fill, cfg, (SLOW, 0.0f32, &mut y))
+        .unwrap();
+    let end = stream.record_event().unwrap();
+    let t = end.elapsed_since(&start).unwrap();
+    assert!(t > Duration::from_millis(1), "{t:?}");
+    assert!(end.is_complete().unwrap());
+}
+
+#[test]
+fn copies_of_different_lengths_or_devices_are_refused() {
+    let dev = Device::emulator();
+    let other = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let pinned = dev.alloc_pinned::<f32>(4).unwrap();
+    let mut short = dev.alloc_zeroed::<f32>(3).unwrap();
+    let e = stream.upload(&pinned, &mut short).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ShapeMismatch {
+                op: "Stream::upload",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut elsewhere = other.alloc_zeroed::<f32>(4).unwrap();
+    let e = stream.upload(&pinned, &mut elsewhere).unwrap_err();
+    assert!(matches!(e, Error::DeviceMismatch { .. }), "{e}");
+    let e = elsewhere.copy_from(&short).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+}
+
+fn assert_poisoned_by(e: &Error, kernel_name: &str) {
+    let Error::ContextPoisoned { original } = e else {
+        panic!("expected ContextPoisoned, got {e}")
+    };
+    assert!(
+        matches!(&**original, Error::KernelFault { kernel, .. } if kernel == kernel_name),
+        "{original}"
+    );
+}
+
+#[test]
+fn a_fault_is_a_kernel_fault_and_then_every_call_is_context_poisoned() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+    let e = dev
+        .launch(write_past_the_end, cfg, (&mut out,))
+        .unwrap_err();
+    let Error::KernelFault {
+        kernel,
+        grid,
+        block,
+        code,
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        (kernel.as_str(), *grid, *block, *code),
+        (
+            "write_past_the_end",
+            Dim3::x(1),
+            Dim3::x(64),
+            FaultCode::Trap
+        )
+    );
+    assert!(e.to_string().contains("planted fault"), "{e}");
+    // No garbage afterwards: every call names the fault that poisoned the device.
+    assert_poisoned_by(&out.to_host().unwrap_err(), "write_past_the_end");
+    assert_poisoned_by(
+        &dev.alloc_zeroed::<f32>(1).unwrap_err(),
+        "write_past_the_end",
+    );
+    assert_poisoned_by(&dev.synchronize().unwrap_err(), "write_past_the_end");
+    // Another device is unaffected.
+    assert_eq!(
+        Device::emulator()
+            .upload(&[1.0f32])
+            .unwrap()
+            .to_host()
+            .unwrap(),
+        [1.0]
+    );
+}
+
+#[test]
+fn a_fault_on_a_stream_shows_at_the_next_wait_and_poisons_the_device() {
+    let dev = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+    // Queuing succeeds, as a GPU launch does; the fault surfaces when waited for.
+    stream.launch(write_past_the_end, cfg, (&mut out,)).unwrap();
+    let e = stream.synchronize().unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelFault { kernel, code: FaultCode::Trap, .. } if kernel == "write_past_the_end"),
+        "{e}"
+    );
+    assert_poisoned_by(&stream.record_event().err().unwrap(), "write_past_the_end");
+    assert_poisoned_by(&out.to_host().unwrap_err(), "write_past_the_end");
+}
+
+#[test]
+fn out_of_memory_names_the_sizes_and_the_device_keeps_working() {
+    let dev = Device::emulator_with_memory(1 << 20);
+    let kept = dev.upload(&[3.0f32; 1024]).unwrap(); // 4 KiB
+    let e = dev.alloc_zeroed::<f64>(1 << 18).unwrap_err(); // 2 MiB
+    let Error::OutOfMemory {
+        requested,
+        free,
+        total,
+    } = e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        (requested, free, total),
+        (2 << 20, (1 << 20) - 4096, 1 << 20)
+    );
+    assert!(e.to_string().contains("smaller pieces"), "{e}");
+    // Nothing leaked, nothing lost: the failed allocation took no memory, the
+    // old buffer is intact, and what fits still allocates and runs.
+    assert_eq!(dev.memory_info().unwrap(), ((1 << 20) - 4096, 1 << 20));
+    assert_eq!(kept.to_host().unwrap(), vec![3.0; 1024]);
+    let x = dev.upload(&[1.0f32; 1024]).unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(1024).unwrap();
+    dev.launch(
+        axpy_f32,
+        LaunchConfig::for_elements(1024, 256).unwrap(),
+        (2.0f32, &x, &mut y),
+    )
+    .unwrap();
+    assert_eq!(y.to_host().unwrap(), vec![2.0; 1024]);
+    drop((x, y, kept));
+    assert_eq!(dev.memory_info().unwrap(), (1 << 20, 1 << 20));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_out_of_memory_then_the_device_keeps_working() {
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let (_, total) = dev.memory_info().unwrap();
+    let e = dev
+        .alloc_zeroed::<u32>((total as usize + (1 << 30)) / 4)
+        .unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    let x = dev.upload(&[1.0f32; 1024]).unwrap();
+    assert_eq!(x.to_host().unwrap(), vec![1.0; 1024]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_a_trap_is_a_kernel_fault_and_then_context_poisoned() {
+    use warpforge_kernels::probe::probe_transpose;
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    // probe_transpose insists on an output of rows × cols: give it one element.
+    let x = dev.upload(&[1.0f32; 6]).unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(1).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::new(16, 16, 1));
+    dev.launch(probe_transpose, cfg, (&x, 2u32, 3u32, 3u32, &mut out))
+        .unwrap();
+    let e = out.to_host().unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelFault { kernel, .. } if kernel == "probe_transpose"),
+        "{e}"
+    );
+    assert_poisoned_by(&dev.alloc_zeroed::<f32>(1).unwrap_err(), "probe_transpose");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_streams_order_pinned_copies_and_kernels() {
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
+    let n = 1 << 20;
+    let mut pinned = dev.alloc_pinned::<f32>(n).unwrap();
+    pinned.copy_from_slice(&vec![2.0; n]).unwrap();
+    let mut x = dev.alloc_zeroed::<f32>(n).unwrap();
+    let mut y = dev.upload(&vec![1.0f32; n]).unwrap();
+    a.upload(&pinned, &mut x).unwrap();
+    b.launch(
+        axpy_f32,
+        LaunchConfig::for_elements(n, 256).unwrap(),
+        (3.0f32, &x, &mut y),
+    )
+    .unwrap();
+    let mut back = dev.alloc_pinned::<f32>(n).unwrap();
+    a.download(&y, &mut back).unwrap();
+    assert_eq!(back.as_slice().unwrap(), &vec![7.0; n][..]);
+}

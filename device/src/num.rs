@@ -138,6 +138,36 @@ pub fn erf(x: f32) -> f32 {
     libm::erff(x)
 }
 
+/// `eˣ` in f64, within 1 ulp (`libm`'s `exp`; the same code on GPU and emulator).
+#[inline(always)]
+pub fn exp_f64(x: f64) -> f64 {
+    libm::exp(x)
+}
+
+/// Natural logarithm in f64, within 1 ulp (`libm`'s `log`).
+#[inline(always)]
+pub fn log_f64(x: f64) -> f64 {
+    libm::log(x)
+}
+
+/// `√x`, correctly rounded (`libm`'s `sqrtf`: IEEE `squareRoot`, so GPU and
+/// emulator agree bit for bit; `core` has no `sqrt` without `std`).
+///
+/// ```
+/// # use warpforge_device::num::sqrt_f32;
+/// assert_eq!(sqrt_f32(2.0), 2.0f32.sqrt());
+/// ```
+#[inline(always)]
+pub fn sqrt_f32(x: f32) -> f32 {
+    libm::sqrtf(x)
+}
+
+/// `√x` in f64, correctly rounded (`libm`'s `sqrt`).
+#[inline(always)]
+pub fn sqrt_f64(x: f64) -> f64 {
+    libm::sqrt(x)
+}
+
 /// Two f16 in one 32-bit register (`.f16x2`): `lo` in bits 0–15, `hi` in 16–31.
 /// Arithmetic works on both halves at once, rounding each to nearest even;
 /// a NaN result is the canonical NaN `0x7fff`.

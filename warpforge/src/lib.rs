@@ -32,6 +32,7 @@ pub mod npy;
 pub mod ops;
 pub mod ptx;
 pub mod ptxas;
+pub mod reduce;
 pub mod reference;
 mod stream;
 pub mod verify;

@@ -1,0 +1,159 @@
+//! The reduction kernels, stamped out by `macro_rules!` from the passes in
+//! [`super`]: `reduce_{rows,cols}_OP_DTYPE` read elements, `combine_{rows,cols}_STATE_ACC`
+//! read the states of an earlier pass, `finish_*` turn states into outputs.
+
+use super::state::{
+    Acc, ArgMax, ArgMin, ArgState, ExtremeState, LogSumExp, LseState, Max, Min, Sum, SumOfSquares,
+    SumState,
+};
+use super::{cols_pass, element, finish_float, finish_pass, rows_pass, stored};
+
+use warpforge_device::{Out, bf16, f16, num};
+use warpforge_macros::kernel;
+
+macro_rules! element_passes {
+    ($($rows:ident, $cols:ident: $r:ty, $t:ty;)*) => { $(
+        #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` (see [`rows_pass`]).")]
+        #[kernel(block = 256)]
+        pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64>) {
+            rows_pass(rows, len, element::<$t, $r>(x), &mut states);
+        }
+
+        #[doc = concat!("Columns pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[outer, len, inner]` (see [`cols_pass`]).")]
+        #[kernel(block = 256)]
+        pub fn $cols(x: &[$t], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+            cols_pass(outer, len, inner, element::<$t, $r>(x), &mut states);
+        }
+    )* };
+}
+
+element_passes! {
+    reduce_rows_sum_f32, reduce_cols_sum_f32: Sum, f32;
+    reduce_rows_sumsq_f32, reduce_cols_sumsq_f32: SumOfSquares, f32;
+    reduce_rows_min_f32, reduce_cols_min_f32: Min, f32;
+    reduce_rows_max_f32, reduce_cols_max_f32: Max, f32;
+    reduce_rows_argmin_f32, reduce_cols_argmin_f32: ArgMin, f32;
+    reduce_rows_argmax_f32, reduce_cols_argmax_f32: ArgMax, f32;
+    reduce_rows_lse_f32, reduce_cols_lse_f32: LogSumExp, f32;
+    reduce_rows_sum_f64, reduce_cols_sum_f64: Sum, f64;
+    reduce_rows_sumsq_f64, reduce_cols_sumsq_f64: SumOfSquares, f64;
+    reduce_rows_min_f64, reduce_cols_min_f64: Min, f64;
+    reduce_rows_max_f64, reduce_cols_max_f64: Max, f64;
+    reduce_rows_argmin_f64, reduce_cols_argmin_f64: ArgMin, f64;
+    reduce_rows_argmax_f64, reduce_cols_argmax_f64: ArgMax, f64;
+    reduce_rows_lse_f64, reduce_cols_lse_f64: LogSumExp, f64;
+    reduce_rows_sum_f16, reduce_cols_sum_f16: Sum, f16;
+    reduce_rows_sumsq_f16, reduce_cols_sumsq_f16: SumOfSquares, f16;
+    reduce_rows_min_f16, reduce_cols_min_f16: Min, f16;
+    reduce_rows_max_f16, reduce_cols_max_f16: Max, f16;
+    reduce_rows_argmin_f16, reduce_cols_argmin_f16: ArgMin, f16;
+    reduce_rows_argmax_f16, reduce_cols_argmax_f16: ArgMax, f16;
+    reduce_rows_lse_f16, reduce_cols_lse_f16: LogSumExp, f16;
+    reduce_rows_sum_bf16, reduce_cols_sum_bf16: Sum, bf16;
+    reduce_rows_sumsq_bf16, reduce_cols_sumsq_bf16: SumOfSquares, bf16;
+    reduce_rows_min_bf16, reduce_cols_min_bf16: Min, bf16;
+    reduce_rows_max_bf16, reduce_cols_max_bf16: Max, bf16;
+    reduce_rows_argmin_bf16, reduce_cols_argmin_bf16: ArgMin, bf16;
+    reduce_rows_argmax_bf16, reduce_cols_argmax_bf16: ArgMax, bf16;
+    reduce_rows_lse_bf16, reduce_cols_lse_bf16: LogSumExp, bf16;
+    reduce_rows_sum_i32, reduce_cols_sum_i32: Sum, i32;
+    reduce_rows_min_i32, reduce_cols_min_i32: Min, i32;
+    reduce_rows_max_i32, reduce_cols_max_i32: Max, i32;
+    reduce_rows_argmin_i32, reduce_cols_argmin_i32: ArgMin, i32;
+    reduce_rows_argmax_i32, reduce_cols_argmax_i32: ArgMax, i32;
+    reduce_rows_sum_i64, reduce_cols_sum_i64: Sum, i64;
+    reduce_rows_min_i64, reduce_cols_min_i64: Min, i64;
+    reduce_rows_max_i64, reduce_cols_max_i64: Max, i64;
+    reduce_rows_argmin_i64, reduce_cols_argmin_i64: ArgMin, i64;
+    reduce_rows_argmax_i64, reduce_cols_argmax_i64: ArgMax, i64;
+    reduce_rows_sum_u32, reduce_cols_sum_u32: Sum, u32;
+    reduce_rows_min_u32, reduce_cols_min_u32: Min, u32;
+    reduce_rows_max_u32, reduce_cols_max_u32: Max, u32;
+    reduce_rows_argmin_u32, reduce_cols_argmin_u32: ArgMin, u32;
+    reduce_rows_argmax_u32, reduce_cols_argmax_u32: ArgMax, u32;
+}
+
+macro_rules! state_passes {
+    ($($rows:ident, $cols:ident: $s:ty;)*) => { $(
+        #[doc = concat!("Rows pass combining `", stringify!($s), "` states `[rows, len]` (see [`rows_pass`]).")]
+        #[kernel(block = 256)]
+        pub fn $rows(x: &[u64], rows: u64, len: u64, mut states: Out<u64>) {
+            rows_pass(rows, len, stored::<$s>(x), &mut states);
+        }
+
+        #[doc = concat!("Columns pass combining `", stringify!($s), "` states `[outer, len, inner]` (see [`cols_pass`]).")]
+        #[kernel(block = 256)]
+        pub fn $cols(x: &[u64], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+            cols_pass(outer, len, inner, stored::<$s>(x), &mut states);
+        }
+    )* };
+}
+
+state_passes! {
+    combine_rows_sum_f32, combine_cols_sum_f32: SumState<f32>;
+    combine_rows_min_f32, combine_cols_min_f32: ExtremeState<f32, false>;
+    combine_rows_max_f32, combine_cols_max_f32: ExtremeState<f32, true>;
+    combine_rows_argmin_f32, combine_cols_argmin_f32: ArgState<f32, false>;
+    combine_rows_argmax_f32, combine_cols_argmax_f32: ArgState<f32, true>;
+    combine_rows_lse_f32, combine_cols_lse_f32: LseState<f32>;
+    combine_rows_sum_f64, combine_cols_sum_f64: SumState<f64>;
+    combine_rows_min_f64, combine_cols_min_f64: ExtremeState<f64, false>;
+    combine_rows_max_f64, combine_cols_max_f64: ExtremeState<f64, true>;
+    combine_rows_argmin_f64, combine_cols_argmin_f64: ArgState<f64, false>;
+    combine_rows_argmax_f64, combine_cols_argmax_f64: ArgState<f64, true>;
+    combine_rows_lse_f64, combine_cols_lse_f64: LseState<f64>;
+    combine_rows_sum_i32, combine_cols_sum_i32: SumState<i32>;
+    combine_rows_min_i32, combine_cols_min_i32: ExtremeState<i32, false>;
+    combine_rows_max_i32, combine_cols_max_i32: ExtremeState<i32, true>;
+    combine_rows_argmin_i32, combine_cols_argmin_i32: ArgState<i32, false>;
+    combine_rows_argmax_i32, combine_cols_argmax_i32: ArgState<i32, true>;
+    combine_rows_sum_i64, combine_cols_sum_i64: SumState<i64>;
+    combine_rows_min_i64, combine_cols_min_i64: ExtremeState<i64, false>;
+    combine_rows_max_i64, combine_cols_max_i64: ExtremeState<i64, true>;
+    combine_rows_argmin_i64, combine_cols_argmin_i64: ArgState<i64, false>;
+    combine_rows_argmax_i64, combine_cols_argmax_i64: ArgState<i64, true>;
+    combine_rows_sum_u32, combine_cols_sum_u32: SumState<u32>;
+    combine_rows_min_u32, combine_cols_min_u32: ExtremeState<u32, false>;
+    combine_rows_max_u32, combine_cols_max_u32: ExtremeState<u32, true>;
+    combine_rows_argmin_u32, combine_cols_argmin_u32: ArgState<u32, false>;
+    combine_rows_argmax_u32, combine_cols_argmax_u32: ArgState<u32, true>;
+}
+
+macro_rules! float_finish {
+    ($($name:ident: $acc:ty => $t:ty, $round:expr;)*) => { $(
+        #[doc = concat!("`out[k]` = state `k` (`", stringify!($acc), "`) finished by `finish` (a [`super::finish`] code) as `", stringify!($t), "`; `count` elements per state.")]
+        #[kernel(block = 256)]
+        pub fn $name(states: &[u64], finish: u32, count: u64, mut out: Out<$t>) {
+            finish_pass(states, &mut out, |w| $round(finish_float::<$acc>(finish, w, count)));
+        }
+    )* };
+}
+
+float_finish! {
+    finish_f32: f32 => f32, core::convert::identity;
+    finish_f32_to_f16: f32 => f16, num::f16_from_f32;
+    finish_f32_to_bf16: f32 => bf16, num::bf16_from_f32;
+    finish_f64: f64 => f64, core::convert::identity;
+}
+
+macro_rules! int_finish {
+    ($($name:ident: $t:ty;)*) => { $(
+        #[doc = concat!("`out[k]` = the `", stringify!($t), "` value of state `k` (sum, min or max).")]
+        #[kernel(block = 256)]
+        pub fn $name(states: &[u64], mut out: Out<$t>) {
+            finish_pass(states, &mut out, |w| <$t as Acc>::from_word(w[0]));
+        }
+    )* };
+}
+
+int_finish! {
+    finish_i32: i32;
+    finish_i64: i64;
+    finish_u32: u32;
+}
+
+/// `out[k]` = the index of arg state `k` (argmin, argmax; any accumulator).
+#[kernel(block = 256)]
+pub fn finish_index(states: &[u64], mut out: Out<i64>) {
+    finish_pass(states, &mut out, |w| w[1] as i64);
+}

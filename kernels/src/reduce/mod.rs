@@ -1,0 +1,202 @@
+//! Reductions: sum, mean, min, max, argmin, argmax, sum of squares, norm2 and
+//! logsumexp, whole-tensor or along one axis, deterministic on every grid.
+//!
+//! The host (`warpforge::reduce`) views the input as `[rows, len]` (reduce
+//! each row: the whole tensor, or an inner axis) or as `[outer, len, inner]`
+//! (reduce the middle: an outer or middle axis), and cuts the reduced axis
+//! into fixed units of work. The grid only decides which warp or thread takes
+//! which unit, so the order of every float operation depends on the shape
+//! alone, never on the grid, and the result has the same bits on every launch.
+//!
+//! | kernel shape | unit | fold |
+//! | --- | --- | --- |
+//! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | lane `l` folds items `l, l+32, …` ([`LANE_ITEMS`] at most) in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
+//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of one column | sequentially, in index order; consecutive threads take consecutive columns, so the loads coalesce |
+//!
+//! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
+//! units]` or `[outer, units, inner]`, the same layout as its input with a
+//! shorter axis. The host runs `combine_*` passes (the same shapes over
+//! states) until one state per output is left, then a `finish_*` kernel (one
+//! thread per output) turns states into values. No shared memory, no
+//! barriers, no atomics. Every kernel is launched with blocks of
+//! [`BLOCK_THREADS`] threads and grid-strides over its units.
+//!
+//! Kernels are stamped per reduction and element type (`reduce_*`), per
+//! reduction and accumulator (`combine_*`: f16, bf16 and f32 share the f32
+//! ones), and per accumulator and output type (`finish_*`).
+
+mod kernels;
+#[doc(hidden)]
+pub mod old_sum;
+pub mod state;
+
+pub use kernels::*;
+pub use old_sum::*;
+pub use state::{Acc, Float, Input, Reduction, State};
+
+use warpforge_device::{Out, thread};
+
+/// Threads per block of every reduction kernel (8 warps).
+pub const BLOCK_THREADS: u32 = 256;
+/// Items of a row one warp folds in a rows pass.
+pub const ROW_UNIT: u64 = 512;
+/// Items each lane folds in a rows pass: `ROW_UNIT / 32`.
+pub const LANE_ITEMS: u64 = ROW_UNIT / WARP;
+/// Items of a column one thread folds in a columns pass.
+pub const COL_UNIT: u64 = 64;
+
+const WARP: u64 = thread::WARP_SIZE as u64;
+
+/// How a `finish_*` kernel turns a float state into a value.
+pub mod finish {
+    /// The state's value (sum, sum of squares, min, max).
+    pub const VALUE: u32 = 0;
+    /// The sum divided by the count, in f64 (mean).
+    pub const MEAN: u32 = 1;
+    /// The square root of the sum of squares (norm2).
+    pub const NORM2: u32 = 2;
+    /// `m + ln s` of a logsumexp state.
+    pub const LOGSUMEXP: u32 = 3;
+}
+
+/// Writes `state` as words `2·unit` and `2·unit + 1` of `states`.
+#[inline(always)]
+fn write<S: State>(states: &mut Out<u64>, unit: u64, state: S) {
+    let words = state.encode();
+    for (k, word) in words.into_iter().enumerate() {
+        if let Some(mut slot) = states.at(2 * unit as usize + k) {
+            slot.set(word);
+        }
+    }
+}
+
+/// Item `k` of an element buffer as a state (`index` is its position along
+/// the reduced axis); the empty state past the end.
+#[inline(always)]
+pub fn element<T: Input, R: Reduction<T>>(x: &[T]) -> impl Fn(usize, u64) -> R::State + '_ {
+    move |k, index| {
+        x.get(k)
+            .map_or_else(R::State::empty, |&v| R::load(v, index))
+    }
+}
+
+/// Item `k` of a state buffer (words `2k`, `2k + 1`); the empty state past the end.
+#[inline(always)]
+pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
+    move |k, _| match (words.get(2 * k), words.get(2 * k + 1)) {
+        (Some(&a), Some(&b)) => S::decode([a, b]),
+        _ => S::empty(),
+    }
+}
+
+/// A rows pass: items `[rows, len]` (`item(k, j)` is item `k = row·len + j`),
+/// one warp per unit of [`ROW_UNIT`] items of a row, grid-striding over the
+/// `rows · ⌈len / ROW_UNIT⌉` units; unit `u` (`row · units_per_row + c`)
+/// writes its state to words `2u, 2u + 1` of `states`.
+///
+/// Every lane of a warp runs the same units (the loop depends on the warp
+/// alone), so the shuffles always have the full warp.
+#[inline(always)]
+pub fn rows_pass<S: State>(
+    rows: u64,
+    len: u64,
+    item: impl Fn(usize, u64) -> S,
+    states: &mut Out<u64>,
+) {
+    let per_row = len.div_ceil(ROW_UNIT);
+    let units = rows.saturating_mul(per_row);
+    let lane = u64::from(thread::lane_id());
+    let warps = thread::grid_stride_x() as u64 / WARP;
+    let mut unit = thread::global_index_x() as u64 / WARP;
+    while unit < units {
+        let (row, c) = (unit / per_row, unit % per_row);
+        let start = c * ROW_UNIT;
+        let end = len.min(start + ROW_UNIT);
+        let base = row * len;
+        let mut acc = S::empty();
+        if end - start == ROW_UNIT {
+            // A full unit: issue every load before the first combine (same order).
+            let items: [S; LANE_ITEMS as usize] = core::array::from_fn(|i| {
+                let j = start + lane + WARP * i as u64;
+                item((base + j) as usize, j)
+            });
+            for s in items {
+                acc = S::combine(acc, s);
+            }
+        } else {
+            let mut j = start + lane;
+            while j < end {
+                acc = S::combine(acc, item((base + j) as usize, j));
+                j += WARP;
+            }
+        }
+        let mut delta = 16;
+        while delta > 0 {
+            acc = S::combine(acc, acc.shuffle_down(delta));
+            delta /= 2;
+        }
+        if lane == 0 {
+            write(states, unit, acc);
+        }
+        unit += warps;
+    }
+}
+
+/// A columns pass: items `[outer, len, inner]` (`item(k, j)` is item
+/// `k = (o·len + j)·inner + i`), one thread per unit `(o, c, i)` folding items
+/// `j ∈ [c·COL_UNIT, min(len, (c+1)·COL_UNIT))` in order, grid-striding over
+/// the `outer · ⌈len / COL_UNIT⌉ · inner` units; unit `u = (o·units + c)·inner + i`
+/// writes its state to words `2u, 2u + 1` of `states`.
+#[inline(always)]
+pub fn cols_pass<S: State>(
+    outer: u64,
+    len: u64,
+    inner: u64,
+    item: impl Fn(usize, u64) -> S,
+    states: &mut Out<u64>,
+) {
+    let chunks = len.div_ceil(COL_UNIT);
+    let units = outer.saturating_mul(chunks).saturating_mul(inner);
+    let stride = thread::grid_stride_x() as u64;
+    let mut unit = thread::global_index_x() as u64;
+    while unit < units {
+        let (rest, i) = (unit / inner, unit % inner);
+        let (o, c) = (rest / chunks, rest % chunks);
+        let start = c * COL_UNIT;
+        let end = len.min(start + COL_UNIT);
+        let mut acc = S::empty();
+        for j in start..end {
+            acc = S::combine(acc, item(((o * len + j) * inner + i) as usize, j));
+        }
+        write(states, unit, acc);
+        unit += stride;
+    }
+}
+
+/// Output `k` = `value(words of state k)` for every `k < out.len()`, one
+/// thread per output, grid-striding.
+#[inline(always)]
+pub fn finish_pass<T: Copy>(states: &[u64], out: &mut Out<T>, value: impl Fn([u64; 2]) -> T) {
+    let stride = thread::grid_stride_x();
+    let mut k = thread::global_index_x();
+    while k < out.len() {
+        if let (Some(&a), Some(&b)) = (states.get(2 * k), states.get(2 * k + 1))
+            && let Some(mut slot) = out.at(k)
+        {
+            slot.set(value([a, b]));
+        }
+        k += stride;
+    }
+}
+
+/// The value of a float state finished by `code` (a [`finish`] constant);
+/// `count` is the number of elements the state covers (for the mean).
+#[inline(always)]
+pub fn finish_float<F: Float>(code: u32, words: [u64; 2], count: u64) -> F {
+    match code {
+        finish::MEAN => F::from_word(words[0]).mean(count),
+        finish::NORM2 => F::from_word(words[0]).sqrt(),
+        finish::LOGSUMEXP => state::LseState::<F>::decode(words).finish(),
+        _ => F::from_word(words[0]),
+    }
+}

@@ -1,0 +1,502 @@
+//! Reduction states: what a lane, a unit of work or a pass has folded so far.
+//!
+//! A reduction is a [`State`] type (an empty state, an associative `combine`,
+//! a warp shuffle, and an encoding as two `u64` words so that the partial
+//! states of every reduction live in one `Out<u64>` buffer) plus a
+//! [`Reduction`] that turns one element into a state. The kernels in
+//! [`super`] only ever call these, so one kernel body serves every reduction.
+
+use warpforge_device::num;
+use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
+use warpforge_device::{bf16, f16};
+
+/// What a reduction has folded so far.
+///
+/// `combine(a, b)` must be associative and have [`State::empty`] as identity
+/// on both sides (up to the bits of a zero: see [`SumState`]). The kernels fold
+/// in a fixed order, so a float combine that only associates approximately
+/// still gives the same bits on every run and every grid.
+pub trait State: Copy {
+    /// The state of no elements.
+    fn empty() -> Self;
+    /// The state of `a`'s elements followed by `b`'s.
+    fn combine(a: Self, b: Self) -> Self;
+    /// The state held by lane `lane + delta` (`warp::shuffle_down`; lanes past
+    /// the end keep their own). Every lane of the warp must call it.
+    fn shuffle_down(self, delta: u32) -> Self;
+    /// Two words that [`State::decode`] turns back into this state.
+    fn encode(self) -> [u64; 2];
+    /// The state [`State::encode`] wrote.
+    fn decode(words: [u64; 2]) -> Self;
+}
+
+/// A reduction over elements of type `T`: which state it accumulates and how
+/// one element (at `index` along the reduced axis) enters it.
+pub trait Reduction<T: Input> {
+    /// The accumulator state.
+    type State: State;
+    /// The state of the single element `x`.
+    fn load(x: T, index: u64) -> Self::State;
+}
+
+/// The scalars states accumulate in: `f32`, `f64`, `i32`, `i64`, `u32`.
+pub trait Acc: ShuffleValue + PartialOrd {
+    /// The exact identity of `add`: `-0.0` for floats (`-0 + x` is `x` for
+    /// every `x`, `+0` included), `0` for integers.
+    const ADD_IDENTITY: Self;
+    /// The lowest value: `-inf`, or the integer minimum.
+    const LOWEST: Self;
+    /// The highest value: `+inf`, or the integer maximum.
+    const HIGHEST: Self;
+    /// `self + other`: IEEE addition for floats, two's-complement wrapping for integers.
+    fn add(self, other: Self) -> Self;
+    /// Whether `self` is a NaN (never, for integers).
+    fn is_nan(self) -> bool;
+    /// A canonical NaN if `a` or `b` is a NaN (floats), else `None`.
+    fn nan_of(a: Self, b: Self) -> Option<Self>;
+    /// `self` orders strictly below `other` (neither a NaN), with `-0 < +0`:
+    /// a total order, so the extreme of a set does not depend on fold order.
+    fn below(self, other: Self) -> bool;
+    /// The value's bits in a word.
+    fn to_word(self) -> u64;
+    /// The value [`Acc::to_word`] wrote.
+    fn from_word(word: u64) -> Self;
+}
+
+/// The float accumulators, with what `sum_of_squares`, `mean`, `norm2` and
+/// `logsumexp` need.
+pub trait Float: Acc {
+    /// `+inf`.
+    const INFINITY: Self;
+    /// `1`.
+    const ONE: Self;
+    /// A NaN.
+    const NAN: Self;
+    /// `self · other`, rounded once.
+    fn mul(self, other: Self) -> Self;
+    /// `self − other`, rounded once.
+    fn sub(self, other: Self) -> Self;
+    /// `eˣ` (libm, within 1 ulp).
+    fn exp(self) -> Self;
+    /// `ln x` (libm, within 1 ulp).
+    fn ln(self) -> Self;
+    /// `√x`, correctly rounded.
+    fn sqrt(self) -> Self;
+    /// `self / count`, computed in f64 and rounded once to `Self`.
+    fn mean(self, count: u64) -> Self;
+}
+
+macro_rules! float_acc {
+    ($($t:ty, $bits:ty, $exp:path, $ln:path, $sqrt:path);*) => { $(
+        impl Acc for $t {
+            const ADD_IDENTITY: Self = -0.0;
+            const LOWEST: Self = <$t>::NEG_INFINITY;
+            const HIGHEST: Self = <$t>::INFINITY;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn nan_of(a: Self, b: Self) -> Option<Self> {
+                (<$t>::is_nan(a) || <$t>::is_nan(b)).then_some(<$t>::NAN)
+            }
+            #[inline(always)]
+            fn below(self, other: Self) -> bool {
+                self < other || (self == other && self.is_sign_negative() && !other.is_sign_negative())
+            }
+            #[inline(always)]
+            fn to_word(self) -> u64 {
+                u64::from(self.to_bits())
+            }
+            #[inline(always)]
+            fn from_word(word: u64) -> Self {
+                <$t>::from_bits(word as $bits)
+            }
+        }
+
+        impl Float for $t {
+            const INFINITY: Self = <$t>::INFINITY;
+            const ONE: Self = 1.0;
+            const NAN: Self = <$t>::NAN;
+            #[inline(always)]
+            fn mul(self, other: Self) -> Self {
+                self * other
+            }
+            #[inline(always)]
+            fn sub(self, other: Self) -> Self {
+                self - other
+            }
+            #[inline(always)]
+            fn exp(self) -> Self {
+                $exp(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                $ln(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                $sqrt(self)
+            }
+            #[inline(always)]
+            fn mean(self, count: u64) -> Self {
+                (f64::from(self) / count as f64) as $t
+            }
+        }
+    )* };
+}
+float_acc!(f32, u32, num::exp, num::log, num::sqrt_f32; f64, u64, num::exp_f64, num::log_f64, num::sqrt_f64);
+
+macro_rules! int_acc {
+    ($($t:ty, $unsigned:ty);*) => { $(
+        impl Acc for $t {
+            const ADD_IDENTITY: Self = 0;
+            const LOWEST: Self = <$t>::MIN;
+            const HIGHEST: Self = <$t>::MAX;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                false
+            }
+            #[inline(always)]
+            fn nan_of(_: Self, _: Self) -> Option<Self> {
+                None
+            }
+            #[inline(always)]
+            fn below(self, other: Self) -> bool {
+                self < other
+            }
+            #[inline(always)]
+            fn to_word(self) -> u64 {
+                u64::from(self as $unsigned)
+            }
+            #[inline(always)]
+            fn from_word(word: u64) -> Self {
+                word as $unsigned as $t
+            }
+        }
+    )* };
+}
+int_acc!(i32, u32; i64, u64; u32, u32);
+
+/// Element types a reduction reads, and the accumulator each widens to:
+/// f16, bf16 and f32 accumulate in f32 (both conversions are exact), f64 in
+/// f64, integers in their own type.
+pub trait Input: Copy {
+    /// The accumulator type.
+    type Acc: Acc;
+    /// The element as an accumulator value (exact).
+    fn widen(self) -> Self::Acc;
+}
+
+macro_rules! input {
+    ($($t:ty => $acc:ty, $widen:expr);*) => { $(
+        impl Input for $t {
+            type Acc = $acc;
+            #[inline(always)]
+            fn widen(self) -> $acc {
+                $widen(self)
+            }
+        }
+    )* };
+}
+input!(
+    f32 => f32, |x| x;
+    f64 => f64, |x| x;
+    f16 => f32, num::f16_to_f32;
+    bf16 => f32, num::bf16_to_f32;
+    i32 => i32, |x| x;
+    i64 => i64, |x| x;
+    u32 => u32, |x| x
+);
+
+/// A running sum (also of squares). Empty: `-0.0`, the exact identity, so a
+/// sum of `-0.0`s stays `-0.0`; integer sums wrap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SumState<A>(pub A);
+
+impl<A: Acc> State for SumState<A> {
+    #[inline(always)]
+    fn empty() -> Self {
+        SumState(A::ADD_IDENTITY)
+    }
+    #[inline(always)]
+    fn combine(a: Self, b: Self) -> Self {
+        SumState(a.0.add(b.0))
+    }
+    #[inline(always)]
+    fn shuffle_down(self, delta: u32) -> Self {
+        SumState(warp::shuffle_down(FULL_MASK, self.0, delta))
+    }
+    #[inline(always)]
+    fn encode(self) -> [u64; 2] {
+        [self.0.to_word(), 0]
+    }
+    #[inline(always)]
+    fn decode(words: [u64; 2]) -> Self {
+        SumState(A::from_word(words[0]))
+    }
+}
+
+/// The smallest (`MAX = false`) or largest (`MAX = true`) value so far, in the
+/// total order with `-0 < +0`; a canonical NaN as soon as any NaN is seen.
+/// Empty: `+inf` (min) or `-inf` (max), or the integer extremes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExtremeState<A, const MAX: bool>(pub A);
+
+impl<A: Acc, const MAX: bool> State for ExtremeState<A, MAX> {
+    #[inline(always)]
+    fn empty() -> Self {
+        ExtremeState(if MAX { A::LOWEST } else { A::HIGHEST })
+    }
+    #[inline(always)]
+    fn combine(a: Self, b: Self) -> Self {
+        if let Some(nan) = A::nan_of(a.0, b.0) {
+            return ExtremeState(nan);
+        }
+        let b_wins = if MAX { a.0.below(b.0) } else { b.0.below(a.0) };
+        if b_wins { b } else { a }
+    }
+    #[inline(always)]
+    fn shuffle_down(self, delta: u32) -> Self {
+        ExtremeState(warp::shuffle_down(FULL_MASK, self.0, delta))
+    }
+    #[inline(always)]
+    fn encode(self) -> [u64; 2] {
+        [self.0.to_word(), 0]
+    }
+    #[inline(always)]
+    fn decode(words: [u64; 2]) -> Self {
+        ExtremeState(A::from_word(words[0]))
+    }
+}
+
+/// The index an empty [`ArgState`] holds: larger than any real index.
+pub const EMPTY_INDEX: u64 = u64::MAX;
+
+/// The extreme value so far and the index where it first occurs. NaN counts
+/// as the extreme (the first NaN wins); `-0 == +0` (ties go to the smaller
+/// index), like numpy. Empty: index [`EMPTY_INDEX`] with the value `+inf`
+/// (argmin) or `-inf` (argmax): every element beats it, by value or, at an
+/// equal value, by its smaller index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArgState<A, const MAX: bool> {
+    /// The extreme value.
+    pub value: A,
+    /// Its first index along the reduced axis.
+    pub index: u64,
+}
+
+impl<A: Acc, const MAX: bool> State for ArgState<A, MAX> {
+    #[inline(always)]
+    fn empty() -> Self {
+        ArgState {
+            value: if MAX { A::LOWEST } else { A::HIGHEST },
+            index: EMPTY_INDEX,
+        }
+    }
+    #[inline(always)]
+    fn combine(a: Self, b: Self) -> Self {
+        let (a_nan, b_nan) = (a.value.is_nan(), b.value.is_nan());
+        let b_wins = if a_nan || b_nan {
+            b_nan && (!a_nan || b.index < a.index)
+        } else if b.value == a.value {
+            b.index < a.index
+        } else if MAX {
+            b.value > a.value
+        } else {
+            b.value < a.value
+        };
+        if b_wins { b } else { a }
+    }
+    #[inline(always)]
+    fn shuffle_down(self, delta: u32) -> Self {
+        ArgState {
+            value: warp::shuffle_down(FULL_MASK, self.value, delta),
+            index: warp::shuffle_down(FULL_MASK, self.index, delta),
+        }
+    }
+    #[inline(always)]
+    fn encode(self) -> [u64; 2] {
+        [self.value.to_word(), self.index]
+    }
+    #[inline(always)]
+    fn decode(words: [u64; 2]) -> Self {
+        ArgState {
+            value: A::from_word(words[0]),
+            index: words[1],
+        }
+    }
+}
+
+/// `Σ exp(x − m) = s` over the elements so far: `m` is their maximum, so no
+/// term overflows. Empty (and all `-inf`): `m = -inf`, `s = 0`. A `+inf`
+/// element makes the state `(+inf, 1)` and a NaN makes it `(NaN, NaN)`, so no
+/// `inf − inf` is ever computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LseState<F> {
+    /// The largest element.
+    pub m: F,
+    /// `Σ exp(x − m)`, at least 1 unless the state is empty.
+    pub s: F,
+}
+
+impl<F: Float> LseState<F> {
+    /// The state of one element.
+    #[inline(always)]
+    pub fn of(x: F) -> Self {
+        if x == F::LOWEST {
+            Self::empty()
+        } else {
+            LseState { m: x, s: F::ONE }
+        }
+    }
+
+    /// `m + ln s`: the log-sum-exp of the elements (`-inf` for none, `+inf`
+    /// if any is `+inf`, NaN if any is NaN).
+    #[inline(always)]
+    pub fn finish(self) -> F {
+        if self.m.is_nan() || self.m == F::LOWEST || self.m == F::INFINITY {
+            self.m
+        } else {
+            self.m.add(self.s.ln())
+        }
+    }
+}
+
+impl<F: Float> State for LseState<F> {
+    #[inline(always)]
+    fn empty() -> Self {
+        LseState {
+            m: F::LOWEST,
+            s: F::ADD_IDENTITY,
+        }
+    }
+    #[inline(always)]
+    fn combine(a: Self, b: Self) -> Self {
+        if a.m.is_nan() || b.m.is_nan() {
+            return LseState {
+                m: F::NAN,
+                s: F::NAN,
+            };
+        }
+        let (hi, lo) = if b.m > a.m { (b, a) } else { (a, b) };
+        if lo.m == F::LOWEST {
+            return hi;
+        }
+        if hi.m == F::INFINITY {
+            return LseState {
+                m: F::INFINITY,
+                s: F::ONE,
+            };
+        }
+        // One exp per combine: the larger side's factor is exp(0) = 1.
+        LseState {
+            m: hi.m,
+            s: hi.s.add(lo.s.mul(lo.m.sub(hi.m).exp())),
+        }
+    }
+    #[inline(always)]
+    fn shuffle_down(self, delta: u32) -> Self {
+        LseState {
+            m: warp::shuffle_down(FULL_MASK, self.m, delta),
+            s: warp::shuffle_down(FULL_MASK, self.s, delta),
+        }
+    }
+    #[inline(always)]
+    fn encode(self) -> [u64; 2] {
+        [self.m.to_word(), self.s.to_word()]
+    }
+    #[inline(always)]
+    fn decode(words: [u64; 2]) -> Self {
+        LseState {
+            m: F::from_word(words[0]),
+            s: F::from_word(words[1]),
+        }
+    }
+}
+
+/// `Σx` (and `mean`, which divides it by the count when it finishes).
+pub struct Sum;
+/// `Σx²` (and `norm2`, its square root).
+pub struct SumOfSquares;
+/// The smallest element.
+pub struct Min;
+/// The largest element.
+pub struct Max;
+/// The first index of the smallest element.
+pub struct ArgMin;
+/// The first index of the largest element.
+pub struct ArgMax;
+/// `ln Σ exp(x)`.
+pub struct LogSumExp;
+
+impl<T: Input> Reduction<T> for Sum {
+    type State = SumState<T::Acc>;
+    #[inline(always)]
+    fn load(x: T, _: u64) -> Self::State {
+        SumState(x.widen())
+    }
+}
+
+impl<T: Input<Acc: Float>> Reduction<T> for SumOfSquares {
+    type State = SumState<T::Acc>;
+    #[inline(always)]
+    fn load(x: T, _: u64) -> Self::State {
+        let v = x.widen();
+        SumState(v.mul(v))
+    }
+}
+
+impl<T: Input> Reduction<T> for Min {
+    type State = ExtremeState<T::Acc, false>;
+    #[inline(always)]
+    fn load(x: T, _: u64) -> Self::State {
+        ExtremeState(x.widen())
+    }
+}
+
+impl<T: Input> Reduction<T> for Max {
+    type State = ExtremeState<T::Acc, true>;
+    #[inline(always)]
+    fn load(x: T, _: u64) -> Self::State {
+        ExtremeState(x.widen())
+    }
+}
+
+impl<T: Input> Reduction<T> for ArgMin {
+    type State = ArgState<T::Acc, false>;
+    #[inline(always)]
+    fn load(x: T, index: u64) -> Self::State {
+        ArgState {
+            value: x.widen(),
+            index,
+        }
+    }
+}
+
+impl<T: Input> Reduction<T> for ArgMax {
+    type State = ArgState<T::Acc, true>;
+    #[inline(always)]
+    fn load(x: T, index: u64) -> Self::State {
+        ArgState {
+            value: x.widen(),
+            index,
+        }
+    }
+}
+
+impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {
+    type State = LseState<T::Acc>;
+    #[inline(always)]
+    fn load(x: T, _: u64) -> Self::State {
+        LseState::of(x.widen())
+    }
+}

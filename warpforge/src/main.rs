@@ -46,6 +46,11 @@ enum Command {
         #[arg(long)]
         deny_spills: bool,
     },
+    /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
+    ///
+    /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
+    /// is present but unusable.
+    Doctor,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
             archs,
             deny_spills,
         } => run_ptx(emit, &archs, deny_spills),
+        Command::Doctor => Ok(run_doctor()),
     };
     match result {
         Ok(code) => code,
@@ -139,6 +145,16 @@ fn run_verify(
 fn short_reason(e: &Error) -> String {
     let s = e.to_string();
     s.split(". ").next().unwrap_or(&s).to_owned()
+}
+
+fn run_doctor() -> ExitCode {
+    let report = warpforge::doctor::gather();
+    print!("{report}");
+    if report.verdict().is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn run_ptx(emit: Option<PathBuf>, archs: &[String], deny_spills: bool) -> Result<ExitCode, String> {

@@ -34,6 +34,7 @@ pub mod ptx;
 pub mod ptxas;
 pub mod reduce;
 pub mod reference;
+pub mod run;
 mod stream;
 pub mod verify;
 

@@ -1,10 +1,12 @@
 //! The `warpforge` command: verify kernels against CPU references, and inspect their PTX.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use warpforge::ptxas::{self, Ptxas};
+use warpforge::reduce::Op;
 use warpforge::{Device, Error, ptx, verify};
+use warpforge::{npy, run};
 
 #[derive(Parser)]
 #[command(
@@ -46,11 +48,58 @@ enum Command {
         #[arg(long)]
         deny_spills: bool,
     },
+    /// Run a library operation on .npy files.
+    #[command(subcommand)]
+    Run(RunCommand),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
     /// is present but unusable.
     Doctor,
+}
+
+#[derive(Subcommand)]
+enum RunCommand {
+    /// Reduce an .npy array, whole or along one axis, and write the result as .npy.
+    ///
+    /// Reads float16/32/64, int32/64 and uint32 arrays (either byte order; Fortran order is
+    /// read as the same array in C order). Writes the input's dtype, int64 indices for
+    /// argmin/argmax (flat indices for a whole-array reduction), float32 with `--dtype bf16`.
+    /// A whole-array reduction writes a 0-d array.
+    Reduce {
+        /// The reduction.
+        #[arg(long, value_parser = op_parser())]
+        op: Op,
+        /// Reduce along this axis (0 = outermost); omit it to reduce the whole array.
+        #[arg(long)]
+        axis: Option<usize>,
+        /// The input .npy file.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the result (.npy).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Compute in another dtype than the input's.
+        #[arg(long, value_enum)]
+        dtype: Option<ComputeDType>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ComputeDType {
+    /// bfloat16: round a float input to bf16 (to nearest, ties to even), reduce in bf16 and
+    /// write float32 (.npy has no bf16 dtype).
+    Bf16,
+}
+
+/// `--op`: the names in `Op::ALL`, listed in the help and in usage errors.
+fn op_parser() -> impl clap::builder::TypedValueParser<Value = Op> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Op::ALL.map(Op::name))
+        .map(|name| Op::from_name(&name).expect("every name in Op::ALL parses"))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -76,6 +125,14 @@ fn main() -> ExitCode {
             archs,
             deny_spills,
         } => run_ptx(emit, &archs, deny_spills),
+        Command::Run(RunCommand::Reduce {
+            op,
+            axis,
+            input,
+            out,
+            backend,
+            dtype,
+        }) => run_reduce(op, axis, &input, &out, backend, dtype),
         Command::Doctor => Ok(run_doctor()),
     };
     match result {
@@ -139,6 +196,48 @@ fn run_verify(
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn run_reduce(
+    op: Op,
+    axis: Option<usize>,
+    input: &Path,
+    out: &Path,
+    backend: Backend,
+    dtype: Option<ComputeDType>,
+) -> Result<ExitCode, String> {
+    let x = npy::read(input).map_err(|e| e.to_string())?;
+    let dev = match backend {
+        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string())?,
+        Backend::Emu => Device::emulator(),
+        Backend::Auto => {
+            let (dev, why) = Device::auto();
+            if let Some(why) = why {
+                eprintln!(
+                    "no usable GPU ({}); running on the CPU emulator",
+                    short_reason(&why)
+                );
+            }
+            dev
+        }
+    };
+    let as_bf16 = dtype == Some(ComputeDType::Bf16);
+    let y = run::reduce_npy(&dev, op, axis, &x, as_bf16)
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    y.write(out).map_err(|e| e.to_string())?;
+    let along = axis.map_or("the whole array".to_owned(), |k| format!("axis {k}"));
+    println!(
+        "{} over {along} of {} {:?} on {}{}: {} {:?} -> {}",
+        op.name(),
+        x.data.dtype_name(),
+        x.shape,
+        dev.name(),
+        if as_bf16 { " in bf16" } else { "" },
+        y.data.dtype_name(),
+        y.shape,
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The first sentence of an error, for a one-line notice.

@@ -186,7 +186,7 @@ pub(crate) fn kernel_fault(e: EmuError, grid: Dim3, block: Dim3) -> Error {
         block,
         code: FaultCode::from_emulator(&e.fault),
         detail: format!("block {}, thread {}: {}", e.block, e.thread, fault_text(&e)),
-        emulated: Some(e),
+        emulated: Some(Box::new(e)),
     }
 }
 

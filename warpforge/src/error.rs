@@ -144,7 +144,7 @@ pub enum Error {
         /// driver's error and the launches in flight on the GPU.
         detail: String,
         /// The emulator's full report (None on the GPU).
-        emulated: Option<EmuError>,
+        emulated: Option<Box<EmuError>>,
     },
     /// A call on a device that an earlier kernel fault made unusable.
     #[error(

@@ -104,7 +104,7 @@ fn fault_of(result: warpforge::Result<()>) -> warpforge::EmuError {
     match result {
         Err(Error::KernelFault {
             emulated: Some(e), ..
-        }) => e,
+        }) => *e,
         other => panic!("expected a kernel fault, got {other:?}"),
     }
 }

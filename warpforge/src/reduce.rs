@@ -808,11 +808,11 @@ fn state_words(units: u64) -> Result<usize> {
 /// ```
 /// use warpforge::{Device, reduce::{self, Op, Reduced}};
 /// let dev = Device::emulator();
-/// let x = dev.upload(&[3i32, 1, 4, 1, 5, 9])?;
+/// let x = dev.upload(&[3i32, 1, 4, 1, 0, 9])?; // rows [3, 1], [4, 1], [0, 9]
 /// let Reduced::Indices(first_min) = reduce::reduce(Op::ArgMin, &x, &[3, 2], Some(0))? else {
 ///     unreachable!()
 /// };
-/// assert_eq!(first_min.to_host()?, [1, 0]); // columns [3, 4, 5] and [1, 1, 9]: ties → first
+/// assert_eq!(first_min.to_host()?, [2, 0]); // columns [3, 4, 0] and [1, 1, 9]: ties → first
 /// # Ok::<(), warpforge::Error>(())
 /// ```
 pub fn reduce<T: Reducible>(

@@ -3,6 +3,8 @@
 
 use crate::ops::{BLOCK_THREADS, MAX_BLOCKS};
 
+pub mod reduce;
+
 /// `a·x + y` in f64 (exact product; one f64 rounding of the sum), per element.
 pub fn axpy_f32(a: f32, x: &[f32], y: &[f32]) -> Vec<f64> {
     x.iter()

@@ -477,7 +477,7 @@ mod tests {
         let fortran = if fortran { "True" } else { "False" };
         let mut text =
             format!("{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}");
-        while (10 + text.len() + 1) % 64 != 0 {
+        while !(10 + text.len() + 1).is_multiple_of(64) {
             text.push(' ');
         }
         text.push('\n');
@@ -566,7 +566,7 @@ mod tests {
     fn split_written(bytes: &[u8]) -> (String, &[u8]) {
         assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
         let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-        assert_eq!((10 + len) % 64, 0, "header not 64-byte aligned");
+        assert!((10 + len).is_multiple_of(64), "header not 64-byte aligned");
         let text = String::from_utf8(bytes[10..10 + len].to_vec()).unwrap();
         assert!(text.ends_with('\n'), "{text:?}");
         (text, &bytes[10 + len..])

@@ -256,7 +256,7 @@ fn input_errors_exit_2_naming_the_problem() {
     // uint8, written by hand as numpy would.
     let u8_file = dir.join("u8.npy");
     let mut text = "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }".to_owned();
-    while (10 + text.len() + 1) % 64 != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(' ');
     }
     text.push('\n');

@@ -5,7 +5,7 @@
 //! `cargo bench -p warpforge --bench kernels`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use warpforge::{Device, ops};
+use warpforge::{Device, ops, reduce};
 
 fn sizes(dev: &Device) -> Vec<usize> {
     if dev.is_gpu() {
@@ -38,13 +38,13 @@ fn bench_axpy(c: &mut Criterion) {
 
 fn bench_sum(c: &mut Criterion) {
     let (dev, _) = Device::auto();
-    let mut group = c.benchmark_group(format!("sum_f32 on {}", dev.name()));
+    let mut group = c.benchmark_group(format!("reduce::sum f32 on {}", dev.name()));
     for n in sizes(&dev) {
         let x = dev.upload(&vec![0.5f32; n]).expect("upload");
         group.throughput(Throughput::Bytes(4 * n as u64));
-        // `sum_f32` copies the result to the host, so each iteration includes the sync.
+        // `reduce::sum` copies the result to the host, so each iteration includes the sync.
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| ops::sum_f32(&x).expect("sum"))
+            b.iter(|| reduce::sum(&x).expect("sum"))
         });
     }
     group.finish();

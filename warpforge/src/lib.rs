@@ -13,13 +13,14 @@
 //! 4. [`reference`] and [`verify`] — CPU references and the checks that compare them.
 //!
 //! ```
-//! use warpforge::{Device, ops};
+//! use warpforge::{Device, reduce};
 //! let dev = Device::emulator();
 //! let x = dev.upload(&[1.0f32, 2.0, 3.0, 4.0])?;
-//! assert_eq!(ops::sum_f32(&x)?, 10.0);
+//! assert_eq!(reduce::sum(&x)?, 10.0);
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
+pub mod bench;
 mod buffer;
 mod device;
 mod element;

@@ -84,6 +84,7 @@ pub fn axpy<T: Axpy>(a: T, x: &DeviceBuffer<T>, y: &mut DeviceBuffer<T>) -> Resu
 }
 
 /// Sum of an f32 buffer: block partial sums, then one block over the partials.
+/// Superseded by [`crate::reduce::sum`] (every dtype, the same bits at every grid size).
 ///
 /// The additions happen in a fixed tree, so the same input on the same
 /// device gives the same bits every run. Error bound against the exact sum:

@@ -97,7 +97,16 @@ mod tests {
     fn embedded_module_names_every_kernel_by_its_rust_name() {
         let m = &MODULES[0];
         let entries = m.entries();
-        for k in ["axpy_f32", "axpy_f64", "sum_f32"] {
+        for k in [
+            "axpy_f32",
+            "axpy_f64",
+            "reduce_rows_sum_f32",
+            "reduce_cols_argmax_bf16",
+            "combine_rows_lse_f64",
+            "combine_cols_min_u32",
+            "finish_f32_to_f16",
+            "finish_index",
+        ] {
             assert!(entries.contains(&k), "{k} missing from {entries:?}");
         }
         assert_eq!(m.isa_version().map(|v| v.0 >= 7), Some(true));

@@ -4,10 +4,19 @@
 //! edge lengths around a warp and a block (0, 1, 31, 32, 33, 1023, 1025) and on
 //! random larger ones; each result element is compared with the reference and
 //! the kernel passes only if every element is within its tolerance.
+//!
+//! The reduction family ([`crate::reduce`]) is checked per op and dtype (one
+//! report each, e.g. `argmax_bf16`), whole-tensor and along an inner, an outer
+//! and a middle axis (`[len]`, `[2, len]`, `[len, 3]`, `[2, len, 3]`), against
+//! [`reference::reduce`]'s intervals; the whole-tensor case also runs at the
+//! random lengths.
 
 use crate::device::Device;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::reduce::{self, Layout, Op, Reduced, Reducible};
+use crate::reference::reduce::{RefElement, Value};
 use crate::{ops, reference};
+use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -47,6 +56,31 @@ impl KernelReport {
     /// Whether every element of every case was within tolerance.
     pub fn passed(&self) -> bool {
         self.failure.is_none()
+    }
+
+    /// Records one checked element: `outcome` is the fraction of its
+    /// tolerance used, or why it failed.
+    fn record(
+        &mut self,
+        case: &str,
+        index: usize,
+        got: f64,
+        want: f64,
+        outcome: std::result::Result<f64, String>,
+    ) {
+        let err = (got - want).abs();
+        if err.is_finite() && err > 0.0 {
+            self.max_abs_err = self.max_abs_err.max(err);
+            self.max_rel_err = self.max_rel_err.max(err / want.abs());
+        }
+        match outcome {
+            Ok(ratio) => self.worst_vs_tolerance = self.worst_vs_tolerance.max(ratio),
+            Err(why) => {
+                if self.failure.is_none() {
+                    self.failure = Some(format!("{case}, output {index}: {why}"));
+                }
+            }
+        }
     }
 
     /// Records one compared element.
@@ -134,19 +168,125 @@ pub fn check_axpy_f64(
     Ok(())
 }
 
-/// `ops::sum_f32` against the compensated f64 sum, within `reference::sum_f32_tolerance`.
-pub fn check_sum_f32(dev: &Device, report: &mut KernelReport, x: &[f32]) -> Result<()> {
-    let xb = dev.upload(x)?;
-    let got = ops::sum_f32(&xb)?;
-    let (want, abs) = reference::sum(x.iter().map(|&v| f64::from(v)));
+/// Element types `verify` generates reduction inputs for.
+pub trait VerifyElement: RefElement {
+    /// A random value: ordinary floats in (−10, 10) with some exact ties and
+    /// zeros of both signs; integers over their whole range, or (`small`)
+    /// in 0..8 so that min/max/arg have ties.
+    fn random(rng: &mut StdRng, small: bool) -> Self;
+}
+
+fn random_f64(rng: &mut StdRng) -> f64 {
+    match rng.random_range(0..16) {
+        0 => -0.0,
+        1 => 0.0,
+        2 => f64::from(rng.random_range(-3..3)),
+        _ => rng.random_range(-10.0..10.0),
+    }
+}
+
+macro_rules! verify_float {
+    ($($t:ty: $from:expr),*) => { $(
+        impl VerifyElement for $t {
+            fn random(rng: &mut StdRng, _: bool) -> Self {
+                $from(random_f64(rng))
+            }
+        }
+    )* };
+}
+verify_float!(f32: |v| v as f32, f64: |v| v, f16: f16::from_f64, bf16: bf16::from_f64);
+
+macro_rules! verify_int {
+    ($($t:ty),*) => { $(
+        impl VerifyElement for $t {
+            fn random(rng: &mut StdRng, small: bool) -> Self {
+                if small { rng.random_range(0..8) } else { rng.random() }
+            }
+        }
+    )* };
+}
+verify_int!(i32, i64, u32);
+
+/// `reduce(op, x, shape, axis)` on `dev` against [`reference::reduce::expected`].
+pub fn check_reduction<T: VerifyElement>(
+    dev: &Device,
+    report: &mut KernelReport,
+    op: Op,
+    x: &[T],
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<()> {
+    let layout = Layout::new(x.len(), shape, axis)?;
+    let case = format!("shape {shape:?} along {axis:?}");
     report.lengths.push(x.len());
-    report.compare(
-        x.len(),
-        0,
-        f64::from(got),
-        want,
-        reference::sum_f32_tolerance(x.len(), abs),
-    );
+    let buf = dev.upload(x)?;
+    let want = match reference::reduce::expected(op, x, layout) {
+        Ok(want) => want,
+        Err(Error::EmptyReduction { .. }) => {
+            if !matches!(
+                reduce::reduce(op, &buf, shape, axis),
+                Err(Error::EmptyReduction { .. })
+            ) {
+                report.record(&case, 0, 0.0, 0.0, Err("expected EmptyReduction".into()));
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let got: Vec<Value> = match reduce::reduce(op, &buf, shape, axis)? {
+        Reduced::Values(v) => v.to_host()?.into_iter().map(T::value).collect(),
+        Reduced::Indices(v) => v
+            .to_host()?
+            .into_iter()
+            .map(|i| Value::Int(i.into()))
+            .collect(),
+    };
+    if got.len() != want.len() {
+        let why = format!("{} outputs, expected {}", got.len(), want.len());
+        report.record(&case, 0, 0.0, 0.0, Err(why));
+    }
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        let g64 = match *g {
+            Value::Float(v) => v,
+            Value::Int(v) => v as f64,
+        };
+        report.record(&case, k, g64, w.reference(), w.check(*g));
+    }
+    Ok(())
+}
+
+/// The report name of `op` on `T`, e.g. `argmax_bf16` (names live for the program).
+fn reduction_name<T: Reducible>(op: Op) -> &'static str {
+    Box::leak(format!("{}_{}", op.name(), T::DTYPE.name()).into_boxed_str())
+}
+
+/// Every op `T` supports, at every axis kind and length.
+fn check_reductions<T: VerifyElement>(
+    dev: &Device,
+    rng: &mut StdRng,
+    lens: &[usize],
+    reports: &mut Vec<KernelReport>,
+) -> Result<()> {
+    for op in Op::ALL.into_iter().filter(|&op| T::supports(op)) {
+        let mut report = KernelReport::default_for(reduction_name::<T>(op));
+        let small = matches!(op, Op::Min | Op::Max | Op::ArgMin | Op::ArgMax);
+        for (i, &len) in lens.iter().enumerate() {
+            let mut cases = vec![(vec![len], None)];
+            if i < EDGE_LENGTHS.len() {
+                cases.extend([
+                    (vec![2, len], Some(1)),
+                    (vec![len, 3], Some(0)),
+                    (vec![2, len, 3], Some(1)),
+                ]);
+            }
+            for (shape, axis) in cases {
+                let n = shape.iter().product();
+                let x: Vec<T> = (0..n).map(|_| T::random(rng, small)).collect();
+                check_reduction(dev, &mut report, op, &x, &shape, axis)?;
+            }
+        }
+        reports.push(report);
+    }
     Ok(())
 }
 
@@ -163,13 +303,19 @@ pub fn run(
 
     let mut axpy32 = KernelReport::default_for("axpy_f32");
     let mut axpy64 = KernelReport::default_for("axpy_f64");
-    let mut sum32 = KernelReport::default_for("sum_f32");
     for &n in &lens {
         let (x, y) = (values_f32(&mut rng, n), values_f32(&mut rng, n));
         check_axpy_f32(dev, &mut axpy32, rng.random_range(-4.0..4.0), &x, &y)?;
         let (x, y) = (values_f64(&mut rng, n), values_f64(&mut rng, n));
         check_axpy_f64(dev, &mut axpy64, rng.random_range(-4.0..4.0), &x, &y)?;
-        check_sum_f32(dev, &mut sum32, &values_f32(&mut rng, n))?;
     }
-    Ok(vec![axpy32, axpy64, sum32])
+    let mut reports = vec![axpy32, axpy64];
+    check_reductions::<f32>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<f64>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<f16>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<bf16>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<i32>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<i64>(dev, &mut rng, &lens, &mut reports)?;
+    check_reductions::<u32>(dev, &mut rng, &lens, &mut reports)?;
+    Ok(reports)
 }

@@ -138,10 +138,7 @@ fn specials() -> impl Strategy<Value = f64> {
 fn case<T: Gen>(
     dev: &Device,
     op: Op,
-    kind: u8,
-    len: usize,
-    a: usize,
-    b: usize,
+    (kind, len, a, b): (u8, usize, usize, usize),
     rate: f64,
     seed: u64,
 ) {
@@ -168,7 +165,7 @@ macro_rules! emulator_properties {
                 #[test]
                 fn $name(op in $ops, kind in 0u8..4, len in length(), a in 1usize..4, b in 1usize..5,
                          rate in specials(), seed: u64) {
-                    case::<$t>(&Device::emulator(), op, kind, len, a, b, rate, seed);
+                    case::<$t>(&Device::emulator(), op, (kind, len, a, b), rate, seed);
                 }
             )*
         }
@@ -192,15 +189,15 @@ fn every_op_and_dtype_at_every_axis_kind_in_emulator() {
         for (seed, &len) in [0usize, 1, 33, 513, 4097].iter().enumerate() {
             let seed = seed as u64 * 4 + u64::from(kind);
             for op in Op::ALL {
-                case::<f32>(&dev, op, kind, len, 2, 3, 0.002, seed);
-                case::<f64>(&dev, op, kind, len, 2, 3, 0.002, seed);
-                case::<f16>(&dev, op, kind, len, 2, 3, 0.002, seed);
-                case::<bf16>(&dev, op, kind, len, 2, 3, 0.002, seed);
+                case::<f32>(&dev, op, (kind, len, 2, 3), 0.002, seed);
+                case::<f64>(&dev, op, (kind, len, 2, 3), 0.002, seed);
+                case::<f16>(&dev, op, (kind, len, 2, 3), 0.002, seed);
+                case::<bf16>(&dev, op, (kind, len, 2, 3), 0.002, seed);
             }
             for op in [Op::Sum, Op::Min, Op::Max, Op::ArgMin, Op::ArgMax] {
-                case::<i32>(&dev, op, kind, len, 2, 3, 0.0, seed);
-                case::<i64>(&dev, op, kind, len, 2, 3, 0.0, seed);
-                case::<u32>(&dev, op, kind, len, 2, 3, 0.0, seed);
+                case::<i32>(&dev, op, (kind, len, 2, 3), 0.0, seed);
+                case::<i64>(&dev, op, (kind, len, 2, 3), 0.0, seed);
+                case::<u32>(&dev, op, (kind, len, 2, 3), 0.0, seed);
             }
         }
     }
@@ -455,13 +452,13 @@ proptest! {
             len in prop_oneof![length(), 0usize..300_000], a in 1usize..9, b in 1usize..9,
             rate in specials(), seed: u64) {
         let dev = gpu();
-        case::<f32>(&dev, op, kind, len, a, b, rate, seed);
-        case::<f64>(&dev, op, kind, len, a, b, rate, seed);
-        case::<f16>(&dev, op, kind, len, a, b, rate, seed);
-        case::<bf16>(&dev, op, kind, len, a, b, rate, seed);
-        case::<i32>(&dev, iop, kind, len, a, b, rate, seed);
-        case::<i64>(&dev, iop, kind, len, a, b, rate, seed);
-        case::<u32>(&dev, iop, kind, len, a, b, rate, seed);
+        case::<f32>(&dev, op, (kind, len, a, b), rate, seed);
+        case::<f64>(&dev, op, (kind, len, a, b), rate, seed);
+        case::<f16>(&dev, op, (kind, len, a, b), rate, seed);
+        case::<bf16>(&dev, op, (kind, len, a, b), rate, seed);
+        case::<i32>(&dev, iop, (kind, len, a, b), rate, seed);
+        case::<i64>(&dev, iop, (kind, len, a, b), rate, seed);
+        case::<u32>(&dev, iop, (kind, len, a, b), rate, seed);
     }
 }
 

@@ -62,11 +62,13 @@ pub mod finish {
 /// Writes `state` as words `2·unit` and `2·unit + 1` of `states`.
 #[inline(always)]
 fn write<S: State>(states: &mut Out<u64>, unit: u64, state: S) {
-    let words = state.encode();
-    for (k, word) in words.into_iter().enumerate() {
-        if let Some(mut slot) = states.at(2 * unit as usize + k) {
-            slot.set(word);
-        }
+    let [lo, hi] = state.encode();
+    let at = 2 * unit as usize;
+    if let Some(mut slot) = states.at(at) {
+        slot.set(lo);
+    }
+    if let Some(mut slot) = states.at(at + 1) {
+        slot.set(hi);
     }
 }
 
@@ -104,6 +106,9 @@ pub fn rows_pass<S: State>(
     states: &mut Out<u64>,
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
+    if per_row == 0 {
+        return; // nothing to reduce (and no division by zero below)
+    }
     let units = rows.saturating_mul(per_row);
     let lane = u64::from(thread::lane_id());
     let warps = thread::grid_stride_x() as u64 / WARP;
@@ -115,13 +120,10 @@ pub fn rows_pass<S: State>(
         let base = row * len;
         let mut acc = S::empty();
         if end - start == ROW_UNIT {
-            // A full unit: issue every load before the first combine (same order).
-            let items: [S; LANE_ITEMS as usize] = core::array::from_fn(|i| {
-                let j = start + lane + WARP * i as u64;
-                item((base + j) as usize, j)
-            });
-            for s in items {
-                acc = S::combine(acc, s);
+            // A full unit: a constant trip count, which the compiler unrolls.
+            for i in 0..LANE_ITEMS {
+                let j = start + lane + WARP * i;
+                acc = S::combine(acc, item((base + j) as usize, j));
             }
         } else {
             let mut j = start + lane;
@@ -156,6 +158,9 @@ pub fn cols_pass<S: State>(
     states: &mut Out<u64>,
 ) {
     let chunks = len.div_ceil(COL_UNIT);
+    if chunks == 0 || inner == 0 {
+        return; // nothing to reduce (and no division by zero below)
+    }
     let units = outer.saturating_mul(chunks).saturating_mul(inner);
     let stride = thread::grid_stride_x() as u64;
     let mut unit = thread::global_index_x() as u64;

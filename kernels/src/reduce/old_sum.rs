@@ -1,5 +1,7 @@
-//! Reductions. `sum_f32` is the one-pass block reduction the pipeline is proven
-//! with; the host runs it twice (values → one partial per block → one value).
+//! The first reduction kernel: `sum_f32`, one pass of block partial sums (the
+//! host runs it twice). Superseded by the reduction family in [`super`], whose
+//! result does not depend on the grid; still used by `ops::sum_f32` and the
+//! `doctor` self-check.
 
 use warpforge_device::thread::{self, WARP_SIZE};
 use warpforge_device::{Out, shared, sync, warp};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use warpforge::ptxas::{self, Ptxas};
 use warpforge::reduce::Op;
-use warpforge::{Device, Error, ptx, verify};
+use warpforge::{Device, Error, bench, ptx, verify};
 use warpforge::{npy, run};
 
 #[derive(Parser)]
@@ -51,6 +51,9 @@ enum Command {
     /// Run a library operation on .npy files.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Measure throughput with events (GB/s against the device's copy bandwidth).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
@@ -85,6 +88,36 @@ enum RunCommand {
         /// Compute in another dtype than the input's.
         #[arg(long, value_enum)]
         dtype: Option<ComputeDType>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// sum/max/argmax of f32 and bf16, whole-tensor at 2^16 … 2^N elements and along
+    /// each axis of a matrix, in GB/s (bytes read ÷ time) and as a ratio to the
+    /// device-to-device copy bandwidth measured in the same run.
+    Reduce {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Largest whole-tensor size, 2^N elements (default: 28 on a GPU, 20 on the
+        /// emulator); the matrix has 2^min(N, 26) elements.
+        #[arg(long)]
+        max_log2: Option<u32>,
+        /// Iterations between the two events of each timed repetition (default: 20 on a
+        /// GPU, 1 on the emulator).
+        #[arg(long)]
+        iters: Option<usize>,
+    },
+    /// A pinned upload and axpy kernels alone, serialised on one stream, and overlapped
+    /// on two streams.
+    Overlap {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
+        #[arg(long)]
+        mib: Option<usize>,
     },
 }
 
@@ -134,6 +167,12 @@ fn main() -> ExitCode {
             dtype,
         }) => run_reduce(op, axis, &input, &out, backend, dtype),
         Command::Doctor => Ok(run_doctor()),
+        Command::Bench(BenchCommand::Reduce {
+            backend,
+            max_log2,
+            iters,
+        }) => run_bench_reduce(backend, max_log2, iters),
+        Command::Bench(BenchCommand::Overlap { backend, mib }) => run_bench_overlap(backend, mib),
     };
     match result {
         Ok(code) => code,
@@ -237,6 +276,55 @@ fn run_reduce(
         y.shape,
         out.display()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The device `backend` names; `auto` says on stderr why it fell back to the emulator.
+fn open_backend(backend: Backend) -> Result<Device, String> {
+    match backend {
+        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string()),
+        Backend::Emu => Ok(Device::emulator()),
+        Backend::Auto => {
+            let (dev, why) = Device::auto();
+            if let Some(why) = why {
+                eprintln!(
+                    "no usable GPU ({}); running on the CPU emulator",
+                    short_reason(&why)
+                );
+            }
+            Ok(dev)
+        }
+    }
+}
+
+fn run_bench_reduce(
+    backend: Backend,
+    max_log2: Option<u32>,
+    iters: Option<usize>,
+) -> Result<ExitCode, String> {
+    let dev = open_backend(backend)?;
+    let mut config = bench::ReduceBench::defaults(&dev);
+    if let Some(n) = max_log2 {
+        config = config.with_max_log2(n).map_err(|e| e.to_string())?;
+    }
+    if let Some(iters) = iters {
+        config.timing.iters = iters;
+    }
+    let report = bench::reduce(&dev, &config).map_err(|e| e.to_string())?;
+    print!("{}", bench::render_reduce(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_bench_overlap(backend: Backend, mib: Option<usize>) -> Result<ExitCode, String> {
+    let dev = open_backend(backend)?;
+    let mut config = bench::OverlapBench::defaults(&dev);
+    if let Some(mib) = mib {
+        config.copy_bytes = mib
+            .checked_mul(1 << 20)
+            .ok_or_else(|| format!("--mib {mib}: the byte count overflows"))?;
+    }
+    let report = bench::overlap(&dev, &config).map_err(|e| e.to_string())?;
+    print!("{}", bench::render_overlap(&report));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,915 @@
+//! Benchmarks, timed with events: reductions against the device-to-device
+//! copy bandwidth measured in the same run, and copy/compute overlap on two
+//! streams. They measure and report; they assert nothing about speed.
+//!
+//! - [`reduce`]: `sum`, `max` and `argmax` of f32 and bf16, whole-tensor at
+//!   each requested size and along each axis of an R×C matrix (axis 1: one
+//!   output per row; axis 0: one per column). GB/s is bytes read ÷ time. The
+//!   anchor is a [`DeviceBuffer::copy_from`] of the same tensor, whose GB/s is
+//!   (bytes read + bytes written) ÷ time: the rate a memory-bound kernel can
+//!   hope for. `ratio` is the reduction's GB/s ÷ that anchor.
+//! - [`overlap`]: a pinned upload alone, a kernel alone, both on one stream,
+//!   and both on two streams; the overlap ratio is (copy + kernel) ÷ the
+//!   two-stream time (2 when two equally long jobs overlap perfectly, 1 when
+//!   they serialise).
+//!
+//! Every time is measured with events on the device's streams: warm-up
+//! first, then `reps` repetitions of `iters` iterations between two events;
+//! the median repetition is reported, per iteration. On the emulator the
+//! events read the host clock, so its figures only track emulator speed.
+//!
+//! ```
+//! use warpforge::{Device, bench::{self, ReduceBench}};
+//! let dev = Device::emulator();
+//! let config = ReduceBench::defaults(&dev).with_max_log2(10)?;
+//! let report = bench::reduce(&dev, &config)?;
+//! assert_eq!(report.rows.len(), config.cases()?.len());
+//! print!("{}", bench::render_reduce(&report));
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+//!
+//! `warpforge bench reduce`, `warpforge bench overlap` and
+//! `cargo bench -p warpforge --bench reduce` run them.
+
+use crate::buffer::{DeviceBuffer, PinnedBuffer};
+use crate::device::Device;
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+use crate::ops::grid_stride_config;
+use crate::reduce::{self, Op, Reducible};
+use crate::stream::{Event, Stream};
+use half::bf16;
+use std::fmt::Write as _;
+use std::time::Duration;
+use warpforge_kernels::elementwise::axpy_f32;
+
+/// How each figure is timed: `warmup` untimed iterations, then `reps`
+/// repetitions of `iters` iterations between two events; the median
+/// repetition, per iteration, is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// Untimed iterations first (compilation, caches, allocator pools).
+    pub warmup: usize,
+    /// Iterations between the two events of one repetition (0 counts as 1).
+    pub iters: usize,
+    /// Repetitions; the median is reported (0 counts as 1).
+    pub reps: usize,
+}
+
+impl Timing {
+    /// Defaults for a device: more iterations on a GPU, few on the slow emulator.
+    pub fn defaults(dev: &Device) -> Timing {
+        if dev.is_gpu() {
+            Timing {
+                warmup: 3,
+                iters: 20,
+                reps: 7,
+            }
+        } else {
+            Timing {
+                warmup: 1,
+                iters: 1,
+                reps: 3,
+            }
+        }
+    }
+}
+
+/// The `[[…]]` axis of a matrix case: `Some(1)` reduces rows, `Some(0)` columns.
+const ROWS: usize = 1;
+const COLS: usize = 0;
+
+/// One measured thing: an op (or `copy`, the anchor) over a tensor of one
+/// dtype and shape, whole (`axis: None`) or along an axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// [`Op::name`], or `copy` for the device-to-device copy anchor.
+    pub op: &'static str,
+    /// Element type.
+    pub dtype: DType,
+    /// Row-major shape of the input.
+    pub shape: Vec<usize>,
+    /// The reduced axis; `None` for a whole-tensor reduction and the copy.
+    pub axis: Option<usize>,
+}
+
+/// The anchor's op name.
+pub const COPY: &str = "copy";
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self.shape.iter().map(usize::to_string).collect();
+        write!(f, "{} {} [{}]", self.op, self.dtype.name(), dims.join("×"))?;
+        match self.axis {
+            Some(ROWS) if self.shape.len() == 2 => write!(f, " rows"),
+            Some(COLS) if self.shape.len() == 2 => write!(f, " cols"),
+            Some(k) => write!(f, " axis {k}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The element types the reduction benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BenchDType {
+    /// f32.
+    F32,
+    /// bf16 (accumulated in f32).
+    Bf16,
+}
+
+impl BenchDType {
+    /// The buffer dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            BenchDType::F32 => DType::F32,
+            BenchDType::Bf16 => DType::BF16,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            BenchDType::F32 => 4,
+            BenchDType::Bf16 => 2,
+        }
+    }
+}
+
+/// What to run in [`reduce`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReduceBench {
+    /// The reductions.
+    pub ops: Vec<Op>,
+    /// Element types.
+    pub dtypes: Vec<BenchDType>,
+    /// Element counts of the whole-tensor reductions.
+    pub sizes: Vec<usize>,
+    /// Rows and columns of the matrix reduced along axis 1 (rows) and 0 (columns).
+    pub matrix: Option<(usize, usize)>,
+    /// How each case is timed.
+    pub timing: Timing,
+}
+
+/// Largest whole-tensor size on a GPU by default: 2^28 elements (1 GiB of f32).
+pub const GPU_MAX_LOG2: u32 = 28;
+/// Largest whole-tensor size on the emulator by default: 2^20 elements.
+pub const EMULATOR_MAX_LOG2: u32 = 20;
+/// Smallest whole-tensor size: 2^16 elements (smaller if the largest is smaller).
+pub const MIN_LOG2: u32 = 16;
+/// Elements of the largest matrix: 2^26 (8192×8192).
+pub const MATRIX_MAX_LOG2: u32 = 26;
+
+impl ReduceBench {
+    /// `sum`, `max`, `argmax` of f32 and bf16; sizes 2^16 … 2^28 and an
+    /// 8192×8192 matrix on a GPU, 2^16 … 2^20 and 1024×1024 on the emulator.
+    pub fn defaults(dev: &Device) -> ReduceBench {
+        let max_log2 = if dev.is_gpu() {
+            GPU_MAX_LOG2
+        } else {
+            EMULATOR_MAX_LOG2
+        };
+        ReduceBench {
+            ops: vec![Op::Sum, Op::Max, Op::ArgMax],
+            dtypes: vec![BenchDType::F32, BenchDType::Bf16],
+            sizes: Vec::new(),
+            matrix: None,
+            timing: Timing::defaults(dev),
+        }
+        .with_max_log2(max_log2)
+        .expect("the default sizes fit in usize")
+    }
+
+    /// Whole-tensor sizes 2^min(16, N) … 2^N, and a matrix of
+    /// 2^min(N, 26) elements (rows = 2^⌊k/2⌋, columns = 2^⌈k/2⌉).
+    pub fn with_max_log2(mut self, max_log2: u32) -> Result<ReduceBench> {
+        let pow = |k: u32| {
+            1usize.checked_shl(k).ok_or_else(|| Error::SizeOverflow {
+                what: format!("bench: 2^{k} elements"),
+            })
+        };
+        self.sizes = (MIN_LOG2.min(max_log2)..=max_log2)
+            .map(pow)
+            .collect::<Result<_>>()?;
+        let k = max_log2.min(MATRIX_MAX_LOG2);
+        self.matrix = Some((pow(k / 2)?, pow(k - k / 2)?));
+        Ok(self)
+    }
+
+    /// Every case [`reduce`] measures, in order: per dtype, per size the
+    /// copy anchor then each op; then the matrix's anchor, its rows (axis 1)
+    /// and its columns (axis 0).
+    pub fn cases(&self) -> Result<Vec<Case>> {
+        Ok(self.groups()?.into_iter().flat_map(|g| g.cases).collect())
+    }
+
+    /// The cases grouped by the input tensor they share, in [`ReduceBench::cases`] order.
+    pub fn groups(&self) -> Result<Vec<CaseGroup>> {
+        let mut groups = Vec::new();
+        for &dtype in &self.dtypes {
+            let mut shapes: Vec<(Vec<usize>, Vec<Option<usize>>)> =
+                self.sizes.iter().map(|&n| (vec![n], vec![None])).collect();
+            if let Some((r, c)) = self.matrix {
+                shapes.push((vec![r, c], vec![Some(ROWS), Some(COLS)]));
+            }
+            for (shape, axes) in shapes {
+                let elements = shape
+                    .iter()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .ok_or_else(|| Error::SizeOverflow {
+                        what: format!("bench: the elements of shape {shape:?}"),
+                    })?;
+                let case = |op, axis| Case {
+                    op,
+                    dtype: dtype.dtype(),
+                    shape: shape.clone(),
+                    axis,
+                };
+                let mut cases = vec![case(COPY, None)];
+                for axis in axes {
+                    cases.extend(self.ops.iter().map(|op| case(op.name(), axis)));
+                }
+                groups.push(CaseGroup {
+                    dtype,
+                    elements,
+                    cases,
+                });
+            }
+        }
+        Ok(groups)
+    }
+}
+
+/// Cases over one input tensor ([`Workload::new`]`(dev, dtype, elements)`);
+/// the first is its copy anchor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseGroup {
+    /// Element type of the tensor.
+    pub dtype: BenchDType,
+    /// Its elements.
+    pub elements: usize,
+    /// The copy anchor, then the reductions.
+    pub cases: Vec<Case>,
+}
+
+/// One measured case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchRow {
+    /// [`Op::name`], or [`COPY`] for the anchor.
+    pub op: &'static str,
+    /// Element type.
+    pub dtype: DType,
+    /// Row-major shape of the input.
+    pub shape: Vec<usize>,
+    /// The reduced axis (`None`: whole tensor, or the copy).
+    pub axis: Option<usize>,
+    /// Bytes per iteration: read for a reduction, read + written for the copy.
+    pub bytes: u64,
+    /// Median seconds per iteration.
+    pub seconds: f64,
+    /// `bytes / seconds / 1e9`.
+    pub gbps: f64,
+    /// The copy anchor's GB/s for the same tensor, measured in the same run.
+    pub anchor_gbps: f64,
+    /// `gbps / anchor_gbps` (1 for the anchor itself).
+    pub ratio: f64,
+}
+
+impl BenchRow {
+    /// What was measured.
+    pub fn case(&self) -> Case {
+        Case {
+            op: self.op,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            axis: self.axis,
+        }
+    }
+}
+
+/// A case that did not fit in device memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skipped {
+    /// The case.
+    pub case: Case,
+    /// Why (the `OutOfMemory` error's message).
+    pub reason: String,
+}
+
+/// What [`reduce`] measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceReport {
+    /// [`Device::name`].
+    pub device: String,
+    /// How each case was timed.
+    pub timing: Timing,
+    /// The measured cases, in [`ReduceBench::cases`] order.
+    pub rows: Vec<BenchRow>,
+    /// Cases that ran out of device memory (never on the emulator's default budget
+    /// at the default sizes); each requested case is in `rows` or here.
+    pub skipped: Vec<Skipped>,
+}
+
+/// An input tensor and a second buffer of the same size, the copy's destination.
+struct Pair<T: Reducible> {
+    src: DeviceBuffer<T>,
+    dst: DeviceBuffer<T>,
+}
+
+/// A [`Pair`] of one of the benchmarked dtypes.
+enum Tensors {
+    F32(Pair<f32>),
+    Bf16(Pair<bf16>),
+}
+
+/// The input of a group of cases, on the device, and the copy destination.
+pub struct Workload {
+    tensors: Tensors,
+    bytes: u64,
+}
+
+/// A deterministic spread of values in [−1, 1].
+fn sample(i: usize) -> f32 {
+    let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    (h % 2001) as f32 / 1000.0 - 1.0
+}
+
+fn pair<T: Reducible>(dev: &Device, elements: usize, value: impl Fn(f32) -> T) -> Result<Pair<T>> {
+    let host: Vec<T> = (0..elements).map(|i| value(sample(i))).collect();
+    Ok(Pair {
+        src: dev.upload(&host)?,
+        dst: dev.alloc_zeroed(elements)?,
+    })
+}
+
+/// `elements × size` in bytes, checked.
+fn byte_count(elements: usize, size: usize, dtype: DType) -> Result<u64> {
+    elements
+        .checked_mul(size)
+        .and_then(|b| u64::try_from(b).ok())
+        .ok_or_else(|| Error::SizeOverflow {
+            what: format!("bench: {elements} elements of {}", dtype.name()),
+        })
+}
+
+impl Workload {
+    /// Uploads `elements` values of `dtype` and allocates the copy's destination.
+    pub fn new(dev: &Device, dtype: BenchDType, elements: usize) -> Result<Workload> {
+        let bytes = byte_count(elements, dtype.size(), dtype.dtype())?;
+        let tensors = match dtype {
+            BenchDType::F32 => Tensors::F32(pair(dev, elements, |v| v)?),
+            BenchDType::Bf16 => Tensors::Bf16(pair(dev, elements, bf16::from_f32)?),
+        };
+        Ok(Workload { tensors, bytes })
+    }
+
+    /// Bytes of the input tensor: what a reduction reads, half of what the copy moves.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Queues one reduction of the input (with `shape`) on the default stream.
+    pub fn reduce_once(&self, op: Op, shape: &[usize], axis: Option<usize>) -> Result<()> {
+        match &self.tensors {
+            Tensors::F32(p) => reduce::reduce(op, &p.src, shape, axis).map(drop),
+            Tensors::Bf16(p) => reduce::reduce(op, &p.src, shape, axis).map(drop),
+        }
+    }
+
+    /// Queues one device-to-device copy of the input on the default stream.
+    pub fn copy_once(&mut self) -> Result<()> {
+        match &mut self.tensors {
+            Tensors::F32(p) => p.dst.copy_from(&p.src),
+            Tensors::Bf16(p) => p.dst.copy_from(&p.src),
+        }
+    }
+}
+
+/// Time from an event recorded on `stream` before `iters` calls of `f` to
+/// one recorded after them (the work they queue on `stream` included).
+pub fn time_iterations(
+    stream: &Stream,
+    iters: u64,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<Duration> {
+    let start = stream.record_event()?;
+    for _ in 0..iters {
+        f()?;
+    }
+    stream.record_event()?.elapsed_since(&start)
+}
+
+/// The median of `samples` (mean of the middle two for an even count).
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => samples[n / 2],
+        _ => (samples[n / 2 - 1] + samples[n / 2]) / 2.0,
+    }
+}
+
+/// Median seconds per call of `f` on the default stream, after warm-up.
+fn seconds_per_call(
+    dev: &Device,
+    timing: Timing,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    let stream = dev.default_stream();
+    for _ in 0..timing.warmup {
+        f()?;
+    }
+    stream.synchronize()?;
+    let iters = timing.iters.max(1);
+    let samples = (0..timing.reps.max(1))
+        .map(|_| {
+            time_iterations(&stream, iters as u64, &mut f).map(|t| t.as_secs_f64() / iters as f64)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(median(samples))
+}
+
+/// `bytes / seconds` in GB/s (10⁹ bytes per second).
+fn gbps(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / seconds / 1e9
+}
+
+/// Runs every case of `config` on `dev` (see the module docs for what is measured).
+///
+/// A case, or a whole group sharing one input, that runs out of device
+/// memory is recorded in [`ReduceReport::skipped`] and the run goes on; any
+/// other error ends it.
+pub fn reduce(dev: &Device, config: &ReduceBench) -> Result<ReduceReport> {
+    let mut report = ReduceReport {
+        device: dev.name(),
+        timing: config.timing,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for group in config.groups()? {
+        if let Err(e) = run_group(dev, config.timing, &group, &mut report) {
+            let Error::OutOfMemory { .. } = e else {
+                return Err(e);
+            };
+            // Whatever of the group was not measured yet is skipped.
+            for case in &group.cases {
+                let seen = report.rows.iter().any(|r| r.case() == *case)
+                    || report.skipped.iter().any(|s| s.case == *case);
+                if !seen {
+                    report.skipped.push(Skipped {
+                        case: case.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Measures one group: the copy anchor, then each reduction over the same
+/// input. An `OutOfMemory` while allocating the input ends the group; one
+/// inside a reduction skips that case.
+fn run_group(
+    dev: &Device,
+    timing: Timing,
+    group: &CaseGroup,
+    report: &mut ReduceReport,
+) -> Result<()> {
+    let mut work = Workload::new(dev, group.dtype, group.elements)?;
+    let bytes = work.bytes();
+    let (anchor, reductions) = group
+        .cases
+        .split_first()
+        .expect("a group starts with its copy anchor");
+    let moved = bytes.checked_mul(2).ok_or_else(|| Error::SizeOverflow {
+        what: format!("bench: twice {bytes} bytes"),
+    })?;
+    let copy_seconds = seconds_per_call(dev, timing, || work.copy_once())?;
+    let anchor_gbps = gbps(moved, copy_seconds);
+    report
+        .rows
+        .push(row(anchor, moved, copy_seconds, anchor_gbps));
+    for case in reductions {
+        let op = Op::from_name(case.op).expect("cases name ops by Op::name");
+        match seconds_per_call(dev, timing, || work.reduce_once(op, &case.shape, case.axis)) {
+            Ok(s) => report.rows.push(row(case, bytes, s, anchor_gbps)),
+            Err(e @ Error::OutOfMemory { .. }) => report.skipped.push(Skipped {
+                case: case.clone(),
+                reason: e.to_string(),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn row(case: &Case, bytes: u64, seconds: f64, anchor_gbps: f64) -> BenchRow {
+    let rate = gbps(bytes, seconds);
+    BenchRow {
+        op: case.op,
+        dtype: case.dtype,
+        shape: case.shape.clone(),
+        axis: case.axis,
+        bytes,
+        seconds,
+        gbps: rate,
+        anchor_gbps,
+        ratio: rate / anchor_gbps,
+    }
+}
+
+/// `12.3 µs`, `4.56 ms`, `1.23 s`.
+fn human_time(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
+/// `512 KiB`, `1.0 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The report as a table, one line per case (and one per skipped case).
+pub fn render_reduce(report: &ReduceReport) -> String {
+    let mut out = String::new();
+    let t = report.timing;
+    let _ = writeln!(
+        out,
+        "{}: median of {} × {} iteration(s) after {} warm-up, timed with events",
+        report.device,
+        t.reps.max(1),
+        t.iters.max(1),
+        t.warmup
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>9} {:>10} {:>9} {:>10} {:>6}",
+        "case", "bytes", "time", "GB/s", "copy GB/s", "ratio"
+    );
+    for r in &report.rows {
+        let _ = writeln!(
+            out,
+            "{:<34} {:>9} {:>10} {:>9.2} {:>10.2} {:>6.3}",
+            r.case().to_string(),
+            human_bytes(r.bytes),
+            human_time(r.seconds),
+            r.gbps,
+            r.anchor_gbps,
+            r.ratio
+        );
+    }
+    for s in &report.skipped {
+        let _ = writeln!(out, "{:<34} skipped: {}", s.case.to_string(), s.reason);
+    }
+    out
+}
+
+/// What [`overlap`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverlapBench {
+    /// Bytes of each pinned upload.
+    pub copy_bytes: usize,
+    /// Elements of the `axpy_f32` the kernel side runs.
+    pub kernel_elements: usize,
+    /// Warm-up and repetitions; `iters` is unused (the kernel side launches
+    /// as many `axpy_f32` as take about as long as one upload, so both sides
+    /// weigh the same).
+    pub timing: Timing,
+}
+
+impl OverlapBench {
+    /// 256 MiB uploads and axpy over 2^26 elements on a GPU; 32 MiB and 2^16 on the emulator.
+    pub fn defaults(dev: &Device) -> OverlapBench {
+        let timing = Timing::defaults(dev);
+        if dev.is_gpu() {
+            OverlapBench {
+                copy_bytes: 256 << 20,
+                kernel_elements: 1 << 26,
+                timing,
+            }
+        } else {
+            OverlapBench {
+                copy_bytes: 32 << 20,
+                kernel_elements: 1 << 16,
+                timing,
+            }
+        }
+    }
+}
+
+/// What [`overlap`] measured (median seconds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OverlapReport {
+    /// [`Device::name`].
+    pub device: String,
+    /// Bytes of the pinned upload.
+    pub copy_bytes: u64,
+    /// Elements of each `axpy_f32`.
+    pub kernel_elements: usize,
+    /// `axpy_f32` launches on the kernel side.
+    pub kernel_launches: usize,
+    /// The upload alone.
+    pub copy_seconds: f64,
+    /// The kernels alone.
+    pub kernel_seconds: f64,
+    /// Upload then kernels, on one stream.
+    pub serial_seconds: f64,
+    /// Upload on one stream, kernels on another, from a common start.
+    pub two_stream_seconds: f64,
+    /// `(copy_seconds + kernel_seconds) / two_stream_seconds`.
+    pub overlap_ratio: f64,
+}
+
+/// Buffers of the overlap benchmark.
+struct OverlapWork {
+    host: PinnedBuffer<f32>,
+    dst: DeviceBuffer<f32>,
+    x: DeviceBuffer<f32>,
+    y: DeviceBuffer<f32>,
+    cfg: LaunchConfig,
+}
+
+impl OverlapWork {
+    fn upload(&mut self, s: &Stream) -> Result<()> {
+        s.upload(&self.host, &mut self.dst)
+    }
+
+    fn kernels(&mut self, s: &Stream, launches: usize) -> Result<()> {
+        for _ in 0..launches {
+            s.launch(axpy_f32, self.cfg, (0.5f32, &self.x, &mut self.y))?;
+        }
+        Ok(())
+    }
+}
+
+/// Median over `reps` of `measure`, after `warmup` untimed runs.
+fn median_of(timing: Timing, mut measure: impl FnMut() -> Result<f64>) -> Result<f64> {
+    for _ in 0..timing.warmup {
+        measure()?;
+    }
+    let samples = (0..timing.reps.max(1))
+        .map(|_| measure())
+        .collect::<Result<Vec<_>>>()?;
+    Ok(median(samples))
+}
+
+fn since(start: &Event, end: &Event) -> Result<f64> {
+    Ok(end.elapsed_since(start)?.as_secs_f64())
+}
+
+/// Times a pinned upload and `axpy_f32` kernels alone, serialised on one
+/// stream, and on two streams (see the module docs).
+pub fn overlap(dev: &Device, config: &OverlapBench) -> Result<OverlapReport> {
+    let floats = config.copy_bytes / 4;
+    let copy_bytes = byte_count(floats, 4, DType::F32)?;
+    let n = config.kernel_elements;
+    let mut work = OverlapWork {
+        host: dev.alloc_pinned::<f32>(floats)?,
+        dst: dev.alloc_zeroed::<f32>(floats)?,
+        x: dev.upload(&(0..n).map(sample).collect::<Vec<_>>())?,
+        y: dev.alloc_zeroed::<f32>(n)?,
+        cfg: grid_stride_config(n),
+    };
+    work.host
+        .copy_from_slice(&(0..floats).map(sample).collect::<Vec<_>>())?;
+    let (copies, compute) = (dev.new_stream()?, dev.new_stream()?);
+    let timing = config.timing;
+
+    let copy_seconds = median_of(timing, || {
+        let start = copies.record_event()?;
+        work.upload(&copies)?;
+        since(&start, &copies.record_event()?)
+    })?;
+    let one_kernel = median_of(timing, || {
+        let start = compute.record_event()?;
+        work.kernels(&compute, 1)?;
+        since(&start, &compute.record_event()?)
+    })?;
+    // As many launches as take about as long as the upload: both sides weigh the same.
+    let launches = if one_kernel > 0.0 {
+        (copy_seconds / one_kernel).round().clamp(1.0, 10_000.0) as usize
+    } else {
+        1
+    };
+    let kernel_seconds = median_of(timing, || {
+        let start = compute.record_event()?;
+        work.kernels(&compute, launches)?;
+        since(&start, &compute.record_event()?)
+    })?;
+    let serial_seconds = median_of(timing, || {
+        let start = compute.record_event()?;
+        work.upload(&compute)?;
+        work.kernels(&compute, launches)?;
+        since(&start, &compute.record_event()?)
+    })?;
+    let two_stream_seconds = median_of(timing, || {
+        let start = copies.record_event()?;
+        compute.wait_event(&start)?;
+        work.upload(&copies)?;
+        work.kernels(&compute, launches)?;
+        let (copy_end, kernel_end) = (copies.record_event()?, compute.record_event()?);
+        Ok(since(&start, &copy_end)?.max(since(&start, &kernel_end)?))
+    })?;
+    Ok(OverlapReport {
+        device: dev.name(),
+        copy_bytes,
+        kernel_elements: n,
+        kernel_launches: launches,
+        copy_seconds,
+        kernel_seconds,
+        serial_seconds,
+        two_stream_seconds,
+        overlap_ratio: (copy_seconds + kernel_seconds) / two_stream_seconds,
+    })
+}
+
+/// The overlap report as a table.
+pub fn render_overlap(r: &OverlapReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: pinned upload of {} and {} × axpy_f32 over {} elements, timed with events",
+        r.device,
+        human_bytes(r.copy_bytes),
+        r.kernel_launches,
+        r.kernel_elements
+    );
+    let lines = [
+        ("upload alone", r.copy_seconds),
+        ("kernels alone", r.kernel_seconds),
+        ("one stream (serialised)", r.serial_seconds),
+        ("two streams", r.two_stream_seconds),
+    ];
+    for (what, s) in lines {
+        let _ = writeln!(out, "{what:<26} {:>10}", human_time(s));
+    }
+    let _ = writeln!(
+        out,
+        "upload GB/s {:.2}; overlap ratio (upload + kernels) / two streams = {:.3} \
+         (2 = full overlap, 1 = none)",
+        gbps(r.copy_bytes, r.copy_seconds),
+        r.overlap_ratio
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(dev: &Device) -> ReduceBench {
+        let mut config = ReduceBench::defaults(dev).with_max_log2(10).unwrap();
+        config.timing = Timing {
+            warmup: 1,
+            iters: 2,
+            reps: 3,
+        };
+        config
+    }
+
+    fn check_row(r: &BenchRow) {
+        let case = r.case();
+        assert!(r.seconds > 0.0 && r.seconds.is_finite(), "{case}: {r:?}");
+        assert!(r.gbps > 0.0 && r.anchor_gbps > 0.0, "{case}: {r:?}");
+        assert_eq!(r.gbps, r.bytes as f64 / r.seconds / 1e9, "{case}");
+        assert_eq!(r.ratio, r.gbps / r.anchor_gbps, "{case}");
+        let elements: usize = r.shape.iter().product();
+        let size = if r.dtype == DType::BF16 { 2 } else { 4 };
+        let moved = if r.op == COPY { 2 } else { 1 };
+        assert_eq!(r.bytes, (moved * size * elements) as u64, "{case}");
+    }
+
+    #[test]
+    fn every_requested_case_is_a_well_formed_row() {
+        let dev = Device::emulator();
+        let config = tiny(&dev);
+        assert_eq!(config.sizes, [1 << 10]);
+        assert_eq!(config.matrix, Some((32, 32)));
+        let report = reduce(&dev, &config).unwrap();
+        let cases = config.cases().unwrap();
+        // Per dtype: the vector's copy + 3 ops, the matrix's copy + 3 ops × 2 axes.
+        assert_eq!(cases.len(), 2 * (4 + 7));
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        let measured: Vec<Case> = report.rows.iter().map(BenchRow::case).collect();
+        assert_eq!(measured, cases);
+        for r in &report.rows {
+            check_row(r);
+        }
+        // Each reduction's anchor is the copy row of its own tensor.
+        for r in &report.rows {
+            let anchor = report
+                .rows
+                .iter()
+                .find(|a| a.op == COPY && a.dtype == r.dtype && a.shape == r.shape)
+                .unwrap();
+            assert_eq!(r.anchor_gbps, anchor.gbps, "{}", r.case());
+        }
+        assert_eq!(report.device, dev.name());
+        let table = render_reduce(&report);
+        assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
+        assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
+    }
+
+    #[test]
+    fn sizes_and_matrix_follow_max_log2() {
+        let dev = Device::emulator();
+        let c = ReduceBench::defaults(&dev);
+        assert_eq!(c.sizes.first(), Some(&(1 << MIN_LOG2)));
+        assert_eq!(c.sizes.last(), Some(&(1 << EMULATOR_MAX_LOG2)));
+        assert_eq!(c.matrix, Some((1 << 10, 1 << 10)));
+        let big = c.clone().with_max_log2(GPU_MAX_LOG2).unwrap();
+        assert_eq!(big.sizes.len(), 13);
+        assert_eq!(big.matrix, Some((8192, 8192)));
+        let odd = c.clone().with_max_log2(17).unwrap();
+        assert_eq!(odd.sizes, [1 << 16, 1 << 17]);
+        assert_eq!(odd.matrix, Some((256, 512)));
+        assert!(matches!(
+            c.with_max_log2(usize::BITS),
+            Err(Error::SizeOverflow { .. })
+        ));
+    }
+
+    #[test]
+    fn a_tensor_that_does_not_fit_is_skipped_not_fatal() {
+        // 1 MiB of device memory: 2^10 f32 fits, 2^18 (1 MiB, twice for the copy) does not.
+        let dev = Device::emulator_with_memory(1 << 20);
+        let mut config = tiny(&dev);
+        config.dtypes = vec![BenchDType::F32];
+        config.sizes = vec![1 << 10, 1 << 18];
+        config.matrix = None;
+        let report = reduce(&dev, &config).unwrap();
+        let cases = config.cases().unwrap();
+        assert_eq!(report.rows.len(), 4);
+        assert_eq!(report.skipped.len(), 4);
+        for case in &cases {
+            let found = report.rows.iter().filter(|r| r.case() == *case).count()
+                + report.skipped.iter().filter(|s| s.case == *case).count();
+            assert_eq!(found, 1, "{case}");
+        }
+        for s in &report.skipped {
+            assert_eq!(s.case.shape, [1 << 18]);
+            assert!(s.reason.contains("out of device memory"), "{}", s.reason);
+        }
+        assert!(render_reduce(&report).contains("skipped: "));
+        // The device still works after the failed allocation.
+        assert_eq!(
+            crate::reduce::sum(&dev.upload(&[1.0f32, 2.0]).unwrap()).unwrap(),
+            3.0
+        );
+    }
+
+    #[test]
+    fn overlap_reports_every_phase() {
+        let dev = Device::emulator();
+        let config = OverlapBench {
+            copy_bytes: 1 << 20,
+            kernel_elements: 1 << 12,
+            timing: Timing {
+                warmup: 1,
+                iters: 1,
+                reps: 3,
+            },
+        };
+        let r = overlap(&dev, &config).unwrap();
+        assert_eq!(r.copy_bytes, 1 << 20);
+        assert!(r.kernel_launches >= 1);
+        for s in [
+            r.copy_seconds,
+            r.kernel_seconds,
+            r.serial_seconds,
+            r.two_stream_seconds,
+        ] {
+            assert!(s > 0.0 && s.is_finite(), "{r:?}");
+        }
+        assert_eq!(
+            r.overlap_ratio,
+            (r.copy_seconds + r.kernel_seconds) / r.two_stream_seconds
+        );
+        assert!(render_overlap(&r).contains("two streams"));
+    }
+
+    #[test]
+    fn median_takes_the_middle() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
+}

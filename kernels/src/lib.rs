@@ -6,7 +6,7 @@
 //! | module | kernels |
 //! | --- | --- |
 //! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
-//! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` (and the old one-pass `sum_f32`) |
+//! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` |
 //! | [`probe`] | one probe kernel per device primitive, for tests |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]

@@ -14,7 +14,7 @@
 //! ```
 
 use crate::ptxas::Ptxas;
-use crate::{Device, gpu, ops, ptx};
+use crate::{Device, gpu, ptx};
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::{CUdevice_attribute, cudaError_enum};
 use std::fmt;
@@ -366,7 +366,7 @@ fn read_properties(ordinal: usize) -> Result<GpuProperties, String> {
     })
 }
 
-/// Runs `sum_f32` over a ragged multi-block input in the emulator and checks the exact result.
+/// Runs `reduce::sum` (f32) over a ragged multi-unit input in the emulator and checks the exact result.
 fn check_emulator() -> Result<String, String> {
     const N: usize = 4099;
     let data: Vec<f32> = (0..N).map(|i| (i % 17) as f32).collect();
@@ -374,14 +374,14 @@ fn check_emulator() -> Result<String, String> {
     let expected = (0..N).map(|i| (i % 17) as u64).sum::<u64>() as f32;
     let dev = Device::emulator();
     let x = dev.upload(&data).map_err(|e| e.to_string())?;
-    let got = ops::sum_f32(&x).map_err(|e| e.to_string())?;
+    let got = crate::reduce::sum(&x).map_err(|e| e.to_string())?;
     if got == expected {
         Ok(format!(
-            "sum_f32 over {N} elements gave the exact {expected}"
+            "an f32 sum over {N} elements gave the exact {expected}"
         ))
     } else {
         Err(format!(
-            "sum_f32 over {N} elements gave {got}, expected exactly {expected}"
+            "an f32 sum over {N} elements gave {got}, expected exactly {expected}"
         ))
     }
 }
@@ -1106,7 +1106,7 @@ mod tests {
         assert_eq!(m.arch, "sm_80");
         assert_eq!(m.needs_capability, Some((8, 0)));
         assert!(m.needs_cuda.is_some_and(|v| v >= 11000), "{m:?}");
-        assert!(m.entries.contains(&"sum_f32"));
+        assert!(m.entries.contains(&"reduce_rows_sum_f32"));
     }
 
     #[test]

@@ -5,13 +5,13 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use warpforge_device::Dim3;
-use warpforge_kernels::{elementwise, reduce};
+use warpforge_kernels::elementwise;
 
-/// Threads per block for elementwise kernels and reductions.
+/// Threads per block for elementwise kernels.
 pub const BLOCK_THREADS: u32 = 256;
 
 /// Most blocks a grid-stride kernel launches: enough to fill any current GPU
-/// several times over, few enough that the second pass of a reduction is one block.
+/// several times over (each thread then loops over several elements).
 pub const MAX_BLOCKS: u32 = 1024;
 
 /// Element types with an `axpy` kernel.
@@ -81,22 +81,4 @@ pub fn axpy<T: Axpy>(a: T, x: &DeviceBuffer<T>, y: &mut DeviceBuffer<T>) -> Resu
         });
     }
     T::launch_axpy(a, x, y, grid_stride_config(x.len()))
-}
-
-/// Sum of an f32 buffer: block partial sums, then one block over the partials.
-/// Superseded by [`crate::reduce::sum`] (every dtype, the same bits at every grid size).
-///
-/// The additions happen in a fixed tree, so the same input on the same
-/// device gives the same bits every run. Error bound against the exact sum:
-/// `(k + 20)·2⁻²⁴·Σ|xᵢ|` with `k` the elements per thread (see
-/// [`crate::reference::sum_f32_tolerance`]). The sum of no elements is 0.
-pub fn sum_f32(x: &DeviceBuffer<f32>) -> Result<f32> {
-    let dev = x.device().clone();
-    let first = grid_stride_config(x.len());
-    let mut partials = dev.alloc_zeroed::<f32>(first.grid.x as usize)?;
-    dev.launch(reduce::sum_f32, first, (x, &mut partials))?;
-    let mut total = dev.alloc_zeroed::<f32>(1)?;
-    let second = LaunchConfig::new(Dim3::x(1), Dim3::x(MAX_BLOCKS));
-    dev.launch(reduce::sum_f32, second, (&partials, &mut total))?;
-    Ok(total.to_host()?[0])
 }

@@ -45,7 +45,7 @@ fn doctor_reports_this_machine() {
     }
     assert!(stdout.contains("  sm_80: PTX ISA "), "{stdout}");
     assert!(
-        stdout.contains("  available (always built in): sum_f32 over 4099 elements"),
+        stdout.contains("  available (always built in): an f32 sum over 4099 elements"),
         "{stdout}"
     );
     let n = gpus_here();

@@ -283,7 +283,7 @@ fn zero_length_buffers_work_everywhere() {
     let dev = Device::emulator();
     let x = dev.upload::<f32>(&[]).unwrap();
     assert!(x.is_empty());
-    assert_eq!(ops::sum_f32(&x).unwrap(), 0.0);
+    assert_eq!(warpforge::reduce::sum(&x).unwrap(), 0.0);
     let mut y = dev.alloc_zeroed::<f32>(0).unwrap();
     ops::axpy(1.0, &x, &mut y).unwrap();
     assert_eq!(y.to_host().unwrap(), Vec::<f32>::new());

@@ -27,11 +27,9 @@
 
 mod kernels;
 #[doc(hidden)]
-pub mod old_sum;
 pub mod state;
 
 pub use kernels::*;
-pub use old_sum::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
 use warpforge_device::{Out, thread};

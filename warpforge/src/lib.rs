@@ -23,10 +23,10 @@
 pub mod bench;
 mod buffer;
 mod device;
+pub mod doctor;
 mod element;
 mod emulator;
 mod error;
-pub mod doctor;
 pub mod gpu;
 mod launch;
 pub mod npy;

@@ -189,30 +189,17 @@ fn run_verify(
     random_lengths: usize,
     max_len: Option<usize>,
 ) -> Result<ExitCode, String> {
-    let dev = match backend {
-        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string())?,
-        Backend::Emu => Device::emulator(),
-        Backend::Auto => {
-            let (dev, why) = Device::auto();
-            if let Some(why) = why {
-                println!(
-                    "no usable GPU ({}); running on the CPU emulator",
-                    short_reason(&why)
-                );
-            }
-            dev
-        }
-    };
+    let dev = open_backend(backend)?;
     let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
     println!("verifying on {}", dev.name());
     let reports = verify::run(&dev, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
     println!(
-        "{:<10} {:>7} {:>12} {:>12} {:>10}  result",
+        "{:<20} {:>7} {:>12} {:>12} {:>10}  result",
         "kernel", "cases", "max abs err", "max rel err", "worst/tol"
     );
     for r in &reports {
         println!(
-            "{:<10} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
+            "{:<20} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
             r.kernel,
             r.lengths.len(),
             r.max_abs_err,
@@ -246,20 +233,7 @@ fn run_reduce(
     dtype: Option<ComputeDType>,
 ) -> Result<ExitCode, String> {
     let x = npy::read(input).map_err(|e| e.to_string())?;
-    let dev = match backend {
-        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string())?,
-        Backend::Emu => Device::emulator(),
-        Backend::Auto => {
-            let (dev, why) = Device::auto();
-            if let Some(why) = why {
-                eprintln!(
-                    "no usable GPU ({}); running on the CPU emulator",
-                    short_reason(&why)
-                );
-            }
-            dev
-        }
-    };
+    let dev = open_backend(backend)?;
     let as_bf16 = dtype == Some(ComputeDType::Bf16);
     let y = run::reduce_npy(&dev, op, axis, &x, as_bf16)
         .map_err(|e| format!("{}: {e}", input.display()))?;
@@ -280,6 +254,7 @@ fn run_reduce(
 }
 
 /// The device `backend` names; `auto` says on stderr why it fell back to the emulator.
+/// The device `--backend` names; `auto` says on stderr why it fell back to the emulator.
 fn open_backend(backend: Backend) -> Result<Device, String> {
     match backend {
         Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string()),

@@ -107,8 +107,9 @@ impl<T: Element> DeviceBuffer<T> {
         self.device.check_health()?;
         match (&mut self.memory, &src.memory) {
             (Memory::Emulated(dst), Memory::Emulated(s)) => {
-                let data = s.to_vec();
-                dst.write(&data);
+                self.device
+                    .default_stream()
+                    .copy_emulated(s, dst, self.len)?;
             }
             (Memory::Gpu(dst), Memory::Gpu(s)) => {
                 if self.len > 0 {

@@ -345,13 +345,11 @@ impl Device {
                 match stream {
                     StreamKind::Emulated(s) => {
                         let health = self.inner.health.clone();
-                        let (deps, done, keep) = binding.into_job();
-                        s.enqueue(deps, done, move || {
+                        binding.enqueue(s, move || {
                             let result = run();
                             if let Err(e) = &result {
                                 lock(&health).fault(emulator::kernel_fault(e.clone(), grid, block));
                             }
-                            drop(keep);
                             result
                         });
                         Ok(())

@@ -7,7 +7,7 @@ use crate::error::{Error, FaultCode, Result};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use warpforge_device::Dim3;
-use warpforge_device::emu::stream::{Access, Allocation, Completion, Outcome};
+use warpforge_device::emu::stream::{self, Access, Allocation, Completion, EmuStream};
 use warpforge_device::emu::{DeviceMemory, EmuError};
 
 /// The emulator's "device memory": a byte budget, like a GPU's memory size.
@@ -151,30 +151,21 @@ impl Binding {
         self,
         work: impl FnOnce() -> Result<(), EmuError>,
     ) -> Result<(), EmuError> {
-        let deps_failed = self
-            .deps
-            .iter()
-            .any(|d| !matches!(d.wait(), Outcome::Ran { .. }));
-        if deps_failed {
-            self.done.finish(Outcome::Skipped);
-            return Ok(());
-        }
-        let start = std::time::Instant::now();
-        let result = work();
-        self.done.finish(match &result {
-            Ok(()) => Outcome::Ran {
-                start,
-                end: std::time::Instant::now(),
-            },
-            Err(e) => Outcome::Faulted(e.clone()),
-        });
-        drop(self.keep);
-        result
+        stream::run_after(&self.deps, &self.done, || true, work)
     }
 
-    /// The parts a queued job needs: dependencies, its completion, and the memory to keep alive.
-    pub(crate) fn into_job(self) -> (Vec<Completion>, Completion, Vec<Arc<dyn Send + Sync>>) {
-        (self.deps, self.done, self.keep)
+    /// Queues `work` on `stream`, keeping the claimed memory alive until it has run.
+    pub(crate) fn enqueue(
+        self,
+        stream: &EmuStream,
+        work: impl FnOnce() -> Result<(), EmuError> + Send + 'static,
+    ) {
+        let keep = self.keep;
+        stream.enqueue(self.deps, self.done, move || {
+            let result = work();
+            drop(keep);
+            result
+        });
     }
 }
 

@@ -33,7 +33,7 @@
 use crate::buffer::{DeviceBuffer, Memory, PinnedBuffer, PinnedMemory};
 use crate::device::Device;
 use crate::element::Element;
-use crate::emulator::Binding;
+use crate::emulator::{Binding, EmuMemory};
 use crate::error::{Error, Result};
 use crate::launch::{KernelArgs, LaunchConfig};
 use cudarc::driver::{CudaEvent, CudaStream};
@@ -107,10 +107,7 @@ impl Stream {
                 Ok(())
             }
             (_, PinnedMemory::Emulated(p), Memory::Emulated(d)) => {
-                let mut binding = Binding::new();
-                let from = binding.claim(p, Access::Read) as usize;
-                let to = binding.claim(d, Access::Write) as usize;
-                self.run_copy::<T>(binding, from, to, src.len)
+                self.copy_emulated(p, d, src.len)
             }
             _ => unreachable!("check_copy: stream and buffers belong to one device"),
         }
@@ -138,10 +135,7 @@ impl Stream {
                 Ok(())
             }
             (_, Memory::Emulated(d), PinnedMemory::Emulated(p)) => {
-                let mut binding = Binding::new();
-                let from = binding.claim(d, Access::Read) as usize;
-                let to = binding.claim(p, Access::Write) as usize;
-                self.run_copy::<T>(binding, from, to, src.len)
+                self.copy_emulated(d, p, src.len)
             }
             _ => unreachable!("check_copy: stream and buffers belong to one device"),
         }
@@ -170,14 +164,16 @@ impl Stream {
         Ok(())
     }
 
-    /// Runs or queues an emulated copy of `len` elements between claimed allocations.
-    fn run_copy<T: Element>(
+    /// Runs or queues an emulated copy of the first `len` elements of `src` into `dst`.
+    pub(crate) fn copy_emulated<T: Element>(
         &self,
-        binding: Binding,
-        from: usize,
-        to: usize,
+        src: &Arc<EmuMemory<T>>,
+        dst: &Arc<EmuMemory<T>>,
         len: usize,
     ) -> Result<()> {
+        let mut binding = Binding::new();
+        let from = binding.claim(src, Access::Read) as usize;
+        let to = binding.claim(dst, Access::Write) as usize;
         let copy = move || {
             // SAFETY: both addresses come from allocations claimed in the binding
             // (source read, destination write) that it keeps alive; the job runs
@@ -188,12 +184,7 @@ impl Stream {
         };
         match &self.kind {
             StreamKind::Emulated(s) => {
-                let (deps, done, keep) = binding.into_job();
-                s.enqueue(deps, done, move || {
-                    let r = copy();
-                    drop(keep);
-                    r
-                });
+                binding.enqueue(s, copy);
                 Ok(())
             }
             _ => {

@@ -201,6 +201,33 @@ impl<T: crate::shared::SharedElement> Allocation<T> {
     }
 }
 
+/// Runs one job: waits for `deps`; if each of them ran and `go_ahead()` still
+/// says so, runs `work` and records how it ended in `done`, else records
+/// `Skipped`. Stream workers and the emulator's inline default stream both
+/// run their jobs through this.
+pub fn run_after(
+    deps: &[Completion],
+    done: &Completion,
+    go_ahead: impl FnOnce() -> bool,
+    work: impl FnOnce() -> Result<(), EmuError>,
+) -> Result<(), EmuError> {
+    let deps_ok = deps.iter().all(|d| matches!(d.wait(), Outcome::Ran { .. }));
+    if !deps_ok || !go_ahead() {
+        done.finish(Outcome::Skipped);
+        return Ok(());
+    }
+    let start = Instant::now();
+    let result = work();
+    done.finish(match &result {
+        Ok(()) => Outcome::Ran {
+            start,
+            end: Instant::now(),
+        },
+        Err(e) => Outcome::Faulted(e.clone()),
+    });
+    result
+}
+
 type Work = Box<dyn FnOnce() -> Result<(), EmuError> + Send>;
 
 struct Job {
@@ -225,23 +252,8 @@ impl EmuStream {
             .name("warpforge-emu-stream".into())
             .spawn(move || {
                 for job in rx {
-                    let deps_ok = job
-                        .deps
-                        .iter()
-                        .all(|d| matches!(d.wait(), Outcome::Ran { .. }));
-                    if !deps_ok || is_poisoned() {
-                        job.done.finish(Outcome::Skipped);
-                        continue;
-                    }
-                    let start = Instant::now();
-                    let outcome = match (job.work)() {
-                        Ok(()) => Outcome::Ran {
-                            start,
-                            end: Instant::now(),
-                        },
-                        Err(e) => Outcome::Faulted(e),
-                    };
-                    job.done.finish(outcome);
+                    // A fault is recorded in the job's completion; the queue goes on.
+                    let _ = run_after(&job.deps, &job.done, || !is_poisoned(), job.work);
                 }
             })
             .ok();

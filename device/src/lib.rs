@@ -35,6 +35,8 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 mod arch;
+#[cfg(any(target_arch = "nvptx64", test))]
+mod panic_text;
 
 pub mod atomic;
 pub mod guard;

@@ -4,6 +4,7 @@ use crate::device::Device;
 use crate::element::Element;
 use crate::emulator::EmuMemory;
 use crate::error::{Error, Result};
+use crate::gpu::stream_key;
 use cudarc::driver::{CudaSlice, PinnedHostSlice};
 use std::sync::Arc;
 
@@ -71,12 +72,14 @@ impl<T: Element> DeviceBuffer<T> {
                 // stream (its events); synchronising the copy's stream then waits
                 // for exactly that.
                 let stream = slice.stream();
+                let mark = self.device.launch_mark();
                 let host = stream
                     .clone_dtoh(&slice.slice(..self.len))
                     .map_err(|e| self.device.observe(e, "copying a buffer to the host"))?;
                 stream
                     .synchronize()
                     .map_err(|e| self.device.observe(e, "waiting for the copy to the host"))?;
+                self.device.waited(Some(stream_key(stream)), mark);
                 Ok(host)
             }
         }
@@ -196,41 +199,59 @@ impl<T: Element> PinnedBuffer<T> {
         self.len == 0
     }
 
-    /// The elements, after any queued download into them.
+    /// The elements, after any queued download into them. After a kernel
+    /// fault it is `ContextPoisoned`, like every call on the device.
     pub fn as_slice(&self) -> Result<&[T]> {
-        match &self.memory {
+        self.device.check_health()?;
+        let slice = match &self.memory {
             PinnedMemory::Emulated(m) => {
                 m.alloc.wait_writes();
                 // SAFETY: waited for the queued writers; a new one needs `&mut self`,
                 // which the returned borrow of `self` rules out while the slice lives.
-                Ok(unsafe { m.alloc.host_slice() })
+                unsafe { m.alloc.host_slice() }
             }
-            PinnedMemory::Gpu(p) => p.as_slice().map(|s| &s[..self.len]).map_err(|e| {
-                self.device
-                    .observe(e, "waiting for a copy into pinned memory")
-            }),
-        }
+            PinnedMemory::Gpu(p) => {
+                let slice = p.as_slice().map_err(|e| {
+                    self.device
+                        .observe(e, "waiting for a copy into pinned memory")
+                })?;
+                self.device.waited(None, 0);
+                &slice[..self.len]
+            }
+        };
+        // A dependency that faulted poisoned the device: no stale data.
+        self.device.check_health()?;
+        Ok(slice)
     }
 
-    /// The elements, mutably, after every queued copy that uses them.
+    /// The elements, mutably, after every queued copy that uses them. After a
+    /// kernel fault it is `ContextPoisoned`, like every call on the device.
     pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
-        match &mut self.memory {
+        let PinnedBuffer {
+            device,
+            len,
+            memory,
+        } = self;
+        device.check_health()?;
+        let slice = match memory {
             PinnedMemory::Emulated(m) => {
                 m.alloc.wait_all();
                 // SAFETY: waited for every queued copy; queuing another needs a borrow
                 // of `self`, which the returned `&mut` rules out while the slice lives.
-                Ok(unsafe { m.alloc.host_slice_mut() })
+                unsafe { m.alloc.host_slice_mut() }
             }
             PinnedMemory::Gpu(p) => {
-                let len = self.len;
-                match p.as_mut_slice() {
-                    Ok(s) => Ok(&mut s[..len]),
-                    Err(e) => Err(self
-                        .device
-                        .observe(e, "waiting for a copy from pinned memory")),
-                }
+                // Waits for the copies that use the memory (cudarc's event).
+                let slice = p
+                    .as_mut_slice()
+                    .map_err(|e| device.observe(e, "waiting for a copy from pinned memory"))?;
+                device.waited(None, 0);
+                &mut slice[..*len]
             }
-        }
+        };
+        // A copy whose dependency faulted poisoned the device: no stale data.
+        device.check_health()?;
+        Ok(slice)
     }
 
     /// Overwrites the elements with `data` (same length).

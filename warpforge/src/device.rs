@@ -4,10 +4,11 @@ use crate::buffer::{DeviceBuffer, Memory, PinnedBuffer, PinnedMemory};
 use crate::element::Element;
 use crate::emulator::{self, Binding, EmuMemory, Pool};
 use crate::error::{Error, FaultCode, Result};
-use crate::gpu::{Gpu, GpuInfo};
+use crate::gpu::{Gpu, GpuInfo, StreamKey};
 use crate::launch::{KernelArgs, LaunchConfig, Limits};
 use crate::stream::{Stream, StreamKind};
 use cudarc::driver::DriverError;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use warpforge_device::emu::stream::EmuStream;
@@ -87,12 +88,75 @@ impl Device {
         }
     }
 
-    /// Opens GPU `ordinal` and loads the embedded PTX on it.
+    /// Opens GPU `ordinal` and loads the embedded PTX on it; while a handle of
+    /// it is alive, this returns that device again (one context and one loaded
+    /// module per GPU and process).
     ///
     /// Fails with `NoDriver`, `NoDevice`, `DriverTooOld` or `UnsupportedGpu`,
     /// never a panic, on machines where that GPU cannot be used.
+    ///
+    /// After a kernel fault the device is poisoned (`ContextPoisoned`). Once
+    /// every handle of it (clones, buffers, pinned buffers, streams, events)
+    /// has been dropped, `Device::gpu` resets the GPU's context
+    /// (`cuDevicePrimaryCtxReset`) and opens it afresh; while any is alive it
+    /// is `Error::DeviceInUse` naming the fault and the count, never a
+    /// silently broken device. [`Device::reset`] does the same for the last handle.
     pub fn gpu(ordinal: usize) -> Result<Device> {
-        Ok(Device::with_backend(Backend::Gpu(Gpu::open(ordinal)?)))
+        open_gpu(&mut lock(&OPEN_GPUS), ordinal)
+    }
+
+    /// Resets this device, consuming its last handle, and returns a fresh one:
+    /// the way to recover from a kernel fault (`ContextPoisoned`) without
+    /// restarting the process.
+    ///
+    /// On a GPU the context is destroyed and made anew, so every buffer of the
+    /// old one would dangle: while any other handle (a clone, buffer, pinned
+    /// buffer, stream or event) is alive this is `Error::DeviceInUse` with
+    /// their count, and only this handle is dropped. On the emulator it is a
+    /// new emulator with the same memory budget, under the same rule.
+    ///
+    /// ```
+    /// use warpforge::{Device, Error};
+    /// let dev = Device::emulator_with_memory(1 << 20);
+    /// let buf = dev.alloc_zeroed::<f32>(4)?;
+    /// let e = dev.clone().reset().unwrap_err();     // `dev` and `buf` still hold it
+    /// assert!(matches!(e, Error::DeviceInUse { handles: 2, .. }), "{e}");
+    /// drop(buf);
+    /// let fresh = dev.reset()?;
+    /// assert_eq!(fresh.memory_info()?.1, 1 << 20);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn reset(self) -> Result<Device> {
+        let mut open = lock(&OPEN_GPUS);
+        let others = Arc::strong_count(&self.inner) - 1;
+        if others > 0 {
+            return Err(Error::DeviceInUse {
+                device: self.name(),
+                handles: others,
+                poisoned_by: self.fault().map(Box::new),
+                action: "call `reset` again",
+            });
+        }
+        match &self.inner.backend {
+            Backend::Gpu(g) => {
+                let ordinal = g.info.ordinal;
+                // This call promises a fresh context even if none faulted.
+                if let Some(slot) = open.get_mut(&ordinal) {
+                    slot.reset_on_open = true;
+                }
+                drop(self);
+                open_gpu(&mut open, ordinal)
+            }
+            Backend::Emulator { pool, .. } => Ok(Device::emulator_with_memory(pool.capacity)),
+        }
+    }
+
+    /// The fault that poisoned this device, if one did (reported or not).
+    fn fault(&self) -> Option<Error> {
+        match &*lock(&self.inner.health) {
+            Health::Usable => None,
+            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
+        }
     }
 
     /// A CPU emulator device: runs the same kernels with CUDA semantics. Its
@@ -263,7 +327,7 @@ impl Device {
                     .context()
                     .synchronize()
                     .map_err(|e| self.observe(e, "synchronising the device"))?;
-                g.launched_since_sync().clear();
+                g.in_flight().clear();
             }
             Backend::Emulator { streams, .. } => {
                 let live: Vec<_> = lock(streams).iter().filter_map(Weak::upgrade).collect();
@@ -376,8 +440,8 @@ impl Device {
                     block_dim: (config.block.x, config.block.y, config.block.z),
                     shared_mem_bytes: shared,
                 };
-                gpu.launched_since_sync()
-                    .record(K::NAME, config.grid, config.block);
+                gpu.in_flight()
+                    .record(cu_stream, K::NAME, config.grid, config.block);
                 // SAFETY: the PTX entry and `K::Args` come from the same `#[kernel]`
                 // signature: scalars by value and each buffer as (device pointer,
                 // element count), in order, which is what `push_gpu` pushes. The
@@ -389,6 +453,28 @@ impl Device {
                     .map_err(|e| self.observe(e, &format!("launching kernel `{}`", K::NAME)))
             }
             _ => unreachable!("a stream belongs to the device that made it"),
+        }
+    }
+
+    /// Where the launch log stands: a wait queued now covers the launches up
+    /// to here (0 on the emulator, which attributes faults exactly).
+    pub(crate) fn launch_mark(&self) -> u64 {
+        match &self.inner.backend {
+            Backend::Gpu(g) => g.in_flight().mark(),
+            Backend::Emulator { .. } => 0,
+        }
+    }
+
+    /// A wait completed: forgets the launches on `stream` up to `mark`, and
+    /// those on every stream the driver reports idle, so that a later fault is
+    /// attributed to a kernel still in flight.
+    pub(crate) fn waited(&self, stream: Option<StreamKey>, mark: u64) {
+        if let Backend::Gpu(g) = &self.inner.backend {
+            let mut log = g.in_flight();
+            if let Some(key) = stream {
+                log.finished(key, mark);
+            }
+            log.poll_streams();
         }
     }
 
@@ -436,7 +522,7 @@ impl Device {
             return Error::driver(during)(e);
         };
         match FaultCode::from_driver(e.0) {
-            Some(code) => self.report_fault(gpu.launched_since_sync().fault(code, e, during)),
+            Some(code) => self.report_fault(gpu.in_flight().fault(code, e, during)),
             None => Error::driver(during)(e),
         }
     }
@@ -448,6 +534,55 @@ impl Device {
             other => other,
         }
     }
+}
+
+/// What the process knows of a GPU it opened: the device while any handle of
+/// it is alive, and whether its context must be reset before it is opened again.
+struct OpenGpu {
+    device: Weak<Inner>,
+    health: Arc<Mutex<Health>>,
+    reset_on_open: bool,
+}
+
+/// Every GPU opened in this process, by ordinal. Its lock is held while a GPU
+/// is opened or reset, so a context is never reset under a live handle.
+static OPEN_GPUS: Mutex<BTreeMap<usize, OpenGpu>> = Mutex::new(BTreeMap::new());
+
+fn open_gpu(open: &mut BTreeMap<usize, OpenGpu>, ordinal: usize) -> Result<Device> {
+    let (mut previous_fault, mut reset_first) = (None, false);
+    if let Some(slot) = open.get(&ordinal) {
+        if let Some(inner) = slot.device.upgrade() {
+            let dev = Device { inner };
+            return match dev.fault() {
+                None => Ok(dev),
+                Some(fault) => Err(Error::DeviceInUse {
+                    device: dev.name(),
+                    handles: Arc::strong_count(&dev.inner) - 1,
+                    poisoned_by: Some(Box::new(fault)),
+                    action: "open it again (its context is reset then)",
+                }),
+            };
+        }
+        previous_fault = match &*lock(&slot.health) {
+            Health::Usable => None,
+            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
+        };
+        reset_first = previous_fault.is_some() || slot.reset_on_open;
+    }
+    let dev = Device::with_backend(Backend::Gpu(Gpu::open(
+        ordinal,
+        reset_first,
+        previous_fault.as_ref(),
+    )?));
+    open.insert(
+        ordinal,
+        OpenGpu {
+            device: Arc::downgrade(&dev.inner),
+            health: dev.inner.health.clone(),
+            reset_on_open: false,
+        },
+    );
+    Ok(dev)
 }
 
 impl std::fmt::Debug for Device {

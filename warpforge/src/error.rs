@@ -149,12 +149,31 @@ pub enum Error {
     /// A call on a device that an earlier kernel fault made unusable.
     #[error(
         "the device is unusable after an earlier kernel fault ({original}); every call on it \
-         fails from then on. Drop its buffers and open the device again (on a GPU the CUDA \
-         context is lost: usually the process must restart)"
+         fails from then on. To recover, drop every handle of it (Device clones, buffers, \
+         pinned buffers, streams, events) and open it again with `Device::gpu`, or call \
+         `Device::reset` on the last one: the GPU's context is then reset and its old buffers \
+         are gone"
     )]
     ContextPoisoned {
         /// The fault that poisoned it.
         original: Box<Error>,
+    },
+    /// Opening or resetting a device whose other handles are still alive.
+    #[error(
+        "{device} is still held by {handles} other handle(s) (Device clones, buffers, pinned \
+         buffers, streams or events){}: drop them all first, then {action}",
+        poisoned_by.as_ref().map(|e| format!(" and is unusable after an earlier kernel fault \
+         ({e})")).unwrap_or_default()
+    )]
+    DeviceInUse {
+        /// The device, e.g. `GPU 0 (NVIDIA H100 80GB HBM3)`.
+        device: String,
+        /// Live handles other than the one asking.
+        handles: usize,
+        /// The fault that poisoned it, if one did.
+        poisoned_by: Option<Box<Error>>,
+        /// What to do once they are dropped.
+        action: &'static str,
     },
     /// A reduction over no elements, where the result is undefined (min, max, …).
     #[error("{op} of an empty input is undefined: pass at least one element")]
@@ -182,6 +201,31 @@ pub enum Error {
         during: String,
         /// The driver's error.
         source: DriverError,
+    },
+    /// A reduction result that cannot be held: reducing an axis of length 0
+    /// when the other dimensions are huge (the input has no elements, yet
+    /// every output needs a value).
+    #[error(
+        "{op}: the result has shape {shape:?}: {elements} elements × {item_size} bytes = \
+         {bytes} bytes, more than can be held ({why}); every element would be {value}. Reduce \
+         the whole tensor (no axis) or along an axis of non-zero length, or make the other \
+         dimensions smaller"
+    )]
+    ResultTooLarge {
+        /// The reduction.
+        op: &'static str,
+        /// The result's shape (the input's without the reduced axis).
+        shape: Vec<usize>,
+        /// Elements of the result.
+        elements: usize,
+        /// Bytes per element.
+        item_size: usize,
+        /// Bytes of the result.
+        bytes: u128,
+        /// The value every element would hold, e.g. `0.0` or `NaN`.
+        value: String,
+        /// Where it did not fit, with the sizes.
+        why: String,
     },
 }
 

@@ -95,32 +95,135 @@ pub(crate) struct GpuFunction {
     shared_allowed: Arc<Mutex<u32>>,
 }
 
-/// The kernels launched since the device last synchronised: a fault reported
-/// later (CUDA errors are sticky and asynchronous) came from one of them.
+/// The kernels that may still be running: a fault the driver reports later
+/// (CUDA errors are sticky and asynchronous) came from one of them.
+///
+/// Each launch is logged with its stream; a completed wait removes what it
+/// proved finished (everything on the stream it waited for, up to the point
+/// the wait was queued), and after every completed wait the streams whose
+/// queues the driver reports empty are cleared too. So a fault is attributed
+/// to the oldest kernel still in flight, not to one that finished long ago.
 #[derive(Default)]
 pub(crate) struct LaunchLog {
-    first: Option<(&'static str, Dim3, Dim3)>,
-    count: u64,
+    next_seq: u64,
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Launches not logged because `in_flight` was full.
+    untracked: u64,
+    /// The streams with logged launches, to ask the driver whether they are idle.
+    streams: HashMap<StreamKey, std::sync::Weak<CudaStream>>,
 }
 
+/// Identifies a stream in the log (its `CudaStream`'s address).
+pub(crate) type StreamKey = usize;
+
+/// The key of `stream` in the launch log.
+pub(crate) fn stream_key(stream: &Arc<CudaStream>) -> StreamKey {
+    Arc::as_ptr(stream) as usize
+}
+
+struct InFlight {
+    seq: u64,
+    stream: StreamKey,
+    kernel: &'static str,
+    grid: Dim3,
+    block: Dim3,
+}
+
+/// Launches logged at most between two waits; beyond, they are only counted.
+const LAUNCH_LOG_CAPACITY: usize = 4096;
+
 impl LaunchLog {
-    pub(crate) fn record(&mut self, kernel: &'static str, grid: Dim3, block: Dim3) {
-        self.first.get_or_insert((kernel, grid, block));
-        self.count += 1;
+    /// Logs a launch on `stream`.
+    pub(crate) fn record(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        kernel: &'static str,
+        grid: Dim3,
+        block: Dim3,
+    ) {
+        let key = stream_key(stream);
+        self.streams
+            .entry(key)
+            .or_insert_with(|| Arc::downgrade(stream));
+        self.record_key(key, kernel, grid, block);
     }
 
+    fn record_key(&mut self, stream: StreamKey, kernel: &'static str, grid: Dim3, block: Dim3) {
+        self.next_seq += 1;
+        if self.in_flight.len() < LAUNCH_LOG_CAPACITY {
+            self.in_flight.push_back(InFlight {
+                seq: self.next_seq,
+                stream,
+                kernel,
+                grid,
+                block,
+            });
+        } else {
+            self.untracked += 1;
+        }
+    }
+
+    /// The position a wait queued now reaches: pass it to [`LaunchLog::finished`].
+    pub(crate) fn mark(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// A wait for `stream`'s work up to `mark` completed.
+    pub(crate) fn finished(&mut self, stream: StreamKey, mark: u64) {
+        self.in_flight
+            .retain(|l| !(l.stream == stream && l.seq <= mark));
+        self.forget_idle_streams();
+    }
+
+    /// The whole device synchronised: nothing is in flight.
     pub(crate) fn clear(&mut self) {
-        *self = LaunchLog::default();
+        *self = LaunchLog {
+            next_seq: self.next_seq,
+            ..LaunchLog::default()
+        };
+    }
+
+    /// Asks the driver which logged streams have finished all their work and
+    /// forgets their launches (called after a completed wait, so no error is pending).
+    pub(crate) fn poll_streams(&mut self) {
+        let mark = self.next_seq;
+        let idle: Vec<StreamKey> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.upgrade().is_some_and(|s| stream_is_idle(&s)))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in idle {
+            self.in_flight
+                .retain(|l| !(l.stream == key && l.seq <= mark));
+        }
+        self.forget_idle_streams();
+    }
+
+    fn forget_idle_streams(&mut self) {
+        let in_flight = &self.in_flight;
+        self.streams
+            .retain(|k, _| in_flight.iter().any(|l| l.stream == *k));
     }
 
     /// The `KernelFault` for a sticky driver error seen while `during`.
     pub(crate) fn fault(&self, code: FaultCode, e: DriverError, during: &str) -> Error {
-        let (kernel, grid, block) = self.first.unwrap_or(("(unknown)", Dim3::x(0), Dim3::x(0)));
-        let which = match self.count {
-            0 | 1 => "the last kernel launched".to_owned(),
-            n => format!(
-                "the first of {n} kernels launched since the last synchronisation; set \
-                 CUDA_LAUNCH_BLOCKING=1 to make the faulting launch report it"
+        let first = self.in_flight.front();
+        let (kernel, grid, block) = first.map_or(("(unknown)", Dim3::x(0), Dim3::x(0)), |l| {
+            (l.kernel, l.grid, l.block)
+        });
+        let logged = self.in_flight.len() as u64;
+        let which = match (logged, self.untracked) {
+            (0, 0) => "no kernel of this device was in flight".to_owned(),
+            (1, 0) => "the only kernel in flight".to_owned(),
+            (n, 0) => format!(
+                "the oldest of {n} kernels in flight; set CUDA_LAUNCH_BLOCKING=1 to make the \
+                 faulting launch report it"
+            ),
+            (n, u) => format!(
+                "the oldest of {} kernels in flight ({u} not logged); set \
+                 CUDA_LAUNCH_BLOCKING=1 to make the faulting launch report it",
+                n + u
             ),
         };
         Error::KernelFault {
@@ -135,13 +238,31 @@ impl LaunchLog {
     }
 }
 
+/// Whether every operation queued on `stream` has completed (`cuStreamQuery`).
+fn stream_is_idle(stream: &CudaStream) -> bool {
+    if stream.context().bind_to_thread().is_err() {
+        return false;
+    }
+    // SAFETY: the stream is alive (we hold it) and belongs to the context just
+    // made current; cuStreamQuery only reads its state.
+    let status = unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) };
+    status == cudaError_enum::CUDA_SUCCESS
+}
+
 impl Gpu {
-    pub(crate) fn open(ordinal: usize) -> Result<Gpu> {
+    /// Opens GPU `ordinal`, resetting its primary context first if `reset_first`
+    /// (the caller checked that no handle of it is alive). `previous_fault` is
+    /// the fault that poisoned its last context in this process, if one did.
+    pub(crate) fn open(
+        ordinal: usize,
+        reset_first: bool,
+        previous_fault: Option<&Error>,
+    ) -> Result<Gpu> {
         let count = device_count()?;
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
-        let ctx = CudaContext::new(ordinal).map_err(Error::driver("creating a CUDA context"))?;
+        let ctx = open_context(ordinal, reset_first, previous_fault)?;
         let attr = |a: CUdevice_attribute| -> Result<u32> {
             let v = ctx
                 .attribute(a)
@@ -199,7 +320,8 @@ impl Gpu {
         })
     }
 
-    pub(crate) fn launched_since_sync(&self) -> MutexGuard<'_, LaunchLog> {
+    /// The kernels that may still be running.
+    pub(crate) fn in_flight(&self) -> MutexGuard<'_, LaunchLog> {
         lock(&self.launches)
     }
 
@@ -313,6 +435,56 @@ impl Gpu {
     }
 }
 
+/// Retains GPU `ordinal`'s primary context, resetting it first when a kernel
+/// fault poisoned it. A sticky fault reported while retaining it (the context
+/// was poisoned and never reset) is cleared by one reset and a retry; if that
+/// fails too the GPU stays unusable in this process: `ContextPoisoned`.
+fn open_context(
+    ordinal: usize,
+    reset_first: bool,
+    previous_fault: Option<&Error>,
+) -> Result<Arc<CudaContext>> {
+    if reset_first {
+        reset_primary_context(ordinal)?;
+    }
+    let poisoned = |source: DriverError| Error::ContextPoisoned {
+        original: Box::new(previous_fault.cloned().unwrap_or_else(|| Error::Driver {
+            during: format!(
+                "creating a CUDA context on GPU {ordinal}: its primary context still holds a \
+                 sticky fault from an earlier kernel in this process, and resetting it \
+                 (cuDevicePrimaryCtxReset) did not clear it; restart the process"
+            ),
+            source,
+        })),
+    };
+    match CudaContext::new(ordinal) {
+        Ok(ctx) => Ok(ctx),
+        Err(e) if FaultCode::from_driver(e.0).is_some() => {
+            reset_primary_context(ordinal)?;
+            CudaContext::new(ordinal).map_err(poisoned)
+        }
+        Err(e) => Err(Error::driver("creating a CUDA context")(e)),
+    }
+}
+
+/// Destroys GPU `ordinal`'s primary context with everything in it
+/// (`cuDevicePrimaryCtxReset`): the way out of a sticky kernel fault.
+fn reset_primary_context(ordinal: usize) -> Result<()> {
+    let during = format!("resetting GPU {ordinal}'s primary context after a kernel fault");
+    let ordinal = i32::try_from(ordinal).map_err(|_| Error::NoDevice {
+        ordinal,
+        count: device_count().unwrap_or(0),
+    })?;
+    let device =
+        cudarc::driver::result::device::get(ordinal).map_err(Error::driver(during.clone()))?;
+    // SAFETY: `device` comes from cuDeviceGet. The caller holds the registry of
+    // open GPUs and checked that no handle of this GPU is alive in warpforge, so
+    // nothing of ours uses the context being destroyed.
+    unsafe { cudarc::driver::sys::cuDevicePrimaryCtxReset_v2(device) }
+        .result()
+        .map_err(Error::driver(during))
+}
+
 /// The embedded module for this GPU, if the driver can JIT it.
 fn pick_module(
     name: &str,
@@ -391,8 +563,8 @@ mod tests {
         );
         assert_eq!(FaultCode::from_driver(CUDA_ERROR_OUT_OF_MEMORY), None);
         let mut log = LaunchLog::default();
-        log.record("first", Dim3::x(4), Dim3::x(256));
-        log.record("second", Dim3::x(1), Dim3::x(32));
+        log.record_key(1, "first", Dim3::x(4), Dim3::x(256));
+        log.record_key(2, "second", Dim3::x(1), Dim3::x(32));
         let e = log.fault(
             FaultCode::IllegalAddress,
             DriverError(CUDA_ERROR_ILLEGAL_ADDRESS),
@@ -408,6 +580,76 @@ mod tests {
             panic!("{e}")
         };
         assert_eq!((kernel.as_str(), grid.x), ("first", 4));
-        assert!(detail.contains("first of 2 kernels"), "{detail}");
+        assert!(detail.contains("oldest of 2 kernels in flight"), "{detail}");
+    }
+
+    fn blamed(log: &LaunchLog) -> (String, String) {
+        use cudarc::driver::sys::cudaError_enum::CUDA_ERROR_ASSERT;
+        match log.fault(FaultCode::Trap, DriverError(CUDA_ERROR_ASSERT), "testing") {
+            Error::KernelFault { kernel, detail, .. } => (kernel, detail),
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_fault_is_blamed_on_a_kernel_still_in_flight_not_one_a_wait_saw_finish() {
+        let (a, b) = (10, 20);
+        let mut log = LaunchLog::default();
+        // Several launches and reads before the faulting one.
+        log.record_key(a, "fill", Dim3::x(8), Dim3::x(256));
+        log.record_key(a, "scale", Dim3::x(8), Dim3::x(256));
+        let read_a = log.mark();
+        log.record_key(b, "other_stream", Dim3::x(2), Dim3::x(64));
+        log.finished(a, read_a); // a host read of stream a's result completed
+        log.record_key(a, "faulty", Dim3::x(3), Dim3::x(128));
+        let (kernel, detail) = blamed(&log);
+        assert_eq!(kernel, "other_stream", "{detail}");
+        assert!(detail.contains("oldest of 2 kernels in flight"), "{detail}");
+        // Stream b's wait, queued after its launch, completes: only `faulty` is left.
+        let read_b = log.mark();
+        log.finished(b, read_b);
+        let (kernel, detail) = blamed(&log);
+        assert_eq!(kernel, "faulty");
+        assert!(detail.contains("the only kernel in flight"), "{detail}");
+    }
+
+    #[test]
+    fn a_wait_covers_only_the_launches_queued_before_it() {
+        let mut log = LaunchLog::default();
+        log.record_key(1, "before", Dim3::x(1), Dim3::x(32));
+        let mark = log.mark();
+        log.record_key(1, "after", Dim3::x(1), Dim3::x(32));
+        log.finished(1, mark);
+        assert_eq!(blamed(&log).0, "after");
+        log.clear();
+        let (kernel, detail) = blamed(&log);
+        assert_eq!(kernel, "(unknown)");
+        assert!(
+            detail.contains("no kernel of this device was in flight"),
+            "{detail}"
+        );
+    }
+
+    #[test]
+    fn launches_beyond_the_log_are_counted_and_the_oldest_stays_blamed() {
+        let mut log = LaunchLog::default();
+        let extra = 7;
+        for i in 0..LAUNCH_LOG_CAPACITY + extra {
+            log.record_key(
+                1,
+                if i == 0 { "oldest" } else { "later" },
+                Dim3::x(1),
+                Dim3::x(1),
+            );
+        }
+        let (kernel, detail) = blamed(&log);
+        assert_eq!(kernel, "oldest");
+        let total = LAUNCH_LOG_CAPACITY + extra;
+        assert!(
+            detail.contains(&format!(
+                "oldest of {total} kernels in flight ({extra} not logged)"
+            )),
+            "{detail}"
+        );
     }
 }

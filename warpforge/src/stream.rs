@@ -35,6 +35,7 @@ use crate::device::Device;
 use crate::element::Element;
 use crate::emulator::{Binding, EmuMemory};
 use crate::error::{Error, Result};
+use crate::gpu::{StreamKey, stream_key};
 use crate::launch::{KernelArgs, LaunchConfig};
 use cudarc::driver::{CudaEvent, CudaStream};
 use std::sync::Arc;
@@ -68,7 +69,9 @@ pub struct Event {
 }
 
 enum EventKind {
-    Gpu(CudaEvent),
+    /// The event, its stream and the launch log's mark when it was recorded:
+    /// once it completes, the launches before it on that stream are done.
+    Gpu(CudaEvent, StreamKey, u64),
     Emulated(Completion),
 }
 
@@ -199,10 +202,13 @@ impl Stream {
     pub fn record_event(&self) -> Result<Event> {
         self.device.check_health()?;
         let kind = match &self.kind {
-            StreamKind::Gpu(s) => EventKind::Gpu(
-                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(|e| self.device.observe(e, "recording an event"))?,
-            ),
+            StreamKind::Gpu(s) => {
+                let mark = self.device.launch_mark();
+                let event = s
+                    .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| self.device.observe(e, "recording an event"))?;
+                EventKind::Gpu(event, stream_key(s), mark)
+            }
             StreamKind::Emulated(s) => {
                 let done = Completion::pending();
                 let after = s.last().into_iter().collect();
@@ -222,7 +228,7 @@ impl Stream {
         self.device.check_same(&event.device)?;
         self.device.check_health()?;
         match (&self.kind, &event.kind) {
-            (StreamKind::Gpu(s), EventKind::Gpu(e)) => s.wait(e).map_err(|err| {
+            (StreamKind::Gpu(s), EventKind::Gpu(e, ..)) => s.wait(e).map_err(|err| {
                 self.device
                     .observe(err, "making a stream wait for an event")
             }),
@@ -242,9 +248,13 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         self.device.check_health()?;
         match &self.kind {
-            StreamKind::Gpu(s) => s
-                .synchronize()
-                .map_err(|e| self.device.observe(e, "synchronising a stream")),
+            StreamKind::Gpu(s) => {
+                let mark = self.device.launch_mark();
+                s.synchronize()
+                    .map_err(|e| self.device.observe(e, "synchronising a stream"))?;
+                self.device.waited(Some(stream_key(s)), mark);
+                Ok(())
+            }
             StreamKind::Emulated(s) => {
                 if let Some(last) = s.last() {
                     last.wait();
@@ -261,9 +271,12 @@ impl Event {
     pub fn synchronize(&self) -> Result<()> {
         self.device.check_health()?;
         match &self.kind {
-            EventKind::Gpu(e) => e
-                .synchronize()
-                .map_err(|err| self.device.observe(err, "waiting for an event")),
+            EventKind::Gpu(e, stream, mark) => {
+                e.synchronize()
+                    .map_err(|err| self.device.observe(err, "waiting for an event"))?;
+                self.device.waited(Some(*stream), *mark);
+                Ok(())
+            }
             EventKind::Emulated(c) => {
                 c.wait();
                 self.device.check_health()
@@ -275,9 +288,15 @@ impl Event {
     pub fn is_complete(&self) -> Result<bool> {
         self.device.check_health()?;
         match &self.kind {
-            EventKind::Gpu(e) => e
-                .try_is_complete()
-                .map_err(|err| self.device.observe(err, "querying an event")),
+            EventKind::Gpu(e, stream, mark) => {
+                let done = e
+                    .try_is_complete()
+                    .map_err(|err| self.device.observe(err, "querying an event"))?;
+                if done {
+                    self.device.waited(Some(*stream), *mark);
+                }
+                Ok(done)
+            }
             EventKind::Emulated(c) => Ok(c.outcome().is_some()),
         }
     }
@@ -289,7 +308,7 @@ impl Event {
         self.synchronize()?;
         start.synchronize()?;
         match (&start.kind, &self.kind) {
-            (EventKind::Gpu(a), EventKind::Gpu(b)) => {
+            (EventKind::Gpu(a, ..), EventKind::Gpu(b, ..)) => {
                 let ms = a
                     .elapsed_ms(b)
                     .map_err(|e| self.device.observe(e, "timing between events"))?;

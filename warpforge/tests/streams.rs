@@ -3,7 +3,9 @@
 //! failure classes. Emulator tests always run; the GPU halves are ignored
 //! without a GPU.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 use warpforge::{Device, Dim3, Error, FaultCode, LaunchConfig};
 use warpforge_device::{Out, sync, thread};
 use warpforge_kernels::elementwise::axpy_f32;
@@ -30,6 +32,55 @@ pub fn write_past_the_end(mut out: Out<f32>) {
     out.at(i + 1)
         .expect("planted fault: no slot past the end")
         .set(1.0);
+}
+
+/// A handshake between two emulated streams, through host memory both
+/// kernels see (these test kernels run on the emulator only). It is outside
+/// the hazard tracking that orders buffer accesses, so it can show that work
+/// on two streams really runs at the same time: each side waits for the
+/// other, and a side that waited [`HANDSHAKE_LIMIT`] in vain reports 0.
+static KERNEL_STARTED: AtomicBool = AtomicBool::new(false);
+static COPY_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Only a guard against a hang when streams are serialised; no assertion reads a time.
+const HANDSHAKE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits until `flag` is set (true) or the limit passes (false).
+fn wait_for(flag: &AtomicBool) -> bool {
+    let deadline = Instant::now() + HANDSHAKE_LIMIT;
+    while !flag.load(SeqCst) && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    flag.load(SeqCst)
+}
+
+/// Says it started, then runs until the other stream's copy is done:
+/// `saw[0]` = 1 if it was.
+#[kernel]
+pub fn run_until_copy_done(mut saw: Out<u32>) {
+    KERNEL_STARTED.store(true, SeqCst);
+    let done = wait_for(&COPY_DONE);
+    if let Some(mut s) = saw.at(0) {
+        s.set(u32::from(done));
+    }
+}
+
+/// Waits for `run_until_copy_done` to be running: `started[0]` = 1 if it was.
+#[kernel]
+pub fn wait_for_kernel_start(mut started: Out<u32>) {
+    let started_in_time = wait_for(&KERNEL_STARTED);
+    if let Some(mut s) = started.at(0) {
+        s.set(u32::from(started_in_time));
+    }
+}
+
+/// Tells `run_until_copy_done` that the copy queued before it has finished.
+#[kernel]
+pub fn signal_copy_done(mut signalled: Out<u32>) {
+    COPY_DONE.store(true, SeqCst);
+    if let Some(mut s) = signalled.at(0) {
+        s.set(1);
+    }
 }
 
 const N: usize = 256;
@@ -88,33 +139,49 @@ fn a_stream_waits_for_an_event_of_another() {
 fn a_copy_on_one_stream_overlaps_a_kernel_on_another() {
     let dev = Device::emulator();
     let (compute, copies) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
-    let mut y = dev.alloc_zeroed::<f32>(N).unwrap();
-    let cfg = LaunchConfig::for_elements(N, 256).unwrap();
+    let one = LaunchConfig::for_elements(1, 32).unwrap();
     let big = 1 << 22;
     let mut pinned = dev.alloc_pinned::<f32>(big).unwrap();
     pinned.copy_from_slice(&vec![7.0; big]).unwrap();
     let mut dst = dev.alloc_zeroed::<f32>(big).unwrap();
+    let mut saw_copy = dev.alloc_zeroed::<u32>(1).unwrap();
+    let mut kernel_started = dev.alloc_zeroed::<u32>(1).unwrap();
+    let mut signalled = dev.alloc_zeroed::<u32>(1).unwrap();
 
-    let kernel_start = compute.record_event().unwrap();
+    // `compute`: a kernel that runs until told the copy is done.
     compute
-        .launch(slow_fill, cfg, (4 * SLOW, 0.0f32, &mut y))
+        .launch(run_until_copy_done, one, (&mut saw_copy,))
         .unwrap();
     let kernel_end = compute.record_event().unwrap();
+    // `copies`: wait until that kernel runs, copy 16 MiB, then say so. The
+    // copy therefore starts after the kernel started and ends before it ends,
+    // which can only happen if the two streams run at once; serialised, one
+    // side would wait for the other in vain and report 0.
+    copies
+        .launch(wait_for_kernel_start, one, (&mut kernel_started,))
+        .unwrap();
     let copy_start = copies.record_event().unwrap();
     copies.upload(&pinned, &mut dst).unwrap();
     let copy_end = copies.record_event().unwrap();
+    copies
+        .launch(signal_copy_done, one, (&mut signalled,))
+        .unwrap();
 
-    copy_end.synchronize().unwrap();
-    // The 16 MiB copy finished while the kernel was still running: they overlapped.
-    assert!(
-        !kernel_end.is_complete().unwrap(),
-        "the kernel finished before the copy on the other stream did"
+    kernel_end.synchronize().unwrap();
+    assert_eq!(
+        kernel_started.to_host().unwrap(),
+        [1],
+        "the kernel never started"
     );
-    let kernel = kernel_end.elapsed_since(&kernel_start).unwrap();
-    let copy = copy_end.elapsed_since(&copy_start).unwrap();
-    assert!(copy < kernel, "copy {copy:?} vs kernel {kernel:?}");
+    assert_eq!(signalled.to_host().unwrap(), [1]);
+    assert_eq!(
+        saw_copy.to_host().unwrap(),
+        [1],
+        "the kernel ended without seeing the copy on the other stream finish"
+    );
+    // Ordered by events too: the copy was complete when the kernel's end was reached.
+    assert!(copy_start.is_complete().unwrap() && copy_end.is_complete().unwrap());
     assert_eq!(dst.to_host().unwrap(), vec![7.0; big]);
-    assert_eq!(y.to_host().unwrap(), expected(0.0));
 }
 
 #[test]
@@ -282,8 +349,205 @@ fn out_of_memory_names_the_sizes_and_the_device_keeps_working() {
 }
 
 #[test]
+fn pinned_memory_after_a_fault_is_context_poisoned_not_stale_data() {
+    let dev = Device::emulator();
+    let stream = dev.new_stream().unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
+    let mut pinned = dev.alloc_pinned::<f32>(64).unwrap();
+    stream
+        .launch(
+            write_past_the_end,
+            LaunchConfig::new(Dim3::x(1), Dim3::x(64)),
+            (&mut out,),
+        )
+        .unwrap();
+    // The download depends on the faulting kernel: its data would be stale.
+    stream.download(&out, &mut pinned).unwrap();
+    let e = pinned.as_slice().unwrap_err();
+    assert!(
+        matches!(&e, Error::KernelFault { kernel, .. } if kernel == "write_past_the_end"),
+        "{e}"
+    );
+    assert_poisoned_by(&pinned.as_slice().unwrap_err(), "write_past_the_end");
+    assert_poisoned_by(&pinned.as_mut_slice().unwrap_err(), "write_past_the_end");
+    assert_poisoned_by(
+        &pinned.copy_from_slice(&[0.0; 64]).unwrap_err(),
+        "write_past_the_end",
+    );
+}
+
+#[test]
+fn a_poisoned_device_is_reset_once_its_last_handle_asks_and_old_buffers_cannot_follow() {
+    let dev = Device::emulator_with_memory(1 << 20);
+    let stream = dev.new_stream().unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
+    dev.launch(
+        write_past_the_end,
+        LaunchConfig::new(Dim3::x(1), Dim3::x(64)),
+        (&mut out,),
+    )
+    .unwrap_err();
+    // Other handles alive (a clone, the buffer, the stream): refused, naming the fault.
+    let e = dev.clone().reset().unwrap_err();
+    let Error::DeviceInUse {
+        handles,
+        poisoned_by: Some(fault),
+        ..
+    } = &e
+    else {
+        panic!("{e}")
+    };
+    assert_eq!(*handles, 3, "{e}");
+    assert!(
+        matches!(&**fault, Error::KernelFault { kernel, .. } if kernel == "write_past_the_end"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("drop them all first"), "{e}");
+    assert_poisoned_by(
+        &dev.alloc_zeroed::<f32>(1).unwrap_err(),
+        "write_past_the_end",
+    );
+    drop((out, stream));
+    let fresh = dev.reset().unwrap();
+    assert_eq!(fresh.memory_info().unwrap(), (1 << 20, 1 << 20));
+    let x = fresh.upload(&[1.0f32; 64]).unwrap();
+    let mut y = fresh.alloc_zeroed::<f32>(64).unwrap();
+    fresh
+        .launch(
+            axpy_f32,
+            LaunchConfig::for_elements(64, 64).unwrap(),
+            (2.0f32, &x, &mut y),
+        )
+        .unwrap();
+    assert_eq!(y.to_host().unwrap(), vec![2.0; 64]);
+}
+
+/// The GPU tests of this binary share GPU 0's one context (`Device::gpu`
+/// returns the live device); the planted fault poisons it, so that test
+/// runs alone and the others wait for it.
+static GPU: RwLock<()> = RwLock::new(());
+
+fn gpu_shared() -> RwLockReadGuard<'static, ()> {
+    GPU.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn gpu_alone() -> RwLockWriteGuard<'static, ()> {
+    GPU.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `y = 2·x + 0` on `dev`, checked: the device works.
+fn assert_axpy_runs(dev: &Device) {
+    let n = 4096;
+    let x = dev.upload(&vec![1.5f32; n]).unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(n).unwrap();
+    dev.launch(
+        axpy_f32,
+        LaunchConfig::for_elements(n, 256).unwrap(),
+        (2.0f32, &x, &mut y),
+    )
+    .unwrap();
+    assert_eq!(y.to_host().unwrap(), vec![3.0; n]);
+}
+
+/// Plants a trap: probe_transpose insists on an output of rows × cols, and
+/// gets one element. Returns the fault the host read reports.
+fn plant_trap(dev: &Device) -> Error {
+    use warpforge_kernels::probe::probe_transpose;
+    let x = dev.upload(&[1.0f32; 6]).unwrap();
+    let mut out = dev.alloc_zeroed::<f32>(1).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::new(16, 16, 1));
+    dev.launch(probe_transpose, cfg, (&x, 2u32, 3u32, 3u32, &mut out))
+        .unwrap();
+    out.to_host().unwrap_err()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_a_trap_is_a_kernel_fault_then_context_poisoned_then_recovered() {
+    let _alone = gpu_alone();
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    // Launches and reads before the faulting one: the fault must not be blamed on them.
+    assert_axpy_runs(&dev);
+    assert_axpy_runs(&dev);
+    let e = plant_trap(&dev);
+    let Error::KernelFault { kernel, detail, .. } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(kernel, "probe_transpose", "{e}");
+    assert!(detail.contains("the only kernel in flight"), "{e}");
+    assert_poisoned_by(&dev.alloc_zeroed::<f32>(1).unwrap_err(), "probe_transpose");
+
+    // While a handle of the poisoned context lives, opening the GPU is refused.
+    let e = Device::gpu(0).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::DeviceInUse {
+                handles: 1,
+                poisoned_by: Some(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Recovery 1: the last handle resets the device.
+    let dev = dev.reset().expect("reset after a fault");
+    assert_axpy_runs(&dev);
+
+    // Recovery 2: fault again, drop every handle, open again.
+    let e = plant_trap(&dev);
+    assert!(matches!(&e, Error::KernelFault { .. }), "{e}");
+    drop(dev);
+    let dev = Device::gpu(0).expect("reopen after every handle was dropped");
+    assert_axpy_runs(&dev);
+}
+
+/// Runs the trap test above in a child process and reads what the GPU's
+/// `vprintf` printed there: the panic's message, file and line, once per
+/// faulting thread, with nothing garbled.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "gpu_a_trap_is_a_kernel_fault_then_context_poisoned_then_recovered",
+            "--test-threads=1",
+        ])
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let message = "out is too small for cols × rows";
+    let source = include_str!("../../kernels/src/probe/matrix.rs");
+    let line = 1 + source
+        .lines()
+        .position(|l| l.contains(&format!("\"{message}\"")))
+        .expect("the message is in the probe's source");
+    let want =
+        format!("warpforge kernel panicked at kernels/src/probe/matrix.rs:{line}: {message}");
+    let printed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("panicked at"))
+        .collect();
+    // Two planted traps, each of a 16 × 16 block whose every thread panics.
+    assert_eq!(printed.len(), 2 * 256, "{stdout}");
+    assert!(
+        printed.iter().all(|l| *l == want),
+        "want {want:?}, got {:?}",
+        printed[0]
+    );
+}
+
+#[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_out_of_memory_then_the_device_keeps_working() {
+    let _shared = gpu_shared();
     let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
     let (_, total) = dev.memory_info().unwrap();
     let e = dev
@@ -296,26 +560,8 @@ fn gpu_out_of_memory_then_the_device_keeps_working() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn gpu_a_trap_is_a_kernel_fault_and_then_context_poisoned() {
-    use warpforge_kernels::probe::probe_transpose;
-    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
-    // probe_transpose insists on an output of rows × cols: give it one element.
-    let x = dev.upload(&[1.0f32; 6]).unwrap();
-    let mut out = dev.alloc_zeroed::<f32>(1).unwrap();
-    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::new(16, 16, 1));
-    dev.launch(probe_transpose, cfg, (&x, 2u32, 3u32, 3u32, &mut out))
-        .unwrap();
-    let e = out.to_host().unwrap_err();
-    assert!(
-        matches!(&e, Error::KernelFault { kernel, .. } if kernel == "probe_transpose"),
-        "{e}"
-    );
-    assert_poisoned_by(&dev.alloc_zeroed::<f32>(1).unwrap_err(), "probe_transpose");
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
 fn gpu_streams_order_pinned_copies_and_kernels() {
+    let _shared = gpu_shared();
     let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
     let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
     let n = 1 << 20;

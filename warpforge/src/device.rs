@@ -16,7 +16,8 @@ use warpforge_device::emu::{self, LaunchShape};
 use warpforge_device::kernel::Kernel;
 
 enum Backend {
-    Gpu(Gpu),
+    /// Boxed: its launch log and caches dwarf the emulator's handles.
+    Gpu(Box<Gpu>),
     Emulator {
         pool: Arc<Pool>,
         /// The streams made on it, for `synchronize`.
@@ -35,6 +36,14 @@ pub(crate) enum Health {
 }
 
 impl Health {
+    /// The fault that made the device unusable, reported or not.
+    fn fault_seen(&self) -> Option<Error> {
+        match self {
+            Health::Usable => None,
+            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
+        }
+    }
+
     /// Records a fault if none is recorded yet.
     pub(crate) fn fault(&mut self, e: Error) {
         if matches!(self, Health::Usable) {
@@ -153,10 +162,7 @@ impl Device {
 
     /// The fault that poisoned this device, if one did (reported or not).
     fn fault(&self) -> Option<Error> {
-        match &*lock(&self.inner.health) {
-            Health::Usable => None,
-            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
-        }
+        lock(&self.inner.health).fault_seen()
     }
 
     /// A CPU emulator device: runs the same kernels with CUDA semantics. Its
@@ -563,17 +569,11 @@ fn open_gpu(open: &mut BTreeMap<usize, OpenGpu>, ordinal: usize) -> Result<Devic
                 }),
             };
         }
-        previous_fault = match &*lock(&slot.health) {
-            Health::Usable => None,
-            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
-        };
+        previous_fault = lock(&slot.health).fault_seen();
         reset_first = previous_fault.is_some() || slot.reset_on_open;
     }
-    let dev = Device::with_backend(Backend::Gpu(Gpu::open(
-        ordinal,
-        reset_first,
-        previous_fault.as_ref(),
-    )?));
+    let gpu = Gpu::open(ordinal, reset_first, previous_fault.as_ref())?;
+    let dev = Device::with_backend(Backend::Gpu(Box::new(gpu)));
     open.insert(
         ordinal,
         OpenGpu {

@@ -127,12 +127,16 @@ pub enum Error {
     #[error(
         "kernel `{kernel}` (grid {grid}, block {block}) faulted: {code}. {detail}. The device is \
          now unusable (every later call returns ContextPoisoned): fix the kernel or its \
-         inputs, then open a new device; run it on the emulator (`--backend emu`) or under \
+         inputs; to go on in this process drop every handle of the device and open it \
+         again, or call `Device::reset` on the last one; run it on the emulator (`--backend emu`) or under \
          compute-sanitizer to find the thread"
     )]
     KernelFault {
-        /// The kernel (on the GPU: the first kernel launched since the last
-        /// successful synchronisation, see `detail`).
+        /// The kernel. On the GPU, where faults are reported asynchronously:
+        /// the oldest kernel still in flight when the fault was seen (a
+        /// completed wait — a host read, a stream, event or device
+        /// synchronisation — retires the launches it covers); `detail` says
+        /// how many were in flight.
         kernel: String,
         /// Its grid.
         grid: Dim3,

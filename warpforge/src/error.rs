@@ -210,10 +210,12 @@ pub enum Error {
     /// when the other dimensions are huge (the input has no elements, yet
     /// every output needs a value).
     #[error(
-        "{op}: the result has shape {shape:?}: {elements} elements × {item_size} bytes = \
-         {bytes} bytes, more than can be held ({why}); every element would be {value}. Reduce \
-         the whole tensor (no axis) or along an axis of non-zero length, or make the other \
-         dimensions smaller"
+        "{op}: the result has shape {shape:?}: {elements} elements × {item_size} bytes = {} \
+         bytes, more than can be held ({why}); every element would be {value}. Reduce the whole \
+         tensor (no axis) or along an axis of non-zero length, or make the other dimensions \
+         smaller",
+        // A usize × a small item size always fits a u128.
+        *elements as u128 * *item_size as u128
     )]
     ResultTooLarge {
         /// The reduction.
@@ -222,10 +224,8 @@ pub enum Error {
         shape: Vec<usize>,
         /// Elements of the result.
         elements: usize,
-        /// Bytes per element.
+        /// Bytes per element (the result's bytes are `elements × item_size`).
         item_size: usize,
-        /// Bytes of the result.
-        bytes: u128,
         /// The value every element would hold, e.g. `0.0` or `NaN`.
         value: String,
         /// Where it did not fit, with the sizes.

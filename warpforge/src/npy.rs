@@ -9,6 +9,10 @@
 //!   reading, so `shape` and `data` mean the same as for a C-order file.
 //! - checks: the magic, the header, and that the data is exactly
 //!   elements × item size bytes; every error names the file and the sizes.
+//! - sizes: like numpy, a shape is refused (on reading and writing) when its
+//!   non-zero dimensions times the item size exceed `isize::MAX` bytes, even
+//!   if a zero dimension makes it empty: `(2**40, 0, 2**40)` is refused,
+//!   `(2**20, 0, 2**20)` (no elements) and `(0, 2**40)` are read.
 //! - shape `[]` is a 0-d array (one element), what a whole-tensor reduction writes.
 //!
 //! ```
@@ -90,6 +94,15 @@ impl NpyData {
     pub fn is_float(&self) -> bool {
         matches!(self, NpyData::F16(_) | NpyData::F32(_) | NpyData::F64(_))
     }
+
+    /// Bytes per element.
+    fn item_size(&self) -> usize {
+        match self {
+            NpyData::F16(_) => 2,
+            NpyData::F32(_) | NpyData::I32(_) | NpyData::U32(_) => 4,
+            NpyData::F64(_) | NpyData::I64(_) => 8,
+        }
+    }
 }
 
 macro_rules! npy_data_from {
@@ -169,6 +182,25 @@ pub enum NpyError {
         /// Bytes of data in the file.
         found: usize,
     },
+    /// A shape too large for any array: its non-zero dimensions times the item
+    /// size exceed `isize::MAX` bytes (numpy refuses such shapes too).
+    #[error(
+        "{}: shape {shape:?} of {dtype} is too large for an array: its non-zero dimensions \
+         × {item_size} bytes per element exceed {max} bytes, the most an array can hold \
+         (numpy refuses such a shape too); use a smaller shape",
+        path.display(),
+        max = isize::MAX
+    )]
+    ShapeTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The shape.
+        shape: Vec<usize>,
+        /// The dtype.
+        dtype: String,
+        /// Bytes per element.
+        item_size: usize,
+    },
     /// [`write`] was given a shape whose element count is not the data's.
     #[error(
         "{}: shape {shape:?} holds {expected} elements but {found} were given to write",
@@ -241,22 +273,21 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<NpyArray, NpyError> {
         }
     };
     let item_size = ty.size_field() as usize;
-    // `precheck` has shown the element count fits in a u64; it must fit a usize too.
+    // `precheck` has shown the non-zero dimensions' product fits in a u64; on a
+    // 32-bit target a dimension may still not fit a usize.
     let shape = header
         .shape()
         .iter()
         .map(|&d| usize::try_from(d))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| malformed(format!("shape {:?} is too large", header.shape())))?;
-    let too_large = || {
-        malformed(format!(
-            "shape {shape:?} holds more bytes than fit in memory"
-        ))
+    let too_large = || NpyError::ShapeTooLarge {
+        path: path.to_owned(),
+        shape: shape.clone(),
+        dtype: describe(&ty),
+        item_size,
     };
-    let elements = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(too_large)?;
+    let elements = element_count(&shape, item_size).ok_or_else(too_large)?;
     let expected = elements.checked_mul(item_size).ok_or_else(too_large)?;
     if rest.len() != expected {
         return Err(NpyError::DataLength {
@@ -275,7 +306,11 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<NpyArray, NpyError> {
     macro_rules! decode {
         ($v:ident, $t:ty) => {{
             let v = file.into_vec::<$t>().map_err(decode_err)?;
-            NpyData::$v(if fortran { fortran_to_c(&shape, v) } else { v })
+            NpyData::$v(if fortran {
+                fortran_to_c(&shape, v).map_err(|e| malformed(format!("fortran_order: {e}")))?
+            } else {
+                v
+            })
         }};
     }
     let data = match kind {
@@ -289,9 +324,11 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<NpyArray, NpyError> {
     Ok(NpyArray { shape, data })
 }
 
-/// Checks the magic, that the header fits in the file, and that the shape's
-/// element count fits in a u64 (npyz multiplies the dims unchecked), before
-/// handing the header to npyz.
+/// Checks the magic, that the header fits in the file, and that the product
+/// of the shape's non-zero dimensions fits in a u64, before handing the header
+/// to npyz: npyz multiplies the dimensions unchecked, in both orders (for the
+/// strides), which overflows (a panic in debug builds) for a shape like
+/// `(0, 2**32, 2**32)` unless every partial product fits.
 fn precheck(bytes: &[u8]) -> Result<(), String> {
     const MAGIC: &[u8] = b"\x93NUMPY";
     if bytes.len() < 10 {
@@ -334,30 +371,102 @@ fn precheck(bytes: &[u8]) -> Result<(), String> {
         ));
     }
     let text = String::from_utf8_lossy(&bytes[text_start..data_start]);
-    if let Some(dims) = shape_dims(&text) {
-        let mut n: u64 = 1;
-        for d in &dims {
-            n = n.checked_mul(*d).ok_or_else(|| {
-                format!("shape {dims:?} has more elements than a 64-bit count can hold")
-            })?;
+    for dims in header_shapes(&text)? {
+        let mut nonzero = dims.iter().filter(|&&d| d != 0);
+        if nonzero.try_fold(1u64, |n, &d| n.checked_mul(d)).is_none() {
+            return Err(format!(
+                "shape {dims:?} is too large: its non-zero dimensions multiply to more elements \
+                 than a 64-bit count can hold (numpy refuses such a shape too)"
+            ));
         }
     }
     Ok(())
 }
 
-/// The integers of the `shape` tuple in a header's text, if it can be found;
-/// npyz parses the header properly afterwards.
-fn shape_dims(text: &str) -> Option<Vec<u64>> {
-    let key = text.find("'shape'").or_else(|| text.find("\"shape\""))?;
-    let after = &text[key + 7..];
-    let open = after.find('(')?;
-    let close = after[open..].find(')')? + open;
-    after[open + 1..close]
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse().ok())
-        .collect()
+/// Whitespace the header's Python literal may have between tokens.
+const HEADER_SPACE: [char; 5] = [' ', '\t', '\x0C', '\r', '\n'];
+
+/// Every shape the header's text can give npyz, read conservatively so that
+/// [`precheck`] can check them first. Each `shape` followed by a closing quote
+/// and `:` counts, even inside another string or a repeated key: checking one
+/// too many is harmless, missing the one npyz uses is not. Fails closed on
+/// what numpy never writes: a backslash (an escape could spell the key
+/// another way), or a `shape` value that is not a tuple or list of integer
+/// literals (npyz would evaluate an expression like `2+2`).
+fn header_shapes(text: &str) -> Result<Vec<Vec<u64>>, String> {
+    if text.contains('\\') {
+        return Err("the header contains a backslash escape, which numpy never writes".to_owned());
+    }
+    let mut shapes = Vec::new();
+    for (at, key) in text.match_indices("shape") {
+        let rest = &text[at + key.len()..];
+        let unquoted = rest.trim_start_matches(['\'', '"']);
+        if unquoted.len() == rest.len() {
+            continue; // not the end of a string
+        }
+        let Some(value) = unquoted.trim_start_matches(HEADER_SPACE).strip_prefix(':') else {
+            continue; // not a key
+        };
+        let value = value.trim_start_matches(HEADER_SPACE);
+        let shown: String = value.chars().take(40).collect();
+        let not_a_shape =
+            || format!("its 'shape' is not a tuple of non-negative integers: {shown:?}");
+        let close = match value.chars().next() {
+            Some('(') => ')',
+            Some('[') => ']',
+            _ => return Err(not_a_shape()),
+        };
+        let end = value.find(close).ok_or_else(not_a_shape)?;
+        let dims = value[1..end]
+            .split(',')
+            .map(|d| d.trim_matches(HEADER_SPACE))
+            .filter(|d| !d.is_empty())
+            .map(|d| parse_dim(d).ok_or_else(not_a_shape))
+            .collect::<Result<Vec<u64>, String>>()?;
+        shapes.push(dims);
+    }
+    Ok(shapes)
+}
+
+/// A Python integer literal (`12`, `1_000`, `0x10`, `0o7`, `0b1`; a Python 2
+/// `12L`), if it is one and fits in a u64.
+fn parse_dim(d: &str) -> Option<u64> {
+    let d = d.strip_suffix(['L', 'l']).unwrap_or(d);
+    let (digits, radix) = match d.get(..2) {
+        Some("0x" | "0X") => (&d[2..], 16),
+        Some("0o" | "0O") => (&d[2..], 8),
+        Some("0b" | "0B") => (&d[2..], 2),
+        _ => (d, 10),
+    };
+    let digits = digits
+        .strip_prefix('_')
+        .filter(|_| radix != 10)
+        .unwrap_or(digits);
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+        || !digits.chars().all(|c| c == '_' || c.is_digit(radix))
+    {
+        return None;
+    }
+    u64::from_str_radix(&digits.replace('_', ""), radix).ok()
+}
+
+/// The number of elements of `shape`, numpy's way: `None` if the product of
+/// its non-zero dimensions times `item_size` exceeds `isize::MAX` bytes, even
+/// when a zero dimension makes the shape empty (numpy refuses such shapes).
+/// Every partial product of the dimensions, in any order, then fits too.
+fn element_count(shape: &[usize], item_size: usize) -> Option<usize> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+    let bytes = nonzero.checked_mul(item_size.max(1))?;
+    if isize::try_from(bytes).is_err() {
+        return None;
+    }
+    Some(if shape.contains(&0) { 0 } else { nonzero })
 }
 
 /// `uint8 ('|u1')`: numpy's name for a dtype and its type string.
@@ -380,40 +489,80 @@ fn describe(ty: &TypeStr) -> String {
     format!("{name} ('{ty}')")
 }
 
-/// Reorders the elements of a Fortran-order array (first axis fastest) to C order.
-fn fortran_to_c<T: Copy>(shape: &[usize], f: Vec<T>) -> Vec<T> {
-    if shape.len() < 2 {
-        return f;
+/// Reorders the elements of a Fortran-order array (first axis fastest) to C
+/// order. Refuses (rather than overflowing or indexing out of bounds) a `f`
+/// that does not hold exactly the shape's elements; an empty array, which has
+/// no strides to compute, is returned as it is whatever its dimensions.
+fn fortran_to_c<T: Copy>(shape: &[usize], f: Vec<T>) -> Result<Vec<T>, String> {
+    let n = if shape.contains(&0) {
+        Some(0)
+    } else {
+        shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    };
+    if n != Some(f.len()) {
+        return Err(format!(
+            "shape {shape:?} does not hold the {} elements given",
+            f.len()
+        ));
     }
+    if shape.len() < 2 || f.len() < 2 {
+        return Ok(f);
+    }
+    // Every dimension is at least 1 here, so each stride is at most `f.len()`.
     let mut stride = vec![1usize; shape.len()];
     for k in 1..shape.len() {
-        stride[k] = stride[k - 1] * shape[k - 1];
+        stride[k] = stride[k - 1]
+            .checked_mul(shape[k - 1])
+            .ok_or_else(|| format!("the strides of shape {shape:?} overflow"))?;
     }
+    let mut out = Vec::new();
+    out.try_reserve_exact(f.len()).map_err(|e| {
+        format!(
+            "no memory for the C-order copy of {} elements: {e}",
+            f.len()
+        )
+    })?;
+    // `at` = Σ idx[k]·stride[k], the Fortran-order offset of the C-order index
+    // `idx`, kept up to date as `idx` counts up: always below `f.len()`.
     let mut idx = vec![0usize; shape.len()];
-    let mut out = Vec::with_capacity(f.len());
+    let mut at = 0usize;
     for _ in 0..f.len() {
-        out.push(f[idx.iter().zip(&stride).map(|(i, s)| i * s).sum::<usize>()]);
+        let x = f
+            .get(at)
+            .ok_or_else(|| format!("offset {at} outside shape {shape:?}"))?;
+        out.push(*x);
         for k in (0..shape.len()).rev() {
             idx[k] += 1;
             if idx[k] < shape[k] {
+                at += stride[k];
                 break;
             }
             idx[k] = 0;
+            at -= (shape[k] - 1) * stride[k];
         }
     }
-    out
+    Ok(out)
 }
 
 /// Writes `data` with `shape` (C order, little-endian) to `path`, replacing it.
-/// `shape` `[]` writes a 0-d array, which needs exactly one element.
+/// `shape` `[]` writes a 0-d array, which needs exactly one element. A shape
+/// numpy refuses (its non-zero dimensions × item size over `isize::MAX`
+/// bytes) is [`NpyError::ShapeTooLarge`]; either error leaves `path` untouched.
 pub fn write(path: impl AsRef<Path>, shape: &[usize], data: &NpyData) -> Result<(), NpyError> {
     let path = path.as_ref();
-    let expected = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if expected != Some(data.len()) {
+    // Checked before npyz sees the shape: it multiplies the dimensions unchecked.
+    let expected =
+        element_count(shape, data.item_size()).ok_or_else(|| NpyError::ShapeTooLarge {
+            path: path.to_owned(),
+            shape: shape.to_vec(),
+            dtype: data.dtype_name().to_owned(),
+            item_size: data.item_size(),
+        })?;
+    if expected != data.len() {
         return Err(NpyError::ShapeMismatch {
             path: path.to_owned(),
             shape: shape.to_vec(),
-            expected: expected.unwrap_or(usize::MAX),
+            expected,
             found: data.len(),
         });
     }
@@ -580,7 +729,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let (text, data) = split_written(&bytes);
         assert!(text.starts_with("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3"));
-        assert_eq!(shape_dims(&text), Some(vec![2, 3]));
+        assert_eq!(header_shapes(&text), Ok(vec![vec![2, 3]]));
         let want: Vec<u8> = (0i32..6).flat_map(|i| i.to_le_bytes()).collect();
         assert_eq!(data, want);
         // 0-d: `shape: ()` and one element.
@@ -744,6 +893,201 @@ mod tests {
         let e = read(temp_path("missing")).unwrap_err();
         assert!(matches!(e, NpyError::Io { .. }), "{e}");
         assert!(e.to_string().contains("reading failed"), "{e}");
+    }
+
+    #[test]
+    fn empty_shapes_with_huge_dimensions_read_as_empty() {
+        for (shape, dims) in [
+            ("(1048576, 0, 1048576)", vec![1 << 20, 0, 1 << 20]),
+            ("(0, 1099511627776)", vec![0, 1 << 40]),
+            // Non-zero dimensions × 4 bytes = 2⁶² bytes: numpy's limit is 2⁶³ − 1.
+            ("(1152921504606846976, 0)", vec![1 << 60, 0]),
+        ] {
+            for fortran in [false, true] {
+                let a = read_bytes("empty", &npy_bytes("<f4", fortran, shape, &[])).unwrap();
+                assert_eq!(a.shape, dims, "{shape} fortran={fortran}");
+                assert_eq!(a.data, NpyData::F32(vec![]), "{shape}");
+            }
+        }
+        // A 0 stored as data does not make a short file valid.
+        let e = read_bytes("data", &npy_bytes("<f4", false, "(1048576, 0, 2)", &[0; 4]));
+        assert!(
+            matches!(
+                e,
+                Err(NpyError::DataLength {
+                    expected: 0,
+                    found: 4,
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+    }
+
+    /// Shapes npyz would overflow on (it multiplies the dimensions unchecked,
+    /// in both orders, a panic in debug builds) and shapes numpy refuses:
+    /// every one an error naming the shape, however the header spells it.
+    #[test]
+    fn refuses_shapes_whose_sizes_overflow() {
+        let refused = |name: &str, descr: &str, fortran: bool, shape: &str| {
+            let e = read_bytes(name, &npy_bytes(descr, fortran, shape, &[])).unwrap_err();
+            (e.to_string(), e)
+        };
+        for fortran in [false, true] {
+            for shape in [
+                "(0, 4294967296, 4294967296)",
+                "(4294967296, 4294967296, 0)",
+                "(1099511627776, 0, 1099511627776)",
+                "[0, 4294967296, 4294967296]",
+                "(0, 0x100000000, 0x1_0000_0000)",
+                "(0,4294967296,4294967296,)",
+            ] {
+                let (msg, e) = refused("overflow", "<f4", fortran, shape);
+                assert!(matches!(e, NpyError::Malformed { .. }), "{shape}: {msg}");
+                assert!(msg.contains("non-zero dimensions"), "{shape}: {msg}");
+                assert!(
+                    msg.contains("4294967296") || msg.contains("1099511627776"),
+                    "{msg}"
+                );
+            }
+            // Fits a u64, but not isize::MAX bytes: 2⁶¹ × 4 bytes.
+            let (msg, e) = refused("bytes", "<f4", fortran, "(2, 0, 1152921504606846976)");
+            assert!(
+                matches!(e, NpyError::ShapeTooLarge { item_size: 4, .. }),
+                "{msg}"
+            );
+            assert!(msg.contains("[2, 0, 1152921504606846976]"), "{msg}");
+            assert!(msg.contains("float32"), "{msg}");
+        }
+        // Spellings of a shape that are not plain integers are refused, not
+        // guessed at: npyz would evaluate `2+2` and read escapes.
+        for shape in [
+            "(0, 2+2)",
+            "(0, 4.0)",
+            "(0, -1)",
+            "((1, 2), 3)",
+            "None",
+            "(0, 1__0)",
+        ] {
+            let (msg, e) = refused("syntax", "<f4", false, shape);
+            assert!(matches!(e, NpyError::Malformed { .. }), "{shape}: {msg}");
+            assert!(
+                msg.contains("not a tuple of non-negative integers"),
+                "{shape}: {msg}"
+            );
+        }
+        let (msg, _) = refused("escape", "<f\\x34", false, "(2,)");
+        assert!(msg.contains("backslash"), "{msg}");
+        // A second `shape` key (the last one wins in npyz) and one inside a
+        // string: every candidate is checked.
+        let dup = npy_bytes_raw(
+            "'<f4', 'shape': (1,)",
+            false,
+            "(0, 4294967296, 4294967296)",
+            &[],
+        );
+        let e = read_bytes("dup", &dup).unwrap_err();
+        assert!(e.to_string().contains("non-zero dimensions"), "{e}");
+        let decoy = replace(
+            &npy_bytes("<f4", false, "(0, 4294967296, 4294967296)", &[]),
+            b"'descr'",
+            b"'x': \"shape': (1,)\", 'descr'",
+        );
+        let e = read_bytes("decoy", &decoy).unwrap_err();
+        assert!(e.to_string().contains("non-zero dimensions"), "{e}");
+    }
+
+    #[test]
+    fn parses_python_integer_literals_as_dimensions() {
+        for (d, want) in [
+            ("12", Some(12)),
+            ("1_000", Some(1000)),
+            ("0x10", Some(16)),
+            ("0X_ff", Some(255)),
+            ("0o17", Some(15)),
+            ("0b101", Some(5)),
+            ("7L", Some(7)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("", None),
+            ("_1", None),
+            ("1_", None),
+            ("0x", None),
+            ("0b2", None),
+            ("+1", None),
+            ("1e3", None),
+        ] {
+            assert_eq!(parse_dim(d), want, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn element_count_follows_numpy() {
+        assert_eq!(element_count(&[], 4), Some(1));
+        assert_eq!(element_count(&[2, 3], 8), Some(6));
+        assert_eq!(element_count(&[1 << 20, 0, 1 << 20], 4), Some(0));
+        assert_eq!(element_count(&[1 << 60, 0], 4), Some(0));
+        assert_eq!(element_count(&[1 << 61, 0], 4), None);
+        assert_eq!(element_count(&[usize::MAX, usize::MAX, 0], 1), None);
+        assert_eq!(element_count(&[1 << 31, 1 << 29], 4), Some(1 << 60));
+        assert_eq!(element_count(&[1 << 31, 1 << 30], 4), None);
+    }
+
+    #[test]
+    fn fortran_transpose_is_checked() {
+        // An empty array is returned as it is: no strides, however large the
+        // dimensions (the old transpose multiplied usize::MAX × 2 here).
+        assert_eq!(fortran_to_c::<u8>(&[usize::MAX, 2, 0], vec![]), Ok(vec![]));
+        assert_eq!(
+            fortran_to_c::<u8>(&[0, usize::MAX, usize::MAX], vec![]),
+            Ok(vec![])
+        );
+        // Data that does not match the shape is an error, not an overflow or
+        // an index out of bounds.
+        let e = fortran_to_c::<u8>(&[1 << 40, 1 << 40, 2], vec![]).unwrap_err();
+        assert!(e.contains("does not hold the 0 elements"), "{e}");
+        assert!(fortran_to_c(&[2, 3], vec![0u8; 5]).is_err());
+        assert!(fortran_to_c(&[2, 0], vec![0u8; 1]).is_err());
+        // A 4-d transpose against the index formula.
+        let shape = [2usize, 3, 1, 4];
+        let n = 24;
+        let f: Vec<usize> = (0..n).collect();
+        let c = fortran_to_c(&shape, f).unwrap();
+        let mut want = Vec::new();
+        for i in 0..2 {
+            for j in 0..3 {
+                for l in 0..4 {
+                    want.push(i + 2 * j + 6 * l);
+                }
+            }
+        }
+        assert_eq!(c, want);
+    }
+
+    #[test]
+    fn write_refuses_shapes_numpy_refuses_and_writes_empty_huge_ones() {
+        let path = temp_path("toolarge");
+        for shape in [
+            &[1usize << 40, 1 << 40, 0][..],
+            &[usize::MAX, usize::MAX, 0],
+        ] {
+            let e = write(&path, shape, &NpyData::F32(vec![])).unwrap_err();
+            assert!(
+                matches!(e, NpyError::ShapeTooLarge { item_size: 4, .. }),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&format!("{shape:?}")), "{e}");
+            assert!(!path.exists());
+        }
+        // 2⁶⁰ × 8 bytes: over isize::MAX for float64, not for float16.
+        let e = write(&path, &[1 << 60, 0], &NpyData::F64(vec![])).unwrap_err();
+        assert!(
+            matches!(e, NpyError::ShapeTooLarge { item_size: 8, .. }),
+            "{e}"
+        );
+        round_trip(&[1 << 60, 0], NpyData::F16(vec![]));
+        round_trip(&[1 << 20, 0, 1 << 20], NpyData::F32(vec![]));
+        round_trip(&[0, 1 << 40], NpyData::I64(vec![]));
     }
 
     #[test]

@@ -233,15 +233,25 @@ pub enum Pass {
 
 impl Pass {
     /// Units of work, and the blocks that would give each its warp or thread.
-    fn units(self) -> (u64, u64) {
+    /// (At most the input's element count for a pass [`reduce_with`] runs;
+    /// checked all the same.)
+    fn units(self) -> Result<(u64, u64)> {
+        let overflow = || Error::SizeOverflow {
+            what: format!("reduce: the units of work of {self:?}"),
+        };
         match self {
             Pass::Rows { rows, len } => {
-                let units = rows * len.div_ceil(ROW_UNIT);
-                (units, units.div_ceil(u64::from(BLOCK_THREADS) / 32))
+                let units = rows
+                    .checked_mul(len.div_ceil(ROW_UNIT))
+                    .ok_or_else(overflow)?;
+                Ok((units, units.div_ceil(u64::from(BLOCK_THREADS) / 32)))
             }
             Pass::Cols { outer, len, inner } => {
-                let units = outer * len.div_ceil(COL_UNIT) * inner;
-                (units, units.div_ceil(u64::from(BLOCK_THREADS)))
+                let units = outer
+                    .checked_mul(len.div_ceil(COL_UNIT))
+                    .and_then(|u| u.checked_mul(inner))
+                    .ok_or_else(overflow)?;
+                Ok((units, units.div_ceil(u64::from(BLOCK_THREADS))))
             }
         }
     }
@@ -673,15 +683,32 @@ impl Layout {
     /// The layout of reducing `axis` (`None`: everything) of a tensor of
     /// `elements` elements with row-major `shape`.
     ///
-    /// Errors: `SizeOverflow` if the shape's product overflows,
-    /// `ShapeMismatch` if it differs from `elements` or the axis is not below
-    /// the rank.
+    /// Errors: `SizeOverflow` if the shape's product or the number of
+    /// outputs (`outer · inner`) overflows a `usize` (a shape with a 0 has
+    /// product 0 however large its other dimensions, but reducing that 0 away
+    /// can leave more outputs than a `usize` counts), `ShapeMismatch` if the
+    /// product differs from `elements` or the axis is not below the rank.
+    ///
+    /// ```
+    /// use warpforge::{Error, reduce::Layout};
+    /// let huge = [1 << 40, 0, 1 << 40];
+    /// assert_eq!(Layout::new(0, &huge, Some(0))?.outputs(), 0);
+    /// assert!(matches!(Layout::new(0, &huge, Some(1)), Err(Error::SizeOverflow { .. })));
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
     pub fn new(elements: usize, shape: &[usize], axis: Option<usize>) -> Result<Layout> {
+        // 0 if any dimension is 0 (even after ones whose product overflows), else checked.
         let product = |dims: &[usize]| {
+            if dims.contains(&0) {
+                return Ok(0);
+            }
             dims.iter()
                 .try_fold(1usize, |acc, &d| acc.checked_mul(d))
                 .ok_or_else(|| Error::SizeOverflow {
-                    what: format!("reduce: the product of shape {shape:?}"),
+                    what: format!(
+                        "reduce: shape {shape:?} has more elements than a usize counts \
+                         (the product of {dims:?})"
+                    ),
                 })
         };
         let total = product(shape)?;
@@ -700,11 +727,23 @@ impl Layout {
                 len: elements,
                 inner: 1,
             }),
-            Some(axis) if axis < shape.len() => Ok(Layout {
-                outer: product(&shape[..axis])?,
-                len: shape[axis],
-                inner: product(&shape[axis + 1..])?,
-            }),
+            Some(axis) if axis < shape.len() => {
+                let (outer, inner) = (product(&shape[..axis])?, product(&shape[axis + 1..])?);
+                if outer.checked_mul(inner).is_none() {
+                    let result = output_shape(shape, Some(axis));
+                    return Err(Error::SizeOverflow {
+                        what: format!(
+                            "reduce along axis {axis} of shape {shape:?}: the result, of shape \
+                             {result:?}, has more elements than a usize counts"
+                        ),
+                    });
+                }
+                Ok(Layout {
+                    outer,
+                    len: shape[axis],
+                    inner,
+                })
+            }
             Some(axis) => Err(Error::ShapeMismatch {
                 op: "reduce",
                 detail: format!(
@@ -717,9 +756,30 @@ impl Layout {
         }
     }
 
-    /// Number of outputs: `outer · inner`.
+    /// Number of outputs: `outer · inner`. [`Layout::new`] only makes layouts
+    /// where this fits a `usize`; for a hand-built one where it does not, it
+    /// saturates at `usize::MAX` (a count no allocation can satisfy) rather
+    /// than wrapping around to a small one.
+    ///
+    /// ```
+    /// use warpforge::reduce::Layout;
+    /// let l = Layout { outer: 1 << 40, len: 0, inner: 1 << 40 };
+    /// assert_eq!(l.outputs(), usize::MAX);
+    /// ```
     pub fn outputs(&self) -> usize {
-        self.outer * self.inner
+        self.outer.saturating_mul(self.inner)
+    }
+
+    /// [`Layout::outputs`], or `SizeOverflow` if `outer · inner` overflows.
+    fn checked_outputs(&self) -> Result<usize> {
+        self.outer
+            .checked_mul(self.inner)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!(
+                    "reduce: {} outer × {} inner outputs",
+                    self.outer, self.inner
+                ),
+            })
     }
 
     /// Whether the rows kernel runs (`inner == 1`: whole-tensor and
@@ -786,6 +846,62 @@ fn config(blocks: u64, options: ReduceOptions) -> LaunchConfig {
     LaunchConfig::new(Dim3::x(blocks), Dim3::x(BLOCK_THREADS))
 }
 
+/// The shape of the result: `shape` without `axis` (`[]` for `None`).
+fn output_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        None => Vec::new(),
+        Some(k) => shape
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != k)
+            .map(|(_, &d)| d)
+            .collect(),
+    }
+}
+
+/// `outputs` copies of `value`, the result of reducing an axis of length 0
+/// (the input is empty, so `outputs` is not bounded by its size).
+///
+/// Allocated on the device first, where a result too large for the device's
+/// memory is `ResultTooLarge` with its shape and bytes; a zero (`sum`,
+/// `sum_of_squares`, `norm2`) is the allocation's own zeros, and any other
+/// value goes through a host buffer reserved fallibly, never an abort.
+fn filled<T: Reducible>(
+    op: Op,
+    dev: &crate::Device,
+    value: T,
+    outputs: usize,
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<DeviceBuffer<T>> {
+    let item_size = size_of::<T>();
+    let too_large = |why: String| Error::ResultTooLarge {
+        op: op.name(),
+        shape: output_shape(shape, axis),
+        elements: outputs,
+        item_size,
+        value: format!("{value:?}"),
+        why,
+    };
+    let mut out = dev.alloc_zeroed::<T>(outputs).map_err(|e| match e {
+        Error::OutOfMemory { free, total, .. } => {
+            too_large(format!("the device has {free} of its {total} bytes free"))
+        }
+        Error::SizeOverflow { .. } => too_large("the byte count overflows a usize".to_owned()),
+        e => e,
+    })?;
+    // Every value `empty_result` gives is +0, NaN, −inf or an integer 0, so
+    // comparing with the default (+0 or 0) tells the all-zero-bits ones exactly.
+    if value != T::default() {
+        let mut host = Vec::new();
+        host.try_reserve_exact(outputs)
+            .map_err(|e| too_large(format!("the host could not allocate a copy: {e}")))?;
+        host.resize(outputs, value);
+        out.copy_from_host(&host)?;
+    }
+    Ok(out)
+}
+
 /// Words for `units` states (two each), checked.
 fn state_words(units: u64) -> Result<usize> {
     units
@@ -803,7 +919,10 @@ fn state_words(units: u64) -> Result<usize> {
 /// The kernel shape (rows or columns) is chosen from the shape: see the
 /// module docs. Errors: `ShapeMismatch` (shape vs length, bad axis),
 /// `UnsupportedDType` (e.g. `mean` of `i32`), `EmptyReduction` (`min`, `max`,
-/// `argmin`, `argmax` along an axis of length 0 with outputs to fill).
+/// `argmin`, `argmax` along an axis of length 0 with outputs to fill),
+/// `SizeOverflow` (more outputs than a `usize` counts), `ResultTooLarge`
+/// (reducing an axis of length 0 leaves more outputs than the device holds:
+/// `[1 << 20, 0, 1 << 20]` along axis 1 is 2⁴⁰ of them).
 ///
 /// ```
 /// use warpforge::{Device, reduce::{self, Op, Reduced}};
@@ -850,15 +969,18 @@ pub fn reduce_with<T: Reducible>(
     }
     let layout = Layout::new(x.len(), shape, axis)?;
     let dev = x.device();
-    let outputs = layout.outputs();
+    let outputs = layout.checked_outputs()?;
     if layout.len == 0 && outputs > 0 {
         let value = T::empty_result(op).ok_or(Error::EmptyReduction { op: op.name() })?;
-        return Ok(Reduced::Values(dev.upload(&vec![value; outputs])?));
+        let out = filled(op, dev, value, outputs, shape, axis)?;
+        return Ok(Reduced::Values(out));
     }
+    // From here on every output has at least one element, so `outputs` and
+    // every pass's units are at most `x.len()`.
     let passes = layout.passes();
     let mut states: Option<DeviceBuffer<u64>> = None;
     for pass in passes {
-        let (units, blocks) = pass.units();
+        let (units, blocks) = pass.units()?;
         let mut out = dev.alloc_zeroed::<u64>(state_words(units)?)?;
         let cfg = config(blocks, options);
         match &states {
@@ -1011,4 +1133,185 @@ pub fn argmin<T: Reducible>(x: &DeviceBuffer<T>) -> Result<u64> {
 /// ```
 pub fn argmax<T: Reducible>(x: &DeviceBuffer<T>) -> Result<u64> {
     whole_index(Op::ArgMax, x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+
+    const BIG: usize = 1 << 40;
+
+    #[test]
+    fn layout_counts_outputs_of_empty_shapes_without_overflow() {
+        // A 0 makes the product 0 whatever comes before or after it.
+        let l = Layout::new(0, &[usize::MAX, usize::MAX, 0], None).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (1, 0, 1, 1));
+        let l = Layout::new(0, &[BIG, 0, BIG], Some(0)).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (1, BIG, 0, 0));
+        let l = Layout::new(0, &[BIG, 0, BIG], Some(2)).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (0, BIG, 1, 0));
+        let l = Layout::new(0, &[1 << 20, 0, 1 << 20], Some(1)).unwrap();
+        assert_eq!((l.len, l.outputs()), (0, 1 << 40));
+        assert!(l.passes().is_empty());
+        // Reducing the 0 away leaves 2⁸⁰ outputs: refused, naming the result's shape.
+        let e = Layout::new(0, &[BIG, 0, BIG], Some(1)).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("axis 1") && msg.contains(&format!("[{BIG}, {BIG}]")),
+            "{msg}"
+        );
+        let e = Layout::new(0, &[usize::MAX, 2, 0], Some(2)).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        // Without a 0 the product itself overflows.
+        let e = Layout::new(0, &[1 << 32, 1 << 32, 1 << 32], None).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("[4294967296, 4294967296, 4294967296]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn outputs_of_a_hand_built_layout_saturate() {
+        let l = Layout {
+            outer: BIG,
+            len: 0,
+            inner: BIG,
+        };
+        assert_eq!(l.outputs(), usize::MAX);
+        assert!(matches!(
+            l.checked_outputs(),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let l = Layout {
+            outer: 3,
+            len: 0,
+            inner: 5,
+        };
+        assert_eq!((l.outputs(), l.checked_outputs().unwrap()), (15, 15));
+    }
+
+    #[test]
+    fn pass_units_are_checked() {
+        let rows = Pass::Rows {
+            rows: u64::MAX,
+            len: 1024,
+        };
+        assert!(matches!(rows.units(), Err(Error::SizeOverflow { .. })));
+        let cols = Pass::Cols {
+            outer: 1 << 32,
+            len: 64,
+            inner: 1 << 32,
+        };
+        assert!(matches!(cols.units(), Err(Error::SizeOverflow { .. })));
+        let cols = Pass::Cols {
+            outer: 3,
+            len: 65,
+            inner: 5,
+        };
+        assert_eq!(cols.units().unwrap(), (30, 1));
+    }
+
+    /// The reduction of an empty axis that leaves more outputs than the device
+    /// holds: an error naming the result, with nothing allocated afterwards.
+    #[test]
+    fn an_empty_axis_with_too_many_outputs_is_an_error() {
+        let dev = Device::emulator_with_memory(1 << 20);
+        let x = dev.upload::<f32>(&[]).unwrap();
+        for (op, value) in [(Op::Sum, "0.0"), (Op::Mean, "NaN"), (Op::LogSumExp, "-inf")] {
+            let e = reduce(op, &x, &[1 << 20, 0, 1 << 20], Some(1)).unwrap_err();
+            let Error::ResultTooLarge {
+                shape,
+                elements,
+                item_size,
+                ..
+            } = &e
+            else {
+                panic!("{op}: {e}")
+            };
+            assert_eq!(
+                (shape.as_slice(), *elements),
+                (&[1 << 20, 1 << 20][..], 1 << 40)
+            );
+            assert_eq!(*item_size, 4);
+            let msg = e.to_string();
+            for needle in [
+                "[1048576, 1048576]",
+                "1099511627776 elements",
+                "4398046511104 bytes",
+            ] {
+                assert!(msg.contains(needle), "{op}: {msg}");
+            }
+            assert!(msg.contains(&format!("would be {value}")), "{op}: {msg}");
+            // Small enough for usize but not for the device: the non-zero fill
+            // fails on the device, before any host buffer.
+            let e = reduce(op, &x, &[1000, 0, 1000], Some(1)).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::ResultTooLarge {
+                        elements: 1_000_000,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert_eq!(dev.memory_info().unwrap(), (1 << 20, 1 << 20), "{op}");
+        }
+        // min and friends have no value for an empty axis, whatever the size.
+        let e = reduce(Op::Min, &x, &[1 << 20, 0, 1 << 20], Some(1)).unwrap_err();
+        assert!(matches!(e, Error::EmptyReduction { op: "min" }), "{e}");
+        // (0, 2⁴⁰) along axis 0: 2⁴⁰ zeros.
+        let e = reduce(Op::Sum, &x, &[0, BIG], Some(0)).unwrap_err();
+        assert!(
+            matches!(e, Error::ResultTooLarge { elements: BIG, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn empty_results_allocate_nothing_and_fills_are_exact() {
+        let dev = Device::emulator_with_memory(1 << 20);
+        let x = dev.upload::<f32>(&[]).unwrap();
+        for (shape, axis) in [
+            (&[0, BIG][..], Some(1)),
+            (&[1 << 20, 0, 1 << 20], Some(0)),
+            (&[1 << 20, 0, 1 << 20], Some(2)),
+        ] {
+            let Reduced::Values(v) = reduce(Op::Sum, &x, shape, axis).unwrap() else {
+                unreachable!()
+            };
+            assert!(v.is_empty(), "{shape:?} {axis:?}");
+            let Reduced::Indices(i) = reduce(Op::ArgMax, &x, shape, axis).unwrap() else {
+                unreachable!()
+            };
+            assert!(i.is_empty(), "{shape:?} {axis:?}");
+        }
+        assert_eq!(dev.memory_info().unwrap().0, 1 << 20);
+        // Whole-tensor reductions of a 0-element shape: one value.
+        let whole = |op| match reduce(op, &x, &[1 << 20, 0, 1 << 20], None) {
+            Ok(Reduced::Values(v)) => Ok(v.to_host().unwrap()),
+            Ok(Reduced::Indices(_)) => unreachable!(),
+            Err(e) => Err(e),
+        };
+        assert_eq!(whole(Op::Sum).unwrap(), [0.0]);
+        assert!(whole(Op::Mean).unwrap()[0].is_nan());
+        assert_eq!(whole(Op::LogSumExp).unwrap(), [f32::NEG_INFINITY]);
+        assert!(matches!(whole(Op::Max), Err(Error::EmptyReduction { .. })));
+        // A fill that fits: every element, in the output dtype.
+        let Reduced::Values(v) = reduce(Op::Mean, &x, &[3, 0, 5], Some(1)).unwrap() else {
+            unreachable!()
+        };
+        let v = v.to_host().unwrap();
+        assert_eq!(v.len(), 15);
+        assert!(v.iter().all(|x| x.is_nan()));
+        let xi = dev.upload::<i64>(&[]).unwrap();
+        let Reduced::Values(v) = reduce(Op::Sum, &xi, &[4, 0, 2], Some(1)).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(v.to_host().unwrap(), [0; 8]);
+    }
 }

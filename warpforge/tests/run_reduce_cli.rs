@@ -296,3 +296,190 @@ fn operation_errors_exit_2_naming_the_problem() {
         "{stderr}"
     );
 }
+
+/// A `.npy` file written byte by byte as numpy would (header dict padded to
+/// 64 bytes), with any shape text and data: for shapes numpy cannot make.
+fn crafted_npy(path: &Path, descr: &str, fortran: bool, shape: &str, data: &[u8]) {
+    let fortran = if fortran { "True" } else { "False" };
+    let mut text =
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    while !(10 + text.len() + 1).is_multiple_of(64) {
+        text.push(' ');
+    }
+    text.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((text.len() as u16).to_le_bytes());
+    bytes.extend(text.as_bytes());
+    bytes.extend(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Runs `op` along `axis` of a crafted empty float32 file of shape `shape`
+/// (C or Fortran order). The process must exit normally, never by a signal
+/// (an abort on a failed allocation is SIGABRT).
+fn reduce_crafted(
+    op: &str,
+    axis: Option<usize>,
+    shape: &str,
+    fortran: bool,
+) -> Result<NpyArray, (Option<i32>, String)> {
+    let dir = temp_dir("crafted");
+    let (x, y) = (dir.join("x.npy"), dir.join("y.npy"));
+    crafted_npy(&x, "<f4", fortran, shape, &[]);
+    let r = reduce_files(op, axis, &x, &y, &[]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    if let Err((code, stderr)) = &r {
+        assert!(
+            code.is_some(),
+            "{op} along {axis:?} of {shape}: killed by a signal; stderr: {stderr}"
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("memory allocation"),
+            "{op} along {axis:?} of {shape}: {stderr}"
+        );
+    }
+    r
+}
+
+const SHAPE_2_40: &str = "(1048576, 0, 1048576)";
+
+/// (2²⁰, 0, 2²⁰) along axis 1 is 2⁴⁰ outputs: a clear error naming the
+/// result's shape, element count and bytes, not an abort on a 4 TiB `vec!`.
+#[test]
+fn an_empty_axis_leaving_2_pow_40_outputs_is_an_error_not_an_abort() {
+    for fortran in [false, true] {
+        for (op, value) in [("sum", "0.0"), ("mean", "NaN"), ("logsumexp", "-inf")] {
+            expect_error(
+                reduce_crafted(op, Some(1), SHAPE_2_40, fortran),
+                &[
+                    "x.npy",
+                    "the result has shape [1048576, 1048576]",
+                    "1099511627776 elements",
+                    "4398046511104 bytes",
+                    &format!("would be {value}"),
+                    "Reduce the whole tensor",
+                ],
+            );
+        }
+        // No value at all for an empty axis: the existing error, whatever the size.
+        expect_error(
+            reduce_crafted("max", Some(1), SHAPE_2_40, fortran),
+            &["max of an empty input is undefined"],
+        );
+        expect_error(
+            reduce_crafted("argmin", Some(1), SHAPE_2_40, fortran),
+            &["argmin of an empty input is undefined"],
+        );
+    }
+}
+
+/// Reductions of (2²⁰, 0, 2²⁰) whose results are empty or one value work.
+#[test]
+fn empty_results_of_huge_empty_shapes_are_written() {
+    for fortran in [false, true] {
+        for op in ["sum", "max", "argmax"] {
+            let got = reduce_crafted(op, Some(0), SHAPE_2_40, fortran).unwrap();
+            assert_eq!(got.shape, [0, 1 << 20], "{op}");
+            assert!(got.data.is_empty(), "{op}");
+            let got = reduce_crafted(op, Some(2), SHAPE_2_40, fortran).unwrap();
+            assert_eq!(got.shape, [1 << 20, 0], "{op}");
+            assert!(got.data.is_empty(), "{op}");
+        }
+        assert_eq!(
+            got_dtype(reduce_crafted("argmax", Some(0), SHAPE_2_40, fortran)),
+            "int64"
+        );
+        // The whole tensor has no elements: sum 0, mean NaN, min undefined.
+        let got = reduce_crafted("sum", None, SHAPE_2_40, fortran).unwrap();
+        assert_eq!(got.shape, Vec::<usize>::new());
+        assert_eq!(got.data, NpyData::F32(vec![0.0]));
+        let got = reduce_crafted("mean", None, SHAPE_2_40, fortran).unwrap();
+        let NpyData::F32(v) = got.data else {
+            panic!("{got:?}")
+        };
+        assert!(v.len() == 1 && v[0].is_nan(), "{v:?}");
+        let got = reduce_crafted("logsumexp", None, SHAPE_2_40, fortran).unwrap();
+        assert_eq!(got.data, NpyData::F32(vec![f32::NEG_INFINITY]));
+        expect_error(
+            reduce_crafted("min", None, SHAPE_2_40, fortran),
+            &["min of an empty input is undefined"],
+        );
+        expect_error(
+            reduce_crafted("argmax", None, SHAPE_2_40, fortran),
+            &["argmax of an empty input is undefined"],
+        );
+    }
+}
+
+fn got_dtype(r: Result<NpyArray, (Option<i32>, String)>) -> &'static str {
+    r.unwrap().data.dtype_name()
+}
+
+/// (0, 2⁴⁰): along axis 1 an empty result; along axis 0, 2⁴⁰ zeros: an error.
+#[test]
+fn zero_by_2_pow_40() {
+    let shape = "(0, 1099511627776)";
+    let got = reduce_crafted("sum", Some(1), shape, false).unwrap();
+    assert_eq!((got.shape, got.data), (vec![0], NpyData::F32(vec![])));
+    let got = reduce_crafted("argmin", Some(1), shape, true).unwrap();
+    assert_eq!((got.shape, got.data), (vec![0], NpyData::I64(vec![])));
+    for fortran in [false, true] {
+        expect_error(
+            reduce_crafted("sum", Some(0), shape, fortran),
+            &[
+                "the result has shape [1099511627776]",
+                "1099511627776 elements",
+                "4398046511104 bytes",
+            ],
+        );
+    }
+    let got = reduce_crafted("sum", None, shape, false).unwrap();
+    assert_eq!(got.data, NpyData::F32(vec![0.0]));
+}
+
+/// Shapes whose sizes overflow 64 bits: refused on reading, naming the shape.
+/// (0, 2³², 2³²) used to overflow npyz's strides (a panic, exit 101);
+/// (2⁴⁰, 0, 2⁴⁰) along axis 1 overflowed the output count (also a panic).
+#[test]
+fn shapes_whose_sizes_overflow_are_refused() {
+    for fortran in [false, true] {
+        for shape in [
+            "(0, 4294967296, 4294967296)",
+            "(4294967296, 4294967296, 0)",
+            "(1099511627776, 0, 1099511627776)",
+            "(4294967296, 4294967296, 4294967296)",
+        ] {
+            for axis in [None, Some(0), Some(1), Some(2)] {
+                expect_error(
+                    reduce_crafted("sum", axis, shape, fortran),
+                    &["x.npy", "is too large", "non-zero dimensions", "64-bit"],
+                );
+            }
+        }
+        // Fits in 64 bits, but 2⁶¹ × 4 bytes is more than any array holds.
+        expect_error(
+            reduce_crafted("sum", None, "(2, 0, 2305843009213693952)", fortran),
+            &["[2, 0, 2305843009213693952]", "too large for an array"],
+        );
+    }
+}
+
+/// A real Fortran-order file next to the crafted ones: the transpose still
+/// gives the C-order values.
+#[test]
+fn fortran_order_input_is_reduced_as_c_order() {
+    let dir = temp_dir("fortran");
+    let (x, y) = (dir.join("x.npy"), dir.join("y.npy"));
+    // [[1, 2, 3], [4, 5, 6]] stored column-major.
+    let data: Vec<u8> = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    crafted_npy(&x, "<f8", true, "(2, 3)", &data);
+    let got = reduce_files("sum", Some(1), &x, &y, &[]).unwrap();
+    assert_eq!(got.shape, [2]);
+    assert_eq!(got.data, NpyData::F64(vec![6.0, 15.0]));
+    let got = reduce_files("argmax", Some(0), &x, &y, &[]).unwrap();
+    assert_eq!(got.data, NpyData::I64(vec![1, 1, 1]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

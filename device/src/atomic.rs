@@ -15,6 +15,12 @@
 //! | `fetch_and`, `fetch_or`, `fetch_xor` | i32 u32 i64 u64 |
 //! | `swap`, `compare_exchange` | i32 u32 i64 u64 f32 f64 |
 //!
+//! Float results follow the NaN rule of [`crate::num`] ("NaN results"): an
+//! f32 or f16 `fetch_add` that makes a NaN stores the canonical NaN
+//! (`0x7fff_ffff`, `0x7fff`), an f64 one a NaN whose bits are left open;
+//! `fetch_min`/`fetch_max`, `swap` and `compare_exchange` store one of their
+//! operands, bits unchanged.
+//!
 //! All are *relaxed* (`atom.relaxed.SCOPE`), like CUDA's `atomicAdd`: they
 //! order nothing else. Pair them with [`crate::sync::fence`] to publish data.
 //! bf16 add is missing on purpose: `atom.add.bf16` needs sm_90, and warpforge's

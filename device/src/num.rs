@@ -5,11 +5,62 @@
 //! the emulator and the GPU agree bit for bit. The f16/bf16 conversions are
 //! one `cvt` each on the GPU and the `half` crate on the host; both round to
 //! nearest even.
+//!
+//! # NaN results
+//!
+//! One rule for every floating-point operation of this crate (here, in
+//! [`crate::warp`], [`crate::atomic`] and [`crate::mma`]): **in the emulator, a
+//! NaN result has the bits the GPU writes for it**, so that "bit for bit"
+//! holds for NaNs too. An x86 CPU writes `0xffc0_0000` for a NaN it creates
+//! and keeps the payload of a NaN it is given; the GPU does neither:
+//!
+//! - **f32: `0x7fff_ffff`** ([`CANONICAL_NAN_F32`]) for every NaN an f32
+//!   instruction computes, from NaN operands or not. Sources: CUDA C++
+//!   Programming Guide, "Floating-Point Standard" ("the result of a
+//!   single-precision floating-point operation involving one or more input
+//!   NaNs is the quiet NaN of bit pattern 0x7fffffff"); an H100 writes it for
+//!   `log(-21.1134)` (an f32 division 0/0 inside `libm`'s `logf`). `neg.f32`
+//!   included: the PTX ISA leaves its NaN unspecified, and it was measured to
+//!   write `0x7fff_ffff` too (RTX 2060, a third-party compiler's differential
+//!   tests). Here: [`fma_f32`], the `.approx` functions, [`f16_to_f32`],
+//!   [`tanh`], [`erf`], [`log`] (see below), `warp::sum_f32`/`sum_f32_in`,
+//!   `AtomicRef<f32>::fetch_add`, and the accumulators `mma::mma` writes.
+//! - **f16 and bf16: `0x7fff`** ([`CANONICAL_NAN_F16`], [`CANONICAL_NAN_BF16`];
+//!   `CUDART_NAN_FP16`/`CUDART_NAN_BF16`, which the CUDA Math API names the
+//!   canonical NaNs): [`f16_from_f32`], [`bf16_from_f32`], [`F16x2`] and
+//!   [`Bf16x2`] arithmetic and `from_f32`, `AtomicRef<f16>::fetch_add`.
+//! - **Code from `libm`** runs the same on both, so its NaN is the GPU's
+//!   instruction by instruction: [`sqrt_f32`] and [`sqrt_f64`] return
+//!   `libm`'s constant `f32::NAN`/`f64::NAN` (`0x7fc0_0000`,
+//!   `0x7ff8_0000_0000_0000`) for every NaN result (the GPU runs `libm`'s
+//!   generic square root; a host build may use the CPU's `sqrtss`, whose NaN
+//!   is replaced); [`exp`], [`exp_f64`], and [`log`]/[`log_f64`] of a NaN with
+//!   the sign bit clear return their argument unchanged; every other NaN of
+//!   [`log`], [`tanh`] and [`erf`] is f32 arithmetic, so `0x7fff_ffff`.
+//! - **f64 arithmetic: not fixed.** NVIDIA documents only the single-precision
+//!   NaN (of double precision, only that `abs` and `neg` pass NaNs through
+//!   unchanged), and no GPU run has recorded one here yet, so [`fma_f64`],
+//!   `AtomicRef<f64>::fetch_add` and [`log_f64`] of a negative number or a
+//!   NaN with the sign bit set give the host's NaN, which may differ from the
+//!   GPU's: compare those by class (both NaN), not by bits.
+//!
+//! Copies keep a NaN's bits on both: loads and stores, warp shuffles, atomic
+//! `swap`/`compare_exchange`/`load`, [`bf16_to_f32`] (a shift), and the
+//! selections `warp::max_f32`/`min_f32` (and `_in`) and float atomic
+//! `fetch_min`/`fetch_max`, which return one of their operands.
+//!
+//! Arithmetic written in a kernel's own body (`a + b`, `x * y`, `-x`,
+//! `x as f32`) is not an operation of this crate: in the emulator it runs on
+//! the host's FPU, and nothing can intercept it, so its NaNs are the host's.
+//! Compare such results with the GPU's by class, not by bits.
 
 use crate::arch;
 use half::{bf16, f16};
 
-/// `x` rounded to the nearest f16 (ties to even; overflow to ±inf).
+pub use crate::arch::{CANONICAL_NAN_BF16, CANONICAL_NAN_F16, CANONICAL_NAN_F32};
+
+/// `x` rounded to the nearest f16 (ties to even; overflow to ±inf; NaN to
+/// the canonical `0x7fff`).
 ///
 /// ```
 /// # use warpforge_device::num::f16_from_f32;
@@ -20,13 +71,13 @@ pub fn f16_from_f32(x: f32) -> f16 {
     f16::from_bits(arch::f32_to_f16_bits(x))
 }
 
-/// The f32 equal to `h` (exact).
+/// The f32 equal to `h` (exact; a NaN becomes the canonical `0x7fff_ffff`).
 #[inline(always)]
 pub fn f16_to_f32(h: f16) -> f32 {
     arch::f16_bits_to_f32(h.to_bits())
 }
 
-/// `x` rounded to the nearest bf16 (ties to even; NaN stays NaN).
+/// `x` rounded to the nearest bf16 (ties to even; NaN to the canonical `0x7fff`).
 ///
 /// ```
 /// # use warpforge_device::num::bf16_from_f32;
@@ -44,7 +95,8 @@ pub fn bf16_to_f32(h: bf16) -> f32 {
     f32::from_bits(u32::from(h.to_bits()) << 16)
 }
 
-/// `a · b + c` with a single rounding (IEEE 754 fusedMultiplyAdd).
+/// `a · b + c` with a single rounding (IEEE 754 fusedMultiplyAdd); a NaN
+/// result is the canonical `0x7fff_ffff`.
 ///
 /// ```
 /// # use warpforge_device::num::fma_f32;
@@ -55,7 +107,8 @@ pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     arch::fma_f32(a, b, c)
 }
 
-/// `a · b + c` with a single rounding (IEEE 754 fusedMultiplyAdd).
+/// `a · b + c` with a single rounding (IEEE 754 fusedMultiplyAdd); a NaN
+/// result's bits are left open (see "NaN results" above).
 ///
 /// ```
 /// # use warpforge_device::num::fma_f64;
@@ -115,36 +168,49 @@ pub fn rcp_approx(x: f32) -> f32 {
 
 /// `eˣ`, within 1 ulp (the `libm` crate's `expf`; the same code
 /// runs on the GPU and in the emulator, so they agree bit for bit).
+/// A NaN argument is returned unchanged; no other argument gives NaN.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     libm::expf(x)
 }
 
-/// Natural logarithm, within 1 ulp (`libm`'s `logf`).
+/// Natural logarithm, within 1 ulp (`libm`'s `logf`). A NaN with the sign
+/// bit clear is returned unchanged; for any other negative argument (NaN or
+/// not) `logf` computes `(x - x) / 0`, whose NaN is the canonical one.
 #[inline(always)]
 pub fn log(x: f32) -> f32 {
-    libm::logf(x)
+    let r = libm::logf(x);
+    if x.is_nan() && x.is_sign_positive() {
+        r
+    } else {
+        arch::f32_op(r)
+    }
 }
 
 /// Hyperbolic tangent, within 3 ulp (`libm`'s `tanhf`; measured worst 2.3).
+/// The NaN of a NaN argument is the canonical one (`tanhf` computes `1 + 0/|x|`).
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
-    libm::tanhf(x)
+    arch::f32_op(libm::tanhf(x))
 }
 
 /// The error function, within 2 ulp (`libm`'s `erff`; measured worst 0.9).
+/// The NaN of a NaN argument is the canonical one (`erff` computes `1 + 1/x`).
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
-    libm::erff(x)
+    arch::f32_op(libm::erff(x))
 }
 
 /// `eˣ` in f64, within 1 ulp (`libm`'s `exp`; the same code on GPU and emulator).
+/// A NaN argument is returned unchanged; no other argument gives NaN.
 #[inline(always)]
 pub fn exp_f64(x: f64) -> f64 {
     libm::exp(x)
 }
 
-/// Natural logarithm in f64, within 1 ulp (`libm`'s `log`).
+/// Natural logarithm in f64, within 1 ulp (`libm`'s `log`). A NaN with the
+/// sign bit clear is returned unchanged; the NaN of any other negative
+/// argument is f64 arithmetic, whose bits the NaN rule leaves open.
 #[inline(always)]
 pub fn log_f64(x: f64) -> f64 {
     libm::log(x)
@@ -157,20 +223,24 @@ pub fn log_f64(x: f64) -> f64 {
 /// # use warpforge_device::num::sqrt_f32;
 /// assert_eq!(sqrt_f32(2.0), 2.0f32.sqrt());
 /// ```
+///
+/// A negative or NaN argument gives `f32::NAN` (`0x7fc0_0000`): the constant
+/// `libm`'s generic square root returns, which the GPU runs.
 #[inline(always)]
 pub fn sqrt_f32(x: f32) -> f32 {
-    libm::sqrtf(x)
+    arch::gpu_nan_f32(libm::sqrtf(x), f32::NAN.to_bits())
 }
 
-/// `√x` in f64, correctly rounded (`libm`'s `sqrt`).
+/// `√x` in f64, correctly rounded (`libm`'s `sqrt`). A negative or NaN
+/// argument gives `f64::NAN` (`0x7ff8_0000_0000_0000`), as [`sqrt_f32`].
 #[inline(always)]
 pub fn sqrt_f64(x: f64) -> f64 {
-    libm::sqrt(x)
+    arch::gpu_nan_f64(libm::sqrt(x), f64::NAN.to_bits())
 }
 
 /// Two f16 in one 32-bit register (`.f16x2`): `lo` in bits 0–15, `hi` in 16–31.
 /// Arithmetic works on both halves at once, rounding each to nearest even;
-/// a NaN result is the canonical NaN `0x7fff`.
+/// a NaN result is the canonical NaN `0x7fff` (see "NaN results" above).
 ///
 /// ```
 /// # use warpforge_device::{f16, num::F16x2};

@@ -47,25 +47,45 @@ shuffle_64!(u64, i64, f64);
 
 pub use crate::arch::ShuffleMode as Mode;
 
-/// Lane `src_lane`'s value (`__shfl_sync`).
+/// Lane `src_lane & 31`'s value (`__shfl_sync`, `shfl.sync.idx`).
+///
+/// Only the low 5 bits of `src_lane` are used (PTX ISA `shfl.sync`:
+/// `bval = b[4:0]`): `shuffle_idx(mask, v, 33)` reads lane 1. The lane read
+/// must be in `mask`: a value read from another lane is undefined on the GPU,
+/// and the emulator reports `Fault::WarpMask`.
 #[inline(always)]
 pub fn shuffle_idx<T: ShuffleValue>(mask: u32, value: T, src_lane: u32) -> T {
     value.shuffle(ShuffleMode::Idx, src_lane, mask)
 }
 
-/// Lane `lane - delta`'s value; lanes below `delta` keep their own (`__shfl_up_sync`).
+/// Lane `lane - (delta & 31)`'s value (`__shfl_up_sync`, `shfl.sync.up`);
+/// lanes below `delta & 31` keep their own.
+///
+/// Only the low 5 bits of `delta` are used: `shuffle_up(mask, v, 33)` is up
+/// by 1 and `shuffle_up(mask, v, 32)` up by 0 (every lane keeps its own). The
+/// lane read must be in `mask` (see [`shuffle_idx`]).
 #[inline(always)]
 pub fn shuffle_up<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
     value.shuffle(ShuffleMode::Up, delta, mask)
 }
 
-/// Lane `lane + delta`'s value; lanes above `31 - delta` keep their own (`__shfl_down_sync`).
+/// Lane `lane + (delta & 31)`'s value (`__shfl_down_sync`, `shfl.sync.down`);
+/// lanes above `31 - (delta & 31)` keep their own.
+///
+/// Only the low 5 bits of `delta` are used: `shuffle_down(mask, v, 33)` is
+/// down by 1 and `shuffle_down(mask, v, 32)` down by 0. The lane read must be
+/// in `mask` (see [`shuffle_idx`]).
 #[inline(always)]
 pub fn shuffle_down<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
     value.shuffle(ShuffleMode::Down, delta, mask)
 }
 
-/// Lane `lane ^ lane_mask`'s value (`__shfl_xor_sync`), the butterfly step.
+/// Lane `lane ^ (lane_mask & 31)`'s value (`__shfl_xor_sync`,
+/// `shfl.sync.bfly`), the butterfly step. Every lane is in range.
+///
+/// Only the low 5 bits of `lane_mask` are used: `shuffle_xor(mask, v, 33)`
+/// swaps neighbours like `lane_mask` 1. The lane read must be in `mask` (see
+/// [`shuffle_idx`]).
 #[inline(always)]
 pub fn shuffle_xor<T: ShuffleValue>(mask: u32, value: T, lane_mask: u32) -> T {
     value.shuffle(ShuffleMode::Xor, lane_mask, mask)
@@ -93,7 +113,9 @@ pub fn ballot(mask: u32, predicate: bool) -> u32 {
 /// five shuffles, and every lane gets the result.
 ///
 /// The tree has a fixed shape, so the result is bit-for-bit the same on every
-/// run, on the GPU and in the emulator, even for non-associative `op` (floats).
+/// run, on the GPU and in the emulator, even for non-associative `op` (floats)
+/// — except a NaN's bits where `op` is float arithmetic of the kernel's own,
+/// which the emulator runs on the host FPU (`crate::num`, "NaN results").
 #[inline(always)]
 pub fn reduce<T: ShuffleValue>(value: T, op: impl Fn(T, T) -> T) -> T {
     let mut v = value;
@@ -105,19 +127,22 @@ pub fn reduce<T: ShuffleValue>(value: T, op: impl Fn(T, T) -> T) -> T {
     v
 }
 
-/// Sum over the 32 lanes (see [`reduce`]).
+/// Sum over the 32 lanes (see [`reduce`]); a NaN sum is the canonical
+/// `0x7fff_ffff`, as `add.f32` writes it (`crate::num`, "NaN results").
 #[inline(always)]
 pub fn sum_f32(value: f32) -> f32 {
-    reduce(value, |a, b| a + b)
+    reduce(value, |a, b| arch::f32_op(a + b))
 }
 
-/// Largest value over the 32 lanes; NaN if any lane holds NaN.
+/// Largest value over the 32 lanes; NaN if any lane holds NaN (one of the
+/// lanes' NaNs, bits unchanged: this selects, it does not compute).
 #[inline(always)]
 pub fn max_f32(value: f32) -> f32 {
     reduce(value, |a, b| if a.is_nan() || a > b { a } else { b })
 }
 
-/// Smallest value over the 32 lanes; NaN if any lane holds NaN.
+/// Smallest value over the 32 lanes; NaN if any lane holds NaN (one of the
+/// lanes' NaNs, bits unchanged).
 #[inline(always)]
 pub fn min_f32(value: f32) -> f32 {
     reduce(value, |a, b| if a.is_nan() || a < b { a } else { b })
@@ -159,19 +184,22 @@ pub fn reduce_in<T: ShuffleValue>(mask: u32, value: T, op: impl Fn(T, T) -> T) -
     acc
 }
 
-/// Sum over the lanes of `mask`, in ascending lane order (see [`reduce_in`]).
+/// Sum over the lanes of `mask`, in ascending lane order (see [`reduce_in`]);
+/// a NaN sum is the canonical `0x7fff_ffff`, as in [`sum_f32`].
 #[inline(always)]
 pub fn sum_f32_in(mask: u32, value: f32) -> f32 {
-    reduce_in(mask, value, |a, b| a + b)
+    reduce_in(mask, value, |a, b| arch::f32_op(a + b))
 }
 
-/// Largest value over the lanes of `mask`; NaN if any of them holds NaN.
+/// Largest value over the lanes of `mask`; NaN if any of them holds NaN (one
+/// of their NaNs, bits unchanged).
 #[inline(always)]
 pub fn max_f32_in(mask: u32, value: f32) -> f32 {
     reduce_in(mask, value, |a, b| if a.is_nan() || a > b { a } else { b })
 }
 
-/// Smallest value over the lanes of `mask`; NaN if any of them holds NaN.
+/// Smallest value over the lanes of `mask`; NaN if any of them holds NaN (one
+/// of their NaNs, bits unchanged).
 #[inline(always)]
 pub fn min_f32_in(mask: u32, value: f32) -> f32 {
     reduce_in(mask, value, |a, b| if a.is_nan() || a < b { a } else { b })

@@ -3,6 +3,8 @@
 //! updates returned are consistent with some order of those updates. Run on
 //! the emulator with several blocks, so updates also race across OS threads.
 
+mod common;
+
 use proptest::prelude::*;
 use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
 use warpforge_kernels::probe::{self, op};
@@ -169,6 +171,63 @@ fn bins_strategy() -> impl Strategy<Value = Vec<u32>> {
     proptest::collection::vec(0..BINS, N)
 }
 
+/// An addend for the NaN tests: a small integer, an infinity, or a NaN
+/// (`Nan(negative, payload)`), made in each float type below.
+#[derive(Clone, Copy, Debug)]
+enum Addend {
+    Int(i32),
+    Inf(bool),
+    Nan(bool, u32),
+}
+
+impl Addend {
+    fn f32(self) -> f32 {
+        match self {
+            Addend::Int(v) => v as f32,
+            Addend::Inf(neg) => {
+                if neg {
+                    f32::NEG_INFINITY
+                } else {
+                    f32::INFINITY
+                }
+            }
+            Addend::Nan(neg, p) => {
+                f32::from_bits(u32::from(neg) << 31 | 0x7f80_0000 | (p % 0x7f_ffff + 1))
+            }
+        }
+    }
+    fn f64(self) -> f64 {
+        match self {
+            Addend::Nan(neg, p) => {
+                f64::from_bits(u64::from(neg) << 63 | 0x7ff0_0000_0000_0000 | u64::from(p) << 3 | 1)
+            }
+            other => f64::from(other.f32()),
+        }
+    }
+    fn f16(self) -> half::f16 {
+        match self {
+            Addend::Nan(neg, p) => {
+                half::f16::from_bits(u16::from(neg) << 15 | 0x7c00 | (p % 0x3ff + 1) as u16)
+            }
+            other => half::f16::from_f32(other.f32()),
+        }
+    }
+}
+
+fn addend() -> impl Strategy<Value = Addend> {
+    prop_oneof![
+        40 => (-4i32..4).prop_map(Addend::Int),
+        1 => any::<bool>().prop_map(Addend::Inf),
+        1 => (any::<bool>(), any::<u32>()).prop_map(|(n, p)| Addend::Nan(n, p)),
+    ]
+}
+
+/// The NaN rule of `warpforge_device::num` ("NaN results"), restated from its
+/// sources: the NaN the GPU's f32 (CUDA Programming Guide, "Floating-Point
+/// Standard") and f16 (`CUDART_NAN_FP16`) adds write.
+const GPU_NAN_F32: u32 = 0x7fff_ffff;
+const GPU_NAN_F16: u16 = 0x7fff;
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -257,6 +316,43 @@ proptest! {
         let (acc, old) = f64_probe(&Device::emulator(), &bins, &vals, op::EXCH, scope, &init);
         let as_bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect::<Vec<_>>();
         check_int(&bins, &bits, &ibits, op::EXCH, |_, v| v, (as_bits(acc), as_bits(old)))?;
+    }
+
+    #[test]
+    fn float_adds_that_make_a_nan_store_the_gpus_nan(
+        bins in bins_strategy(), vals in proptest::collection::vec(addend(), N), scope in 0u32..3,
+    ) {
+        let dev = Device::emulator();
+        let init = [Addend::Int(0); BINS as usize];
+        let of = |f: fn(Addend) -> f32| (vals.iter().map(|&v| f(v)).collect::<Vec<_>>(), init.map(f).to_vec());
+        let (v32, i32v) = of(Addend::f32);
+        let (acc32, _) = f32_probe(&dev, &bins, &v32, op::ADD, scope, &i32v);
+        let v64: Vec<f64> = vals.iter().map(|v| v.f64()).collect();
+        let (acc64, _) = f64_probe(&dev, &bins, &v64, op::ADD, scope, &[0.0; BINS as usize]);
+        let h: Vec<half::f16> = vals.iter().map(|v| v.f16()).collect();
+        let (b, hv) = (dev.upload(&bins).unwrap(), dev.upload(&h).unwrap());
+        let (acc16, _) = run_probe(&dev, &[half::f16::ZERO; BINS as usize], |acc, old| {
+            dev.launch(probe::probe_atomic_f16, config(), (&b, &hv, scope, acc, old)).unwrap()
+        });
+        for bin in 0..BINS {
+            let mine: Vec<Addend> = members(&bins, bin).map(|i| vals[i]).collect();
+            let has = |a: fn(&Addend) -> bool| mine.iter().any(a);
+            let nan = has(|a| matches!(a, Addend::Nan(..)))
+                || (has(|a| matches!(a, Addend::Inf(false))) && has(|a| matches!(a, Addend::Inf(true))));
+            let (b32, b16) = (acc32[bin as usize].to_bits(), acc16[bin as usize].to_bits());
+            if nan {
+                prop_assert_eq!(b32, GPU_NAN_F32, "f32 bin {}", bin);
+                prop_assert_eq!(b16, GPU_NAN_F16, "f16 bin {}", bin);
+                // The rule leaves f64 arithmetic's NaN bits open.
+                prop_assert!(acc64[bin as usize].is_nan(), "f64 bin {}", bin);
+            } else {
+                // Integer partial sums are exact; an infinity absorbs them.
+                let exact: f64 = mine.iter().map(|a| a.f64()).sum();
+                prop_assert_eq!(f64::from(acc32[bin as usize]), exact, "f32 bin {}", bin);
+                prop_assert_eq!(acc16[bin as usize].to_f64(), exact, "f16 bin {}", bin);
+                prop_assert_eq!(acc64[bin as usize], exact, "f64 bin {}", bin);
+            }
+        }
     }
 
     #[test]
@@ -356,4 +452,29 @@ fn gpu_atomics_end_where_the_emulator_does() {
         f32_probe(&gpu, &bins, &f, op::ADD, 1, &fi).0,
         f32_probe(&emu, &bins, &f, op::ADD, 1, &fi).0
     );
+    // Sums that become NaN: a NaN addend in bin 0, +inf and -inf in bin 1. The
+    // NaN rule fixes the f32 bits; it leaves f64 arithmetic's NaN bits open.
+    let mut f = f;
+    let bin_of = |b: u32| bins.iter().position(|&x| x == b).unwrap();
+    let inf_mates: Vec<usize> = (0..N).filter(|&i| bins[i] == 1).take(2).collect();
+    f[bin_of(0)] = f32::from_bits(0xffc0_1234);
+    f[inf_mates[0]] = f32::INFINITY;
+    f[inf_mates[1]] = f32::NEG_INFINITY;
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        bits(f32_probe(&gpu, &bins, &f, op::ADD, 1, &fi).0),
+        bits(f32_probe(&emu, &bins, &f, op::ADD, 1, &fi).0)
+    );
+    let d: Vec<f64> = f.iter().map(|&v| f64::from(v)).collect();
+    let di = vec![0.0f64; BINS as usize];
+    let (g, e) = (
+        f64_probe(&gpu, &bins, &d, op::ADD, 1, &di).0,
+        f64_probe(&emu, &bins, &d, op::ADD, 1, &di).0,
+    );
+    for (b, (g, e)) in g.iter().zip(&e).enumerate() {
+        assert!(
+            common::same_bits_or_both_nan_f64(*g, *e),
+            "f64 bin {b}: GPU {g:e}, emulator {e:e}"
+        );
+    }
 }

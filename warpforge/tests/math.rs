@@ -2,9 +2,47 @@
 //! within stated ulp bounds of an f64 reference, and packed f16x2/bf16x2
 //! arithmetic correctly rounded, checked in exact fixed-point integers.
 
+mod common;
+
 use proptest::prelude::*;
 use warpforge::{Device, LaunchConfig};
-use warpforge_kernels::probe::{self, MATH_FUNCTIONS, PACKED_OPS};
+use warpforge_kernels::probe::{self, MATH_F64_FUNCTIONS, MATH_FUNCTIONS, PACKED_OPS};
+
+/// The NaN rule of `warpforge_device::num` ("NaN results"), restated here
+/// from its sources rather than read from the crate: every NaN an f32
+/// instruction of the GPU computes is 0x7fffffff (CUDA Programming Guide,
+/// "Floating-Point Standard"; an H100's `log(-21.1134)`).
+const GPU_NAN_F32: u32 = 0x7fff_ffff;
+/// The f16/bf16 NaN of the GPU (`CUDART_NAN_FP16`, `CUDART_NAN_BF16`).
+const GPU_NAN_HALF: u16 = 0x7fff;
+/// `libm`'s generic square root returns the constant `f32::NAN`, these bits.
+const LIBM_NAN_F32: u32 = 0x7fc0_0000;
+/// And for f64, `f64::NAN`.
+const LIBM_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
+
+/// The bits the NaN rule gives [`MATH_FUNCTIONS`]`[k]` at `x` when its value
+/// is NaN: `libm`'s `expf`, and `logf` of a NaN with the sign bit clear,
+/// return their argument; every other NaN is computed by f32 instructions.
+fn nan_rule_bits(k: usize, x: f32) -> u32 {
+    match MATH_FUNCTIONS[k] {
+        "exp" => x.to_bits(),
+        "log" if x.is_nan() && x.is_sign_positive() => x.to_bits(),
+        _ => GPU_NAN_F32,
+    }
+}
+
+/// A NaN with any sign and payload (quiet or signalling).
+fn any_nan_f32() -> impl Strategy<Value = f32> {
+    (any::<bool>(), 1u32..0x80_0000)
+        .prop_map(|(neg, payload)| f32::from_bits(u32::from(neg) << 31 | 0x7f80_0000 | payload))
+}
+
+/// As [`any_nan_f32`], for f64.
+fn any_nan_f64() -> impl Strategy<Value = f64> {
+    (any::<bool>(), 1u64..1 << 52).prop_map(|(neg, payload)| {
+        f64::from_bits(u64::from(neg) << 63 | 0x7ff0_0000_0000_0000 | payload)
+    })
+}
 
 /// The spacing of f32 values at `x` (subnormal spacing below 2⁻¹²⁶).
 fn ulp_f32(x: f64) -> f64 {
@@ -237,6 +275,132 @@ proptest! {
     }
 }
 
+fn fma_sqrt_results(dev: &Device, x: &[f32], y: &[f32], z: &[f32]) -> Vec<f32> {
+    let (xb, yb, zb) = (
+        dev.upload(x).unwrap(),
+        dev.upload(y).unwrap(),
+        dev.upload(z).unwrap(),
+    );
+    let mut out = dev.alloc_zeroed::<f32>(2 * x.len()).unwrap();
+    let cfg = LaunchConfig::for_elements(x.len(), 64).unwrap();
+    dev.launch(probe::probe_fma_sqrt_f32, cfg, (&xb, &yb, &zb, &mut out))
+        .unwrap();
+    out.to_host().unwrap()
+}
+
+fn math_f64_results(dev: &Device, x: &[f64], y: &[f64], z: &[f64]) -> Vec<f64> {
+    let (xb, yb, zb) = (
+        dev.upload(x).unwrap(),
+        dev.upload(y).unwrap(),
+        dev.upload(z).unwrap(),
+    );
+    let mut out = dev.alloc_zeroed::<f64>(4 * x.len()).unwrap();
+    let cfg = LaunchConfig::for_elements(x.len(), 64).unwrap();
+    dev.launch(probe::probe_math_f64, cfg, (&xb, &yb, &zb, &mut out))
+        .unwrap();
+    out.to_host().unwrap()
+}
+
+/// What an H100 wrote for `num::log(-21.1134)`, and the other f32 functions
+/// whose exact value at a negative number is NaN.
+#[test]
+fn log_of_a_negative_number_is_the_gpus_nan() {
+    let got = math_results(&Device::emulator(), &[-21.1134]);
+    for k in 0..MATH_FUNCTIONS.len() {
+        if reference(k, -21.1134).0.is_nan() {
+            assert_eq!(got[k].to_bits(), GPU_NAN_F32, "{}", MATH_FUNCTIONS[k]);
+        }
+    }
+    assert_eq!(got[5].to_bits(), 0x7fff_ffff, "log, as the H100 wrote it");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn nan_results_of_the_f32_functions_follow_the_nan_rule(
+        x in proptest::collection::vec(prop_oneof![any_nan_f32(), -1.0e30f32..-1.0e-30, Just(f32::NEG_INFINITY)], 1..64),
+    ) {
+        let got = math_results(&Device::emulator(), &x);
+        for (i, &v) in x.iter().enumerate() {
+            for k in 0..MATH_FUNCTIONS.len() {
+                let g = got[8 * i + k];
+                if reference(k, f64::from(v)).0.is_nan() {
+                    prop_assert_eq!(g.to_bits(), nan_rule_bits(k, v), "{}({:#x})", MATH_FUNCTIONS[k], v.to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fma_and_sqrt_nans_follow_the_nan_rule(
+        x in proptest::collection::vec((prop_oneof![any_nan_f32(), Just(f32::INFINITY), -1.0e3f32..-1.0e-3], prop_oneof![any_nan_f32(), Just(0.0f32), Just(1.0f32)], -4.0f32..4.0), 1..64),
+    ) {
+        let (a, (b, c)): (Vec<f32>, (Vec<f32>, Vec<f32>)) = x.iter().map(|&(a, b, c)| (a, (b, c))).unzip();
+        let got = fma_sqrt_results(&Device::emulator(), &a, &b, &c);
+        for i in 0..a.len() {
+            let exact_fma = f64::from(a[i]) * f64::from(b[i]) + f64::from(c[i]);
+            if exact_fma.is_nan() {
+                prop_assert_eq!(got[2 * i].to_bits(), GPU_NAN_F32, "fma({:e}, {:e}, {:e})", a[i], b[i], c[i]);
+            }
+            // Every a here is NaN, +inf or negative: sqrt is NaN except at +inf.
+            if a[i] != f32::INFINITY {
+                prop_assert_eq!(got[2 * i + 1].to_bits(), LIBM_NAN_F32, "sqrt({:#x})", a[i].to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn f64_nans_follow_the_nan_rule(
+        x in proptest::collection::vec(prop_oneof![any_nan_f64(), -1.0e300f64..-1.0e-300, Just(f64::NEG_INFINITY)], 1..64),
+    ) {
+        let ones = vec![1.0f64; x.len()];
+        let got = math_f64_results(&Device::emulator(), &x, &ones, &ones);
+        for (i, &v) in x.iter().enumerate() {
+            let r = &got[4 * i..][..4];
+            if v.is_nan() {
+                prop_assert_eq!(r[0].to_bits(), v.to_bits(), "exp_f64 returns a NaN argument");
+            }
+            if v.is_nan() && v.is_sign_positive() {
+                prop_assert_eq!(r[1].to_bits(), v.to_bits(), "log_f64 returns a NaN argument with the sign bit clear");
+            }
+            // log_f64 of a negative number and fma_f64 of a NaN: NaN, bits open.
+            prop_assert!(r[1].is_nan(), "log_f64({:e}) = {:e}", v, r[1]);
+            prop_assert_eq!(r[3].is_nan(), v.is_nan(), "fma_f64({:e}, 1, 1) = {:e}", v, r[3]);
+            prop_assert_eq!(r[2].to_bits(), LIBM_NAN_F64, "sqrt_f64({:#x})", v.to_bits());
+        }
+    }
+
+    #[test]
+    fn packed_nans_are_the_canonical_half_nan(
+        halves in proptest::collection::vec((0u16..0x40, any::<bool>(), 0u16..0x8000), 1..32),
+        f in proptest::collection::vec(prop_oneof![any_nan_f32(), -10.0f32..10.0], 64),
+    ) {
+        // a: halves that are NaN both as f16 (exponent 0x7c00 set, mantissa
+        // nonzero) and as bf16 (exponent 0x7f80 set, mantissa bit 6 set), of
+        // either sign and with a 6-bit payload.
+        let nan_half = |payload: u16, neg: bool| (u16::from(neg) << 15) | 0x7fc0 | payload;
+        let a: Vec<u32> = halves.iter().map(|&(p, n, _)| u32::from(nan_half(p, n)) * 0x1_0001).collect();
+        let b: Vec<u32> = halves.iter().map(|&(_, _, v)| u32::from(v) * 0x1_0001).collect();
+        let got = packed_results(&Device::emulator(), &a, &b, &b, &f);
+        for i in 0..a.len() {
+            let r = &got[8 * i..][..8];
+            // Every arithmetic result has a NaN operand in both halves.
+            for (k, &bits) in r[..6].iter().enumerate() {
+                prop_assert_eq!(bits, u32::from(GPU_NAN_HALF) * 0x1_0001, "{} of {:#x} and {:#x}", PACKED_OPS[k], a[i], b[i]);
+            }
+            // from_f32: each NaN input becomes the canonical half NaN.
+            for (half, &v) in [f[2 * i], f[2 * i + 1]].iter().enumerate() {
+                if v.is_nan() {
+                    for (name, &packed) in ["f16x2", "bf16x2"].iter().zip(&r[6..]) {
+                        prop_assert_eq!((packed >> (16 * half)) as u16, GPU_NAN_HALF, "{} from_f32({:#x})", name, v.to_bits());
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_fixed_point_rounding_check_rejects_wrong_answers() {
     let one = half::f16::ONE.to_bits();
@@ -254,14 +418,22 @@ fn the_fixed_point_rounding_check_rejects_wrong_answers() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_math_is_within_the_same_bounds_and_accurate_functions_match_the_emulator() {
     let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let emu = Device::emulator();
+    // NaNs of either sign, quiet and signalling, with payloads: their results
+    // are compared by the NaN rule, bit for bit where it fixes the bits.
+    let nans = [
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xffc0_1234),
+    ];
     let x: Vec<f32> = (0..4096u32)
         .map(|i| (i as f32 - 2048.0) / 97.0)
-        .chain([0.0, -0.0, f32::INFINITY, 1.0, f32::MIN_POSITIVE / 4.0])
+        .chain([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1.0])
+        .chain([f32::MIN_POSITIVE / 4.0, -21.1134])
+        .chain(nans)
         .collect();
-    let (g, e) = (
-        math_results(&gpu, &x),
-        math_results(&Device::emulator(), &x),
-    );
+    let (g, e) = (math_results(&gpu, &x), math_results(&emu, &x));
     for (i, &v) in x.iter().enumerate() {
         for k in 0..MATH_FUNCTIONS.len() {
             let (exact, bound) = reference(k, f64::from(v));
@@ -271,14 +443,68 @@ fn gpu_math_is_within_the_same_bounds_and_accurate_functions_match_the_emulator(
                 MATH_FUNCTIONS[k],
                 g[8 * i + k]
             );
-            if k >= 4 {
+            // libm runs the same code on both; the NaN rule fixes every NaN's bits.
+            if k >= 4 || exact.is_nan() {
                 assert_eq!(
                     g[8 * i + k].to_bits(),
                     e[8 * i + k].to_bits(),
-                    "{}({v:e}): libm runs the same code on both",
-                    MATH_FUNCTIONS[k]
+                    "{}({:#x})",
+                    MATH_FUNCTIONS[k],
+                    v.to_bits()
                 );
             }
         }
     }
+
+    // fma_f32 and sqrt_f32: correctly rounded, and their NaNs fixed by the rule.
+    let a: Vec<f32> = x.iter().map(|&v| v * 3.0).collect();
+    let b: Vec<f32> = x.iter().rev().copied().collect();
+    let c: Vec<f32> = x
+        .iter()
+        .map(|&v| if v.is_nan() { 0.0 } else { -v })
+        .collect();
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        bits(fma_sqrt_results(&gpu, &a, &b, &c)),
+        bits(fma_sqrt_results(&emu, &a, &b, &c))
+    );
+
+    // f64: exp_f64 and sqrt_f64 bit for bit; log_f64 and fma_f64 too, except
+    // that the rule leaves the bits of their computed f64 NaNs open.
+    let x64: Vec<f64> = a.iter().map(|&v| f64::from(v) * 1.5).collect();
+    let y64: Vec<f64> = b.iter().map(|&v| f64::from(v)).collect();
+    let z64: Vec<f64> = c.iter().map(|&v| f64::from(v)).collect();
+    let (g, e) = (
+        math_f64_results(&gpu, &x64, &y64, &z64),
+        math_f64_results(&emu, &x64, &y64, &z64),
+    );
+    for (i, (g, e)) in g.chunks(4).zip(e.chunks(4)).enumerate() {
+        for k in 0..4 {
+            let agree = match MATH_F64_FUNCTIONS[k] {
+                "log_f64" | "fma_f64" => common::same_bits_or_both_nan_f64(g[k], e[k]),
+                _ => g[k].to_bits() == e[k].to_bits(),
+            };
+            assert!(
+                agree,
+                "{}({:e}): GPU {:#x}, emulator {:#x}",
+                MATH_F64_FUNCTIONS[k],
+                x64[i],
+                g[k].to_bits(),
+                e[k].to_bits()
+            );
+        }
+    }
+
+    // Packed halves: correctly rounded on both, NaNs the canonical 0x7fff.
+    let halves = |seed: u32| -> Vec<u32> {
+        (0..512u32)
+            .map(|i| (i ^ seed).wrapping_mul(2_654_435_761))
+            .collect()
+    };
+    let (pa, pb, pc) = (halves(1), halves(2), halves(3));
+    let pf: Vec<f32> = x.iter().take(2 * pa.len()).copied().collect();
+    assert_eq!(
+        packed_results(&gpu, &pa, &pb, &pc, &pf),
+        packed_results(&emu, &pa, &pb, &pc, &pf)
+    );
 }

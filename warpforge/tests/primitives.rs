@@ -4,10 +4,20 @@
 //! the emulator bit for bit (ignored without a GPU).
 
 use proptest::prelude::*;
-use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
+use warpforge::{Device, DeviceBuffer, Dim3, Element, EmuError, Error, Fault, LaunchConfig};
 use warpforge_kernels::probe;
 
 const WARP: usize = 32;
+
+/// The NaN rule of `warpforge_device::num` ("NaN results"), restated from its
+/// sources: every NaN an f32 instruction of the GPU computes is 0x7fffffff
+/// (CUDA Programming Guide, "Floating-Point Standard").
+const GPU_NAN_F32: u32 = 0x7fff_ffff;
+/// The f16/bf16 NaN the GPU's conversions write (`CUDART_NAN_FP16`/`_BF16`).
+const GPU_NAN_HALF: u16 = 0x7fff;
+/// A NaN with the sign bit and a payload, unlike any canonical NaN: a result
+/// with these bits was copied, not computed.
+const ODD_NAN: f32 = f32::from_bits(0xffc0_1234);
 
 fn run<T: Element>(
     dev: &Device,
@@ -19,21 +29,48 @@ fn run<T: Element>(
     out.to_host().unwrap()
 }
 
-/// The lane `lane` reads in a full-warp shuffle, per the PTX ISA `shfl.sync` pseudocode.
-fn shuffle_source(mode: u32, lane: usize, arg: u32) -> usize {
-    let arg = arg as usize;
-    match mode {
-        0 => arg % WARP,
-        1 => lane.checked_sub(arg).unwrap_or(lane),
-        2 => {
-            if lane + arg < WARP {
-                lane + arg
-            } else {
-                lane
-            }
+/// The lane that lane `lane` reads in a warpforge shuffle in `mode` (0 idx,
+/// 1 up, 2 down, 3 bfly) with lane/offset operand `b`: the PTX ISA's
+/// `shfl.sync` pseudo-code, with the `c` operand CUDA uses for a full warp
+/// (segment mask 0; clamp 31, or 0 for up).
+fn isa_shuffle_source(mode: u32, lane: u32, b: u32) -> u32 {
+    let c: u32 = if mode == 1 { 0x00 } else { 0x1f };
+    let bval = b & 0x1f; // bval[4:0] = b[4:0]
+    let cval = c & 0x1f; // cval[4:0] = c[4:0]
+    let segmask = (c >> 8) & 0x1f; // mask[4:0] = c[12:8]
+    let max_lane = i64::from((lane & segmask) | (cval & !segmask));
+    let min_lane = lane & segmask;
+    let lane_i = i64::from(lane);
+    let (j, pval) = match mode {
+        0 => {
+            let j = i64::from(min_lane | (bval & !segmask));
+            (j, j <= max_lane)
         }
-        _ => (lane ^ arg) % WARP,
-    }
+        1 => {
+            let j = lane_i - i64::from(bval);
+            (j, j >= max_lane)
+        }
+        2 => {
+            let j = lane_i + i64::from(bval);
+            (j, j <= max_lane)
+        }
+        _ => {
+            let j = i64::from(lane ^ bval);
+            (j, j <= max_lane)
+        }
+    };
+    // if (!pval) j = lane;
+    if pval { j as u32 } else { lane }
+}
+
+/// Shuffle operands: the whole u32 range, with the small values (and those
+/// just past 31) that exercise every source lane often enough.
+fn shuffle_arg() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        any::<u32>(),
+        0u32..70,
+        (0u32..32).prop_map(|b| b | 0xffff_ffe0)
+    ]
 }
 
 fn shuffle_results(dev: &Device, x: &[u32], mode: u32, arg: u32) -> Vec<u32> {
@@ -43,6 +80,30 @@ fn shuffle_results(dev: &Device, x: &[u32], mode: u32, arg: u32) -> Vec<u32> {
         dev.launch(probe::probe_shuffle, cfg, (&xb, mode, arg, out))
             .unwrap()
     })
+}
+
+/// `probe_shuffle_in` over whole warps: its output, or the emulator's fault.
+fn masked_shuffle_results(
+    dev: &Device,
+    x: &[u64],
+    mode: u32,
+    arg: u32,
+    mask: u32,
+) -> Result<Vec<u64>, Box<EmuError>> {
+    let xb = dev.upload(x).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x((x.len() / WARP) as u32), Dim3::x(WARP as u32));
+    let mut out = dev.alloc_zeroed::<u64>(2 * x.len()).unwrap();
+    match dev.launch(
+        probe::probe_shuffle_in,
+        cfg,
+        (&xb, mode, arg, mask, &mut out),
+    ) {
+        Ok(()) => Ok(out.to_host().unwrap()),
+        Err(Error::KernelFault {
+            emulated: Some(e), ..
+        }) => Err(e),
+        Err(other) => panic!("{other}"),
+    }
 }
 
 fn vote_results(dev: &Device, pred: &[u32], block: u32, kernel_is_block: bool) -> Vec<u32> {
@@ -121,6 +182,9 @@ fn is_nearest_even(x: f32, bits: u16, value: impl Fn(u16) -> f32) -> bool {
 
 fn f32_strategy() -> impl Strategy<Value = f32> {
     prop_oneof![
+        (any::<bool>(), 1u32..0x80_0000).prop_map(|(neg, payload)| f32::from_bits(
+            u32::from(neg) << 31 | 0x7f80_0000 | payload
+        )),
         -70000.0f32..70000.0,
         -1.0f32..1.0,
         any::<u32>().prop_map(f32::from_bits),
@@ -137,23 +201,58 @@ proptest! {
 
     #[test]
     fn shuffles_read_the_lane_the_ptx_isa_defines(
-        x in proptest::collection::vec(any::<u32>(), 64), mode in 0u32..4, arg in 0u32..40
+        x in proptest::collection::vec(any::<u32>(), 64), mode in 0u32..4, arg in shuffle_arg()
     ) {
         let got = shuffle_results(&Device::emulator(), &x, mode, arg);
         for (i, &g) in got.iter().enumerate() {
             let (warp, lane) = (i / WARP, i % WARP);
-            prop_assert_eq!(g, x[warp * WARP + shuffle_source(mode, lane, arg)], "mode {} arg {} lane {}", mode, arg, lane);
+            let src = isa_shuffle_source(mode, lane as u32, arg) as usize;
+            prop_assert_eq!(g, x[warp * WARP + src], "mode {} arg {:#x} lane {}", mode, arg, lane);
         }
     }
 
     #[test]
-    fn shuffle_xor_permutes_64_bit_values(x in proptest::collection::vec(any::<f64>(), 32), arg in 0u32..32) {
+    fn shuffle_xor_permutes_64_bit_values(x in proptest::collection::vec(any::<f64>(), 32), arg in shuffle_arg()) {
         let dev = Device::emulator();
         let xb = dev.upload(&x).unwrap();
         let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
         let got = run(&dev, 32, |out| dev.launch(probe::probe_shuffle_f64, cfg, (&xb, arg, out)).unwrap());
         for (lane, g) in got.iter().enumerate() {
-            prop_assert_eq!(g.to_bits(), x[lane ^ arg as usize].to_bits());
+            // bfly reads b[4:0] only, and every lane ^ b[4:0] is a lane.
+            prop_assert_eq!(g.to_bits(), x[lane ^ (arg & 31) as usize].to_bits());
+        }
+    }
+
+    #[test]
+    fn masked_shuffles_of_32_and_64_bit_values_follow_the_ptx_isa(
+        x in proptest::collection::vec(any::<u64>(), 64), mode in 0u32..4, arg in shuffle_arg(),
+        mask in prop_oneof![Just(u32::MAX), Just(0x0000_ffff), Just(0xffff_0000), Just(0x5555_5555), 1u32..],
+    ) {
+        let dev = Device::emulator();
+        let result = masked_shuffle_results(&dev, &x, mode, arg, mask);
+        let members: Vec<u32> = mask_lanes(mask).map(|l| l as u32).collect();
+        // The first lane of the mask (blocks are one warp; block 0 is reported
+        // first) whose source is outside the mask: undefined on the GPU, a fault here.
+        let outside = members.iter().map(|&l| (l, isa_shuffle_source(mode, l, arg))).find(|&(_, s)| mask & (1 << s) == 0);
+        match (result, outside) {
+            (Ok(got), None) => {
+                for (i, pair) in got.chunks(2).enumerate() {
+                    let (w, lane) = (i / WARP, (i % WARP) as u32);
+                    let expect = if mask & (1 << lane) == 0 {
+                        [0, 0] // lanes outside the mask write nothing
+                    } else {
+                        let v = x[w * WARP + isa_shuffle_source(mode, lane, arg) as usize];
+                        [v & 0xffff_ffff, v]
+                    };
+                    prop_assert_eq!(pair, &expect[..], "mode {} arg {:#x} mask {:#x} lane {}", mode, arg, mask, lane);
+                }
+            }
+            (Err(e), Some((lane, src))) => {
+                prop_assert_eq!(e.thread, Dim3::new(lane, 0, 0), "{}", e);
+                let is_mask_fault = matches!(e.fault, Fault::WarpMask { mask: m, missing_lane, .. } if m == mask && missing_lane == src);
+                prop_assert!(is_mask_fault, "{}", e);
+            }
+            (got, outside) => prop_assert!(false, "mode {} arg {:#x} mask {:#x}: got {:?}, source outside the mask {:?}", mode, arg, mask, got.map(|_| ()), outside),
         }
     }
 
@@ -193,13 +292,16 @@ proptest! {
         x in proptest::collection::vec(-1.0e6f32..1.0e6, 32), nan_lane in proptest::option::of(0usize..32)
     ) {
         let mut x = x;
-        if let Some(l) = nan_lane { x[l] = f32::NAN; }
+        if let Some(l) = nan_lane { x[l] = ODD_NAN; }
         let got = f32_reduce_results(&Device::emulator(), &x);
         let exact: f64 = x.iter().map(|&v| f64::from(v)).sum();
         let abs: f64 = x.iter().map(|&v| f64::from(v).abs()).sum();
         for r in got.chunks(3) {
             if nan_lane.is_some() {
-                prop_assert!(r.iter().all(|v| v.is_nan()), "{:?}", r);
+                // The sum is computed (add.f32): the GPU's NaN. Max and min select a
+                // lane's value: that lane's NaN, bits unchanged.
+                prop_assert_eq!(r[0].to_bits(), GPU_NAN_F32);
+                prop_assert_eq!((r[1].to_bits(), r[2].to_bits()), (ODD_NAN.to_bits(), ODD_NAN.to_bits()));
             } else {
                 // Five levels of a butterfly: at most 5 roundings of 2⁻²⁴ relative each.
                 prop_assert!((f64::from(r[0]) - exact).abs() <= 5.0 * f64::from(f32::EPSILON) / 2.0 * abs * 1.01);
@@ -217,9 +319,16 @@ proptest! {
         for i in 0..x.len() {
             prop_assert!(is_nearest_even(x[i], h[i], f16v), "f16 of {:e}: {:#06x}", x[i], h[i]);
             prop_assert!(is_nearest_even(x[i], b[i], bf16v), "bf16 of {:e}: {:#06x}", x[i], b[i]);
-            // Widening is exact.
-            prop_assert_eq!(back[2 * i].to_bits(), f16v(h[i]).to_bits());
-            prop_assert_eq!(back[2 * i + 1].to_bits(), bf16v(b[i]).to_bits());
+            if x[i].is_nan() {
+                // cvt writes the GPU's NaN; widening f16 (cvt) too, bf16 (a shift) copies.
+                prop_assert_eq!((h[i], b[i]), (GPU_NAN_HALF, GPU_NAN_HALF), "{:#x}", x[i].to_bits());
+                prop_assert_eq!(back[2 * i].to_bits(), GPU_NAN_F32);
+                prop_assert_eq!(back[2 * i + 1].to_bits(), u32::from(GPU_NAN_HALF) << 16);
+            } else {
+                // Widening is exact.
+                prop_assert_eq!(back[2 * i].to_bits(), f16v(h[i]).to_bits());
+                prop_assert_eq!(back[2 * i + 1].to_bits(), bf16v(b[i]).to_bits());
+            }
         }
     }
 }
@@ -232,12 +341,30 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
         Device::emulator(),
     );
     let x: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let shuffle_args = [0, 1, 5, 16, 31, 32, 33, 63, 0xffff_ffe1, u32::MAX];
     for mode in 0..4 {
-        for arg in [0, 1, 5, 16, 31, 33] {
+        for arg in shuffle_args {
             assert_eq!(
                 shuffle_results(&gpu, &x, mode, arg),
-                shuffle_results(&emu, &x, mode, arg)
+                shuffle_results(&emu, &x, mode, arg),
+                "mode {mode} arg {arg:#x}"
             );
+        }
+    }
+    // Partial masks, where every lane of the mask reads a lane of the mask (the
+    // emulator faults on the others, whose result the GPU leaves undefined).
+    let x64: Vec<u64> = x
+        .iter()
+        .map(|&v| u64::from(v) << 32 | u64::from(!v))
+        .collect();
+    for mask in [u32::MAX, 0x0000_ffff, 0xffff_0000, 0x5555_5555] {
+        for mode in 0..4 {
+            for arg in shuffle_args {
+                if let Ok(e) = masked_shuffle_results(&emu, &x64, mode, arg, mask) {
+                    let g = masked_shuffle_results(&gpu, &x64, mode, arg, mask).unwrap();
+                    assert_eq!(g, e, "mode {mode} arg {arg:#x} mask {mask:#x}");
+                }
+            }
         }
     }
     let pred: Vec<u32> = x.iter().map(|v| v >> 31).collect();
@@ -251,7 +378,9 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
     );
     let xi: Vec<i32> = x.iter().map(|&v| v as i32).collect();
     assert_eq!(i32_reduce_results(&gpu, &xi), i32_reduce_results(&emu, &xi));
-    let xf: Vec<f32> = x.iter().map(|&v| (v as i32) as f32 * 1e-3).collect();
+    // The NaN rule fixes every NaN's bits here: one NaN lane in the last warp.
+    let mut xf: Vec<f32> = x.iter().map(|&v| (v as i32) as f32 * 1e-3).collect();
+    *xf.last_mut().unwrap() = ODD_NAN;
     let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
     assert_eq!(
         bits(f32_reduce_results(&gpu, &xf)),
@@ -260,7 +389,7 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
     let xc: Vec<f32> = x
         .iter()
         .map(|&v| f32::from_bits(v))
-        .filter(|v| !v.is_nan())
+        .chain([f32::NAN, -f32::NAN, ODD_NAN, f32::from_bits(0x7f80_0001)])
         .collect();
     assert_eq!(convert_results(&gpu, &xc), convert_results(&emu, &xc));
 
@@ -303,6 +432,22 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
         out.to_host().unwrap()
     };
     assert_eq!(active(&gpu), vec![u32::MAX; 64]);
+}
+
+/// What an H100 returned for `shuffle_up`/`shuffle_down` by 33: `shfl.sync`
+/// reads `b[4:0]`, so 33 moves by 1 (lane 0 / lane 31 keep their own).
+#[test]
+fn shuffles_by_33_move_by_one_as_on_the_gpu() {
+    let dev = Device::emulator();
+    let x: Vec<u32> = (0..WARP as u32).collect();
+    let mut up = vec![0];
+    up.extend(0..31);
+    let down: Vec<u32> = (1..32).chain([31]).collect();
+    assert_eq!(shuffle_results(&dev, &x, 1, 33), up);
+    assert_eq!(shuffle_results(&dev, &x, 2, 33), down);
+    // 32 has no low bits: no move at all.
+    assert_eq!(shuffle_results(&dev, &x, 1, 32), x);
+    assert_eq!(shuffle_results(&dev, &x, 2, 32), x);
 }
 
 #[test]
@@ -376,7 +521,7 @@ proptest! {
         x in proptest::collection::vec(-1.0e6f32..1.0e6, 32), mask in nonzero_mask(), nan_lane in proptest::option::of(0usize..32)
     ) {
         let mut x = x;
-        if let Some(l) = nan_lane { x[l] = f32::NAN; }
+        if let Some(l) = nan_lane { x[l] = ODD_NAN; }
         let dev = Device::emulator();
         let got = masked_results(&dev, &x, 3, |xb, cfg, out| dev.launch(probe::probe_reduce_f32_in, cfg, (xb, mask, out)).unwrap());
         let mut lanes = mask_lanes(mask);
@@ -387,10 +532,12 @@ proptest! {
         let min = mask_lanes(mask).map(|l| x[l]).fold(f32::MAX, f32::min);
         for l in mask_lanes(mask) {
             let r = &got[3 * l..][..3];
-            prop_assert_eq!(r[0].to_bits(), sum.to_bits(), "the sum is the left fold in lane order");
             if has_nan {
-                prop_assert!(r[1].is_nan() && r[2].is_nan());
+                // A computed NaN sum is the GPU's; max and min select the NaN lane's value.
+                prop_assert_eq!(r[0].to_bits(), GPU_NAN_F32);
+                prop_assert_eq!((r[1].to_bits(), r[2].to_bits()), (ODD_NAN.to_bits(), ODD_NAN.to_bits()));
             } else {
+                prop_assert_eq!(r[0].to_bits(), sum.to_bits(), "the sum is the left fold in lane order");
                 prop_assert_eq!((r[1], r[2]), (max, min));
             }
         }

@@ -147,6 +147,47 @@ proptest! {
     }
 }
 
+/// The NaN rule of `warpforge_device::num` ("NaN results"), restated from its
+/// source (CUDA Programming Guide, "Floating-Point Standard"): every NaN an
+/// f32 result of the GPU gets is 0x7fffffff, the accumulators of `mma` too.
+const GPU_NAN_F32: u32 = 0x7fff_ffff;
+
+/// A: f16 values with, in row 0, a NaN (a payload unlike the canonical one)
+/// and, in row 1, an infinity that meets a zero of B (∞·0). D rows 0 and 1
+/// are NaN, the others finite.
+fn nan_making_operands() -> (Vec<half::f16>, Vec<half::f16>, Vec<f32>) {
+    let mut a: Vec<half::f16> = (0..M * K)
+        .map(|i| half::f16::from_f32(((i * 5) % 9) as f32 - 4.0))
+        .collect();
+    let mut b: Vec<half::f16> = (0..K * N)
+        .map(|i| half::f16::from_f32(((i * 7) % 5) as f32 - 2.0))
+        .collect();
+    a[3] = half::f16::from_bits(0xfe01);
+    a[K + 5] = half::f16::INFINITY;
+    for n in 0..N {
+        b[5 * N + n] = half::f16::ZERO;
+    }
+    let c: Vec<f32> = (0..M * N).map(|i| i as f32 / 4.0).collect();
+    (a, b, c)
+}
+
+#[test]
+fn mma_nans_are_the_gpus_nan() {
+    let dev = Device::emulator();
+    let (a, b, c) = nan_making_operands();
+    let d = run_mma(&dev, &a, &b, &c, |a, b, c, d| {
+        dev.launch(probe::probe_mma_f16, one_warp(), (a, b, c, d))
+            .unwrap()
+    });
+    for (i, v) in d.iter().enumerate() {
+        if i / N < 2 {
+            assert_eq!(v.to_bits(), GPU_NAN_F32, "D[{}][{}]", i / N, i % N);
+        } else {
+            assert!(v.is_finite(), "D[{}][{}] = {v}", i / N, i % N);
+        }
+    }
+}
+
 #[test]
 fn mma_with_a_partial_warp_is_a_reported_fault() {
     let dev = Device::emulator();
@@ -193,4 +234,21 @@ fn gpu_mma_is_within_the_bound_and_ldmatrix_agrees_with_the_tables() {
         b.iter().map(|v| v.to_f64()).collect(),
     );
     check(&d, &af, &bf, &c).unwrap();
+
+    // NaN accumulators: the NaN rule fixes their bits, on both.
+    let (a, b, c) = nan_making_operands();
+    let on = |dev: &Device| {
+        run_mma(dev, &a, &b, &c, |a, b, c, d| {
+            dev.launch(probe::probe_mma_f16, one_warp(), (a, b, c, d))
+                .unwrap()
+        })
+    };
+    let (g, e) = (on(&gpu), on(&Device::emulator()));
+    for (i, (g, e)) in g.iter().zip(&e).enumerate() {
+        if e.is_nan() {
+            assert_eq!(g.to_bits(), e.to_bits(), "D[{}][{}]", i / N, i % N);
+        } else {
+            assert!(g.is_finite(), "D[{}][{}] = {g}", i / N, i % N);
+        }
+    }
 }

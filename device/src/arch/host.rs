@@ -1,6 +1,13 @@
 //! The host backend: every primitive asks the emulator about the calling fiber.
+//!
+//! Floating-point results follow the NaN rule of `crate::num` ("NaN results"):
+//! where the GPU instruction writes its canonical NaN, so does the function
+//! here (through `f32_op` and the half conversions), not the host FPU's NaN.
 
-use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
+use super::{
+    AtomicOp, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, MatchMode, ReduxOp, Scope, ShuffleMode,
+    VoteMode, f32_op,
+};
 use crate::emu::fiber::{self, Request, WarpOp};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
@@ -71,16 +78,28 @@ pub(crate) fn fence(_scope: Scope) {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
+/// `cvt.rn.f16.f32`: a NaN becomes the canonical f16 NaN (`half` would keep
+/// the payload's top bits).
 pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
-    half::f16::from_f32(x).to_bits()
+    if x.is_nan() {
+        CANONICAL_NAN_F16
+    } else {
+        half::f16::from_f32(x).to_bits()
+    }
 }
 
+/// `cvt.f32.f16`: exact, and a NaN becomes the canonical f32 NaN.
 pub(crate) fn f16_bits_to_f32(h: u16) -> f32 {
-    half::f16::from_bits(h).to_f32()
+    f32_op(half::f16::from_bits(h).to_f32())
 }
 
+/// `cvt.rn.bf16.f32`: a NaN becomes the canonical bf16 NaN.
 pub(crate) fn f32_to_bf16_bits(x: f32) -> u16 {
-    half::bf16::from_f32(x).to_bits()
+    if x.is_nan() {
+        CANONICAL_NAN_BF16
+    } else {
+        half::bf16::from_f32(x).to_bits()
+    }
 }
 
 pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
@@ -117,9 +136,10 @@ pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
 }
 
 pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
-    a.mul_add(b, c)
+    f32_op(a.mul_add(b, c))
 }
 
+/// The host's NaN: the GPU's f64 NaN bits are not documented (see `crate::num`).
 pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
     a.mul_add(b, c)
 }
@@ -168,15 +188,16 @@ atom_cas!(atom_cas_u32, u32, AtomicU32);
 atom_cas!(atom_cas_u64, u64, AtomicU64);
 
 /// A float add as a compare-and-swap loop over the bits, rounding once per add
-/// (to nearest even) as `atom.add.f32/.f64/.f16` do.
+/// (to nearest even) as `atom.add.f32/.f64/.f16` do; `$nan` gives the sum's
+/// NaN the GPU's bits (f32: canonical; f64: the host's, see `crate::num`).
 macro_rules! atom_add_float {
-    ($name:ident, $t:ty, $bits:ty, $atomic:ty) => {
+    ($name:ident, $t:ty, $bits:ty, $atomic:ty, $nan:expr) => {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
         pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, v: $t) -> $t {
             // SAFETY: the caller's contract; the float has the size and alignment of its bits.
             let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
-            let add = |b: $bits| Some((<$t>::from_bits(b) + v).to_bits());
+            let add = |b: $bits| Some($nan(<$t>::from_bits(b) + v).to_bits());
             <$t>::from_bits(
                 a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
                     .unwrap_or_else(|b| b),
@@ -184,8 +205,8 @@ macro_rules! atom_add_float {
         }
     };
 }
-atom_add_float!(atom_add_f32, f32, u32, AtomicU32);
-atom_add_float!(atom_add_f64, f64, u64, AtomicU64);
+atom_add_float!(atom_add_f32, f32, u32, AtomicU32, f32_op);
+atom_add_float!(atom_add_f64, f64, u64, AtomicU64, core::convert::identity);
 
 /// # Safety
 /// `ptr` must be valid and 2-byte aligned for atomic access to an f16.
@@ -196,7 +217,7 @@ pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
         // f32 has more than 2·11 + 2 bits, so rounding the f32 sum again to f16
         // gives the correctly rounded f16 sum.
         let sum = half::f16::from_bits(b).to_f32() + half::f16::from_bits(v).to_f32();
-        Some(half::f16::from_f32(sum).to_bits())
+        Some(f32_to_f16_bits(sum))
     };
     a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
         .unwrap_or_else(|b| b)
@@ -204,36 +225,41 @@ pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
 
 // Fast-math approximations: the emulator computes the exact function, rounded
 // once; the GPU's `.approx` instructions are within their PTX ISA error bounds
-// of it (ex2: 2 ulp, lg2: 2⁻²² abs/rel, rsqrt: 2⁻²²·⁹ rel, rcp: 1 ulp).
+// of it (ex2: 2 ulp, lg2: 2⁻²² abs/rel, rsqrt: 2⁻²²·⁹ rel, rcp: 1 ulp). Each
+// is one f32 instruction there, so a NaN is the canonical one.
 pub(crate) fn ex2_approx(x: f32) -> f32 {
-    libm::exp2f(x)
+    f32_op(libm::exp2f(x))
 }
 
 pub(crate) fn lg2_approx(x: f32) -> f32 {
-    libm::log2f(x)
+    f32_op(libm::log2f(x))
 }
 
 pub(crate) fn rsqrt_approx(x: f32) -> f32 {
-    (1.0 / f64::from(x).sqrt()) as f32
+    f32_op((1.0 / f64::from(x).sqrt()) as f32)
 }
 
 pub(crate) fn rcp_approx(x: f32) -> f32 {
-    1.0 / x
+    f32_op(1.0 / x)
 }
 
 /// One packed half type: how to widen a half, and round an f32 to it.
 struct Half {
     to_f64: fn(u16) -> f64,
     from_f32: fn(f32) -> u16,
+    /// The NaN the GPU's packed arithmetic writes.
+    nan: u16,
 }
 
 const F16: Half = Half {
     to_f64: |h| half::f16::from_bits(h).to_f64(),
     from_f32: f32_to_f16_bits,
+    nan: CANONICAL_NAN_F16,
 };
 const BF16: Half = Half {
     to_f64: |h| f64::from(f32::from_bits(u32::from(h) << 16)),
     from_f32: f32_to_bf16_bits,
+    nan: CANONICAL_NAN_BF16,
 };
 
 /// Applies `op` to each half of the packed operands. `op` returns the exact
@@ -250,7 +276,7 @@ fn lanewise(h: Half, ops: [u32; 3], op: impl Fn(f64, f64, f64) -> f64) -> u32 {
             half_at(ops[2], shift),
         );
         if r.is_nan() {
-            0x7fff
+            u32::from(h.nan)
         } else {
             u32::from((h.from_f32)(f32_round_to_odd(r)))
         }

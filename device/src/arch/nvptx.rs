@@ -74,22 +74,22 @@ pub(crate) fn sync_threads() {
 #[inline(always)]
 pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
     let out: u32;
-    // SAFETY: shfl.sync reads registers of the lanes in `mask` only; the clamp
-    // operand (0x1f, or 0 for `up`) selects a full 32-lane segment.
+    // SAFETY: shfl.sync reads registers of the lanes in `mask` only; the `c`
+    // operand comes from `ShuffleMode::clamp_segmask`, which the emulator models too.
     unsafe {
         match mode {
-            ShuffleMode::Idx => asm!("shfl.sync.idx.b32 {o}, {v}, {a}, 0x1f, {m};",
+            ShuffleMode::Idx => asm!("shfl.sync.idx.b32 {o}, {v}, {a}, {c}, {m};",
                 o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
-                options(nomem, nostack)),
-            ShuffleMode::Up => asm!("shfl.sync.up.b32 {o}, {v}, {a}, 0, {m};",
+                c = const ShuffleMode::Idx.clamp_segmask(), options(nomem, nostack)),
+            ShuffleMode::Up => asm!("shfl.sync.up.b32 {o}, {v}, {a}, {c}, {m};",
                 o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
-                options(nomem, nostack)),
-            ShuffleMode::Down => asm!("shfl.sync.down.b32 {o}, {v}, {a}, 0x1f, {m};",
+                c = const ShuffleMode::Up.clamp_segmask(), options(nomem, nostack)),
+            ShuffleMode::Down => asm!("shfl.sync.down.b32 {o}, {v}, {a}, {c}, {m};",
                 o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
-                options(nomem, nostack)),
-            ShuffleMode::Xor => asm!("shfl.sync.bfly.b32 {o}, {v}, {a}, 0x1f, {m};",
+                c = const ShuffleMode::Down.clamp_segmask(), options(nomem, nostack)),
+            ShuffleMode::Xor => asm!("shfl.sync.bfly.b32 {o}, {v}, {a}, {c}, {m};",
                 o = out(reg32) out, v = in(reg32) value, a = in(reg32) arg, m = in(reg32) mask,
-                options(nomem, nostack)),
+                c = const ShuffleMode::Xor.clamp_segmask(), options(nomem, nostack)),
         }
     }
     out
@@ -112,39 +112,61 @@ pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
     (base.cast::<u8>(), bytes as usize)
 }
 
-/// Prints `panicked at FILE:LINE: MESSAGE` through the CUDA `vprintf`, then traps,
-/// so a failing bounds check or `assert!` in a kernel names its source line.
+/// Prints `warpforge kernel panicked at FILE:LINE: MESSAGE` through the CUDA
+/// `vprintf`, then traps, so a failing bounds check or `assert!` in a kernel
+/// names its source line. Every thread that panics prints its own line.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    print_panic(info);
+    // SAFETY: `trap` ends the kernel with an error the host reports; nothing runs after it.
+    unsafe { nvptx::trap() }
+}
+
+/// Out of line and cold: the text buffers live in this function's frame
+/// only, not in every kernel that has a panic path.
+#[inline(never)]
+#[cold]
+fn print_panic(info: &core::panic::PanicInfo<'_>) {
+    use crate::panic_text::CText;
+    use core::fmt::Write;
+    /// `vprintf`'s argument buffer: each argument at its natural alignment,
+    /// in the order of the format's conversions (`%s`, `%u`, `%s`).
     #[repr(C)]
     struct Args {
-        file_len: u32,
         file: *const u8,
         line: u32,
-        msg_len: u32,
-        msg: *const u8,
+        message: *const u8,
     }
-    let (file, line) = info
-        .location()
-        .map_or(("<unknown>", 0), |l| (l.file(), l.line()));
-    let msg = info.message().as_str().unwrap_or("(formatted message)");
+    let mut file = CText::<128>::new();
+    let mut message = CText::<256>::new();
+    let line = match info.location() {
+        Some(l) => {
+            let _ = file.write_str(l.file());
+            l.line()
+        }
+        None => {
+            let _ = file.write_str("<unknown>");
+            0
+        }
+    };
+    // A formatted message (`expect`, `assert!` with values) goes through core::fmt.
+    let _ = match info.message().as_str() {
+        Some(s) => message.write_str(s),
+        None => write!(message, "{}", info.message()),
+    };
     let args = Args {
-        file_len: file.len() as u32,
         file: file.as_ptr(),
         line,
-        msg_len: msg.len() as u32,
-        msg: msg.as_ptr(),
+        message: message.as_ptr(),
     };
-    // SAFETY: the format string is NUL-terminated and its conversions match
-    // `Args` field for field (`%.*s` takes an int length and a pointer).
+    // SAFETY: the format string is NUL-terminated; its conversions match `Args`
+    // field for field (`%s` a pointer to a NUL-terminated string, `%u` a u32),
+    // and both strings are NUL-terminated buffers that outlive the call.
     unsafe {
         nvptx::vprintf(
-            c"warpforge kernel panicked at %.*s:%u: %.*s\n"
-                .as_ptr()
-                .cast(),
+            c"warpforge kernel panicked at %s:%u: %s\n".as_ptr().cast(),
             (&raw const args).cast(),
         );
-        nvptx::trap()
     }
 }
 

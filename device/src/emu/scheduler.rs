@@ -375,9 +375,10 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     for lane in lanes() {
         let l = lane as usize;
         results[l] = match op {
-            WarpOp::Shuffle(mode) => match shuffle_source(mode, lane, arg[l]) {
-                Some(src) if mask & (1 << src) != 0 => value[src as usize] as u32,
-                Some(src) => {
+            WarpOp::Shuffle(mode) => {
+                let src = shuffle_source(mode, lane, arg[l], mode.clamp_segmask());
+                if mask & (1 << src) == 0 {
+                    // The PTX ISA leaves the value read from a lane outside the mask undefined.
                     return Err((
                         l,
                         Fault::WarpMask {
@@ -387,8 +388,8 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                         },
                     ));
                 }
-                None => value[l] as u32,
-            },
+                value[src as usize] as u32
+            }
             WarpOp::Vote(mode) => {
                 let ballot = lanes()
                     .filter(|&k| value[k as usize] != 0)
@@ -451,14 +452,39 @@ fn redux(op: ReduxOp, a: u32, b: u32) -> u32 {
     }
 }
 
-/// The lane a shuffle reads from (PTX ISA `shfl.sync`, full 32-lane segment);
-/// `None` when the source is out of range and the lane keeps its own value.
-fn shuffle_source(mode: ShuffleMode, lane: u32, arg: u32) -> Option<u32> {
-    match mode {
-        ShuffleMode::Idx => Some(arg & (WARP_SIZE - 1)),
-        ShuffleMode::Up => lane.checked_sub(arg),
-        ShuffleMode::Down => lane.checked_add(arg).filter(|&s| s < WARP_SIZE),
-        ShuffleMode::Xor => Some((lane ^ arg) & (WARP_SIZE - 1)),
+/// The lane that lane `lane` reads in a `shfl.sync` with operands `b` (lane
+/// or offset) and `c` (clamp and segment mask): the PTX ISA's pseudo-code for
+/// `shfl.sync`, step by step. Only `b[4:0]`, `c[4:0]` and `c[12:8]` are read.
+/// A source out of range (`pval` false) is the lane itself.
+fn shuffle_source(mode: ShuffleMode, lane: u32, b: u32, c: u32) -> u32 {
+    let bval = b & 0x1f;
+    let cval = c & 0x1f;
+    let segmask = (c >> 8) & 0x1f;
+    let max_lane = (lane & segmask) | (cval & !segmask);
+    let min_lane = lane & segmask;
+    // `up` can go below lane 0: signed arithmetic, as in the pseudo-code.
+    let (j, pval) = match mode {
+        ShuffleMode::Up => {
+            let j = i64::from(lane) - i64::from(bval);
+            (j, j >= i64::from(max_lane))
+        }
+        ShuffleMode::Down => {
+            let j = i64::from(lane + bval);
+            (j, j <= i64::from(max_lane))
+        }
+        ShuffleMode::Xor => {
+            let j = lane ^ bval;
+            (i64::from(j), j <= max_lane)
+        }
+        ShuffleMode::Idx => {
+            let j = min_lane | (bval & !segmask);
+            (i64::from(j), j <= max_lane)
+        }
+    };
+    if pval {
+        u32::try_from(j).expect("an in-range source is a lane")
+    } else {
+        lane
     }
 }
 
@@ -494,5 +520,47 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "panic with a non-string payload".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shuffle_source;
+    use crate::arch::ShuffleMode;
+
+    /// The segment mask half of the `shfl.sync` model, which warpforge's own
+    /// shuffles never use (they pass one 32-lane segment): against CUDA's
+    /// `__shfl_*_sync(mask, v, b, width)`, which is `shfl.sync` with
+    /// `c = (32 - width) << 8`, clamp 31 (idx, down, xor) or 0 (up). The
+    /// expected lanes are CUDA's documented rules, not the pseudo-code.
+    #[test]
+    fn segments_follow_cudas_width_rules() {
+        for width in [1u32, 2, 4, 8, 16, 32] {
+            let segmask = (32 - width) << 8;
+            for lane in 0..32 {
+                let start = lane / width * width;
+                for b in 0..32 {
+                    let idx = start + b % width;
+                    let up = if lane % width >= b { lane - b } else { lane };
+                    let down = if lane % width + b < width {
+                        lane + b
+                    } else {
+                        lane
+                    };
+                    // xor may reach earlier segments, not later ones.
+                    let xor = if lane ^ b < start + width {
+                        lane ^ b
+                    } else {
+                        lane
+                    };
+                    let got = |mode, clamp| shuffle_source(mode, lane, b, segmask | clamp);
+                    let at = format!("width {width} lane {lane} b {b}");
+                    assert_eq!(got(ShuffleMode::Idx, 0x1f), idx, "idx {at}");
+                    assert_eq!(got(ShuffleMode::Up, 0), up, "up {at}");
+                    assert_eq!(got(ShuffleMode::Down, 0x1f), down, "down {at}");
+                    assert_eq!(got(ShuffleMode::Xor, 0x1f), xor, "xor {at}");
+                }
+            }
+        }
     }
 }

@@ -45,7 +45,8 @@ fn ldmatrix(warp: &[EmulatedThread], matrices: usize, trans: bool, rows: &[u64; 
 }
 
 /// `mma.sync.m16n8k16`: assembles A, B and C from the lanes' fragments, computes
-/// each D element in f64 (products of halves are exact), rounds once to f32.
+/// each D element in f64 (products of halves are exact), rounds once to f32; a
+/// NaN element is the canonical `0x7fff_ffff` (`crate::num`, "NaN results").
 fn mma(warp: &[EmulatedThread], kind: MmaKind) {
     let widen = |bits: u32| match kind {
         MmaKind::F16 => half::f16::from_bits(bits as u16).to_f64(),
@@ -71,7 +72,8 @@ fn mma(warp: &[EmulatedThread], kind: MmaKind) {
         let out = core::array::from_fn(|i| {
             let (r, n) = c_coord(lane as u32, i);
             let d = (0..K).map(|k| a[r][k] * b[k][n]).sum::<f64>() + c[r][n];
-            (d as f32).to_bits()
+            // An f32 accumulator: a NaN is the GPU's canonical f32 NaN.
+            crate::arch::f32_op(d as f32).to_bits()
         });
         t.state.collective_out.set(out);
     }

@@ -2,7 +2,7 @@
 //! them (as a kernel over a partial warp would); the other lanes write nothing.
 
 use super::write_results;
-use warpforge_device::warp;
+use warpforge_device::warp::{self, ShuffleValue};
 use warpforge_device::{Out, thread};
 use warpforge_macros::kernel;
 
@@ -82,4 +82,31 @@ pub fn probe_active_mask(split: u32, mut out: Out<u32>) {
     if let Some(mut o) = out.at(i) {
         o.set(m);
     }
+}
+
+/// `warp::shuffle_*` in `mode` (0 idx, 1 up, 2 down, 3 xor) with `arg` over `mask`.
+fn shuffle_by<T: ShuffleValue>(mode: u32, mask: u32, v: T, arg: u32) -> T {
+    match mode {
+        0 => warp::shuffle_idx(mask, v, arg),
+        1 => warp::shuffle_up(mask, v, arg),
+        2 => warp::shuffle_down(mask, v, arg),
+        _ => warp::shuffle_xor(mask, v, arg),
+    }
+}
+
+/// `out[2i..]` = what lane `i` receives from a shuffle over `mask` in `mode`
+/// (0 idx, 1 up, 2 down, 3 xor) with `arg`: of the low 32 bits of `x[i]`,
+/// then of all 64 (two 32-bit shuffles).
+#[kernel]
+pub fn probe_shuffle_in(x: &[u64], mode: u32, arg: u32, mask: u32, mut out: Out<u64>) {
+    let (i, member) = lane_in(mask);
+    if !member {
+        return;
+    }
+    let v = x.get(i).copied().unwrap_or(0);
+    let r = [
+        u64::from(shuffle_by(mode, mask, v as u32, arg)),
+        shuffle_by(mode, mask, v, arg),
+    ];
+    write_results(&mut out, i, r);
 }

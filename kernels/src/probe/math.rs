@@ -80,3 +80,33 @@ pub fn probe_packed(a: &[u32], b: &[u32], c: &[u32], f: &[f32], mut out: Out<u32
     ];
     write_results(&mut out, i, r);
 }
+
+/// `out[2i..]` = [`num::fma_f32`]`(x[i], y[i], z[i])`, [`num::sqrt_f32`]`(x[i])`.
+#[kernel]
+pub fn probe_fma_sqrt_f32(x: &[f32], y: &[f32], z: &[f32], mut out: Out<f32>) {
+    let i = thread::global_index_x();
+    let (Some(&x), Some(&y), Some(&z)) = (x.get(i), y.get(i), z.get(i)) else {
+        return;
+    };
+    write_results(&mut out, i, [num::fma_f32(x, y, z), num::sqrt_f32(x)]);
+}
+
+/// f64 functions in [`probe_math_f64`]'s output order.
+pub const MATH_F64_FUNCTIONS: [&str; 4] = ["exp_f64", "log_f64", "sqrt_f64", "fma_f64"];
+
+/// `out[4i..]` = `exp_f64`, `log_f64`, `sqrt_f64` of `x[i]`, and
+/// `fma_f64(x[i], y[i], z[i])`.
+#[kernel]
+pub fn probe_math_f64(x: &[f64], y: &[f64], z: &[f64], mut out: Out<f64>) {
+    let i = thread::global_index_x();
+    let (Some(&x), Some(&y), Some(&z)) = (x.get(i), y.get(i), z.get(i)) else {
+        return;
+    };
+    let r = [
+        num::exp_f64(x),
+        num::log_f64(x),
+        num::sqrt_f64(x),
+        num::fma_f64(x, y, z),
+    ];
+    write_results(&mut out, i, r);
+}

@@ -71,3 +71,16 @@ pub fn axpy_f64_matches_reference(dev: &Device, n: usize, seed: u64) {
     verify::check_axpy_f64(dev, &mut report, a, &x, &y).expect("launch");
     assert_passed(&report);
 }
+
+/// Whether a GPU result agrees with the emulator's where the NaN rule of
+/// `warpforge_device::num` ("NaN results") leaves a NaN's bits open (f64
+/// arithmetic, arithmetic in a kernel's own body): the same bits, or both
+/// NaN. Where the rule fixes the bits, compare bits instead.
+pub fn same_bits_or_both_nan_f64(gpu: f64, emu: f64) -> bool {
+    gpu.to_bits() == emu.to_bits() || (gpu.is_nan() && emu.is_nan())
+}
+
+/// As [`same_bits_or_both_nan_f64`], for f32 computed in a kernel's own body.
+pub fn same_bits_or_both_nan_f32(gpu: f32, emu: f32) -> bool {
+    gpu.to_bits() == emu.to_bits() || (gpu.is_nan() && emu.is_nan())
+}

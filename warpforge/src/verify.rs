@@ -132,8 +132,11 @@ fn run_axpy<T: ops::Axpy>(dev: &Device, a: T, x: &[T], y: &[T]) -> Result<Vec<T>
     yb.to_host()
 }
 
-/// `axpy_f32` on `n` elements against the f64 reference: each element within
-/// half an f32 ulp of the exact value (plus the reference's own f64 rounding).
+/// `axpy_f32` on `n` elements against the exact `a·x + y`: each element must
+/// be it rounded once to f32 (ties to even), as the kernel's fused
+/// multiply-add rounds: within half an ulp of the exact value, or exactly
+/// ±inf where that value is at or past f32::MAX's rounding boundary
+/// (`MAX + ½ ulp`), or NaN for NaN. See [`check_axpy_f32_results`].
 pub fn check_axpy_f32(
     dev: &Device,
     report: &mut KernelReport,
@@ -142,13 +145,72 @@ pub fn check_axpy_f32(
     y: &[f32],
 ) -> Result<()> {
     let got = run_axpy(dev, a, x, y)?;
-    let want = reference::axpy_f32(a, x, y);
-    report.lengths.push(x.len());
-    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        let tol = reference::half_ulp_f32(w) + w.abs() * f64::EPSILON;
-        report.compare(x.len(), i, f64::from(g), w, tol);
-    }
+    check_axpy_f32_results(report, a, x, y, &got);
     Ok(())
+}
+
+/// Checks `got` as the result of `axpy_f32(a, x, y)`, element by element,
+/// into `report`: `got[i]` must have the bits of [`reference::round_to_f32`]
+/// of the exact `a·x + y` ([`reference::axpy_f32_exact`]); any NaN for NaN.
+/// The report's error ratio is the distance from the exact value in half
+/// ulps of its binade (at most 1 for a pass, 0 for an exact ±inf).
+///
+/// Unlike a tolerance of half an ulp of the rounded reference, which is
+/// infinite once the reference overflows f32, this also holds results that
+/// overflow, and ones just below the boundary, to the one right answer.
+///
+/// ```
+/// use warpforge::verify::{KernelReport, check_axpy_f32_results};
+/// let (x, y) = ([f32::MAX, f32::MAX], [2f32.powi(103), 2f32.powi(102)]);
+/// let mut ok = KernelReport::default_for("axpy_f32");
+/// check_axpy_f32_results(&mut ok, 1.0, &x, &y, &[f32::INFINITY, f32::MAX]);
+/// assert!(ok.passed()); // MAX + 2¹⁰³ is the boundary: ties to even, to inf
+/// let mut bad = KernelReport::default_for("axpy_f32");
+/// check_axpy_f32_results(&mut bad, 1.0, &x, &y, &[f32::MAX, f32::INFINITY]);
+/// assert!(!bad.passed());
+/// ```
+pub fn check_axpy_f32_results(
+    report: &mut KernelReport,
+    a: f32,
+    x: &[f32],
+    y: &[f32],
+    got: &[f32],
+) {
+    let n = x.len();
+    report.lengths.push(n);
+    if got.len() != n {
+        let why = format!("{} results for {n} elements", got.len());
+        report.record(&format!("length {n}"), 0, 0.0, 0.0, Err(why));
+        return;
+    }
+    for (i, (&g, (hi, lo))) in got
+        .iter()
+        .zip(reference::axpy_f32_exact(a, x, y))
+        .enumerate()
+    {
+        let want = reference::round_to_f32(hi, lo);
+        let outcome = if g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()) {
+            let err = ((f64::from(g) - hi) - lo).abs();
+            // The exact value's binade: below hi's when hi is a power of two
+            // and lo pulls it toward zero.
+            let toward_zero = lo != 0.0 && lo.is_sign_negative() != hi.is_sign_negative();
+            let magnitude = if toward_zero {
+                hi.abs().next_down()
+            } else {
+                hi.abs()
+            };
+            let ratio = err / reference::half_ulp_f32(magnitude);
+            Ok(if ratio.is_finite() { ratio } else { 0.0 })
+        } else {
+            Err(format!(
+                "got {g:e} ({:#010x}), expected {want:e} ({:#010x}): \
+                 a·x + y = {hi:e} {lo:+e} exactly, rounded once to f32",
+                g.to_bits(),
+                want.to_bits()
+            ))
+        };
+        report.record(&format!("length {n}"), i, f64::from(g), hi, outcome);
+    }
 }
 
 /// `axpy_f64` against `f64::mul_add`: bit-for-bit (both round once).
@@ -318,4 +380,100 @@ pub fn run(
     check_reductions::<i64>(dev, &mut rng, &lens, &mut reports)?;
     check_reductions::<u32>(dev, &mut rng, &lens, &mut reports)?;
     Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(a, x, y, the f32 nearest the exact a·x + y)`, worked out by hand at
+    /// and around f32::MAX's rounding boundary `B = MAX + 2¹⁰³ = 2¹²⁸ − 2¹⁰³`
+    /// and at an f32 tie that an f64 reference would round twice.
+    fn boundary_cases() -> Vec<(f32, f32, f32, f32)> {
+        let max = f32::MAX;
+        let inf = f32::INFINITY;
+        // 18631 · 1801·2¹⁰³ = (2²⁵ − 1)·2¹⁰³ = B exactly.
+        let (a_b, x_b) = (18631.0, 1801.0 * 2f32.powi(103));
+        // 24929·2⁻¹⁵ · 673·2⁻⁹ = 1 + 2⁻²⁴, halfway between 1 and 1 + 2⁻²³.
+        let (a_m, x_m) = (24929.0 * 2f32.powi(-15), 673.0 * 2f32.powi(-9));
+        vec![
+            (1.0, max, 2f32.powi(103), inf),    // = B: the tie goes to even, inf
+            (1.0, -max, -2f32.powi(103), -inf), // = −B
+            (1.0, max, 2f32.powi(103).next_down(), max), // just below B
+            (1.0, max, 2f32.powi(102), max),    // MAX + ¼ ulp
+            (1.0, max, max, inf),               // 2·MAX
+            (2.0, max, -max, max),              // 2·MAX − MAX, exactly MAX
+            (-3.0, max, 0.0, -inf),             // far past
+            (1.0, max, -max, 0.0),              // exact cancellation
+            (a_b, x_b, 0.0, inf),               // B as a product
+            (a_b, x_b, 1.0, inf),               // B + 1
+            (a_b, x_b, -1.0, max),              // B − 1: f64 rounds it to B
+            (a_b, -x_b, 1.0, -max),             // −B + 1
+            (a_m, x_m, 2f32.powi(-80), 1.0 + f32::EPSILON), // above the tie
+            (a_m, x_m, -2f32.powi(-80), 1.0),   // below the tie
+            (a_m, x_m, 0.0, 1.0),               // the tie: to even
+        ]
+    }
+
+    fn check_results(a: f32, x: f32, y: f32, got: f32) -> KernelReport {
+        let mut report = KernelReport::default_for("axpy_f32");
+        check_axpy_f32_results(&mut report, a, &[x], &[y], &[got]);
+        report
+    }
+
+    #[test]
+    fn axpy_f32_overflow_is_inf_exactly_and_just_below_is_max() {
+        let dev = Device::emulator();
+        for (a, x, y, want) in boundary_cases() {
+            // The right answer passes, on its own and from the kernel.
+            let report = check_results(a, x, y, want);
+            assert!(report.passed(), "{a:e}·{x:e} + {y:e}: {:?}", report.failure);
+            assert!(report.worst_vs_tolerance <= 1.0, "{report:?}");
+            let mut report = KernelReport::default_for("axpy_f32");
+            check_axpy_f32(&dev, &mut report, a, &[x], &[y]).unwrap();
+            assert!(report.passed(), "{a:e}·{x:e} + {y:e}: {:?}", report.failure);
+            // Its neighbours and a far-off value fail (with an infinite
+            // tolerance, every one of them passed where the answer is ±inf).
+            let wrong = [
+                want.next_up(),
+                want.next_down(),
+                if want.is_infinite() {
+                    0.0
+                } else {
+                    f32::INFINITY
+                },
+                f32::NAN,
+            ];
+            for bad in wrong.into_iter().filter(|b| b.to_bits() != want.to_bits()) {
+                let report = check_results(a, x, y, bad);
+                assert!(!report.passed(), "{a:e}·{x:e} + {y:e} accepted {bad:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn axpy_f32_specials_and_lengths() {
+        // NaN for NaN (any payload), inf for inf, and a short result is a failure.
+        let (x, y) = (
+            [f32::NAN, 1.0, 0.0],
+            [1.0, f32::INFINITY, f32::NEG_INFINITY],
+        );
+        let mut report = KernelReport::default_for("axpy_f32");
+        let nan = f32::from_bits(0x7fc0_0001);
+        check_axpy_f32_results(
+            &mut report,
+            2.0,
+            &x,
+            &y,
+            &[nan, f32::INFINITY, f32::NEG_INFINITY],
+        );
+        assert!(report.passed(), "{:?}", report.failure);
+        let mut report = KernelReport::default_for("axpy_f32");
+        check_axpy_f32_results(&mut report, 2.0, &x, &y, &[f32::NAN, f32::INFINITY]);
+        assert!(!report.passed());
+        // −0 is not +0: 0·(−1) + (−0) is −0.
+        let mut report = KernelReport::default_for("axpy_f32");
+        check_axpy_f32_results(&mut report, 0.0, &[-1.0], &[-0.0], &[0.0]);
+        assert!(!report.passed());
+    }
 }

@@ -101,8 +101,23 @@ fn doctor_says_ready_on_a_gpu_machine() {
         matches!(report.verdict(), Verdict::Ready { .. }),
         "{report}"
     );
+    // GPU 0 loads the newest embedded module its compute capability runs
+    // (sm_80 on an A100, and on an H100 too while sm_80 is the only one).
+    let gpu0 = &report.gpus[0];
+    let props = gpu0.properties.as_ref().expect("GPU 0's properties");
+    let arch = warpforge::ptx::module_for(props.compute_capability)
+        .expect("an embedded module for GPU 0")
+        .arch;
+    assert_eq!(gpu0.load, Ok(arch), "{report}");
     let (out, stdout) = doctor(&[]);
     assert!(out.status.success(), "{stdout}");
-    assert!(last_line(&stdout).starts_with("ready: GPU 0"), "{stdout}");
-    assert!(stdout.contains("loaded the sm_80 module: ok"), "{stdout}");
+    assert_eq!(
+        last_line(&stdout),
+        format!("ready: GPU 0 ({}) runs warpforge's kernels", props.name),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("    loaded the {arch} module: ok")),
+        "{stdout}"
+    );
 }

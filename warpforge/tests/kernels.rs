@@ -1,6 +1,7 @@
 //! The elementwise kernels equal their CPU references: on the emulator always, on the GPU
 //! when there is one (those tests are ignored elsewhere, never passed).
-//! Lengths: 0, 1, 31, 32, 33, 1023, 1025 and random ones up to 70k.
+//! Lengths: 0, 1, 31, 32, 33, 1023, 1025, 65 537, 1 000 003 and random ones up to 70k
+//! (on the GPU also 16M, and random ones up to 3M).
 //! The reductions are tested in `reductions.rs`.
 
 mod common;
@@ -27,13 +28,17 @@ proptest! {
     }
 }
 
+/// Both axpy kernels on `dev` at every edge length and at `more`.
+fn axpy_at_lengths(dev: &Device, more: &[usize]) {
+    for (i, &n) in EDGE_LENGTHS.iter().chain(more).enumerate() {
+        axpy_f32_matches_reference(dev, n, i as u64);
+        axpy_f64_matches_reference(dev, n, i as u64);
+    }
+}
+
 #[test]
 fn every_edge_length_in_emulator() {
-    let dev = Device::emulator();
-    for (i, &n) in EDGE_LENGTHS.iter().enumerate() {
-        axpy_f32_matches_reference(&dev, n, i as u64);
-        axpy_f64_matches_reference(&dev, n, i as u64);
-    }
+    axpy_at_lengths(&Device::emulator(), &[65_537, 1_000_003]);
 }
 
 fn gpu() -> Device {
@@ -43,13 +48,7 @@ fn gpu() -> Device {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn axpy_matches_reference_on_gpu() {
-    let dev = gpu();
-    let mut lengths = EDGE_LENGTHS.to_vec();
-    lengths.extend([65_537, 1_000_003, 16 << 20]);
-    for (i, &n) in lengths.iter().enumerate() {
-        axpy_f32_matches_reference(&dev, n, i as u64);
-        axpy_f64_matches_reference(&dev, n, i as u64);
-    }
+    axpy_at_lengths(&gpu(), &[65_537, 1_000_003, 16 << 20]);
 }
 
 proptest! {

@@ -1,8 +1,12 @@
 //! The reduction family against its CPU reference (`reference::reduce`):
 //! every op × dtype × axis kind on the emulator, with lengths around every
 //! warp and unit boundary and values including ±0, subnormals, ±inf and NaN;
-//! bit-for-bit determinism across grid sizes; the documented edge semantics.
-//! The `_on_gpu` tests run the same properties on GPU 0 (ignored without one).
+//! bit-for-bit determinism across grid sizes; the documented edge semantics;
+//! exact results on integer inputs whose every partial sum is exact, at every
+//! size class the kernels treat differently (a dropped or duplicated element
+//! fails them, where it can pass the error bounds).
+//! The `_on_gpu` tests run the same properties on GPU 0 (ignored without one),
+//! through the same helpers as their emulator twins, at sizes past 2²⁴.
 
 use half::{bf16, f16};
 use proptest::prelude::*;
@@ -429,14 +433,447 @@ fn bad_shapes_and_axes_are_errors() {
         matches!(&err, Error::ShapeMismatch { detail, .. } if detail.contains("8 elements")),
         "{err}"
     );
-    let err = reduce::reduce(Op::Sum, &x, &[usize::MAX, 2, 0], None).unwrap_err();
+    let err = reduce::reduce(Op::Sum, &x, &[usize::MAX, 2], None).unwrap_err();
     assert!(matches!(err, Error::SizeOverflow { .. }), "{err}");
+    // A 0 makes the product 0, however large the other dimensions.
+    let err = reduce::reduce(Op::Sum, &x, &[usize::MAX, 2, 0], None).unwrap_err();
+    assert!(
+        matches!(&err, Error::ShapeMismatch { detail, .. } if detail.contains("0 elements")),
+        "{err}"
+    );
     assert!(reduce::reduce(Op::Sum, &x, &[], Some(0)).is_err());
     // A rank-0 tensor (one element) reduces whole.
     let one = dev.upload(&[4.0f32]).unwrap();
     assert!(
         matches!(reduce::reduce(Op::Sum, &one, &[], None).unwrap(), Reduced::Values(v) if v.to_host().unwrap() == [4.0])
     );
+}
+
+// Exactness. The bound the tests above hold a float sum to, γ(D)·Σ|x|, grows
+// with the length: for inputs in (−10, 10) it is about 2 at 200k elements and
+// 55 at 4M, so a kernel that dropped or duplicated one element would pass
+// them. Here the inputs are small integers chosen so that every partial sum
+// (and sum of squares) the kernels can form is an integer the accumulator
+// holds exactly: then sum, min, max, argmin, argmax and sum_of_squares have
+// one right answer, and mean and norm2 are that exact value rounded as
+// documented (one f64 division or a correctly rounded √, then the output
+// dtype). The expected results come from i64 arithmetic on the CPU.
+
+/// Float dtypes and the integers they hold exactly.
+trait ExactInt: Gen {
+    /// Every integer up to this magnitude is exact in the accumulator: 2²⁴
+    /// for f32, f16 and bf16 (which accumulate in f32), 2⁵³ for f64.
+    const ACC_EXACT: i64;
+    /// Every integer up to this magnitude is exact in the dtype itself.
+    const OUT_EXACT: i64;
+    /// `v` (|v| ≤ [`ExactInt::OUT_EXACT`]), exactly.
+    fn from_int(v: i64) -> Self;
+}
+
+impl ExactInt for f32 {
+    const ACC_EXACT: i64 = 1 << 24;
+    const OUT_EXACT: i64 = 1 << 24;
+    fn from_int(v: i64) -> Self {
+        v as f32
+    }
+}
+impl ExactInt for f64 {
+    const ACC_EXACT: i64 = 1 << 53;
+    const OUT_EXACT: i64 = 1 << 53;
+    fn from_int(v: i64) -> Self {
+        v as f64
+    }
+}
+impl ExactInt for f16 {
+    const ACC_EXACT: i64 = 1 << 24;
+    const OUT_EXACT: i64 = 1 << 11;
+    fn from_int(v: i64) -> Self {
+        f16::from_f64(v as f64)
+    }
+}
+impl ExactInt for bf16 {
+    const ACC_EXACT: i64 = 1 << 24;
+    const OUT_EXACT: i64 = 1 << 8;
+    fn from_int(v: i64) -> Self {
+        bf16::from_f64(v as f64)
+    }
+}
+
+/// The ops with an exact answer on integer inputs (all but logsumexp).
+const EXACT_OPS: [Op; 8] = [
+    Op::Sum,
+    Op::Mean,
+    Op::Min,
+    Op::Max,
+    Op::ArgMin,
+    Op::ArgMax,
+    Op::SumOfSquares,
+    Op::Norm2,
+];
+
+/// `[outer, len, inner]` for reducing `axis` of `shape` (`None`: everything,
+/// one line), from the shape alone.
+fn split(shape: &[usize], axis: Option<usize>) -> [usize; 3] {
+    match axis {
+        None => [1, shape.iter().product(), 1],
+        Some(a) => [
+            shape[..a].iter().product(),
+            shape[a],
+            shape[a + 1..].iter().product(),
+        ],
+    }
+}
+
+/// The element index of item `j` of line `k` (output `k = o·inner + i`):
+/// `(o·len + j)·inner + i`.
+fn at([_, len, inner]: [usize; 3], k: usize, j: usize) -> usize {
+    ((k / inner) * len + j) * inner + k % inner
+}
+
+/// What the exact results of one line are computed from.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    len: usize,
+    sum: i64,
+    squares: i64,
+    min: i64,
+    max: i64,
+    /// First index of the minimum and of the maximum.
+    argmin: usize,
+    argmax: usize,
+}
+
+/// Each output's [`Line`], in output order.
+fn line_stats(xs: &[i64], shape: &[usize], axis: Option<usize>) -> Vec<Line> {
+    let dims @ [outer, len, inner] = split(shape, axis);
+    (0..outer * inner)
+        .map(|k| {
+            let mut l = Line {
+                len,
+                sum: 0,
+                squares: 0,
+                min: i64::MAX,
+                max: i64::MIN,
+                argmin: 0,
+                argmax: 0,
+            };
+            for j in 0..len {
+                let v = xs[at(dims, k, j)];
+                l.sum += v;
+                l.squares += v * v;
+                if v < l.min {
+                    (l.min, l.argmin) = (v, j);
+                }
+                if v > l.max {
+                    (l.max, l.argmax) = (v, j);
+                }
+            }
+            l
+        })
+        .collect()
+}
+
+/// An exact result: a value (compared bit for bit) or an index.
+#[derive(Clone, Copy, Debug)]
+enum Exact {
+    Value(f64),
+    Index(i64),
+}
+
+impl PartialEq for Exact {
+    fn eq(&self, other: &Exact) -> bool {
+        match (*self, *other) {
+            (Exact::Value(a), Exact::Value(b)) => a.to_bits() == b.to_bits(),
+            (Exact::Index(a), Exact::Index(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// What `op` over one line of integers, held as `T`s, must give.
+fn exact<T: ExactInt>(op: Op, l: &Line) -> Exact {
+    match op {
+        Op::Sum => Exact::Value(l.sum as f64),
+        // The exact sum divided in f64, then rounded to the output dtype.
+        Op::Mean => Exact::Value(T::round_out(l.sum as f64 / l.len as f64)),
+        Op::Min => Exact::Value(l.min as f64),
+        Op::Max => Exact::Value(l.max as f64),
+        Op::ArgMin => Exact::Index(l.argmin as i64),
+        Op::ArgMax => Exact::Index(l.argmax as i64),
+        // Exact in the accumulator; f16/bf16 round it once.
+        Op::SumOfSquares => Exact::Value(T::round_out(l.squares as f64)),
+        // √ correctly rounded: in f64 then f32 (53 ≥ 2·24 + 2, so the double
+        // rounding is innocuous), then the output dtype, as the kernel rounds.
+        Op::Norm2 => Exact::Value(T::round_out((l.squares as f64).sqrt())),
+        Op::LogSumExp => unreachable!("logsumexp is never exact"),
+    }
+}
+
+/// Runs every op of [`EXACT_OPS`] over the integers `xs` as `T`s (`shape`,
+/// along `axis`) on `dev`, and requires every output to be exactly the
+/// [`exact`] result. Asserts the premise first: each line's Σx² is exact in
+/// the accumulator (so every partial sum and sum of squares is, as each is
+/// at most Σx² in magnitude), and each line's sum is exact in `T` with room
+/// for a dropped or duplicated element (±4) to stay exact, and so visible.
+fn check_exact<T: ExactInt>(
+    dev: &Device,
+    xs: &[i64],
+    shape: &[usize],
+    axis: Option<usize>,
+    options: ReduceOptions,
+) {
+    let dtype = T::DTYPE.name();
+    let lines = line_stats(xs, shape, axis);
+    for l in &lines {
+        assert!(
+            l.squares <= T::ACC_EXACT && l.sum.abs() + 4 <= T::OUT_EXACT,
+            "test input not exact in {dtype}: {l:?}"
+        );
+    }
+    let x: Vec<T> = xs.iter().map(|&v| T::from_int(v)).collect();
+    let buf = dev.upload(&x).unwrap();
+    for op in EXACT_OPS {
+        let ctx = || format!("{op} of {dtype} {shape:?} along {axis:?}, {options:?}");
+        let got: Vec<Exact> = match reduce::reduce_with(op, &buf, shape, axis, options)
+            .unwrap_or_else(|e| panic!("{}: {e}", ctx()))
+        {
+            Reduced::Values(v) => v
+                .to_host()
+                .unwrap()
+                .into_iter()
+                .map(|v| match v.value() {
+                    Value::Float(f) => Exact::Value(f),
+                    Value::Int(i) => panic!("{}: an integer {i} from a float op", ctx()),
+                })
+                .collect(),
+            Reduced::Indices(v) => v.to_host().unwrap().into_iter().map(Exact::Index).collect(),
+        };
+        assert_eq!(got.len(), lines.len(), "{}: output count", ctx());
+        for (k, (g, l)) in got.iter().zip(&lines).enumerate() {
+            let want = exact::<T>(op, l);
+            assert_eq!(*g, want, "{}: output {k} ({l:?})", ctx());
+        }
+    }
+}
+
+/// Integers for `shape` along `axis`, exact for `T`: each is 0 or ±1..=m,
+/// with `m ≤ 4` and the share of non-zeros such that each line's Σx² stays
+/// within the accumulator's exact integers; for f16 and bf16, whose own exact
+/// integers end at 2048 and 256, elements are then zeroed until each line's
+/// sum is within ±64.
+fn exact_ints<T: ExactInt>(rng: &mut StdRng, shape: &[usize], axis: Option<usize>) -> Vec<i64> {
+    let dims @ [outer, len, inner] = split(shape, axis);
+    let budget = T::ACC_EXACT / 8 * 7; // room for chance above the expected Σx²
+    let m = (1..=4i64)
+        .rev()
+        .find(|m| m * m * len as i64 <= budget)
+        .unwrap_or(1);
+    let density = (budget as f64 / len.max(1) as f64).min(1.0);
+    let mut x: Vec<i64> = (0..outer * len * inner)
+        .map(|_| {
+            if !rng.random_bool(density) {
+                return 0;
+            }
+            let v = rng.random_range(1..=m);
+            if rng.random() { v } else { -v }
+        })
+        .collect();
+    if T::OUT_EXACT < T::ACC_EXACT {
+        for k in 0..outer * inner {
+            let mut sum: i64 = (0..len).map(|j| x[at(dims, k, j)]).sum();
+            while sum.abs() > 64 {
+                let e = at(dims, k, rng.random_range(0..len));
+                if x[e] * sum > 0 {
+                    sum -= x[e];
+                    x[e] = 0;
+                }
+            }
+        }
+    }
+    x
+}
+
+/// Zeros but for one `v` per line: line `k` has it at position `(offset + k) mod len`.
+fn one_hot(shape: &[usize], axis: Option<usize>, v: i64, offset: usize) -> Vec<i64> {
+    let dims @ [outer, len, inner] = split(shape, axis);
+    let mut x = vec![0; outer * len * inner];
+    for k in 0..outer * inner {
+        x[at(dims, k, (offset + k) % len)] = v;
+    }
+    x
+}
+
+/// Shapes and axes that take every path of the kernels: the rows kernel
+/// (whole and inner axis) below a warp, at one warp, one full unit (the
+/// unrolled loop), one block of 8 units, several blocks, and two and three
+/// passes; the columns kernel (outer and middle axis) at one item, one unit
+/// of 64, two and three passes, and enough columns for several blocks.
+const EXACT_CASES: &[(&[usize], Option<usize>)] = &[
+    (&[1], None),
+    (&[2], None),
+    (&[31], None),
+    (&[32], None),
+    (&[33], None),
+    (&[511], None),
+    (&[512], None),
+    (&[513], None),
+    (&[4096], None),
+    (&[4097], None),
+    (&[12_293], None),
+    (&[262_147], None),
+    (&[3, 1], Some(1)),
+    (&[5, 33], Some(1)),
+    (&[3, 512], Some(1)),
+    (&[4, 1000], Some(1)),
+    (&[300, 40], Some(1)),
+    (&[2, 262_657], Some(1)),
+    (&[1, 7], Some(0)),
+    (&[2, 3], Some(0)),
+    (&[63, 5], Some(0)),
+    (&[64, 5], Some(0)),
+    (&[65, 5], Some(0)),
+    (&[4097, 3], Some(0)),
+    (&[100, 300], Some(0)),
+    (&[2, 1, 3], Some(1)),
+    (&[3, 64, 2], Some(1)),
+    (&[2, 65, 3], Some(1)),
+    (&[3, 4097, 5], Some(1)),
+    (&[2, 700, 130], Some(1)),
+];
+
+/// The grid limits each case runs at: the default, one block and three
+/// blocks (warps and threads grid-stride over several units).
+const EXACT_GRIDS: [u32; 3] = [ReduceOptions::DEFAULT_MAX_BLOCKS, 1, 3];
+
+fn exact_random_ints<T: ExactInt>(dev: &Device, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &(shape, axis) in EXACT_CASES {
+        let x = exact_ints::<T>(&mut rng, shape, axis);
+        for max_blocks in EXACT_GRIDS {
+            check_exact::<T>(dev, &x, shape, axis, ReduceOptions { max_blocks });
+        }
+    }
+}
+
+#[test]
+fn random_small_integers_reduce_exactly_in_emulator() {
+    let dev = Device::emulator();
+    exact_random_ints::<f32>(&dev, 11);
+    exact_random_ints::<f64>(&dev, 12);
+    exact_random_ints::<f16>(&dev, 13);
+    exact_random_ints::<bf16>(&dev, 14);
+}
+
+fn exact_one_hot<T: ExactInt>(dev: &Device, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &(shape, axis) in EXACT_CASES {
+        let len = axis.map_or(shape.iter().product(), |a| shape[a]);
+        // For a whole buffer: the ends of the lanes, units and blocks, and a
+        // random position; along an axis, each line has its own position.
+        let mut offsets = vec![rng.random_range(0..len)];
+        if axis.is_none() {
+            offsets.push(len - 1);
+            if len <= 4097 {
+                offsets.extend([0, 31, 32, 511, 512, 4095, 4096]);
+            } else {
+                offsets.extend([262_143, 262_144]); // the ends of a second-pass unit
+            }
+            offsets.retain(|&p| p < len);
+        }
+        for offset in offsets {
+            for v in [1, -1] {
+                let x = one_hot(shape, axis, v, offset);
+                check_exact::<T>(dev, &x, shape, axis, ReduceOptions::default());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_single_nonzero_element_is_counted_exactly_once_in_emulator() {
+    let dev = Device::emulator();
+    exact_one_hot::<f32>(&dev, 21);
+    exact_one_hot::<f64>(&dev, 22);
+    exact_one_hot::<f16>(&dev, 23);
+    exact_one_hot::<bf16>(&dev, 24);
+}
+
+#[test]
+fn every_position_of_a_line_is_counted_exactly_once_in_emulator() {
+    // Line k has its single ±1 at position k mod len, so over all lines every
+    // position of the reduced axis is the one that matters once: a position a
+    // kernel skips or reads twice changes that line's sum, extreme or index.
+    let dev = Device::emulator();
+    // 600 items: a full rows unit and a partial one, ten columns units.
+    let cases: [(&[usize], Option<usize>); 4] = [
+        (&[600, 600], Some(1)),
+        (&[600, 600], Some(0)),
+        (&[2, 600, 300], Some(1)),
+        (&[3, 70, 30], Some(1)),
+    ];
+    for (shape, axis) in cases {
+        for v in [1, -1] {
+            let x = one_hot(shape, axis, v, 0);
+            check_exact::<f32>(&dev, &x, shape, axis, ReduceOptions::default());
+            check_exact::<f64>(&dev, &x, shape, axis, ReduceOptions { max_blocks: 3 });
+            check_exact::<f16>(&dev, &x, shape, axis, ReduceOptions::default());
+            check_exact::<bf16>(&dev, &x, shape, axis, ReduceOptions { max_blocks: 1 });
+        }
+    }
+}
+
+#[test]
+fn exact_int_constants_are_the_edges_of_exactness() {
+    fn edge<T: ExactInt>() {
+        let out = |i: i64| match T::from_int(i).value() {
+            Value::Float(f) => f as i64 == i,
+            Value::Int(_) => unreachable!(),
+        };
+        let acc = |i: i64| T::round_acc(i as f64) as i64 == i;
+        assert!((-4..=4).all(out));
+        assert!(out(T::OUT_EXACT) && out(-T::OUT_EXACT) && !out(T::OUT_EXACT + 1));
+        assert!(acc(T::ACC_EXACT) && acc(-T::ACC_EXACT) && !acc(T::ACC_EXACT + 1));
+    }
+    edge::<f32>();
+    edge::<f64>();
+    edge::<f16>();
+    edge::<bf16>();
+}
+
+/// Exactness on `dev` at sizes beyond the unit tests': random small integers
+/// and one-hot lines over `[whole]`, a `[rows, cols]` matrix along both axes,
+/// and a `[a, len, b]` tensor along its middle axis.
+fn exact_at_scale<T: ExactInt>(
+    dev: &Device,
+    whole: usize,
+    (rows, cols): (usize, usize),
+    (a, len, b): (usize, usize, usize),
+    seed: u64,
+) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let cases: [(&[usize], Option<usize>); 4] = [
+        (&[whole], None),
+        (&[rows, cols], Some(0)),
+        (&[rows, cols], Some(1)),
+        (&[a, len, b], Some(1)),
+    ];
+    for (shape, axis) in cases {
+        let x = exact_ints::<T>(&mut rng, shape, axis);
+        check_exact::<T>(dev, &x, shape, axis, ReduceOptions::default());
+        let n: usize = shape.iter().product();
+        let x = one_hot(shape, axis, 1, rng.random_range(0..n));
+        check_exact::<T>(dev, &x, shape, axis, ReduceOptions::default());
+    }
+}
+
+#[test]
+fn exact_at_scale_in_emulator() {
+    let dev = Device::emulator();
+    let sizes = ((1 << 18) + 3, (515, 509), (3, 4097, 2));
+    exact_at_scale::<f32>(&dev, sizes.0, sizes.1, sizes.2, 31);
+    exact_at_scale::<f64>(&dev, sizes.0, sizes.1, sizes.2, 32);
+    exact_at_scale::<f16>(&dev, sizes.0, sizes.1, sizes.2, 33);
+    exact_at_scale::<bf16>(&dev, sizes.0, sizes.1, sizes.2, 34);
 }
 
 fn gpu() -> Device {
@@ -462,37 +899,36 @@ proptest! {
     }
 }
 
+/// Every op over `n` generated f32 values on `dev`: the whole buffer, and its
+/// first `rows · cols` values as a `[rows, cols]` matrix along both axes.
+fn large_reductions_match_reference(dev: &Device, n: usize, rows: usize, cols: usize) {
+    assert!(rows * cols <= n, "the matrix is a prefix of the buffer");
+    let mut rng = StdRng::seed_from_u64(3);
+    let x: Vec<f32> = (0..n).map(|_| f32::gen_value(&mut rng, 0.0)).collect();
+    let m = &x[..rows * cols];
+    for op in Op::ALL {
+        check(dev, op, &x, &[n], None, ReduceOptions::default());
+        check(dev, op, m, &[rows, cols], Some(0), ReduceOptions::default());
+        check(dev, op, m, &[rows, cols], Some(1), ReduceOptions::default());
+    }
+}
+
+#[test]
+fn large_reductions_match_reference_in_emulator() {
+    // Three rows passes (512² + 3 items) and two columns passes (515 rows).
+    large_reductions_match_reference(&Device::emulator(), (1 << 18) + 3, 515, 509);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn large_reductions_match_reference_on_gpu() {
-    let dev = gpu();
-    let mut rng = StdRng::seed_from_u64(3);
-    let n = (1 << 24) + 3;
-    let x: Vec<f32> = (0..n).map(|_| f32::gen_value(&mut rng, 0.0)).collect();
-    for op in Op::ALL {
-        check(&dev, op, &x, &[n], None, ReduceOptions::default());
-        check(
-            &dev,
-            op,
-            &x,
-            &[4099, 4093],
-            Some(0),
-            ReduceOptions::default(),
-        );
-        check(
-            &dev,
-            op,
-            &x[..4099 * 4093],
-            &[4099, 4093],
-            Some(1),
-            ReduceOptions::default(),
-        );
-    }
+    large_reductions_match_reference(&gpu(), (1 << 24) + 3, 4099, 4093);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_and_emulator_agree_bit_for_bit() {
+    let (gpu, emulator) = (gpu(), Device::emulator());
     let x: Vec<f32> = (0..300_000)
         .map(|i| ((i * 104_729) % 2001) as f32 * 0.01 - 10.0)
         .collect();
@@ -512,11 +948,25 @@ fn gpu_and_emulator_agree_bit_for_bit() {
         ] {
             for max_blocks in [1, 1024] {
                 assert_eq!(
-                    output_bits(&gpu(), op, &x, &shape, axis, max_blocks),
-                    output_bits(&Device::emulator(), op, &x, &shape, axis, max_blocks),
+                    output_bits(&gpu, op, &x, &shape, axis, max_blocks),
+                    output_bits(&emulator, op, &x, &shape, axis, max_blocks),
                     "{op} of {shape:?} along {axis:?}"
                 );
             }
         }
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn exact_at_scale_on_gpu() {
+    // Past 2²⁴ items: a whole buffer, a matrix and a middle axis of 4M + 1.
+    let dev = gpu();
+    let sizes = ((1 << 24) + 3, (4099, 4097), (3, (1 << 22) + 1, 2));
+    exact_at_scale::<f32>(&dev, sizes.0, sizes.1, sizes.2, 41);
+    exact_at_scale::<f64>(&dev, sizes.0, sizes.1, sizes.2, 42);
+    exact_at_scale::<f16>(&dev, sizes.0, sizes.1, sizes.2, 43);
+    exact_at_scale::<bf16>(&dev, sizes.0, sizes.1, sizes.2, 44);
+    // f64 accumulates exactly far beyond f32: 2²⁵ items of ±1..=4.
+    exact_at_scale::<f64>(&dev, (1 << 25) + 5, (8193, 4097), (2, (1 << 23) + 3, 2), 45);
 }

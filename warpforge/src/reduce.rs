@@ -847,7 +847,7 @@ fn config(blocks: u64, options: ReduceOptions) -> LaunchConfig {
 }
 
 /// The shape of the result: `shape` without `axis` (`[]` for `None`).
-fn output_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+pub(crate) fn output_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
     match axis {
         None => Vec::new(),
         Some(k) => shape

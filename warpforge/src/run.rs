@@ -107,15 +107,7 @@ fn reduce_typed<T: Reducible>(
         Reduced::Values(v) => values(v.to_host()?),
         Reduced::Indices(i) => NpyData::I64(i.to_host()?),
     };
-    let shape = match axis {
-        None => Vec::new(),
-        Some(k) => shape
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != k)
-            .map(|(_, &d)| d)
-            .collect(),
-    };
+    let shape = crate::reduce::output_shape(shape, axis);
     Ok(NpyArray { shape, data })
 }
 

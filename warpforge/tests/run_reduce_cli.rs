@@ -255,16 +255,7 @@ fn input_errors_exit_2_naming_the_problem() {
     );
     // uint8, written by hand as numpy would.
     let u8_file = dir.join("u8.npy");
-    let mut text = "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }".to_owned();
-    while !(10 + text.len() + 1).is_multiple_of(64) {
-        text.push(' ');
-    }
-    text.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((text.len() as u16).to_le_bytes());
-    bytes.extend(text.as_bytes());
-    bytes.extend([1u8, 2, 3]);
-    std::fs::write(&u8_file, &bytes).unwrap();
+    crafted_npy(&u8_file, "|u1", false, "(3,)", &[1, 2, 3]);
     expect_error(
         reduce_files("sum", None, &u8_file, &y, &[]),
         &["uint8", "float32"],

@@ -9,7 +9,10 @@
 //!   emulator through [`Kernel::run_thread`].
 //!
 //! Both come from the one signature, so the device entry and the host launcher
-//! cannot disagree on argument count, order or type.
+//! cannot disagree on argument count, order or type. [`Kernel::MODULE`] names
+//! the kernels crate (its Cargo package name) whose PTX holds the entry, so the
+//! host looks the entry up in that module only, and checks [`Kernel::PARAMS`]
+//! against the entry's `.param` list before the first launch.
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::*;
@@ -36,6 +39,8 @@ mod host {
         pub kind: ParamKind,
         /// Element or scalar type, as written (`f32`, `bf16`, …).
         pub ty: &'static str,
+        /// `size_of` the scalar, or of one element of a buffer, in bytes.
+        pub bytes: usize,
     }
 
     /// A read-only buffer argument as the emulator receives it.
@@ -102,11 +107,46 @@ mod host {
         }
     }
 
-    /// A kernel as the host sees it: name, parameters, needs (shared memory, block
-    /// shape), and the emulator entry.
-    pub trait Kernel: Copy + Send + Sync + 'static {
+    /// A kernel as the host sees it: name, module, parameters, needs (shared
+    /// memory, block shape), and the emulator entry.
+    ///
+    /// Implemented by `#[kernel]` only. The host launches a kernel on the GPU
+    /// by looking up the entry [`NAME`](Kernel::NAME) in the PTX module
+    /// [`MODULE`](Kernel::MODULE) and passing [`Args`](Kernel::Args) to it as
+    /// [`PARAMS`](Kernel::PARAMS) describe, and the emulator calls
+    /// [`run_thread`](Kernel::run_thread); nothing else about the kernel is
+    /// known to the host, so a description that does not match the code would
+    /// let a safe launch read or write out of bounds.
+    ///
+    /// # Safety
+    ///
+    /// An implementation promises that, for the one function it describes:
+    /// - `NAME` is the unmangled name of its PTX entry, and `MODULE` the Cargo
+    ///   package name of the kernels crate compiled into the PTX module that
+    ///   holds that entry;
+    /// - `PARAMS` and `Args` list its parameters in order, exactly as the entry
+    ///   declares them: each scalar by value with its type and size, each
+    ///   `&[T]` as [`RawIn<T>`] and each `Out<T>` as [`RawOut<T>`] (on the GPU a
+    ///   device pointer then a `usize` element count), and the body touches a
+    ///   buffer only within the element count it is given;
+    /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
+    ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;
+    /// - `run_thread` runs that function's body for one emulated thread.
+    ///
+    /// `#[kernel]` derives all of them from the one signature (`unsafe impl`,
+    /// `MODULE = env!("CARGO_PKG_NAME")` of the crate it expands in). Do not
+    /// implement this trait by hand. The host checks `PARAMS` against the PTX
+    /// entry's `.param` list before the first GPU launch, but that is a check
+    /// of the widths and pointers, not of what the body does with them.
+    pub unsafe trait Kernel: Copy + Send + Sync + 'static {
         /// The PTX entry name: the Rust function name.
         const NAME: &'static str;
+        /// The Cargo package name of the kernels crate the kernel is compiled
+        /// in (`"warpforge-kernels"` for the library's), which is also the name
+        /// of the PTX module holding its entry (`warpforge::ptx::Module::name`).
+        /// Kernels defined where no PTX is built (a host crate's tests) name
+        /// that crate and run on the emulator only.
+        const MODULE: &'static str;
         /// The parameters, in order.
         const PARAMS: &'static [Param];
         /// Launch-sized shared memory per block the kernel needs (`#[kernel(shared = [T; N])]`).

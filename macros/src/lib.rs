@@ -3,6 +3,13 @@
 //! (b) an emulator entry on the host, and
 //! (c) a typed description (`warpforge_device::kernel::Kernel`) that the host launches with.
 //!
+//! The description is an `unsafe impl Kernel`: its name, parameters and
+//! module (`Kernel::MODULE`, the Cargo package name of the crate the macro
+//! expands in, `env!("CARGO_PKG_NAME")`) are derived from the same signature as
+//! the PTX entry, which is what the trait's safety contract asks. So the host
+//! finds the entry in the PTX module built from this crate, never one of the
+//! same name in another crate's module.
+//!
 //! Parameters may be scalars (`f32 f64 i32 u32 i64 u64 usize f16 bf16 …`),
 //! read-only buffers `&[T]`, and guarded outputs `Out<T>`. Anything else is a
 //! compile error that says what to write instead.
@@ -384,7 +391,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
                 ptx_args.push(quote!(#n));
                 abi_types.push(quote!(#t));
                 host_args.push(quote!(#n));
-                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Scalar, ty: #t_str }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Scalar, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::Input => {
                 ptx_params.push(quote!(#ptr: *const #t, #len: usize));
@@ -392,14 +399,14 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
                 ptx_args.push(quote!(unsafe { #dev::guard::input_from_raw(#ptr, #len) }));
                 abi_types.push(quote!(#dev::kernel::RawIn<#t>));
                 host_args.push(quote!(unsafe { #n.as_slice() }));
-                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Input, ty: #t_str }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Input, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::Output => {
                 ptx_params.push(quote!(#ptr: *mut #t, #len: usize));
                 ptx_args.push(quote!(unsafe { #dev::guard::Out::from_raw(#ptr, #len) }));
                 abi_types.push(quote!(#dev::kernel::RawOut<#t>));
                 host_args.push(quote!(unsafe { #n.as_out() }));
-                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
         }
     }
@@ -449,8 +456,11 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
 
         #[cfg(not(target_arch = "nvptx64"))]
         #[allow(unsafe_code)]
-        impl #dev::kernel::Kernel for #struct_name {
+        // SAFETY: every item is derived from the signature the PTX entry above is
+        // compiled from, in this crate (`MODULE` is its package name).
+        unsafe impl #dev::kernel::Kernel for #struct_name {
             const NAME: &'static str = #name_str;
+            const MODULE: &'static str = ::core::env!("CARGO_PKG_NAME");
             const PARAMS: &'static [#dev::kernel::Param] = &[#(#param_info),*];
             const SHARED_BYTES: usize = #shared_const;
             const BLOCK: ::core::option::Option<#dev::Dim3> = #block;

@@ -97,9 +97,11 @@ impl Device {
         }
     }
 
-    /// Opens GPU `ordinal` and loads the embedded PTX on it; while a handle of
-    /// it is alive, this returns that device again (one context and one loaded
-    /// module per GPU and process).
+    /// Opens GPU `ordinal` and loads the library's PTX module
+    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)) on it; while a handle of it is
+    /// alive, this returns that device again (one context per GPU and process,
+    /// each module loaded once). Load your own kernels crate's module with
+    /// [`Device::load`].
     ///
     /// Fails with `NoDriver`, `NoDevice`, `DriverTooOld` or `UnsupportedGpu`,
     /// never a panic, on machines where that GPU cannot be used.
@@ -112,6 +114,47 @@ impl Device {
     /// silently broken device. [`Device::reset`] does the same for the last handle.
     pub fn gpu(ordinal: usize) -> Result<Device> {
         open_gpu(&mut lock(&OPEN_GPUS), ordinal)
+    }
+
+    /// Loads a PTX module on this device, so that its kernels can be
+    /// launched: call it once per device before launching them (later calls
+    /// with the same module return at once; it is thread-safe).
+    ///
+    /// On a GPU it picks the variant for the GPU's compute capability
+    /// (`UnsupportedGpu` if there is none), checks its PTX ISA against the
+    /// driver (`DriverTooOld`), has the driver JIT-compile it, and reads every
+    /// entry's `.param` list. A launch then finds a kernel in the module named
+    /// by its `Kernel::MODULE` only (`ModuleNotLoaded` if that module is not
+    /// loaded), and before the kernel's first launch checks its Rust
+    /// parameters against the entry's (`KernelSignature` if they differ). A
+    /// different module with a name already loaded is `ModuleConflict`. The
+    /// library's module is loaded by [`Device::gpu`]; a device made afresh
+    /// ([`Device::reset`], or reopened after a fault) has only that one, so
+    /// load yours on it again.
+    ///
+    /// On the emulator kernels run from host code, so it checks nothing and
+    /// returns `Ok`: the same program runs on both.
+    ///
+    /// ```
+    /// use warpforge::{Device, LaunchConfig, ptx};
+    /// use warpforge_kernels::elementwise::axpy_f32;
+    /// // A host crate whose build.rs compiles `my-kernels` writes
+    /// // `static MY_KERNELS: ptx::Module = warpforge::include_module!("my-kernels");`
+    /// // and then `dev.load(&MY_KERNELS)?`. The library's own module:
+    /// let (dev, _why_not_gpu) = Device::auto();
+    /// dev.load(&ptx::LIBRARY)?; // already loaded on a GPU: returns at once
+    /// let x = dev.upload(&[1.0f32, 2.0])?;
+    /// let mut y = dev.upload(&[1.0f32, 1.0])?;
+    /// dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256)?, (3.0f32, &x, &mut y))?;
+    /// assert_eq!(y.to_host()?, [4.0, 7.0]);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn load(&self, module: &'static crate::ptx::Module) -> Result<()> {
+        self.check_health()?;
+        match &self.inner.backend {
+            Backend::Gpu(g) => g.load(module).map(|_| ()).map_err(|e| self.refine(e)),
+            Backend::Emulator { .. } => Ok(()),
+        }
     }
 
     /// Resets this device, consuming its last handle, and returns a fresh one:
@@ -354,6 +397,10 @@ impl Device {
     /// the device's limits, the kernel's own limits (registers × threads, shared
     /// memory) and the problem size it was made for (every output must hold
     /// it), and every buffer against this device, before anything runs.
+    /// On the GPU the kernel's entry is looked up in the loaded module named
+    /// by `K::MODULE` (`ModuleNotLoaded` if [`Device::load`] has not loaded
+    /// it) and its parameters checked against the entry's before its first
+    /// launch (`KernelSignature` if they differ).
     /// On the GPU the launch is queued; reading a result (`to_host`) waits for it.
     /// On the emulator it runs to completion, and a fault (out-of-bounds,
     /// divergent barrier, …) is `Error::KernelFault` here; on the GPU a fault
@@ -430,7 +477,7 @@ impl Device {
                 }
             }
             (Backend::Gpu(gpu), StreamKind::Gpu(cu_stream)) => {
-                let function = gpu.function(K::NAME).map_err(|e| self.refine(e))?;
+                let function = gpu.function::<K>().map_err(|e| self.refine(e))?;
                 let shared = self.limits().check(
                     K::NAME,
                     &config,

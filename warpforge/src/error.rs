@@ -27,10 +27,10 @@ pub enum Error {
         /// Devices the driver sees.
         count: usize,
     },
-    /// The driver is older than the PTX embedded in warpforge needs.
+    /// The driver is older than a PTX module needs.
     #[error(
-        "the CUDA driver supports CUDA {driver_cuda_version} but the embedded PTX (ISA \
-         {ptx_isa_needed}) needs CUDA {cuda_needed} or newer: update the NVIDIA driver"
+        "the CUDA driver supports CUDA {driver_cuda_version} but the PTX of module `{module}` \
+         (ISA {ptx_isa_needed}) needs CUDA {cuda_needed} or newer: update the NVIDIA driver"
     )]
     DriverTooOld {
         /// The driver's CUDA version, e.g. `12.2`.
@@ -39,11 +39,15 @@ pub enum Error {
         ptx_isa_needed: String,
         /// The CUDA version that introduced that ISA.
         cuda_needed: String,
+        /// The module (its kernels crate's package name, `warpforge-kernels` for the library).
+        module: &'static str,
     },
-    /// The GPU is older than the embedded PTX supports.
+    /// The GPU is older than every architecture a PTX module was compiled for.
     #[error(
-        "{name} has compute capability {}.{}, but warpforge's PTX needs 8.0 (Ampere) or newer: \
-         use a newer GPU, or the CPU emulator (`--backend emu`)",
+        "{name} has compute capability {}.{}, but module `{module}` has PTX only for {archs}, \
+         which this GPU cannot run (warpforge's own kernels need 8.0, Ampere, or newer): use a \
+         newer GPU, build the module for an older architecture if its kernels allow it, or run \
+         on the CPU emulator (`--backend emu`)",
         compute_capability.0, compute_capability.1
     )]
     UnsupportedGpu {
@@ -51,6 +55,54 @@ pub enum Error {
         name: String,
         /// Its compute capability.
         compute_capability: (i32, i32),
+        /// The module (its kernels crate's package name).
+        module: &'static str,
+        /// The architectures the module has PTX for, e.g. `sm_80, sm_90a`.
+        archs: String,
+    },
+    /// A GPU launch of a kernel whose PTX module is not loaded on the device.
+    #[error(
+        "kernel `{kernel}` is compiled into PTX module `{module}`, which is not loaded on this \
+         GPU: load it once before launching its kernels, with `dev.load(&MODULE)?` where \
+         `static MODULE: warpforge::ptx::Module = warpforge::include_module!(\"{module}\");` \
+         and the host crate's build.rs builds `{module}` with warpforge-builder. A kernel \
+         defined in a crate that is not compiled to PTX (a host crate or its tests) has no \
+         module and runs on the CPU emulator only (`Device::emulator()`)"
+    )]
+    ModuleNotLoaded {
+        /// The kernel.
+        kernel: &'static str,
+        /// The module it belongs to (`Kernel::MODULE`: its crate's package name).
+        module: &'static str,
+    },
+    /// A kernel whose Rust signature does not match its PTX entry's parameters.
+    #[error(
+        "kernel `{kernel}` does not match its entry in PTX module `{module}`, so it was not \
+         launched: its Rust signature passes {expected}, but the PTX declares {found}. The PTX \
+         was compiled from other code than the kernel linked into this program: rebuild, so \
+         the build.rs that compiles `{module}` runs again, and check that \
+         `include_module!(\"{module}\")` embeds the PTX built from the same kernels crate"
+    )]
+    KernelSignature {
+        /// The kernel.
+        kernel: &'static str,
+        /// The module whose entry was checked.
+        module: &'static str,
+        /// What the Rust signature passes, parameter by parameter.
+        expected: String,
+        /// What the PTX entry declares (or that it has no such entry).
+        found: String,
+    },
+    /// `Device::load` of a module whose name is taken by another loaded module.
+    #[error(
+        "another PTX module named `{module}` is already loaded on this device, with different \
+         PTX: kernels find their module by their crate's package name, so a device holds one \
+         module per name. Embed each kernels crate once, in one \
+         `static … = warpforge::include_module!(\"{module}\")`, and load that static"
+    )]
+    ModuleConflict {
+        /// The module's name.
+        module: &'static str,
     },
     /// An allocation did not fit in device memory.
     #[error(
@@ -198,6 +250,13 @@ pub enum Error {
         /// The operations that dtype supports, comma-separated.
         supported: &'static str,
     },
+    /// NVTX ranges were asked for, but `libnvToolsExt` cannot be loaded.
+    #[error(
+        "NVTX ranges need libnvToolsExt.so (NVTX v2), which could not be loaded: install the \
+         CUDA 12 toolkit or `pip install nvidia-nvtx-cu12` and put its lib folder \
+         (site-packages/nvidia/nvtx/lib) on LD_LIBRARY_PATH"
+    )]
+    NvtxUnavailable,
     /// Any other CUDA driver error.
     #[error("CUDA driver error while {during}: {source}")]
     Driver {
@@ -309,5 +368,18 @@ impl FaultCode {
             Fault::SharedRace { .. } => FaultCode::SharedRace,
             Fault::Deadlock { .. } => FaultCode::Deadlock,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn errors_stay_small() {
+        // Clippy's `result_large_err` starts at 128 bytes; big payloads are boxed.
+        assert!(
+            size_of::<super::Error>() <= 120,
+            "{}",
+            size_of::<super::Error>()
+        );
     }
 }

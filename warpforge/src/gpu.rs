@@ -8,15 +8,17 @@ use crate::device::lock;
 use crate::error::FaultCode;
 use crate::error::{Error, Result};
 use crate::launch::FunctionLimits;
-use crate::ptx::{self, PtxModule};
+use crate::ptx::{self, Module, ParamParseError, PtxParam};
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::sys::{CUdevice_attribute, cudaError_enum};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, PinnedHostSlice,
 };
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use warpforge_device::Dim3;
+use warpforge_device::kernel::Kernel;
 
 /// Whether libcuda can be loaded on this machine.
 pub fn driver_present() -> bool {
@@ -73,17 +75,28 @@ pub struct GpuInfo {
     pub max_shared_per_block_optin: u32,
     /// The driver's CUDA version (`12080` = 12.8).
     pub driver_version: u32,
-    /// The embedded PTX module loaded on it.
+    /// The variant of the library module ([`ptx::LIBRARY`]) loaded on it.
     pub ptx_arch: &'static str,
 }
 
-/// An opened GPU: context, stream, and the embedded PTX module loaded.
+/// An opened GPU: context, stream, and the PTX modules loaded on it.
 pub(crate) struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) info: GpuInfo,
-    module: Arc<CudaModule>,
-    functions: Mutex<HashMap<&'static str, GpuFunction>>,
+    /// The loaded modules by name ([`Module::name`]), each loaded once.
+    modules: Mutex<HashMap<&'static str, Arc<LoadedModule>>>,
+    /// Each kernel type's entry, after it was resolved and its signature checked.
+    functions: Mutex<HashMap<TypeId, GpuFunction>>,
     launches: Mutex<LaunchLog>,
+}
+
+/// A module loaded on a GPU: the variant the driver JIT-compiled, and its
+/// entries' parameters, parsed once from the PTX text.
+struct LoadedModule {
+    module: &'static Module,
+    variant: &'static ptx::PtxModule,
+    cuda: Arc<CudaModule>,
+    entries: HashMap<&'static str, Result<Vec<PtxParam>, ParamParseError>>,
 }
 
 /// A kernel entry point and what it allows, read once from the driver.
@@ -277,7 +290,7 @@ impl Gpu {
         let name = ctx
             .name()
             .map_err(Error::driver("reading the device name"))?;
-        let module_src = pick_module(&name, compute_capability, driver_version)?;
+        let library = ptx::LIBRARY.variant_for_gpu(&name, compute_capability, driver_version)?;
         let info = GpuInfo {
             ordinal,
             name,
@@ -302,22 +315,60 @@ impl Gpu {
                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )?,
             driver_version,
-            ptx_arch: module_src.arch,
+            ptx_arch: library.arch,
         };
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(module_src.source))
-            .map_err(Error::driver(format!(
-                "loading the embedded {} PTX module (the driver JIT-compiles it)",
-                module_src.arch
-            )))?;
-        let stream = ctx.default_stream();
-        Ok(Gpu {
-            stream,
+        let gpu = Gpu {
+            stream: ctx.default_stream(),
             info,
-            module,
+            modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             launches: Mutex::new(LaunchLog::default()),
-        })
+        };
+        gpu.load(&ptx::LIBRARY)?;
+        Ok(gpu)
+    }
+
+    /// Loads `module` unless a module of its name is loaded already: picks
+    /// the variant for this GPU and driver, JIT-compiles it, and parses its
+    /// entries' parameters. Returns the variant's architecture.
+    pub(crate) fn load(&self, module: &'static Module) -> Result<&'static str> {
+        // Held while the driver compiles, so two threads never load one module twice.
+        let mut modules = lock(&self.modules);
+        if let Some(loaded) = modules.get(module.name) {
+            return if std::ptr::eq(loaded.module, module) || loaded.module.same_ptx(module) {
+                Ok(loaded.variant.arch)
+            } else {
+                Err(Error::ModuleConflict {
+                    module: module.name,
+                })
+            };
+        }
+        let info = &self.info;
+        let variant =
+            module.variant_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
+        let cuda = self
+            .stream
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(variant.source))
+            .map_err(Error::driver(format!(
+                "loading the {} PTX of module `{}` (the driver JIT-compiles it)",
+                variant.arch, module.name
+            )))?;
+        let entries = variant
+            .entry_signatures()
+            .into_iter()
+            .map(|e| (e.name, e.params))
+            .collect();
+        modules.insert(
+            module.name,
+            Arc::new(LoadedModule {
+                module,
+                variant,
+                cuda,
+                entries,
+            }),
+        );
+        Ok(variant.arch)
     }
 
     /// The kernels that may still be running.
@@ -373,16 +424,36 @@ impl Gpu {
         Ok(pinned)
     }
 
-    /// The loaded entry point `name` and its limits, looked up once.
-    pub(crate) fn function(&self, name: &'static str) -> Result<GpuFunction> {
-        let mut cache = lock(&self.functions);
-        if let Some(f) = cache.get(name) {
+    /// `K`'s entry point and its limits, looked up once per kernel type: in
+    /// the loaded module named `K::MODULE` only (else `ModuleNotLoaded`),
+    /// after checking `K::PARAMS` against the entry's `.param` list (else
+    /// `KernelSignature`).
+    pub(crate) fn function<K: Kernel>(&self) -> Result<GpuFunction> {
+        // By type, not name: each kernel type's description is checked on its own.
+        let key = TypeId::of::<K>();
+        if let Some(f) = lock(&self.functions).get(&key) {
             return Ok(f.clone());
         }
-        let during = format!("looking up kernel `{name}` in the PTX module");
-        let function = self
-            .module
-            .load_function(name)
+        let loaded = {
+            let modules = lock(&self.modules);
+            let module = ptx::resolve::<K>(modules.values().map(|l| l.module))?;
+            modules[module.name].clone()
+        };
+        ptx::check_entry(
+            K::NAME,
+            loaded.module.name,
+            K::PARAMS,
+            loaded.entries.get(K::NAME),
+            || loaded.entries.len(),
+        )?;
+        let during = format!(
+            "looking up kernel `{}` in PTX module `{}`",
+            K::NAME,
+            loaded.module.name
+        );
+        let function = loaded
+            .cuda
+            .load_function(K::NAME)
             .map_err(Error::driver(during.clone()))?;
         let attr = |a| {
             function
@@ -402,8 +473,7 @@ impl Gpu {
             limits,
             shared_allowed: Arc::new(Mutex::new(0)),
         };
-        cache.insert(name, f.clone());
-        Ok(f)
+        Ok(lock(&self.functions).entry(key).or_insert(f).clone())
     }
 
     /// A zeroed allocation of `len` elements; out of memory is `Error::OutOfMemory`.
@@ -485,32 +555,14 @@ fn reset_primary_context(ordinal: usize) -> Result<()> {
         .map_err(Error::driver(during))
 }
 
-/// The embedded module for this GPU, if the driver can JIT it.
-fn pick_module(
-    name: &str,
-    compute_capability: (i32, i32),
-    driver_version: u32,
-) -> Result<&'static PtxModule> {
-    let module = ptx::module_for(compute_capability).ok_or_else(|| Error::UnsupportedGpu {
-        name: name.to_owned(),
-        compute_capability,
-    })?;
-    if let Some(isa) = module.isa_version()
-        && let Some(needed) = ptx::cuda_version_for_isa(isa)
-        && driver_version < needed
-    {
-        return Err(Error::DriverTooOld {
-            driver_cuda_version: ptx::format_cuda_version(driver_version),
-            ptx_isa_needed: format!("{}.{}", isa.0, isa.1),
-            cuda_needed: ptx::format_cuda_version(needed),
-        });
-    }
-    Ok(module)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The library's variant for a GPU, as `Gpu::open` picks it.
+    fn pick_module(name: &str, cc: (i32, i32), driver: u32) -> Result<&'static ptx::PtxModule> {
+        ptx::LIBRARY.variant_for_gpu(name, cc, driver)
+    }
 
     #[test]
     fn a_driver_older_than_the_ptx_isa_is_driver_too_old_naming_both() {
@@ -523,6 +575,7 @@ mod tests {
             driver_cuda_version,
             ptx_isa_needed,
             cuda_needed,
+            module,
         } = &e
         else {
             panic!("{e}")
@@ -530,7 +583,9 @@ mod tests {
         assert_eq!(driver_cuda_version, &ptx::format_cuda_version(needed - 10));
         assert_eq!(ptx_isa_needed, &format!("{}.{}", isa.0, isa.1));
         assert_eq!(cuda_needed, &ptx::format_cuda_version(needed));
+        assert_eq!(*module, "warpforge-kernels");
         assert!(e.to_string().contains("update the NVIDIA driver"), "{e}");
+        assert!(e.to_string().contains("module `warpforge-kernels`"), "{e}");
         // The driver that introduced the ISA, or any newer one, loads it.
         assert!(pick_module("NVIDIA H100", (9, 0), needed).is_ok());
     }
@@ -543,9 +598,22 @@ mod tests {
                 &e,
                 Error::UnsupportedGpu {
                     compute_capability: (7, 5),
+                    module: "warpforge-kernels",
+                    archs,
                     ..
-                }
+                } if archs == "sm_80"
             ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("PTX only for sm_80"), "{e}");
+        // A module with no PTX at all is unsupported everywhere, and says so.
+        static EMPTY: Module = Module::new("empty-kernels", &[]);
+        let e = EMPTY
+            .variant_for_gpu("NVIDIA H100", (9, 0), 13000)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`empty-kernels` has PTX only for no architecture"),
             "{e}"
         );
     }

@@ -3,10 +3,11 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use warpforge::ptxas::{self, Ptxas};
 use warpforge::reduce::Op;
-use warpforge::{Device, Error, bench, ptx, verify};
+use warpforge::{Device, Error, bench, verify};
 use warpforge::{npy, run};
+
+mod ptx_command;
 
 #[derive(Parser)]
 #[command(
@@ -36,18 +37,13 @@ enum Command {
         #[arg(long)]
         max_len: Option<usize>,
     },
-    /// Assemble the embedded PTX with ptxas and print registers, spills, shared memory, barriers.
-    Ptx {
-        /// Also write each module's .ptx file into this directory.
-        #[arg(long)]
-        emit: Option<PathBuf>,
-        /// GPU architectures to assemble the sm_80 module for.
-        #[arg(long = "arch", default_values_t = ["sm_80".to_string(), "sm_90".to_string()])]
-        archs: Vec<String>,
-        /// Fail if any kernel spills registers.
-        #[arg(long)]
-        deny_spills: bool,
-    },
+    /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
+    ///
+    /// The module is the embedded one unless a FILE.ptx is given. Needs ptxas
+    /// (`pip install nvidia-cuda-nvcc`); --sass also needs nvdisasm (`pip install
+    /// nvidia-cuda-nvdisasm`, or cuobjdump from `nvidia-cuda-cuobjdump`). Exits 2 on a
+    /// ptxas error or an unknown --kernel, 1 on spills with --deny-spills.
+    Ptx(ptx_command::PtxArgs),
     /// Run a library operation on .npy files.
     #[command(subcommand)]
     Run(RunCommand),
@@ -153,11 +149,7 @@ fn main() -> ExitCode {
             random_lengths,
             max_len,
         } => run_verify(backend, seed, random_lengths, max_len),
-        Command::Ptx {
-            emit,
-            archs,
-            deny_spills,
-        } => run_ptx(emit, &archs, deny_spills),
+        Command::Ptx(args) => ptx_command::run(&args),
         Command::Run(RunCommand::Reduce {
             op,
             axis,
@@ -317,53 +309,4 @@ fn run_doctor() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
-}
-
-fn run_ptx(emit: Option<PathBuf>, archs: &[String], deny_spills: bool) -> Result<ExitCode, String> {
-    if let Some(dir) = &emit {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        for m in ptx::MODULES {
-            let path = dir.join(format!("warpforge_kernels.{}.ptx", m.arch));
-            std::fs::write(&path, m.source)
-                .map_err(|e| format!("writing {}: {e}", path.display()))?;
-            println!("wrote {}", path.display());
-        }
-    }
-    let ptxas = Ptxas::locate().map_err(|e| e.to_string())?;
-    println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
-    let mut rows = Vec::new();
-    for m in ptx::MODULES {
-        let module_cc = ptx::arch_capability(m.arch).unwrap_or((0, 0));
-        for arch in archs {
-            // A module runs on its own arch and newer ones (`sm_90a` code only on sm_90a).
-            let runs_there = ptx::arch_capability(arch).is_some_and(|cc| cc >= module_cc)
-                && (!m.arch.ends_with('a') || arch == m.arch);
-            if !runs_there {
-                continue;
-            }
-            let reports = ptxas.assemble(m.source, arch).map_err(|e| e.to_string())?;
-            let missing: Vec<_> = m
-                .entries()
-                .into_iter()
-                .filter(|e| !reports.iter().any(|r| r.kernel == *e))
-                .collect();
-            if !missing.is_empty() {
-                return Err(format!(
-                    "ptxas reported nothing for entries {missing:?} ({arch})"
-                ));
-            }
-            rows.extend(reports);
-        }
-    }
-    print!("{}", ptxas::render_table(&rows));
-    let spilling: Vec<_> = rows
-        .iter()
-        .filter(|r| r.spill_stores + r.spill_loads > 0)
-        .map(|r| format!("{} ({})", r.kernel, r.arch))
-        .collect();
-    if deny_spills && !spilling.is_empty() {
-        eprintln!("error: register spills in {}", spilling.join(", "));
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,23 @@
-//! The PTX modules the build compiled from the kernels crate, embedded in the binary.
+//! PTX modules: a kernels crate compiled to PTX and embedded in the binary,
+//! and what warpforge reads from the PTX text (entries, their `.param`
+//! lists, the ISA version).
+//!
+//! A [`Module`] is one kernels crate: its Cargo package name and one PTX text
+//! per architecture. [`LIBRARY`] is warpforge's own (`kernels/`), loaded on
+//! every GPU by [`Device::gpu`](crate::Device::gpu). A user's kernels crate,
+//! compiled by `warpforge-builder` from the host crate's `build.rs`, is
+//! embedded with [`include_module!`](crate::include_module) and loaded with
+//! [`Device::load`](crate::Device::load).
+//!
+//! A kernel's entry is looked up only in the module named by its
+//! [`Kernel::MODULE`] ([`resolve`]), and before its first launch its
+//! parameters are checked against the entry's `.param` list
+//! ([`check_signature`]): a name alone is never trusted.
 
-/// One embedded PTX module.
+use crate::error::{Error, Result};
+use warpforge_device::kernel::{Kernel, Param, ParamKind};
+
+/// One PTX text of a module, for one architecture.
 #[derive(Clone, Copy, Debug)]
 pub struct PtxModule {
     /// The `-C target-cpu` it was compiled for (`sm_80`).
@@ -9,18 +26,187 @@ pub struct PtxModule {
     pub source: &'static str,
 }
 
-/// Every embedded module. `sm_80` PTX JIT-compiles on every GPU from Ampere up.
-pub const MODULES: &[PtxModule] = &[PtxModule {
+/// A kernels crate compiled to PTX: its name and its PTX per architecture.
+///
+/// `name` is the kernels crate's Cargo package name, which every `#[kernel]`
+/// in it records as [`Kernel::MODULE`]: a launch finds its entry in the
+/// loaded module of that name only. Make one with
+/// [`include_module!`](crate::include_module) (the build wrote the PTX), or
+/// with [`Module::new`], which is what that macro expands to:
+///
+/// ```
+/// use warpforge::ptx::{Module, PtxModule};
+/// static TINY: Module = Module::new(
+///     "tiny-kernels",
+///     &[PtxModule {
+///         arch: "sm_80",
+///         source: ".version 7.0\n.target sm_80\n.address_size 64\n\
+///                  .visible .entry nop(\n\t.param .u32 nop_param_0\n)\n{\n\tret;\n}\n",
+///     }],
+/// );
+/// assert_eq!(TINY.variant_for((9, 0)).map(|v| v.arch), Some("sm_80"));
+/// assert_eq!(TINY.variants[0].entries(), ["nop"]);
+/// let dev = warpforge::Device::emulator();
+/// dev.load(&TINY)?; // a GPU JIT-compiles it; the emulator runs kernels from host code
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Module {
+    /// The kernels crate's Cargo package name (`"warpforge-kernels"`, `"my-kernels"`).
+    pub name: &'static str,
+    /// Its PTX, one per architecture it was compiled for.
+    pub variants: &'static [PtxModule],
+}
+
+/// The library's PTX text per architecture.
+const LIBRARY_VARIANTS: &[PtxModule] = &[PtxModule {
     arch: "sm_80",
     source: include_str!(env!("WARPFORGE_PTX_SM_80")),
 }];
 
-/// The module a GPU of compute capability `major.minor` loads: the newest arch it can run.
+/// warpforge's own kernels (`kernels/`, package `warpforge-kernels`), loaded
+/// on every GPU by [`Device::gpu`](crate::Device::gpu). `sm_80` PTX
+/// JIT-compiles on every GPU from Ampere up.
+///
+/// ```
+/// use warpforge::Kernel;
+/// use warpforge_kernels::elementwise::axpy_f32;
+/// assert_eq!(warpforge::ptx::LIBRARY.name, axpy_f32::MODULE);
+/// warpforge::ptx::LIBRARY.check_kernel::<axpy_f32>()?;
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub static LIBRARY: Module = Module::new("warpforge-kernels", LIBRARY_VARIANTS);
+
+/// The library's variants: [`LIBRARY`]`.variants`.
+pub const MODULES: &[PtxModule] = LIBRARY_VARIANTS;
+
+/// The library variant a GPU of compute capability `major.minor` loads:
+/// [`LIBRARY`]`.variant_for(compute_capability)`.
 pub fn module_for(compute_capability: (i32, i32)) -> Option<&'static PtxModule> {
-    MODULES
-        .iter()
-        .filter(|m| arch_capability(m.arch).is_some_and(|cc| cc <= compute_capability))
-        .max_by_key(|m| arch_capability(m.arch))
+    LIBRARY.variant_for(compute_capability)
+}
+
+impl Module {
+    /// A module named `name` (the kernels crate's package name) with these variants.
+    pub const fn new(name: &'static str, variants: &'static [PtxModule]) -> Module {
+        Module { name, variants }
+    }
+
+    /// The variant a GPU of compute capability `major.minor` loads: the
+    /// newest architecture it can run.
+    ///
+    /// ```
+    /// let lib = &warpforge::ptx::LIBRARY;
+    /// assert_eq!(lib.variant_for((9, 0)).map(|m| m.arch), Some("sm_80"));
+    /// assert!(lib.variant_for((7, 5)).is_none());
+    /// ```
+    pub fn variant_for(&self, compute_capability: (i32, i32)) -> Option<&'static PtxModule> {
+        self.variants
+            .iter()
+            .filter(|m| arch_capability(m.arch).is_some_and(|cc| cc <= compute_capability))
+            .max_by_key(|m| arch_capability(m.arch))
+    }
+
+    /// The variant GPU `gpu_name` (compute capability `compute_capability`,
+    /// driver CUDA version `driver_version` in the driver's encoding) loads:
+    /// [`UnsupportedGpu`](Error::UnsupportedGpu) if it runs none of them,
+    /// [`DriverTooOld`](Error::DriverTooOld) if the driver cannot JIT its PTX ISA.
+    ///
+    /// ```
+    /// use warpforge::{Error, ptx::LIBRARY};
+    /// assert!(LIBRARY.variant_for_gpu("NVIDIA H100", (9, 0), 13000).is_ok());
+    /// let e = LIBRARY.variant_for_gpu("Tesla T4", (7, 5), 13000).unwrap_err();
+    /// assert!(matches!(e, Error::UnsupportedGpu { .. }), "{e}");
+    /// ```
+    pub fn variant_for_gpu(
+        &self,
+        gpu_name: &str,
+        compute_capability: (i32, i32),
+        driver_version: u32,
+    ) -> Result<&'static PtxModule> {
+        let variant =
+            self.variant_for(compute_capability)
+                .ok_or_else(|| Error::UnsupportedGpu {
+                    name: gpu_name.to_owned(),
+                    compute_capability,
+                    module: self.name,
+                    archs: self.archs(),
+                })?;
+        if let Some(isa) = variant.isa_version()
+            && let Some(needed) = cuda_version_for_isa(isa)
+            && driver_version < needed
+        {
+            return Err(Error::DriverTooOld {
+                driver_cuda_version: format_cuda_version(driver_version),
+                ptx_isa_needed: format!("{}.{}", isa.0, isa.1),
+                cuda_needed: format_cuda_version(needed),
+                module: self.name,
+            });
+        }
+        Ok(variant)
+    }
+
+    /// `sm_80, sm_90a`, or `no architecture` for an empty module.
+    fn archs(&self) -> String {
+        if self.variants.is_empty() {
+            return "no architecture".to_owned();
+        }
+        let names: Vec<&str> = self.variants.iter().map(|v| v.arch).collect();
+        names.join(", ")
+    }
+
+    /// Whether `other` holds the same PTX (same architectures, same text).
+    pub(crate) fn same_ptx(&self, other: &Module) -> bool {
+        self.variants.len() == other.variants.len()
+            && self.variants.iter().zip(other.variants).all(|(a, b)| {
+                a.arch == b.arch && (std::ptr::eq(a.source, b.source) || a.source == b.source)
+            })
+    }
+
+    /// Checks `K`'s parameters against its entry in every variant of this
+    /// module, as a launch does before the first time it runs `K` on a GPU:
+    /// [`KernelSignature`](Error::KernelSignature) if a variant has no entry
+    /// `K::NAME` or declares other parameters (see [`check_signature`]).
+    /// Pure: reads the PTX text, needs no GPU. It does not look at
+    /// `K::MODULE`; [`resolve`] does.
+    ///
+    /// ```
+    /// use warpforge_kernels::elementwise::axpy_f64;
+    /// warpforge::ptx::LIBRARY.check_kernel::<axpy_f64>()?;
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn check_kernel<K: Kernel>(&self) -> Result<()> {
+        for variant in self.variants {
+            let entry = variant.entry_params(K::NAME);
+            check_entry(K::NAME, self.name, K::PARAMS, entry.as_ref(), || {
+                variant.entries().len()
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The module `K`'s entry is in, among `loaded`: the one named `K::MODULE`,
+/// else [`ModuleNotLoaded`](Error::ModuleNotLoaded). A GPU launch resolves
+/// its kernel this way among the modules loaded on the device, so a kernel
+/// is never looked up by name in another crate's module.
+///
+/// ```
+/// use warpforge::{Error, ptx};
+/// use warpforge_kernels::elementwise::axpy_f32;
+/// assert_eq!(ptx::resolve::<axpy_f32>([&ptx::LIBRARY])?.name, "warpforge-kernels");
+/// let e = ptx::resolve::<axpy_f32>([]).unwrap_err();
+/// assert!(matches!(e, Error::ModuleNotLoaded { kernel: "axpy_f32", module: "warpforge-kernels" }));
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn resolve<'m, K: Kernel>(loaded: impl IntoIterator<Item = &'m Module>) -> Result<&'m Module> {
+    loaded
+        .into_iter()
+        .find(|m| m.name == K::MODULE)
+        .ok_or(Error::ModuleNotLoaded {
+            kernel: K::NAME,
+            module: K::MODULE,
+        })
 }
 
 /// `sm_80` → `(8, 0)`; `sm_90a` → `(9, 0)`.
@@ -47,17 +233,364 @@ impl PtxModule {
 
     /// The kernel entry points (`.entry NAME`) in the module, in order.
     pub fn entries(&self) -> Vec<&'static str> {
-        self.source
-            .lines()
-            .filter_map(|l| {
-                let rest = l.trim().strip_prefix(".visible .entry ")?;
-                Some(
-                    rest.split(|c: char| c == '(' || c.is_whitespace())
-                        .next()
-                        .unwrap_or(rest),
-                )
-            })
+        parse_entries(self.source)
+            .into_iter()
+            .map(|e| e.name)
             .collect()
+    }
+
+    /// Every kernel entry with its parameters, in order.
+    pub fn entry_signatures(&self) -> Vec<PtxEntry<'static>> {
+        parse_entries(self.source)
+    }
+
+    /// The parameters of entry `name`, or `None` if the module has no such entry.
+    ///
+    /// ```
+    /// use warpforge::ptx::MODULES;
+    /// let params = MODULES[0].entry_params("axpy_f32").expect("an entry").unwrap();
+    /// let widths: Vec<(usize, bool)> = params.iter().map(|p| (p.bytes, p.pointer)).collect();
+    /// // a: f32, then x and y as (pointer, length)
+    /// assert_eq!(widths, [(4, false), (8, true), (8, false), (8, true), (8, false)]);
+    /// ```
+    pub fn entry_params(&self, name: &str) -> Option<Result<Vec<PtxParam>, ParamParseError>> {
+        parse_entries(self.source)
+            .into_iter()
+            .find(|e| e.name == name)
+            .map(|e| e.params)
+    }
+}
+
+/// One kernel entry of a PTX text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxEntry<'a> {
+    /// The entry's name.
+    pub name: &'a str,
+    /// Its parameters, or the declaration warpforge could not read.
+    pub params: Result<Vec<PtxParam>, ParamParseError>,
+}
+
+/// One `.param` of a kernel entry, as a launch passes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxParam {
+    /// Bytes the driver copies for it: the type's width times the array
+    /// length (`.u64` → 8; `.align 2 .b8 x[2]` → 2).
+    pub bytes: usize,
+    /// Declared `.ptr`: LLVM marks every pointer parameter of a kernel so.
+    pub pointer: bool,
+    /// The declaration without `.param` and the name (`.u64 .ptr .align 1`, `.b8[2]`).
+    pub declaration: String,
+}
+
+/// A `.param` declaration of a kernel entry that warpforge cannot read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read `{declaration}` of entry `{entry}`: {reason}")]
+pub struct ParamParseError {
+    /// The entry.
+    pub entry: String,
+    /// The declaration as written.
+    pub declaration: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Every kernel entry (`.entry`, optionally `.visible` or `.weak`) of a PTX
+/// text with its parameters, in order.
+///
+/// ```
+/// let ptx = ".visible .entry k(\n\t.param .f32 k_param_0,\n\t.param .u64 .ptr .align 1 k_param_1,\n\
+///            \t.param .align 2 .b8 k_param_2[2]\n)\n{\n\tret;\n}\n";
+/// let entries = warpforge::ptx::parse_entries(ptx);
+/// let params = entries[0].params.as_ref().unwrap();
+/// assert_eq!(entries[0].name, "k");
+/// assert_eq!(params.iter().map(|p| p.bytes).collect::<Vec<_>>(), [4, 8, 2]);
+/// assert!(params[1].pointer && !params[2].pointer);
+/// ```
+pub fn parse_entries(source: &str) -> Vec<PtxEntry<'_>> {
+    let mut entries = Vec::new();
+    let mut offset = 0;
+    for line in source.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let mut tokens = line
+            .split_whitespace()
+            .skip_while(|t| matches!(*t, ".visible" | ".weak"));
+        match tokens.next() {
+            Some(".entry") => {}
+            // `.entry name(` written without a space.
+            Some(t) if t.starts_with(".entry(") => {}
+            _ => continue,
+        }
+        let Some(at) = line.find(".entry") else {
+            continue;
+        };
+        let rest = &source[start + at + ".entry".len()..];
+        let name_len = rest
+            .trim_start()
+            .find(|c: char| c == '(' || c == '{' || c.is_whitespace())
+            .unwrap_or(rest.trim_start().len());
+        let name_at = rest.len() - rest.trim_start().len();
+        let name = &rest[name_at..name_at + name_len];
+        if name.is_empty() {
+            continue;
+        }
+        let after = &rest[name_at + name_len..];
+        let params = match after.find(['(', '{', ';']) {
+            Some(open) if after.as_bytes()[open] == b'(' => match after[open + 1..].find(')') {
+                Some(close) => parse_params(name, &after[open + 1..open + 1 + close]),
+                None => Err(ParamParseError {
+                    entry: name.to_owned(),
+                    declaration: after[open..].lines().next().unwrap_or("").to_owned(),
+                    reason: "the parameter list has no closing `)`".to_owned(),
+                }),
+            },
+            // No parameter list.
+            _ => Ok(Vec::new()),
+        };
+        entries.push(PtxEntry { name, params });
+    }
+    entries
+}
+
+/// The parameters between an entry's parentheses.
+fn parse_params(entry: &str, list: &str) -> Result<Vec<PtxParam>, ParamParseError> {
+    let without_comments: String = list
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    without_comments
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| {
+            parse_param(d).map_err(|reason| ParamParseError {
+                entry: entry.to_owned(),
+                declaration: d.split_whitespace().collect::<Vec<_>>().join(" "),
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// One `.param [.align N] .TYPE [.ptr [.SPACE] [.align N]] NAME[[N]…]`.
+fn parse_param(declaration: &str) -> Result<PtxParam, String> {
+    let mut tokens = declaration.split_whitespace();
+    if tokens.next() != Some(".param") {
+        return Err("it is not a `.param` declaration".to_owned());
+    }
+    let (mut width, mut pointer, mut name) = (None, false, None);
+    let mut shown = Vec::new();
+    while let Some(t) = tokens.next() {
+        if name.is_some() {
+            return Err(format!("`{t}` follows the parameter's name"));
+        }
+        match t {
+            ".ptr" => pointer = true,
+            ".align" => {
+                let n = tokens.next().unwrap_or("");
+                if n.parse::<u32>().is_err() {
+                    return Err(format!("`.align {n}` is not an alignment"));
+                }
+                shown.extend([t.to_owned(), n.to_owned()]);
+                continue;
+            }
+            ".global" | ".const" | ".local" | ".shared" => {}
+            _ if t.starts_with('.') => match type_width(t) {
+                Some(_) if width.is_some() => return Err(format!("a second type `{t}`")),
+                Some(w) => width = Some(w),
+                None => return Err(format!("unknown type or qualifier `{t}`")),
+            },
+            _ => {
+                name = Some(t);
+                let mut count = 1usize;
+                for dim in t.split('[').skip(1) {
+                    let n = dim
+                        .strip_suffix(']')
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .ok_or_else(|| format!("`{t}` has an array length that is not a number"))?;
+                    count = count.checked_mul(n).ok_or("an array too large")?;
+                    shown.push(format!("[{n}]"));
+                }
+                let bytes = width.ok_or("no type before the name")?;
+                width = Some(bytes.checked_mul(count).ok_or("an array too large")?);
+                continue;
+            }
+        }
+        shown.push(t.to_owned());
+    }
+    if name.is_none() {
+        return Err("no parameter name".to_owned());
+    }
+    let bytes = width.ok_or("no type")?;
+    if pointer && bytes != 8 {
+        return Err(format!(
+            "a `.ptr` parameter of {bytes} bytes (pointers are 8)"
+        ));
+    }
+    Ok(PtxParam {
+        bytes,
+        pointer,
+        declaration: shown.join(" ").replace(" [", "["),
+    })
+}
+
+/// Bytes of a PTX fundamental type (`.u8` → 1, `.f16x2` → 4).
+fn type_width(ty: &str) -> Option<usize> {
+    Some(match ty {
+        ".b8" | ".u8" | ".s8" | ".pred" => 1,
+        ".b16" | ".u16" | ".s16" | ".f16" | ".bf16" => 2,
+        ".b32" | ".u32" | ".s32" | ".f32" | ".f16x2" | ".bf16x2" => 4,
+        ".b64" | ".u64" | ".s64" | ".f64" => 8,
+        ".b128" => 16,
+        _ => return None,
+    })
+}
+
+/// Bytes of a device pointer and of a buffer's `usize` length on nvptx64.
+const POINTER_BYTES: usize = 8;
+const LENGTH_BYTES: usize = 8;
+
+/// One PTX parameter a Rust kernel signature passes.
+struct Expected {
+    bytes: usize,
+    pointer: bool,
+}
+
+/// The PTX parameters `params` pass, in order, as the launch pushes them:
+/// a scalar by value (its `size_of`), a buffer as its device pointer then its
+/// `usize` length.
+fn expected(params: &[Param]) -> Vec<Expected> {
+    let mut out = Vec::with_capacity(params.len() * 2);
+    for p in params {
+        match p.kind {
+            ParamKind::Scalar => out.push(Expected {
+                bytes: p.bytes,
+                pointer: false,
+            }),
+            ParamKind::Input | ParamKind::Output => out.extend([
+                Expected {
+                    bytes: POINTER_BYTES,
+                    pointer: true,
+                },
+                Expected {
+                    bytes: LENGTH_BYTES,
+                    pointer: false,
+                },
+            ]),
+        }
+    }
+    out
+}
+
+/// `a: f32 = 4 bytes, x: &[f32] = pointer + 8-byte length (3 PTX parameters)`.
+fn show_expected(params: &[Param]) -> String {
+    let items: Vec<String> = params
+        .iter()
+        .map(|p| match p.kind {
+            ParamKind::Scalar => format!("{}: {} = {} bytes", p.name, p.ty, p.bytes),
+            ParamKind::Input => format!(
+                "{}: &[{}] = pointer + {LENGTH_BYTES}-byte length",
+                p.name, p.ty
+            ),
+            ParamKind::Output => format!(
+                "{}: Out<{}> = pointer + {LENGTH_BYTES}-byte length",
+                p.name, p.ty
+            ),
+        })
+        .collect();
+    format!(
+        "({}) ({} PTX parameters)",
+        items.join(", "),
+        expected(params).len()
+    )
+}
+
+/// `.f32 = 4 bytes, .u64 .ptr .align 1 = pointer (2 parameters)`.
+fn show_found(entry: &[PtxParam]) -> String {
+    let items: Vec<String> = entry
+        .iter()
+        .map(|p| {
+            if p.pointer {
+                format!("{} = pointer", p.declaration)
+            } else {
+                format!("{} = {} bytes", p.declaration, p.bytes)
+            }
+        })
+        .collect();
+    format!("({}) ({} parameters)", items.join(", "), entry.len())
+}
+
+/// Checks a kernel's Rust parameters against its PTX entry's `.param` list:
+/// the same count, each of the same width, and pointers where the Rust
+/// signature passes a buffer's device pointer. A buffer (`&[T]`, `Out<T>`)
+/// is a `.ptr` parameter of 8 bytes then its 8-byte `usize` length, a scalar
+/// its `size_of` (`f16` and `bf16` are 2 bytes, whether declared `.u16`,
+/// `.b16` or `.align 2 .b8 x[2]`). If the entry marks no parameter `.ptr`
+/// (not what LLVM writes), pointers are checked by width only.
+///
+/// A mismatch is [`KernelSignature`](Error::KernelSignature), naming both
+/// signatures: launching anyway would pass the driver arguments of the
+/// wrong size, or a length where the kernel reads a pointer.
+///
+/// ```
+/// use warpforge::{Error, Kernel, ptx};
+/// use warpforge_kernels::elementwise::{axpy_f32, axpy_f64};
+/// let entry = ptx::MODULES[0].entry_params("axpy_f32").unwrap().unwrap();
+/// ptx::check_signature("axpy_f32", "warpforge-kernels", axpy_f32::PARAMS, &entry)?;
+/// // axpy_f64's `a` is 8 bytes, not axpy_f32's 4.
+/// let e = ptx::check_signature("axpy_f32", "warpforge-kernels", axpy_f64::PARAMS, &entry)
+///     .unwrap_err();
+/// assert!(matches!(e, Error::KernelSignature { .. }), "{e}");
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn check_signature(
+    kernel: &'static str,
+    module: &'static str,
+    params: &[Param],
+    entry: &[PtxParam],
+) -> Result<()> {
+    let want = expected(params);
+    let marks_pointers = entry.iter().any(|p| p.pointer);
+    let matches = want.len() == entry.len()
+        && want.iter().zip(entry).all(|(w, f)| {
+            w.bytes == f.bytes && (w.pointer == f.pointer || (w.pointer && !marks_pointers))
+        });
+    if matches {
+        Ok(())
+    } else {
+        Err(Error::KernelSignature {
+            kernel,
+            module,
+            expected: show_expected(params),
+            found: show_found(entry),
+        })
+    }
+}
+
+/// [`check_signature`] for an entry that may be missing or unreadable.
+pub(crate) fn check_entry(
+    kernel: &'static str,
+    module: &'static str,
+    params: &[Param],
+    entry: Option<&Result<Vec<PtxParam>, ParamParseError>>,
+    entry_count: impl FnOnce() -> usize,
+) -> Result<()> {
+    let mismatch = |found: String| Error::KernelSignature {
+        kernel,
+        module,
+        expected: show_expected(params),
+        found,
+    };
+    match entry {
+        Some(Ok(entry)) => check_signature(kernel, module, params, entry),
+        Some(Err(e)) => Err(mismatch(format!(
+            "a parameter list warpforge cannot read ({e})"
+        ))),
+        None => Err(mismatch(format!(
+            "no entry `{kernel}` at all (the module has {} entries)",
+            entry_count()
+        ))),
     }
 }
 
@@ -89,6 +622,41 @@ pub fn format_cuda_version(v: u32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
+/// Embeds the PTX module the build compiled from kernels crate `name`: a
+/// [`ptx::Module`](crate::ptx::Module) expression.
+///
+/// `warpforge-builder`, run from the host crate's `build.rs`, writes
+/// `$OUT_DIR/warpforge-modules/NAME.rs` holding one
+/// `::warpforge::ptx::Module::new("NAME", &[…])` expression whose PTX is
+/// `include_str!`'d from the build's output; this macro `include!`s that file.
+/// `name` is the kernels crate's Cargo package name, which is also what its
+/// kernels record as [`Kernel::MODULE`](crate::Kernel::MODULE). Load the
+/// module on a device with [`Device::load`](crate::Device::load) before
+/// launching its kernels on a GPU.
+///
+/// ```
+/// use warpforge::{Device, Kernel, ptx::Module};
+/// // warpforge's own build.rs runs the builder on `warpforge-kernels`; a host
+/// // crate names its own kernels crate the same way.
+/// static KERNELS: Module = warpforge::include_module!("warpforge-kernels");
+///
+/// assert_eq!(KERNELS.name, warpforge_kernels::elementwise::axpy_f32::MODULE);
+/// let dev = Device::emulator(); // or Device::gpu(0)?
+/// dev.load(&KERNELS)?;
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+#[macro_export]
+macro_rules! include_module {
+    ($name:literal) => {
+        ::core::include!(::core::concat!(
+            ::core::env!("OUT_DIR"),
+            "/warpforge-modules/",
+            $name,
+            ".rs"
+        ))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +686,117 @@ mod tests {
         assert_eq!(module_for((8, 0)).map(|m| m.arch), Some("sm_80"));
         assert!(module_for((7, 5)).is_none());
         assert_eq!(arch_capability("sm_90a"), Some((9, 0)));
+        static TWO: Module = Module::new(
+            "two",
+            &[
+                PtxModule {
+                    arch: "sm_90a",
+                    source: "",
+                },
+                PtxModule {
+                    arch: "sm_80",
+                    source: "",
+                },
+            ],
+        );
+        assert_eq!(TWO.variant_for((9, 0)).map(|m| m.arch), Some("sm_90a"));
+        assert_eq!(TWO.variant_for((8, 9)).map(|m| m.arch), Some("sm_80"));
+        assert_eq!(TWO.variant_for((12, 0)).map(|m| m.arch), Some("sm_90a"));
+    }
+
+    #[test]
+    fn every_entry_of_the_library_parses_with_pointers_in_pairs() {
+        let entries = MODULES[0].entry_signatures();
+        let visible = MODULES[0]
+            .source
+            .lines()
+            .filter(|l| l.trim_start().starts_with(".visible .entry"))
+            .count();
+        assert_eq!(entries.len(), visible);
+        assert!(visible > 100, "{visible} entries");
+        for e in &entries {
+            let params = e.params.as_ref().unwrap_or_else(|err| panic!("{err}"));
+            // Every pointer is a buffer's, followed by its 8-byte length.
+            for (i, p) in params.iter().enumerate() {
+                if p.pointer {
+                    assert_eq!(p.bytes, 8, "{}: {p:?}", e.name);
+                    let len = params.get(i + 1).unwrap_or_else(|| panic!("{}", e.name));
+                    assert_eq!((len.bytes, len.pointer), (8, false), "{}", e.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn declarations_in_every_form_llvm_writes() {
+        let ptx = "\
+// .globl k
+.visible .entry k(
+\t.param .f32 k_param_0,
+\t.param .f64 k_param_1,
+\t.param .u8 k_param_2,
+\t.param .u16 k_param_3,
+\t.param .b32 k_param_4,
+\t.param .align 2 .b8 k_param_5[2],
+\t.param .u64 .ptr .global .align 16 k_param_6,
+\t.param .u64 k_param_7,
+\t.param .align 16 .b8 k_param_8[4][8]
+)
+.maxntid 256, 1, 1
+{
+\tret;
+}
+.entry no_params()
+{
+}
+.weak .entry spaced (  .param .s64 x )
+{
+}
+.func (.param .b32 func_retval0) helper(.param .b64 helper_param_0)
+{
+}
+";
+        let entries = parse_entries(ptx);
+        let names: Vec<&str> = entries.iter().map(|e| e.name).collect();
+        assert_eq!(names, ["k", "no_params", "spaced"]);
+        let k = entries[0].params.as_ref().unwrap();
+        let got: Vec<(usize, bool)> = k.iter().map(|p| (p.bytes, p.pointer)).collect();
+        assert_eq!(
+            got,
+            [
+                (4, false),
+                (8, false),
+                (1, false),
+                (2, false),
+                (4, false),
+                (2, false),
+                (8, true),
+                (8, false),
+                (32, false)
+            ]
+        );
+        assert_eq!(k[5].declaration, ".align 2 .b8[2]");
+        assert_eq!(k[6].declaration, ".u64 .ptr .global .align 16");
+        assert_eq!(entries[1].params, Ok(Vec::new()));
+        assert_eq!(entries[2].params.as_ref().map(Vec::len), Ok(1));
+    }
+
+    #[test]
+    fn unreadable_declarations_are_errors_naming_them() {
+        for (decl, why) in [
+            (".param .u64 .weird x", "unknown type or qualifier `.weird`"),
+            (".param .u32 .u64 x", "a second type"),
+            (".param .u32 .ptr x", ".ptr"),
+            (".param .b8 x[n]", "not a number"),
+            (".param .u32", "no parameter name"),
+            (".param x", "no type"),
+            (".reg .u32 x", "not a `.param`"),
+        ] {
+            let ptx = format!(".visible .entry bad(\n\t{decl}\n)\n{{\n}}\n");
+            let entries = parse_entries(&ptx);
+            let e = entries[0].params.clone().unwrap_err();
+            assert!(e.to_string().contains(why), "{decl}: {e}");
+            assert!(e.to_string().contains("`bad`"), "{e}");
+        }
     }
 }

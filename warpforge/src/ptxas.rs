@@ -8,6 +8,8 @@
 //! decide occupancy. This module finds a `ptxas` binary (CUDA toolkit or the
 //! `nvidia-cuda-nvcc` pip wheel), runs it, and turns its `-v` chatter into
 //! [`EntryReport`] rows that can be printed with [`render_table`].
+//! [`Ptxas::assemble_cubin`] also hands back the cubin, which
+//! [`crate::sass::Disassembler`] turns into SASS.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -49,7 +51,7 @@ pub struct EntryReport {
     pub barriers: u32,
 }
 
-/// Errors from locating or running `ptxas`.
+/// Errors from locating or running `ptxas` and the SASS disassemblers.
 #[derive(Debug, thiserror::Error)]
 pub enum PtxasError {
     /// No usable `ptxas` was found in any of the searched places.
@@ -74,6 +76,35 @@ pub enum PtxasError {
         /// What `ptxas` printed on stderr.
         stderr: String,
     },
+    /// Neither `nvdisasm` nor `cuobjdump` was found (see [`crate::sass::Disassembler`]).
+    #[error("{}", disassembler_not_found_message(.searched))]
+    DisassemblerNotFound {
+        /// Every place that was looked at, in search order, with the reason it did not qualify.
+        searched: Vec<String>,
+    },
+    /// The disassembler ran but exited unsuccessfully.
+    #[error("{tool} could not disassemble the cubin ptxas wrote:\n{stderr}")]
+    DisassemblerFailed {
+        /// The disassembler that was run.
+        tool: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+}
+
+fn disassembler_not_found_message(searched: &[String]) -> String {
+    let mut msg = String::from("could not find NVIDIA's nvdisasm (or cuobjdump); searched:\n");
+    for place in searched {
+        msg.push_str("  - ");
+        msg.push_str(place);
+        msg.push('\n');
+    }
+    msg.push_str(
+        "fix: `pip install nvidia-cuda-nvdisasm` (it puts nvdisasm next to the pip ptxas, in \
+         site-packages/nvidia/cu13/bin), or install the CUDA toolkit, \
+         or set WARPFORGE_NVDISASM to the path of an nvdisasm (or cuobjdump) binary",
+    );
+    msg
 }
 
 fn not_found_message(searched: &[String]) -> String {
@@ -101,68 +132,13 @@ impl Ptxas {
     /// `--version` is skipped and noted in the error.
     pub fn locate() -> Result<Ptxas, PtxasError> {
         let mut searched = Vec::new();
-
-        // An explicit override is authoritative: silently falling back to some
-        // other ptxas would hide a typo and give numbers for the wrong toolkit.
-        if let Some(value) = std::env::var_os(ENV_OVERRIDE) {
-            let path = PathBuf::from(&value);
-            if !path.is_file() {
-                searched.push(format!("{ENV_OVERRIDE}={} (no such file)", path.display()));
-                return Err(PtxasError::NotFound { searched });
-            }
-            let version = query_version(&path)?;
-            return Ok(Ptxas { path, version });
+        match locate_tool(&PTXAS_TOOL, &mut searched)? {
+            Some(tool) => Ok(Ptxas {
+                path: tool.path,
+                version: tool.version,
+            }),
+            None => Err(PtxasError::NotFound { searched }),
         }
-
-        let exe = format!("ptxas{}", std::env::consts::EXE_SUFFIX);
-        let on_path: Vec<PathBuf> = match std::env::var_os("PATH") {
-            Some(path_var) => std::env::split_paths(&path_var)
-                .map(|dir| dir.join(&exe))
-                .collect(),
-            None => {
-                searched.push("PATH (not set)".to_owned());
-                Vec::new()
-            }
-        };
-        if let Some(found) = first_runnable(&on_path, &mut searched) {
-            return Ok(found);
-        }
-        match std::env::var_os("CUDA_PATH") {
-            Some(cuda) => {
-                let candidate = [Path::new(&cuda).join("bin").join(&exe)];
-                if let Some(found) = first_runnable(&candidate, &mut searched) {
-                    return Ok(found);
-                }
-            }
-            None => searched.push("$CUDA_PATH/bin (CUDA_PATH not set)".to_owned()),
-        }
-        let default_toolkit = [Path::new("/usr/local/cuda/bin").join(&exe)];
-        if let Some(found) = first_runnable(&default_toolkit, &mut searched) {
-            return Ok(found);
-        }
-
-        // The pip wheel is looked up last because asking Python costs a
-        // process spawn, and a toolkit install is the more deliberate choice.
-        for python in ["python3", "python"] {
-            match purelib_of(python) {
-                Ok(purelib) => {
-                    let wheel_candidates = [
-                        purelib.join("nvidia").join("cu13").join("bin").join(&exe),
-                        purelib
-                            .join("nvidia")
-                            .join("cuda_nvcc")
-                            .join("bin")
-                            .join(&exe),
-                    ];
-                    if let Some(found) = first_runnable(&wheel_candidates, &mut searched) {
-                        return Ok(found);
-                    }
-                }
-                Err(why) => searched.push(format!("pip package via `{python}` ({why})")),
-            }
-        }
-
-        Err(PtxasError::NotFound { searched })
     }
 
     /// Assembles `ptx` for `arch` (e.g. `"sm_80"`, `"sm_90a"`) and returns one
@@ -172,13 +148,37 @@ impl Ptxas {
     /// are removed before returning. A non-zero exit from `ptxas` becomes
     /// [`PtxasError::Rejected`] carrying its stderr.
     pub fn assemble(&self, ptx: &str, arch: &str) -> Result<Vec<EntryReport>, PtxasError> {
-        let files = TempPair::create(ptx)?;
-        let output = Command::new(&self.path)
-            .arg(format!("-arch={arch}"))
-            .arg("-v")
-            .arg(&files.ptx)
+        Ok(self.assemble_cubin(ptx, arch, &[], false)?.reports)
+    }
+
+    /// Assembles `ptx` for `arch` like [`Ptxas::assemble`] and also returns the cubin.
+    ///
+    /// `entries`, when not empty, limits code generation to those entry
+    /// functions (`ptxas -e NAME`; every name must be an entry of the module,
+    /// or ptxas rejects the run). `line_info` adds `-lineinfo`, which keeps the
+    /// PTX's `.loc` line numbers in the cubin for `nvdisasm -g`; it does not
+    /// change the generated code.
+    pub fn assemble_cubin(
+        &self,
+        ptx: &str,
+        arch: &str,
+        entries: &[&str],
+        line_info: bool,
+    ) -> Result<Assembled, PtxasError> {
+        let input = TempFile::create("ptx", ptx.as_bytes())?;
+        let cubin = TempFile::reserve("cubin");
+        let mut command = Command::new(&self.path);
+        command.arg(format!("-arch={arch}")).arg("-v");
+        if line_info {
+            command.arg("-lineinfo");
+        }
+        for entry in entries {
+            command.arg("-e").arg(entry);
+        }
+        let output = command
+            .arg(&input.path)
             .arg("-o")
-            .arg(&files.cubin)
+            .arg(&cubin.path)
             .output()
             .map_err(|source| PtxasError::Io {
                 what: format!("running {}", self.path.display()),
@@ -197,13 +197,123 @@ impl Ptxas {
                 stderr,
             });
         }
-        Ok(parse_report(&stderr))
+        let cubin = fs::read(&cubin.path).map_err(|source| PtxasError::Io {
+            what: format!("reading the cubin ptxas wrote to {}", cubin.path.display()),
+            source,
+        })?;
+        Ok(Assembled {
+            reports: parse_report(&stderr),
+            cubin,
+        })
     }
+}
+
+/// What one `ptxas` run produced.
+#[derive(Clone, Debug)]
+pub struct Assembled {
+    /// One row per entry function, sorted by kernel name.
+    pub reports: Vec<EntryReport>,
+    /// The cubin (an ELF file) ptxas wrote.
+    pub cubin: Vec<u8>,
+}
+
+/// How to find one of NVIDIA's command-line tools.
+pub(crate) struct ToolSpec {
+    /// Executable name without suffix, e.g. `"ptxas"`.
+    pub(crate) exe: &'static str,
+    /// Environment variable naming the binary; authoritative when set.
+    pub(crate) env: &'static str,
+    /// Directories under Python's `purelib` where pip wheels put it.
+    pub(crate) wheel_dirs: &'static [&'static str],
+}
+
+const PTXAS_TOOL: ToolSpec = ToolSpec {
+    exe: "ptxas",
+    env: ENV_OVERRIDE,
+    wheel_dirs: &["nvidia/cu13/bin", "nvidia/cuda_nvcc/bin"],
+};
+
+/// A located tool and the version it reports.
+#[derive(Debug, Clone)]
+pub(crate) struct Located {
+    pub(crate) path: PathBuf,
+    pub(crate) version: String,
+}
+
+/// Looks for `spec`'s binary: the file named by its environment variable
+/// (authoritative: if it is set but unusable, the search stops there); the
+/// name on `PATH`; `$CUDA_PATH/bin`; `/usr/local/cuda/bin`; and the pip
+/// wheels under the `purelib` of `python3` or `python`.
+///
+/// `Ok(None)` means nothing was found; `searched` then says where it looked.
+/// An environment override that names no file is `Ok(None)` after noting
+/// it; one that exists but does not run is an error.
+pub(crate) fn locate_tool(
+    spec: &ToolSpec,
+    searched: &mut Vec<String>,
+) -> Result<Option<Located>, PtxasError> {
+    // An explicit override is authoritative: silently falling back to some
+    // other binary would hide a typo and give results from the wrong toolkit.
+    if let Some(value) = std::env::var_os(spec.env) {
+        let path = PathBuf::from(&value);
+        if !path.is_file() {
+            searched.push(format!("{}={} (no such file)", spec.env, path.display()));
+            return Ok(None);
+        }
+        let version = query_version(&path)?;
+        return Ok(Some(Located { path, version }));
+    }
+
+    let exe = format!("{}{}", spec.exe, std::env::consts::EXE_SUFFIX);
+    let on_path: Vec<PathBuf> = match std::env::var_os("PATH") {
+        Some(path_var) => std::env::split_paths(&path_var)
+            .map(|dir| dir.join(&exe))
+            .collect(),
+        None => {
+            searched.push("PATH (not set)".to_owned());
+            Vec::new()
+        }
+    };
+    if let Some(found) = first_runnable(&on_path, searched) {
+        return Ok(Some(found));
+    }
+    match std::env::var_os("CUDA_PATH") {
+        Some(cuda) => {
+            let candidate = [Path::new(&cuda).join("bin").join(&exe)];
+            if let Some(found) = first_runnable(&candidate, searched) {
+                return Ok(Some(found));
+            }
+        }
+        None => searched.push("$CUDA_PATH/bin (CUDA_PATH not set)".to_owned()),
+    }
+    let default_toolkit = [Path::new("/usr/local/cuda/bin").join(&exe)];
+    if let Some(found) = first_runnable(&default_toolkit, searched) {
+        return Ok(Some(found));
+    }
+
+    // The pip wheel is looked up last because asking Python costs a
+    // process spawn, and a toolkit install is the more deliberate choice.
+    for python in ["python3", "python"] {
+        match purelib_of(python) {
+            Ok(purelib) => {
+                let wheel_candidates: Vec<PathBuf> = spec
+                    .wheel_dirs
+                    .iter()
+                    .map(|dir| purelib.join(dir).join(&exe))
+                    .collect();
+                if let Some(found) = first_runnable(&wheel_candidates, searched) {
+                    return Ok(Some(found));
+                }
+            }
+            Err(why) => searched.push(format!("pip package via `{python}` ({why})")),
+        }
+    }
+    Ok(None)
 }
 
 /// Returns the first candidate that exists and answers `--version`, noting
 /// every rejected one in `searched`.
-fn first_runnable(candidates: &[PathBuf], searched: &mut Vec<String>) -> Option<Ptxas> {
+fn first_runnable(candidates: &[PathBuf], searched: &mut Vec<String>) -> Option<Located> {
     for path in candidates {
         if !path.is_file() {
             searched.push(format!("{} (not found)", path.display()));
@@ -211,7 +321,7 @@ fn first_runnable(candidates: &[PathBuf], searched: &mut Vec<String>) -> Option<
         }
         match query_version(path) {
             Ok(version) => {
-                return Some(Ptxas {
+                return Some(Located {
                     path: path.clone(),
                     version,
                 });
@@ -222,7 +332,7 @@ fn first_runnable(candidates: &[PathBuf], searched: &mut Vec<String>) -> Option<
     None
 }
 
-fn query_version(path: &Path) -> Result<String, PtxasError> {
+pub(crate) fn query_version(path: &Path) -> Result<String, PtxasError> {
     let output = Command::new(path)
         .arg("--version")
         .output()
@@ -292,15 +402,15 @@ fn purelib_of(python: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(purelib))
 }
 
-/// The `.ptx` input and `.cubin` output of one `ptxas` run, deleted on drop so
-/// that early returns and errors do not leave files behind in the temp dir.
-struct TempPair {
-    ptx: PathBuf,
-    cubin: PathBuf,
+/// A uniquely named file in the temp dir, deleted on drop so that early
+/// returns and errors do not leave files behind.
+pub(crate) struct TempFile {
+    pub(crate) path: PathBuf,
 }
 
-impl TempPair {
-    fn create(ptx_text: &str) -> Result<TempPair, PtxasError> {
+impl TempFile {
+    /// A fresh path ending in `.EXT` that no file has yet (for a tool to write).
+    pub(crate) fn reserve(ext: &str) -> TempFile {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let count = COUNTER.fetch_add(1, Ordering::Relaxed);
         // The clock only adds uniqueness across processes that reuse a pid, so
@@ -309,36 +419,42 @@ impl TempPair {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let stem = format!("warpforge-ptxas-{}-{count}-{nanos}", std::process::id());
-        let dir = std::env::temp_dir();
-        let pair = TempPair {
-            ptx: dir.join(format!("{stem}.ptx")),
-            cubin: dir.join(format!("{stem}.cubin")),
-        };
+        let name = format!(
+            "warpforge-ptxas-{}-{count}-{nanos}.{ext}",
+            std::process::id()
+        );
+        TempFile {
+            path: std::env::temp_dir().join(name),
+        }
+    }
+
+    /// A fresh file ending in `.EXT` holding `contents`.
+    pub(crate) fn create(ext: &str, contents: &[u8]) -> Result<TempFile, PtxasError> {
+        let file = TempFile::reserve(ext);
         // create_new so a name collision is an error rather than silently
         // overwriting (or following a planted symlink to) someone else's file.
-        let mut file = OpenOptions::new()
+        let mut handle = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&pair.ptx)
+            .open(&file.path)
             .map_err(|source| PtxasError::Io {
-                what: format!("creating {}", pair.ptx.display()),
+                what: format!("creating {}", file.path.display()),
                 source,
             })?;
-        file.write_all(ptx_text.as_bytes())
+        handle
+            .write_all(contents)
             .map_err(|source| PtxasError::Io {
-                what: format!("writing {}", pair.ptx.display()),
+                what: format!("writing {}", file.path.display()),
                 source,
             })?;
-        Ok(pair)
+        Ok(file)
     }
 }
 
-impl Drop for TempPair {
+impl Drop for TempFile {
     fn drop(&mut self) {
-        // Best effort: the cubin does not exist when ptxas failed.
-        let _ = fs::remove_file(&self.ptx);
-        let _ = fs::remove_file(&self.cubin);
+        // Best effort: a reserved file does not exist when its tool failed.
+        let _ = fs::remove_file(&self.path);
     }
 }
 

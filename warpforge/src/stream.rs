@@ -91,6 +91,7 @@ impl Stream {
         args: A,
     ) -> Result<()> {
         let _ = kernel;
+        let _range = crate::nvtx::launch_range(K::NAME);
         self.device.launch_on::<K, A>(&self.kind, config, args)
     }
 

@@ -4,7 +4,7 @@
 //! `include_module!("warpforge-kernels")` reads.
 //!
 //! Line info stays off for the shipped library: with it, LLVM generates
-//! slightly different code (27 of the 181 kernels' register counts change on
+//! slightly different code (26 of the 150 kernels' register counts change on
 //! sm_80; spills, stack and occupancy do not), so the PTX that was measured
 //! would not be the PTX that ships. `WARPFORGE_LINE_INFO=1 cargo build` gives a
 //! build with Rust source lines in the SASS, for profiling.

@@ -330,11 +330,11 @@ impl PtxBuilder {
     /// for every kernels crate a build compiles, e.g. for one profiling build.
     ///
     /// Not quite free: debug info perturbs LLVM's code generation a little. On
-    /// warpforge's 181 library kernels (ptxas 13.5) spills and stack frames stay
+    /// warpforge's 150 library kernels (ptxas 13.5) spills and stack frames stay
     /// the same and no kernel's register-limited occupancy changes, but register
-    /// counts move in 27 kernels on sm_80 (22 up, 5 down, by 2–4) and 14 on
-    /// sm_90 (by 1–2, either way), SASS instruction counts by a few in 70 and
-    /// 29, and the PTX grows by about 37 %. Compare builds with and without it
+    /// counts move in 26 kernels on sm_80 (22 up, 4 down, by 2–4) and 12 on
+    /// sm_90 (by 1–2, either way), SASS instruction counts by a few in 66 and
+    /// 25, and the PTX grows by about 38 %. Compare builds with and without it
     /// (`warpforge ptx --diff OLD.ptx NEW.ptx`) before shipping it.
     pub fn line_info(mut self, on: bool) -> Self {
         self.line_info = on;

@@ -7,11 +7,13 @@
 //! | --- | --- |
 //! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
 //! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` |
-//! | [`probe`] | one probe kernel per device primitive, for tests |
+//!
+//! Only the library's kernels live here, so the library's PTX module holds
+//! nothing else. The probe kernels that exercise each device primitive in the
+//! tests are a crate of their own (`warpforge-probes`, with its own PTX module).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 #![deny(unsafe_code)]
 
 pub mod elementwise;
-pub mod probe;
 pub mod reduce;

@@ -1,8 +1,10 @@
 //! Benchmarks, timed with events: reductions against the device-to-device
 //! copy bandwidth measured in the same run, and copy/compute overlap on two
-//! streams. They measure and report; they assert nothing about speed.
+//! streams. They measure and return the figures as plain data; they assert
+//! nothing about speed. The text tables are the CLI's (`warpforge-cli`'s
+//! `bench_table`).
 //!
-//! - [`reduce`]: `sum`, `max` and `argmax` of f32 and bf16, whole-tensor at
+//! - [`reduce()`]: `sum`, `max` and `argmax` of f32 and bf16, whole-tensor at
 //!   each requested size and along each axis of an R×C matrix (axis 1: one
 //!   output per row; axis 0: one per column). GB/s is bytes read ÷ time. The
 //!   anchor is a [`DeviceBuffer::copy_from`] of the same tensor, whose GB/s is
@@ -24,23 +26,21 @@
 //! let config = ReduceBench::defaults(&dev).with_max_log2(10)?;
 //! let report = bench::reduce(&dev, &config)?;
 //! assert_eq!(report.rows.len(), config.cases()?.len());
-//! print!("{}", bench::render_reduce(&report));
+//! for row in &report.rows {
+//!     println!("{}: {:.2} GB/s, {:.3} of the copy anchor", row.case(), row.gbps, row.ratio);
+//! }
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 //!
 //! `warpforge bench reduce`, `warpforge bench overlap` and
 //! `cargo bench -p warpforge --bench reduce` run them.
 
-use crate::buffer::{DeviceBuffer, PinnedBuffer};
-use crate::device::Device;
-use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
 use crate::ops::grid_stride_config;
 use crate::reduce::{self, Op, Reducible};
-use crate::stream::{Event, Stream};
+use crate::{
+    DType, Device, DeviceBuffer, Error, Event, LaunchConfig, PinnedBuffer, Result, Stream,
+};
 use half::bf16;
-use std::fmt::Write as _;
 use std::time::Duration;
 use warpforge_kernels::elementwise::axpy_f32;
 
@@ -137,7 +137,7 @@ impl BenchDType {
     }
 }
 
-/// What to run in [`reduce`].
+/// What to run in [`reduce()`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReduceBench {
     /// The reductions.
@@ -197,7 +197,7 @@ impl ReduceBench {
         Ok(self)
     }
 
-    /// Every case [`reduce`] measures, in order: per dtype, per size the
+    /// Every case [`reduce()`] measures, in order: per dtype, per size the
     /// copy anchor then each op; then the matrix's anchor, its rows (axis 1)
     /// and its columns (axis 0).
     pub fn cases(&self) -> Result<Vec<Case>> {
@@ -297,7 +297,7 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// What [`reduce`] measured.
+/// What [`reduce()`] measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReduceReport {
     /// [`Device::name`].
@@ -431,8 +431,12 @@ fn seconds_per_call(
     Ok(median(samples))
 }
 
-/// `bytes / seconds` in GB/s (10⁹ bytes per second).
-fn gbps(bytes: u64, seconds: f64) -> f64 {
+/// `bytes / seconds` in GB/s (10⁹ bytes per second): the rate every row reports.
+///
+/// ```
+/// assert_eq!(warpforge::bench::gbps(3_000_000_000, 1.5), 2.0);
+/// ```
+pub fn gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
 }
 
@@ -519,68 +523,6 @@ fn row(case: &Case, bytes: u64, seconds: f64, anchor_gbps: f64) -> BenchRow {
         anchor_gbps,
         ratio: rate / anchor_gbps,
     }
-}
-
-/// `12.3 µs`, `4.56 ms`, `1.23 s`.
-fn human_time(seconds: f64) -> String {
-    if seconds < 1e-3 {
-        format!("{:.1} µs", seconds * 1e6)
-    } else if seconds < 1.0 {
-        format!("{:.2} ms", seconds * 1e3)
-    } else {
-        format!("{seconds:.2} s")
-    }
-}
-
-/// `512 KiB`, `1.0 GiB`.
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 || value.fract() == 0.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-/// The report as a table, one line per case (and one per skipped case).
-pub fn render_reduce(report: &ReduceReport) -> String {
-    let mut out = String::new();
-    let t = report.timing;
-    let _ = writeln!(
-        out,
-        "{}: median of {} × {} iteration(s) after {} warm-up, timed with events",
-        report.device,
-        t.reps.max(1),
-        t.iters.max(1),
-        t.warmup
-    );
-    let _ = writeln!(
-        out,
-        "{:<34} {:>9} {:>10} {:>9} {:>10} {:>6}",
-        "case", "bytes", "time", "GB/s", "copy GB/s", "ratio"
-    );
-    for r in &report.rows {
-        let _ = writeln!(
-            out,
-            "{:<34} {:>9} {:>10} {:>9.2} {:>10.2} {:>6.3}",
-            r.case().to_string(),
-            human_bytes(r.bytes),
-            human_time(r.seconds),
-            r.gbps,
-            r.anchor_gbps,
-            r.ratio
-        );
-    }
-    for s in &report.skipped {
-        let _ = writeln!(out, "{:<34} skipped: {}", s.case.to_string(), s.reason);
-    }
-    out
 }
 
 /// What [`overlap`] runs.
@@ -742,36 +684,6 @@ pub fn overlap(dev: &Device, config: &OverlapBench) -> Result<OverlapReport> {
     })
 }
 
-/// The overlap report as a table.
-pub fn render_overlap(r: &OverlapReport) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}: pinned upload of {} and {} × axpy_f32 over {} elements, timed with events",
-        r.device,
-        human_bytes(r.copy_bytes),
-        r.kernel_launches,
-        r.kernel_elements
-    );
-    let lines = [
-        ("upload alone", r.copy_seconds),
-        ("kernels alone", r.kernel_seconds),
-        ("one stream (serialised)", r.serial_seconds),
-        ("two streams", r.two_stream_seconds),
-    ];
-    for (what, s) in lines {
-        let _ = writeln!(out, "{what:<26} {:>10}", human_time(s));
-    }
-    let _ = writeln!(
-        out,
-        "upload GB/s {:.2}; overlap ratio (upload + kernels) / two streams = {:.3} \
-         (2 = full overlap, 1 = none)",
-        gbps(r.copy_bytes, r.copy_seconds),
-        r.overlap_ratio
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -824,9 +736,6 @@ mod tests {
             assert_eq!(r.anchor_gbps, anchor.gbps, "{}", r.case());
         }
         assert_eq!(report.device, dev.name());
-        let table = render_reduce(&report);
-        assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
-        assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
     }
 
     #[test]
@@ -869,7 +778,6 @@ mod tests {
             assert_eq!(s.case.shape, [1 << 18]);
             assert!(s.reason.contains("out of device memory"), "{}", s.reason);
         }
-        assert!(render_reduce(&report).contains("skipped: "));
         // The device still works after the failed allocation.
         assert_eq!(
             crate::reduce::sum(&dev.upload(&[1.0f32, 2.0]).unwrap()).unwrap(),
@@ -904,7 +812,6 @@ mod tests {
             r.overlap_ratio,
             (r.copy_seconds + r.kernel_seconds) / r.two_stream_seconds
         );
-        assert!(render_overlap(&r).contains("two streams"));
     }
 
     #[test]

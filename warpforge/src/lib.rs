@@ -12,6 +12,26 @@
 //!    or runs it in the emulator.
 //! 4. [`reference`](mod@reference) and [`verify`] — CPU references and the checks that compare them.
 //!
+//! # Where things are
+//!
+//! | folder or file | role | public paths |
+//! | --- | --- | --- |
+//! | `src/runtime/` | devices (GPU or emulator), buffers, streams and events, launches, errors, NVTX | [`Device`], [`DeviceBuffer`], [`Stream`], [`LaunchConfig`], [`Error`], …, [`gpu`], [`nvtx`] |
+//! | `src/ops/` | the operations users call: elementwise ([`ops::axpy`]) and [`reduce`] | [`ops`], [`reduce`] |
+//! | `src/reference/` | CPU references, one module per family of `ops/` | [`reference`](mod@reference) |
+//! | `src/verify.rs` | every kernel against its reference on generated inputs | [`verify`] |
+//! | `src/ptx.rs` | embedded PTX modules, [`include_module!`], what is read from PTX text | [`ptx`], [`Module`] |
+//! | `src/bench.rs` | measurement with events, reports as data | [`bench`](mod@bench) |
+//!
+//! The references sit beside `ops/`, not inside it: a reference is the independent
+//! definition an op is checked against, so it takes the op's vocabulary (`reduce::Op`,
+//! the shape as a `reduce::Layout`, whose fold depth sets the tolerance) but none of
+//! its kernels or launch code; `verify` and the tests read it from one place, and
+//! `reference/gemm.rs` will sit opposite `ops/gemm.rs` as `reduce.rs` does now.
+//! The `warpforge` command (`verify`, `ptx`, `run`, `bench`, `doctor`; clap, `.npy`,
+//! ptxas and nvdisasm) is the `warpforge-cli` crate: a program that depends on this
+//! library compiles none of it.
+//!
 //! Your own kernels crate travels the same way: your host crate's `build.rs`
 //! runs `warpforge-builder` on it, [`include_module!`] embeds the PTX as a
 //! [`Module`], and [`Device::load`] loads it on a GPU (the library's module is
@@ -32,35 +52,20 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
+mod runtime;
+
 pub mod bench;
-mod buffer;
-mod device;
-pub mod doctor;
-mod element;
-mod emulator;
-mod error;
-pub mod gpu;
-mod launch;
-pub mod npy;
-pub mod nvtx;
 pub mod ops;
 pub mod ptx;
-pub mod ptx_diff;
-pub mod ptxas;
-pub mod reduce;
 pub mod reference;
-pub mod run;
-pub mod sass;
-mod stream;
 pub mod verify;
 
-pub use buffer::{DeviceBuffer, PinnedBuffer};
-pub use device::Device;
-pub use element::{DType, Element};
-pub use error::{Error, FaultCode, Result};
-pub use launch::{FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits};
+pub use ops::reduce;
 pub use ptx::Module;
-pub use stream::{Event, Stream};
+pub use runtime::{
+    DType, Device, DeviceBuffer, Element, Error, Event, FaultCode, FunctionLimits, KernelArg,
+    KernelArgs, LaunchConfig, Limits, PinnedBuffer, Result, Stream, gpu, nvtx,
+};
 pub use warpforge_device::Dim3;
 pub use warpforge_device::emu::{EmuError, Fault};
 pub use warpforge_device::kernel::Kernel;

@@ -14,7 +14,7 @@
 //! parameters are checked against the entry's `.param` list
 //! ([`check_signature`]): a name alone is never trusted.
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use warpforge_device::kernel::{Kernel, Param, ParamKind};
 
 /// One PTX text of a module, for one architecture.

@@ -11,11 +11,9 @@
 //! [`reference::reduce`]'s intervals; the whole-tensor case also runs at the
 //! random lengths.
 
-use crate::device::Device;
-use crate::error::{Error, Result};
 use crate::reduce::{self, Layout, Op, Reduced, Reducible};
 use crate::reference::reduce::{RefElement, Value};
-use crate::{ops, reference};
+use crate::{Device, Error, Result, ops, reference};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -7,7 +7,7 @@ mod common;
 
 use proptest::prelude::*;
 use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
-use warpforge_kernels::probe::{self, op};
+use warpforge_testkit::{self as probe, PROBES, op};
 
 const BLOCKS: u32 = 3;
 const THREADS: u32 = 64;
@@ -424,6 +424,7 @@ fn gpu_atomics_end_where_the_emulator_does() {
         Device::gpu(0).expect("this test needs a CUDA GPU"),
         Device::emulator(),
     );
+    gpu.load(&PROBES).unwrap();
     let bins: Vec<u32> = (0..N as u32)
         .map(|i| i.wrapping_mul(2_654_435_761) % BINS)
         .collect();

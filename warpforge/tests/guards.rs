@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use warpforge::{Device, Dim3, Error, LaunchConfig};
 use warpforge_device::emu::Fault;
-use warpforge_kernels::probe;
+use warpforge_testkit as probe;
 
 const TILE: u32 = 16;
 

@@ -6,7 +6,7 @@ mod common;
 
 use proptest::prelude::*;
 use warpforge::{Device, LaunchConfig};
-use warpforge_kernels::probe::{self, MATH_F64_FUNCTIONS, MATH_FUNCTIONS, PACKED_OPS};
+use warpforge_testkit::{self as probe, MATH_F64_FUNCTIONS, MATH_FUNCTIONS, PACKED_OPS, PROBES};
 
 /// The NaN rule of `warpforge_device::num` ("NaN results"), restated here
 /// from its sources rather than read from the crate: every NaN an f32
@@ -418,6 +418,7 @@ fn the_fixed_point_rounding_check_rejects_wrong_answers() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_math_is_within_the_same_bounds_and_accurate_functions_match_the_emulator() {
     let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    gpu.load(&PROBES).unwrap();
     let emu = Device::emulator();
     // NaNs of either sign, quiet and signalling, with payloads: their results
     // are compared by the NaN rule, bit for bit where it fixes the bits.

@@ -14,16 +14,17 @@ use warpforge_device::{Out, thread};
 use warpforge_kernels::elementwise;
 use warpforge_macros::kernel;
 
-/// Checks each library kernel type against its entry in the library module.
-macro_rules! check_library {
-    ($($path:path),* $(,)?) => {{
+/// Checks each kernel type against its entry in `$module` (a `Module` named
+/// `$name`, the kernels' crate): it resolves there, and its parameters match.
+macro_rules! check_entries {
+    ($module:expr, $name:literal; $($path:path),* $(,)?) => {{
         let mut checked = Vec::new();
         $(
             {
                 type K = $path;
-                assert_eq!(K::MODULE, "warpforge-kernels", "{}", K::NAME);
-                assert_eq!(ptx::resolve::<K>([&ptx::LIBRARY]).map(|m| m.name).ok(), Some("warpforge-kernels"));
-                ptx::LIBRARY
+                assert_eq!(K::MODULE, $name, "{}", K::NAME);
+                assert_eq!(ptx::resolve::<K>([&ptx::LIBRARY, &$module]).map(|m| m.name).ok(), Some($name));
+                $module
                     .check_kernel::<K>()
                     .unwrap_or_else(|e| panic!("{e}"));
                 checked.push(K::NAME);
@@ -35,11 +36,10 @@ macro_rules! check_library {
 
 #[test]
 fn library_kernels_match_their_ptx_entries() {
-    use warpforge_kernels::probe::*;
     use warpforge_kernels::reduce::*;
     // A spread of parameter shapes: f32/f64 scalars, u32 and u64 scalars
     // between buffers, f16/bf16 buffers, up to six buffers.
-    let checked = check_library!(
+    let checked = check_entries!(ptx::LIBRARY, "warpforge-kernels";
         elementwise::axpy_f32,
         elementwise::axpy_f64,
         reduce_rows_sum_f16,
@@ -48,6 +48,20 @@ fn library_kernels_match_their_ptx_entries() {
         combine_cols_min_u32,
         finish_f32_to_f16,
         finish_index,
+    );
+    let entries = ptx::LIBRARY.variants[0].entries();
+    for name in checked {
+        assert!(entries.contains(&name), "{name}");
+    }
+}
+
+/// The probe kernels (test-only, one per device primitive) are a module of
+/// their own, built by warpforge-testkit the way a user's host crate builds
+/// its kernels: their entries are there and match, as the library's do.
+#[test]
+fn probe_kernels_match_their_own_modules_entries() {
+    use warpforge_testkit::*;
+    let checked = check_entries!(PROBES, "warpforge-probes";
         probe_shuffle_in,
         probe_transpose,
         probe_atomic_f16,
@@ -56,9 +70,32 @@ fn library_kernels_match_their_ptx_entries() {
         probe_convert,
         probe_active_mask,
     );
-    let entries = ptx::LIBRARY.variants[0].entries();
+    let entries = PROBES.variants[0].entries();
     for name in checked {
         assert!(entries.contains(&name), "{name}");
+    }
+    assert!(
+        entries.iter().all(|e| e.starts_with("probe_")),
+        "{entries:?}"
+    );
+    // Only the library loaded: a probe is `ModuleNotLoaded`, naming its module.
+    assert!(matches!(
+        ptx::resolve::<probe_transpose>([&ptx::LIBRARY]),
+        Err(Error::ModuleNotLoaded {
+            kernel: "probe_transpose",
+            module: "warpforge-probes"
+        })
+    ));
+}
+
+/// The library's PTX holds the library's kernels only: no probe is in it.
+#[test]
+fn the_library_module_has_no_probe_kernels() {
+    for variant in ptx::LIBRARY.variants {
+        let entries = variant.entries();
+        assert!(!entries.is_empty(), "{}", variant.arch);
+        let probes: Vec<_> = entries.iter().filter(|e| e.contains("probe_")).collect();
+        assert!(probes.is_empty(), "{}: {probes:?}", variant.arch);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use warpforge::{Device, DeviceBuffer, Dim3, Element, EmuError, Error, Fault, LaunchConfig};
-use warpforge_kernels::probe;
+use warpforge_testkit::{self as probe, PROBES};
 
 const WARP: usize = 32;
 
@@ -340,6 +340,7 @@ fn gpu_primitives_agree_with_the_emulator_bit_for_bit() {
         Device::gpu(0).expect("this test needs a CUDA GPU"),
         Device::emulator(),
     );
+    gpu.load(&PROBES).unwrap();
     let x: Vec<u32> = (0..256u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
     let shuffle_args = [0, 1, 5, 16, 31, 32, 33, 63, 0xffff_ffe1, u32::MAX];
     for mode in 0..4 {

@@ -450,9 +450,11 @@ fn assert_axpy_runs(dev: &Device) {
 }
 
 /// Plants a trap: probe_transpose insists on an output of rows × cols, and
-/// gets one element. Returns the fault the host read reports.
+/// gets one element. Returns the fault the host read reports. Loads the
+/// probes' module first: a reset or reopened device has only the library's.
 fn plant_trap(dev: &Device) -> Error {
-    use warpforge_kernels::probe::probe_transpose;
+    use warpforge_testkit::{PROBES, probe_transpose};
+    dev.load(&PROBES).unwrap();
     let x = dev.upload(&[1.0f32; 6]).unwrap();
     let mut out = dev.alloc_zeroed::<f32>(1).unwrap();
     let cfg = LaunchConfig::new(Dim3::x(1), Dim3::new(16, 16, 1));
@@ -524,13 +526,12 @@ fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
         String::from_utf8_lossy(&child.stderr)
     );
     let message = "out is too small for cols × rows";
-    let source = include_str!("../../kernels/src/probe/matrix.rs");
+    let source = include_str!("../../probes/src/matrix.rs");
     let line = 1 + source
         .lines()
         .position(|l| l.contains(&format!("\"{message}\"")))
         .expect("the message is in the probe's source");
-    let want =
-        format!("warpforge kernel panicked at kernels/src/probe/matrix.rs:{line}: {message}");
+    let want = format!("warpforge kernel panicked at probes/src/matrix.rs:{line}: {message}");
     let printed: Vec<&str> = stdout
         .lines()
         .filter(|l| l.contains("panicked at"))

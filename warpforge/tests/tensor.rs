@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use std::collections::HashSet;
 use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
 use warpforge_device::mma::{K, M, N, a_coord, b_coord, c_coord};
-use warpforge_kernels::probe;
+use warpforge_testkit::{self as probe, PROBES};
 
 /// Every (lane, element) pair names a distinct element, and together they
 /// cover the matrix: the fragments partition it.
@@ -213,6 +213,7 @@ fn mma_with_a_partial_warp_is_a_reported_fault() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_mma_is_within_the_bound_and_ldmatrix_agrees_with_the_tables() {
     let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    gpu.load(&PROBES).unwrap();
     let a: Vec<half::f16> = (0..M * K)
         .map(|i| half::f16::from_f32(((i * 37) % 17) as f32 / 4.0 - 2.0))
         .collect();

@@ -22,8 +22,8 @@
 //! half its smallest subnormal, `γ(k) = k·u/(1 − k·u)`.
 
 use super::sum;
-use crate::error::{Error, Result};
 use crate::reduce::{Layout, Op, Reducible};
+use crate::{Error, Result};
 use half::{bf16, f16};
 
 /// A reduction input or output value, widened without loss.

@@ -1,0 +1,183 @@
+//! The tables `warpforge bench reduce` and `warpforge bench overlap` print:
+//! [`warpforge::bench`]'s reports as text, one line per case.
+//!
+//! ```
+//! use warpforge::{Device, bench::{self, ReduceBench}};
+//! let dev = Device::emulator();
+//! let report = bench::reduce(&dev, &ReduceBench::defaults(&dev).with_max_log2(10)?)?;
+//! print!("{}", warpforge_cli::bench_table::render_reduce(&report));
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+
+use std::fmt::Write as _;
+use warpforge::bench::{OverlapReport, ReduceReport, gbps};
+
+/// `12.3 µs`, `4.56 ms`, `1.23 s`.
+fn human_time(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
+/// `512 KiB`, `1.0 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The report as a table, one line per case (and one per skipped case).
+pub fn render_reduce(report: &ReduceReport) -> String {
+    let mut out = String::new();
+    let t = report.timing;
+    let _ = writeln!(
+        out,
+        "{}: median of {} × {} iteration(s) after {} warm-up, timed with events",
+        report.device,
+        t.reps.max(1),
+        t.iters.max(1),
+        t.warmup
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>9} {:>10} {:>9} {:>10} {:>6}",
+        "case", "bytes", "time", "GB/s", "copy GB/s", "ratio"
+    );
+    for r in &report.rows {
+        let _ = writeln!(
+            out,
+            "{:<34} {:>9} {:>10} {:>9.2} {:>10.2} {:>6.3}",
+            r.case().to_string(),
+            human_bytes(r.bytes),
+            human_time(r.seconds),
+            r.gbps,
+            r.anchor_gbps,
+            r.ratio
+        );
+    }
+    for s in &report.skipped {
+        let _ = writeln!(out, "{:<34} skipped: {}", s.case.to_string(), s.reason);
+    }
+    out
+}
+
+/// The overlap report as a table.
+pub fn render_overlap(r: &OverlapReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: pinned upload of {} and {} × axpy_f32 over {} elements, timed with events",
+        r.device,
+        human_bytes(r.copy_bytes),
+        r.kernel_launches,
+        r.kernel_elements
+    );
+    let lines = [
+        ("upload alone", r.copy_seconds),
+        ("kernels alone", r.kernel_seconds),
+        ("one stream (serialised)", r.serial_seconds),
+        ("two streams", r.two_stream_seconds),
+    ];
+    for (what, s) in lines {
+        let _ = writeln!(out, "{what:<26} {:>10}", human_time(s));
+    }
+    let _ = writeln!(
+        out,
+        "upload GB/s {:.2}; overlap ratio (upload + kernels) / two streams = {:.3} \
+         (2 = full overlap, 1 = none)",
+        gbps(r.copy_bytes, r.copy_seconds),
+        r.overlap_ratio
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warpforge::Device;
+    use warpforge::bench::{BenchDType, OverlapBench, ReduceBench, Timing, overlap, reduce};
+
+    /// The library's own test configuration: 2^10 elements and a 32×32 matrix.
+    fn tiny(dev: &Device) -> ReduceBench {
+        let mut config = ReduceBench::defaults(dev).with_max_log2(10).unwrap();
+        config.timing = Timing {
+            warmup: 1,
+            iters: 2,
+            reps: 3,
+        };
+        config
+    }
+
+    #[test]
+    fn the_reduce_table_has_a_header_and_a_line_per_case() {
+        let dev = Device::emulator();
+        let config = tiny(&dev);
+        let report = reduce(&dev, &config).unwrap();
+        let cases = config.cases().unwrap();
+        let table = render_reduce(&report);
+        assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
+        assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
+    }
+
+    #[test]
+    fn a_skipped_case_is_a_line_of_the_table() {
+        // 1 MiB of device memory: 2^10 f32 fits, 2^18 (1 MiB, twice for the copy) does not.
+        let dev = Device::emulator_with_memory(1 << 20);
+        let mut config = tiny(&dev);
+        config.dtypes = vec![BenchDType::F32];
+        config.sizes = vec![1 << 10, 1 << 18];
+        config.matrix = None;
+        let report = reduce(&dev, &config).unwrap();
+        assert_eq!(report.skipped.len(), 4);
+        let table = render_reduce(&report);
+        assert_eq!(table.matches("skipped: ").count(), 4, "{table}");
+    }
+
+    #[test]
+    fn the_overlap_table_names_every_phase() {
+        let dev = Device::emulator();
+        let config = OverlapBench {
+            copy_bytes: 1 << 20,
+            kernel_elements: 1 << 12,
+            timing: Timing {
+                warmup: 1,
+                iters: 1,
+                reps: 3,
+            },
+        };
+        let table = render_overlap(&overlap(&dev, &config).unwrap());
+        for phase in [
+            "upload alone",
+            "kernels alone",
+            "one stream (serialised)",
+            "two streams",
+            "overlap ratio",
+        ] {
+            assert!(table.contains(phase), "{phase}: {table}");
+        }
+    }
+
+    #[test]
+    fn times_and_sizes_read_as_units() {
+        assert_eq!(human_time(12.34e-6), "12.3 µs");
+        assert_eq!(human_time(4.561e-3), "4.56 ms");
+        assert_eq!(human_time(1.234), "1.23 s");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(512 << 10), "512 KiB");
+        assert_eq!(human_bytes(3 << 19), "1.5 MiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+    }
+}

@@ -1,0 +1,24 @@
+//! The parts of the `warpforge` command (`src/main.rs`), as a library so that
+//! its tests and doc examples can call them. Not a stable API: programs that
+//! launch kernels depend on the `warpforge` library, which compiles none of this
+//! (no clap, no npyz).
+//!
+//! | module | command | what it holds |
+//! | --- | --- | --- |
+//! | [`npy`] | `run` | reading and writing `.npy` arrays |
+//! | [`run`] | `run reduce` | one library operation on a `.npy` array |
+//! | [`ptxas`] | `ptx` | finding and running `ptxas`; its per-kernel resource report |
+//! | [`sass`] | `ptx --sass` | `nvdisasm`/`cuobjdump`, SASS listings with Rust source lines |
+//! | [`ptx_diff`] | `ptx --diff` | per-kernel before/after tables |
+//! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
+//! | [`bench_table`] | `bench` | [`warpforge::bench`]'s reports as text tables |
+//!
+//! `verify` is the library's ([`warpforge::verify`]); the command prints its reports.
+
+pub mod bench_table;
+pub mod doctor;
+pub mod npy;
+pub mod ptx_diff;
+pub mod ptxas;
+pub mod run;
+pub mod sass;

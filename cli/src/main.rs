@@ -1,0 +1,312 @@
+//! The `warpforge` command: verify kernels against CPU references, and inspect their PTX.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use warpforge::reduce::Op;
+use warpforge::{Device, Error, bench, verify};
+use warpforge_cli::{bench_table, npy, run};
+
+mod ptx_command;
+
+#[derive(Parser)]
+#[command(
+    name = "warpforge",
+    version,
+    about = "CUDA kernels in Rust: verify them, inspect their PTX"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every kernel against its CPU reference (GPU if present, else the emulator).
+    Verify {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Seed of the generated inputs.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
+        /// Random lengths per kernel, on top of 0, 1, 31, 32, 33, 1023, 1025.
+        #[arg(long, default_value_t = 3)]
+        random_lengths: usize,
+        /// Largest random length (default: 4M on a GPU, 200k on the emulator).
+        #[arg(long)]
+        max_len: Option<usize>,
+    },
+    /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
+    ///
+    /// The module is the embedded one unless a FILE.ptx is given. Needs ptxas
+    /// (`pip install nvidia-cuda-nvcc`); --sass also needs nvdisasm (`pip install
+    /// nvidia-cuda-nvdisasm`, or cuobjdump from `nvidia-cuda-cuobjdump`). Exits 2 on a
+    /// ptxas error or an unknown --kernel, 1 on spills with --deny-spills.
+    Ptx(ptx_command::PtxArgs),
+    /// Run a library operation on .npy files.
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Measure throughput with events (GB/s against the device's copy bandwidth).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
+    ///
+    /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
+    /// is present but unusable.
+    Doctor,
+}
+
+#[derive(Subcommand)]
+enum RunCommand {
+    /// Reduce an .npy array, whole or along one axis, and write the result as .npy.
+    ///
+    /// Reads float16/32/64, int32/64 and uint32 arrays (either byte order; Fortran order is
+    /// read as the same array in C order). Writes the input's dtype, int64 indices for
+    /// argmin/argmax (flat indices for a whole-array reduction), float32 with `--dtype bf16`.
+    /// A whole-array reduction writes a 0-d array.
+    Reduce {
+        /// The reduction.
+        #[arg(long, value_parser = op_parser())]
+        op: Op,
+        /// Reduce along this axis (0 = outermost); omit it to reduce the whole array.
+        #[arg(long)]
+        axis: Option<usize>,
+        /// The input .npy file.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the result (.npy).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Compute in another dtype than the input's.
+        #[arg(long, value_enum)]
+        dtype: Option<ComputeDType>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// sum/max/argmax of f32 and bf16, whole-tensor at 2^16 … 2^N elements and along
+    /// each axis of a matrix, in GB/s (bytes read ÷ time) and as a ratio to the
+    /// device-to-device copy bandwidth measured in the same run.
+    Reduce {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Largest whole-tensor size, 2^N elements (default: 28 on a GPU, 20 on the
+        /// emulator); the matrix has 2^min(N, 26) elements.
+        #[arg(long)]
+        max_log2: Option<u32>,
+        /// Iterations between the two events of each timed repetition (default: 20 on a
+        /// GPU, 1 on the emulator).
+        #[arg(long)]
+        iters: Option<usize>,
+    },
+    /// A pinned upload and axpy kernels alone, serialised on one stream, and overlapped
+    /// on two streams.
+    Overlap {
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+        /// Bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
+        #[arg(long)]
+        mib: Option<usize>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ComputeDType {
+    /// bfloat16: round a float input to bf16 (to nearest, ties to even), reduce in bf16 and
+    /// write float32 (.npy has no bf16 dtype).
+    Bf16,
+}
+
+/// `--op`: the names in `Op::ALL`, listed in the help and in usage errors.
+fn op_parser() -> impl clap::builder::TypedValueParser<Value = Op> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Op::ALL.map(Op::name))
+        .map(|name| Op::from_name(&name).expect("every name in Op::ALL parses"))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// GPU 0 if usable, else the CPU emulator.
+    Auto,
+    /// GPU 0, or fail.
+    Gpu,
+    /// The CPU emulator.
+    Emu,
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Verify {
+            backend,
+            seed,
+            random_lengths,
+            max_len,
+        } => run_verify(backend, seed, random_lengths, max_len),
+        Command::Ptx(args) => ptx_command::run(&args),
+        Command::Run(RunCommand::Reduce {
+            op,
+            axis,
+            input,
+            out,
+            backend,
+            dtype,
+        }) => run_reduce(op, axis, &input, &out, backend, dtype),
+        Command::Doctor => Ok(run_doctor()),
+        Command::Bench(BenchCommand::Reduce {
+            backend,
+            max_log2,
+            iters,
+        }) => run_bench_reduce(backend, max_log2, iters),
+        Command::Bench(BenchCommand::Overlap { backend, mib }) => run_bench_overlap(backend, mib),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_verify(
+    backend: Backend,
+    seed: u64,
+    random_lengths: usize,
+    max_len: Option<usize>,
+) -> Result<ExitCode, String> {
+    let dev = open_backend(backend)?;
+    let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
+    println!("verifying on {}", dev.name());
+    let reports = verify::run(&dev, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    println!(
+        "{:<20} {:>7} {:>12} {:>12} {:>10}  result",
+        "kernel", "cases", "max abs err", "max rel err", "worst/tol"
+    );
+    for r in &reports {
+        println!(
+            "{:<20} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
+            r.kernel,
+            r.lengths.len(),
+            r.max_abs_err,
+            r.max_rel_err,
+            r.worst_vs_tolerance,
+            if r.passed() { "pass" } else { "FAIL" }
+        );
+        if let Some(f) = &r.failure {
+            println!("    {f}");
+        }
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    println!(
+        "verify: {} passed, {} failed",
+        reports.len() - failed,
+        failed
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run_reduce(
+    op: Op,
+    axis: Option<usize>,
+    input: &Path,
+    out: &Path,
+    backend: Backend,
+    dtype: Option<ComputeDType>,
+) -> Result<ExitCode, String> {
+    let x = npy::read(input).map_err(|e| e.to_string())?;
+    let dev = open_backend(backend)?;
+    let as_bf16 = dtype == Some(ComputeDType::Bf16);
+    let y = run::reduce_npy(&dev, op, axis, &x, as_bf16)
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    y.write(out).map_err(|e| e.to_string())?;
+    let along = axis.map_or("the whole array".to_owned(), |k| format!("axis {k}"));
+    println!(
+        "{} over {along} of {} {:?} on {}{}: {} {:?} -> {}",
+        op.name(),
+        x.data.dtype_name(),
+        x.shape,
+        dev.name(),
+        if as_bf16 { " in bf16" } else { "" },
+        y.data.dtype_name(),
+        y.shape,
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The device `backend` names; `auto` says on stderr why it fell back to the emulator.
+/// The device `--backend` names; `auto` says on stderr why it fell back to the emulator.
+fn open_backend(backend: Backend) -> Result<Device, String> {
+    match backend {
+        Backend::Gpu => Device::gpu(0).map_err(|e| e.to_string()),
+        Backend::Emu => Ok(Device::emulator()),
+        Backend::Auto => {
+            let (dev, why) = Device::auto();
+            if let Some(why) = why {
+                eprintln!(
+                    "no usable GPU ({}); running on the CPU emulator",
+                    short_reason(&why)
+                );
+            }
+            Ok(dev)
+        }
+    }
+}
+
+fn run_bench_reduce(
+    backend: Backend,
+    max_log2: Option<u32>,
+    iters: Option<usize>,
+) -> Result<ExitCode, String> {
+    let dev = open_backend(backend)?;
+    let mut config = bench::ReduceBench::defaults(&dev);
+    if let Some(n) = max_log2 {
+        config = config.with_max_log2(n).map_err(|e| e.to_string())?;
+    }
+    if let Some(iters) = iters {
+        config.timing.iters = iters;
+    }
+    let report = bench::reduce(&dev, &config).map_err(|e| e.to_string())?;
+    print!("{}", bench_table::render_reduce(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_bench_overlap(backend: Backend, mib: Option<usize>) -> Result<ExitCode, String> {
+    let dev = open_backend(backend)?;
+    let mut config = bench::OverlapBench::defaults(&dev);
+    if let Some(mib) = mib {
+        config.copy_bytes = mib
+            .checked_mul(1 << 20)
+            .ok_or_else(|| format!("--mib {mib}: the byte count overflows"))?;
+    }
+    let report = bench::overlap(&dev, &config).map_err(|e| e.to_string())?;
+    print!("{}", bench_table::render_overlap(&report));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The first sentence of an error, for a one-line notice.
+fn short_reason(e: &Error) -> String {
+    let s = e.to_string();
+    s.split(". ").next().unwrap_or(&s).to_owned()
+}
+
+fn run_doctor() -> ExitCode {
+    let report = warpforge_cli::doctor::gather();
+    print!("{report}");
+    if report.verdict().is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

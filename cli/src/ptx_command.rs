@@ -1,0 +1,625 @@
+//! `warpforge ptx`: the command-line side of [`warpforge_cli::ptxas`],
+//! [`warpforge_cli::sass`] and [`warpforge_cli::ptx_diff`] (a module of the binary,
+//! not of the library).
+//!
+//! Three modes over one PTX module (the embedded one, or a `.ptx` file):
+//! the resource report (default), `--sass` (the disassembly per kernel, with
+//! Rust source lines when the PTX has `.loc` line info), and `--diff OLD
+//! [NEW]` (registers, spills, stack, shared memory and instruction count
+//! before and after). `--kernel NAME` narrows each of them.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use warpforge::ptx;
+use warpforge_cli::ptx_diff::{self, KernelMetrics};
+use warpforge_cli::ptxas::{self, EntryReport, Ptxas};
+use warpforge_cli::sass::{self, Disassembler};
+
+/// The report's architectures when `--arch` is not given.
+const REPORT_ARCHS: &[&str] = &["sm_80", "sm_90"];
+/// `--sass` and `--diff` look at one architecture unless told otherwise.
+const SASS_ARCHS: &[&str] = &["sm_90"];
+
+/// `warpforge ptx` arguments.
+#[derive(clap::Args)]
+pub struct PtxArgs {
+    /// A .ptx file to inspect instead of the embedded module, e.g. a kernels crate's PTX from its
+    /// build's OUT_DIR or from `--emit`. PTX with debug info (`-Cdebuginfo=line-tables-only`) is
+    /// accepted: its DWARF sections are dropped before ptxas, its line info kept.
+    #[arg(value_name = "FILE.ptx")]
+    file: Option<PathBuf>,
+    /// Only this kernel (repeatable). A name the module lacks exits 2 with the closest names.
+    #[arg(long = "kernel", value_name = "NAME")]
+    kernels: Vec<String>,
+    /// Architecture to assemble for (repeatable) [default: sm_80 and sm_90 for the report, sm_90
+    /// for --sass and --diff; the module's own .target when it needs a newer one].
+    #[arg(long = "arch", value_name = "ARCH")]
+    archs: Vec<String>,
+    /// Print each kernel's SASS (ptxas to a cubin, then nvdisasm, or `cuobjdump -sass`), with the
+    /// Rust source lines interleaved when the PTX has line info. Without --kernel: every kernel.
+    #[arg(long, conflicts_with = "diff")]
+    sass: bool,
+    /// Compare OLD.ptx with NEW.ptx (default: the embedded module): registers, spills, stack,
+    /// static shared memory and instruction count per kernel and arch, with the change.
+    #[arg(long, num_args = 1..=2, value_names = ["OLD.ptx", "NEW.ptx"], conflicts_with = "file")]
+    diff: Option<Vec<PathBuf>>,
+    /// With --diff: also list the kernels that did not change.
+    #[arg(long, requires = "diff")]
+    all: bool,
+    /// Also write each embedded module's .ptx file into this directory.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["file", "diff"])]
+    emit: Option<PathBuf>,
+    /// Exit 1 if any kernel spills registers (with --diff: any kernel of NEW).
+    #[arg(long)]
+    deny_spills: bool,
+}
+
+/// One PTX module to assemble.
+#[derive(Debug)]
+struct Source {
+    /// What to call it in output: the file's path or `warpforge-kernels (embedded)`.
+    label: String,
+    /// The PTX, sanitised for ptxas ([`sass::sanitize_line_info`]).
+    text: Cow<'static, str>,
+    /// Its `.target` architecture.
+    target: String,
+}
+
+impl Source {
+    fn entries(&self) -> Vec<&str> {
+        sass::entries(&self.text)
+    }
+}
+
+/// Runs `warpforge ptx`; `Err` is printed by `main` and exits 2.
+pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
+    if let Some(paths) = &args.diff {
+        let old = load_file(&paths[0])?;
+        let new = match paths.get(1) {
+            Some(path) => load_file(path)?,
+            None => embedded_matching(&old)?,
+        };
+        return run_diff(args, &old, &new);
+    }
+    let sources = match &args.file {
+        Some(path) => vec![load_file(path)?],
+        None => {
+            if let Some(dir) = &args.emit {
+                emit(dir)?;
+            }
+            embedded()?
+        }
+    };
+    for source in &sources {
+        check_kernels(&args.kernels, &source.entries(), &source.label)?;
+    }
+    if args.sass {
+        run_sass(args, &sources)
+    } else {
+        run_report(args, &sources)
+    }
+}
+
+/// The embedded library module, one [`Source`] per variant.
+fn embedded() -> Result<Vec<Source>, String> {
+    ptx::LIBRARY
+        .variants
+        .iter()
+        .map(|variant| {
+            let label = format!("{} (embedded)", ptx::LIBRARY.name);
+            source(label, Cow::Borrowed(variant.source))
+        })
+        .collect()
+}
+
+/// The embedded variant to compare `old` with: the one with the same `.target`, or the only one.
+fn embedded_matching(old: &Source) -> Result<Source, String> {
+    let mut all = embedded()?;
+    if let Some(at) = all.iter().position(|s| s.target == old.target) {
+        return Ok(all.swap_remove(at));
+    }
+    if all.len() == 1 {
+        return Ok(all.remove(0));
+    }
+    let targets: Vec<&str> = all.iter().map(|s| s.target.as_str()).collect();
+    Err(format!(
+        "{} is PTX for .target {}, and the embedded module has no such variant (it has {}); \
+         name the new module too: --diff OLD.ptx NEW.ptx",
+        old.label,
+        old.target,
+        targets.join(", ")
+    ))
+}
+
+fn load_file(path: &Path) -> Result<Source, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "reading {}: {e}; pass a .ptx file (rustc --emit=asm output, or `warpforge ptx --emit DIR`)",
+            path.display()
+        )
+    })?;
+    source(path.display().to_string(), Cow::Owned(text))
+}
+
+fn source(label: String, text: Cow<'static, str>) -> Result<Source, String> {
+    let Some(target) = sass::target(&text).map(str::to_owned) else {
+        return Err(format!(
+            "{label} is not PTX: it has no `.target` directive; pass the .ptx text rustc writes \
+             for nvptx64-nvidia-cuda (--emit=asm)"
+        ));
+    };
+    let (text, sanitised) = match text {
+        Cow::Borrowed(t) => {
+            let clean = sass::sanitize_line_info(t);
+            let sanitised = matches!(clean, Cow::Owned(_));
+            (clean, sanitised)
+        }
+        Cow::Owned(t) => match sass::sanitize_line_info(&t) {
+            Cow::Borrowed(_) => (Cow::Owned(t), false),
+            Cow::Owned(clean) => (Cow::Owned(clean), true),
+        },
+    };
+    if sanitised {
+        eprintln!(
+            "note: {label}: dropped its DWARF `.section .debug_*` blocks and `, debug` target \
+             option, which ptxas rejects; its .loc line info is kept"
+        );
+    }
+    Ok(Source {
+        label,
+        text,
+        target,
+    })
+}
+
+fn emit(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for m in ptx::LIBRARY.variants {
+        let stem = ptx::LIBRARY.name.replace('-', "_");
+        let path = dir.join(format!("{stem}.{}.ptx", m.arch));
+        std::fs::write(&path, m.source).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Every `--kernel` must name an entry of `entries`; otherwise the error lists close names.
+fn check_kernels(requested: &[String], entries: &[&str], label: &str) -> Result<(), String> {
+    for name in requested {
+        if entries.contains(&name.as_str()) {
+            continue;
+        }
+        let close = sass::close_names(name, entries);
+        let hint = if close.is_empty() {
+            format!(
+                "it has {} kernels, none with a similar name; `warpforge ptx` lists them all",
+                entries.len()
+            )
+        } else {
+            format!("close names: {}", close.join(", "))
+        };
+        return Err(format!("no kernel `{name}` in {label}; {hint}"));
+    }
+    Ok(())
+}
+
+/// `--arch` values (or `default`) that PTX for `.target target` can be assembled for.
+///
+/// PTX assembles for its own architecture and newer ones, and `sm_90a` PTX
+/// only for `sm_90a`. When no default fits, the module's own target is used;
+/// an explicit `--arch` that fits none of the modules is an error.
+fn archs_for(
+    requested: &[String],
+    default: &[&str],
+    targets: &[&str],
+) -> Result<Vec<String>, String> {
+    for arch in requested {
+        if ptx::arch_capability(arch).is_none() {
+            return Err(format!(
+                "--arch {arch}: not an architecture; write it as sm_XY, e.g. sm_90"
+            ));
+        }
+    }
+    let fits_all = |arch: &str| targets.iter().all(|t| runs_on(t, arch));
+    if !requested.is_empty() {
+        let fitting: Vec<String> = requested.iter().filter(|a| fits_all(a)).cloned().collect();
+        if fitting.is_empty() {
+            return Err(format!(
+                "PTX for .target {} cannot be assembled for {} (PTX assembles for its own \
+                 architecture and newer ones; `a` targets only for themselves); use --arch {}",
+                targets.join(", "),
+                requested.join(", "),
+                newest(targets)
+            ));
+        }
+        return Ok(fitting);
+    }
+    let fitting: Vec<String> = default
+        .iter()
+        .filter(|a| fits_all(a))
+        .map(|a| (*a).to_owned())
+        .collect();
+    if fitting.is_empty() {
+        return Ok(vec![newest(targets).to_owned()]);
+    }
+    Ok(fitting)
+}
+
+fn newest<'a>(targets: &[&'a str]) -> &'a str {
+    targets
+        .iter()
+        .copied()
+        .max_by_key(|t| ptx::arch_capability(t))
+        .unwrap_or("sm_80")
+}
+
+/// Whether PTX for `target` assembles for `arch`.
+fn runs_on(target: &str, arch: &str) -> bool {
+    let (Some(t), Some(a)) = (ptx::arch_capability(target), ptx::arch_capability(arch)) else {
+        return false;
+    };
+    a >= t && (!target.ends_with('a') || arch == target)
+}
+
+fn locate_ptxas() -> Result<Ptxas, String> {
+    Ptxas::locate().map_err(|e| e.to_string())
+}
+
+fn selection(args: &PtxArgs) -> Vec<&str> {
+    args.kernels.iter().map(String::as_str).collect()
+}
+
+fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
+    let ptxas = locate_ptxas()?;
+    println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
+    let selected = selection(args);
+    let mut rows = Vec::new();
+    for source in sources {
+        if args.file.is_some() {
+            println!("module: {} (.target {})", source.label, source.target);
+        }
+        for arch in archs_for(&args.archs, REPORT_ARCHS, &[&source.target])? {
+            let reports = ptxas
+                .assemble_cubin(&source.text, &arch, &selected, false)
+                .map_err(|e| e.to_string())?
+                .reports;
+            let expected = if selected.is_empty() {
+                source.entries()
+            } else {
+                selected.clone()
+            };
+            let missing: Vec<&str> = expected
+                .into_iter()
+                .filter(|e| !reports.iter().any(|r| r.kernel == *e))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "ptxas reported nothing for entries {missing:?} ({arch})"
+                ));
+            }
+            rows.extend(reports);
+        }
+    }
+    print!("{}", ptxas::render_table(&rows));
+    Ok(spill_verdict(args.deny_spills, &rows))
+}
+
+/// Exit 1 with the spilling kernels named when `deny` and any row spills.
+fn spill_verdict(deny: bool, rows: &[EntryReport]) -> ExitCode {
+    let spilling: Vec<String> = rows
+        .iter()
+        .filter(|r| r.spill_stores + r.spill_loads > 0)
+        .map(|r| format!("{} ({})", r.kernel, r.arch))
+        .collect();
+    if deny && !spilling.is_empty() {
+        eprintln!("error: register spills in {}", spilling.join(", "));
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_sass(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
+    let ptxas = locate_ptxas()?;
+    let disassembler = Disassembler::locate().map_err(|e| e.to_string())?;
+    // The whole library is about 100 000 lines: write through one lock, and
+    // stop quietly when the reader (`| head`, `| less`) has had enough.
+    let mut out = std::io::stdout().lock();
+    let mut rows = Vec::new();
+    match print_sass(&mut out, args, sources, &ptxas, &disassembler, &mut rows) {
+        Ok(()) => Ok(spill_verdict(args.deny_spills, &rows)),
+        Err(SassError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(SassError::Output(e)) => Err(format!("writing the SASS to stdout: {e}")),
+        Err(SassError::Tool(message)) => Err(message),
+    }
+}
+
+enum SassError {
+    /// ptxas or the disassembler failed: the message for the user.
+    Tool(String),
+    /// Writing to stdout failed.
+    Output(std::io::Error),
+}
+
+impl From<std::io::Error> for SassError {
+    fn from(e: std::io::Error) -> SassError {
+        SassError::Output(e)
+    }
+}
+
+impl From<String> for SassError {
+    fn from(message: String) -> SassError {
+        SassError::Tool(message)
+    }
+}
+
+fn print_sass(
+    out: &mut impl Write,
+    args: &PtxArgs,
+    sources: &[Source],
+    ptxas: &Ptxas,
+    disassembler: &Disassembler,
+    rows: &mut Vec<EntryReport>,
+) -> Result<(), SassError> {
+    let selected = selection(args);
+    for source in sources {
+        // Printed in the order asked for, else in the module's order.
+        let order = if selected.is_empty() {
+            source.entries()
+        } else {
+            selected.clone()
+        };
+        if selected.is_empty() && order.len() > 1 {
+            eprintln!(
+                "note: printing the SASS of all {} kernels of {}; pick one with --kernel NAME",
+                order.len(),
+                source.label
+            );
+        }
+        let line_info = sass::has_line_info(&source.text);
+        let line_note = match (line_info, disassembler.shows_source_lines()) {
+            (true, true) => "ptxas -lineinfo, nvdisasm -g: Rust source lines interleaved",
+            (true, false) => {
+                "the PTX has line info, but cuobjdump cannot show it: `pip install nvidia-cuda-nvdisasm`"
+            }
+            (false, _) if args.file.is_none() => {
+                "no line info in the embedded PTX: build with WARPFORGE_LINE_INFO=1 \
+                 (`WARPFORGE_LINE_INFO=1 cargo run -p warpforge-cli -- ptx --sass …`) \
+                 to see Rust source lines"
+            }
+            (false, _) => {
+                "no line info in this PTX: compile the kernels with -Cdebuginfo=line-tables-only \
+                 (warpforge-builder: `PtxBuilder::line_info(true)`) to see Rust source lines"
+            }
+        };
+        writeln!(out, "// {} (.target {})", source.label, source.target)?;
+        writeln!(out, "// ptxas {} ({})", ptxas.version, ptxas.path.display())?;
+        writeln!(
+            out,
+            "// {} {} ({})",
+            disassembler.name(),
+            disassembler.version,
+            disassembler.path.display()
+        )?;
+        writeln!(out, "// {line_note}")?;
+        for arch in archs_for(&args.archs, SASS_ARCHS, &[&source.target])? {
+            let assembled = ptxas
+                .assemble_cubin(&source.text, &arch, &selected, line_info)
+                .map_err(|e| e.to_string())?;
+            let text = disassembler
+                .disassemble(&assembled.cubin, line_info)
+                .map_err(|e| e.to_string())?;
+            let functions = sass::split_functions(&text);
+            let mut reports = assembled.reports.clone();
+            reports.sort_by_key(|r| order.iter().position(|k| *k == r.kernel));
+            for report in &reports {
+                let Some(function) = functions.iter().find(|f| f.name == report.kernel) else {
+                    return Err(SassError::Tool(format!(
+                        "{} printed no SASS for {} ({arch}); its output began:\n{}",
+                        disassembler.name(),
+                        report.kernel,
+                        text.lines().take(20).collect::<Vec<_>>().join("\n")
+                    )));
+                };
+                writeln!(out)?;
+                writeln!(out, "{}", sass_header(report, function.instruction_count()))?;
+                let lines = if line_info {
+                    sass::annotate_sources(&function.lines, |path| {
+                        std::fs::read_to_string(path).ok()
+                    })
+                } else {
+                    function.lines.clone()
+                };
+                for line in lines {
+                    writeln!(out, "{line}")?;
+                }
+            }
+            rows.extend(assembled.reports);
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `//==== saxpy (sm_90): 10 registers, spills 0/0 bytes, …; 17 SASS instructions`
+fn sass_header(r: &EntryReport, instructions: usize) -> String {
+    format!(
+        "//==== {} ({}): {} registers, spill stores/loads {}/{} bytes, stack {} bytes, \
+         static smem {} bytes, {} barriers; {instructions} SASS instructions",
+        r.kernel,
+        r.arch,
+        r.registers,
+        r.spill_stores,
+        r.spill_loads,
+        r.stack_frame,
+        r.static_shared,
+        r.barriers
+    )
+}
+
+fn run_diff(args: &PtxArgs, old: &Source, new: &Source) -> Result<ExitCode, String> {
+    let old_entries = old.entries();
+    let new_entries = new.entries();
+    let mut both: Vec<&str> = old_entries.iter().chain(&new_entries).copied().collect();
+    both.sort_unstable();
+    both.dedup();
+    check_kernels(
+        &args.kernels,
+        &both,
+        &format!("{} or {}", old.label, new.label),
+    )?;
+
+    let ptxas = locate_ptxas()?;
+    let disassembler = match Disassembler::locate() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("note: counting PTX instructions, not SASS: {e}");
+            None
+        }
+    };
+    println!("old: {} (.target {})", old.label, old.target);
+    println!("new: {} (.target {})", new.label, new.target);
+    println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
+    let label = match &disassembler {
+        Some(d) => {
+            println!(
+                "instructions: SASS, counted in {} {} output (end-of-function NOP padding not counted)",
+                d.name(),
+                d.version
+            );
+            "SASS instrs"
+        }
+        None => {
+            println!("instructions: PTX (no disassembler)");
+            "PTX instrs"
+        }
+    };
+    let archs = archs_for(&args.archs, SASS_ARCHS, &[&old.target, &new.target])?;
+    let mut old_rows = Vec::new();
+    let mut new_rows = Vec::new();
+    let mut new_reports = Vec::new();
+    for arch in &archs {
+        old_rows.extend(metrics(&ptxas, disassembler.as_ref(), old, arch, &args.kernels)?.0);
+        let (rows, reports) = metrics(&ptxas, disassembler.as_ref(), new, arch, &args.kernels)?;
+        new_rows.extend(rows);
+        new_reports.extend(reports);
+    }
+    let rows = ptx_diff::diff(&old_rows, &new_rows);
+    print!(
+        "{}",
+        ptx_diff::render_diff(&rows, label, args.all || !args.kernels.is_empty())
+    );
+    Ok(spill_verdict(args.deny_spills, &new_reports))
+}
+
+/// Assembles `source` for `arch` (only the `kernels` it has, if any are named)
+/// and measures every kernel; also returns ptxas's rows.
+fn metrics(
+    ptxas: &Ptxas,
+    disassembler: Option<&Disassembler>,
+    source: &Source,
+    arch: &str,
+    kernels: &[String],
+) -> Result<(Vec<KernelMetrics>, Vec<EntryReport>), String> {
+    let entries = source.entries();
+    let selected: Vec<&str> = kernels
+        .iter()
+        .map(String::as_str)
+        .filter(|k| entries.contains(k))
+        .collect();
+    if !kernels.is_empty() && selected.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let assembled = ptxas
+        .assemble_cubin(&source.text, arch, &selected, false)
+        .map_err(|e| format!("{}: {e}", source.label))?;
+    let functions = match disassembler {
+        Some(d) => Some(sass::split_functions(
+            &d.disassemble(&assembled.cubin, false)
+                .map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
+    let rows = assembled
+        .reports
+        .iter()
+        .map(|r| {
+            let instructions = match &functions {
+                Some(functions) => functions
+                    .iter()
+                    .find(|f| f.name == r.kernel)
+                    .map(|f| f.instruction_count()),
+                None => sass::ptx_instruction_count(&source.text, &r.kernel),
+            };
+            KernelMetrics::new(r, instructions)
+        })
+        .collect();
+    Ok((rows, assembled.reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_archs_fit_the_module_or_fall_back_to_its_target() {
+        let none: [String; 0] = [];
+        assert_eq!(
+            archs_for(&none, REPORT_ARCHS, &["sm_80"]).unwrap(),
+            ["sm_80", "sm_90"]
+        );
+        assert_eq!(
+            archs_for(&none, REPORT_ARCHS, &["sm_86"]).unwrap(),
+            ["sm_90"]
+        );
+        assert_eq!(
+            archs_for(&none, SASS_ARCHS, &["sm_90a"]).unwrap(),
+            ["sm_90a"]
+        );
+        assert_eq!(
+            archs_for(&none, SASS_ARCHS, &["sm_100"]).unwrap(),
+            ["sm_100"]
+        );
+        assert_eq!(
+            archs_for(&none, SASS_ARCHS, &["sm_80", "sm_100"]).unwrap(),
+            ["sm_100"]
+        );
+    }
+
+    #[test]
+    fn explicit_archs_must_fit() {
+        let sm75 = ["sm_75".to_owned(), "sm_90".to_owned()];
+        assert_eq!(
+            archs_for(&sm75, REPORT_ARCHS, &["sm_80"]).unwrap(),
+            ["sm_90"]
+        );
+        let e = archs_for(&["sm_80".to_owned()], REPORT_ARCHS, &["sm_90a"]).unwrap_err();
+        assert!(e.contains("use --arch sm_90a"), "{e}");
+        let e = archs_for(&["90".to_owned()], REPORT_ARCHS, &["sm_80"]).unwrap_err();
+        assert!(e.contains("sm_XY"), "{e}");
+    }
+
+    #[test]
+    fn unknown_kernels_are_named_with_close_names() {
+        let entries = ["axpy_f32", "axpy_f64", "scale"];
+        assert!(check_kernels(&["scale".to_owned()], &entries, "m").is_ok());
+        let e = check_kernels(&["axpy".to_owned()], &entries, "m.ptx").unwrap_err();
+        assert_eq!(
+            e,
+            "no kernel `axpy` in m.ptx; close names: axpy_f32, axpy_f64"
+        );
+        let e = check_kernels(&["gemm".to_owned()], &entries, "m").unwrap_err();
+        assert!(e.contains("3 kernels, none with a similar name"), "{e}");
+    }
+
+    #[test]
+    fn a_file_without_target_is_not_ptx() {
+        let e = source("x.ptx".to_owned(), Cow::Borrowed("hello")).unwrap_err();
+        assert!(e.contains("no `.target`"), "{e}");
+        let s = source("x.ptx".to_owned(), Cow::Borrowed(".target sm_80, debug\n")).unwrap();
+        assert_eq!((s.target.as_str(), &*s.text), ("sm_80", ".target sm_80\n"));
+    }
+}

@@ -1,0 +1,26 @@
+//! Compiles the probe kernels (`warpforge-probes`) to their own PTX module, as
+//! a user's host crate compiles its kernels crate: the builder writes
+//! `$OUT_DIR/warpforge-modules/warpforge-probes.rs`, which
+//! `include_module!("warpforge-probes")` in `src/lib.rs` reads. The path of
+//! each `.ptx` file is handed on too (`WARPFORGE_PROBES_PTX_SM_80`), so CI can
+//! run `warpforge ptx FILE --deny-spills` on it.
+
+use warpforge_builder::{Arch, PtxBuilder};
+
+fn main() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the testkit lives in the workspace")
+        .to_path_buf();
+    let modules = PtxBuilder::new("warpforge-probes", &workspace)
+        .arch(Arch::Sm80)
+        .watch(workspace.join("rust-toolchain.toml"))
+        .build_or_exit();
+    for m in modules {
+        println!(
+            "cargo:rustc-env=WARPFORGE_PROBES_PTX_{}={}",
+            m.arch.name().to_uppercase(),
+            m.path.display()
+        );
+    }
+}

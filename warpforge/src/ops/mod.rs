@@ -1,0 +1,11 @@
+//! High-level operations: each picks its kernels and launch shapes, checks
+//! sizes, and runs on any [`Device`](crate::Device). One module per family;
+//! each has its CPU reference in [`reference`](crate::reference) under the same name.
+//!
+//! - [`elementwise`]: `axpy` (its items are also here, as `ops::axpy`, …).
+//! - [`reduce`]: whole-tensor and per-axis reductions (also `warpforge::reduce`).
+
+pub mod elementwise;
+pub mod reduce;
+
+pub use elementwise::{Axpy, BLOCK_THREADS, MAX_BLOCKS, axpy, grid_stride_config};

@@ -1,0 +1,1321 @@
+//! Reductions: `sum`, `mean`, `min`, `max`, `argmin`, `argmax`,
+//! `sum_of_squares`, `norm2` and `logsumexp`, over a whole buffer or along
+//! one axis of a row-major N-d tensor, with numpy's semantics and the same
+//! bits on every run and every grid size.
+//!
+//! ```
+//! use warpforge::{Device, reduce::{self, Op, Reduced}};
+//! let dev = Device::emulator();
+//! let x = dev.upload(&[1.0f32, 5.0, 3.0, 4.0, 2.0, 6.0])?;
+//! assert_eq!(reduce::sum(&x)?, 21.0);
+//! assert_eq!(reduce::argmax(&x)?, 5);
+//! // As a 2×3 matrix: sum each row (axis 1) and find each column's maximum (axis 0).
+//! let Reduced::Values(rows) = reduce::reduce(Op::Sum, &x, &[2, 3], Some(1))? else { unreachable!() };
+//! assert_eq!(rows.to_host()?, [9.0, 12.0]);
+//! let Reduced::Values(cols) = reduce::reduce(Op::Max, &x, &[2, 3], Some(0))? else { unreachable!() };
+//! assert_eq!(cols.to_host()?, [4.0, 5.0, 6.0]);
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+//!
+//! # Operations and dtypes
+//!
+//! | op | f32, f64, f16, bf16 | i32, i64, u32 | output | empty input |
+//! | --- | --- | --- | --- | --- |
+//! | `sum` | ✓ | ✓ (wraps) | input dtype | 0 |
+//! | `mean` | ✓ | — | input dtype | NaN |
+//! | `min`, `max` | ✓ | ✓ | input dtype | `Error::EmptyReduction` |
+//! | `argmin`, `argmax` | ✓ | ✓ | i64 index along the axis | `Error::EmptyReduction` |
+//! | `sum_of_squares` | ✓ | — | input dtype | 0 |
+//! | `norm2` | ✓ | — | input dtype | 0 |
+//! | `logsumexp` | ✓ | — | input dtype | −inf |
+//!
+//! An op a dtype does not have is `Error::UnsupportedDType`. "Empty" means the
+//! reduced axis has length 0 while there is at least one output; a reduction
+//! with no outputs (shape `[0, 5]` along axis 1) returns an empty buffer.
+//!
+//! # Semantics
+//!
+//! - Accumulators: f32 for f32, f16 and bf16 inputs (widening is exact), f64
+//!   for f64, the input's own type for integers. f16/bf16 results are rounded
+//!   from the f32 result once, to nearest even.
+//! - Integer sums wrap (two's complement, like `wrapping_add`):
+//!   `i32::MAX + 1` is `i32::MIN`. They never fail and never saturate.
+//! - NaN propagates through `sum`, `mean`, `min`, `max`, `sum_of_squares`,
+//!   `norm2` and `logsumexp` (like numpy); `min`/`max` return the canonical NaN.
+//! - `min`/`max` order `−0 < +0`, so `min(+0, −0)` is `−0` whatever the
+//!   order of the elements, and the result's bits never depend on the fold order.
+//! - `argmin`/`argmax` return the FIRST index of the extreme value. NaN counts
+//!   as the extreme (the first NaN wins) and `−0 == +0` (the smaller index
+//!   wins), like numpy's `argmin`/`argmax`.
+//! - `logsumexp` is `m + ln Σ exp(x − m)` with `m` the maximum: +inf if any
+//!   element is +inf, NaN if any is NaN, −inf if all are −inf (or none).
+//! - `mean` divides the f32/f64 sum by the count in f64, then rounds once.
+//!
+//! # Determinism
+//!
+//! The input is viewed as `[outer, len, inner]` with the reduced axis in the
+//! middle (a whole-tensor reduction is `[1, n, 1]`). The axis is cut into
+//! fixed units: 512 items per warp when `inner == 1` (the rows kernel:
+//! whole-tensor and inner-axis reductions), 64 items per thread otherwise (the
+//! columns kernel: outer and middle axes). Each unit is folded in a fixed order
+//! and writes one partial state; passes over the partials repeat until one
+//! state per output is left. The grid only decides which warp or thread
+//! handles which unit, so the order of every float operation depends only on
+//! the shape: the same input gives the same bits on every run and for every
+//! [`ReduceOptions::max_blocks`] (tested at 1, 3, 7, 64 and 1024 blocks), on
+//! the GPU and in the emulator alike (NaN payloads aside: the GPU's float
+//! adds return the canonical NaN). There are no atomics.
+//!
+//! # Why these kernel shapes
+//!
+//! - Rows kernel (`inner == 1`): a row is contiguous, so one warp reads 32
+//!   consecutive elements per step (coalesced), each lane folds 16 of them, and a
+//!   5-level `shuffle_down` tree combines the lanes. No shared memory and no
+//!   barriers: every warp is independent, so all of them stream memory at once.
+//! - Columns kernel (`inner > 1`): the reduced elements of one output are
+//!   `inner` apart, so a warp reading one row of the reduction would touch 32
+//!   different cache lines. Instead consecutive threads take consecutive outputs
+//!   (`i`), and each folds 64 rows of its column: every load of a warp is 32
+//!   consecutive elements again.
+//!
+//! # Error bounds
+//!
+//! [`Layout::fold_depth`] is `D`, the most roundings any element goes through
+//! on its way to its output: per rows pass over `L` items,
+//! `⌈min(L, 512)/32⌉ − 1` sequential folds in a lane plus `⌈log₂ min(L, 32)⌉`
+//! tree levels; per columns pass, `min(L, 64) − 1` sequential folds; passes
+//! repeat with `L ← ⌈L/512⌉` (rows) or `⌈L/64⌉` (columns) while `L > 1`. With
+//! `u` the accumulator's unit roundoff (2⁻²⁴ for f32, f16 and bf16 inputs,
+//! 2⁻⁵³ for f64) and `γ(k) = k·u / (1 − k·u)`, the value before the final
+//! rounding to the output dtype is within, of the exact result:
+//!
+//! | op | bound |
+//! | --- | --- |
+//! | `sum` | `γ(D)·Σ|xᵢ|` |
+//! | `sum_of_squares` | `γ(D + 1)·Σxᵢ² + n·η` (one more rounding for the square; `η` = half the smallest subnormal, for squares that underflow) |
+//! | `mean` | the `sum` bound `/ n`, then one f64 division |
+//! | `norm2` | `√` of the `sum_of_squares` interval, correctly rounded |
+//! | `logsumexp` | `1.01·ε + 2u·ln n + u·|result|`, `ε = γ(D·(4 + ln n))` the relative error of `Σexp`: per fold `exp` (1 ulp), the rounded `x − m` (at most `u·ln n` relative to the sum), one multiply and one add |
+//! | `min`, `max`, `argmin`, `argmax`, integer `sum` | exact |
+//!
+//! Integer sums are exact modulo 2³² or 2⁶⁴. The references and the checks
+//! that apply these bounds are in [`crate::reference::reduce`]: the kernel's
+//! result must lie between the exact interval's ends rounded to the output
+//! dtype (rounding is monotonic, so this also covers f16/bf16 outputs and
+//! overflow to infinity).
+
+use crate::{DeviceBuffer, Element, Error, LaunchConfig, Result};
+use half::{bf16, f16};
+use warpforge_device::Dim3;
+use warpforge_kernels::reduce::{self as k, BLOCK_THREADS, COL_UNIT, ROW_UNIT, finish};
+
+/// A reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `Σx` (integers wrap).
+    Sum,
+    /// `Σx / n` (floats only).
+    Mean,
+    /// The smallest element (`−0 < +0`; NaN propagates).
+    Min,
+    /// The largest element (`−0 < +0`; NaN propagates).
+    Max,
+    /// The first index of the smallest element (NaN counts as smallest).
+    ArgMin,
+    /// The first index of the largest element (NaN counts as largest).
+    ArgMax,
+    /// `Σx²` (floats only).
+    SumOfSquares,
+    /// `√Σx²` (floats only).
+    Norm2,
+    /// `ln Σ exp(x)`, computed without overflow (floats only).
+    LogSumExp,
+}
+
+impl Op {
+    /// Every reduction, in declaration order.
+    pub const ALL: [Op; 9] = [
+        Op::Sum,
+        Op::Mean,
+        Op::Min,
+        Op::Max,
+        Op::ArgMin,
+        Op::ArgMax,
+        Op::SumOfSquares,
+        Op::Norm2,
+        Op::LogSumExp,
+    ];
+
+    /// The op's name: `sum`, `mean`, `min`, `max`, `argmin`, `argmax`,
+    /// `sum_of_squares`, `norm2` or `logsumexp`.
+    ///
+    /// ```
+    /// use warpforge::reduce::Op;
+    /// assert_eq!(Op::SumOfSquares.name(), "sum_of_squares");
+    /// assert!(Op::ALL.iter().all(|&op| Op::from_name(op.name()) == Some(op)));
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Mean => "mean",
+            Op::Min => "min",
+            Op::Max => "max",
+            Op::ArgMin => "argmin",
+            Op::ArgMax => "argmax",
+            Op::SumOfSquares => "sum_of_squares",
+            Op::Norm2 => "norm2",
+            Op::LogSumExp => "logsumexp",
+        }
+    }
+
+    /// The op named `s` (as [`Op::name`] writes it), if any.
+    ///
+    /// ```
+    /// use warpforge::reduce::Op;
+    /// assert_eq!(Op::from_name("logsumexp"), Some(Op::LogSumExp));
+    /// assert_eq!(Op::from_name("median"), None);
+    /// ```
+    pub fn from_name(s: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == s)
+    }
+
+    /// Whether the op returns indices (`argmin`, `argmax`) rather than values.
+    ///
+    /// ```
+    /// use warpforge::reduce::Op;
+    /// assert!(Op::ArgMax.returns_indices() && !Op::Max.returns_indices());
+    /// ```
+    pub fn returns_indices(self) -> bool {
+        matches!(self, Op::ArgMin | Op::ArgMax)
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The ops integers support.
+const INT_OPS: &str = "sum, min, max, argmin, argmax";
+/// The ops floats support.
+const FLOAT_OPS: &str = "sum, mean, min, max, argmin, argmax, sum_of_squares, norm2, logsumexp";
+
+/// One pass over `[rows, len]` (rows kernel) or `[outer, len, inner]`
+/// (columns kernel). Internal to the dispatch of [`Reducible`].
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The rows kernel.
+    Rows {
+        /// Rows.
+        rows: u64,
+        /// Items per row.
+        len: u64,
+    },
+    /// The columns kernel.
+    Cols {
+        /// Outer extent.
+        outer: u64,
+        /// Items along the reduced axis.
+        len: u64,
+        /// Inner extent.
+        inner: u64,
+    },
+}
+
+impl Pass {
+    /// Units of work, and the blocks that would give each its warp or thread.
+    /// (At most the input's element count for a pass [`reduce_with`] runs;
+    /// checked all the same.)
+    fn units(self) -> Result<(u64, u64)> {
+        let overflow = || Error::SizeOverflow {
+            what: format!("reduce: the units of work of {self:?}"),
+        };
+        match self {
+            Pass::Rows { rows, len } => {
+                let units = rows
+                    .checked_mul(len.div_ceil(ROW_UNIT))
+                    .ok_or_else(overflow)?;
+                Ok((units, units.div_ceil(u64::from(BLOCK_THREADS) / 32)))
+            }
+            Pass::Cols { outer, len, inner } => {
+                let units = outer
+                    .checked_mul(len.div_ceil(COL_UNIT))
+                    .and_then(|u| u.checked_mul(inner))
+                    .ok_or_else(overflow)?;
+                Ok((units, units.div_ceil(u64::from(BLOCK_THREADS))))
+            }
+        }
+    }
+
+    /// The same shape with the reduced axis cut to this pass's units.
+    fn next(self) -> Pass {
+        match self {
+            Pass::Rows { rows, len } => Pass::Rows {
+                rows,
+                len: len.div_ceil(ROW_UNIT),
+            },
+            Pass::Cols { outer, len, inner } => Pass::Cols {
+                outer,
+                len: len.div_ceil(COL_UNIT),
+                inner,
+            },
+        }
+    }
+
+    fn len(self) -> u64 {
+        match self {
+            Pass::Rows { len, .. } | Pass::Cols { len, .. } => len,
+        }
+    }
+}
+
+/// Element types with reduction kernels: f32, f64, f16, bf16 (every op) and
+/// i32, i64, u32 (`sum`, `min`, `max`, `argmin`, `argmax`). Sealed.
+pub trait Reducible: Element + sealed::Sealed {
+    /// Whether `op` has kernels for this dtype.
+    ///
+    /// ```
+    /// use warpforge::reduce::{Op, Reducible};
+    /// assert!(f32::supports(Op::Mean) && !i32::supports(Op::Mean));
+    /// ```
+    fn supports(op: Op) -> bool;
+
+    /// The ops this dtype supports, for messages.
+    #[doc(hidden)]
+    const SUPPORTED: &'static str;
+
+    /// The output of `op` over no elements, if it has one.
+    #[doc(hidden)]
+    fn empty_result(op: Op) -> Option<Self>;
+
+    /// Launches the first pass of `op` (elements → states).
+    #[doc(hidden)]
+    fn pass_elements(
+        op: Op,
+        x: &DeviceBuffer<Self>,
+        pass: Pass,
+        out: &mut DeviceBuffer<u64>,
+        cfg: LaunchConfig,
+    ) -> Result<()>;
+
+    /// Launches a pass of `op` over the states of an earlier one.
+    #[doc(hidden)]
+    fn pass_states(
+        op: Op,
+        states: &DeviceBuffer<u64>,
+        pass: Pass,
+        out: &mut DeviceBuffer<u64>,
+        cfg: LaunchConfig,
+    ) -> Result<()>;
+
+    /// Launches the finish of a value-returning `op`; `count` elements per state.
+    #[doc(hidden)]
+    fn finish(
+        op: Op,
+        states: &DeviceBuffer<u64>,
+        count: u64,
+        out: &mut DeviceBuffer<Self>,
+        cfg: LaunchConfig,
+    ) -> Result<()>;
+}
+
+fn unsupported<T: Reducible>(op: Op) -> Error {
+    Error::UnsupportedDType {
+        op: op.name(),
+        dtype: T::DTYPE.name(),
+        supported: T::SUPPORTED,
+    }
+}
+
+macro_rules! elements {
+    ($name:ident, $t:ty: $($op:pat => { $rows:path, $cols:path }),* $(,)?) => {
+        fn $name(
+            op: Op,
+            x: &DeviceBuffer<$t>,
+            pass: Pass,
+            out: &mut DeviceBuffer<u64>,
+            cfg: LaunchConfig,
+        ) -> Result<()> {
+            let dev = x.device();
+            #[allow(unreachable_patterns)]
+            match (op, pass) {
+                $(
+                    ($op, Pass::Rows { rows, len }) => dev.launch($rows, cfg, (x, rows, len, out)),
+                    ($op, Pass::Cols { outer, len, inner }) => {
+                        dev.launch($cols, cfg, (x, outer, len, inner, out))
+                    }
+                )*
+                _ => Err(unsupported::<$t>(op)),
+            }
+        }
+    };
+}
+
+macro_rules! states {
+    ($name:ident: $($op:pat => { $rows:path, $cols:path }),* $(,)?) => {
+        fn $name(
+            op: Op,
+            x: &DeviceBuffer<u64>,
+            pass: Pass,
+            out: &mut DeviceBuffer<u64>,
+            cfg: LaunchConfig,
+        ) -> Result<()> {
+            let dev = x.device();
+            #[allow(unreachable_patterns)]
+            match (op, pass) {
+                $(
+                    ($op, Pass::Rows { rows, len }) => dev.launch($rows, cfg, (x, rows, len, out)),
+                    ($op, Pass::Cols { outer, len, inner }) => {
+                        dev.launch($cols, cfg, (x, outer, len, inner, out))
+                    }
+                )*
+                _ => Err(Error::ShapeMismatch {
+                    op: "reduce",
+                    detail: format!("no state kernels for {op}"),
+                }),
+            }
+        }
+    };
+}
+
+/// The `finish` code of a float op.
+fn finish_code(op: Op) -> u32 {
+    match op {
+        Op::Mean => finish::MEAN,
+        Op::Norm2 => finish::NORM2,
+        Op::LogSumExp => finish::LOGSUMEXP,
+        _ => finish::VALUE,
+    }
+}
+
+macro_rules! float_reducible {
+    ($($t:ty: $elements:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            fn supports(_: Op) -> bool {
+                true
+            }
+            const SUPPORTED: &'static str = FLOAT_OPS;
+            fn empty_result(op: Op) -> Option<Self> {
+                match op {
+                    Op::Sum | Op::SumOfSquares | Op::Norm2 => Some($from_f32(0.0)),
+                    Op::Mean => Some($from_f32(f32::NAN)),
+                    Op::LogSumExp => Some($from_f32(f32::NEG_INFINITY)),
+                    _ => None,
+                }
+            }
+            fn pass_elements(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                pass: Pass,
+                out: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $elements(op, x, pass, out, cfg)
+            }
+            fn pass_states(
+                op: Op,
+                states: &DeviceBuffer<u64>,
+                pass: Pass,
+                out: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $combine(op, states, pass, out, cfg)
+            }
+            fn finish(
+                op: Op,
+                states: &DeviceBuffer<u64>,
+                count: u64,
+                out: &mut DeviceBuffer<Self>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                let dev = states.device();
+                dev.launch($finish, cfg, (states, finish_code(op), count, out))
+            }
+        }
+    )* };
+}
+
+float_reducible! {
+    f32: elements_f32, combine_f32, k::finish_f32, std::convert::identity;
+    f64: elements_f64, combine_f64, k::finish_f64, f64::from;
+    f16: elements_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
+    bf16: elements_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
+}
+
+macro_rules! int_reducible {
+    ($($t:ty: $elements:ident, $combine:ident, $finish:path;)*) => { $(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            fn supports(op: Op) -> bool {
+                matches!(op, Op::Sum | Op::Min | Op::Max | Op::ArgMin | Op::ArgMax)
+            }
+            const SUPPORTED: &'static str = INT_OPS;
+            fn empty_result(op: Op) -> Option<Self> {
+                (op == Op::Sum).then_some(0)
+            }
+            fn pass_elements(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                pass: Pass,
+                out: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $elements(op, x, pass, out, cfg)
+            }
+            fn pass_states(
+                op: Op,
+                states: &DeviceBuffer<u64>,
+                pass: Pass,
+                out: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $combine(op, states, pass, out, cfg)
+            }
+            fn finish(
+                _: Op,
+                states: &DeviceBuffer<u64>,
+                _: u64,
+                out: &mut DeviceBuffer<Self>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                states.device().launch($finish, cfg, (states, out))
+            }
+        }
+    )* };
+}
+
+int_reducible! {
+    i32: elements_i32, combine_i32, k::finish_i32;
+    i64: elements_i64, combine_i64, k::finish_i64;
+    u32: elements_u32, combine_u32, k::finish_u32;
+}
+
+elements!(elements_f32, f32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f32, k::reduce_cols_sum_f32 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f32, k::reduce_cols_sumsq_f32 },
+            Op::Min => { k::reduce_rows_min_f32, k::reduce_cols_min_f32 },
+            Op::Max => { k::reduce_rows_max_f32, k::reduce_cols_max_f32 },
+            Op::ArgMin => { k::reduce_rows_argmin_f32, k::reduce_cols_argmin_f32 },
+            Op::ArgMax => { k::reduce_rows_argmax_f32, k::reduce_cols_argmax_f32 },
+            Op::LogSumExp => { k::reduce_rows_lse_f32, k::reduce_cols_lse_f32 }
+);
+
+elements!(elements_f64, f64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f64, k::reduce_cols_sum_f64 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f64, k::reduce_cols_sumsq_f64 },
+            Op::Min => { k::reduce_rows_min_f64, k::reduce_cols_min_f64 },
+            Op::Max => { k::reduce_rows_max_f64, k::reduce_cols_max_f64 },
+            Op::ArgMin => { k::reduce_rows_argmin_f64, k::reduce_cols_argmin_f64 },
+            Op::ArgMax => { k::reduce_rows_argmax_f64, k::reduce_cols_argmax_f64 },
+            Op::LogSumExp => { k::reduce_rows_lse_f64, k::reduce_cols_lse_f64 }
+);
+
+elements!(elements_f16, f16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f16, k::reduce_cols_sum_f16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f16, k::reduce_cols_sumsq_f16 },
+            Op::Min => { k::reduce_rows_min_f16, k::reduce_cols_min_f16 },
+            Op::Max => { k::reduce_rows_max_f16, k::reduce_cols_max_f16 },
+            Op::ArgMin => { k::reduce_rows_argmin_f16, k::reduce_cols_argmin_f16 },
+            Op::ArgMax => { k::reduce_rows_argmax_f16, k::reduce_cols_argmax_f16 },
+            Op::LogSumExp => { k::reduce_rows_lse_f16, k::reduce_cols_lse_f16 }
+);
+
+elements!(elements_bf16, bf16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_bf16, k::reduce_cols_sum_bf16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_bf16, k::reduce_cols_sumsq_bf16 },
+            Op::Min => { k::reduce_rows_min_bf16, k::reduce_cols_min_bf16 },
+            Op::Max => { k::reduce_rows_max_bf16, k::reduce_cols_max_bf16 },
+            Op::ArgMin => { k::reduce_rows_argmin_bf16, k::reduce_cols_argmin_bf16 },
+            Op::ArgMax => { k::reduce_rows_argmax_bf16, k::reduce_cols_argmax_bf16 },
+            Op::LogSumExp => { k::reduce_rows_lse_bf16, k::reduce_cols_lse_bf16 }
+);
+
+elements!(elements_i32, i32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i32, k::reduce_cols_sum_i32 },
+            Op::Min => { k::reduce_rows_min_i32, k::reduce_cols_min_i32 },
+            Op::Max => { k::reduce_rows_max_i32, k::reduce_cols_max_i32 },
+            Op::ArgMin => { k::reduce_rows_argmin_i32, k::reduce_cols_argmin_i32 },
+            Op::ArgMax => { k::reduce_rows_argmax_i32, k::reduce_cols_argmax_i32 }
+);
+
+elements!(elements_i64, i64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i64, k::reduce_cols_sum_i64 },
+            Op::Min => { k::reduce_rows_min_i64, k::reduce_cols_min_i64 },
+            Op::Max => { k::reduce_rows_max_i64, k::reduce_cols_max_i64 },
+            Op::ArgMin => { k::reduce_rows_argmin_i64, k::reduce_cols_argmin_i64 },
+            Op::ArgMax => { k::reduce_rows_argmax_i64, k::reduce_cols_argmax_i64 }
+);
+
+elements!(elements_u32, u32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_u32, k::reduce_cols_sum_u32 },
+            Op::Min => { k::reduce_rows_min_u32, k::reduce_cols_min_u32 },
+            Op::Max => { k::reduce_rows_max_u32, k::reduce_cols_max_u32 },
+            Op::ArgMin => { k::reduce_rows_argmin_u32, k::reduce_cols_argmin_u32 },
+            Op::ArgMax => { k::reduce_rows_argmax_u32, k::reduce_cols_argmax_u32 }
+);
+
+states!(combine_f32:
+            Op::Sum | Op::Mean => { k::combine_rows_sum_f32, k::combine_cols_sum_f32 },
+            Op::SumOfSquares | Op::Norm2 => { k::combine_rows_sum_f32, k::combine_cols_sum_f32 },
+            Op::Min => { k::combine_rows_min_f32, k::combine_cols_min_f32 },
+            Op::Max => { k::combine_rows_max_f32, k::combine_cols_max_f32 },
+            Op::ArgMin => { k::combine_rows_argmin_f32, k::combine_cols_argmin_f32 },
+            Op::ArgMax => { k::combine_rows_argmax_f32, k::combine_cols_argmax_f32 },
+            Op::LogSumExp => { k::combine_rows_lse_f32, k::combine_cols_lse_f32 }
+);
+
+states!(combine_f64:
+            Op::Sum | Op::Mean => { k::combine_rows_sum_f64, k::combine_cols_sum_f64 },
+            Op::SumOfSquares | Op::Norm2 => { k::combine_rows_sum_f64, k::combine_cols_sum_f64 },
+            Op::Min => { k::combine_rows_min_f64, k::combine_cols_min_f64 },
+            Op::Max => { k::combine_rows_max_f64, k::combine_cols_max_f64 },
+            Op::ArgMin => { k::combine_rows_argmin_f64, k::combine_cols_argmin_f64 },
+            Op::ArgMax => { k::combine_rows_argmax_f64, k::combine_cols_argmax_f64 },
+            Op::LogSumExp => { k::combine_rows_lse_f64, k::combine_cols_lse_f64 }
+);
+
+states!(combine_i32:
+            Op::Sum | Op::Mean => { k::combine_rows_sum_i32, k::combine_cols_sum_i32 },
+            Op::Min => { k::combine_rows_min_i32, k::combine_cols_min_i32 },
+            Op::Max => { k::combine_rows_max_i32, k::combine_cols_max_i32 },
+            Op::ArgMin => { k::combine_rows_argmin_i32, k::combine_cols_argmin_i32 },
+            Op::ArgMax => { k::combine_rows_argmax_i32, k::combine_cols_argmax_i32 }
+);
+
+states!(combine_i64:
+            Op::Sum | Op::Mean => { k::combine_rows_sum_i64, k::combine_cols_sum_i64 },
+            Op::Min => { k::combine_rows_min_i64, k::combine_cols_min_i64 },
+            Op::Max => { k::combine_rows_max_i64, k::combine_cols_max_i64 },
+            Op::ArgMin => { k::combine_rows_argmin_i64, k::combine_cols_argmin_i64 },
+            Op::ArgMax => { k::combine_rows_argmax_i64, k::combine_cols_argmax_i64 }
+);
+
+states!(combine_u32:
+            Op::Sum | Op::Mean => { k::combine_rows_sum_u32, k::combine_cols_sum_u32 },
+            Op::Min => { k::combine_rows_min_u32, k::combine_cols_min_u32 },
+            Op::Max => { k::combine_rows_max_u32, k::combine_cols_max_u32 },
+            Op::ArgMin => { k::combine_rows_argmin_u32, k::combine_cols_argmin_u32 },
+            Op::ArgMax => { k::combine_rows_argmax_u32, k::combine_cols_argmax_u32 }
+);
+
+/// The result of an axis reduction: the input's dtype, or i64 indices for
+/// `argmin`/`argmax`.
+#[derive(Debug)]
+pub enum Reduced<T: Element> {
+    /// Values, in the input's dtype.
+    Values(DeviceBuffer<T>),
+    /// Indices along the reduced axis (`argmin`, `argmax`).
+    Indices(DeviceBuffer<i64>),
+}
+
+impl<T: Element> Reduced<T> {
+    /// Number of outputs.
+    pub fn len(&self) -> usize {
+        match self {
+            Reduced::Values(b) => b.len(),
+            Reduced::Indices(b) => b.len(),
+        }
+    }
+
+    /// Whether there are no outputs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Knobs that never change results: used by the determinism tests and benches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceOptions {
+    /// The most blocks (of 256 threads) any pass launches; the warps and
+    /// threads grid-stride over the units of work. 0 counts as 1. Default
+    /// [`ReduceOptions::DEFAULT_MAX_BLOCKS`].
+    pub max_blocks: u32,
+}
+
+impl ReduceOptions {
+    /// 1056 = 132 SMs × 8 resident blocks of 256 threads: one full wave on
+    /// an H100 SXM at full occupancy, enough to keep any current GPU's memory
+    /// busy; smaller inputs launch one warp (rows) or thread (columns) per unit.
+    pub const DEFAULT_MAX_BLOCKS: u32 = 8 * 132;
+}
+
+impl Default for ReduceOptions {
+    fn default() -> Self {
+        ReduceOptions {
+            max_blocks: Self::DEFAULT_MAX_BLOCKS,
+        }
+    }
+}
+
+/// How a reduction sees its input: `[outer, len, inner]`, reducing the
+/// middle axis (a whole-tensor reduction is `[1, n, 1]`).
+///
+/// ```
+/// use warpforge::reduce::Layout;
+/// let l = Layout::new(24, &[2, 3, 4], Some(1))?;
+/// assert_eq!((l.outer, l.len, l.inner, l.outputs()), (2, 3, 4, 8));
+/// assert!(!l.uses_rows_kernel());
+/// assert!(Layout::new(24, &[2, 3, 4], Some(2))?.uses_rows_kernel());
+/// assert!(Layout::new(24, &[2, 3, 4], Some(3)).is_err()); // rank 3 has axes 0..3
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Product of the dimensions before the axis.
+    pub outer: usize,
+    /// Length of the reduced axis.
+    pub len: usize,
+    /// Product of the dimensions after the axis.
+    pub inner: usize,
+}
+
+impl Layout {
+    /// The layout of reducing `axis` (`None`: everything) of a tensor of
+    /// `elements` elements with row-major `shape`.
+    ///
+    /// Errors: `SizeOverflow` if the shape's product or the number of
+    /// outputs (`outer · inner`) overflows a `usize` (a shape with a 0 has
+    /// product 0 however large its other dimensions, but reducing that 0 away
+    /// can leave more outputs than a `usize` counts), `ShapeMismatch` if the
+    /// product differs from `elements` or the axis is not below the rank.
+    ///
+    /// ```
+    /// use warpforge::{Error, reduce::Layout};
+    /// let huge = [1 << 40, 0, 1 << 40];
+    /// assert_eq!(Layout::new(0, &huge, Some(0))?.outputs(), 0);
+    /// assert!(matches!(Layout::new(0, &huge, Some(1)), Err(Error::SizeOverflow { .. })));
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn new(elements: usize, shape: &[usize], axis: Option<usize>) -> Result<Layout> {
+        // 0 if any dimension is 0 (even after ones whose product overflows), else checked.
+        let product = |dims: &[usize]| {
+            if dims.contains(&0) {
+                return Ok(0);
+            }
+            dims.iter()
+                .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!(
+                        "reduce: shape {shape:?} has more elements than a usize counts \
+                         (the product of {dims:?})"
+                    ),
+                })
+        };
+        let total = product(shape)?;
+        if total != elements {
+            return Err(Error::ShapeMismatch {
+                op: "reduce",
+                detail: format!(
+                    "shape {shape:?} has {total} elements but the buffer has {elements}; pass \
+                     the buffer's own shape"
+                ),
+            });
+        }
+        match axis {
+            None => Ok(Layout {
+                outer: 1,
+                len: elements,
+                inner: 1,
+            }),
+            Some(axis) if axis < shape.len() => {
+                let (outer, inner) = (product(&shape[..axis])?, product(&shape[axis + 1..])?);
+                if outer.checked_mul(inner).is_none() {
+                    let result = output_shape(shape, Some(axis));
+                    return Err(Error::SizeOverflow {
+                        what: format!(
+                            "reduce along axis {axis} of shape {shape:?}: the result, of shape \
+                             {result:?}, has more elements than a usize counts"
+                        ),
+                    });
+                }
+                Ok(Layout {
+                    outer,
+                    len: shape[axis],
+                    inner,
+                })
+            }
+            Some(axis) => Err(Error::ShapeMismatch {
+                op: "reduce",
+                detail: format!(
+                    "axis {axis} is out of range for a tensor of rank {} (shape {shape:?}); \
+                     use an axis in 0..{}, or None to reduce everything",
+                    shape.len(),
+                    shape.len()
+                ),
+            }),
+        }
+    }
+
+    /// Number of outputs: `outer · inner`. [`Layout::new`] only makes layouts
+    /// where this fits a `usize`; for a hand-built one where it does not, it
+    /// saturates at `usize::MAX` (a count no allocation can satisfy) rather
+    /// than wrapping around to a small one.
+    ///
+    /// ```
+    /// use warpforge::reduce::Layout;
+    /// let l = Layout { outer: 1 << 40, len: 0, inner: 1 << 40 };
+    /// assert_eq!(l.outputs(), usize::MAX);
+    /// ```
+    pub fn outputs(&self) -> usize {
+        self.outer.saturating_mul(self.inner)
+    }
+
+    /// [`Layout::outputs`], or `SizeOverflow` if `outer · inner` overflows.
+    fn checked_outputs(&self) -> Result<usize> {
+        self.outer
+            .checked_mul(self.inner)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!(
+                    "reduce: {} outer × {} inner outputs",
+                    self.outer, self.inner
+                ),
+            })
+    }
+
+    /// Whether the rows kernel runs (`inner == 1`: whole-tensor and
+    /// inner-axis reductions); otherwise the columns kernel does.
+    pub fn uses_rows_kernel(&self) -> bool {
+        self.inner == 1
+    }
+
+    /// The passes that run, first to last (none if there is nothing to reduce).
+    fn passes(&self) -> Vec<Pass> {
+        if self.len == 0 || self.outputs() == 0 {
+            return Vec::new();
+        }
+        let mut pass = if self.uses_rows_kernel() {
+            Pass::Rows {
+                rows: self.outer as u64,
+                len: self.len as u64,
+            }
+        } else {
+            Pass::Cols {
+                outer: self.outer as u64,
+                len: self.len as u64,
+                inner: self.inner as u64,
+            }
+        };
+        let mut passes = vec![pass];
+        while pass.next().len() > 1 {
+            pass = pass.next();
+            passes.push(pass);
+        }
+        passes
+    }
+
+    /// `D`: the most float roundings on any element's way to its output (see
+    /// the module docs' error bounds); 0 if nothing is reduced.
+    ///
+    /// ```
+    /// use warpforge::reduce::Layout;
+    /// // 1000 elements, rows kernel: 2 units of 512; a lane folds 16 (15
+    /// // roundings), 5 tree levels; then 2 states: 0 + 1 level.
+    /// assert_eq!(Layout::new(1000, &[1000], None)?.fold_depth(), 21);
+    /// // 100 rows along a column: 64 + 36, then 2 states: 63 + 1.
+    /// assert_eq!(Layout::new(200, &[100, 2], Some(0))?.fold_depth(), 64);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn fold_depth(&self) -> u32 {
+        self.passes()
+            .into_iter()
+            .map(|pass| match pass {
+                Pass::Rows { len, .. } => {
+                    let per_lane = len.min(ROW_UNIT).div_ceil(32) - 1;
+                    let lanes = len.min(32);
+                    per_lane as u32 + lanes.next_power_of_two().trailing_zeros()
+                }
+                Pass::Cols { len, .. } => (len.min(COL_UNIT) - 1) as u32,
+            })
+            .sum()
+    }
+}
+
+/// A launch of `blocks` (capped at `max_blocks`, at least 1) blocks of 256 threads.
+fn config(blocks: u64, options: ReduceOptions) -> LaunchConfig {
+    let blocks = blocks.clamp(1, u64::from(options.max_blocks.max(1))) as u32;
+    LaunchConfig::new(Dim3::x(blocks), Dim3::x(BLOCK_THREADS))
+}
+
+/// The shape of the result: `shape` without `axis` (`[]` for `None`; an `axis` past the
+/// end removes nothing, and [`reduce()`] rejects it before asking).
+///
+/// ```
+/// use warpforge::reduce::output_shape;
+/// assert_eq!(output_shape(&[2, 3, 4], Some(1)), [2, 4]);
+/// assert_eq!(output_shape(&[2, 3, 4], None), [0usize; 0]);
+/// ```
+pub fn output_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        None => Vec::new(),
+        Some(k) => shape
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != k)
+            .map(|(_, &d)| d)
+            .collect(),
+    }
+}
+
+/// `outputs` copies of `value`, the result of reducing an axis of length 0
+/// (the input is empty, so `outputs` is not bounded by its size).
+///
+/// Allocated on the device first, where a result too large for the device's
+/// memory is `ResultTooLarge` with its shape and bytes; a zero (`sum`,
+/// `sum_of_squares`, `norm2`) is the allocation's own zeros, and any other
+/// value goes through a host buffer reserved fallibly, never an abort.
+fn filled<T: Reducible>(
+    op: Op,
+    dev: &crate::Device,
+    value: T,
+    outputs: usize,
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<DeviceBuffer<T>> {
+    let item_size = size_of::<T>();
+    let too_large = |why: String| Error::ResultTooLarge {
+        op: op.name(),
+        shape: output_shape(shape, axis),
+        elements: outputs,
+        item_size,
+        value: format!("{value:?}"),
+        why,
+    };
+    let mut out = dev.alloc_zeroed::<T>(outputs).map_err(|e| match e {
+        Error::OutOfMemory { free, total, .. } => {
+            too_large(format!("the device has {free} of its {total} bytes free"))
+        }
+        Error::SizeOverflow { .. } => too_large("the byte count overflows a usize".to_owned()),
+        e => e,
+    })?;
+    // Every value `empty_result` gives is +0, NaN, −inf or an integer 0, so
+    // comparing with the default (+0 or 0) tells the all-zero-bits ones exactly.
+    if value != T::default() {
+        let mut host = Vec::new();
+        host.try_reserve_exact(outputs)
+            .map_err(|e| too_large(format!("the host could not allocate a copy: {e}")))?;
+        host.resize(outputs, value);
+        out.copy_from_host(&host)?;
+    }
+    Ok(out)
+}
+
+/// Words for `units` states (two each), checked.
+fn state_words(units: u64) -> Result<usize> {
+    units
+        .checked_mul(2)
+        .and_then(|w| usize::try_from(w).ok())
+        .ok_or_else(|| Error::SizeOverflow {
+            what: format!("reduce: {units} partial states"),
+        })
+}
+
+/// Reduces `x` (row-major `shape`) with `op` along `axis` (`None`: everything,
+/// one output), with default [`ReduceOptions`]; the output's shape is `shape`
+/// without `axis`.
+///
+/// The kernel shape (rows or columns) is chosen from the shape: see the
+/// module docs. Errors: `ShapeMismatch` (shape vs length, bad axis),
+/// `UnsupportedDType` (e.g. `mean` of `i32`), `EmptyReduction` (`min`, `max`,
+/// `argmin`, `argmax` along an axis of length 0 with outputs to fill),
+/// `SizeOverflow` (more outputs than a `usize` counts), `ResultTooLarge`
+/// (reducing an axis of length 0 leaves more outputs than the device holds:
+/// `[1 << 20, 0, 1 << 20]` along axis 1 is 2⁴⁰ of them).
+///
+/// ```
+/// use warpforge::{Device, reduce::{self, Op, Reduced}};
+/// let dev = Device::emulator();
+/// let x = dev.upload(&[3i32, 1, 4, 1, 0, 9])?; // rows [3, 1], [4, 1], [0, 9]
+/// let Reduced::Indices(first_min) = reduce::reduce(Op::ArgMin, &x, &[3, 2], Some(0))? else {
+///     unreachable!()
+/// };
+/// assert_eq!(first_min.to_host()?, [2, 0]); // columns [3, 4, 0] and [1, 1, 9]: ties → first
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn reduce<T: Reducible>(
+    op: Op,
+    x: &DeviceBuffer<T>,
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<Reduced<T>> {
+    reduce_with(op, x, shape, axis, ReduceOptions::default())
+}
+
+/// [`reduce`] with explicit [`ReduceOptions`]; the result does not depend on them.
+///
+/// ```
+/// use warpforge::{Device, reduce::{self, Op, Reduced, ReduceOptions}};
+/// let dev = Device::emulator();
+/// let x = dev.upload(&(0..5000).map(|i| (i as f32).sin()).collect::<Vec<_>>())?;
+/// let bits = |max_blocks| -> warpforge::Result<u32> {
+///     let r = reduce::reduce_with(Op::Sum, &x, &[5000], None, ReduceOptions { max_blocks })?;
+///     let Reduced::Values(v) = r else { unreachable!() };
+///     Ok(v.to_host()?[0].to_bits())
+/// };
+/// assert_eq!(bits(1)?, bits(1024)?);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn reduce_with<T: Reducible>(
+    op: Op,
+    x: &DeviceBuffer<T>,
+    shape: &[usize],
+    axis: Option<usize>,
+    options: ReduceOptions,
+) -> Result<Reduced<T>> {
+    if !T::supports(op) {
+        return Err(unsupported::<T>(op));
+    }
+    let layout = Layout::new(x.len(), shape, axis)?;
+    let dev = x.device();
+    let outputs = layout.checked_outputs()?;
+    if layout.len == 0 && outputs > 0 {
+        let value = T::empty_result(op).ok_or(Error::EmptyReduction { op: op.name() })?;
+        let out = filled(op, dev, value, outputs, shape, axis)?;
+        return Ok(Reduced::Values(out));
+    }
+    // From here on every output has at least one element, so `outputs` and
+    // every pass's units are at most `x.len()`.
+    let passes = layout.passes();
+    let mut states: Option<DeviceBuffer<u64>> = None;
+    for pass in passes {
+        let (units, blocks) = pass.units()?;
+        let mut out = dev.alloc_zeroed::<u64>(state_words(units)?)?;
+        let cfg = config(blocks, options);
+        match &states {
+            None => T::pass_elements(op, x, pass, &mut out, cfg)?,
+            Some(prev) => T::pass_states(op, prev, pass, &mut out, cfg)?,
+        }
+        states = Some(out);
+    }
+    let cfg = config((outputs as u64).div_ceil(u64::from(BLOCK_THREADS)), options);
+    let states = match states {
+        Some(s) => s,
+        None => dev.alloc_zeroed::<u64>(0)?,
+    };
+    if op.returns_indices() {
+        let mut out = dev.alloc_zeroed::<i64>(outputs)?;
+        dev.launch(k::finish_index, cfg, (&states, &mut out))?;
+        Ok(Reduced::Indices(out))
+    } else {
+        let mut out = dev.alloc_zeroed::<T>(outputs)?;
+        T::finish(op, &states, layout.len as u64, &mut out, cfg)?;
+        Ok(Reduced::Values(out))
+    }
+}
+
+/// The single value of a whole-buffer reduction.
+fn whole_value<T: Reducible>(op: Op, x: &DeviceBuffer<T>) -> Result<T> {
+    match reduce(op, x, &[x.len()], None)? {
+        Reduced::Values(v) => Ok(v.to_host()?[0]),
+        Reduced::Indices(_) => unreachable!("{op} returns values"),
+    }
+}
+
+/// The single index of a whole-buffer `argmin`/`argmax`.
+fn whole_index<T: Reducible>(op: Op, x: &DeviceBuffer<T>) -> Result<u64> {
+    match reduce(op, x, &[x.len()], None)? {
+        Reduced::Indices(v) => Ok(v.to_host()?[0] as u64),
+        Reduced::Values(_) => unreachable!("{op} returns indices"),
+    }
+}
+
+/// `Σx` over the whole buffer (0 if empty; integers wrap).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::sum(&dev.upload(&[i32::MAX, 1])?)?, i32::MIN); // wraps
+/// assert_eq!(reduce::sum(&dev.upload::<f32>(&[])?)?, 0.0);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn sum<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::Sum, x)
+}
+
+/// `Σx / n` over the whole buffer (NaN if empty; floats only).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::mean(&dev.upload(&[1.0f64, 2.0, 6.0])?)?, 3.0);
+/// assert!(reduce::mean(&dev.upload(&[1i32])?).is_err()); // UnsupportedDType
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn mean<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::Mean, x)
+}
+
+/// The smallest element (`−0 < +0`, NaN propagates; `EmptyReduction` if empty).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::min(&dev.upload(&[0.0f32, -0.0])?)?.to_bits(), (-0.0f32).to_bits());
+/// assert!(reduce::min(&dev.upload::<f32>(&[])?).is_err());
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn min<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::Min, x)
+}
+
+/// The largest element (`−0 < +0`, NaN propagates; `EmptyReduction` if empty).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::max(&dev.upload(&[3u32, 7, 5])?)?, 7);
+/// assert!(reduce::max(&dev.upload(&[1.0f32, f32::NAN])?)?.is_nan());
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn max<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::Max, x)
+}
+
+/// `Σx²` over the whole buffer (0 if empty; floats only).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::sum_of_squares(&dev.upload(&[3.0f32, 4.0])?)?, 25.0);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn sum_of_squares<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::SumOfSquares, x)
+}
+
+/// `√Σx²` over the whole buffer (0 if empty; floats only).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::norm2(&dev.upload(&[3.0f64, 4.0])?)?, 5.0);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn norm2<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::Norm2, x)
+}
+
+/// `ln Σ exp(x)` over the whole buffer, without overflow (−inf if empty; floats only).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// let lse = reduce::logsumexp(&dev.upload(&[1000.0f32, 1000.0])?)?;
+/// assert!((lse - (1000.0 + 2f32.ln())).abs() < 1e-3); // exp(1000) alone would overflow
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn logsumexp<T: Reducible>(x: &DeviceBuffer<T>) -> Result<T> {
+    whole_value(Op::LogSumExp, x)
+}
+
+/// The first index of the smallest element (NaN counts as smallest, `−0 == +0`;
+/// `EmptyReduction` if empty).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::argmin(&dev.upload(&[2.0f32, 0.0, -0.0, 0.0])?)?, 1);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn argmin<T: Reducible>(x: &DeviceBuffer<T>) -> Result<u64> {
+    whole_index(Op::ArgMin, x)
+}
+
+/// The first index of the largest element (NaN counts as largest; `EmptyReduction` if empty).
+///
+/// ```
+/// use warpforge::{Device, reduce};
+/// let dev = Device::emulator();
+/// assert_eq!(reduce::argmax(&dev.upload(&[1.0f32, f32::NAN, 9.0, f32::NAN])?)?, 1);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub fn argmax<T: Reducible>(x: &DeviceBuffer<T>) -> Result<u64> {
+    whole_index(Op::ArgMax, x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+
+    const BIG: usize = 1 << 40;
+
+    #[test]
+    fn layout_counts_outputs_of_empty_shapes_without_overflow() {
+        // A 0 makes the product 0 whatever comes before or after it.
+        let l = Layout::new(0, &[usize::MAX, usize::MAX, 0], None).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (1, 0, 1, 1));
+        let l = Layout::new(0, &[BIG, 0, BIG], Some(0)).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (1, BIG, 0, 0));
+        let l = Layout::new(0, &[BIG, 0, BIG], Some(2)).unwrap();
+        assert_eq!((l.outer, l.len, l.inner, l.outputs()), (0, BIG, 1, 0));
+        let l = Layout::new(0, &[1 << 20, 0, 1 << 20], Some(1)).unwrap();
+        assert_eq!((l.len, l.outputs()), (0, 1 << 40));
+        assert!(l.passes().is_empty());
+        // Reducing the 0 away leaves 2⁸⁰ outputs: refused, naming the result's shape.
+        let e = Layout::new(0, &[BIG, 0, BIG], Some(1)).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("axis 1") && msg.contains(&format!("[{BIG}, {BIG}]")),
+            "{msg}"
+        );
+        let e = Layout::new(0, &[usize::MAX, 2, 0], Some(2)).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        // Without a 0 the product itself overflows.
+        let e = Layout::new(0, &[1 << 32, 1 << 32, 1 << 32], None).unwrap_err();
+        assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("[4294967296, 4294967296, 4294967296]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn outputs_of_a_hand_built_layout_saturate() {
+        let l = Layout {
+            outer: BIG,
+            len: 0,
+            inner: BIG,
+        };
+        assert_eq!(l.outputs(), usize::MAX);
+        assert!(matches!(
+            l.checked_outputs(),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let l = Layout {
+            outer: 3,
+            len: 0,
+            inner: 5,
+        };
+        assert_eq!((l.outputs(), l.checked_outputs().unwrap()), (15, 15));
+    }
+
+    #[test]
+    fn pass_units_are_checked() {
+        let rows = Pass::Rows {
+            rows: u64::MAX,
+            len: 1024,
+        };
+        assert!(matches!(rows.units(), Err(Error::SizeOverflow { .. })));
+        let cols = Pass::Cols {
+            outer: 1 << 32,
+            len: 64,
+            inner: 1 << 32,
+        };
+        assert!(matches!(cols.units(), Err(Error::SizeOverflow { .. })));
+        let cols = Pass::Cols {
+            outer: 3,
+            len: 65,
+            inner: 5,
+        };
+        assert_eq!(cols.units().unwrap(), (30, 1));
+    }
+
+    /// The reduction of an empty axis that leaves more outputs than the device
+    /// holds: an error naming the result, with nothing allocated afterwards.
+    #[test]
+    fn an_empty_axis_with_too_many_outputs_is_an_error() {
+        let dev = Device::emulator_with_memory(1 << 20);
+        let x = dev.upload::<f32>(&[]).unwrap();
+        for (op, value) in [(Op::Sum, "0.0"), (Op::Mean, "NaN"), (Op::LogSumExp, "-inf")] {
+            let e = reduce(op, &x, &[1 << 20, 0, 1 << 20], Some(1)).unwrap_err();
+            let Error::ResultTooLarge {
+                shape,
+                elements,
+                item_size,
+                ..
+            } = &e
+            else {
+                panic!("{op}: {e}")
+            };
+            assert_eq!(
+                (shape.as_slice(), *elements),
+                (&[1 << 20, 1 << 20][..], 1 << 40)
+            );
+            assert_eq!(*item_size, 4);
+            let msg = e.to_string();
+            for needle in [
+                "[1048576, 1048576]",
+                "1099511627776 elements",
+                "4398046511104 bytes",
+            ] {
+                assert!(msg.contains(needle), "{op}: {msg}");
+            }
+            assert!(msg.contains(&format!("would be {value}")), "{op}: {msg}");
+            // Small enough for usize but not for the device: the non-zero fill
+            // fails on the device, before any host buffer.
+            let e = reduce(op, &x, &[1000, 0, 1000], Some(1)).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    Error::ResultTooLarge {
+                        elements: 1_000_000,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert_eq!(dev.memory_info().unwrap(), (1 << 20, 1 << 20), "{op}");
+        }
+        // min and friends have no value for an empty axis, whatever the size.
+        let e = reduce(Op::Min, &x, &[1 << 20, 0, 1 << 20], Some(1)).unwrap_err();
+        assert!(matches!(e, Error::EmptyReduction { op: "min" }), "{e}");
+        // (0, 2⁴⁰) along axis 0: 2⁴⁰ zeros.
+        let e = reduce(Op::Sum, &x, &[0, BIG], Some(0)).unwrap_err();
+        assert!(
+            matches!(e, Error::ResultTooLarge { elements: BIG, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn empty_results_allocate_nothing_and_fills_are_exact() {
+        let dev = Device::emulator_with_memory(1 << 20);
+        let x = dev.upload::<f32>(&[]).unwrap();
+        for (shape, axis) in [
+            (&[0, BIG][..], Some(1)),
+            (&[1 << 20, 0, 1 << 20], Some(0)),
+            (&[1 << 20, 0, 1 << 20], Some(2)),
+        ] {
+            let Reduced::Values(v) = reduce(Op::Sum, &x, shape, axis).unwrap() else {
+                unreachable!()
+            };
+            assert!(v.is_empty(), "{shape:?} {axis:?}");
+            let Reduced::Indices(i) = reduce(Op::ArgMax, &x, shape, axis).unwrap() else {
+                unreachable!()
+            };
+            assert!(i.is_empty(), "{shape:?} {axis:?}");
+        }
+        assert_eq!(dev.memory_info().unwrap().0, 1 << 20);
+        // Whole-tensor reductions of a 0-element shape: one value.
+        let whole = |op| match reduce(op, &x, &[1 << 20, 0, 1 << 20], None) {
+            Ok(Reduced::Values(v)) => Ok(v.to_host().unwrap()),
+            Ok(Reduced::Indices(_)) => unreachable!(),
+            Err(e) => Err(e),
+        };
+        assert_eq!(whole(Op::Sum).unwrap(), [0.0]);
+        assert!(whole(Op::Mean).unwrap()[0].is_nan());
+        assert_eq!(whole(Op::LogSumExp).unwrap(), [f32::NEG_INFINITY]);
+        assert!(matches!(whole(Op::Max), Err(Error::EmptyReduction { .. })));
+        // A fill that fits: every element, in the output dtype.
+        let Reduced::Values(v) = reduce(Op::Mean, &x, &[3, 0, 5], Some(1)).unwrap() else {
+            unreachable!()
+        };
+        let v = v.to_host().unwrap();
+        assert_eq!(v.len(), 15);
+        assert!(v.iter().all(|x| x.is_nan()));
+        let xi = dev.upload::<i64>(&[]).unwrap();
+        let Reduced::Values(v) = reduce(Op::Sum, &xi, &[4, 0, 2], Some(1)).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(v.to_host().unwrap(), [0; 8]);
+    }
+}

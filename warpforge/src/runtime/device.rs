@@ -1,0 +1,639 @@
+//! A device: a GPU opened through the driver, or the CPU emulator.
+
+use super::buffer::{DeviceBuffer, Memory, PinnedBuffer, PinnedMemory};
+use super::element::Element;
+use super::emulator::{self, Binding, EmuMemory, Pool};
+use super::error::{Error, FaultCode, Result};
+use super::gpu::{Gpu, GpuInfo, StreamKey};
+use super::launch::{KernelArgs, LaunchConfig, Limits};
+use super::stream::{Stream, StreamKind};
+use cudarc::driver::DriverError;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use warpforge_device::emu::stream::EmuStream;
+use warpforge_device::emu::{self, LaunchShape};
+use warpforge_device::kernel::Kernel;
+
+enum Backend {
+    /// Boxed: its launch log and caches dwarf the emulator's handles.
+    Gpu(Box<Gpu>),
+    Emulator {
+        pool: Arc<Pool>,
+        /// The streams made on it, for `synchronize`.
+        streams: Mutex<Vec<Weak<EmuStream>>>,
+    },
+}
+
+/// Whether the device can still be used.
+#[derive(Clone)]
+pub(crate) enum Health {
+    Usable,
+    /// A kernel faulted; no call has reported it yet.
+    Faulted(Error),
+    /// The fault was reported; every call now fails with `ContextPoisoned`.
+    Poisoned(Error),
+}
+
+impl Health {
+    /// The fault that made the device unusable, reported or not.
+    fn fault_seen(&self) -> Option<Error> {
+        match self {
+            Health::Usable => None,
+            Health::Faulted(e) | Health::Poisoned(e) => Some(e.clone()),
+        }
+    }
+
+    /// Records a fault if none is recorded yet.
+    pub(crate) fn fault(&mut self, e: Error) {
+        if matches!(self, Health::Usable) {
+            *self = Health::Faulted(e);
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Inner {
+    /// Distinguishes devices, so a buffer used with a device it does not belong to is caught.
+    id: u64,
+    backend: Backend,
+    health: Arc<Mutex<Health>>,
+}
+
+/// Where kernels run and buffers live: a GPU, or the CPU emulator.
+///
+/// Cloning is cheap and gives the same device. Both kinds have the same API,
+/// so code written against a `Device` runs unchanged on either.
+///
+/// ```
+/// use warpforge::{Device, LaunchConfig};
+/// use warpforge_kernels::elementwise::axpy_f32;
+///
+/// let dev = Device::emulator();
+/// let x = dev.upload(&[1.0f32, 2.0, 3.0])?;
+/// let mut y = dev.upload(&[10.0f32, 20.0, 30.0])?;
+/// dev.launch(axpy_f32, LaunchConfig::for_elements(3, 256)?, (2.0f32, &x, &mut y))?;
+/// assert_eq!(y.to_host()?, vec![12.0, 24.0, 36.0]);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<Inner>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Device {
+    fn with_backend(backend: Backend) -> Device {
+        Device {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                backend,
+                health: Arc::new(Mutex::new(Health::Usable)),
+            }),
+        }
+    }
+
+    /// Opens GPU `ordinal` and loads the library's PTX module
+    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)) on it; while a handle of it is
+    /// alive, this returns that device again (one context per GPU and process,
+    /// each module loaded once). Load your own kernels crate's module with
+    /// [`Device::load`].
+    ///
+    /// Fails with `NoDriver`, `NoDevice`, `DriverTooOld` or `UnsupportedGpu`,
+    /// never a panic, on machines where that GPU cannot be used.
+    ///
+    /// After a kernel fault the device is poisoned (`ContextPoisoned`). Once
+    /// every handle of it (clones, buffers, pinned buffers, streams, events)
+    /// has been dropped, `Device::gpu` resets the GPU's context
+    /// (`cuDevicePrimaryCtxReset`) and opens it afresh; while any is alive it
+    /// is `Error::DeviceInUse` naming the fault and the count, never a
+    /// silently broken device. [`Device::reset`] does the same for the last handle.
+    pub fn gpu(ordinal: usize) -> Result<Device> {
+        open_gpu(&mut lock(&OPEN_GPUS), ordinal)
+    }
+
+    /// Loads a PTX module on this device, so that its kernels can be
+    /// launched: call it once per device before launching them (later calls
+    /// with the same module return at once; it is thread-safe).
+    ///
+    /// On a GPU it picks the variant for the GPU's compute capability
+    /// (`UnsupportedGpu` if there is none), checks its PTX ISA against the
+    /// driver (`DriverTooOld`), has the driver JIT-compile it, and reads every
+    /// entry's `.param` list. A launch then finds a kernel in the module named
+    /// by its `Kernel::MODULE` only (`ModuleNotLoaded` if that module is not
+    /// loaded), and before the kernel's first launch checks its Rust
+    /// parameters against the entry's (`KernelSignature` if they differ). A
+    /// different module with a name already loaded is `ModuleConflict`. The
+    /// library's module is loaded by [`Device::gpu`]; a device made afresh
+    /// ([`Device::reset`], or reopened after a fault) has only that one, so
+    /// load yours on it again.
+    ///
+    /// On the emulator kernels run from host code, so it checks nothing and
+    /// returns `Ok`: the same program runs on both.
+    ///
+    /// ```
+    /// use warpforge::{Device, LaunchConfig, ptx};
+    /// use warpforge_kernels::elementwise::axpy_f32;
+    /// // A host crate whose build.rs compiles `my-kernels` writes
+    /// // `static MY_KERNELS: ptx::Module = warpforge::include_module!("my-kernels");`
+    /// // and then `dev.load(&MY_KERNELS)?`. The library's own module:
+    /// let (dev, _why_not_gpu) = Device::auto();
+    /// dev.load(&ptx::LIBRARY)?; // already loaded on a GPU: returns at once
+    /// let x = dev.upload(&[1.0f32, 2.0])?;
+    /// let mut y = dev.upload(&[1.0f32, 1.0])?;
+    /// dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256)?, (3.0f32, &x, &mut y))?;
+    /// assert_eq!(y.to_host()?, [4.0, 7.0]);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn load(&self, module: &'static crate::ptx::Module) -> Result<()> {
+        self.check_health()?;
+        match &self.inner.backend {
+            Backend::Gpu(g) => g.load(module).map(|_| ()).map_err(|e| self.refine(e)),
+            Backend::Emulator { .. } => Ok(()),
+        }
+    }
+
+    /// Resets this device, consuming its last handle, and returns a fresh one:
+    /// the way to recover from a kernel fault (`ContextPoisoned`) without
+    /// restarting the process.
+    ///
+    /// On a GPU the context is destroyed and made anew, so every buffer of the
+    /// old one would dangle: while any other handle (a clone, buffer, pinned
+    /// buffer, stream or event) is alive this is `Error::DeviceInUse` with
+    /// their count, and only this handle is dropped. On the emulator it is a
+    /// new emulator with the same memory budget, under the same rule.
+    ///
+    /// ```
+    /// use warpforge::{Device, Error};
+    /// let dev = Device::emulator_with_memory(1 << 20);
+    /// let buf = dev.alloc_zeroed::<f32>(4)?;
+    /// let e = dev.clone().reset().unwrap_err();     // `dev` and `buf` still hold it
+    /// assert!(matches!(e, Error::DeviceInUse { handles: 2, .. }), "{e}");
+    /// drop(buf);
+    /// let fresh = dev.reset()?;
+    /// assert_eq!(fresh.memory_info()?.1, 1 << 20);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn reset(self) -> Result<Device> {
+        let mut open = lock(&OPEN_GPUS);
+        let others = Arc::strong_count(&self.inner) - 1;
+        if others > 0 {
+            return Err(Error::DeviceInUse {
+                device: self.name(),
+                handles: others,
+                poisoned_by: self.fault().map(Box::new),
+                action: "call `reset` again",
+            });
+        }
+        match &self.inner.backend {
+            Backend::Gpu(g) => {
+                let ordinal = g.info.ordinal;
+                // This call promises a fresh context even if none faulted.
+                if let Some(slot) = open.get_mut(&ordinal) {
+                    slot.reset_on_open = true;
+                }
+                drop(self);
+                open_gpu(&mut open, ordinal)
+            }
+            Backend::Emulator { pool, .. } => Ok(Device::emulator_with_memory(pool.capacity)),
+        }
+    }
+
+    /// The fault that poisoned this device, if one did (reported or not).
+    fn fault(&self) -> Option<Error> {
+        lock(&self.inner.health).fault_seen()
+    }
+
+    /// A CPU emulator device: runs the same kernels with CUDA semantics. Its
+    /// memory is the host's (allocations beyond it are `OutOfMemory`).
+    pub fn emulator() -> Device {
+        Device::emulator_with_memory(emulator::host_memory_bytes())
+    }
+
+    /// An emulator device with `bytes` of device memory, to test how code
+    /// behaves when a GPU's memory runs out.
+    ///
+    /// ```
+    /// use warpforge::{Device, Error};
+    /// let dev = Device::emulator_with_memory(1 << 20);
+    /// let e = dev.alloc_zeroed::<f32>(1 << 20).unwrap_err();   // 4 MiB > 1 MiB
+    /// assert!(matches!(e, Error::OutOfMemory { requested: 4194304, total: 1048576, .. }));
+    /// let fits = dev.alloc_zeroed::<f32>(1 << 10)?;             // the device still works
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn emulator_with_memory(bytes: u64) -> Device {
+        Device::with_backend(Backend::Emulator {
+            pool: Pool::new(bytes),
+            streams: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// GPU 0 if it can be used; else the emulator and the reason there is no GPU.
+    pub fn auto() -> (Device, Option<Error>) {
+        match Device::gpu(0) {
+            Ok(d) => (d, None),
+            Err(e) => (Device::emulator(), Some(e)),
+        }
+    }
+
+    /// Whether this is a GPU (not the emulator).
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.inner.backend, Backend::Gpu(_))
+    }
+
+    /// The GPU's properties, if this is a GPU.
+    pub fn gpu_info(&self) -> Option<&GpuInfo> {
+        match &self.inner.backend {
+            Backend::Gpu(g) => Some(&g.info),
+            Backend::Emulator { .. } => None,
+        }
+    }
+
+    /// `GPU 0 (NVIDIA H100 80GB HBM3)` or `CPU emulator`, with an instance number.
+    pub fn name(&self) -> String {
+        match &self.inner.backend {
+            Backend::Gpu(g) => format!("GPU {} ({})", g.info.ordinal, g.info.name),
+            Backend::Emulator { .. } => format!("CPU emulator #{}", self.inner.id),
+        }
+    }
+
+    /// The launch limits this device enforces.
+    pub fn limits(&self) -> Limits {
+        match &self.inner.backend {
+            Backend::Gpu(g) => Limits {
+                max_threads_per_block: g.info.max_threads_per_block,
+                max_block_dim: g.info.max_block_dim,
+                max_grid_dim: g.info.max_grid_dim,
+                max_shared_per_block: g.info.max_shared_per_block,
+                max_shared_per_block_optin: g.info.max_shared_per_block_optin,
+            },
+            Backend::Emulator { .. } => Limits::EMULATOR,
+        }
+    }
+
+    /// Bytes of device memory free and in total.
+    pub fn memory_info(&self) -> Result<(u64, u64)> {
+        self.check_health()?;
+        match &self.inner.backend {
+            Backend::Gpu(g) => g
+                .memory_info()
+                .map_err(|e| self.observe(e, "reading free memory")),
+            Backend::Emulator { pool, .. } => Ok((pool.free(), pool.capacity)),
+        }
+    }
+
+    /// A buffer of `len` zeros.
+    ///
+    /// More than the device has free is `Error::OutOfMemory` with the sizes;
+    /// nothing is lost and the device stays usable.
+    pub fn alloc_zeroed<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.check_health()?;
+        let memory = match &self.inner.backend {
+            Backend::Gpu(g) => Memory::Gpu(g.alloc_zeroed(len).map_err(|e| self.refine(e))?),
+            Backend::Emulator { pool, .. } => Memory::Emulated(EmuMemory::zeroed(pool, len)?),
+        };
+        Ok(DeviceBuffer {
+            device: self.clone(),
+            len,
+            memory,
+        })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buf = self.alloc_zeroed(data.len())?;
+        buf.copy_from_host(data)?;
+        Ok(buf)
+    }
+
+    /// `len` zeroed elements of page-locked host memory, for async copies.
+    pub fn alloc_pinned<T: Element>(&self, len: usize) -> Result<PinnedBuffer<T>> {
+        self.check_health()?;
+        let memory = match &self.inner.backend {
+            Backend::Gpu(g) => PinnedMemory::Gpu(g.alloc_pinned(len).map_err(|e| self.refine(e))?),
+            Backend::Emulator { .. } => {
+                // Host memory: not counted against the emulated device memory.
+                PinnedMemory::Emulated(EmuMemory::zeroed(&Pool::new(u64::MAX), len)?)
+            }
+        };
+        Ok(PinnedBuffer {
+            device: self.clone(),
+            len,
+            memory,
+        })
+    }
+
+    /// A new stream: work queued on it runs in order, and may overlap with
+    /// work on other streams (copies with kernels, kernels with kernels).
+    pub fn new_stream(&self) -> Result<Stream> {
+        self.check_health()?;
+        let kind = match &self.inner.backend {
+            Backend::Gpu(g) => StreamKind::Gpu(
+                g.stream
+                    .context()
+                    .new_stream()
+                    .map_err(|e| self.observe(e, "creating a stream"))?,
+            ),
+            Backend::Emulator { streams, .. } => {
+                let health = self.inner.health.clone();
+                let stream = Arc::new(EmuStream::new(Arc::new(move || {
+                    !matches!(*lock(&health), Health::Usable)
+                })));
+                let mut list = lock(streams);
+                list.retain(|w| w.strong_count() > 0);
+                list.push(Arc::downgrade(&stream));
+                StreamKind::Emulated(stream)
+            }
+        };
+        Ok(Stream {
+            device: self.clone(),
+            kind,
+        })
+    }
+
+    /// The stream `launch` and the buffer copies use.
+    pub fn default_stream(&self) -> Stream {
+        let kind = match &self.inner.backend {
+            Backend::Gpu(g) => StreamKind::Gpu(g.stream.clone()),
+            Backend::Emulator { .. } => StreamKind::Inline,
+        };
+        Stream {
+            device: self.clone(),
+            kind,
+        }
+    }
+
+    /// Waits for all work queued on this device, on every stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.check_health()?;
+        match &self.inner.backend {
+            Backend::Gpu(g) => {
+                g.stream
+                    .context()
+                    .synchronize()
+                    .map_err(|e| self.observe(e, "synchronising the device"))?;
+                g.in_flight().clear();
+            }
+            Backend::Emulator { streams, .. } => {
+                let live: Vec<_> = lock(streams).iter().filter_map(Weak::upgrade).collect();
+                for s in live {
+                    if let Some(last) = s.last() {
+                        last.wait();
+                    }
+                }
+            }
+        }
+        self.check_health()
+    }
+
+    /// Launches `kernel` with `config` and `args` on the default stream.
+    ///
+    /// `args` must match the kernel's signature (checked at compile time); the
+    /// config is checked against the kernel's declared block shape (`BlockShape`),
+    /// the device's limits, the kernel's own limits (registers × threads, shared
+    /// memory) and the problem size it was made for (every output must hold
+    /// it), and every buffer against this device, before anything runs.
+    /// On the GPU the kernel's entry is looked up in the loaded module named
+    /// by `K::MODULE` (`ModuleNotLoaded` if [`Device::load`] has not loaded
+    /// it) and its parameters checked against the entry's before its first
+    /// launch (`KernelSignature` if they differ).
+    /// On the GPU the launch is queued; reading a result (`to_host`) waits for it.
+    /// On the emulator it runs to completion, and a fault (out-of-bounds,
+    /// divergent barrier, …) is `Error::KernelFault` here; on the GPU a fault
+    /// shows at the next call that waits for the kernel.
+    pub fn launch<K: Kernel, A: KernelArgs<K::Args>>(
+        &self,
+        kernel: K,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
+        self.default_stream().launch(kernel, config, args)
+    }
+
+    /// Checks a launch and runs or queues it on `stream`.
+    pub(crate) fn launch_on<K: Kernel, A: KernelArgs<K::Args>>(
+        &self,
+        stream: &StreamKind,
+        config: LaunchConfig,
+        mut args: A,
+    ) -> Result<()> {
+        self.check_health()?;
+        if let Some(required) = K::BLOCK
+            && config.block != required
+        {
+            return Err(Error::BlockShape {
+                kernel: K::NAME,
+                required,
+                found: config.block,
+            });
+        }
+        for owner in args.owners() {
+            self.check_same(owner)?;
+        }
+        args.check_outputs(K::NAME, &config)?;
+        match (&self.inner.backend, stream) {
+            (Backend::Emulator { .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
+                let shared = self
+                    .limits()
+                    .check(K::NAME, &config, K::SHARED_BYTES, None)?;
+                let shape = LaunchShape {
+                    grid: config.grid,
+                    block: config.block,
+                    dynamic_shared_bytes: shared as usize,
+                };
+                let mut binding = Binding::new();
+                let abi = args
+                    .emu_bind(&mut binding)
+                    .ok_or_else(|| Error::DeviceMismatch {
+                        expected: self.name(),
+                        found: "a GPU".into(),
+                    })?;
+                let (grid, block) = (config.grid, config.block);
+                // SAFETY: `abi` holds the addresses and lengths of the buffers'
+                // allocations, each claimed in `binding` (read for inputs, write for
+                // outputs), so the kernel runs only after the work that writes them,
+                // and the host and other jobs wait for it before touching them; the
+                // binding keeps the allocations alive until the kernel is done.
+                let run = move || emu::launch(K::NAME, shape, &|| unsafe { K::run_thread(abi) });
+                match stream {
+                    StreamKind::Emulated(s) => {
+                        let health = self.inner.health.clone();
+                        binding.enqueue(s, move || {
+                            let result = run();
+                            if let Err(e) = &result {
+                                lock(&health).fault(emulator::kernel_fault(e.clone(), grid, block));
+                            }
+                            result
+                        });
+                        Ok(())
+                    }
+                    _ => binding
+                        .run_inline(run)
+                        .map_err(|e| self.report_fault(emulator::kernel_fault(e, grid, block))),
+                }
+            }
+            (Backend::Gpu(gpu), StreamKind::Gpu(cu_stream)) => {
+                let function = gpu.function::<K>().map_err(|e| self.refine(e))?;
+                let shared = self.limits().check(
+                    K::NAME,
+                    &config,
+                    K::SHARED_BYTES,
+                    Some(function.limits),
+                )?;
+                gpu.allow_shared(&function, shared)
+                    .map_err(|e| self.observe(e, "raising the kernel's shared memory limit"))?;
+                let mut builder = cu_stream.launch_builder(&function.function);
+                args.push_gpu(&mut builder);
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: (config.grid.x, config.grid.y, config.grid.z),
+                    block_dim: (config.block.x, config.block.y, config.block.z),
+                    shared_mem_bytes: shared,
+                };
+                gpu.in_flight()
+                    .record(cu_stream, K::NAME, config.grid, config.block);
+                // SAFETY: the PTX entry and `K::Args` come from the same `#[kernel]`
+                // signature: scalars by value and each buffer as (device pointer,
+                // element count), in order, which is what `push_gpu` pushes. The
+                // counts are the allocations' own, and the guards in the kernel
+                // never write past them. cudarc's stream events keep the buffers'
+                // memory alive and ordered until the kernel is done with it.
+                unsafe { builder.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| self.observe(e, &format!("launching kernel `{}`", K::NAME)))
+            }
+            _ => unreachable!("a stream belongs to the device that made it"),
+        }
+    }
+
+    /// Where the launch log stands: a wait queued now covers the launches up
+    /// to here (0 on the emulator, which attributes faults exactly).
+    pub(crate) fn launch_mark(&self) -> u64 {
+        match &self.inner.backend {
+            Backend::Gpu(g) => g.in_flight().mark(),
+            Backend::Emulator { .. } => 0,
+        }
+    }
+
+    /// A wait completed: forgets the launches on `stream` up to `mark`, and
+    /// those on every stream the driver reports idle, so that a later fault is
+    /// attributed to a kernel still in flight.
+    pub(crate) fn waited(&self, stream: Option<StreamKey>, mark: u64) {
+        if let Backend::Gpu(g) = &self.inner.backend {
+            let mut log = g.in_flight();
+            if let Some(key) = stream {
+                log.finished(key, mark);
+            }
+            log.poll_streams();
+        }
+    }
+
+    /// Fails if `other` is not this device.
+    pub(crate) fn check_same(&self, other: &Device) -> Result<()> {
+        if other.inner.id == self.inner.id {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch {
+                expected: self.name(),
+                found: other.name(),
+            })
+        }
+    }
+
+    /// `Ok` while the device is usable. The first call after a kernel fault
+    /// returns that fault; every later call returns `ContextPoisoned`.
+    pub fn check_health(&self) -> Result<()> {
+        let mut health = lock(&self.inner.health);
+        match &*health {
+            Health::Usable => Ok(()),
+            Health::Faulted(e) => {
+                let e = e.clone();
+                *health = Health::Poisoned(e.clone());
+                Err(e)
+            }
+            Health::Poisoned(e) => Err(Error::ContextPoisoned {
+                original: Box::new(e.clone()),
+            }),
+        }
+    }
+
+    /// Records `fault` as the one poisoning the device and returns what this call reports.
+    fn report_fault(&self, fault: Error) -> Error {
+        lock(&self.inner.health).fault(fault);
+        self.check_health()
+            .err()
+            .unwrap_or_else(|| unreachable!("just faulted"))
+    }
+
+    /// A GPU error from `during`: a kernel fault (sticky in CUDA) poisons the
+    /// device and names the kernels that may have caused it; others are `Driver`.
+    pub(crate) fn observe(&self, e: DriverError, during: &str) -> Error {
+        let Backend::Gpu(gpu) = &self.inner.backend else {
+            return Error::driver(during)(e);
+        };
+        match FaultCode::from_driver(e.0) {
+            Some(code) => self.report_fault(gpu.in_flight().fault(code, e, during)),
+            None => Error::driver(during)(e),
+        }
+    }
+
+    /// Turns a GPU backend error that carries a kernel fault into the poisoned form.
+    fn refine(&self, e: Error) -> Error {
+        match e {
+            Error::Driver { during, source } => self.observe(source, &during),
+            other => other,
+        }
+    }
+}
+
+/// What the process knows of a GPU it opened: the device while any handle of
+/// it is alive, and whether its context must be reset before it is opened again.
+struct OpenGpu {
+    device: Weak<Inner>,
+    health: Arc<Mutex<Health>>,
+    reset_on_open: bool,
+}
+
+/// Every GPU opened in this process, by ordinal. Its lock is held while a GPU
+/// is opened or reset, so a context is never reset under a live handle.
+static OPEN_GPUS: Mutex<BTreeMap<usize, OpenGpu>> = Mutex::new(BTreeMap::new());
+
+fn open_gpu(open: &mut BTreeMap<usize, OpenGpu>, ordinal: usize) -> Result<Device> {
+    let (mut previous_fault, mut reset_first) = (None, false);
+    if let Some(slot) = open.get(&ordinal) {
+        if let Some(inner) = slot.device.upgrade() {
+            let dev = Device { inner };
+            return match dev.fault() {
+                None => Ok(dev),
+                Some(fault) => Err(Error::DeviceInUse {
+                    device: dev.name(),
+                    handles: Arc::strong_count(&dev.inner) - 1,
+                    poisoned_by: Some(Box::new(fault)),
+                    action: "open it again (its context is reset then)",
+                }),
+            };
+        }
+        previous_fault = lock(&slot.health).fault_seen();
+        reset_first = previous_fault.is_some() || slot.reset_on_open;
+    }
+    let gpu = Gpu::open(ordinal, reset_first, previous_fault.as_ref())?;
+    let dev = Device::with_backend(Backend::Gpu(Box::new(gpu)));
+    open.insert(
+        ordinal,
+        OpenGpu {
+            device: Arc::downgrade(&dev.inner),
+            health: dev.inner.health.clone(),
+            reset_on_open: false,
+        },
+    );
+    Ok(dev)
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}

@@ -1,0 +1,434 @@
+//! Typed launch configurations, and the argument traits that tie a launch to
+//! its kernel's signature.
+//!
+//! `Device::launch(kernel, config, args)` compiles only if `args` matches the
+//! kernel's `#[kernel]` signature position by position: a scalar for a
+//! scalar of the same type, `&DeviceBuffer<T>` for `&[T]`, `&mut DeviceBuffer<T>`
+//! for `Out<T>`. A buffer of the wrong dtype, a read-only buffer where the
+//! kernel writes, or a missing argument is a type error, not a device fault.
+//!
+//! ```compile_fail
+//! # use warpforge::{Device, LaunchConfig};
+//! # use warpforge_kernels::elementwise::axpy_f32;
+//! let dev = Device::emulator();
+//! let x = dev.upload(&[1.0f64, 2.0]).unwrap();   // f64, but axpy_f32 takes f32
+//! let mut y = dev.upload(&[0.0f32, 0.0]).unwrap();
+//! dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256).unwrap(), (2.0f32, &x, &mut y)).unwrap();
+//! ```
+
+use super::buffer::{DeviceBuffer, Memory};
+use super::device::Device;
+use super::element::Element;
+use super::emulator::Binding;
+use super::error::{Error, Result};
+use cudarc::driver::{LaunchArgs, PushKernelArg};
+use half::{bf16, f16};
+use warpforge_device::Dim3;
+use warpforge_device::emu::stream::Access;
+use warpforge_device::kernel::{RawIn, RawOut};
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub grid: Dim3,
+    /// Threads per block.
+    pub block: Dim3,
+    /// Launch-sized shared memory per block, in bytes, on top of nothing: the
+    /// launch uses the larger of this and what the kernel declares.
+    pub shared_bytes: u32,
+    /// The problem size the config was made for (`for_elements(n)`: n;
+    /// `for_2d(rows, cols, ..)`: rows × cols). Every output buffer of the
+    /// launch must hold at least this many elements, or the launch is refused
+    /// with `ShapeMismatch` before it runs: a too-small output would silently
+    /// drop the writes past its end.
+    pub elements: Option<u64>,
+}
+
+impl LaunchConfig {
+    /// An explicit grid and block.
+    pub const fn new(grid: Dim3, block: Dim3) -> Self {
+        LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+            elements: None,
+        }
+    }
+
+    /// One thread per output element: `block_threads` per block, enough
+    /// blocks for `n` (at least one, so a zero-length launch is still valid).
+    /// Every output buffer of the launch must hold at least `n` elements;
+    /// for kernels whose outputs are not per-thread (histograms, partial
+    /// sums) use [`for_threads`](Self::for_threads).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_elements(1000, 256).unwrap();
+    /// assert_eq!((c.grid.x, c.block.x, c.elements), (4, 256, Some(1000)));
+    /// assert!(LaunchConfig::for_elements(usize::MAX, 256).is_err());
+    /// ```
+    pub fn for_elements(n: usize, block_threads: u32) -> Result<Self> {
+        if block_threads == 0 {
+            return Err(Error::ShapeMismatch {
+                op: "LaunchConfig::for_elements",
+                detail: "block_threads is 0; use a positive multiple of 32 such as 256".into(),
+            });
+        }
+        let blocks = n.div_ceil(block_threads as usize).max(1);
+        let grid_x = u32::try_from(blocks)
+            .ok()
+            .filter(|&b| b <= GRID_X_MAX)
+            .ok_or(Error::LaunchConfig {
+                kernel: "(any)",
+                what: "grid.x",
+                value: blocks as u64,
+                limit: u64::from(GRID_X_MAX),
+                fix: "use a grid-stride loop with a capped grid instead of one thread per element",
+            })?;
+        Ok(LaunchConfig {
+            elements: Some(n as u64),
+            ..LaunchConfig::new(Dim3::x(grid_x), Dim3::x(block_threads))
+        })
+    }
+
+    /// At least `n` threads, `block_threads` per block, with no claim about
+    /// the outputs' sizes (the kernel's guards handle them).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_threads(1000, 256).unwrap();
+    /// assert_eq!((c.grid.x, c.elements), (4, None));
+    /// ```
+    pub fn for_threads(n: usize, block_threads: u32) -> Result<Self> {
+        Ok(LaunchConfig {
+            elements: None,
+            ..Self::for_elements(n, block_threads)?
+        })
+    }
+
+    /// One thread per element of a `rows × cols` row-major problem, in
+    /// `block = (x, y)` tiles: `x` threads along a row (columns), `y` along a
+    /// column, and enough blocks to cover it (at least one).
+    ///
+    /// ```
+    /// # use warpforge::LaunchConfig;
+    /// let c = LaunchConfig::for_2d(100, 1000, (32, 8)).unwrap();
+    /// assert_eq!((c.grid.x, c.grid.y, c.block.x, c.block.y), (32, 13, 32, 8));
+    /// assert_eq!(c.elements, Some(100_000));
+    /// assert!(LaunchConfig::for_2d(1 << 20, 1 << 20, (16, 16)).is_err()); // grid.y > 65535
+    /// ```
+    pub fn for_2d(rows: usize, cols: usize, block: (u32, u32)) -> Result<Self> {
+        let (bx, by) = block;
+        if bx == 0 || by == 0 {
+            return Err(Error::ShapeMismatch {
+                op: "LaunchConfig::for_2d",
+                detail: format!("block ({bx}, {by}) has a zero side; use e.g. (32, 8) or (16, 16)"),
+            });
+        }
+        let blocks = |n: usize, b: u32, what, limit: u32| {
+            let count = n.div_ceil(b as usize).max(1);
+            u32::try_from(count)
+                .ok()
+                .filter(|&c| c <= limit)
+                .ok_or(Error::LaunchConfig {
+                    kernel: "(any)",
+                    what,
+                    value: count as u64,
+                    limit: u64::from(limit),
+                    fix: "use larger tiles, or loop over rows inside the kernel",
+                })
+        };
+        let gx = blocks(cols, bx, "grid.x", GRID_X_MAX)?;
+        let gy = blocks(rows, by, "grid.y", GRID_YZ_MAX)?;
+        let elements =
+            (rows as u64)
+                .checked_mul(cols as u64)
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!("a {rows} × {cols} launch"),
+                })?;
+        Ok(LaunchConfig {
+            elements: Some(elements),
+            ..LaunchConfig::new(Dim3::new(gx, gy, 1), Dim3::new(bx, by, 1))
+        })
+    }
+
+    /// Adds launch-sized shared memory.
+    pub const fn with_shared_bytes(mut self, bytes: u32) -> Self {
+        self.shared_bytes = bytes;
+        self
+    }
+}
+
+/// The largest grid.x CUDA allows (2³¹ − 1).
+const GRID_X_MAX: u32 = i32::MAX as u32;
+/// The largest grid.y and grid.z CUDA allows.
+const GRID_YZ_MAX: u32 = 65535;
+
+/// What one compiled kernel allows, from the driver's function attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionLimits {
+    /// Most threads per block it can run with: its registers per thread times
+    /// the threads must fit the SM's register file.
+    pub max_threads_per_block: u32,
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Statically declared shared memory, bytes.
+    pub static_shared_bytes: u32,
+}
+
+/// What a device allows a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Block extent per dimension.
+    pub max_block_dim: [u32; 3],
+    /// Grid extent per dimension.
+    pub max_grid_dim: [u32; 3],
+    /// Dynamic shared memory per block without opt-in.
+    pub max_shared_per_block: u32,
+    /// Dynamic shared memory per block with opt-in (warpforge opts in for you).
+    pub max_shared_per_block_optin: u32,
+}
+
+impl Limits {
+    /// The emulator enforces the limits of every GPU warpforge targets (sm_80 and
+    /// up), so a launch that passes in the emulator also passes on the GPU.
+    pub const EMULATOR: Limits = Limits {
+        max_threads_per_block: 1024,
+        max_block_dim: [1024, 1024, 64],
+        max_grid_dim: [GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX],
+        max_shared_per_block: 48 * 1024,
+        // sm_86/sm_89 allow 99 KiB with opt-in, the least of the targets.
+        max_shared_per_block_optin: 99 * 1024,
+    };
+
+    /// Checks `config` for `kernel`, which needs `kernel_shared` bytes of
+    /// shared memory and, on a GPU, has the `function` limits; returns the
+    /// dynamic shared bytes the launch will use.
+    pub fn check(
+        &self,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        kernel_shared: usize,
+        function: Option<FunctionLimits>,
+    ) -> Result<u32> {
+        let fail = |what, value: u64, limit: u64, fix| Error::LaunchConfig {
+            kernel,
+            what,
+            value,
+            limit,
+            fix,
+        };
+        let (g, b) = (config.grid, config.block);
+        const RESHAPE: &str = "reshape the block";
+        const GRID_FIX: &str = "use a grid-stride loop or move work to grid.x";
+        let dims = [
+            ("block.x", b.x, self.max_block_dim[0], RESHAPE),
+            ("block.y", b.y, self.max_block_dim[1], RESHAPE),
+            ("block.z", b.z, self.max_block_dim[2], RESHAPE),
+            ("grid.x", g.x, self.max_grid_dim[0], GRID_FIX),
+            ("grid.y", g.y, self.max_grid_dim[1], GRID_FIX),
+            ("grid.z", g.z, self.max_grid_dim[2], GRID_FIX),
+        ];
+        if let Some(&(what, ..)) = dims.iter().find(|d| d.1 == 0) {
+            return Err(fail(
+                what,
+                0,
+                1,
+                "every grid and block dimension must be at least 1",
+            ));
+        }
+        let threads = b.volume();
+        if threads > u64::from(self.max_threads_per_block) {
+            return Err(fail(
+                "threads per block",
+                threads,
+                u64::from(self.max_threads_per_block),
+                "use fewer threads per block and more blocks",
+            ));
+        }
+        if let Some(&(what, v, limit, fix)) = dims.iter().find(|d| d.1 > d.2) {
+            return Err(fail(what, u64::from(v), u64::from(limit), fix));
+        }
+        if let Some(f) = function
+            && threads > u64::from(f.max_threads_per_block)
+        {
+            return Err(fail(
+                "threads per block (registers × threads must fit the register file; \
+                 this kernel uses its registers-per-thread)",
+                threads,
+                u64::from(f.max_threads_per_block),
+                "launch with at most that many threads per block, or make the kernel use \
+                 fewer registers (`warpforge ptx` shows its count)",
+            ));
+        }
+        let shared = (config.shared_bytes as usize).max(kernel_shared);
+        let static_shared = function.map_or(0, |f| f.static_shared_bytes as usize);
+        let optin = self
+            .max_shared_per_block_optin
+            .max(self.max_shared_per_block);
+        if shared.saturating_add(static_shared) > optin as usize {
+            return Err(fail(
+                "shared memory bytes per block (dynamic + static, with opt-in)",
+                shared.saturating_add(static_shared) as u64,
+                u64::from(optin),
+                "use smaller tiles",
+            ));
+        }
+        Ok(shared as u32)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// One launch argument: a scalar, `&DeviceBuffer<T>` (for `&[T]`) or
+/// `&mut DeviceBuffer<T>` (for `Out<T>`). Sealed: these are the only ones.
+pub trait KernelArg: sealed::Sealed {
+    /// What the kernel's emulator entry receives for it.
+    type Abi: Copy + Send + Sync;
+    #[doc(hidden)]
+    fn owner(&self) -> Option<&Device>;
+    /// Elements of an output buffer (None for inputs and scalars).
+    #[doc(hidden)]
+    fn output_len(&self) -> Option<usize> {
+        None
+    }
+    #[doc(hidden)]
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi>;
+    #[doc(hidden)]
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty),*) => { $(
+        impl sealed::Sealed for $t {}
+        impl KernelArg for $t {
+            type Abi = $t;
+            fn owner(&self) -> Option<&Device> { None }
+            fn emu_bind(&mut self, _: &mut Binding) -> Option<$t> { Some(*self) }
+            fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) { args.arg(&*self); }
+        }
+    )* };
+}
+scalar_arg!(
+    f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, usize, isize, f16, bf16
+);
+
+impl<T: Element> sealed::Sealed for &DeviceBuffer<T> {}
+impl<T: Element> KernelArg for &DeviceBuffer<T> {
+    type Abi = RawIn<T>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.device())
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawIn<T>> {
+        match &self.memory {
+            Memory::Emulated(m) => Some(RawIn {
+                ptr: binding.claim(m, Access::Read),
+                len: self.len,
+            }),
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        let buf: &'a DeviceBuffer<T> = self;
+        if let Memory::Gpu(slice) = &buf.memory {
+            args.arg(slice);
+            args.arg(&buf.len);
+        }
+    }
+}
+
+impl<T: Element> sealed::Sealed for &mut DeviceBuffer<T> {}
+impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
+    type Abi = RawOut<T>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.device())
+    }
+    fn output_len(&self) -> Option<usize> {
+        Some(self.len)
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOut<T>> {
+        match &self.memory {
+            Memory::Emulated(m) => Some(RawOut {
+                len: self.len,
+                ptr: binding.claim(m, Access::Write),
+            }),
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        let DeviceBuffer { memory, len, .. } = &mut **self;
+        if let Memory::Gpu(slice) = memory {
+            args.arg(slice);
+            args.arg(&*len);
+        }
+    }
+}
+
+/// A launch's argument tuple, matching a kernel's `Args` position by position.
+pub trait KernelArgs<Abi>: sealed::Sealed {
+    #[doc(hidden)]
+    fn owners(&self) -> Vec<&Device>;
+    /// Refuses outputs smaller than the config's problem size.
+    #[doc(hidden)]
+    fn check_outputs(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()>;
+    #[doc(hidden)]
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Abi>;
+    #[doc(hidden)]
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
+}
+
+macro_rules! tuple_args {
+    ($($a:ident $i:tt),*) => {
+        impl<$($a: KernelArg),*> sealed::Sealed for ($($a,)*) {}
+        impl<$($a: KernelArg),*> KernelArgs<($($a::Abi,)*)> for ($($a,)*) {
+            fn owners(&self) -> Vec<&Device> {
+                let owners: Vec<Option<&Device>> = vec![$(self.$i.owner()),*];
+                owners.into_iter().flatten().collect()
+            }
+            #[allow(unused_variables)]
+            fn check_outputs(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()> {
+                let Some(n) = config.elements else { return Ok(()) };
+                $(
+                    if let Some(len) = self.$i.output_len()
+                        && (len as u64) < n
+                    {
+                        return Err(Error::ShapeMismatch {
+                            op: kernel,
+                            detail: format!(
+                                "argument {} is an output of {len} elements, but the launch \
+                                 config is for a problem of {n}; allocate at least {n} elements \
+                                 (or make the config for {len})",
+                                $i + 1
+                            ),
+                        });
+                    }
+                )*
+                Ok(())
+            }
+            #[allow(clippy::unused_unit, unused_variables)]
+            fn emu_bind(&mut self, binding: &mut Binding) -> Option<($($a::Abi,)*)> {
+                Some(($(self.$i.emu_bind(binding)?,)*))
+            }
+            #[allow(unused_variables)]
+            fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+                $(self.$i.push_gpu(args);)*
+            }
+        }
+    };
+}
+tuple_args!();
+tuple_args!(A 0);
+tuple_args!(A 0, B 1);
+tuple_args!(A 0, B 1, C 2);
+tuple_args!(A 0, B 1, C 2, D 3);
+tuple_args!(A 0, B 1, C 2, D 3, E 4);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);

@@ -4,14 +4,18 @@
 //!
 //! ```
 //! use warpforge_cli::ptx_diff::{KernelMetrics, diff, render_diff};
+//! use warpforge_cli::ptxas::EntryReport;
 //! let m = |kernel: &str, registers, instructions| KernelMetrics {
-//!     kernel: kernel.to_owned(),
-//!     arch: "sm_90".to_owned(),
-//!     registers,
-//!     spill_stores: 0,
-//!     spill_loads: 0,
-//!     stack_frame: 0,
-//!     static_shared: 0,
+//!     report: EntryReport {
+//!         kernel: kernel.to_owned(),
+//!         arch: "sm_90".to_owned(),
+//!         registers,
+//!         spill_stores: 0,
+//!         spill_loads: 0,
+//!         stack_frame: 0,
+//!         static_shared: 0,
+//!         barriers: 0,
+//!     },
 //!     instructions: Some(instructions),
 //! };
 //! let rows = diff(&[m("axpy", 20, 30), m("old", 8, 9)], &[m("axpy", 18, 28), m("new", 8, 9)]);
@@ -23,23 +27,12 @@
 use crate::ptxas::EntryReport;
 use std::collections::BTreeMap;
 
-/// What `ptxas` and the disassembly say about one kernel on one arch.
+/// What `ptxas` and the disassembly say about one kernel on one arch: the
+/// `ptxas -v` row (its fields read through `Deref`) and an instruction count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelMetrics {
-    /// Kernel (entry) name.
-    pub kernel: String,
-    /// Architecture it was assembled for.
-    pub arch: String,
-    /// Registers per thread.
-    pub registers: u32,
-    /// Bytes of spill stores.
-    pub spill_stores: u64,
-    /// Bytes of spill loads.
-    pub spill_loads: u64,
-    /// Bytes of stack frame per thread.
-    pub stack_frame: u64,
-    /// Bytes of static shared memory per block.
-    pub static_shared: u64,
+    /// The `ptxas -v` row.
+    pub report: EntryReport,
     /// Instructions (SASS or PTX, as the table's header says), if counted.
     pub instructions: Option<usize>,
 }
@@ -48,15 +41,16 @@ impl KernelMetrics {
     /// The metrics of a `ptxas -v` row plus an instruction count.
     pub fn new(report: &EntryReport, instructions: Option<usize>) -> KernelMetrics {
         KernelMetrics {
-            kernel: report.kernel.clone(),
-            arch: report.arch.clone(),
-            registers: report.registers,
-            spill_stores: report.spill_stores,
-            spill_loads: report.spill_loads,
-            stack_frame: report.stack_frame,
-            static_shared: report.static_shared,
+            report: report.clone(),
             instructions,
         }
+    }
+}
+
+impl std::ops::Deref for KernelMetrics {
+    type Target = EntryReport;
+    fn deref(&self) -> &EntryReport {
+        &self.report
     }
 }
 
@@ -278,7 +272,7 @@ mod tests {
     use super::*;
 
     fn m(kernel: &str, arch: &str, registers: u32, instructions: Option<usize>) -> KernelMetrics {
-        KernelMetrics {
+        let report = EntryReport {
             kernel: kernel.to_owned(),
             arch: arch.to_owned(),
             registers,
@@ -286,8 +280,9 @@ mod tests {
             spill_loads: 0,
             stack_frame: 0,
             static_shared: 0,
-            instructions,
-        }
+            barriers: 0,
+        };
+        KernelMetrics::new(&report, instructions)
     }
 
     #[test]
@@ -324,8 +319,8 @@ mod tests {
     #[test]
     fn table_shows_changes_with_deltas_and_hides_unchanged_rows() {
         let mut spilled = m("a", "sm_90", 255, Some(28));
-        spilled.spill_stores = 8;
-        spilled.spill_loads = 4;
+        spilled.report.spill_stores = 8;
+        spilled.report.spill_loads = 4;
         let rows = diff(
             &[
                 m("a", "sm_90", 20, Some(30)),

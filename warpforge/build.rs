@@ -1,7 +1,6 @@
-//! Compiles the kernels crate to PTX (see warpforge-builder) and hands the
-//! module's path to `src/ptx.rs`, which embeds it. The builder also writes
-//! `$OUT_DIR/warpforge-modules/warpforge-kernels.rs`, the file
-//! `include_module!("warpforge-kernels")` reads.
+//! Compiles the kernels crate to PTX (see warpforge-builder), which writes
+//! `$OUT_DIR/warpforge-modules/warpforge-kernels.rs`: `src/ptx.rs` embeds it
+//! with `include_module!("warpforge-kernels")`, as a user's host crate does.
 //!
 //! Line info stays off for the shipped library: with it, LLVM generates
 //! slightly different code (26 of the 150 kernels' register counts change on
@@ -18,15 +17,8 @@ fn main() {
         .to_path_buf();
     // The kernels crate, its path dependencies (device, macros) and the
     // workspace's Cargo.toml/Cargo.lock are watched by the builder itself.
-    let modules = PtxBuilder::new("warpforge-kernels", &workspace)
+    PtxBuilder::new("warpforge-kernels", &workspace)
         .arch(Arch::Sm80)
         .watch(workspace.join("rust-toolchain.toml"))
         .build_or_exit();
-    for m in modules {
-        println!(
-            "cargo:rustc-env=WARPFORGE_PTX_{}={}",
-            m.arch.name().to_uppercase(),
-            m.path.display()
-        );
-    }
 }

@@ -52,6 +52,10 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
+// The module files warpforge-builder writes name `::warpforge::ptx::…`;
+// this lets the library embed its own module the way a user's crate does.
+extern crate self as warpforge;
+
 mod runtime;
 
 pub mod bench;

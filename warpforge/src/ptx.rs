@@ -58,11 +58,9 @@ pub struct Module {
     pub variants: &'static [PtxModule],
 }
 
-/// The library's PTX text per architecture.
-const LIBRARY_VARIANTS: &[PtxModule] = &[PtxModule {
-    arch: "sm_80",
-    source: include_str!(env!("WARPFORGE_PTX_SM_80")),
-}];
+/// The library's module, embedded exactly as a user embeds theirs: the
+/// file warpforge-builder wrote in `build.rs`, read by `include_module!`.
+const LIBRARY_MODULE: Module = crate::include_module!("warpforge-kernels");
 
 /// warpforge's own kernels (`kernels/`, package `warpforge-kernels`), loaded
 /// on every GPU by [`Device::gpu`](crate::Device::gpu). `sm_80` PTX
@@ -75,10 +73,10 @@ const LIBRARY_VARIANTS: &[PtxModule] = &[PtxModule {
 /// warpforge::ptx::LIBRARY.check_kernel::<axpy_f32>()?;
 /// # Ok::<(), warpforge::Error>(())
 /// ```
-pub static LIBRARY: Module = Module::new("warpforge-kernels", LIBRARY_VARIANTS);
+pub static LIBRARY: Module = LIBRARY_MODULE;
 
 /// The library's variants: [`LIBRARY`]`.variants`.
-pub const MODULES: &[PtxModule] = LIBRARY_VARIANTS;
+pub const MODULES: &[PtxModule] = LIBRARY_MODULE.variants;
 
 /// The library variant a GPU of compute capability `major.minor` loads:
 /// [`LIBRARY`]`.variant_for(compute_capability)`.

@@ -92,33 +92,36 @@ pub enum PtxasError {
     },
 }
 
-fn disassembler_not_found_message(searched: &[String]) -> String {
-    let mut msg = String::from("could not find NVIDIA's nvdisasm (or cuobjdump); searched:\n");
+/// "could not find NVIDIA's `tool`", each place searched, then the fix.
+fn not_found(tool: &str, searched: &[String], fix: &str) -> String {
+    let mut msg = format!("could not find NVIDIA's {tool}; searched:\n");
     for place in searched {
         msg.push_str("  - ");
         msg.push_str(place);
         msg.push('\n');
     }
-    msg.push_str(
-        "fix: `pip install nvidia-cuda-nvdisasm` (it puts nvdisasm next to the pip ptxas, in \
-         site-packages/nvidia/cu13/bin), or install the CUDA toolkit, \
-         or set WARPFORGE_NVDISASM to the path of an nvdisasm (or cuobjdump) binary",
-    );
+    msg.push_str("fix: ");
+    msg.push_str(fix);
     msg
 }
 
+fn disassembler_not_found_message(searched: &[String]) -> String {
+    not_found(
+        "nvdisasm (or cuobjdump)",
+        searched,
+        "`pip install nvidia-cuda-nvdisasm` (it puts nvdisasm next to the pip ptxas, in \
+         site-packages/nvidia/cu13/bin), or install the CUDA toolkit, \
+         or set WARPFORGE_NVDISASM to the path of an nvdisasm (or cuobjdump) binary",
+    )
+}
+
 fn not_found_message(searched: &[String]) -> String {
-    let mut msg = String::from("could not find NVIDIA's ptxas; searched:\n");
-    for place in searched {
-        msg.push_str("  - ");
-        msg.push_str(place);
-        msg.push('\n');
-    }
-    msg.push_str(
-        "fix: `pip install nvidia-cuda-nvcc` (or install the CUDA toolkit), \
+    not_found(
+        "ptxas",
+        searched,
+        "`pip install nvidia-cuda-nvcc` (or install the CUDA toolkit), \
          or set WARPFORGE_PTXAS to the path of a ptxas binary",
-    );
-    msg
+    )
 }
 
 impl Ptxas {

@@ -62,16 +62,22 @@
 //!
 //! # Line info
 //!
-//! [`PtxBuilder::line_info`] compiles with `-Cdebuginfo=line-tables-only` and
-//! keeps the `.file`/`.loc` directives, so `ptxas -lineinfo` maps SASS to Rust
-//! source lines (`nvdisasm -g` shows `./kernels/src/elementwise.rs, line 11`
-//! above the instructions). For the driver's JIT to keep them too, the module
-//! must be loaded with `CU_JIT_GENERATE_LINE_INFO`; then profilers and
-//! `compute-sanitizer` show Rust lines instead of bare offsets. rustc's NVPTX
-//! backend also emits DWARF sections that ptxas rejects; the builder cuts them
-//! and turns `.target sm_80, debug` into `.target sm_80` (no `-G`-style debug
-//! code). To see the mapping in Nsight Compute, add the kernels crate's
-//! workspace root as a source folder: the `.file` paths are relative to it.
+//! [`PtxBuilder::line_info`] (on by default) compiles with
+//! `-Cdebuginfo=line-directives-only`: LLVM's NVPTX mode that emits the
+//! `.file`/`.loc` directives and no variable info, so `ptxas -lineinfo` maps
+//! SASS to Rust source lines (`nvdisasm -g` shows `./kernels/src/elementwise.rs,
+//! line 11` above the instructions) and Nsight Compute's source view and
+//! `compute-sanitizer` show Rust lines. It costs nothing at run time: the PTX
+//! instructions are the ones a build without it has, and once [`ptxas_ready`]
+//! has dropped the debug labels LLVM still places between them (`$L__tmp…`,
+//! which ptxas treats as block boundaries), ptxas emits identical SASS. On
+//! warpforge's 150 library kernels (ptxas 13.0, sm_80 and sm_90, with and
+//! without `-lineinfo`): the same registers, spills, stack and SASS
+//! instructions for every kernel; only the PTX text grows (by about 37 %).
+//! `-Cdebuginfo=line-tables-only` is not used: its debug labels and DWARF
+//! sections are larger, and the labels changed registers in 26 kernels.
+//! To see the mapping in Nsight Compute, add the kernels crate's workspace
+//! root as a source folder: the `.file` paths are relative to it.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -116,7 +122,7 @@ const IEEE_FLAGS: &[&str] = &["-Cllvm-args=-nvptx-fma-level=0"];
 /// The nested build's profile, as `cargo --config` arguments (see the crate docs).
 fn profile_config(line_info: bool) -> Vec<String> {
     let debug = if line_info {
-        "\"line-tables-only\""
+        "\"line-directives-only\""
     } else {
         "false"
     };
@@ -299,7 +305,7 @@ impl PtxBuilder {
             archs: Vec::new(),
             watch: Vec::new(),
             out_dir: None,
-            line_info: false,
+            line_info: true,
         }
     }
 
@@ -325,17 +331,10 @@ impl PtxBuilder {
         self
     }
 
-    /// Keeps Rust source lines in the PTX (default: off); see the crate docs.
-    /// The environment variable `WARPFORGE_LINE_INFO=1` (or `=0`) overrides this
-    /// for every kernels crate a build compiles, e.g. for one profiling build.
-    ///
-    /// Not quite free: debug info perturbs LLVM's code generation a little. On
-    /// warpforge's 150 library kernels (ptxas 13.5) spills and stack frames stay
-    /// the same and no kernel's register-limited occupancy changes, but register
-    /// counts move in 26 kernels on sm_80 (22 up, 4 down, by 2–4) and 12 on
-    /// sm_90 (by 1–2, either way), SASS instruction counts by a few in 66 and
-    /// 25, and the PTX grows by about 38 %. Compare builds with and without it
-    /// (`warpforge ptx --diff OLD.ptx NEW.ptx`) before shipping it.
+    /// Keeps Rust source lines in the PTX (default: on); see the crate docs
+    /// for what it costs (nothing in the machine code). The environment
+    /// variable `WARPFORGE_LINE_INFO=0` (or `=1`) overrides this for every
+    /// kernels crate a build compiles.
     pub fn line_info(mut self, on: bool) -> Self {
         self.line_info = on;
         self
@@ -644,36 +643,80 @@ fn std_float_method(diagnostics: &[String]) -> Option<&str> {
     })
 }
 
-/// rustc's PTX made acceptable to ptxas. Without line info this is the PTX as
-/// rustc wrote it. With line info, rustc's NVPTX backend also emits DWARF
-/// `.section .debug_*` blocks (which ptxas rejects: "Parsing error near
-/// '$L__sec_end0'") and marks the module `.target sm_XX, debug` (which would make
-/// ptxas compile without optimisation); both are removed and the `.file`/`.loc`
-/// directives stay, which is all `ptxas -lineinfo` needs.
+/// rustc's PTX made acceptable to ptxas, with nothing ptxas would compile
+/// differently because of line info. PTX built without debug info comes back
+/// as rustc wrote it. With it:
+/// - DWARF `.section .debug_*` blocks after the last function (ptxas rejects
+///   them: "Parsing error near '$L__sec_end0'") are cut, keeping any `.file`
+///   directive found among them, which the `.loc`s need;
+/// - `debug` is dropped from `.target sm_XX, debug` (it would make ptxas
+///   compile without optimisation);
+/// - labels nothing refers to (`$L__tmp…`, `$L__func_begin…`: anchors for the
+///   DWARF just cut) are dropped, because ptxas treats every label as a block
+///   boundary and allocates registers differently around them.
+///
+/// The `.file`/`.loc` directives stay: `ptxas -lineinfo` needs no more.
+///
+/// ```
+/// let ptx = ".target sm_80, debug\n$L__tmp0:\n.loc 1 2 3\n.section .debug_abbrev\n{\n}\n";
+/// assert_eq!(warpforge_builder::ptxas_ready(ptx), ".target sm_80\n.loc 1 2 3\n");
+/// ```
 pub fn ptxas_ready(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len());
-    for line in ptx.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if trimmed
+    let is_debug_section = |line: &str| {
+        line.trim_start()
             .strip_prefix(".section")
-            .is_some_and(|rest| rest.trim_start().starts_with(".debug_"))
-        {
+            .is_some_and(|rest| {
+                rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with(".debug_")
+            })
+    };
+    let mut kept: Vec<&str> = Vec::new();
+    let mut lines = ptx.split_inclusive('\n');
+    for line in lines.by_ref() {
+        if is_debug_section(line) {
             break;
         }
-        if let Some(targets) = trimmed.strip_prefix(".target")
+        kept.push(line);
+    }
+    kept.extend(lines.filter(|l| l.trim_start().starts_with(".file")));
+
+    // Every `$L__` name used other than as a label definition.
+    let mut referenced = std::collections::HashSet::new();
+    for line in kept.iter().filter(|l| label_definition(l).is_none()) {
+        let mut rest = *line;
+        while let Some(at) = rest.find("$L__") {
+            let name = &rest[at..];
+            let len = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(name.len());
+            referenced.insert(&name[..len]);
+            rest = &name[len..];
+        }
+    }
+    let mut out = String::with_capacity(ptx.len());
+    for line in kept {
+        if label_definition(line).is_some_and(|name| !referenced.contains(name)) {
+            continue;
+        }
+        if let Some(targets) = line.trim_start().strip_prefix(".target")
             && targets.split(',').any(|t| t.trim() == "debug")
         {
-            let kept: Vec<&str> = targets
+            let targets: Vec<&str> = targets
                 .split(',')
                 .map(str::trim)
                 .filter(|t| *t != "debug")
                 .collect();
-            out.push_str(&format!(".target {}\n", kept.join(", ")));
+            out.push_str(&format!(".target {}\n", targets.join(", ")));
             continue;
         }
         out.push_str(line);
     }
     out
+}
+
+/// `$L__name` if `line` is the definition `$L__name:` of an LLVM-local label.
+fn label_definition(line: &str) -> Option<&str> {
+    let name = line.trim().strip_suffix(':')?;
+    (name.starts_with("$L__") && !name.contains(char::is_whitespace)).then_some(name)
 }
 
 /// The module file's expression for `modules` of `package` (see [`PtxBuilder::module_file`]).
@@ -901,15 +944,23 @@ mod tests {
     }
 
     const WITH_DEBUG: &str = "//\n.version 7.0\n.target sm_80, debug\n.address_size 64\n\n\
-        .visible .entry k()\n{\n\t.loc\t1 11 5\n\tret;\n}\n\
+        .visible .entry k()\n{\n$L__func_begin0:\n\t.loc\t1 11 5\n$L__BB0_1:\n\
+        \tadd.s32 \t%r1, %r1, 1;\n$L__tmp0:\n\t@%p1 bra \t$L__BB0_1;\n\tret;\n$L__tmp1:\n}\n\
+        \t.section\t.debug_info\n\t{\n.b64 $L__tmp1\n\t}\n\
         \t.file\t1 \"./kernels/src/elementwise.rs\"\n\
         \t.section\t.debug_abbrev\n\t{\n.b8 1\n\t}\n\
         \t.section\t.debug_aranges\n\t{\n.b64 $L__sec_end0-$L__func_begin0\n\t}\n\
         \t.section\t.debug_macinfo\t{\t}\n";
 
     #[test]
-    fn line_info_ptx_keeps_file_and_loc_and_loses_dwarf_and_the_debug_target() {
+    fn line_info_ptx_keeps_file_loc_and_branch_labels_and_loses_dwarf_and_debug_labels() {
         let ready = ptxas_ready(WITH_DEBUG);
+        // The branch target stays; labels only the DWARF pointed at go.
+        assert!(ready.contains("$L__BB0_1:\n"), "{ready}");
+        assert!(ready.contains("bra \t$L__BB0_1;"), "{ready}");
+        for gone in ["$L__tmp0", "$L__tmp1", "$L__func_begin0"] {
+            assert!(!ready.contains(gone), "{gone} in {ready}");
+        }
         assert!(ready.contains(".target sm_80\n"), "{ready}");
         assert!(ready.contains("\t.loc\t1 11 5\n"), "{ready}");
         assert!(
@@ -1011,7 +1062,7 @@ mod tests {
         }
         assert!(config.contains(&"profile.ptx.debug=false".to_owned()));
         assert!(
-            profile_config(true).contains(&"profile.ptx.debug=\"line-tables-only\"".to_owned())
+            profile_config(true).contains(&"profile.ptx.debug=\"line-directives-only\"".to_owned())
         );
     }
 }

@@ -61,7 +61,7 @@ pub struct PtxArgs {
 struct Source {
     /// What to call it in output: the file's path or `warpforge-kernels (embedded)`.
     label: String,
-    /// The PTX, sanitised for ptxas ([`sass::sanitize_line_info`]).
+    /// The PTX, made ready for ptxas ([`warpforge_builder::ptxas_ready`]).
     text: Cow<'static, str>,
     /// Its `.target` architecture.
     target: String,
@@ -150,23 +150,17 @@ fn source(label: String, text: Cow<'static, str>) -> Result<Source, String> {
              for nvptx64-nvidia-cuda (--emit=asm)"
         ));
     };
-    let (text, sanitised) = match text {
-        Cow::Borrowed(t) => {
-            let clean = sass::sanitize_line_info(t);
-            let sanitised = matches!(clean, Cow::Owned(_));
-            (clean, sanitised)
-        }
-        Cow::Owned(t) => match sass::sanitize_line_info(&t) {
-            Cow::Borrowed(_) => (Cow::Owned(t), false),
-            Cow::Owned(clean) => (Cow::Owned(clean), true),
-        },
-    };
-    if sanitised {
+    let ready = warpforge_builder::ptxas_ready(&text);
+    let text = if ready == *text {
+        text
+    } else {
         eprintln!(
-            "note: {label}: dropped its DWARF `.section .debug_*` blocks and `, debug` target \
-             option, which ptxas rejects; its .loc line info is kept"
+            "note: {label}: dropped its DWARF `.section .debug_*` blocks, its `, debug` target \
+             option and the labels only they used, as the warpforge build does; its .loc line \
+             info is kept"
         );
-    }
+        Cow::Owned(ready)
+    };
     Ok(Source {
         label,
         text,

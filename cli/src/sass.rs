@@ -6,9 +6,9 @@
 //! instructions. This module finds and runs the disassembler ([`Disassembler`])
 //! and holds the text processing around it, all pure functions:
 //!
-//! - PTX: [`sanitize_line_info`] makes PTX compiled with
-//!   `-Cdebuginfo=line-tables-only` acceptable to `ptxas`; [`has_line_info`],
-//!   [`entries`], [`target`] and [`ptx_instruction_count`] read a module.
+//! - PTX: [`has_line_info`], [`entries`], [`target`] and
+//!   [`ptx_instruction_count`] read a module (made ready for `ptxas` by
+//!   [`warpforge_builder::ptxas_ready`], the function the build uses).
 //! - SASS: [`split_functions`] cuts a disassembly into one [`SassFunction`]
 //!   per kernel, [`SassFunction::instruction_count`] counts its instructions,
 //!   [`annotate_sources`] adds the Rust source text under nvdisasm's
@@ -19,7 +19,7 @@
 //! use warpforge_cli::sass;
 //! let ptx = ".version 7.0\n.target sm_80, debug\n.visible .entry k()\n{\n\tret;\n}\n\
 //!            \t.section\t.debug_info\n\t{\n\t}\n";
-//! let clean = sass::sanitize_line_info(ptx);
+//! let clean = warpforge_builder::ptxas_ready(ptx);
 //! assert_eq!(clean, ".version 7.0\n.target sm_80\n.visible .entry k()\n{\n\tret;\n}\n");
 //! assert_eq!(sass::entries(&clean), ["k"]);
 //! assert_eq!(sass::target(&clean), Some("sm_80"));
@@ -27,7 +27,6 @@
 //! ```
 
 use crate::ptxas::{Located, PtxasError, TempFile, ToolSpec, locate_tool};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -160,63 +159,6 @@ fn file_stem_is(found: &Located, prefix: &str) -> bool {
         .path
         .file_stem()
         .is_some_and(|stem| stem.to_string_lossy().starts_with(prefix))
-}
-
-/// Makes PTX compiled with debug info acceptable to `ptxas`.
-///
-/// rustc with `-Cdebuginfo=line-tables-only` (or more) emits `.file`/`.loc`
-/// line directives, DWARF `.section .debug_*` blocks after the last function,
-/// and `.target sm_XX, debug`; ptxas rejects the DWARF blocks (`Parsing error
-/// near '$L__sec_end0'`). This cuts the text at the first `.section .debug_`
-/// line (keeping any `.file` directive found after it, which the `.loc`s
-/// need) and drops `debug` from `.target`, which keeps the line directives:
-/// `ptxas -lineinfo` still records them. PTX without either is returned as is.
-///
-/// ```
-/// let ptx = ".target sm_80, debug\n.loc 1 2 3\n.section .debug_abbrev\n{\n}\n";
-/// assert_eq!(warpforge_cli::sass::sanitize_line_info(ptx), ".target sm_80\n.loc 1 2 3\n");
-/// ```
-pub fn sanitize_line_info(ptx: &str) -> Cow<'_, str> {
-    let is_debug_section = |line: &str| {
-        line.trim_start()
-            .strip_prefix(".section")
-            .is_some_and(|rest| {
-                rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with(".debug_")
-            })
-    };
-    let debug_target = |line: &str| {
-        let rest = line.trim_start().strip_prefix(".target")?;
-        let items: Vec<&str> = rest.split(',').map(str::trim).collect();
-        items.contains(&"debug").then(|| {
-            let kept: Vec<&str> = items.into_iter().filter(|item| *item != "debug").collect();
-            format!(".target {}", kept.join(", "))
-        })
-    };
-    if !ptx
-        .lines()
-        .any(|l| is_debug_section(l) || debug_target(l).is_some())
-    {
-        return Cow::Borrowed(ptx);
-    }
-    let mut out = String::with_capacity(ptx.len());
-    let mut lines = ptx.lines();
-    for line in lines.by_ref() {
-        if is_debug_section(line) {
-            break;
-        }
-        match debug_target(line) {
-            Some(target) => out.push_str(&target),
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    for line in lines {
-        if line.trim_start().starts_with(".file") {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// Whether the PTX carries source line numbers (`.loc` directives).
@@ -586,38 +528,6 @@ $L__sec_end0:
 \t}
 \t.section\t.debug_macinfo\t{\t}
 ";
-
-    #[test]
-    fn sanitize_cuts_dwarf_and_debug_target_and_keeps_line_directives() {
-        let clean = sanitize_line_info(DEBUG_PTX);
-        assert!(clean.contains(".target sm_80\n"), "{clean}");
-        assert!(!clean.contains("debug"), "{clean}");
-        assert!(!clean.contains("$L__sec_end0"), "{clean}");
-        assert!(clean.contains("\t.loc\t1 4 5\n"));
-        assert!(
-            clean.trim_end().ends_with(".file\t1 \"src/lib.rs\""),
-            "{clean}"
-        );
-        assert!(has_line_info(&clean));
-        // Idempotent, and PTX without debug info is left alone (borrowed).
-        assert_eq!(sanitize_line_info(&clean), clean);
-        assert!(matches!(sanitize_line_info(&clean), Cow::Borrowed(_)));
-    }
-
-    #[test]
-    fn sanitize_keeps_file_directives_that_follow_a_debug_section() {
-        let ptx =
-            ".target sm_90a, debug\n.loc 1 1 1\n.section .debug_info\n{\n}\n.file 1 \"a.rs\"\n";
-        assert_eq!(
-            sanitize_line_info(ptx),
-            ".target sm_90a\n.loc 1 1 1\n.file 1 \"a.rs\"\n"
-        );
-        // Other .target options stay.
-        assert_eq!(
-            sanitize_line_info(".target sm_80, texmode_independent, debug\n"),
-            ".target sm_80, texmode_independent\n"
-        );
-    }
 
     #[test]
     fn a_module_without_loc_has_no_line_info() {

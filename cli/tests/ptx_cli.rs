@@ -131,7 +131,7 @@ fn a_file_that_is_not_ptx_exits_2() {
 }
 
 #[test]
-fn sass_of_axpy_f32_has_its_fma() {
+fn sass_of_axpy_f32_has_its_fma_under_rust_source_lines() {
     if !have_disassembler() {
         return;
     }
@@ -151,6 +151,11 @@ fn sass_of_axpy_f32_has_its_fma() {
         "{stdout}"
     );
     assert!(ops.iter().any(|op| op.starts_with("EXIT")), "{stdout}");
+    // The library module is built with line info: its SASS maps back to the kernel's Rust file.
+    assert!(
+        stdout.contains("//## File \"./kernels/src/elementwise.rs\", line "),
+        "{stdout}"
+    );
     // The header's count is the number of instructions printed (the padding is not printed).
     let count = format!("; {} SASS instructions", ops.len());
     assert!(headers[0].ends_with(&count), "{} vs {count}", headers[0]);
@@ -203,7 +208,7 @@ fn report_takes_line_info_ptx_raw_or_sanitised_and_narrows_to_a_kernel() {
     let scratch = Scratch::new("report");
     std::fs::write(
         scratch.path("clean.ptx"),
-        sass::sanitize_line_info(FIXTURE).as_ref(),
+        warpforge_builder::ptxas_ready(FIXTURE),
     )
     .unwrap();
     for file in [scratch.fixture(), "clean.ptx"] {

@@ -1,16 +1,16 @@
-//! The tables `warpforge bench reduce` and `warpforge bench overlap` print:
+//! The tables `warpforge bench OPERATION` and `warpforge bench overlap` print:
 //! [`warpforge::bench`]'s reports as text, one line per case.
 //!
 //! ```
 //! use warpforge::{Device, bench::{self, ReduceBench}};
 //! let dev = Device::emulator();
 //! let report = bench::reduce(&dev, &ReduceBench::defaults(&dev).with_max_log2(10)?)?;
-//! print!("{}", warpforge_cli::bench_table::render_reduce(&report));
+//! print!("{}", warpforge_cli::bench_table::render(&report));
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
 use std::fmt::Write as _;
-use warpforge::bench::{OverlapReport, ReduceReport, gbps};
+use warpforge::bench::{BenchReport, OverlapReport, gbps};
 
 /// `12.3 µs`, `4.56 ms`, `1.23 s`.
 fn human_time(seconds: f64) -> String {
@@ -40,7 +40,7 @@ fn human_bytes(bytes: u64) -> String {
 }
 
 /// The report as a table, one line per case (and one per skipped case).
-pub fn render_reduce(report: &ReduceReport) -> String {
+pub fn render(report: &BenchReport) -> String {
     let mut out = String::new();
     let t = report.timing;
     let _ = writeln!(
@@ -127,7 +127,7 @@ mod tests {
         let config = tiny(&dev);
         let report = reduce(&dev, &config).unwrap();
         let cases = config.cases().unwrap();
-        let table = render_reduce(&report);
+        let table = render(&report);
         assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
         assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
     }
@@ -142,7 +142,7 @@ mod tests {
         config.matrix = None;
         let report = reduce(&dev, &config).unwrap();
         assert_eq!(report.skipped.len(), 4);
-        let table = render_reduce(&report);
+        let table = render(&report);
         assert_eq!(table.matches("skipped: ").count(), 4, "{table}");
     }
 

@@ -1,10 +1,12 @@
 //! The `warpforge` command: verify kernels against CPU references, and inspect their PTX.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use warpforge::bench::{self, Timing};
 use warpforge::reduce::Op;
-use warpforge::{Device, Error, bench, verify};
+use warpforge::registry::{self, OPERATIONS};
+use warpforge::{Device, Error, verify};
 use warpforge_cli::{bench_table, npy, run};
 
 mod ptx_command;
@@ -36,6 +38,9 @@ enum Command {
         /// Largest random length (default: 4M on a GPU, 200k on the emulator).
         #[arg(long)]
         max_len: Option<usize>,
+        /// Only this operation (repeatable; default: all of them).
+        #[arg(long = "op", value_parser = operation_parser())]
+        ops: Vec<String>,
     },
     /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
     ///
@@ -47,9 +52,9 @@ enum Command {
     /// Run a library operation on .npy files.
     #[command(subcommand)]
     Run(RunCommand),
-    /// Measure throughput with events (GB/s against the device's copy bandwidth).
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Measure an operation's throughput with events (GB/s against the device's copy
+    /// bandwidth in the same run), or copy/compute overlap on two streams.
+    Bench(BenchArgs),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
@@ -87,34 +92,46 @@ enum RunCommand {
     },
 }
 
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// sum/max/argmax of f32 and bf16, whole-tensor at 2^16 … 2^N elements and along
-    /// each axis of a matrix, in GB/s (bytes read ÷ time) and as a ratio to the
-    /// device-to-device copy bandwidth measured in the same run.
-    Reduce {
-        /// Where to run.
-        #[arg(long, value_enum, default_value_t = Backend::Auto)]
-        backend: Backend,
-        /// Largest whole-tensor size, 2^N elements (default: 28 on a GPU, 20 on the
-        /// emulator); the matrix has 2^min(N, 26) elements.
-        #[arg(long)]
-        max_log2: Option<u32>,
-        /// Iterations between the two events of each timed repetition (default: 20 on a
-        /// GPU, 1 on the emulator).
-        #[arg(long)]
-        iters: Option<usize>,
-    },
-    /// A pinned upload and axpy kernels alone, serialised on one stream, and overlapped
-    /// on two streams.
-    Overlap {
-        /// Where to run.
-        #[arg(long, value_enum, default_value_t = Backend::Auto)]
-        backend: Backend,
-        /// Bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
-        #[arg(long)]
-        mib: Option<usize>,
-    },
+#[derive(Args)]
+struct BenchArgs {
+    /// What to measure: an operation's benchmark, or `overlap` (a pinned upload and axpy
+    /// kernels alone, serialised on one stream, and overlapped on two streams).
+    #[arg(value_parser = bench_parser())]
+    what: String,
+    /// Where to run.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// Operations: the largest size, 2^N elements (default: 28 on a GPU, 20 on the emulator).
+    #[arg(long)]
+    max_log2: Option<u32>,
+    /// Operations: iterations between the two events of each timed repetition (default: 20
+    /// on a GPU, 1 on the emulator).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// overlap: bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
+    #[arg(long)]
+    mib: Option<usize>,
+}
+
+/// What `bench` measures besides the operations' benchmarks.
+const OVERLAP: &str = "overlap";
+
+/// `verify --op`: the registry's names, listed in the help and in usage errors.
+fn operation_parser() -> clap::builder::PossibleValuesParser {
+    let values = OPERATIONS
+        .iter()
+        .map(|op| clap::builder::PossibleValue::new(op.name).help(op.summary));
+    clap::builder::PossibleValuesParser::new(values)
+}
+
+/// `bench WHAT`: every operation with a benchmark, and `overlap`.
+fn bench_parser() -> clap::builder::PossibleValuesParser {
+    let values = OPERATIONS
+        .iter()
+        .filter_map(|op| op.bench.as_ref().map(|b| (op.name, b.summary)))
+        .chain([(OVERLAP, "copy/compute overlap of two streams")])
+        .map(|(name, help)| clap::builder::PossibleValue::new(name).help(help));
+    clap::builder::PossibleValuesParser::new(values)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -148,7 +165,8 @@ fn main() -> ExitCode {
             seed,
             random_lengths,
             max_len,
-        } => run_verify(backend, seed, random_lengths, max_len),
+            ops,
+        } => run_verify(backend, seed, random_lengths, max_len, &ops),
         Command::Ptx(args) => ptx_command::run(&args),
         Command::Run(RunCommand::Reduce {
             op,
@@ -159,12 +177,7 @@ fn main() -> ExitCode {
             dtype,
         }) => run_reduce(op, axis, &input, &out, backend, dtype),
         Command::Doctor => Ok(run_doctor()),
-        Command::Bench(BenchCommand::Reduce {
-            backend,
-            max_log2,
-            iters,
-        }) => run_bench_reduce(backend, max_log2, iters),
-        Command::Bench(BenchCommand::Overlap { backend, mib }) => run_bench_overlap(backend, mib),
+        Command::Bench(args) => run_bench(&args),
     };
     match result {
         Ok(code) => code,
@@ -180,11 +193,22 @@ fn run_verify(
     seed: u64,
     random_lengths: usize,
     max_len: Option<usize>,
+    names: &[String],
 ) -> Result<ExitCode, String> {
+    let operations = if names.is_empty() {
+        OPERATIONS.iter().collect()
+    } else {
+        names
+            .iter()
+            .map(|name| registry::operation(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?
+    };
     let dev = open_backend(backend)?;
     let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
     println!("verifying on {}", dev.name());
-    let reports = verify::run(&dev, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    let reports =
+        verify::run(&dev, &operations, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
     println!(
         "{:<20} {:>7} {:>12} {:>12} {:>10}  result",
         "kernel", "cases", "max abs err", "max rel err", "worst/tol"
@@ -264,21 +288,34 @@ fn open_backend(backend: Backend) -> Result<Device, String> {
     }
 }
 
-fn run_bench_reduce(
-    backend: Backend,
-    max_log2: Option<u32>,
-    iters: Option<usize>,
-) -> Result<ExitCode, String> {
-    let dev = open_backend(backend)?;
-    let mut config = bench::ReduceBench::defaults(&dev);
-    if let Some(n) = max_log2 {
-        config = config.with_max_log2(n).map_err(|e| e.to_string())?;
+fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
+    let not_for = |option: &str| {
+        format!(
+            "{option} does not apply to `bench {}`; see `warpforge bench --help`",
+            args.what
+        )
+    };
+    if args.what == OVERLAP {
+        if args.max_log2.is_some() || args.iters.is_some() {
+            return Err(not_for("--max-log2/--iters"));
+        }
+        return run_bench_overlap(args.backend, args.mib);
     }
-    if let Some(iters) = iters {
-        config.timing.iters = iters;
+    if args.mib.is_some() {
+        return Err(not_for("--mib"));
     }
-    let report = bench::reduce(&dev, &config).map_err(|e| e.to_string())?;
-    print!("{}", bench_table::render_reduce(&report));
+    let operation = registry::operation(&args.what).map_err(|e| e.to_string())?;
+    let bench = operation
+        .bench
+        .as_ref()
+        .ok_or_else(|| format!("operation `{}` has no benchmark", operation.name))?;
+    let dev = open_backend(args.backend)?;
+    let mut timing = Timing::defaults(&dev);
+    if let Some(iters) = args.iters {
+        timing.iters = iters;
+    }
+    let report = (bench.run)(&dev, args.max_log2, timing).map_err(|e| e.to_string())?;
+    print!("{}", bench_table::render(&report));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,6 +1,7 @@
-//! Benchmarks, timed with events: reductions against the device-to-device
-//! copy bandwidth measured in the same run, and copy/compute overlap on two
-//! streams. They measure and return the figures as plain data; they assert
+//! Benchmarks, timed with events: the bandwidth-bound operations (reductions,
+//! axpy) against the device-to-device copy bandwidth measured in the same run,
+//! and copy/compute overlap on two streams. [`crate::registry`] lists which
+//! benchmark belongs to which operation. They measure and return the figures as plain data; they assert
 //! nothing about speed. The text tables are the CLI's (`warpforge-cli`'s
 //! `bench_table`).
 //!
@@ -10,6 +11,8 @@
 //!   anchor is a [`DeviceBuffer::copy_from`] of the same tensor, whose GB/s is
 //!   (bytes read + bytes written) ÷ time: the rate a memory-bound kernel can
 //!   hope for. `ratio` is the reduction's GB/s ÷ that anchor.
+//! - [`axpy()`]: `axpy_f32` at each requested size, GB/s = (x read + y read
+//!   + y written) ÷ time, against the same copy anchor.
 //! - [`overlap`]: a pinned upload alone, a kernel alone, both on one stream,
 //!   and both on two streams; the overlap ratio is (copy + kernel) ÷ the
 //!   two-stream time (2 when two equally long jobs overlap perfectly, 1 when
@@ -96,6 +99,26 @@ pub struct Case {
 
 /// The anchor's op name.
 pub const COPY: &str = "copy";
+/// The axpy case's op name (the kernel it times).
+pub const AXPY: &str = "axpy_f32";
+
+impl Case {
+    /// Bytes one run of the case moves, for an input of `tensor_bytes`: the
+    /// copy reads and writes it, axpy reads x and y and writes y, a reduction
+    /// reads it (its output is negligible or, along an axis, counted nowhere).
+    fn bytes(&self, tensor_bytes: u64) -> Result<u64> {
+        let times = match self.op {
+            COPY => 2,
+            AXPY => 3,
+            _ => 1,
+        };
+        tensor_bytes
+            .checked_mul(times)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("bench: {times} × {tensor_bytes} bytes"),
+            })
+    }
+}
 
 impl std::fmt::Display for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -297,14 +320,15 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// What [`reduce()`] measured.
+/// What a bandwidth benchmark ([`reduce()`], [`axpy()`]) measured.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ReduceReport {
+pub struct BenchReport {
     /// [`Device::name`].
     pub device: String,
     /// How each case was timed.
     pub timing: Timing,
-    /// The measured cases, in [`ReduceBench::cases`] order.
+    /// The measured cases, in the order the config lists them
+    /// ([`ReduceBench::cases`], [`AxpyBench::cases`]).
     pub rows: Vec<BenchRow>,
     /// Cases that ran out of device memory (never on the emulator's default budget
     /// at the default sizes); each requested case is in `rows` or here.
@@ -377,6 +401,18 @@ impl Workload {
         }
     }
 
+    /// Queues one `axpy_f32` (`copy destination = 0.5·input + copy destination`)
+    /// on the default stream; an f32 workload only.
+    pub fn axpy_once(&mut self) -> Result<()> {
+        match &mut self.tensors {
+            Tensors::F32(p) => crate::ops::axpy(0.5f32, &p.src, &mut p.dst),
+            Tensors::Bf16(_) => Err(Error::ShapeMismatch {
+                op: "bench axpy",
+                detail: "axpy_f32 needs an f32 workload; this one is bf16".into(),
+            }),
+        }
+    }
+
     /// Queues one device-to-device copy of the input on the default stream.
     pub fn copy_once(&mut self) -> Result<()> {
         match &mut self.tensors {
@@ -443,17 +479,89 @@ pub fn gbps(bytes: u64, seconds: f64) -> f64 {
 /// Runs every case of `config` on `dev` (see the module docs for what is measured).
 ///
 /// A case, or a whole group sharing one input, that runs out of device
-/// memory is recorded in [`ReduceReport::skipped`] and the run goes on; any
+/// memory is recorded in [`BenchReport::skipped`] and the run goes on; any
 /// other error ends it.
-pub fn reduce(dev: &Device, config: &ReduceBench) -> Result<ReduceReport> {
-    let mut report = ReduceReport {
+pub fn reduce(dev: &Device, config: &ReduceBench) -> Result<BenchReport> {
+    run_groups(dev, config.timing, config.groups()?)
+}
+
+/// What [`axpy()`] runs: `axpy_f32` over each size, after that size's copy anchor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxpyBench {
+    /// Elements of x and y.
+    pub sizes: Vec<usize>,
+    /// How each case is timed.
+    pub timing: Timing,
+}
+
+impl AxpyBench {
+    /// Sizes 2^16 … 2^28 on a GPU, 2^16 … 2^20 on the emulator.
+    pub fn defaults(dev: &Device) -> AxpyBench {
+        let max_log2 = if dev.is_gpu() {
+            GPU_MAX_LOG2
+        } else {
+            EMULATOR_MAX_LOG2
+        };
+        AxpyBench {
+            sizes: Vec::new(),
+            timing: Timing::defaults(dev),
+        }
+        .with_max_log2(max_log2)
+        .expect("the default sizes fit in usize")
+    }
+
+    /// Sizes 2^min(16, N) … 2^N.
+    pub fn with_max_log2(mut self, max_log2: u32) -> Result<AxpyBench> {
+        self.sizes = (MIN_LOG2.min(max_log2)..=max_log2)
+            .map(|k| {
+                1usize.checked_shl(k).ok_or_else(|| Error::SizeOverflow {
+                    what: format!("bench: 2^{k} elements"),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(self)
+    }
+
+    /// Every case, in order: per size the copy anchor, then `axpy_f32`.
+    pub fn cases(&self) -> Vec<Case> {
+        self.groups().into_iter().flat_map(|g| g.cases).collect()
+    }
+
+    fn groups(&self) -> Vec<CaseGroup> {
+        let group = |n: usize| {
+            let case = |op| Case {
+                op,
+                dtype: DType::F32,
+                shape: vec![n],
+                axis: None,
+            };
+            CaseGroup {
+                dtype: BenchDType::F32,
+                elements: n,
+                cases: vec![case(COPY), case(AXPY)],
+            }
+        };
+        self.sizes.iter().map(|&n| group(n)).collect()
+    }
+}
+
+/// Runs every case of `config` on `dev`: `y = 0.5·x + y` in f32 (see the
+/// module docs); out-of-memory cases are skipped as in [`reduce()`].
+pub fn axpy(dev: &Device, config: &AxpyBench) -> Result<BenchReport> {
+    run_groups(dev, config.timing, config.groups())
+}
+
+/// Measures `groups` in order into one report (see [`reduce()`] for what an
+/// out-of-memory error does).
+fn run_groups(dev: &Device, timing: Timing, groups: Vec<CaseGroup>) -> Result<BenchReport> {
+    let mut report = BenchReport {
         device: dev.name(),
-        timing: config.timing,
+        timing,
         rows: Vec::new(),
         skipped: Vec::new(),
     };
-    for group in config.groups()? {
-        if let Err(e) = run_group(dev, config.timing, &group, &mut report) {
+    for group in groups {
+        if let Err(e) = run_group(dev, timing, &group, &mut report) {
             let Error::OutOfMemory { .. } = e else {
                 return Err(e);
             };
@@ -473,32 +581,36 @@ pub fn reduce(dev: &Device, config: &ReduceBench) -> Result<ReduceReport> {
     Ok(report)
 }
 
-/// Measures one group: the copy anchor, then each reduction over the same
-/// input. An `OutOfMemory` while allocating the input ends the group; one
-/// inside a reduction skips that case.
+/// Measures one group: the copy anchor, then each case over the same input.
+/// An `OutOfMemory` while allocating the input ends the group; one inside a
+/// case skips that case.
 fn run_group(
     dev: &Device,
     timing: Timing,
     group: &CaseGroup,
-    report: &mut ReduceReport,
+    report: &mut BenchReport,
 ) -> Result<()> {
     let mut work = Workload::new(dev, group.dtype, group.elements)?;
-    let bytes = work.bytes();
-    let (anchor, reductions) = group
+    let (anchor, cases) = group
         .cases
         .split_first()
         .expect("a group starts with its copy anchor");
-    let moved = bytes.checked_mul(2).ok_or_else(|| Error::SizeOverflow {
-        what: format!("bench: twice {bytes} bytes"),
-    })?;
+    let moved = anchor.bytes(work.bytes())?;
     let copy_seconds = seconds_per_call(dev, timing, || work.copy_once())?;
     let anchor_gbps = gbps(moved, copy_seconds);
     report
         .rows
         .push(row(anchor, moved, copy_seconds, anchor_gbps));
-    for case in reductions {
-        let op = Op::from_name(case.op).expect("cases name ops by Op::name");
-        match seconds_per_call(dev, timing, || work.reduce_once(op, &case.shape, case.axis)) {
+    for case in cases {
+        let bytes = case.bytes(work.bytes())?;
+        let once = |work: &mut Workload| match case.op {
+            AXPY => work.axpy_once(),
+            op => {
+                let op = Op::from_name(op).expect("cases name ops by Op::name");
+                work.reduce_once(op, &case.shape, case.axis)
+            }
+        };
+        match seconds_per_call(dev, timing, || once(&mut work)) {
             Ok(s) => report.rows.push(row(case, bytes, s, anchor_gbps)),
             Err(e @ Error::OutOfMemory { .. }) => report.skipped.push(Skipped {
                 case: case.clone(),

@@ -19,6 +19,7 @@
 //! | `src/runtime/` | devices (GPU or emulator), buffers, streams and events, launches, errors, NVTX | [`Device`], [`DeviceBuffer`], [`Stream`], [`LaunchConfig`], [`Error`], …, [`gpu`], [`nvtx`] |
 //! | `src/ops/` | the operations users call: elementwise ([`ops::axpy`]) and [`reduce`] | [`ops`], [`reduce`] |
 //! | `src/reference/` | CPU references, one module per family of `ops/` | [`reference`](mod@reference) |
+//! | `src/registry.rs` | the operations `verify` and `bench` walk: each one's checks and benchmark | [`registry`] |
 //! | `src/verify.rs` | every kernel against its reference on generated inputs | [`verify`] |
 //! | `src/ptx.rs` | embedded PTX modules, [`include_module!`], what is read from PTX text | [`ptx`], [`Module`] |
 //! | `src/bench.rs` | measurement with events, reports as data | [`bench`](mod@bench) |
@@ -62,6 +63,7 @@ pub mod bench;
 pub mod ops;
 pub mod ptx;
 pub mod reference;
+pub mod registry;
 pub mod verify;
 
 pub use ops::reduce;

@@ -1,8 +1,9 @@
 //! Runs every kernel against its CPU reference on generated inputs.
 //!
-//! Used by `warpforge verify` and by the test suite. Each kernel runs on the
-//! edge lengths around a warp and a block (0, 1, 31, 32, 33, 1023, 1025) and on
-//! random larger ones; each result element is compared with the reference and
+//! Used by `warpforge verify` and by the test suite, through the operations of
+//! [`registry`](crate::registry) (one entry per family, each with its `verify_*` function here).
+//! Each kernel runs on the edge lengths around a warp and a block (0, 1, 31,
+//! 32, 33, 1023, 1025) and on random larger ones; each result element is compared with the reference and
 //! the kernel passes only if every element is within its tolerance.
 //!
 //! The reduction family ([`crate::reduce`]) is checked per op and dtype (one
@@ -13,6 +14,7 @@
 
 use crate::reduce::{self, Layout, Op, Reduced, Reducible};
 use crate::reference::reduce::{RefElement, Value};
+use crate::registry::Operation;
 use crate::{Device, Error, Result, ops, reference};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
@@ -350,33 +352,52 @@ fn check_reductions<T: VerifyElement>(
     Ok(())
 }
 
-/// Runs every kernel on `dev` at the edge lengths and `random_lengths` random
-/// lengths up to `max_len`, with inputs from `seed`.
+/// `axpy_f32` and `axpy_f64` at each of `lens` (the [`registry`](crate::registry) entry `axpy`).
+pub fn verify_axpy(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
+    let mut axpy32 = KernelReport::default_for("axpy_f32");
+    let mut axpy64 = KernelReport::default_for("axpy_f64");
+    for &n in lens {
+        let (x, y) = (values_f32(rng, n), values_f32(rng, n));
+        check_axpy_f32(dev, &mut axpy32, rng.random_range(-4.0..4.0), &x, &y)?;
+        let (x, y) = (values_f64(rng, n), values_f64(rng, n));
+        check_axpy_f64(dev, &mut axpy64, rng.random_range(-4.0..4.0), &x, &y)?;
+    }
+    Ok(vec![axpy32, axpy64])
+}
+
+/// Every reduction op of every dtype at each of `lens` (the [`registry`](crate::registry) entry `reduce`).
+pub fn verify_reductions(
+    dev: &Device,
+    rng: &mut StdRng,
+    lens: &[usize],
+) -> Result<Vec<KernelReport>> {
+    let mut reports = Vec::new();
+    check_reductions::<f32>(dev, rng, lens, &mut reports)?;
+    check_reductions::<f64>(dev, rng, lens, &mut reports)?;
+    check_reductions::<f16>(dev, rng, lens, &mut reports)?;
+    check_reductions::<bf16>(dev, rng, lens, &mut reports)?;
+    check_reductions::<i32>(dev, rng, lens, &mut reports)?;
+    check_reductions::<i64>(dev, rng, lens, &mut reports)?;
+    check_reductions::<u32>(dev, rng, lens, &mut reports)?;
+    Ok(reports)
+}
+
+/// Runs every kernel of `operations` on `dev` at the edge lengths and
+/// `random_lengths` random lengths up to `max_len`, with inputs from `seed`,
+/// in the order given ([`crate::registry::OPERATIONS`] for all of them).
 pub fn run(
     dev: &Device,
+    operations: &[&Operation],
     seed: u64,
     random_lengths: usize,
     max_len: usize,
 ) -> Result<Vec<KernelReport>> {
     let mut rng = StdRng::seed_from_u64(seed);
     let lens = lengths(&mut rng, random_lengths, max_len);
-
-    let mut axpy32 = KernelReport::default_for("axpy_f32");
-    let mut axpy64 = KernelReport::default_for("axpy_f64");
-    for &n in &lens {
-        let (x, y) = (values_f32(&mut rng, n), values_f32(&mut rng, n));
-        check_axpy_f32(dev, &mut axpy32, rng.random_range(-4.0..4.0), &x, &y)?;
-        let (x, y) = (values_f64(&mut rng, n), values_f64(&mut rng, n));
-        check_axpy_f64(dev, &mut axpy64, rng.random_range(-4.0..4.0), &x, &y)?;
+    let mut reports = Vec::new();
+    for op in operations {
+        reports.extend((op.verify)(dev, &mut rng, &lens)?);
     }
-    let mut reports = vec![axpy32, axpy64];
-    check_reductions::<f32>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<f64>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<f16>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<bf16>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<i32>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<i64>(dev, &mut rng, &lens, &mut reports)?;
-    check_reductions::<u32>(dev, &mut rng, &lens, &mut reports)?;
     Ok(reports)
 }
 

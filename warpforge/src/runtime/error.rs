@@ -250,6 +250,14 @@ pub enum Error {
         /// The operations that dtype supports, comma-separated.
         supported: &'static str,
     },
+    /// `verify` or `bench` was asked for an operation the registry does not have.
+    #[error("no operation `{name}`: the operations are {known}")]
+    UnknownOperation {
+        /// The name asked for.
+        name: String,
+        /// Every operation's name, comma-separated ([`crate::registry::OPERATIONS`]).
+        known: String,
+    },
     /// NVTX ranges were asked for, but `libnvToolsExt` cannot be loaded.
     #[error(
         "NVTX ranges need libnvToolsExt.so (NVTX v2), which could not be loaded: install the \

@@ -1,0 +1,99 @@
+//! `warpforge verify --op` and `warpforge bench OPERATION`: the real binary on
+//! the emulator, walking `warpforge::registry`.
+
+use std::process::Command;
+
+/// Runs `warpforge ARGS…`: exit code, stdout, stderr.
+fn warpforge(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_warpforge"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The first word of each table line that ends in `pass` or `FAIL`.
+fn verified_kernels(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.ends_with("pass") || l.ends_with("FAIL"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
+#[test]
+fn verify_op_runs_that_operation_only() {
+    let args = ["verify", "--backend", "emu", "--random-lengths", "0"];
+    let (code, stdout, stderr) = warpforge(&[&args[..], &["--op", "axpy"]].concat());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        verified_kernels(&stdout),
+        ["axpy_f32", "axpy_f64"],
+        "{stdout}"
+    );
+    assert!(stdout.contains("verify: 2 passed, 0 failed"), "{stdout}");
+
+    let (code, stdout, stderr) = warpforge(&[&args[..], &["--op", "reduce"]].concat());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let kernels = verified_kernels(&stdout);
+    assert!(kernels.contains(&"sum_f32") && kernels.contains(&"argmax_bf16"));
+    assert!(!kernels.iter().any(|k| k.starts_with("axpy")), "{stdout}");
+}
+
+#[test]
+fn an_unknown_operation_is_a_usage_error_listing_the_known_ones() {
+    let (code, _, stderr) = warpforge(&["verify", "--backend", "emu", "--op", "gemv"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("gemv") && stderr.contains("axpy"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("reduce"), "{stderr}");
+
+    let (code, _, stderr) = warpforge(&["bench", "gemv", "--backend", "emu"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("overlap"), "{stderr}");
+}
+
+#[test]
+fn bench_axpy_measures_each_size_against_its_copy() {
+    let (code, stdout, stderr) = warpforge(&[
+        "bench",
+        "axpy",
+        "--backend",
+        "emu",
+        "--max-log2",
+        "10",
+        "--iters",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("copy ") || l.starts_with("axpy_f32 "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    // 2^10 f32: the copy moves 8 KiB (read + write), axpy 12 KiB (x, y read, y written).
+    assert!(rows[0].starts_with("copy f32 [1024]") && rows[0].contains("8 KiB"));
+    assert!(rows[1].starts_with("axpy_f32 f32 [1024]") && rows[1].contains("12 KiB"));
+}
+
+#[test]
+fn bench_options_that_do_not_apply_are_refused() {
+    let (code, _, stderr) = warpforge(&["bench", "overlap", "--backend", "emu", "--iters", "3"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not apply to `bench overlap`"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = warpforge(&["bench", "reduce", "--backend", "emu", "--mib", "1"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--mib does not apply to `bench reduce`"),
+        "{stderr}"
+    );
+}

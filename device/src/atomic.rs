@@ -82,7 +82,14 @@ pub struct AtomicRef<'a, T, S> {
 impl<T, S: AtomicScope> AtomicRef<'_, T, S> {
     /// # Safety
     /// `ptr` must be valid and aligned for atomic access to a `T` for the
-    /// reference's lifetime, and every access to it that may race must be atomic.
+    /// reference's lifetime (on the GPU, in global or shared memory), and every
+    /// access to it that may race with these must be atomic: a plain access
+    /// racing with an atomic one is a data race, undefined behaviour. The safe
+    /// callers (`Out::atomic`, `SharedArray::atomic`) prove the first part;
+    /// the second they cannot, since a kernel may also reach the element
+    /// through a plain `Slot` or `store`: ordering those against the atomics
+    /// (a barrier, or the end of the launch) is the kernel's discipline, as in
+    /// CUDA, and the emulator's race detector reports shared-memory violations.
     #[inline(always)]
     pub(crate) unsafe fn new(ptr: *mut T) -> Self {
         AtomicRef {

@@ -21,16 +21,23 @@
 //! ```
 
 use crate::atomic::{AtomicRef, AtomicScope};
+use crate::own::{Indexed, Mapping};
 use core::marker::PhantomData;
 
 /// A kernel's 1-D output in global memory: written only through proven [`Slot`]s.
-pub struct Out<'a, T> {
+///
+/// `M` is how the launch's threads share the output (see [`crate::own`]):
+/// [`Indexed`] (the default, `Out<T>`) writes through [`Out::at`], any index
+/// in bounds; the owned mappings (`Out<T, Elements>`, `Out<T, ThreadChunks<2>>`,
+/// …) hand each thread slots only for elements no other thread can obtain.
+pub struct Out<'a, T, M: Mapping = Indexed> {
     ptr: *mut T,
     len: usize,
     _buffer: PhantomData<&'a mut [T]>,
+    _mapping: PhantomData<fn() -> M>,
 }
 
-impl<'a, T: Copy> Out<'a, T> {
+impl<'a, T: Copy, M: Mapping> Out<'a, T, M> {
     /// A view of `len` elements at `ptr`.
     ///
     /// # Safety
@@ -44,6 +51,7 @@ impl<'a, T: Copy> Out<'a, T> {
             ptr,
             len,
             _buffer: PhantomData,
+            _mapping: PhantomData,
         }
     }
 
@@ -53,6 +61,7 @@ impl<'a, T: Copy> Out<'a, T> {
             ptr: slice.as_mut_ptr(),
             len: slice.len(),
             _buffer: PhantomData,
+            _mapping: PhantomData,
         }
     }
 
@@ -68,6 +77,14 @@ impl<'a, T: Copy> Out<'a, T> {
         self.len == 0
     }
 
+    /// The first element and the length, for the owned forms in [`crate::own`].
+    #[inline(always)]
+    pub(crate) fn raw_parts(&self) -> (*mut T, usize) {
+        (self.ptr, self.len)
+    }
+}
+
+impl<'a, T: Copy> Out<'a, T> {
     /// Element `i` for atomic access within scope `S`, if `i < len()`.
     ///
     /// Unlike [`Out::at`] this borrows the view shared: many threads may
@@ -75,12 +92,20 @@ impl<'a, T: Copy> Out<'a, T> {
     #[inline(always)]
     pub fn atomic<S: AtomicScope>(&self, i: usize) -> Option<AtomicRef<'_, T, S>> {
         // SAFETY: the element is inside the view's allocation, which is aligned
-        // for T; plain accesses through `Slot`s to an element that other threads
-        // update atomically are a kernel race, as in CUDA.
+        // for T. A plain `Slot` access by another thread racing with these
+        // atomics would be a data race (undefined behaviour, not a stale value):
+        // safe code can write one, so ordering them is the kernel's discipline
+        // (see `AtomicRef::new`).
         self.element(i).map(|ptr| unsafe { AtomicRef::new(ptr) })
     }
 
     /// The element at `i` if `i < len()`: one compare, then unchecked access.
+    ///
+    /// **In bounds, not exclusive**: every thread that asks for `i` gets a
+    /// slot for it, so two threads writing the same index race. For kernels
+    /// whose threads own their outputs, declare the output with an owned
+    /// mapping (`Out<T, Elements>` and the others in [`crate::own`]): those
+    /// hand a thread only slots no other thread can obtain.
     #[inline(always)]
     pub fn at(&mut self, i: usize) -> Option<Slot<'_, T>> {
         self.element(i).map(|ptr| Slot {
@@ -103,10 +128,27 @@ pub struct Slot<'s, T> {
     _element: PhantomData<&'s mut T>,
 }
 
+impl<T> Slot<'_, T> {
+    /// The slot of the element at `ptr`, for the owned forms in [`crate::own`].
+    ///
+    /// # Safety
+    /// `ptr` is in bounds of a live output view, and for the slot's lifetime
+    /// nothing else in this thread reads or writes that element.
+    #[inline(always)]
+    pub(crate) unsafe fn from_element(ptr: *mut T) -> Self {
+        Slot {
+            ptr,
+            _element: PhantomData,
+        }
+    }
+}
+
 impl<T: Copy> Slot<'_, T> {
     /// Reads the element.
     #[inline(always)]
     pub fn get(&self) -> T {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.ptr.cast(), size_of::<T>(), false);
         // SAFETY: `ptr` is in bounds of a live view (checked by `Out::at`) and
         // the slot borrows that view mutably, so nothing else in this thread aliases it.
         unsafe { self.ptr.read() }
@@ -115,6 +157,8 @@ impl<T: Copy> Slot<'_, T> {
     /// Writes the element.
     #[inline(always)]
     pub fn set(&mut self, value: T) {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.ptr.cast(), size_of::<T>(), true);
         // SAFETY: as in `get`.
         unsafe { self.ptr.write(value) }
     }
@@ -138,7 +182,7 @@ pub unsafe fn input_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
 /// Where element (`row`, `col`) of a `rows × cols` matrix with `row_stride`
 /// elements between rows lies in its buffer of `len`, if the shape fits.
 #[inline(always)]
-fn fits_2d(len: usize, rows: usize, cols: usize, row_stride: usize) -> bool {
+pub(crate) fn fits_2d(len: usize, rows: usize, cols: usize, row_stride: usize) -> bool {
     if rows == 0 || cols == 0 {
         return cols <= row_stride || rows == 0;
     }
@@ -208,6 +252,11 @@ impl<T: Copy> Out2<'_, T> {
     }
 
     /// Element (`row`, `col`) if `row < rows()` and `col < cols()`.
+    ///
+    /// **In bounds, not exclusive**: every thread that asks for (`row`,
+    /// `col`) gets a slot for it. The shape is the one this thread chose in
+    /// [`Out::into_2d`]; for outputs whose threads own their elements, take
+    /// an [`OutMatrix`](crate::own::OutMatrix), whose shape the host binds.
     #[inline(always)]
     pub fn at(&mut self, row: usize, col: usize) -> Option<Slot<'_, T>> {
         self.element(row, col).map(|ptr| Slot {

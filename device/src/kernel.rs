@@ -24,10 +24,13 @@ mod host {
     pub enum ParamKind {
         /// A value, passed as is.
         Scalar,
-        /// `&[T]`: read-only buffer, passed as device pointer and length.
+        /// `&[T]` or `Global<T>`: read-only buffer, passed as device pointer and length.
         Input,
         /// `Out<T>`: guarded output buffer, passed as device pointer and length.
         Output,
+        /// `OutMatrix<T>`: output matrix whose shape the host binds, passed as
+        /// device pointer, length, rows, columns and row stride (`usize` each).
+        OutputMatrix,
     }
 
     /// One parameter of a kernel signature.
@@ -59,6 +62,55 @@ mod host {
         pub ptr: *mut T,
         /// Elements.
         pub len: usize,
+    }
+
+    /// An output matrix argument as the emulator receives it: the buffer and
+    /// the shape the host checked it holds.
+    #[derive(Debug)]
+    pub struct RawOutMatrix<T> {
+        /// First element.
+        pub ptr: *mut T,
+        /// Elements of the buffer.
+        pub len: usize,
+        /// Rows of the matrix.
+        pub rows: usize,
+        /// Columns of the matrix.
+        pub cols: usize,
+        /// Elements between the starts of consecutive rows.
+        pub row_stride: usize,
+    }
+
+    impl<T> Clone for RawOutMatrix<T> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T> Copy for RawOutMatrix<T> {}
+    // SAFETY: as for `RawOut`: one launch's arguments, the buffer kept alive
+    // and borrowed by the host launcher for the whole launch.
+    unsafe impl<T: Send> Send for RawOutMatrix<T> {}
+    // SAFETY: as above.
+    unsafe impl<T: Send> Sync for RawOutMatrix<T> {}
+
+    impl<T: Copy> RawOutMatrix<T> {
+        /// The buffer as an output matrix.
+        ///
+        /// # Safety
+        /// `ptr` must be valid for reads and writes of `len` elements while the view lives.
+        pub unsafe fn as_matrix<'a, M: crate::own::Mapping2>(
+            self,
+        ) -> crate::own::OutMatrix<'a, T, M> {
+            // SAFETY: the caller's contract.
+            unsafe {
+                crate::own::OutMatrix::from_raw(
+                    self.ptr,
+                    self.len,
+                    self.rows,
+                    self.cols,
+                    self.row_stride,
+                )
+            }
+        }
     }
 
     impl<T> Clone for RawIn<T> {
@@ -101,7 +153,7 @@ mod host {
         ///
         /// # Safety
         /// `ptr` must be valid for reads and writes of `len` elements while the view lives.
-        pub unsafe fn as_out<'a>(self) -> crate::guard::Out<'a, T> {
+        pub unsafe fn as_out<'a, M: crate::own::Mapping>(self) -> crate::guard::Out<'a, T, M> {
             // SAFETY: the caller's contract.
             unsafe { crate::guard::Out::from_raw(self.ptr, self.len) }
         }
@@ -126,9 +178,10 @@ mod host {
     ///   holds that entry;
     /// - `PARAMS` and `Args` list its parameters in order, exactly as the entry
     ///   declares them: each scalar by value with its type and size, each
-    ///   `&[T]` as [`RawIn<T>`] and each `Out<T>` as [`RawOut<T>`] (on the GPU a
-    ///   device pointer then a `usize` element count), and the body touches a
-    ///   buffer only within the element count it is given;
+    ///   `&[T]` as [`RawIn<T>`], each `Out<T>` as [`RawOut<T>`] (on the GPU a
+    ///   device pointer then a `usize` element count) and each `OutMatrix<T>`
+    ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride),
+    ///   and the body touches a buffer only within the element count it is given;
     /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
     ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;
     /// - `run_thread` runs that function's body for one emulated thread.

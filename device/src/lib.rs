@@ -12,6 +12,8 @@
 //! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
 //! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
+//! | [`own`] | owned outputs: slots only for the elements this thread alone writes |
+//! | [`global`] | [`Global`]: read-only inputs known by their type to be in global memory |
 //! | [`kernel`] | the typed description `#[kernel]` derives from a kernel's signature |
 //!
 //! The same source compiles two ways. On `nvptx64-nvidia-cuda` every primitive
@@ -39,10 +41,12 @@ mod arch;
 mod panic_text;
 
 pub mod atomic;
+pub mod global;
 pub mod guard;
 pub mod kernel;
 pub mod mma;
 pub mod num;
+pub mod own;
 pub mod shared;
 pub mod sync;
 pub mod thread;
@@ -51,6 +55,8 @@ pub mod warp;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
 
+pub use global::Global;
 pub use guard::{In2, Out, Out2, Slot};
 pub use half::{bf16, f16};
+pub use own::OutMatrix;
 pub use thread::Dim3;

@@ -17,6 +17,7 @@
 //! 16 · 2⁻²⁴ · Σ|a·b| + |c|·2⁻²⁴).
 
 use crate::arch;
+use crate::global::Global;
 use crate::shared::{SharedArray, SharedElement};
 use core::marker::PhantomData;
 use half::{bf16, f16};
@@ -134,8 +135,12 @@ impl<T: MmaInput> FragA<T> {
     }
 
     /// Loads the A tile stored row-major at `tile[base..]` with `row_stride`
-    /// elements per row, by one `ldmatrix.x4` (all 32 lanes must call it).
-    /// Panics if a row is out of bounds or not 16-byte aligned.
+    /// elements per row, by one `ldmatrix.x4`. Panics if a row is out of
+    /// bounds or not 16-byte aligned.
+    ///
+    /// All 32 lanes of the warp must call it together: `ldmatrix` from part
+    /// of a warp is undefined on the GPU. The types cannot check that (as
+    /// with a barrier); the emulator reports it as a fault.
     #[inline(always)]
     pub fn load(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         // Lane l supplies row l % 8 of 8×8 matrix l / 8; matrices 0–3 are the
@@ -165,7 +170,8 @@ impl<T: MmaInput> FragB<T> {
     }
 
     /// Loads the B tile stored row-major as k × n (16 rows of 8) at
-    /// `tile[base..]`, by one `ldmatrix.x2.trans` (all 32 lanes must call it).
+    /// `tile[base..]`, by one `ldmatrix.x2.trans`. All 32 lanes of the warp
+    /// must call it together, as [`FragA::load`].
     #[inline(always)]
     pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         // Lanes 0–15 supply rows k = 0..16; .trans hands each lane the column n = lane / 4.
@@ -203,7 +209,8 @@ impl FragC {
 
 /// `D = A·B + C` for the warp's 16×16 A, 16×8 B and 16×8 C tiles
 /// (`mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`).
-/// All 32 lanes must call it together.
+/// All 32 lanes of the warp must call it together: `mma.sync` from part of
+/// a warp is undefined on the GPU (the emulator reports it as a fault).
 #[inline(always)]
 pub fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
     FragC {
@@ -230,7 +237,16 @@ fn ldmatrix<T: MmaInput, const R: usize>(
         (ptr as usize).is_multiple_of(16),
         "ldmatrix row is not 16-byte aligned: start rows at multiples of 8 elements"
     );
-    arch::ldmatrix::<R>(ptr.cast(), trans)
+    // SAFETY: in a supplying lane `ptr` is the row `row_start .. row_start + 8`
+    // of a `SharedArray` (the block's shared memory), checked in bounds by
+    // `row_ptr`: 8 halves = 16 bytes, 16-byte aligned (checked above). Other
+    // lanes pass the view's base, which `ldmatrix` ignores. Ordering against
+    // other threads' writes of those rows is the kernel's barrier discipline
+    // (see "Races" on `SharedArray`). All 32 lanes executing it together is
+    // a precondition safe code cannot be held to, like a barrier's: it is
+    // documented on `FragA::load` and `FragB::load_k_major`, and the emulator
+    // reports a partial warp as a fault.
+    unsafe { arch::ldmatrix::<R>(ptr.cast(), trans) }
 }
 
 /// Starts copying 16 bytes from `src[src_index..]` in global memory to
@@ -238,23 +254,45 @@ fn ldmatrix<T: MmaInput, const R: usize>(
 /// The copy lands after [`cp_async_wait_all`]; make it visible to other
 /// threads with a barrier after the wait. Panics if either range is out of
 /// bounds or not 16-byte aligned.
+///
+/// The source is a [`Global`]: `cp.async` reads the global state space only,
+/// and a `Global` is the one slice type that is in it by construction (a
+/// kernel parameter declared `Global<T>`); a kernel-local array or a `&[T]`
+/// does not compile here.
 #[inline(always)]
 pub fn cp_async_16<T: SharedElement>(
     dst: &SharedArray<T>,
     dst_index: usize,
-    src: &[T],
+    src: Global<'_, T>,
     src_index: usize,
 ) {
-    let n = 16 / core::mem::size_of::<T>();
+    let n = const {
+        let size = core::mem::size_of::<T>();
+        assert!(
+            size != 0 && 16 % size == 0,
+            "cp_async_16: the element size must divide 16"
+        );
+        16 / size
+    };
+    // A sub-slice of `src`, so in the same global buffer. (Saturating: an end
+    // past usize::MAX is past the end of any buffer.)
     let from = src
-        .get(src_index..src_index + n)
+        .as_slice()
+        .get(src_index..src_index.saturating_add(n))
         .expect("cp_async_16: source range out of bounds");
     let to = dst.row_ptr(dst_index, n, true);
     assert!(
         (from.as_ptr() as usize).is_multiple_of(16) && (to as usize).is_multiple_of(16),
         "cp_async_16: both addresses must be 16-byte aligned"
     );
-    // SAFETY: both ranges are 16 bytes, in bounds (checked above) and aligned.
+    // SAFETY: `to` is n·size_of::<T>() = 16 bytes of the block's shared memory
+    // (a `SharedArray` is only ever carved out of it; `row_ptr` checked the
+    // range); `from` is 16 bytes of the `Global` `src`, non-empty, so in the
+    // global state space (`Global`'s invariant); both are 16-byte aligned
+    // (checked above). The copy writes those shared bytes asynchronously: no
+    // thread may touch them until this one has waited and a barrier orders
+    // the others, which is the kernel's barrier discipline (see "Races" on
+    // `SharedArray`; the emulator records the copy as a write, `row_ptr(.., true)`).
     unsafe { arch::cp_async_16(to.cast(), from.as_ptr().cast()) }
 }
 

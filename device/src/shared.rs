@@ -20,14 +20,44 @@ use core::marker::PhantomData;
 
 /// Element types allowed in shared memory: plain data, no padding, no drop.
 ///
+/// What reading shared memory relies on: the block's shared memory is not a
+/// Rust allocation. The GPU provides it at launch holding whatever bits
+/// earlier blocks left there (the emulator fills it with `0xff` bytes), and
+/// the kernel reaches it only through an external `.shared` symbol
+/// (`gpu_launch_sized_workgroup_mem`, an `addrspace(3)` global with no
+/// initializer) whose contents the compiler knows nothing about, so it
+/// cannot treat them as `undef`: to Rust and LLVM they are initialised bytes
+/// of unspecified value, like memory that an FFI call or a device wrote.
+/// Reading an element no thread has stored therefore yields *some* bits, and
+/// those bits are a valid value only because of this trait's contract. That is
+/// not "uninitialised memory is fine for integers": reading genuinely
+/// uninitialised memory (a `MaybeUninit` never written, a padding byte) as an
+/// integer is undefined behaviour in Rust, which is why the contract also
+/// forbids padding.
+///
 /// # Safety
-/// Every bit pattern must be a valid value (shared memory starts uninitialised).
+/// An implementation promises that `T`
+/// - is valid for every bit pattern of its size (no invalid values or niches:
+///   not `bool`, `char`, an enum or a reference), and has no padding bytes, so
+///   storing a `T` writes only initialised bytes and reading any bytes of the
+///   window as a `SharedElement` (the same bytes may be viewed as several
+///   types, e.g. through [`dynamic`] and [`array`]) yields a valid value;
+/// - has a size that is not 0 and divides 16, and an alignment equal to its
+///   size, so that elements of a view are aligned (for plain and atomic
+///   access) and 16-byte `cp.async` chunks hold whole elements.
 pub unsafe trait SharedElement: Copy + 'static {}
 
 macro_rules! shared_element {
     ($($t:ty),*) => { $(
-        // SAFETY: a primitive number type: every bit pattern is valid.
+        // SAFETY: a primitive number type (or half's `repr(transparent)`
+        // wrapper of a `u16`): valid for every bit pattern, no padding, size
+        // 1, 2, 4 or 8 and equal to its alignment on nvptx64 and on the
+        // 64-bit hosts the emulator runs on (checked below).
         unsafe impl SharedElement for $t {}
+        const _: () = assert!(
+            core::mem::size_of::<$t>() == core::mem::align_of::<$t>()
+                && 16 % core::mem::size_of::<$t>() == 0
+        );
     )* };
 }
 shared_element!(
@@ -50,6 +80,19 @@ shared_element!(
 /// All threads of a block see the same memory. Reads and writes are checked
 /// against its length; ordering between threads comes from
 /// [`crate::sync::sync_threads`].
+///
+/// # Races
+/// [`load`](Self::load) and [`store`](Self::store) are plain (weak) accesses.
+/// Two threads of the block touching the same element, at least one of them
+/// writing, with no [`sync_threads`](crate::sync::sync_threads) between the
+/// two, is a data race: undefined behaviour in Rust's memory model and in
+/// LLVM's (a racing read is `undef`), not merely a stale value, and the same
+/// holds for a plain access racing with an [`atomic`](Self::atomic) one. The
+/// type system cannot see barriers, so this is the one precondition of the
+/// safe shared-memory API that only the kernel's barrier discipline upholds,
+/// as in CUDA; the emulator checks it on every access and reports a race as
+/// `Fault::SharedRace`, naming both threads, which is why every kernel runs
+/// there in the tests.
 #[derive(Clone, Copy)]
 pub struct SharedArray<T> {
     base: *mut T,
@@ -84,7 +127,8 @@ pub struct SharedTile<T, const N: usize> {
 }
 
 /// The first `N` elements of the block's shared memory as a compile-time-sized tile.
-/// Panics if the launch provides less than `N · size_of::<T>()` bytes.
+/// Panics if the launch provides less than `N · size_of::<T>()` bytes (or if
+/// that product overflows `usize`).
 #[inline(always)]
 pub fn array<T: SharedElement, const N: usize>() -> SharedTile<T, N> {
     tile_at(0)
@@ -93,15 +137,20 @@ pub fn array<T: SharedElement, const N: usize>() -> SharedTile<T, N> {
 #[inline(always)]
 fn tile_at<T: SharedElement, const N: usize>(offset_bytes: usize) -> SharedTile<T, N> {
     let (base, bytes) = arch::dynamic_shared();
-    let start = offset_bytes.next_multiple_of(core::mem::align_of::<T>());
-    let end = start + N * core::mem::size_of::<T>();
-    assert!(
-        end <= bytes,
-        "shared tile does not fit in the launch's shared memory: declare it in #[kernel(shared = ...)]"
-    );
+    let Some((start, end)) = tile_bytes(
+        offset_bytes,
+        N,
+        core::mem::size_of::<T>(),
+        core::mem::align_of::<T>(),
+        bytes,
+    ) else {
+        panic!(
+            "shared tile does not fit in the launch's shared memory: declare it in #[kernel(shared = ...)]"
+        )
+    };
     SharedTile {
         array: SharedArray {
-            // SAFETY (of the offset): start ≤ end ≤ the block's shared size.
+            // In bounds: start ≤ end ≤ the block's shared size (`tile_bytes`).
             base: base.wrapping_add(start).cast::<T>(),
             len: N,
             _element: PhantomData,
@@ -110,11 +159,31 @@ fn tile_at<T: SharedElement, const N: usize>(offset_bytes: usize) -> SharedTile<
     }
 }
 
+/// The byte range `start..end` of a tile of `n` elements of `size` bytes and
+/// alignment `align`, placed at the first multiple of `align` at or after
+/// `offset`, if it ends within `available` bytes. Every step is checked:
+/// kernels are built without overflow checks, and a wrapped `end` would pass
+/// the comparison and hand out a tile past the end of shared memory.
+#[inline(always)]
+fn tile_bytes(
+    offset: usize,
+    n: usize,
+    size: usize,
+    align: usize,
+    available: usize,
+) -> Option<(usize, usize)> {
+    let start = offset.checked_next_multiple_of(align)?;
+    let end = start.checked_add(n.checked_mul(size)?)?;
+    (end <= available).then_some((start, end))
+}
+
 impl<T: SharedElement, const N: usize> SharedTile<T, N> {
     /// Elements in the tile (`N`).
     pub const LEN: usize = N;
 
     /// The next tile: `M` elements of `U` right after this one (aligned for `U`).
+    /// Panics if it does not end within the launch's shared memory (sizes
+    /// computed with overflow checks, which kernels are otherwise built without).
     #[inline(always)]
     pub fn after<U: SharedElement, const M: usize>(&self) -> SharedTile<U, M> {
         tile_at(self.end_bytes)
@@ -147,8 +216,12 @@ impl<T: SharedElement> SharedArray<T> {
     pub fn load(&self, i: usize) -> T {
         assert!(i < self.len, "shared memory read out of bounds");
         arch::shared_access(self.base.wrapping_add(i).cast(), size_of::<T>(), false);
-        // SAFETY: in bounds (checked above) of the block's shared allocation,
-        // which is aligned to 16 bytes; every bit pattern is a valid T.
+        // SAFETY: in bounds (checked above) of the block's shared memory, and
+        // aligned (the view starts aligned for T, elements are size_of::<T>()
+        // apart). The bytes are initialised with some value, and any value is
+        // a valid T (`SharedElement`'s contract and docs). No other thread
+        // writes them concurrently: the kernel's barriers order conflicting
+        // accesses (see "Races" on `SharedArray`; checked by the emulator).
         unsafe { self.base.add(i).read() }
     }
 
@@ -166,7 +239,9 @@ impl<T: SharedElement> SharedArray<T> {
             n * size_of::<T>(),
             write,
         );
-        // SAFETY: start ≤ len (checked above): at most one past the end.
+        // SAFETY: start ≤ start + n ≤ len (checked above): in the view, or one
+        // past its end when n = 0. Only an address: whoever uses it for an
+        // access (`ldmatrix`, `cp.async`) has its own contract.
         unsafe { self.base.add(start) }
     }
 
@@ -175,8 +250,12 @@ impl<T: SharedElement> SharedArray<T> {
     #[inline(always)]
     pub fn atomic<S: AtomicScope>(&self, i: usize) -> AtomicRef<'_, T, S> {
         assert!(i < self.len, "shared memory atomic out of bounds");
-        // SAFETY: in bounds (checked above); the allocation is 16-byte aligned and
-        // T's size divides 16, so the element is aligned.
+        // SAFETY: in bounds (checked above) of the block's shared memory, which
+        // lives for the whole launch. Aligned for atomic access: the view starts
+        // aligned for T and elements are size_of::<T>() apart, and
+        // `SharedElement` requires the alignment to equal the size, as `atom`
+        // needs. Plain accesses racing with atomic ones are the kernel's to
+        // order (see "Races").
         unsafe { AtomicRef::new(self.base.add(i)) }
     }
 
@@ -185,9 +264,39 @@ impl<T: SharedElement> SharedArray<T> {
     pub fn store(&self, i: usize, value: T) {
         assert!(i < self.len, "shared memory write out of bounds");
         arch::shared_access(self.base.wrapping_add(i).cast(), size_of::<T>(), true);
-        // SAFETY: in bounds (checked above) of the block's shared allocation.
-        // Concurrent writes from several threads are a kernel race, not a Rust
-        // aliasing violation: no reference to the memory is ever created.
+        // SAFETY: in bounds (checked above) of the block's shared memory, and
+        // aligned (as in `load`). No Rust reference to shared memory exists,
+        // so the write invalidates none. Another thread's access to the same
+        // element concurrently would be a data race, which is undefined
+        // behaviour (not just a lost write): the kernel's barriers must order
+        // it, see "Races" on `SharedArray` (checked by the emulator).
         unsafe { self.base.add(i).write(value) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tile_bytes;
+
+    #[test]
+    fn tiles_are_aligned_and_bounded() {
+        // 4 f32 after 6 bytes: aligned up to 8, ends at 24.
+        assert_eq!(tile_bytes(6, 4, 4, 4, 24), Some((8, 24)));
+        assert_eq!(tile_bytes(6, 4, 4, 4, 23), None);
+        assert_eq!(tile_bytes(0, 0, 8, 8, 0), Some((0, 0)));
+    }
+
+    #[test]
+    fn a_tile_whose_size_overflows_is_refused_not_wrapped() {
+        // (2^62 + 1) · 4 wraps to 4 bytes: unchecked, it would "fit" in 1 KiB.
+        let n = usize::MAX / 4 + 2;
+        assert_eq!(tile_bytes(0, n, 4, 4, 1024), None);
+        // The end overflows: a small tile after a huge offset.
+        assert_eq!(tile_bytes(usize::MAX - 7, 4, 4, 4, 1024), None);
+        // Aligning the offset up overflows.
+        assert_eq!(tile_bytes(usize::MAX, 1, 8, 8, usize::MAX), None);
+        // Near the top of the range, a tile that ends in range still fits.
+        let top = usize::MAX - 15; // a multiple of 8
+        assert_eq!(tile_bytes(top, 1, 8, 8, usize::MAX), Some((top, top + 8)));
     }
 }

@@ -6,7 +6,11 @@
 //! `reduce_in`, and the `redux.sync` integer ones `reduce_add`/`_min`/`_max`/
 //! `_and`/`_or`/`_xor`). Every lane named in the
 //! mask must call the same function with the same mask. The emulator checks
-//! this and reports `Fault::WarpMask` naming the lane that did not join.
+//! this and reports `Fault::WarpMask` naming the lane that did not join. On
+//! the GPU a collective whose mask names a lane that does not execute it is
+//! undefined (it may hang or return garbage): that is the one precondition of
+//! these safe functions that the types cannot check and only the kernel's
+//! control flow upholds, as with a block barrier.
 
 use crate::arch::{self, MatchMode, ReduxOp, ShuffleMode, VoteMode};
 

@@ -13,7 +13,7 @@
 //! tests are a crate of their own (`warpforge-probes`, with its own PTX module).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod elementwise;
 pub mod reduce;

@@ -11,7 +11,11 @@
 //! same name in another crate's module.
 //!
 //! Parameters may be scalars (`f32 f64 i32 u32 i64 u64 usize f16 bf16 …`),
-//! read-only buffers `&[T]`, and guarded outputs `Out<T>`. Anything else is a
+//! read-only buffers `&[T]` (or `Global<T>`, the same buffer typed as being
+//! in global memory, which `cp.async` needs), guarded outputs `Out<T>` (or `Out<T, M>`, an
+//! owned mapping: `warpforge_device::own`), and output matrices
+//! `OutMatrix<T>` / `OutMatrix<T, M>`, whose rows, columns and row stride the
+//! host binds at launch (five PTX parameters). Anything else is a
 //! compile error that says what to write instead.
 //!
 //! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
@@ -26,10 +30,15 @@
 //!
 //! Both options may be given, in either order:
 //! `#[kernel(block = (16, 16), shared = [f32; 256])]`.
+//!
+//! A kernel may not be an `unsafe fn` (the host launches it from safe code),
+//! and the kernels crate may `#![forbid(unsafe_code)]`: the `unsafe` the
+//! expansion needs is spanned at this macro's own site, which the lint does
+//! not report, while `unsafe` the user writes still is (see `expand`).
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
-use quote::{ToTokens, format_ident, quote};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{
@@ -214,6 +223,8 @@ enum Kind {
     Scalar,
     Input,
     Output,
+    /// `OutMatrix<T>`: an output whose shape (rows, cols, row stride) the host binds.
+    OutputMatrix,
 }
 
 struct Param {
@@ -267,12 +278,20 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
         },
         Type::Path(p) if p.qself.is_none() => {
             let last = p.path.segments.last().expect("a path has a segment");
-            if last.ident == "Out" {
+            // `Global<T>` is an input like `&[T]`, typed as being in global memory.
+            let buffer = match last.ident.to_string().as_str() {
+                "Out" => Some(Kind::Output),
+                "OutMatrix" => Some(Kind::OutputMatrix),
+                "Global" => Some(Kind::Input),
+                _ => None,
+            };
+            if let Some(kind) = buffer {
+                let missing = || {
+                    let msg = format!("write `{}<T>` with its element type", last.ident);
+                    Error::new(ty.span(), msg)
+                };
                 let PathArguments::AngleBracketed(args) = &last.arguments else {
-                    return Err(Error::new(
-                        ty.span(),
-                        "write `Out<T>` with its element type",
-                    ));
+                    return Err(missing());
                 };
                 let elem = args
                     .args
@@ -281,8 +300,8 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
                         GenericArgument::Type(t) => Some(t),
                         _ => None,
                     })
-                    .ok_or_else(|| Error::new(ty.span(), "write `Out<T>` with its element type"))?;
-                Ok((Kind::Output, scalar_elem(elem)?))
+                    .ok_or_else(missing)?;
+                Ok((kind, scalar_elem(elem)?))
             } else {
                 Ok((Kind::Scalar, scalar_elem(ty).map_err(|_| unsupported(ty))?))
             }
@@ -317,6 +336,14 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let mut errors: Vec<Error> = Vec::new();
     if let Some(t) = &sig.asyncness {
         errors.push(Error::new(t.span(), "a kernel cannot be async"));
+    }
+    if let Some(t) = &sig.unsafety {
+        errors.push(Error::new(
+            t.span(),
+            "a kernel cannot be an `unsafe fn`: the host launches kernels from safe code, \
+             so nothing would uphold its safety preconditions; remove `unsafe` and check \
+             what the kernel relies on in its body (`out.at(i)`, `x.get(i)`, `In2::new`)",
+        ));
     }
     if let ReturnType::Type(_, ty) = &sig.output {
         errors.push(Error::new(
@@ -369,6 +396,24 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
 
     let dev = quote!(::warpforge_device);
+    // `forbid(unsafe_code)` in a kernels crate: an `#[allow(unsafe_code)]` on
+    // what this macro emits would be an error there (forbid cannot be
+    // lowered). Instead, the `unsafe` this macro writes (the entry's
+    // `no_mangle`, `unsafe extern fn` and raw-pointer views, the
+    // `unsafe impl Kernel` and its `unsafe fn run_thread`) is built with
+    // `Span::mixed_site()`, which carries this macro's expansion context:
+    // rustc drops a lint whose span comes from an external macro's expansion
+    // unless the lint opts in (`report_in_external_macro`), and `unsafe_code`
+    // does not. Only tokens created here get that span (plus the entry's
+    // visibility, re-spanned below); the user's tokens keep theirs, so
+    // `unsafe` the user writes is still reported. And no user expression is
+    // placed in an unsafe context created here: the body stays a separate
+    // safe fn that the entry calls, and the `unsafe` blocks and fns hold only
+    // the macro's own calls on parameter names it binds itself (tests:
+    // `pass/forbid_unsafe_code.rs`, `compile_fail/forbid_user_unsafe.rs`). The macro vouches for the
+    // `unsafe` it writes, as a library vouches for the `unsafe` inside a safe
+    // function; the obligations are `Kernel`'s safety contract.
+    let ms = Span::mixed_site();
 
     // nvptx64 entry: buffers flattened to (pointer, length), rebuilt into views.
     let mut ptx_params = Vec::new();
@@ -395,18 +440,38 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
             }
             Kind::Input => {
                 ptx_params.push(quote!(#ptr: *const #t, #len: usize));
-                // SAFETY: the host launcher passes a live device buffer and its length.
-                ptx_args.push(quote!(unsafe { #dev::guard::input_from_raw(#ptr, #len) }));
+                // SAFETY: the host launcher passes a live device buffer (global
+                // memory) and its length; the body gets it as `&[T]` or `Global<T>`.
+                ptx_args.push(quote_spanned!(ms=> #dev::global::FromGlobal::from_global(
+                    unsafe { #dev::global::Global::from_raw(#ptr, #len) })));
                 abi_types.push(quote!(#dev::kernel::RawIn<#t>));
-                host_args.push(quote!(unsafe { #n.as_slice() }));
+                host_args.push(quote_spanned!(ms=> #dev::global::FromGlobal::from_global(
+                    unsafe { #dev::global::Global::from_raw(#n.ptr, #n.len) })));
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Input, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::Output => {
                 ptx_params.push(quote!(#ptr: *mut #t, #len: usize));
-                ptx_args.push(quote!(unsafe { #dev::guard::Out::from_raw(#ptr, #len) }));
+                ptx_args
+                    .push(quote_spanned!(ms=> unsafe { #dev::guard::Out::from_raw(#ptr, #len) }));
                 abi_types.push(quote!(#dev::kernel::RawOut<#t>));
-                host_args.push(quote!(unsafe { #n.as_out() }));
+                host_args.push(quote_spanned!(ms=> unsafe { #n.as_out() }));
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
+            }
+            Kind::OutputMatrix => {
+                // The shape travels with the buffer, bound by the host at launch,
+                // so every thread sees the same one (`warpforge_device::own`).
+                let (rows, cols, stride) = (
+                    format_ident!("{}_rows", n),
+                    format_ident!("{}_cols", n),
+                    format_ident!("{}_row_stride", n),
+                );
+                ptx_params.push(
+                    quote!(#ptr: *mut #t, #len: usize, #rows: usize, #cols: usize, #stride: usize),
+                );
+                ptx_args.push(quote_spanned!(ms=> unsafe { #dev::own::OutMatrix::from_raw(#ptr, #len, #rows, #cols, #stride) }));
+                abi_types.push(quote!(#dev::kernel::RawOutMatrix<#t>));
+                host_args.push(quote_spanned!(ms=> unsafe { #n.as_matrix() }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::OutputMatrix, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
         }
     }
@@ -428,34 +493,32 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let span = Span::call_site();
     let struct_name = Ident::new(&name_str, span);
 
-    Ok(quote! {
-        /// Launch-sized shared memory the kernel needs per block, in bytes.
-        #[doc(hidden)]
-        #vis const #shared_const: usize = #shared_bytes;
-
-        #[inline(always)]
-        #[allow(clippy::too_many_arguments)]
-        #body_fn
-
+    // The PTX entry and the launch description: the macro's own `unsafe`, at
+    // its own span (`ms`, see above), so `forbid(unsafe_code)` does not see it.
+    // The entry's visibility too: an item's span starts at it, and the user's
+    // `pub` (from a `macro_rules!` in the kernels crate, say) would make the
+    // whole `unsafe extern fn` look like the user's.
+    let entry_vis: TokenStream2 = vis
+        .to_token_stream()
+        .into_iter()
+        .map(|mut t| {
+            t.set_span(ms);
+            t
+        })
+        .collect();
+    let entry = quote_spanned! {ms=>
         #[cfg(target_arch = "nvptx64")]
         #(#attrs_doc)*
         #[unsafe(no_mangle)]
-        #[allow(unsafe_code, clippy::missing_safety_doc, clippy::too_many_arguments)]
-        #vis unsafe extern "gpu-kernel" fn #name(#(#ptx_params),*) {
+        #[allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
+        #entry_vis unsafe extern "gpu-kernel" fn #name(#(#ptx_params),*) {
             // SAFETY: the host launcher passes, for each buffer, a live device
             // allocation and the element count it checked against the launch.
             #body_name(#(#ptx_args),*)
         }
-
+    };
+    let description = quote_spanned! {ms=>
         #[cfg(not(target_arch = "nvptx64"))]
-        #(#attrs_doc)*
-        #[doc = #doc]
-        #[allow(non_camel_case_types)]
-        #[derive(Clone, Copy, Debug, Default)]
-        #vis struct #struct_name;
-
-        #[cfg(not(target_arch = "nvptx64"))]
-        #[allow(unsafe_code)]
         // SAFETY: every item is derived from the signature the PTX entry above is
         // compiled from, in this crate (`MODULE` is its package name).
         unsafe impl #dev::kernel::Kernel for #struct_name {
@@ -473,6 +536,27 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
                 #body_name(#(#host_args),*)
             }
         }
+    };
+
+    Ok(quote! {
+        /// Launch-sized shared memory the kernel needs per block, in bytes.
+        #[doc(hidden)]
+        #vis const #shared_const: usize = #shared_bytes;
+
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        #body_fn
+
+        #entry
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        #(#attrs_doc)*
+        #[doc = #doc]
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, Default)]
+        #vis struct #struct_name;
+
+        #description
     })
 }
 

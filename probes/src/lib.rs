@@ -21,7 +21,7 @@
 //! | `tensor` | `mma.sync`, `ldmatrix`, `cp.async` |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod atomic;
 mod masked;

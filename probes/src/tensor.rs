@@ -4,7 +4,7 @@
 //! `ldmatrix`. Launch with one block of 32 threads.
 
 use warpforge_device::mma::{self, FragA, FragB, FragC, K, M, MmaInput, N};
-use warpforge_device::{Out, bf16, f16, shared, sync};
+use warpforge_device::{Global, Out, bf16, f16, shared, sync};
 use warpforge_macros::kernel;
 
 /// Element (r, c) of a row-major matrix with `cols` columns, 0 if missing.
@@ -43,9 +43,10 @@ pub fn probe_mma_bf16(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
 const TILE_HALVES: usize = M * K + K * N;
 
 /// D = A·B + C in f16, with A and B staged into shared memory by `cp.async`
-/// (16 bytes per lane) and loaded by `ldmatrix` (A: x4, B: x2.trans).
+/// (16 bytes per lane) and loaded by `ldmatrix` (A: x4, B: x2.trans). A and B
+/// are `Global`: `cp.async` copies from global memory only.
 #[kernel(shared = [f16; 384])]
-pub fn probe_mma_ldmatrix(a: &[f16], b: &[f16], c: &[f32], mut d: Out<f32>) {
+pub fn probe_mma_ldmatrix(a: Global<f16>, b: Global<f16>, c: &[f32], mut d: Out<f32>) {
     let tile = shared::dynamic::<f16>();
     let lane = warpforge_device::thread::lane_id() as usize;
     // 8 halves per copy: A is 32 copies (one per lane), B 16.

@@ -457,7 +457,8 @@ struct Expected {
 
 /// The PTX parameters `params` pass, in order, as the launch pushes them:
 /// a scalar by value (its `size_of`), a buffer as its device pointer then its
-/// `usize` length.
+/// `usize` length, an output matrix as pointer, length, rows, cols and row
+/// stride (`usize` each).
 fn expected(params: &[Param]) -> Vec<Expected> {
     let mut out = Vec::with_capacity(params.len() * 2);
     for p in params {
@@ -476,6 +477,17 @@ fn expected(params: &[Param]) -> Vec<Expected> {
                     pointer: false,
                 },
             ]),
+            // Pointer, length, rows, cols, row stride: the shape the host binds.
+            ParamKind::OutputMatrix => {
+                out.push(Expected {
+                    bytes: POINTER_BYTES,
+                    pointer: true,
+                });
+                out.extend((0..4).map(|_| Expected {
+                    bytes: LENGTH_BYTES,
+                    pointer: false,
+                }));
+            }
         }
     }
     out
@@ -493,6 +505,10 @@ fn show_expected(params: &[Param]) -> String {
             ),
             ParamKind::Output => format!(
                 "{}: Out<{}> = pointer + {LENGTH_BYTES}-byte length",
+                p.name, p.ty
+            ),
+            ParamKind::OutputMatrix => format!(
+                "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride",
                 p.name, p.ty
             ),
         })

@@ -1,10 +1,12 @@
 //! Deliberately broken kernels: each emulator detector fires, as the right
-//! `Fault`, naming the kernel, block and thread.
+//! `Fault`, naming the kernel, block and thread; and their correct versions
+//! run clean.
 
 use warpforge::{Device, Dim3, Error, Fault, LaunchConfig};
+use warpforge_device::emu::Access;
 use warpforge_device::thread::{block_dim, block_idx, global_index_x, lane_id, thread_idx};
 use warpforge_device::warp::{self, FULL_MASK};
-use warpforge_device::{Out, shared, sync};
+use warpforge_device::{Out, atomic, shared, sync};
 use warpforge_macros::kernel;
 
 /// Reads one element past its input in the last thread.
@@ -260,4 +262,380 @@ fn a_read_after_write_without_a_barrier_is_a_race_and_with_one_is_not() {
         .unwrap();
     let expect: Vec<f32> = (0..64).map(|t| ((t + 63) % 64) as f32).collect();
     assert_eq!(out.to_host().unwrap(), expect);
+}
+
+// ---- Global memory: races on output buffers ----
+
+/// Every thread writes element 0 of `out`: a write-write race within the block.
+#[kernel]
+fn all_write_element_zero(mut out: Out<u32>) {
+    if let Some(mut o) = out.at(0) {
+        o.set(thread_idx().x);
+    }
+}
+
+/// Every thread adds 1 to element 0 atomically: no race.
+#[kernel]
+fn all_add_to_element_zero(out: Out<u32>) {
+    if let Some(a) = out.atomic::<atomic::Device>(0) {
+        a.fetch_add(1);
+    }
+}
+
+/// Block `b` writes `out[b·stride + t]`: blocks overlap when `stride` is
+/// less than the block's width, and own disjoint ranges when it is not.
+#[kernel]
+fn block_ranges(stride: u32, mut out: Out<u32>) {
+    let i = (block_idx().x * stride + thread_idx().x) as usize;
+    if let Some(mut o) = out.at(i) {
+        o.set(block_idx().x);
+    }
+}
+
+/// Each thread writes `out[t]`, then reads its neighbour's `out[t + 1]` into
+/// `seen[t]`, with a barrier between only when `synced` is 1.
+#[kernel]
+fn reads_neighbours_output(synced: u32, mut out: Out<u32>, mut seen: Out<u32>) {
+    let t = thread_idx().x as usize;
+    let n = block_dim().x as usize;
+    if let Some(mut o) = out.at(t) {
+        o.set(t as u32 + 100);
+    }
+    if synced == 1 {
+        sync::sync_threads();
+    }
+    let v = out.at((t + 1) % n).map_or(0, |o| o.get());
+    if let Some(mut s) = seen.at(t) {
+        s.set(v);
+    }
+}
+
+/// Thread 0 zeroes `out[0]` plainly while the others add to it atomically,
+/// with a barrier between only when `synced` is 1.
+#[kernel]
+fn plain_init_then_atomic_adds(synced: u32, mut out: Out<u32>) {
+    if thread_idx().x == 0
+        && let Some(mut o) = out.at(0)
+    {
+        o.set(0);
+    }
+    if synced == 1 {
+        sync::sync_threads();
+    }
+    if thread_idx().x != 0
+        && let Some(a) = out.atomic::<atomic::Device>(0)
+    {
+        a.fetch_add(1);
+    }
+}
+
+/// The "last block" reduction: thread 0 of each block writes its partial
+/// result, and the block that takes the last ticket sums them. With `fenced`
+/// 1 each block fences before taking its ticket and the last one after (a
+/// release and an acquire); without, the last block's reads race.
+#[kernel]
+fn last_block_sums(fenced: u32, mut partial: Out<u32>, tickets: Out<u32>, mut total: Out<u32>) {
+    if thread_idx().x != 0 {
+        return;
+    }
+    let b = block_idx().x as usize;
+    if let Some(mut p) = partial.at(b) {
+        p.set(b as u32 + 1);
+    }
+    if fenced == 1 {
+        sync::fence(sync::Scope::Device);
+    }
+    let blocks = warpforge_device::thread::grid_dim().x;
+    let ticket = tickets
+        .atomic::<atomic::Device>(0)
+        .map_or(0, |a| a.fetch_add(1));
+    if ticket + 1 == blocks {
+        if fenced == 1 {
+            sync::fence(sync::Scope::Device);
+        }
+        let sum = (0..blocks as usize)
+            .map(|j| partial.at(j).map_or(0, |p| p.get()))
+            .sum();
+        if let Some(mut t) = total.at(0) {
+            t.set(sum);
+        }
+    }
+}
+
+/// A global race as (this block, this thread, other block, other thread,
+/// this access, other access, buffer, element).
+type GlobalRaceView = (
+    Dim3,
+    Dim3,
+    Dim3,
+    Option<Dim3>,
+    Access,
+    Access,
+    &'static str,
+    usize,
+);
+
+/// The global race a fault is.
+fn global_race(e: &warpforge::EmuError) -> GlobalRaceView {
+    let Fault::GlobalRace {
+        buffer,
+        element,
+        other_block,
+        other,
+        this_access,
+        other_access,
+    } = e.fault
+    else {
+        panic!("expected a global race: {e}")
+    };
+    (
+        e.block,
+        e.thread,
+        other_block,
+        other,
+        this_access,
+        other_access,
+        buffer,
+        element,
+    )
+}
+
+#[test]
+fn every_thread_writing_element_0_is_a_race_naming_buffer_element_and_both_threads() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(64).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+    let e = fault_of(dev.launch(all_write_element_zero, cfg, (&mut out,)));
+    // Thread 0 wrote first; thread 1 is the first to conflict.
+    assert_eq!(
+        global_race(&e),
+        (
+            idx(0),
+            idx(1),
+            idx(0),
+            Some(idx(0)),
+            Access::Write,
+            Access::Write,
+            "out",
+            0
+        ),
+        "{e}"
+    );
+    let text = e.to_string();
+    for part in [
+        "kernel `all_write_element_zero`, block (0, 0, 0), thread (1, 0, 0)",
+        "global-memory race on `out`[0]",
+        "thread (0, 0, 0) of block (0, 0, 0) writes it",
+        "give each thread its own elements",
+    ] {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
+}
+
+#[test]
+fn atomic_adds_to_one_element_from_every_block_are_not_a_race() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(1).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(4), Dim3::x(64));
+    dev.launch(all_add_to_element_zero, cfg, (&mut out,))
+        .unwrap();
+    assert_eq!(out.to_host().unwrap(), [256]);
+}
+
+#[test]
+fn two_blocks_writing_overlapping_ranges_race_and_disjoint_ones_do_not() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(64).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(2), Dim3::x(32));
+    // Block 0 writes 0..32, block 1 writes 24..56.
+    let e = fault_of(dev.launch(block_ranges, cfg, (24u32, &mut out)));
+    let (block, thread, other_block, other, this, that, buffer, element) = global_race(&e);
+    assert_eq!((this, that, buffer), (Access::Write, Access::Write, "out"));
+    assert!((24..32).contains(&element), "{e}");
+    // The blocks run on different OS threads: either may be the later one.
+    let mut pair = [(block, thread), (other_block, other.expect("one thread"))];
+    pair.sort_by_key(|(b, _)| b.x);
+    let element = element as u32;
+    assert_eq!(
+        pair,
+        [(idx(0), idx(element)), (idx(1), idx(element - 24))],
+        "{e}"
+    );
+    assert!(e.to_string().contains("blocks are not ordered"), "{e}");
+
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(64).unwrap();
+    dev.launch(block_ranges, cfg, (32u32, &mut out)).unwrap();
+    let expect: Vec<u32> = (0..64).map(|i| i / 32).collect();
+    assert_eq!(out.to_host().unwrap(), expect);
+}
+
+#[test]
+fn reading_another_threads_output_without_a_barrier_is_a_race_and_with_one_is_not() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(32).unwrap();
+    let mut seen = dev.alloc_zeroed::<u32>(32).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
+    let e = fault_of(dev.launch(reads_neighbours_output, cfg, (0u32, &mut out, &mut seen)));
+    // Thread 0 reads out[1] before thread 1 writes it.
+    assert_eq!(
+        global_race(&e),
+        (
+            idx(0),
+            idx(1),
+            idx(0),
+            Some(idx(0)),
+            Access::Write,
+            Access::Read,
+            "out",
+            1
+        ),
+        "{e}"
+    );
+
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(32).unwrap();
+    let mut seen = dev.alloc_zeroed::<u32>(32).unwrap();
+    dev.launch(reads_neighbours_output, cfg, (1u32, &mut out, &mut seen))
+        .unwrap();
+    let expect: Vec<u32> = (0..32).map(|t| (t + 1) % 32 + 100).collect();
+    assert_eq!(seen.to_host().unwrap(), expect);
+}
+
+#[test]
+fn a_plain_write_mixed_with_atomics_is_a_race_unless_a_barrier_orders_it() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(1).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(32));
+    let e = fault_of(dev.launch(plain_init_then_atomic_adds, cfg, (0u32, &mut out)));
+    assert_eq!(
+        global_race(&e),
+        (
+            idx(0),
+            idx(1),
+            idx(0),
+            Some(idx(0)),
+            Access::Atomic,
+            Access::Write,
+            "out",
+            0
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("make every access to it atomic"),
+        "{e}"
+    );
+
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(1).unwrap();
+    dev.launch(plain_init_then_atomic_adds, cfg, (1u32, &mut out))
+        .unwrap();
+    assert_eq!(out.to_host().unwrap(), [31]);
+}
+
+#[test]
+fn fences_with_an_atomic_ticket_order_blocks_and_without_them_the_reads_race() {
+    let blocks = 6u32;
+    let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(32));
+    let run = |fenced: u32| {
+        let dev = Device::emulator();
+        let mut partial = dev.alloc_zeroed::<u32>(blocks as usize).unwrap();
+        let mut tickets = dev.alloc_zeroed::<u32>(1).unwrap();
+        let mut total = dev.alloc_zeroed::<u32>(1).unwrap();
+        dev.launch(
+            last_block_sums,
+            cfg,
+            (fenced, &mut partial, &mut tickets, &mut total),
+        )
+        .map(|()| total.to_host().unwrap()[0])
+    };
+    assert_eq!(run(1).unwrap(), (1..=blocks).sum::<u32>());
+    let e = fault_of(run(0).map(drop));
+    let (block, thread, other_block, other, this, that, buffer, element) = global_race(&e);
+    assert_eq!(
+        (thread, other, this, that, buffer),
+        (idx(0), Some(idx(0)), Access::Read, Access::Write, "partial"),
+        "{e}"
+    );
+    // The last block read another block's partial result.
+    assert_ne!(block, other_block, "{e}");
+    assert_eq!(other_block, idx(element as u32), "{e}");
+}
+
+// ---- Shared memory: reads of bytes no thread wrote ----
+
+/// Only the first half of the block fills the shared array; then every
+/// thread reads its own element.
+#[kernel(shared = [f32; 64])]
+fn reads_half_filled_shared(mut out: Out<f32>) {
+    let s = shared::dynamic::<f32>();
+    let t = thread_idx().x as usize;
+    if t < 32 {
+        s.store(t, t as f32);
+    }
+    sync::sync_threads();
+    let v = s.load(t);
+    if let Some(mut o) = out.at(t) {
+        o.set(v);
+    }
+}
+
+/// A shared histogram whose bins nobody zeroed: the atomic adds read 0xFF bytes.
+#[kernel(shared = [u32; 4])]
+fn unzeroed_shared_histogram(zeroed: u32, out: Out<u32>) {
+    let hist = shared::dynamic::<u32>();
+    let t = thread_idx().x as usize;
+    if zeroed == 1 && t < 4 {
+        hist.store(t, 0);
+    }
+    sync::sync_threads();
+    hist.atomic::<atomic::Block>(t % 4).fetch_add(1);
+    sync::sync_threads();
+    if t < 4
+        && let Some(a) = out.atomic::<atomic::Device>(t)
+    {
+        a.fetch_add(hist.load(t));
+    }
+}
+
+#[test]
+fn reading_shared_memory_no_thread_wrote_names_the_byte_and_the_fix() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<f32>(64).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+    let e = fault_of(dev.launch(reads_half_filled_shared, cfg, (&mut out,)));
+    // Thread 32 is the first to read an element (its own, byte 128) that nobody stored.
+    assert_eq!(
+        (e.thread, &e.fault),
+        (idx(32), &Fault::UninitSharedRead { offset: 128 }),
+        "{e}"
+    );
+    let text = e.to_string();
+    for part in [
+        "kernel `reads_half_filled_shared`, block (0, 0, 0), thread (32, 0, 0)",
+        "uninitialised shared memory at byte 128",
+        "store every element before reading it",
+    ] {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
+}
+
+#[test]
+fn an_atomic_add_to_unzeroed_shared_memory_is_an_uninitialised_read() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(4).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(2), Dim3::x(32));
+    let e = fault_of(dev.launch(unzeroed_shared_histogram, cfg, (0u32, &mut out)));
+    assert_eq!(
+        (e.block, e.thread, &e.fault),
+        (idx(0), idx(0), &Fault::UninitSharedRead { offset: 0 }),
+        "{e}"
+    );
+
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(4).unwrap();
+    dev.launch(unzeroed_shared_histogram, cfg, (1u32, &mut out))
+        .unwrap();
+    assert_eq!(out.to_host().unwrap(), [16; 4]);
 }

@@ -131,6 +131,9 @@ fn a_kernel_is_checked_against_the_widths_the_ptx_declares() {
         match p.kind {
             ParamKind::Scalar => want.push((p.bytes, false)),
             ParamKind::Input | ParamKind::Output => want.extend([(8, true), (8, false)]),
+            ParamKind::OutputMatrix => {
+                want.extend([(8, true), (8, false), (8, false), (8, false), (8, false)])
+            }
         }
     }
     assert_eq!(got, want);

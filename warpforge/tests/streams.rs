@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 use warpforge::{Device, Dim3, Error, FaultCode, LaunchConfig};
+use warpforge_device::own::Elements;
 use warpforge_device::{Out, sync, thread};
 use warpforge_kernels::elementwise::axpy_f32;
 use warpforge_macros::kernel;
@@ -57,28 +58,28 @@ fn wait_for(flag: &AtomicBool) -> bool {
 /// Says it started, then runs until the other stream's copy is done:
 /// `saw[0]` = 1 if it was.
 #[kernel]
-pub fn run_until_copy_done(mut saw: Out<u32>) {
+pub fn run_until_copy_done(mut saw: Out<u32, Elements>) {
     KERNEL_STARTED.store(true, SeqCst);
     let done = wait_for(&COPY_DONE);
-    if let Some(mut s) = saw.at(0) {
+    if let Some(mut s) = saw.mine() {
         s.set(u32::from(done));
     }
 }
 
 /// Waits for `run_until_copy_done` to be running: `started[0]` = 1 if it was.
 #[kernel]
-pub fn wait_for_kernel_start(mut started: Out<u32>) {
+pub fn wait_for_kernel_start(mut started: Out<u32, Elements>) {
     let started_in_time = wait_for(&KERNEL_STARTED);
-    if let Some(mut s) = started.at(0) {
+    if let Some(mut s) = started.mine() {
         s.set(u32::from(started_in_time));
     }
 }
 
 /// Tells `run_until_copy_done` that the copy queued before it has finished.
 #[kernel]
-pub fn signal_copy_done(mut signalled: Out<u32>) {
+pub fn signal_copy_done(mut signalled: Out<u32, Elements>) {
     COPY_DONE.store(true, SeqCst);
-    if let Some(mut s) = signalled.at(0) {
+    if let Some(mut s) = signalled.mine() {
         s.set(1);
     }
 }

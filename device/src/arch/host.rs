@@ -9,6 +9,8 @@ use super::{
     VoteMode, f32_op,
 };
 use crate::emu::fiber::{self, Request, WarpOp};
+use crate::emu::race::Race;
+use crate::emu::{Access, Fault};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -73,9 +75,18 @@ pub(crate) fn active_mask() -> u32 {
     })
 }
 
-pub(crate) fn fence(_scope: Scope) {
+pub(crate) fn fence(scope: Scope) {
     // Blocks run on different OS threads; a SeqCst fence is at least as strong as any GPU scope.
     std::sync::atomic::fence(Ordering::SeqCst);
+    if scope != Scope::Block {
+        // A block-scope fence orders nothing across blocks, so the detector ignores it.
+        fiber::try_with_current(|t| {
+            // SAFETY: the detector lives as long as the block (see the scheduler).
+            if let Some(detector) = unsafe { t.race.as_ref() } {
+                detector.fence();
+            }
+        });
+    }
 }
 
 /// `cvt.rn.f16.f32`: a NaN becomes the canonical f16 NaN (`half` would keep
@@ -117,16 +128,74 @@ pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         detector
             .access(t.linear_id, offset, bytes, write)
-            .map_err(|race| crate::emu::Fault::SharedRace {
+            .map_err(|race| Fault::SharedRace {
                 offset: race.offset,
                 other: race
                     .other_thread()
                     .map(|o| t.block_dim.unflatten(u64::from(o))),
-                this_writes: race.this_writes,
-                other_writes: race.other_writes,
+                this_writes: race.this_access == Access::Write,
+                other_writes: race.other_access == Access::Write,
             })
     });
     if let Err(fault) = race {
+        std::panic::panic_any(fault);
+    }
+}
+
+/// Tells the race detector that this thread reads or writes (plainly) `bytes`
+/// bytes of global memory at `ptr` (an output element, through a `Slot`); a
+/// conflicting access unwinds with `Fault::GlobalRace`. Outside a launch
+/// (a `Slot` of a host slice) it does nothing.
+pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
+    let access = if write { Access::Write } else { Access::Read };
+    let race = fiber::try_with_current(|t| {
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        let Some(detector) = (unsafe { t.race.as_ref() }) else {
+            return Ok(());
+        };
+        detector
+            .global_access(t.linear_id, ptr as usize, bytes, access)
+            .map_err(|race| global_race(t, race))
+    });
+    if let Some(Err(fault)) = race {
+        std::panic::panic_any(fault);
+    }
+}
+
+fn global_race(t: &fiber::ThreadState, race: Race) -> Fault {
+    Fault::GlobalRace {
+        buffer: race.buffer,
+        element: race.offset,
+        other_block: t.grid_dim.unflatten(u64::from(race.other_block)),
+        other: race
+            .other_thread()
+            .map(|o| t.block_dim.unflatten(u64::from(o))),
+        this_access: race.this_access,
+        other_access: race.other_access,
+    }
+}
+
+/// Tells the race detector about an atomic on `bytes` bytes at `ptr`, in shared
+/// or global memory, before it runs: in shared memory it initialises the bytes
+/// (and reads them, if `reads_old`: every operation but a swap); in global
+/// memory it is checked against plain accesses, and after a fence it is a
+/// release. A conflict unwinds with `Fault::GlobalRace`.
+fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
+    let race = fiber::try_with_current(|t| {
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        let Some(detector) = (unsafe { t.race.as_ref() }) else {
+            return Ok(());
+        };
+        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
+        if offset < t.shared_len {
+            detector.shared_atomic(t.linear_id, offset, bytes, reads_old);
+            return Ok(());
+        }
+        detector
+            .global_access(t.linear_id, ptr as usize, bytes, Access::Atomic)
+            .map_err(|race| global_race(t, race))
+    });
+    if let Some(Err(fault)) = race {
         std::panic::panic_any(fault);
     }
 }
@@ -153,6 +222,7 @@ macro_rules! atom_int {
         pub(crate) unsafe fn $name(op: AtomicOp, _scope: Scope, ptr: *mut $t, v: $t) -> $t {
             // SAFETY: the caller's contract; every access to `*ptr` that can race
             // with this one is atomic too, or a kernel bug the GPU would share.
+            atomic_access(ptr.cast(), size_of::<$t>(), op != AtomicOp::Exch);
             let a = unsafe { <$atomic>::from_ptr(ptr) };
             let o = Ordering::SeqCst;
             match op {
@@ -177,6 +247,7 @@ macro_rules! atom_cas {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
         pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, current: $t, new: $t) -> $t {
+            atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract.
             let a = unsafe { <$atomic>::from_ptr(ptr) };
             a.compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
@@ -195,6 +266,7 @@ macro_rules! atom_add_float {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
         pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, v: $t) -> $t {
+            atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract; the float has the size and alignment of its bits.
             let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
             let add = |b: $bits| Some($nan(<$t>::from_bits(b) + v).to_bits());
@@ -211,6 +283,7 @@ atom_add_float!(atom_add_f64, f64, u64, AtomicU64, core::convert::identity);
 /// # Safety
 /// `ptr` must be valid and 2-byte aligned for atomic access to an f16.
 pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
+    atomic_access(ptr.cast(), 2, true);
     // SAFETY: the caller's contract.
     let a = unsafe { AtomicU16::from_ptr(ptr) };
     let add = |b: u16| {
@@ -353,7 +426,10 @@ pub(crate) fn pack_bf16x2(hi: u32, lo: u32) -> u32 {
         | u32::from(f32_to_bf16_bits(f32::from_bits(lo)))
 }
 
-pub(crate) fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
+/// # Safety
+/// As the GPU's: in lanes that supply a row, `row` points at 16 readable bytes
+/// of the block's shared memory (the emulator reads them).
+pub(crate) unsafe fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
     let op = WarpOp::Ldmatrix {
         matrices: R as u8,
         trans,

@@ -1,5 +1,32 @@
 //! The nvptx64 backend: PTX special registers, `core::arch::nvptx` and inline asm.
 //! This is the only file in warpforge with PTX inline assembly.
+//!
+//! `asm!` options, and why each block has the ones it has:
+//! - `pure` tells LLVM the asm is a function of its inputs: it may merge two
+//!   with equal inputs, hoist or sink one across branches and loops, or delete
+//!   one whose outputs are unused. That is right for arithmetic and
+//!   conversions, and for special registers that are constant for a thread
+//!   (`%laneid`, `%dynamic_smem_size`). It is wrong for every warp or block
+//!   collective: `shfl.sync`, `vote.sync`, `match.sync`, `redux.sync`,
+//!   `activemask`, `mma.sync`, `ldmatrix` and `bar.*` depend on which lanes
+//!   execute them together, and every lane they name must reach them, so
+//!   moving, merging or dropping one in some lanes changes the result or
+//!   hangs the warp. None of those is `pure`.
+//!
+//!   Not being `pure` keeps such an asm from being merged, hoisted or
+//!   deleted, but it does not make it `convergent` in LLVM's sense: rustc
+//!   emits these call sites as `asm sideeffect` with only a memory attribute,
+//!   so a control-flow transform that duplicates code (loop unswitching, tail
+//!   duplication) may still put a copy under a thread-dependent condition.
+//!   LLVM's NVVM intrinsics (`llvm.nvvm.shfl.sync.*`, `llvm.nvvm.mma.*`, …)
+//!   are declared `convergent`; moving the collectives to them is the
+//!   complete fix.
+//! - `nomem` says the asm touches no memory, so loads and stores may move
+//!   across it. Right for register-only instructions (shuffles, votes,
+//!   matches, reductions, `mma.sync`, arithmetic). Wrong for barriers,
+//!   fences, `cp.async` and its waits, and atomics, which must stay ordered
+//!   with the memory accesses around them: those have neither `nomem` nor
+//!   `readonly`. `ldmatrix` reads shared memory and writes none: `readonly`.
 
 use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
 use crate::mma::MmaKind;
@@ -58,24 +85,30 @@ pub(crate) fn grid_dim() -> Dim3 {
 #[inline(always)]
 pub(crate) fn lane_id() -> u32 {
     let lane: u32;
-    // SAFETY: reads the %laneid special register; no memory is touched.
+    // SAFETY: reads the %laneid special register; no memory is touched. `pure`
+    // is right: the value is constant for the thread, so merging or hoisting
+    // the read cannot change it.
     unsafe { asm!("mov.u32 {0}, %laneid;", out(reg32) lane, options(pure, nomem, nostack)) };
     lane
 }
 
 #[inline(always)]
 pub(crate) fn sync_threads() {
-    // SAFETY: `bar.sync 0`. A barrier in divergent code is a kernel bug that the
-    // emulator reports; on the GPU it is undefined behaviour of the hardware, not
-    // of Rust's memory model.
+    // SAFETY: `bar.sync 0`, through LLVM's barrier intrinsic, which LLVM knows
+    // is convergent and orders memory. It touches no memory of its own. A barrier that not
+    // every thread of the block reaches hangs or corrupts the block's barrier
+    // state: the one precondition safe code cannot be held to here, documented
+    // on `sync::sync_threads` and reported by the emulator as
+    // `Fault::DivergentBarrier`.
     unsafe { nvptx::_syncthreads() }
 }
 
 #[inline(always)]
 pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
     let out: u32;
-    // SAFETY: shfl.sync reads registers of the lanes in `mask` only; the `c`
-    // operand comes from `ShuffleMode::clamp_segmask`, which the emulator models too.
+    // SAFETY: shfl.sync reads registers of the lanes in `mask` only, no memory;
+    // the `c` operand comes from `ShuffleMode::clamp_segmask`, which the
+    // emulator models too. A warp collective: not `pure` (see the module docs).
     unsafe {
         match mode {
             ShuffleMode::Idx => asm!("shfl.sync.idx.b32 {o}, {v}, {a}, {c}, {m};",
@@ -103,7 +136,8 @@ pub(crate) fn shared_access(_ptr: *const u8, _bytes: usize, _write: bool) {}
 #[inline(always)]
 pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
     let bytes: u32;
-    // SAFETY: reads the %dynamic_smem_size special register.
+    // SAFETY: reads the %dynamic_smem_size special register; `pure` is right,
+    // the value is constant for the launch.
     unsafe {
         asm!("mov.u32 {0}, %dynamic_smem_size;", out(reg32) bytes, options(pure, nomem, nostack))
     };
@@ -194,7 +228,8 @@ pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
 pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
     let p = predicate as u32;
     let out: u32;
-    // SAFETY: vote.sync over the lanes of `mask`; registers only.
+    // SAFETY: vote.sync over the lanes of `mask`; registers only. A warp
+    // collective: not `pure`.
     unsafe {
         match mode {
             VoteMode::Ballot => asm!(
@@ -216,7 +251,9 @@ pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
 pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
     let p = predicate as u32;
     let count: u32;
-    // SAFETY: as `sync_threads`; the barrier also reduces one predicate per thread.
+    // SAFETY: as `sync_threads`; the barrier also reduces one predicate per
+    // thread. Neither `pure` nor `nomem`: a barrier orders the block's memory
+    // accesses, so LLVM must not move loads or stores across it.
     unsafe {
         asm!("{{ .reg .pred %p; setp.ne.u32 %p, {p}, 0; bar.red.popc.u32 {c}, 0, %p; }}",
             c = out(reg32) count, p = in(reg32) p, options(nostack))
@@ -226,7 +263,8 @@ pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
 
 #[inline(always)]
 pub(crate) fn fence(scope: Scope) {
-    // SAFETY: a memory fence has no operands.
+    // SAFETY: a memory fence has no operands. Not `nomem`: ordering the
+    // accesses around it is its whole point.
     unsafe {
         match scope {
             Scope::Block => asm!("fence.acq_rel.cta;", options(nostack)),
@@ -374,7 +412,8 @@ pub(crate) unsafe fn atom_add_f16(scope: Scope, ptr: *mut u16, v: u16) -> u16 {
 #[inline(always)]
 pub(crate) fn active_mask() -> u32 {
     let m: u32;
-    // SAFETY: reads which lanes execute this instruction; registers only.
+    // SAFETY: reads which lanes execute this instruction; registers only. Not
+    // `pure`: the answer depends on where in divergent code it runs.
     unsafe { asm!("activemask.b32 {0};", out(reg32) m, options(nomem, nostack)) };
     m
 }
@@ -382,7 +421,8 @@ pub(crate) fn active_mask() -> u32 {
 #[inline(always)]
 pub(crate) fn match_u32(mode: MatchMode, value: u32, mask: u32) -> u32 {
     let out: u32;
-    // SAFETY: match.sync over the lanes of `mask` (sm_70+); registers only.
+    // SAFETY: match.sync over the lanes of `mask` (sm_70+); registers only. A
+    // warp collective: not `pure`.
     unsafe {
         match mode {
             MatchMode::Any => asm!("match.any.sync.b32 {o}, {v}, {m};",
@@ -415,7 +455,8 @@ pub(crate) fn redux(op: ReduxOp, value: u32, mask: u32) -> u32 {
     macro_rules! redux {
         ($ptx:literal) => {{
             let out: u32;
-            // SAFETY: redux.sync over the lanes of `mask`; registers only.
+            // SAFETY: redux.sync over the lanes of `mask`; registers only. A
+            // warp collective: not `pure`.
             unsafe {
                 asm!(concat!("redux.sync.", $ptx, " {o}, {v}, {m};"),
                     o = out(reg32) out, v = in(reg32) value, m = in(reg32) mask, options(nomem, nostack))
@@ -495,12 +536,16 @@ fma_x2!(fma_f16x2 => "fma.rn.f16x2", fma_bf16x2 => "fma.rn.bf16x2");
 /// `ldmatrix.sync.aligned.m8n8.xR{.trans}.shared.b16` with this lane's row address.
 ///
 /// # Safety
-/// `row` must point at 16 bytes of the block's shared memory, 16-byte aligned
-/// (in lanes that supply a row; other lanes' addresses are ignored).
+/// In lanes that supply a row (the first 8·R), `row` must point at 16 bytes of
+/// the block's shared memory, 16-byte aligned, that no thread writes
+/// concurrently; other lanes' addresses are ignored. All 32 lanes of the warp
+/// must execute it together.
 #[inline(always)]
-pub(crate) fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
+pub(crate) unsafe fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
     let mut d = [0u32; R];
-    // SAFETY: the caller's contract; cvta turns the generic address into a shared one.
+    // SAFETY: the caller's contract; cvta turns the generic address into a
+    // shared one. A warp collective that reads shared memory: `readonly`, not
+    // `pure` (see the module docs).
     unsafe {
         match (R, trans) {
             (1, false) => {
@@ -544,10 +589,14 @@ pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4])
                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
                 b0 = in(reg32) b[0], b1 = in(reg32) b[1],
                 c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
-                options(pure, nomem, nostack))
+                options(nomem, nostack))
         };
     }
-    // SAFETY: register-only warp instruction; all lanes call it together (the caller's rule).
+    // SAFETY: a register-only warp instruction: `nomem`, but not `pure`, which
+    // would let LLVM merge two with equal operands, move one into or out of a
+    // branch, or drop one whose result a lane ignores, though all 32 lanes
+    // must execute each one together. All lanes calling it together is the
+    // caller's rule (`mma::mma`); the emulator checks it.
     unsafe {
         match kind {
             MmaKind::F16 => mma!("f16"),
@@ -558,10 +607,15 @@ pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4])
 }
 
 /// # Safety
-/// `dst` must be 16 bytes of shared memory and `src` 16 bytes of global memory, both 16-byte aligned.
+/// `dst` must be 16 bytes of the block's shared memory and `src` 16 bytes of
+/// global memory (a generic address in the global window: `cvta.to.global` of
+/// any other address, e.g. a kernel-local array, is undefined), both 16-byte
+/// aligned; no thread may access `dst` until this thread's copy has been
+/// waited for.
 #[inline(always)]
 pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
-    // SAFETY: the caller's contract; cvta turns the generic addresses into state-space ones.
+    // SAFETY: the caller's contract; cvta turns the generic addresses into
+    // state-space ones. Not `nomem`: it reads and (later) writes memory.
     unsafe {
         asm!("{{ .reg .u64 %d, %s; cvta.to.shared.u64 %d, {d}; cvta.to.global.u64 %s, {s}; cp.async.cg.shared.global [%d], [%s], 16; }}",
             d = in(reg64) dst, s = in(reg64) src, options(nostack))
@@ -576,13 +630,15 @@ pub(crate) fn cp_async_commit() {
 
 #[inline(always)]
 pub(crate) fn cp_async_wait_all() {
-    // SAFETY: no operands.
+    // SAFETY: no operands. Not `nomem`: the copies land here, so loads of
+    // their destinations must not move above it.
     unsafe { asm!("cp.async.wait_all;", options(nostack)) }
 }
 
 #[inline(always)]
 pub(crate) fn cp_async_wait_group(pending: u32) {
-    // SAFETY: no operands; the group count must be an immediate, hence the match.
+    // SAFETY: no operands; the group count must be an immediate, hence the
+    // match. Not `nomem`, as `cp_async_wait_all`.
     unsafe {
         match pending {
             0 => asm!("cp.async.wait_group 0;", options(nostack)),

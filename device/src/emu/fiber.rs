@@ -63,7 +63,7 @@ pub(crate) struct ThreadState {
     pub linear_id: u32,
     pub shared_base: *mut u8,
     pub shared_len: usize,
-    /// The block's shared-memory race detector (null when switched off).
+    /// The block's race detector, shared and global memory (null when switched off).
     pub race: *const RaceDetector,
     /// Operands of a fragment collective (`mma`: A's 4, B's 2, C's 4 registers).
     pub collective_in: Cell<[u32; 10]>,
@@ -93,6 +93,15 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
     // SAFETY: the scheduler sets CURRENT to a ThreadState that it owns and keeps
     // alive (boxed, not moved) for as long as the fiber runs, and clears it after.
     f(unsafe { &*ptr })
+}
+
+/// As [`with_current`], or `None` outside a launch (for primitives that host
+/// code may also call, like `Slot::set` on a host slice).
+pub(crate) fn try_with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
+    let ptr = CURRENT.with(Cell::get);
+    // SAFETY: as in `with_current`: non-null only while the scheduler keeps
+    // the ThreadState alive.
+    unsafe { ptr.as_ref() }.map(f)
 }
 
 /// Suspends the calling fiber with `request`; returns what the scheduler resumes it with.

@@ -27,15 +27,32 @@
 //!   silently misbehave;
 //! - a warp collective names lanes in its mask that never join it
 //!   (`Fault::WarpMask`), or the lanes of a mask disagree on the operation;
-//! - the block cannot make progress for any other reason (`Fault::Deadlock`).
-//!
+//! - the block cannot make progress for any other reason (`Fault::Deadlock`);
 //! - two threads of a block touch the same shared-memory byte, at least one
-//!   writing, with no barrier between (`Fault::SharedRace`; on by default,
-//!   `WARPFORGE_EMU_RACECHECK=0` turns it off — see the `race` module).
+//!   writing, with no barrier between (`Fault::SharedRace`);
+//! - two threads of the grid touch the same element of an output buffer
+//!   (`Out`) with nothing ordering them, at least one writing plainly, or one
+//!   plainly and one atomically (`Fault::GlobalRace`, naming the buffer's
+//!   parameter, the element, and both threads with their blocks). In a block
+//!   a barrier orders; across blocks only a fence-then-atomic release in one
+//!   and an atomic-then-fence acquire in the other, after it. Atomics among
+//!   themselves never race. Inputs (`&[T]`) are never written in a launch;
+//! - a thread reads shared memory that no thread of the block wrote
+//!   (`Fault::UninitSharedRead`, reported at the end of that barrier
+//!   interval, so that a read before another thread's write is the race it is).
 //!
-//! Shared memory starts filled with `0xFF` bytes (a NaN for every float type),
-//! so a kernel that reads shared memory it never wrote gets NaN, not a
-//! plausible zero.
+//! The last three are the race detector (see the `race` module for exactly
+//! what it does and does not see: it never invents a race, but it can miss
+//! one when fences and atomics are involved, and it does not check atomic
+//! scopes or plain-vs-atomic mixes in shared memory). It is on by default;
+//! `WARPFORGE_EMU_RACECHECK=0` turns it off (read once per process).
+//! Global accesses are checked only in launches that name their outputs
+//! ([`launch_with_outputs`], which `warpforge::Device` uses).
+//!
+//! Shared memory starts filled with `0xFF` bytes (a NaN for every float type,
+//! but −1 for signed integers and the maximum for unsigned ones), so a kernel
+//! that reads shared memory it never wrote gets an implausible value even
+//! with the detector off.
 //!
 //! # Speed
 //!
@@ -49,7 +66,7 @@
 
 pub(crate) mod fiber;
 mod memory;
-mod race;
+pub(crate) mod race;
 mod scheduler;
 pub mod stream;
 mod tensor;
@@ -58,7 +75,42 @@ use crate::thread::Dim3;
 use core::fmt;
 
 pub use memory::{ALLOCATION_ALIGN, DeviceMemory};
-pub use scheduler::launch;
+pub use scheduler::{launch, launch_with_outputs};
+
+/// An output buffer of a launch (an `Out<T>` argument), so that the
+/// global-memory race detector can check its elements and name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputBuffer {
+    /// The kernel parameter's name.
+    pub name: &'static str,
+    /// Address of the first element.
+    pub addr: usize,
+    /// Elements.
+    pub len: usize,
+    /// Bytes per element.
+    pub elem_bytes: usize,
+}
+
+/// How a thread touched memory, in a race report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A plain read.
+    Read,
+    /// A plain write.
+    Write,
+    /// An atomic read-modify-write (any `AtomicRef` operation).
+    Atomic,
+}
+
+impl Access {
+    fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "reads",
+            Access::Write => "writes",
+            Access::Atomic => "atomically updates",
+        }
+    }
+}
 
 /// Grid, block and shared-memory size of one emulated launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +158,32 @@ pub enum Fault {
         this_writes: bool,
         /// Whether the earlier access is a write.
         other_writes: bool,
+    },
+    /// Two threads touched the same element of an output buffer, with
+    /// nothing ordering them (no barrier between them in one block; across
+    /// blocks, no fence-and-atomic release/acquire), and at least one wrote
+    /// it plainly, or one accessed it plainly and the other atomically
+    /// (`block` and `thread` in the error are the later one).
+    GlobalRace {
+        /// The output buffer's parameter name.
+        buffer: &'static str,
+        /// The element index in that buffer.
+        element: usize,
+        /// The earlier access's block.
+        other_block: Dim3,
+        /// The earlier thread (index within `other_block`); `None` if several
+        /// threads of that block read it (or updated it atomically).
+        other: Option<Dim3>,
+        /// What the later access (this thread's) is.
+        this_access: Access,
+        /// What the earlier access is.
+        other_access: Access,
+    },
+    /// A thread read shared memory that no thread of the block had written
+    /// (by the end of the barrier interval of the read).
+    UninitSharedRead {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
     },
     /// No thread of the block can make progress.
     Deadlock {
@@ -172,6 +250,48 @@ impl fmt::Display for EmuError {
                     verb(*this_writes)
                 )
             }
+            Fault::GlobalRace {
+                buffer,
+                element,
+                other_block,
+                other,
+                this_access,
+                other_access,
+            } => {
+                let who = match other {
+                    Some(t) => format!("thread {t} of block {other_block} {}", other_access.verb()),
+                    None => format!(
+                        "several threads of block {other_block} {}",
+                        other_access.verb()
+                    ),
+                };
+                let fix = if this_access != other_access
+                    && (*this_access == Access::Atomic || *other_access == Access::Atomic)
+                {
+                    "make every access to it atomic (`.atomic()`), or order the plain one \
+                     (sync_threads() within a block; the output of one launch is the input \
+                     of the next)"
+                } else if self.block == *other_block {
+                    "give each thread its own elements, put sync_threads() between the two \
+                     accesses, or use an atomic (`.atomic()`)"
+                } else {
+                    "blocks are not ordered: give each element one writing thread (index \
+                     it by the global thread index), or use an atomic (`.atomic()`)"
+                };
+                write!(
+                    f,
+                    "global-memory race on `{buffer}`[{element}]: this thread {} it, and \
+                     {who} it, with nothing ordering the two; {fix}",
+                    this_access.verb()
+                )
+            }
+            Fault::UninitSharedRead { offset } => write!(
+                f,
+                "read of uninitialised shared memory at byte {offset}: no thread of the \
+                 block wrote it before this read (shared memory starts as 0xFF bytes: NaN \
+                 for floats, -1 for integers); store every element before reading it, with \
+                 sync_threads() between a store and other threads' reads"
+            ),
             Fault::Deadlock {
                 at_barrier,
                 at_warp_op,

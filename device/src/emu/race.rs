@@ -1,28 +1,87 @@
-//! The shared-memory race detector: two threads of a block touch the same
-//! byte of shared memory, at least one of them writing, with no block
-//! barrier between them. CUDA gives such a kernel no defined result; the GPU
-//! usually hides it until a different GPU, clock or compiler exposes it.
+//! The race detector, for shared and global memory, and the check for reads
+//! of shared memory that no thread wrote.
+//!
+//! # Shared memory
+//!
+//! Two threads of a block touch the same byte of shared memory, at least one
+//! of them writing, with no block barrier between them. CUDA gives such a
+//! kernel no defined result; the GPU usually hides it until a different GPU,
+//! clock or compiler exposes it.
 //!
 //! Per byte of the block's shared memory it keeps the last writer and the
 //! readers (one, or "several") of the current barrier interval ("epoch");
-//! every completed `sync_threads` starts a new epoch. Atomics are not
-//! recorded (they may race with each other by design), and the lanes of a
-//! warp are distinct threads (since Volta they are not implicitly ordered).
-//! Cost: 16 bytes of bookkeeping per byte of shared memory, allocated on a
-//! block's first shared access, and a few stores per byte accessed.
+//! every completed `sync_threads` starts a new epoch. Atomics are not checked
+//! for races (they may race with each other by design; a plain access racing
+//! with an atomic one to the same shared byte is *not* detected), but they do
+//! initialise the bytes they touch. The lanes of a warp are distinct threads
+//! (since Volta they are not implicitly ordered); `__syncwarp` does not exist
+//! here, so nothing but a block barrier orders two threads of a block.
+//!
+//! The same records say whether a byte was ever written (by a plain store, a
+//! `cp.async` or an atomic). A read of a byte that no thread has written, or
+//! an atomic that reads one (every atomic but `swap`), is reported as
+//! `Fault::UninitSharedRead` — at the end of the barrier interval, so that a
+//! read that merely came before another thread's write in the same interval
+//! is reported as the race it is.
+//!
+//! # Global memory
+//!
+//! Two threads of the grid touch the same element of an output buffer
+//! (`Out`, through a `Slot` or an `AtomicRef`), with nothing ordering them,
+//! and at least one of them writes plainly, or one accesses it plainly and
+//! the other atomically (the PTX memory model makes that mix a data race too:
+//! make every access atomic, or order them). Inputs (`&[T]`) need no check:
+//! nothing writes them during a launch.
+//!
+//! What orders two accesses:
+//! - the same thread;
+//! - the same block, with a completed block barrier between them (as above);
+//! - different blocks: only a *release* by the earlier access's block (a
+//!   device- or system-scope fence, then an atomic on global memory) after
+//!   its access, and an *acquire* by the later access's block (an atomic on
+//!   global memory, then such a fence) after that release and before its
+//!   access — the "last block" pattern (`__threadfence()` and an atomic
+//!   counter). Which atomic each used is not checked, and the fence of one
+//!   thread counts for its whole block, so a kernel that fences and uses
+//!   atomics may hide a race from the detector; it never makes one up.
+//!
+//! Not detected: an atomic whose scope is narrower than the threads sharing
+//! the element (a `Block`-scoped atomic on an element that several blocks
+//! update); missing fences where atomics alone are used to publish data (the
+//! emulator's atomics are sequentially consistent, so such a kernel works
+//! here and may not on a GPU); and anything about memory the kernel reaches
+//! other than through `Out`, `AtomicRef` and shared memory.
+//! Per element it keeps the last plain writer, the last group of plain
+//! readers and the last group of atomic accessors (a group: one thread, or
+//! several threads of one block in one epoch); it forgets older groups, which
+//! can hide a race (e.g. a third block's read), never invent one.
+//!
+//! Cost: shared memory, 20 bytes of bookkeeping per byte, allocated on a
+//! block's first shared access, and a few stores per byte accessed. Global
+//! memory, 56 bytes per output element, allocated on a launch's first access
+//! to the buffer, and an uncontended lock per access (blocks run on several OS
+//! threads at once).
 
+use super::Access;
+use super::OutputBuffer;
 use core::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// No thread (no access yet in this epoch), or several.
+/// No thread (no access yet), or several.
 const NOBODY: u32 = u32::MAX;
 const SEVERAL: u32 = u32::MAX - 1;
 
+/// One byte of shared memory.
 #[derive(Clone, Copy)]
 struct Record {
     write_epoch: u32,
     writer: u32,
     read_epoch: u32,
     reader: u32,
+    /// Some thread wrote it (plain, `cp.async` or atomic) since the block started.
+    initialised: bool,
 }
 
 const FRESH: Record = Record {
@@ -30,40 +89,102 @@ const FRESH: Record = Record {
     writer: NOBODY,
     read_epoch: 0,
     reader: NOBODY,
+    initialised: false,
 };
 
-/// A race found: the other thread (linear id in the block) and what each did.
+/// A race found: where, the other thread and what each did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Race {
+    /// Shared memory: the byte offset; global memory: the element index.
     pub offset: usize,
+    /// Global memory: the other access's block (linear); shared memory: this block.
+    pub other_block: u32,
+    /// The other thread (linear id in its block), or `SEVERAL`.
     pub other: u32,
-    pub this_writes: bool,
-    pub other_writes: bool,
+    pub this_access: Access,
+    pub other_access: Access,
+    /// Global memory: the buffer's parameter name.
+    pub buffer: &'static str,
 }
 
-/// One block's detector.
+impl Race {
+    /// The other thread, or `None` if several threads of its block accessed the memory.
+    pub(crate) fn other_thread(&self) -> Option<u32> {
+        (self.other != SEVERAL).then_some(self.other)
+    }
+}
+
+/// A read of shared memory that no thread wrote: the byte and the reading thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UninitRead {
+    pub offset: usize,
+    pub thread: u32,
+}
+
+/// One block's detector: its shared-memory records, its barrier epoch, and
+/// its view of the launch's global-memory records.
 pub(crate) struct RaceDetector {
     epoch: Cell<u32>,
     bytes: usize,
     records: RefCell<Vec<Record>>,
+    /// The first read of never-written shared memory in this epoch, reported at its end.
+    uninit: Cell<Option<UninitRead>>,
+    global: Option<Arc<GlobalShadow>>,
+    /// This block's linear index in the grid.
+    block: u32,
+    /// Releases (fence, then a global atomic) this block has made.
+    releases: Cell<u32>,
+    /// The launch clock at this block's last acquire (global atomic, then fence); 0: none.
+    acquired: Cell<u64>,
+    /// A device- or system-scope fence since this block's last global atomic.
+    fenced: Cell<bool>,
+    /// This block has made a global atomic.
+    atomic_seen: Cell<bool>,
 }
 
 impl RaceDetector {
-    pub(crate) fn new(shared_bytes: usize) -> Self {
+    /// The detector of block `block` (linear), with `shared_bytes` of shared
+    /// memory and the launch's global records, if they are checked.
+    pub(crate) fn new(shared_bytes: usize, block: u32, global: Option<Arc<GlobalShadow>>) -> Self {
         RaceDetector {
             epoch: Cell::new(1),
             bytes: shared_bytes,
             records: RefCell::new(Vec::new()),
+            uninit: Cell::new(None),
+            global,
+            block,
+            releases: Cell::new(0),
+            acquired: Cell::new(0),
+            fenced: Cell::new(false),
+            atomic_seen: Cell::new(false),
         }
     }
 
-    /// A block barrier completed: accesses before it are ordered before those after.
-    pub(crate) fn barrier(&self) {
+    /// A block barrier completed: accesses before it are ordered before those
+    /// after. Returns the epoch's first read of never-written shared memory.
+    pub(crate) fn barrier(&self) -> Option<UninitRead> {
         self.epoch.set(self.epoch.get() + 1);
+        self.uninit.take()
     }
 
-    /// Records `thread`'s access to bytes `offset .. offset + len`; the first
-    /// conflicting earlier access of this epoch, if any.
+    /// The block's threads all exited: the last epoch's uninitialised read, if any.
+    pub(crate) fn finish(&self) -> Option<UninitRead> {
+        self.uninit.take()
+    }
+
+    /// Runs `f` on the shared-memory records of bytes `offset .. offset + len`
+    /// (clipped to the block's shared memory), allocating them on first use.
+    fn with_records<R>(&self, offset: usize, len: usize, f: impl FnOnce(&mut [Record]) -> R) -> R {
+        let mut records = self.records.borrow_mut();
+        if records.is_empty() {
+            records.resize(self.bytes, FRESH);
+        }
+        let end = offset.saturating_add(len).min(records.len());
+        f(&mut records[offset.min(end)..end])
+    }
+
+    /// Records `thread`'s plain access to shared bytes `offset .. offset +
+    /// len`; the first conflicting earlier access of this epoch, if any.
     pub(crate) fn access(
         &self,
         thread: u32,
@@ -72,42 +193,402 @@ impl RaceDetector {
         write: bool,
     ) -> Result<(), Race> {
         let epoch = self.epoch.get();
-        let mut records = self.records.borrow_mut();
-        if records.is_empty() {
-            records.resize(self.bytes, FRESH);
-        }
-        let end = (offset + len).min(records.len());
-        for (i, r) in records[offset.min(end)..end].iter_mut().enumerate() {
-            let race = |other, other_writes| Race {
-                offset: offset + i,
-                other,
-                this_writes: write,
-                other_writes,
-            };
-            if r.write_epoch == epoch && r.writer != thread {
-                return Err(race(r.writer, true));
-            }
-            if write {
-                if r.read_epoch == epoch && r.reader != thread {
-                    // With several readers, at least one of them is another thread.
-                    return Err(race(r.reader, false));
+        let kind = |w| if w { Access::Write } else { Access::Read };
+        let mut uninit = None;
+        let result = self.with_records(offset, len, |records| {
+            for (i, r) in records.iter_mut().enumerate() {
+                let race = |other, other_writes| Race {
+                    offset: offset + i,
+                    other_block: self.block,
+                    other,
+                    this_access: kind(write),
+                    other_access: kind(other_writes),
+                    buffer: "",
+                };
+                if r.write_epoch == epoch && r.writer != thread {
+                    return Err(race(r.writer, true));
                 }
-                r.write_epoch = epoch;
-                r.writer = thread;
-            } else if r.read_epoch != epoch {
-                r.read_epoch = epoch;
-                r.reader = thread;
-            } else if r.reader != thread {
-                r.reader = SEVERAL;
+                if write {
+                    if r.read_epoch == epoch && r.reader != thread {
+                        // With several readers, at least one of them is another thread.
+                        return Err(race(r.reader, false));
+                    }
+                    r.write_epoch = epoch;
+                    r.writer = thread;
+                    r.initialised = true;
+                } else {
+                    if !r.initialised && uninit.is_none() {
+                        uninit = Some(UninitRead {
+                            offset: offset + i,
+                            thread,
+                        });
+                    }
+                    if r.read_epoch != epoch {
+                        r.read_epoch = epoch;
+                        r.reader = thread;
+                    } else if r.reader != thread {
+                        r.reader = SEVERAL;
+                    }
+                }
+            }
+            Ok(())
+        });
+        if self.uninit.get().is_none() {
+            self.uninit.set(uninit);
+        }
+        result
+    }
+
+    /// Records `thread`'s atomic access to shared bytes `offset .. offset +
+    /// len`: it initialises them; if it reads the old value (`reads_old`) and
+    /// a byte was never written, that is an uninitialised read.
+    pub(crate) fn shared_atomic(&self, thread: u32, offset: usize, len: usize, reads_old: bool) {
+        let first_uninit = self.with_records(offset, len, |records| {
+            let mut first = None;
+            for (i, r) in records.iter_mut().enumerate() {
+                if reads_old && !r.initialised && first.is_none() {
+                    first = Some(UninitRead {
+                        offset: offset + i,
+                        thread,
+                    });
+                }
+                r.initialised = true;
+            }
+            first
+        });
+        if self.uninit.get().is_none() {
+            self.uninit.set(first_uninit);
+        }
+    }
+
+    /// A device- or system-scope fence by a thread of this block: after a
+    /// global atomic it completes an acquire; before one it starts a release.
+    pub(crate) fn fence(&self) {
+        if let Some(g) = &self.global {
+            if self.atomic_seen.get() {
+                self.acquired.set(g.clock.load(Ordering::SeqCst));
+            }
+            self.fenced.set(true);
+        }
+    }
+
+    /// Records `thread`'s access of kind `access` to `bytes` bytes of global
+    /// memory at `addr`; the first conflicting earlier access, if any.
+    /// Addresses outside the launch's output buffers are not checked.
+    ///
+    /// An atomic after a fence is a release, stamped from the launch clock
+    /// *before* the atomic itself runs, so that a block whose atomic sees
+    /// this one's result reads a clock at least as late when it fences.
+    pub(crate) fn global_access(
+        &self,
+        thread: u32,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+    ) -> Result<(), Race> {
+        let Some(g) = &self.global else {
+            return Ok(());
+        };
+        if access == Access::Atomic {
+            if self.fenced.replace(false) {
+                let stamp = g.clock.fetch_add(1, Ordering::SeqCst) + 1;
+                lock(&g.releases).entry(self.block).or_default().push(stamp);
+                self.releases.set(self.releases.get() + 1);
+            }
+            self.atomic_seen.set(true);
+        }
+        let now = GlobalAccess {
+            block: self.block,
+            thread,
+            epoch: self.epoch.get(),
+            releases: self.releases.get(),
+        };
+        g.access(now, self.acquired.get(), addr, bytes, access)
+    }
+}
+
+/// Locks `m`, ignoring poisoning (a panicking kernel thread never holds a
+/// detector lock across a panic; the data is plain records either way).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One access, or a group of accesses (`thread` = `SEVERAL`: threads of one
+/// block in one epoch), to an element of global memory.
+#[derive(Clone, Copy, Debug)]
+struct GlobalAccess {
+    /// The block (linear), or `NOBODY` if there was no such access.
+    block: u32,
+    thread: u32,
+    /// The block's barrier epoch at the access.
+    epoch: u32,
+    /// The releases the block had made before the access.
+    releases: u32,
+}
+
+const NO_ACCESS: GlobalAccess = GlobalAccess {
+    block: NOBODY,
+    thread: NOBODY,
+    epoch: 0,
+    releases: 0,
+};
+
+/// One element of an output buffer.
+struct GlobalRecord {
+    write: GlobalAccess,
+    read: GlobalAccess,
+    atomic: GlobalAccess,
+}
+
+const FRESH_GLOBAL: GlobalRecord = GlobalRecord {
+    write: NO_ACCESS,
+    read: NO_ACCESS,
+    atomic: NO_ACCESS,
+};
+
+impl GlobalAccess {
+    /// Adds `now` to this group: the same block and epoch make a group of
+    /// several threads; otherwise `now` replaces it (anything ordered after
+    /// `now` is ordered after an earlier group of the same block; forgetting
+    /// another block's group can hide a race, never invent one).
+    fn merge(&mut self, now: GlobalAccess) {
+        if self.block == now.block && self.epoch == now.epoch {
+            if self.thread != now.thread {
+                self.thread = SEVERAL;
+            }
+            self.releases = self.releases.max(now.releases);
+        } else {
+            *self = now;
+        }
+    }
+}
+
+/// One record per element of an output buffer, allocated on its first access.
+type Records = OnceLock<Box<[Mutex<GlobalRecord>]>>;
+
+/// The global-memory records of one launch, shared by its blocks (which run
+/// on several OS threads at once).
+pub(crate) struct GlobalShadow {
+    buffers: Vec<(OutputBuffer, Records)>,
+    /// Counts releases; a release is stamped with its new value.
+    clock: AtomicU64,
+    /// Per block (linear) that made any: the stamps of its releases, in order.
+    releases: Mutex<HashMap<u32, Vec<u64>>>,
+}
+
+impl GlobalShadow {
+    /// The records for a launch writing `outputs`.
+    pub(crate) fn new(outputs: &[OutputBuffer]) -> Self {
+        GlobalShadow {
+            buffers: outputs
+                .iter()
+                .filter(|b| b.len > 0 && b.elem_bytes > 0)
+                .map(|&b| (b, OnceLock::new()))
+                .collect(),
+            clock: AtomicU64::new(0),
+            releases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `prev` is ordered before an access `now` of a block whose last
+    /// acquire read the clock at `acquired`.
+    fn ordered(&self, prev: &GlobalAccess, now: &GlobalAccess, acquired: u64) -> bool {
+        if prev.block == NOBODY {
+            return true;
+        }
+        if prev.block == now.block {
+            return prev.epoch < now.epoch || prev.thread == now.thread;
+        }
+        // The first release of prev's block after the access must come before now's acquire.
+        acquired != 0
+            && lock(&self.releases)
+                .get(&prev.block)
+                .and_then(|stamps| stamps.get(prev.releases as usize))
+                .is_some_and(|&stamp| stamp <= acquired)
+    }
+
+    fn access(
+        &self,
+        now: GlobalAccess,
+        acquired: u64,
+        addr: usize,
+        bytes: usize,
+        access: Access,
+    ) -> Result<(), Race> {
+        let Some((buffer, records)) = self
+            .buffers
+            .iter()
+            .find(|(b, _)| addr >= b.addr && addr - b.addr < b.len.saturating_mul(b.elem_bytes))
+        else {
+            return Ok(());
+        };
+        let records =
+            records.get_or_init(|| (0..buffer.len).map(|_| Mutex::new(FRESH_GLOBAL)).collect());
+        let first = (addr - buffer.addr) / buffer.elem_bytes;
+        let last = (addr - buffer.addr + bytes.max(1) - 1) / buffer.elem_bytes;
+        for element in first..=last.min(buffer.len - 1) {
+            let mut r = lock(&records[element]);
+            let check = |prev: &GlobalAccess, kind| {
+                if self.ordered(prev, &now, acquired) {
+                    Ok(())
+                } else {
+                    Err(Race {
+                        offset: element,
+                        other_block: prev.block,
+                        other: prev.thread,
+                        this_access: access,
+                        other_access: kind,
+                        buffer: buffer.name,
+                    })
+                }
+            };
+            match access {
+                Access::Read => {
+                    check(&r.write, Access::Write)?;
+                    check(&r.atomic, Access::Atomic)?;
+                    r.read.merge(now);
+                }
+                Access::Write => {
+                    check(&r.write, Access::Write)?;
+                    check(&r.read, Access::Read)?;
+                    check(&r.atomic, Access::Atomic)?;
+                    r.write = now;
+                }
+                Access::Atomic => {
+                    check(&r.write, Access::Write)?;
+                    check(&r.read, Access::Read)?;
+                    r.atomic.merge(now);
+                }
             }
         }
         Ok(())
     }
 }
 
-impl Race {
-    /// The other thread, or `None` if several threads read the byte.
-    pub(crate) fn other_thread(&self) -> Option<u32> {
-        (self.other != SEVERAL).then_some(self.other)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUT: OutputBuffer = OutputBuffer {
+        name: "out",
+        addr: 0x1000,
+        len: 8,
+        elem_bytes: 4,
+    };
+
+    fn blocks(n: u32) -> Vec<RaceDetector> {
+        let shadow = Arc::new(GlobalShadow::new(&[OUT]));
+        (0..n)
+            .map(|b| RaceDetector::new(0, b, Some(shadow.clone())))
+            .collect()
+    }
+
+    fn write(d: &RaceDetector, thread: u32, element: usize) -> Result<(), Race> {
+        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Write)
+    }
+
+    fn read(d: &RaceDetector, thread: u32, element: usize) -> Result<(), Race> {
+        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Read)
+    }
+
+    fn atomic(d: &RaceDetector, element: usize) -> Result<(), Race> {
+        d.global_access(0, OUT.addr + 4 * element, 4, Access::Atomic)
+    }
+
+    #[test]
+    fn a_barrier_orders_a_block_and_nothing_orders_two_blocks() {
+        let b = blocks(2);
+        write(&b[0], 3, 1).unwrap();
+        assert_eq!(b[0].barrier(), None);
+        read(&b[0], 4, 1).unwrap();
+        // The write is checked first: block 0's thread 3 wrote element 1.
+        let race = write(&b[1], 3, 1).unwrap_err();
+        assert_eq!(
+            (race.offset, race.other_block, race.other_thread()),
+            (1, 0, Some(3))
+        );
+        assert_eq!(
+            (race.this_access, race.other_access, race.buffer),
+            (Access::Write, Access::Write, "out")
+        );
+        // So does a read from another block.
+        let race = read(&b[1], 3, 1).unwrap_err();
+        assert_eq!(race.other_access, Access::Write);
+        // Outside every output buffer: not checked.
+        b[1].global_access(0, 0x900, 4, Access::Write).unwrap();
+        b[0].global_access(0, 0x900, 4, Access::Write).unwrap();
+    }
+
+    #[test]
+    fn reads_of_several_threads_make_a_group() {
+        let b = blocks(1);
+        read(&b[0], 1, 0).unwrap();
+        read(&b[0], 2, 0).unwrap();
+        let race = write(&b[0], 1, 0).unwrap_err();
+        assert_eq!(race.other_thread(), None, "{race:?}");
+    }
+
+    #[test]
+    fn a_release_then_a_later_acquire_orders_two_blocks() {
+        let b = blocks(3);
+        write(&b[0], 0, 2).unwrap();
+        b[0].fence();
+        atomic(&b[0], 7).unwrap(); // release
+        atomic(&b[1], 7).unwrap();
+        b[1].fence(); // acquire, after block 0's release
+        read(&b[1], 5, 2).unwrap();
+        // Block 2 acquired nothing: its read still races with block 0's write.
+        let race = read(&b[2], 0, 2).unwrap_err();
+        assert_eq!((race.other_block, race.other_access), (0, Access::Write));
+    }
+
+    #[test]
+    fn an_acquire_before_the_release_orders_nothing() {
+        let b = blocks(2);
+        atomic(&b[1], 7).unwrap();
+        b[1].fence(); // acquire, before block 0 has released anything
+        write(&b[0], 0, 2).unwrap();
+        b[0].fence();
+        atomic(&b[0], 7).unwrap(); // release, after block 1's acquire
+        let race = read(&b[1], 0, 2).unwrap_err();
+        assert_eq!((race.other_block, race.other_access), (0, Access::Write));
+    }
+
+    #[test]
+    fn atomics_do_not_race_with_each_other_but_do_with_plain_accesses() {
+        let b = blocks(2);
+        atomic(&b[0], 3).unwrap();
+        atomic(&b[1], 3).unwrap();
+        let race = read(&b[0], 9, 3).unwrap_err();
+        assert_eq!(
+            (race.other_block, race.other_access, race.this_access),
+            (1, Access::Atomic, Access::Read)
+        );
+    }
+
+    #[test]
+    fn an_uninitialised_shared_read_is_kept_until_the_barrier() {
+        let d = RaceDetector::new(8, 0, None);
+        d.access(0, 0, 4, true).unwrap();
+        d.access(1, 4, 4, false).unwrap(); // byte 4: never written
+        d.access(2, 0, 4, false).unwrap_err(); // a race, reported at once
+        assert_eq!(
+            d.barrier(),
+            Some(UninitRead {
+                offset: 4,
+                thread: 1
+            })
+        );
+        assert_eq!(d.finish(), None);
+        // An atomic initialises; one that reads the old value of a fresh byte reads it uninitialised.
+        d.shared_atomic(3, 4, 2, false);
+        d.shared_atomic(3, 4, 4, true);
+        assert_eq!(
+            d.finish(),
+            Some(UninitRead {
+                offset: 6,
+                thread: 3
+            })
+        );
     }
 }

@@ -2,16 +2,16 @@
 
 use super::fiber::WarpOp;
 use super::fiber::{self, FiberYielder, Request, ThreadState};
-use super::race::RaceDetector;
-use super::{EmuError, Fault, LaunchShape};
+use super::race::{GlobalShadow, RaceDetector, UninitRead};
+use super::{EmuError, Fault, LaunchShape, OutputBuffer};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
 use core::cell::Cell;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Stack size of one emulated thread. Kernels are shallow; this leaves room for
 /// the panic machinery and unoptimised test builds.
@@ -53,11 +53,28 @@ fn return_stack(stack: DefaultStack) {
 /// }).unwrap();
 /// assert_eq!(count.into_inner(), (0..256).sum());
 /// ```
+///
+/// Global memory is not race-checked here; [`launch_with_outputs`] checks it.
 pub fn launch(kernel: &str, shape: LaunchShape, body: &(dyn Fn() + Sync)) -> Result<(), EmuError> {
+    launch_with_outputs(kernel, shape, &[], body)
+}
+
+/// As [`launch`], for a kernel whose output buffers are `outputs`: the race
+/// detector (unless `WARPFORGE_EMU_RACECHECK=0`) also checks every access to
+/// their elements, and names a buffer by its parameter name.
+pub fn launch_with_outputs(
+    kernel: &str,
+    shape: LaunchShape,
+    outputs: &[OutputBuffer],
+    body: &(dyn Fn() + Sync),
+) -> Result<(), EmuError> {
     let blocks = shape.grid.volume();
     if blocks == 0 || shape.block.volume() == 0 {
         return Ok(());
     }
+    // Block indices are recorded as u32 (below the detector's two markers).
+    let global = (race_check_enabled() && !outputs.is_empty() && blocks < u64::from(u32::MAX - 1))
+        .then(|| Arc::new(GlobalShadow::new(outputs)));
     let next_block = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<(u64, EmuError)>> = Mutex::new(None);
@@ -75,7 +92,7 @@ pub fn launch(kernel: &str, shape: LaunchShape, body: &(dyn Fn() + Sync)) -> Res
                 return;
             }
             let block_idx = shape.grid.unflatten(linear);
-            if let Err(fault) = run_block(kernel, shape, block_idx, body) {
+            if let Err(fault) = run_block(kernel, shape, block_idx, linear, global.clone(), body) {
                 failed.store(true, Ordering::Relaxed);
                 let mut slot = first_error.lock().unwrap_or_else(|e| e.into_inner());
                 if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
@@ -122,13 +139,19 @@ fn run_block(
     kernel: &str,
     shape: LaunchShape,
     block_idx: Dim3,
+    linear_block: u64,
+    global: Option<Arc<GlobalShadow>>,
     body: &(dyn Fn() + Sync),
 ) -> Result<(), EmuError> {
     // 0xFF bytes: NaN in every float type, so reads of never-written shared memory stand out.
     let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
     let shared_base = shared.as_mut_ptr().cast::<u8>();
     let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
-    let race = race_check_enabled().then(|| RaceDetector::new(shape.dynamic_shared_bytes));
+    let race = race_check_enabled().then(|| {
+        // Fits: `global` is None when the grid has too many blocks for u32.
+        let block = u32::try_from(linear_block).unwrap_or(u32::MAX);
+        RaceDetector::new(shape.dynamic_shared_bytes, block, global)
+    });
     let race_ptr: *const RaceDetector = race.as_ref().map_or(core::ptr::null(), |r| r);
 
     let mut threads: Vec<EmulatedThread> = (0..nthreads)
@@ -184,7 +207,7 @@ fn run_block(
     result
 }
 
-/// Whether the shared-memory race detector runs: yes unless the environment
+/// Whether the race detector (shared and global memory) runs: yes unless the environment
 /// sets `WARPFORGE_EMU_RACECHECK=0` (read once per process).
 fn race_check_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -247,7 +270,10 @@ fn schedule(
             }
         }
         if exited == threads.len() as u32 {
-            return Ok(());
+            return match race.and_then(RaceDetector::finish) {
+                Some(read) => Err(uninit_error(kernel, threads, read)),
+                None => Ok(()),
+            };
         }
         if at_barrier == threads.len() as u32 {
             // bar.red.popc: every thread gets the number of true predicates.
@@ -263,8 +289,8 @@ fn schedule(
             for t in threads.iter_mut() {
                 t.status = State::Runnable(count);
             }
-            if let Some(r) = race {
-                r.barrier();
+            if let Some(read) = race.and_then(RaceDetector::barrier) {
+                return Err(uninit_error(kernel, threads, read));
             }
             continue;
         }
@@ -298,6 +324,19 @@ fn schedule(
                 at_warp_op,
             },
         ));
+    }
+}
+
+/// The fault for a read of never-written shared memory, naming the reading thread.
+fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> EmuError {
+    let t = &threads[read.thread as usize];
+    EmuError {
+        kernel: kernel.to_owned(),
+        block: t.state.block_idx,
+        thread: t.state.thread_idx,
+        fault: Fault::UninitSharedRead {
+            offset: read.offset,
+        },
     }
 }
 

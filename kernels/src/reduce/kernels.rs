@@ -8,6 +8,7 @@ use super::state::{
 };
 use super::{cols_pass, element, finish_float, finish_pass, rows_pass, stored};
 
+use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
 use warpforge_device::{Out, bf16, f16, num};
 use warpforge_macros::kernel;
 
@@ -15,13 +16,13 @@ macro_rules! element_passes {
     ($($rows:ident, $cols:ident: $r:ty, $t:ty;)*) => { $(
         #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64>) {
+        pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
             rows_pass(rows, len, element::<$t, $r>(x), &mut states);
         }
 
         #[doc = concat!("Columns pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[outer, len, inner]` (see [`cols_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $cols(x: &[$t], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+        pub fn $cols(x: &[$t], outer: u64, len: u64, inner: u64, mut states: Out<u64, ThreadChunks<2>>) {
             cols_pass(outer, len, inner, element::<$t, $r>(x), &mut states);
         }
     )* };
@@ -77,13 +78,13 @@ macro_rules! state_passes {
     ($($rows:ident, $cols:ident: $s:ty;)*) => { $(
         #[doc = concat!("Rows pass combining `", stringify!($s), "` states `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $rows(x: &[u64], rows: u64, len: u64, mut states: Out<u64>) {
+        pub fn $rows(x: &[u64], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
             rows_pass(rows, len, stored::<$s>(x), &mut states);
         }
 
         #[doc = concat!("Columns pass combining `", stringify!($s), "` states `[outer, len, inner]` (see [`cols_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $cols(x: &[u64], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+        pub fn $cols(x: &[u64], outer: u64, len: u64, inner: u64, mut states: Out<u64, ThreadChunks<2>>) {
             cols_pass(outer, len, inner, stored::<$s>(x), &mut states);
         }
     )* };
@@ -123,7 +124,7 @@ macro_rules! float_finish {
     ($($name:ident: $acc:ty => $t:ty, $round:expr;)*) => { $(
         #[doc = concat!("`out[k]` = state `k` (`", stringify!($acc), "`) finished by `finish` (a [`super::finish`] code) as `", stringify!($t), "`; `count` elements per state.")]
         #[kernel(block = 256)]
-        pub fn $name(states: &[u64], finish: u32, count: u64, mut out: Out<$t>) {
+        pub fn $name(states: &[u64], finish: u32, count: u64, mut out: Out<$t, Elements>) {
             finish_pass(states, &mut out, |w| $round(finish_float::<$acc>(finish, w, count)));
         }
     )* };
@@ -140,7 +141,7 @@ macro_rules! int_finish {
     ($($name:ident: $t:ty;)*) => { $(
         #[doc = concat!("`out[k]` = the `", stringify!($t), "` value of state `k` (sum, min or max).")]
         #[kernel(block = 256)]
-        pub fn $name(states: &[u64], mut out: Out<$t>) {
+        pub fn $name(states: &[u64], mut out: Out<$t, Elements>) {
             finish_pass(states, &mut out, |w| <$t as Acc>::from_word(w[0]));
         }
     )* };
@@ -154,6 +155,6 @@ int_finish! {
 
 /// `out[k]` = the index of arg state `k` (argmin, argmax; any accumulator).
 #[kernel(block = 256)]
-pub fn finish_index(states: &[u64], mut out: Out<i64>) {
+pub fn finish_index(states: &[u64], mut out: Out<i64, Elements>) {
     finish_pass(states, &mut out, |w| w[1] as i64);
 }

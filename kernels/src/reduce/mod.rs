@@ -32,6 +32,7 @@ pub mod state;
 pub use kernels::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
+use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
 use warpforge_device::{Out, thread};
 
 /// Threads per block of every reduction kernel (8 warps).
@@ -55,19 +56,6 @@ pub mod finish {
     pub const NORM2: u32 = 2;
     /// `m + ln s` of a logsumexp state.
     pub const LOGSUMEXP: u32 = 3;
-}
-
-/// Writes `state` as words `2·unit` and `2·unit + 1` of `states`.
-#[inline(always)]
-fn write<S: State>(states: &mut Out<u64>, unit: u64, state: S) {
-    let [lo, hi] = state.encode();
-    let at = 2 * unit as usize;
-    if let Some(mut slot) = states.at(at) {
-        slot.set(lo);
-    }
-    if let Some(mut slot) = states.at(at + 1) {
-        slot.set(hi);
-    }
 }
 
 /// Item `k` of an element buffer as a state (`index` is its position along
@@ -94,14 +82,15 @@ pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
 /// `rows · ⌈len / ROW_UNIT⌉` units; unit `u` (`row · units_per_row + c`)
 /// writes its state to words `2u, 2u + 1` of `states`.
 ///
-/// Every lane of a warp runs the same units (the loop depends on the warp
-/// alone), so the shuffles always have the full warp.
+/// The states are warp-owned (`Out<u64, WarpChunks<2>>`): every lane of a
+/// warp walks the same units (the walk depends on the warp alone), so the
+/// shuffles always have the full warp, and lane 0 alone writes each state.
 #[inline(always)]
 pub fn rows_pass<S: State>(
     rows: u64,
     len: u64,
     item: impl Fn(usize, u64) -> S,
-    states: &mut Out<u64>,
+    states: &mut Out<u64, WarpChunks<2>>,
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
     if per_row == 0 {
@@ -109,9 +98,9 @@ pub fn rows_pass<S: State>(
     }
     let units = rows.saturating_mul(per_row);
     let lane = u64::from(thread::lane_id());
-    let warps = thread::grid_stride_x() as u64 / WARP;
-    let mut unit = thread::global_index_x() as u64 / WARP;
-    while unit < units {
+    // `for_each`, not `for`: a counted loop that ptxas sees as warp-uniform.
+    states.chunks(units).for_each(|mut owned| {
+        let unit = owned.unit();
         let (row, c) = (unit / per_row, unit % per_row);
         let start = c * ROW_UNIT;
         let end = len.min(start + ROW_UNIT);
@@ -135,34 +124,33 @@ pub fn rows_pass<S: State>(
             acc = S::combine(acc, acc.shuffle_down(delta));
             delta /= 2;
         }
-        if lane == 0 {
-            write(states, unit, acc);
+        if let Some(chunk) = owned.leader() {
+            chunk.write(acc.encode());
         }
-        unit += warps;
-    }
+    });
 }
 
 /// A columns pass: items `[outer, len, inner]` (`item(k, j)` is item
 /// `k = (o·len + j)·inner + i`), one thread per unit `(o, c, i)` folding items
 /// `j ∈ [c·COL_UNIT, min(len, (c+1)·COL_UNIT))` in order, grid-striding over
 /// the `outer · ⌈len / COL_UNIT⌉ · inner` units; unit `u = (o·units + c)·inner + i`
-/// writes its state to words `2u, 2u + 1` of `states`.
+/// writes its state to words `2u, 2u + 1` of `states`, which the thread owns
+/// (`Out<u64, ThreadChunks<2>>`).
 #[inline(always)]
 pub fn cols_pass<S: State>(
     outer: u64,
     len: u64,
     inner: u64,
     item: impl Fn(usize, u64) -> S,
-    states: &mut Out<u64>,
+    states: &mut Out<u64, ThreadChunks<2>>,
 ) {
     let chunks = len.div_ceil(COL_UNIT);
     if chunks == 0 || inner == 0 {
         return; // nothing to reduce (and no division by zero below)
     }
     let units = outer.saturating_mul(chunks).saturating_mul(inner);
-    let stride = thread::grid_stride_x() as u64;
-    let mut unit = thread::global_index_x() as u64;
-    while unit < units {
+    states.chunks(units).for_each(|mut owned| {
+        let unit = owned.unit();
         let (rest, i) = (unit / inner, unit % inner);
         let (o, c) = (rest / chunks, rest % chunks);
         let start = c * COL_UNIT;
@@ -171,24 +159,23 @@ pub fn cols_pass<S: State>(
         for j in start..end {
             acc = S::combine(acc, item(((o * len + j) * inner + i) as usize, j));
         }
-        write(states, unit, acc);
-        unit += stride;
-    }
+        owned.write(acc.encode());
+    });
 }
 
 /// Output `k` = `value(words of state k)` for every `k < out.len()`, one
-/// thread per output, grid-striding.
+/// thread per output, grid-striding over the outputs it owns.
 #[inline(always)]
-pub fn finish_pass<T: Copy>(states: &[u64], out: &mut Out<T>, value: impl Fn([u64; 2]) -> T) {
-    let stride = thread::grid_stride_x();
-    let mut k = thread::global_index_x();
-    while k < out.len() {
-        if let (Some(&a), Some(&b)) = (states.get(2 * k), states.get(2 * k + 1))
-            && let Some(mut slot) = out.at(k)
-        {
-            slot.set(value([a, b]));
+pub fn finish_pass<T: Copy>(
+    states: &[u64],
+    out: &mut Out<T, Elements>,
+    value: impl Fn([u64; 2]) -> T,
+) {
+    for mut owned in out.grid_stride() {
+        let k = owned.index();
+        if let (Some(&a), Some(&b)) = (states.get(2 * k), states.get(2 * k + 1)) {
+            owned.set(value([a, b]));
         }
-        k += stride;
     }
 }
 

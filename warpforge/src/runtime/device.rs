@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use warpforge_device::emu::stream::EmuStream;
-use warpforge_device::emu::{self, LaunchShape};
+use warpforge_device::emu::{self, LaunchShape, OutputBuffer};
 use warpforge_device::kernel::Kernel;
 
 enum Backend {
@@ -453,12 +453,29 @@ impl Device {
                         found: "a GPU".into(),
                     })?;
                 let (grid, block) = (config.grid, config.block);
+                // The outputs, named by their parameters (`PARAMS` and `Args` are in the same order).
+                let outputs: Vec<OutputBuffer> = K::PARAMS
+                    .iter()
+                    .zip(A::emu_outputs(&abi))
+                    .filter_map(|(p, output)| {
+                        output.map(|(addr, len, elem_bytes)| OutputBuffer {
+                            name: p.name,
+                            addr,
+                            len,
+                            elem_bytes,
+                        })
+                    })
+                    .collect();
                 // SAFETY: `abi` holds the addresses and lengths of the buffers'
                 // allocations, each claimed in `binding` (read for inputs, write for
                 // outputs), so the kernel runs only after the work that writes them,
                 // and the host and other jobs wait for it before touching them; the
                 // binding keeps the allocations alive until the kernel is done.
-                let run = move || emu::launch(K::NAME, shape, &|| unsafe { K::run_thread(abi) });
+                let run = move || {
+                    emu::launch_with_outputs(K::NAME, shape, &outputs, &|| unsafe {
+                        K::run_thread(abi)
+                    })
+                };
                 match stream {
                     StreamKind::Emulated(s) => {
                         let health = self.inner.health.clone();

@@ -328,6 +328,10 @@ pub enum FaultCode {
     WarpMask,
     /// Emulator: two threads touch the same shared-memory byte without a barrier between.
     SharedRace,
+    /// Emulator: two threads touch the same element of an output buffer with nothing ordering them.
+    GlobalRace,
+    /// Emulator: a thread reads shared memory that no thread of its block wrote.
+    UninitSharedRead,
     /// Emulator: no thread of a block can make progress (a hang on a GPU).
     Deadlock,
 }
@@ -343,6 +347,8 @@ impl std::fmt::Display for FaultCode {
             FaultCode::DivergentBarrier => "divergent barrier",
             FaultCode::WarpMask => "bad warp mask",
             FaultCode::SharedRace => "shared-memory race",
+            FaultCode::GlobalRace => "global-memory race",
+            FaultCode::UninitSharedRead => "read of uninitialised shared memory",
             FaultCode::Deadlock => "deadlock",
         })
     }
@@ -374,6 +380,8 @@ impl FaultCode {
             Fault::DivergentBarrier { .. } => FaultCode::DivergentBarrier,
             Fault::WarpMask { .. } => FaultCode::WarpMask,
             Fault::SharedRace { .. } => FaultCode::SharedRace,
+            Fault::GlobalRace { .. } => FaultCode::GlobalRace,
+            Fault::UninitSharedRead { .. } => FaultCode::UninitSharedRead,
             Fault::Deadlock { .. } => FaultCode::Deadlock,
         }
     }

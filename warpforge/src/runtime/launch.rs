@@ -25,7 +25,7 @@ use cudarc::driver::{LaunchArgs, PushKernelArg};
 use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::emu::stream::Access;
-use warpforge_device::kernel::{RawIn, RawOut};
+use warpforge_device::kernel::{RawIn, RawOut, RawOutMatrix};
 
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,8 +285,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// One launch argument: a scalar, `&DeviceBuffer<T>` (for `&[T]`) or
-/// `&mut DeviceBuffer<T>` (for `Out<T>`). Sealed: these are the only ones.
+/// One launch argument: a scalar, `&DeviceBuffer<T>` (for `&[T]`),
+/// `&mut DeviceBuffer<T>` (for `Out<T>`) or a [`MatrixMut`] (for
+/// `OutMatrix<T>`). Sealed: these are the only ones.
 pub trait KernelArg: sealed::Sealed {
     /// What the kernel's emulator entry receives for it.
     type Abi: Copy + Send + Sync;
@@ -299,6 +300,11 @@ pub trait KernelArg: sealed::Sealed {
     }
     #[doc(hidden)]
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi>;
+    /// Address, elements and element size of an output's emulator binding (None for others).
+    #[doc(hidden)]
+    fn emu_output(_abi: &Self::Abi) -> Option<(usize, usize, usize)> {
+        None
+    }
     #[doc(hidden)]
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
 }
@@ -360,11 +366,126 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
             Memory::Gpu(_) => None,
         }
     }
+    fn emu_output(abi: &RawOut<T>) -> Option<(usize, usize, usize)> {
+        Some((abi.ptr as usize, abi.len, size_of::<T>()))
+    }
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
         let DeviceBuffer { memory, len, .. } = &mut **self;
         if let Memory::Gpu(slice) = memory {
             args.arg(slice);
             args.arg(&*len);
+        }
+    }
+}
+
+/// A device buffer as the `rows × cols` output matrix (rows `row_stride`
+/// elements apart) of a kernel's `OutMatrix<T>` parameter: the host binds the
+/// shape, so every thread of the launch maps (row, col) to the same element
+/// and the owned forms (`warpforge_device::own`) stay disjoint.
+///
+/// Made by [`DeviceBuffer::matrix_mut`], which checks that the shape fits.
+pub struct MatrixMut<'b, T: Element> {
+    buffer: &'b mut DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+}
+
+impl<T: Element> DeviceBuffer<T> {
+    /// The buffer as a `rows × cols` matrix with rows `row_stride` elements
+    /// apart (`row_stride >= cols`), for a kernel's `OutMatrix<T>` parameter.
+    /// `ShapeMismatch` if the row is longer than the stride or the matrix
+    /// needs more elements than the buffer has (sizes multiplied with
+    /// overflow checks).
+    ///
+    /// ```
+    /// let dev = warpforge::Device::emulator();
+    /// let mut y = dev.alloc_zeroed::<f32>(3 * 8)?;
+    /// assert!(y.matrix_mut(3, 5, 8).is_ok());
+    /// assert!(y.matrix_mut(4, 5, 8).is_err()); // needs 3·8 + 5 elements
+    /// assert!(y.matrix_mut(3, 9, 8).is_err()); // a row longer than the stride
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn matrix_mut(
+        &mut self,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+    ) -> Result<MatrixMut<'_, T>> {
+        let needed = if rows == 0 || cols == 0 {
+            Some(0)
+        } else {
+            (rows - 1)
+                .checked_mul(row_stride)
+                .and_then(|n| n.checked_add(cols))
+        };
+        let fail = |why: String| Error::ShapeMismatch {
+            op: "DeviceBuffer::matrix_mut",
+            detail: why,
+        };
+        if cols > row_stride {
+            return Err(fail(format!(
+                "a row of {cols} elements does not fit in a row stride of {row_stride}"
+            )));
+        }
+        match needed {
+            Some(n) if n <= self.len => Ok(MatrixMut {
+                buffer: self,
+                rows,
+                cols,
+                row_stride,
+            }),
+            Some(n) => Err(fail(format!(
+                "a {rows} × {cols} matrix with row stride {row_stride} needs {n} elements, \
+                 but the buffer has {}",
+                self.len
+            ))),
+            None => Err(Error::SizeOverflow {
+                what: format!("a {rows} × {cols} matrix with row stride {row_stride}"),
+            }),
+        }
+    }
+}
+
+impl<T: Element> sealed::Sealed for MatrixMut<'_, T> {}
+impl<T: Element> KernelArg for MatrixMut<'_, T> {
+    type Abi = RawOutMatrix<T>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.buffer.device())
+    }
+    fn output_len(&self) -> Option<usize> {
+        // Fits in the buffer (checked by `matrix_mut`), so no overflow.
+        Some(self.rows * self.cols)
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOutMatrix<T>> {
+        match &self.buffer.memory {
+            Memory::Emulated(m) => Some(RawOutMatrix {
+                len: self.buffer.len,
+                ptr: binding.claim(m, Access::Write),
+                rows: self.rows,
+                cols: self.cols,
+                row_stride: self.row_stride,
+            }),
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn emu_output(abi: &RawOutMatrix<T>) -> Option<(usize, usize, usize)> {
+        Some((abi.ptr as usize, abi.len, size_of::<T>()))
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        let MatrixMut {
+            buffer,
+            rows,
+            cols,
+            row_stride,
+        } = self;
+        let DeviceBuffer { memory, len, .. } = &mut **buffer;
+        if let Memory::Gpu(slice) = memory {
+            args.arg(slice);
+            args.arg(&*len);
+            args.arg(&*rows);
+            args.arg(&*cols);
+            args.arg(&*row_stride);
         }
     }
 }
@@ -378,6 +499,9 @@ pub trait KernelArgs<Abi>: sealed::Sealed {
     fn check_outputs(&self, kernel: &'static str, config: &LaunchConfig) -> Result<()>;
     #[doc(hidden)]
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<Abi>;
+    /// Per argument of `abi`, in order: an output's address, elements and element size.
+    #[doc(hidden)]
+    fn emu_outputs(abi: &Abi) -> Vec<Option<(usize, usize, usize)>>;
     #[doc(hidden)]
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>);
 }
@@ -413,6 +537,10 @@ macro_rules! tuple_args {
             #[allow(clippy::unused_unit, unused_variables)]
             fn emu_bind(&mut self, binding: &mut Binding) -> Option<($($a::Abi,)*)> {
                 Some(($(self.$i.emu_bind(binding)?,)*))
+            }
+            #[allow(unused_variables)]
+            fn emu_outputs(abi: &($($a::Abi,)*)) -> Vec<Option<(usize, usize, usize)>> {
+                vec![$($a::emu_output(&abi.$i)),*]
             }
             #[allow(unused_variables)]
             fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {

@@ -1,0 +1,117 @@
+//! [`Global`]: a read-only kernel input that is known, by its type, to live in
+//! the GPU's global memory.
+//!
+//! A kernel's `&[T]` parameters are in global memory too, but a `&[T]` can
+//! equally point at a kernel-local array (the GPU's `.local` space) or at a
+//! shared-memory copy, and nothing in its type says which. Instructions that
+//! name the global state space explicitly, like `cp.async.cg.shared.global`
+//! ([`crate::mma::cp_async_16`]), are undefined on any other address, so they
+//! take a `Global` instead. Only `#[kernel]` (and the host launcher, through
+//! `unsafe` [`Global::from_raw`]) creates one, from the device buffer the
+//! launch passed; safe code can narrow it ([`Global::get_range`]) or read it (it
+//! dereferences to `[T]`), never make one from other memory.
+//!
+//! ```
+//! use warpforge_device::Global;
+//! let host = [1u32, 2, 3, 4];
+//! // SAFETY: `host` is valid and unwritten for the view's life; on the host the
+//! // emulator's global memory is ordinary host memory.
+//! let g = unsafe { Global::from_raw(host.as_ptr(), host.len()) };
+//! assert_eq!(g.len(), 4);
+//! assert_eq!(g.get_range(1..3).map(|s| s.to_vec()), Some(vec![2, 3]));
+//! assert_eq!(g.get(2), Some(&3)); // slice methods, through `Deref`
+//! assert!(g.get_range(3..5).is_none());
+//! ```
+
+use core::ops::{Deref, Range};
+
+/// A read-only kernel input in global memory: `&[T]` plus the type-level fact
+/// that its elements are in the global state space.
+///
+/// Write `x: Global<T>` instead of `x: &[T]` in a `#[kernel]` signature to
+/// get one; the host passes the same buffer either way. Read it like a slice
+/// (it dereferences to `[T]`), or pass it to instructions that need a global
+/// address ([`crate::mma::cp_async_16`]).
+pub struct Global<'a, T> {
+    /// Invariant: if non-empty, every element is in the GPU's global state
+    /// space (a device allocation); on the host, in the emulator's buffers.
+    data: &'a [T],
+}
+
+impl<T> Clone for Global<'_, T> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Global<'_, T> {}
+
+impl<'a, T> Global<'a, T> {
+    /// A view of `len` elements at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `len` elements of `T` for `'a` and
+    /// not written during `'a` (it may be null or dangling only if
+    /// `len == 0`), and, if `len > 0`, it must be an address in the GPU's
+    /// global state space: a device allocation, as the host launcher passes
+    /// (in the emulator, any host memory is its global memory). `#[kernel]`
+    /// calls this with what the launcher passed for a `&[T]` or `Global<T>`
+    /// parameter.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *const T, len: usize) -> Self {
+        Global {
+            // SAFETY: the caller's contract (validity, no writes during 'a);
+            // the global-space part is this type's invariant, passed on.
+            data: unsafe { crate::guard::input_from_raw(ptr, len) },
+        }
+    }
+
+    /// The elements as a plain slice (which forgets that they are global).
+    #[inline(always)]
+    pub fn as_slice(self) -> &'a [T] {
+        self.data
+    }
+
+    /// The sub-view `range`, still in global memory; `None` if out of bounds.
+    #[inline(always)]
+    pub fn get_range(self, range: Range<usize>) -> Option<Global<'a, T>> {
+        // A sub-slice of a global buffer is in the same buffer.
+        self.data.get(range).map(|data| Global { data })
+    }
+}
+
+impl<T> Deref for Global<'_, T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        self.data
+    }
+}
+
+impl<T: core::fmt::Debug> core::fmt::Debug for Global<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("Global").field(&self.data).finish()
+    }
+}
+
+/// How `#[kernel]` hands an input buffer to the kernel body: as `&[T]` or as
+/// [`Global<T>`], whichever the parameter declares. Not for kernels to call.
+#[doc(hidden)]
+pub trait FromGlobal<'a, T>: Sized {
+    /// The parameter from the launch's buffer.
+    fn from_global(buffer: Global<'a, T>) -> Self;
+}
+
+impl<'a, T> FromGlobal<'a, T> for &'a [T] {
+    #[inline(always)]
+    fn from_global(buffer: Global<'a, T>) -> Self {
+        buffer.data
+    }
+}
+
+impl<'a, T> FromGlobal<'a, T> for Global<'a, T> {
+    #[inline(always)]
+    fn from_global(buffer: Global<'a, T>) -> Self {
+        buffer
+    }
+}

@@ -1,0 +1,1007 @@
+//! Disjoint writes by construction: outputs whose threads own their elements.
+//!
+//! [`Out::at`] proves an index in bounds, not that it is this thread's: every
+//! thread that asks for index 0 gets a slot for it, and two threads writing
+//! one element is a data race. The forms here hand a thread slots only for
+//! elements that the launch assigns to it and to no other thread, so a kernel
+//! that writes an output through them cannot race on it.
+//!
+//! **What a thread owns comes from its own launch coordinates**, read inside
+//! the view's methods: there is no index argument to pass another thread's
+//! element, and the owned slots ([`Mine`], [`Mine2`], [`Chunk`]) have private
+//! fields, are not `Clone`, not `Send`, not [`SharedElement`](crate::shared::SharedElement)
+//! (so they cannot be written to shared memory for another thread to take),
+//! and borrow the view that minted them, so they cannot outlive it or be
+//! used after it is reshaped.
+//!
+//! **How the threads share an output is part of its type**, the `M` of
+//! `Out<T, M>` and [`OutMatrix<T, M>`], written in the kernel's signature, so
+//! every thread of the launch uses the same partition of the output and
+//! device code cannot pick a different one per thread:
+//!
+//! | mapping | declared as | a thread gets |
+//! | --- | --- | --- |
+//! | [`Indexed`] (default) | `Out<T>` | [`Out::at`]`(i)`: any index in bounds; **not exclusive** |
+//! | [`Elements`] | `Out<T, Elements>` | elements `r, r + n, r + 2n, …` ([`Out::grid_stride`]; [`Out::mine`] is the first), `r` its rank on the grid's x-line and `n` the threads on it |
+//! | [`ThreadChunks<N>`] | `Out<T, ThreadChunks<N>>` | units `u = r, r + n, …`, each the `N` elements `N·u ..`, as a [`Chunk`] |
+//! | [`WarpChunks<N>`] | `Out<T, WarpChunks<N>>` | the same per warp: every lane walks its warp's units, lane 0 writes them ([`GroupChunk::leader`]) |
+//! | [`BlockChunks<N>`] | `Out<T, BlockChunks<N>>` | the same per block: thread 0 of the block writes |
+//! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
+//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
+//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the GEMM/conv epilogue |
+//!
+//! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
+//! the others own nothing, so launch them with a 1-D grid and block); the
+//! 2-D forms use the z = 0 plane. Within it every thread has a distinct rank
+//! (or (y, x)), whatever the grid: a grid-stride walk `r + k·n` never meets
+//! another thread's, so there is no launch the host has to refuse.
+//!
+//! **What the mapping depends on comes from the host.** A 1-D output is the
+//! whole buffer the host passed. An [`OutMatrix`] is a kernel parameter whose
+//! rows, columns and row stride the host binds at launch
+//! (`warpforge::DeviceBuffer::matrix_mut`, checked there to fit the buffer),
+//! so every thread sees the same shape; [`Out::into_2d`] views, whose shape
+//! each thread picks, have only the non-exclusive [`Out2::at`](crate::guard::Out2::at).
+//!
+//! What remains: a kernel with an `Indexed` output (or atomics on it) can
+//! still race on that output; the guarantee is per output, for outputs
+//! declared with an owned mapping.
+//!
+//! ```
+//! use warpforge_device::own::{Elements, WarpChunks};
+//! use warpforge_device::Out;
+//!
+//! // y = a·x + y: each index is written by the one thread that owns it.
+//! fn axpy(a: f32, x: &[f32], mut y: Out<f32, Elements>) {
+//!     for mut yi in y.grid_stride() {
+//!         let Some(&xi) = x.get(yi.index()) else { break };
+//!         yi.set(a * xi + yi.get());
+//!     }
+//! }
+//!
+//! // One warp per unit of two words; lane 0 writes them.
+//! fn per_warp(units: u64, mut states: Out<u64, WarpChunks<2>>) {
+//!     for mut unit in states.chunks(units) {
+//!         let u = unit.unit(); // every lane of the warp sees every unit: shuffle here
+//!         if let Some(chunk) = unit.leader() {
+//!             chunk.write([u, u + 1]);
+//!         }
+//!     }
+//! }
+//! # let _ = (axpy, per_warp);
+//! ```
+
+use crate::guard::{Out, Slot, fits_2d};
+use crate::mma::{FragC, c_coord};
+use crate::thread::{self, WARP_SIZE};
+use core::marker::PhantomData;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How the threads of a launch share a 1-D output: the `M` of `Out<T, M>`. Sealed.
+pub trait Mapping: sealed::Sealed {}
+
+/// How the threads of a launch share an [`OutMatrix`]: its `M`. Sealed.
+pub trait Mapping2: sealed::Sealed {}
+
+/// `Out<T>`: any thread may write any index in bounds ([`Out::at`]); not exclusive.
+pub enum Indexed {}
+
+/// Each thread owns the elements of its grid-stride walk (1-D), or of its
+/// (y, x) walk (2-D).
+pub enum Elements {}
+
+/// Each thread owns units of `N` consecutive elements, grid-striding.
+pub enum ThreadChunks<const N: usize> {}
+
+/// Each warp owns units of `N` consecutive elements, grid-striding over the
+/// warps; lane 0 writes them.
+pub enum WarpChunks<const N: usize> {}
+
+/// Each block owns units of `N` consecutive elements, grid-striding over the
+/// blocks; thread 0 writes them.
+pub enum BlockChunks<const N: usize> {}
+
+/// Each block owns the `TM × TN` tile at its (y, x); its threads split it.
+pub enum BlockTiles<const TM: usize, const TN: usize> {}
+
+/// Each warp owns a `TM × TN` tile (multiples of the `mma` 16 × 8); its lanes
+/// write the accumulator layout.
+pub enum WarpTiles<const TM: usize, const TN: usize> {}
+
+impl sealed::Sealed for Indexed {}
+impl sealed::Sealed for Elements {}
+impl<const N: usize> sealed::Sealed for ThreadChunks<N> {}
+impl<const N: usize> sealed::Sealed for WarpChunks<N> {}
+impl<const N: usize> sealed::Sealed for BlockChunks<N> {}
+impl<const TM: usize, const TN: usize> sealed::Sealed for BlockTiles<TM, TN> {}
+impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
+impl Mapping for Indexed {}
+impl Mapping for Elements {}
+impl<const N: usize> Mapping for ThreadChunks<N> {}
+impl<const N: usize> Mapping for WarpChunks<N> {}
+impl<const N: usize> Mapping for BlockChunks<N> {}
+impl Mapping2 for Elements {}
+impl<const TM: usize, const TN: usize> Mapping2 for BlockTiles<TM, TN> {}
+impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
+
+// ---------------------------------------------------------------------------
+// Launch coordinates: the only source of what a thread owns.
+
+/// Where a thread, warp or block stands on the grid's x-line: its rank, the
+/// number of its kind on the line (the step of its walks), whether it is on
+/// the line at all, and whether this thread is its designated writer.
+///
+/// Plain fields, not an `Option`: the kernels' loops then test only the walk
+/// bound, which keeps ptxas's view of a warp-uniform loop (the reductions'
+/// shuffles stay on the fast path).
+#[derive(Clone, Copy)]
+struct Line {
+    rank: u64,
+    count: u64,
+    on: bool,
+    leader: bool,
+}
+
+/// This thread on the grid's x-line: rank `blockIdx.x·blockDim.x +
+/// threadIdx.x` (distinct per thread) of `gridDim.x·blockDim.x`; off the line
+/// if its thread or block index has y or z ≠ 0. Both fit in 42 bits, so walks
+/// `rank + k·count` below `2⁶³` never wrap.
+#[inline(always)]
+fn thread_line() -> Line {
+    let (t, b) = (thread::thread_idx(), thread::block_idx());
+    let d = u64::from(thread::block_dim().x);
+    Line {
+        rank: u64::from(b.x) * d + u64::from(t.x),
+        count: u64::from(thread::grid_dim().x) * d,
+        on: (t.y | t.z | b.y | b.z) == 0,
+        leader: true,
+    }
+}
+
+/// This thread's warp on the grid's x-line of blocks: rank
+/// `blockIdx.x·warps_per_block + warp` (warps as the hardware forms them, from
+/// the linear thread id) of `gridDim.x·warps_per_block`; leader: lane 0; off
+/// the line in a block with y or z ≠ 0.
+#[inline(always)]
+fn warp_line() -> Line {
+    let b = thread::block_idx();
+    let linear = thread::linear_thread_id();
+    let per_block = u64::from(thread::warps_per_block());
+    Line {
+        rank: u64::from(b.x) * per_block + u64::from(linear / WARP_SIZE),
+        count: u64::from(thread::grid_dim().x) * per_block,
+        on: (b.y | b.z) == 0,
+        leader: linear.is_multiple_of(WARP_SIZE),
+    }
+}
+
+/// This thread's block on the grid's x-line: rank `blockIdx.x` of
+/// `gridDim.x`; leader: thread 0 of the block; off the line if y or z ≠ 0.
+#[inline(always)]
+fn block_line() -> Line {
+    let b = thread::block_idx();
+    Line {
+        rank: u64::from(b.x),
+        count: u64::from(thread::grid_dim().x),
+        on: (b.y | b.z) == 0,
+        leader: thread::linear_thread_id() == 0,
+    }
+}
+
+/// The walk `start, start + step, …` below `end`.
+#[derive(Clone, Copy)]
+struct Walk {
+    next: u64,
+    end: u64,
+    step: u64,
+}
+
+impl Walk {
+    /// `line`'s walk below `end`; empty off the line.
+    #[inline(always)]
+    fn new(line: Line, end: u64) -> Walk {
+        Walk {
+            next: if line.on { line.rank } else { end },
+            end,
+            step: line.count,
+        }
+    }
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<u64> {
+        if self.next < self.end {
+            let i = self.next;
+            // No wrap: i < end ≤ 2⁶³ and step < 2⁴² (the launch's extent).
+            self.next = i + self.step;
+            Some(i)
+        } else {
+            None
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1-D: one element per step.
+
+/// One element of an output that this thread alone owns, with its index.
+///
+/// Minted only by the output's own methods from the thread's launch
+/// coordinates; borrows the output; not `Clone`, not `Send`.
+pub struct Mine<'v, T> {
+    index: usize,
+    slot: Slot<'v, T>,
+}
+
+impl<'v, T: Copy> Mine<'v, T> {
+    /// The element's index in the output.
+    #[inline(always)]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Reads the element.
+    #[inline(always)]
+    pub fn get(&self) -> T {
+        self.slot.get()
+    }
+
+    /// Writes the element.
+    #[inline(always)]
+    pub fn set(&mut self, value: T) {
+        self.slot.set(value)
+    }
+
+    /// The element's slot.
+    #[inline(always)]
+    pub fn slot(&mut self) -> &mut Slot<'v, T> {
+        &mut self.slot
+    }
+
+    /// The element's slot, giving up the index.
+    #[inline(always)]
+    pub fn into_slot(self) -> Slot<'v, T> {
+        self.slot
+    }
+}
+
+/// This thread's elements of an `Out<T, Elements>`, in increasing order
+/// ([`Out::grid_stride`]).
+pub struct GridStride<'v, T> {
+    ptr: *mut T,
+    walk: Walk,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<'v, T: Copy> Iterator for GridStride<'v, T> {
+    type Item = Mine<'v, T>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mine<'v, T>> {
+        let i = self.walk.next()? as usize;
+        Some(Mine {
+            index: i,
+            // SAFETY: i < len (the walk's end), so in bounds of the view the
+            // iterator borrows mutably for 'v; the walk is strictly
+            // increasing, so no two items of it share an element, and no other
+            // thread's walk reaches i (ranks are distinct and below the step).
+            slot: unsafe { Slot::from_element(self.ptr.add(i)) },
+        })
+    }
+
+    /// The same elements as `next`, as a plain counted loop (see
+    /// [`GroupChunks`]'s `for_each`).
+    #[inline(always)]
+    fn for_each<F: FnMut(Mine<'v, T>)>(self, mut f: F) {
+        let GridStride { ptr, mut walk, .. } = self;
+        while walk.next < walk.end {
+            let i = walk.next as usize;
+            f(Mine {
+                index: i,
+                // SAFETY: as in `next`.
+                slot: unsafe { Slot::from_element(ptr.add(i)) },
+            });
+            walk.next += walk.step;
+        }
+    }
+}
+
+impl<'a, T: Copy> Out<'a, T, Elements> {
+    /// This thread's elements: `r, r + n, r + 2n, …` below `len()`, where `r`
+    /// is the thread's rank on the grid's x-line and `n` the threads on it
+    /// (`global_index_x()` and `grid_stride_x()` in a 1-D launch). The walks
+    /// of all threads partition the view, for any grid: every element is
+    /// owned by exactly one thread.
+    #[inline(always)]
+    pub fn grid_stride(&mut self) -> GridStride<'_, T> {
+        let (ptr, len) = self.raw_parts();
+        GridStride {
+            ptr,
+            walk: Walk::new(thread_line(), len as u64),
+            _view: PhantomData,
+        }
+    }
+
+    /// Element `global_index_x()` if this thread is on the grid's x-line and
+    /// it is in bounds: the one-thread-per-element form (the first element of
+    /// [`grid_stride`](Self::grid_stride)).
+    #[inline(always)]
+    pub fn mine(&mut self) -> Option<Mine<'_, T>> {
+        let (ptr, len) = self.raw_parts();
+        let line = thread_line();
+        let i = line.rank;
+        (line.on && i < len as u64).then(|| Mine {
+            index: i as usize,
+            // SAFETY: in bounds (just checked); the rank is this thread's alone.
+            slot: unsafe { Slot::from_element(ptr.add(i as usize)) },
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1-D: units of N elements, owned by a thread, a warp or a block.
+
+/// `N` consecutive elements (`N·unit ..`) that this thread (or its warp or
+/// block, through [`GroupChunk::leader`]) alone writes.
+pub struct Chunk<'v, T, const N: usize> {
+    unit: u64,
+    first: *mut T,
+    _view: PhantomData<&'v mut [T; N]>,
+}
+
+impl<'v, T: Copy, const N: usize> Chunk<'v, T, N> {
+    /// The unit: the chunk is elements `N·unit .. N·unit + N`.
+    #[inline(always)]
+    pub fn unit(&self) -> u64 {
+        self.unit
+    }
+
+    /// Element `j` of the chunk (`N·unit + j`), if `j < N`.
+    #[inline(always)]
+    pub fn slot(&mut self, j: usize) -> Option<Slot<'_, T>> {
+        // SAFETY: j < N and the chunk's N elements are in bounds (checked when
+        // it was minted) and owned by this chunk alone; the slot borrows it.
+        (j < N).then(|| unsafe { Slot::from_element(self.first.add(j)) })
+    }
+
+    /// Writes all `N` elements, each through its [`Slot`].
+    #[inline(always)]
+    pub fn write(&mut self, values: [T; N]) {
+        // An index loop, not `values.into_iter()`: the array iterator keeps
+        // the array in local memory (40 bytes of stack in the reductions).
+        let mut j = 0;
+        while j < N {
+            // SAFETY: j < N, as in `slot`.
+            let mut slot = unsafe { Slot::from_element(self.first.add(j)) };
+            slot.set(values[j]);
+            j += 1;
+        }
+    }
+}
+
+/// A unit that this thread's warp or block owns: every thread of the owner
+/// sees it (so they can shuffle or synchronise), one writes it.
+pub struct GroupChunk<'v, T, const N: usize> {
+    chunk: Chunk<'v, T, N>,
+    leader: bool,
+}
+
+impl<'v, T: Copy, const N: usize> GroupChunk<'v, T, N> {
+    /// The unit: elements `N·unit .. N·unit + N`.
+    #[inline(always)]
+    pub fn unit(&self) -> u64 {
+        self.chunk.unit
+    }
+
+    /// The chunk, on the owner's designated writer (lane 0 of a warp,
+    /// thread 0 of a block); `None` on every other thread.
+    #[inline(always)]
+    pub fn leader(&mut self) -> Option<&mut Chunk<'v, T, N>> {
+        self.leader.then_some(&mut self.chunk)
+    }
+}
+
+/// Units of a chunked output, in increasing order: `Chunk`s for
+/// [`ThreadChunks`], [`GroupChunk`]s for [`WarpChunks`] and [`BlockChunks`].
+pub struct Chunks<'v, T, const N: usize> {
+    first: *mut T,
+    walk: Walk,
+    leader: bool,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<'v, T, const N: usize> Chunks<'v, T, N> {
+    /// The walk of `line` over `min(units, len / N)` units: only whole chunks.
+    #[inline(always)]
+    fn new(ptr: *mut T, len: usize, units: u64, line: Line) -> Self {
+        const { assert!(N > 0, "a chunk has at least one element") };
+        let whole = (len / N) as u64;
+        Chunks {
+            first: ptr,
+            walk: Walk::new(line, units.min(whole)),
+            leader: line.leader,
+            _view: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn next_chunk(&mut self) -> Option<Chunk<'v, T, N>> {
+        let u = self.walk.next()?;
+        Some(Chunk {
+            unit: u,
+            // SAFETY (of the offset): u < len / N, so N·u + N ≤ len.
+            first: unsafe { self.first.add(u as usize * N) },
+            _view: PhantomData,
+        })
+    }
+}
+
+impl<'v, T: Copy, const N: usize> Iterator for Chunks<'v, T, N> {
+    type Item = Chunk<'v, T, N>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Chunk<'v, T, N>> {
+        self.next_chunk()
+    }
+
+    /// The same units as `next`, as a plain counted loop (see
+    /// [`GroupChunks`]'s `for_each`).
+    #[inline(always)]
+    fn for_each<F: FnMut(Chunk<'v, T, N>)>(self, mut f: F) {
+        let Chunks {
+            first, mut walk, ..
+        } = self;
+        while walk.next < walk.end {
+            let unit = walk.next;
+            f(Chunk {
+                unit,
+                // SAFETY (of the offset): unit < len / N, as in `next_chunk`.
+                first: unsafe { first.add(unit as usize * N) },
+                _view: PhantomData,
+            });
+            walk.next = unit + walk.step;
+        }
+    }
+}
+
+/// Units of a warp- or block-owned output ([`WarpChunks`], [`BlockChunks`]).
+pub struct GroupChunks<'v, T, const N: usize>(Chunks<'v, T, N>);
+
+impl<'v, T: Copy, const N: usize> Iterator for GroupChunks<'v, T, N> {
+    type Item = GroupChunk<'v, T, N>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<GroupChunk<'v, T, N>> {
+        let leader = self.0.leader;
+        self.0
+            .next_chunk()
+            .map(|chunk| GroupChunk { chunk, leader })
+    }
+
+    /// The same units as `next`, as a plain counted loop: with the `Option`
+    /// of `next` in the loop, ptxas no longer sees the loop as warp-uniform
+    /// and puts a divergence check and a slow path around every shuffle in
+    /// the body (+60 SASS instructions in `reduce_rows_sum_f32`).
+    #[inline(always)]
+    fn for_each<F: FnMut(GroupChunk<'v, T, N>)>(self, mut f: F) {
+        let Chunks {
+            first,
+            mut walk,
+            leader,
+            ..
+        } = self.0;
+        while walk.next < walk.end {
+            let unit = walk.next;
+            f(GroupChunk {
+                chunk: Chunk {
+                    unit,
+                    // SAFETY (of the offset): unit < len / N, as in `next_chunk`.
+                    first: unsafe { first.add(unit as usize * N) },
+                    _view: PhantomData,
+                },
+                leader,
+            });
+            walk.next = unit + walk.step;
+        }
+    }
+}
+
+impl<'a, T: Copy, const N: usize> Out<'a, T, ThreadChunks<N>> {
+    /// This thread's units among the first `units` (and the whole chunks the
+    /// view holds): `r, r + n, …` as on [`Out::grid_stride`].
+    #[inline(always)]
+    pub fn chunks(&mut self, units: u64) -> Chunks<'_, T, N> {
+        let (ptr, len) = self.raw_parts();
+        Chunks::new(ptr, len, units, thread_line())
+    }
+}
+
+impl<'a, T: Copy, const N: usize> Out<'a, T, WarpChunks<N>> {
+    /// This warp's units among the first `units`: `w, w + warps, …`, `w` the
+    /// warp's rank on the grid's x-line of blocks. Every lane of the warp
+    /// walks the same units; lane 0 is the [`leader`](GroupChunk::leader).
+    #[inline(always)]
+    pub fn chunks(&mut self, units: u64) -> GroupChunks<'_, T, N> {
+        let (ptr, len) = self.raw_parts();
+        GroupChunks(Chunks::new(ptr, len, units, warp_line()))
+    }
+}
+
+impl<'a, T: Copy, const N: usize> Out<'a, T, BlockChunks<N>> {
+    /// This block's units among the first `units`: `b, b + gridDim.x, …`.
+    /// Every thread of the block walks the same units; thread 0 is the
+    /// [`leader`](GroupChunk::leader).
+    #[inline(always)]
+    pub fn chunks(&mut self, units: u64) -> GroupChunks<'_, T, N> {
+        let (ptr, len) = self.raw_parts();
+        GroupChunks(Chunks::new(ptr, len, units, block_line()))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2-D: a matrix whose shape the host binds.
+
+/// A kernel's 2-D output whose shape the host binds at launch: `rows × cols`,
+/// rows `row_stride` elements apart, the same for every thread. `M` says how
+/// the threads share it ([`Elements`], [`BlockTiles`], [`WarpTiles`]).
+///
+/// As a kernel parameter (`y: OutMatrix<f32>`) it is passed as pointer,
+/// length, rows, cols and row stride; the host launches it with
+/// `buffer.matrix_mut(rows, cols, row_stride)?`, which checks the shape fits.
+pub struct OutMatrix<'a, T, M: Mapping2 = Elements> {
+    ptr: *mut T,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    _buffer: PhantomData<&'a mut [T]>,
+    _mapping: PhantomData<fn() -> M>,
+}
+
+impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
+    /// The `rows × cols` matrix (rows `row_stride` apart) in the `len`
+    /// elements at `ptr`; empty (0 × 0) if the shape does not fit, which the
+    /// host launcher has already refused.
+    ///
+    /// # Safety
+    /// As [`Out::from_raw`]: `ptr` valid for reads and writes of `len`
+    /// elements for `'a`, no Rust reference to them live.
+    #[inline(always)]
+    pub unsafe fn from_raw(
+        ptr: *mut T,
+        len: usize,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+    ) -> Self {
+        let fits = fits_2d(len, rows, cols, row_stride);
+        OutMatrix {
+            ptr,
+            rows: if fits { rows } else { 0 },
+            cols: if fits { cols } else { 0 },
+            row_stride,
+            _buffer: PhantomData,
+            _mapping: PhantomData,
+        }
+    }
+
+    /// A host slice as a matrix, for host-side code and tests; `None` if the
+    /// shape does not fit (sizes multiplied with overflow checks).
+    pub fn from_mut_slice(
+        slice: &'a mut [T],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+    ) -> Option<Self> {
+        fits_2d(slice.len(), rows, cols, row_stride).then_some(OutMatrix {
+            ptr: slice.as_mut_ptr(),
+            rows,
+            cols,
+            row_stride,
+            _buffer: PhantomData,
+            _mapping: PhantomData,
+        })
+    }
+
+    /// Rows of the matrix.
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the matrix.
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Elements between the starts of consecutive rows.
+    #[inline(always)]
+    pub fn row_stride(&self) -> usize {
+        self.row_stride
+    }
+
+    /// The address of (`row`, `col`).
+    ///
+    /// # Safety
+    /// `row < rows` and `col < cols`.
+    #[inline(always)]
+    unsafe fn element(&self, row: usize, col: usize) -> *mut T {
+        // SAFETY: row·stride + col < (rows − 1)·stride + cols ≤ len (`fits_2d`).
+        unsafe { self.ptr.add(row * self.row_stride + col) }
+    }
+}
+
+/// This thread on the grid's z = 0 plane: its global y of the plane's
+/// extent in y, and its global x of the extent in x; off the plane if its
+/// thread or block index has z ≠ 0.
+#[inline(always)]
+fn plane() -> (Line, Line) {
+    let (t, b) = (thread::thread_idx(), thread::block_idx());
+    let (d, g) = (thread::block_dim(), thread::grid_dim());
+    let on = (t.z | b.z) == 0;
+    let axis = |b: u32, d: u32, t: u32, g: u32| Line {
+        rank: u64::from(b) * u64::from(d) + u64::from(t),
+        count: u64::from(g) * u64::from(d),
+        on,
+        leader: true,
+    };
+    (axis(b.y, d.y, t.y, g.y), axis(b.x, d.x, t.x, g.x))
+}
+
+/// One element of an [`OutMatrix`] that this thread alone owns.
+pub struct Mine2<'v, T> {
+    row: usize,
+    col: usize,
+    slot: Slot<'v, T>,
+}
+
+impl<'v, T: Copy> Mine2<'v, T> {
+    /// The element's row.
+    #[inline(always)]
+    pub fn row(&self) -> usize {
+        self.row
+    }
+
+    /// The element's column.
+    #[inline(always)]
+    pub fn col(&self) -> usize {
+        self.col
+    }
+
+    /// Reads the element.
+    #[inline(always)]
+    pub fn get(&self) -> T {
+        self.slot.get()
+    }
+
+    /// Writes the element.
+    #[inline(always)]
+    pub fn set(&mut self, value: T) {
+        self.slot.set(value)
+    }
+
+    /// The element's slot.
+    #[inline(always)]
+    pub fn slot(&mut self) -> &mut Slot<'v, T> {
+        &mut self.slot
+    }
+
+    /// The element's slot, giving up the coordinates.
+    #[inline(always)]
+    pub fn into_slot(self) -> Slot<'v, T> {
+        self.slot
+    }
+}
+
+/// This thread's elements of an `OutMatrix<T, Elements>`, row by row
+/// ([`OutMatrix::grid_stride`]).
+pub struct GridStride2<'v, T> {
+    matrix: OutMatrix<'v, T, Elements>,
+    rows: Walk,
+    row: u64,
+    col0: u64,
+    cols: Walk,
+}
+
+impl<'v, T: Copy> Iterator for GridStride2<'v, T> {
+    type Item = Mine2<'v, T>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mine2<'v, T>> {
+        loop {
+            if let Some(col) = self.cols.next() {
+                let (row, col) = (self.row as usize, col as usize);
+                return Some(Mine2 {
+                    row,
+                    col,
+                    // SAFETY: row < rows and col < cols (the walks' ends); each
+                    // (row, col) comes once from this iterator, which borrows
+                    // the matrix for 'v, and from no other thread's walk.
+                    slot: unsafe { Slot::from_element(self.matrix.element(row, col)) },
+                });
+            }
+            self.row = self.rows.next()?;
+            self.cols.next = self.col0;
+        }
+    }
+}
+
+impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
+    /// Element (`global_index_y()`, `global_index_x()`) if this thread is on
+    /// the grid's z = 0 plane and it is in the matrix: one thread per element.
+    #[inline(always)]
+    pub fn mine(&mut self) -> Option<Mine2<'_, T>> {
+        let (ly, lx) = plane();
+        let (y, x) = (ly.rank, lx.rank);
+        (ly.on && y < self.rows as u64 && x < self.cols as u64).then(|| {
+            let (row, col) = (y as usize, x as usize);
+            Mine2 {
+                row,
+                col,
+                // SAFETY: in the matrix (just checked); (y, x) is this thread's alone.
+                slot: unsafe { Slot::from_element(self.element(row, col)) },
+            }
+        })
+    }
+
+    /// This thread's elements: rows `y, y + ny, …` × columns `x, x + nx, …`
+    /// within the matrix, `(y, x)` its global index and `(ny, nx)` the grid's
+    /// extent in threads. The walks of all threads partition the matrix.
+    #[inline(always)]
+    pub fn grid_stride(&mut self) -> GridStride2<'_, T> {
+        let (rows, cols) = (self.rows as u64, self.cols as u64);
+        // A thread off the plane, or right of the matrix, owns nothing.
+        let (ly, lx) = plane();
+        let on = ly.on && lx.rank < cols;
+        let mut rows = Walk::new(Line { on, ..ly }, rows);
+        let mut cols = Walk::new(Line { on, ..lx }, cols);
+        let col0 = cols.next;
+        let row = match rows.next() {
+            Some(row) => row,
+            None => {
+                cols.next = cols.end; // no row of the matrix: nothing
+                0
+            }
+        };
+        GridStride2 {
+            matrix: OutMatrix {
+                ptr: self.ptr,
+                rows: self.rows,
+                cols: self.cols,
+                row_stride: self.row_stride,
+                _buffer: PhantomData,
+                _mapping: PhantomData,
+            },
+            rows,
+            row,
+            col0,
+            cols,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2-D tiles, owned by a block or a warp.
+
+/// The `TM × TN` tile of an `OutMatrix<T, BlockTiles<TM, TN>>` that this
+/// thread's block owns (clipped to the matrix), shared among its threads by
+/// [`elements`](Self::elements).
+pub struct BlockTile<'v, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+/// The tile's corner and clipped extent, if `(tile_row, tile_col)` of
+/// `TM × TN` tiles starts inside a `rows × cols` matrix.
+#[inline(always)]
+fn tile_in(
+    tile_row: u64,
+    tile_col: u64,
+    tm: usize,
+    tn: usize,
+    rows: usize,
+    cols: usize,
+) -> Option<(usize, usize, usize, usize)> {
+    let row0 = usize::try_from(tile_row).ok()?.checked_mul(tm)?;
+    let col0 = usize::try_from(tile_col).ok()?.checked_mul(tn)?;
+    (row0 < rows && col0 < cols).then(|| (row0, col0, tm.min(rows - row0), tn.min(cols - col0)))
+}
+
+impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, BlockTiles<TM, TN>> {
+    /// This block's tile: the one at (`blockIdx.y·TM`, `blockIdx.x·TN`), if it
+    /// starts inside the matrix and the block is on the z = 0 plane.
+    #[inline(always)]
+    pub fn tile(&mut self) -> Option<BlockTile<'_, T, TM, TN>> {
+        const { assert!(TM > 0 && TN > 0, "a tile has at least one element") };
+        let b = thread::block_idx();
+        if b.z != 0 {
+            return None;
+        }
+        let (row0, col0, rows, cols) =
+            tile_in(u64::from(b.y), u64::from(b.x), TM, TN, self.rows, self.cols)?;
+        Some(BlockTile {
+            // SAFETY: (row0, col0) is in the matrix (`tile_in`).
+            origin: unsafe { self.element(row0, col0) },
+            row_stride: self.row_stride,
+            row0,
+            col0,
+            rows,
+            cols,
+            _view: PhantomData,
+        })
+    }
+}
+
+impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
+    /// The tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// Rows of the tile inside the matrix (`TM` except at the bottom edge).
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the tile inside the matrix (`TN` except at the right edge).
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// This thread's elements of the tile: element `e` (row-major in the
+    /// `TM × TN` tile) for `e = t, t + threads, …`, `t` the thread's linear
+    /// id in the block, skipping those outside the matrix. With a `TN × TM`
+    /// block that is element (`threadIdx.y`, `threadIdx.x`) alone.
+    #[inline(always)]
+    pub fn elements(&mut self) -> TileElements<'_, T, TN> {
+        let d = thread::block_dim();
+        TileElements {
+            origin: self.origin,
+            row_stride: self.row_stride,
+            row0: self.row0,
+            col0: self.col0,
+            rows: self.rows,
+            cols: self.cols,
+            walk: Walk {
+                next: u64::from(thread::linear_thread_id()),
+                end: (TM * TN) as u64,
+                step: d.volume(),
+            },
+            _view: PhantomData,
+        }
+    }
+}
+
+/// A thread's elements of a [`BlockTile`] ([`BlockTile::elements`]).
+pub struct TileElements<'v, T, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    walk: Walk,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
+    type Item = Mine2<'v, T>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Mine2<'v, T>> {
+        loop {
+            let e = self.walk.next()? as usize;
+            let (r, c) = (e / TN, e % TN);
+            if r < self.rows && c < self.cols {
+                return Some(Mine2 {
+                    row: self.row0 + r,
+                    col: self.col0 + c,
+                    // SAFETY: (r, c) is inside the clipped tile, so inside the
+                    // matrix; e comes once from this walk, from no other thread
+                    // of the block (distinct linear ids), and the tile is this
+                    // block's alone.
+                    slot: unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) },
+                });
+            }
+        }
+    }
+}
+
+/// The `TM × TN` tile of an `OutMatrix<T, WarpTiles<TM, TN>>` that this
+/// thread's warp owns, written lane by lane in the `mma` accumulator layout.
+pub struct WarpTile<'v, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<TM, TN>> {
+    /// This warp's tile: warp `w` of block (y, x) owns tile row `y`, tile
+    /// column `x·warps_per_block + w` (a block's warps side by side along a
+    /// row), if it starts inside the matrix and the block is on the z = 0 plane.
+    #[inline(always)]
+    pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
+        const {
+            assert!(
+                TM > 0
+                    && TN > 0
+                    && TM.is_multiple_of(crate::mma::M)
+                    && TN.is_multiple_of(crate::mma::N),
+                "a warp tile is a whole number of 16 × 8 mma tiles"
+            )
+        };
+        let b = thread::block_idx();
+        if b.z != 0 {
+            return None;
+        }
+        let per_block = u64::from(thread::warps_per_block());
+        let tile_col = u64::from(b.x) * per_block + u64::from(thread::warp_id());
+        let (row0, col0, rows, cols) =
+            tile_in(u64::from(b.y), tile_col, TM, TN, self.rows, self.cols)?;
+        Some(WarpTile {
+            // SAFETY: (row0, col0) is in the matrix (`tile_in`).
+            origin: unsafe { self.element(row0, col0) },
+            row_stride: self.row_stride,
+            row0,
+            col0,
+            rows,
+            cols,
+            _view: PhantomData,
+        })
+    }
+}
+
+impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
+    /// The tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// Writes this lane's 4 elements of the 16 × 8 accumulator `frag` into
+    /// sub-tile (`sub_row`, `sub_col`) of the tile (rows `16·sub_row ..`,
+    /// columns `8·sub_col ..`), each `convert`ed, through its [`Slot`];
+    /// elements outside the matrix, and sub-tiles outside the tile, are
+    /// skipped. Lanes own distinct elements of every sub-tile
+    /// ([`c_coord`](crate::mma::c_coord) is one-to-one), so a warp's lanes
+    /// never write the same element.
+    #[inline(always)]
+    pub fn store_mma_c(
+        &mut self,
+        sub_row: usize,
+        sub_col: usize,
+        frag: &FragC,
+        convert: impl Fn(f32) -> T,
+    ) {
+        if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
+            return;
+        }
+        let lane = thread::lane_id();
+        for (i, &v) in frag.regs.iter().enumerate() {
+            let (r, c) = c_coord(lane, i);
+            let (r, c) = (sub_row * crate::mma::M + r, sub_col * crate::mma::N + c);
+            if r < self.rows && c < self.cols {
+                // SAFETY: (r, c) is inside the clipped tile, so in the matrix;
+                // it is this lane's alone (c_coord is one-to-one over lanes and
+                // i), the tile this warp's alone, and the slot lives only here.
+                let mut slot =
+                    unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
+                slot.set(convert(v));
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Owned outputs (`warpforge_device::own`) on the emulator, for random grids,
+//! blocks and lengths: every element is written exactly once (each write
+//! adds 1, so a second owner would leave a 2), by the thread, warp or block
+//! an independent reference computed from the launch shape says owns it, and
+//! nothing outside the view or the owned part is touched.
+
+use proptest::prelude::*;
+use warpforge::{Device, Dim3, LaunchConfig};
+use warpforge_device::atomic::Device as DeviceScope;
+use warpforge_device::mma::{FragC, c_coord};
+use warpforge_device::own::{
+    BlockChunks, BlockTiles, Elements, ThreadChunks, WarpChunks, WarpTiles,
+};
+use warpforge_device::thread::{global_index_x, global_index_y};
+use warpforge_device::{Out, OutMatrix};
+use warpforge_macros::kernel;
+
+/// Adds 1 to every element this thread owns (grid-stride) and records its
+/// x-rank + 1 as the owner.
+#[kernel]
+fn own_elements(mut count: Out<u32, Elements>, mut owner: Out<u32, Elements>) {
+    for mut c in count.grid_stride() {
+        c.set(c.get() + 1);
+    }
+    for mut o in owner.grid_stride() {
+        o.set(global_index_x() as u32 + 1);
+    }
+}
+
+/// Adds 1 to the one element this thread owns (`mine`).
+#[kernel]
+fn own_mine(mut count: Out<u32, Elements>) {
+    if let Some(mut c) = count.mine() {
+        c.set(c.get() + 1);
+    }
+}
+
+/// Adds 1 to every element of the 3-element units this thread owns.
+#[kernel]
+fn own_thread_chunks(units: u64, mut count: Out<u32, ThreadChunks<3>>) {
+    for mut chunk in count.chunks(units) {
+        for j in 0..3 {
+            if let Some(mut s) = chunk.slot(j) {
+                s.set(s.get() + 1);
+            }
+        }
+    }
+}
+
+/// Every thread of a warp counts its visit to each of the warp's units; the
+/// leader adds 1 to the unit's two elements.
+#[kernel]
+fn own_warp_chunks(units: u64, mut count: Out<u32, WarpChunks<2>>, visits: Out<u32>) {
+    for mut unit in count.chunks(units) {
+        if let Some(v) = visits.atomic::<DeviceScope>(unit.unit() as usize) {
+            v.fetch_add(1);
+        }
+        if let Some(chunk) = unit.leader() {
+            for j in 0..2 {
+                if let Some(mut s) = chunk.slot(j) {
+                    s.set(s.get() + 1);
+                }
+            }
+        }
+    }
+}
+
+/// As `own_warp_chunks`, per block.
+#[kernel]
+fn own_block_chunks(units: u64, mut count: Out<u32, BlockChunks<2>>, visits: Out<u32>) {
+    for mut unit in count.chunks(units) {
+        if let Some(v) = visits.atomic::<DeviceScope>(unit.unit() as usize) {
+            v.fetch_add(1);
+        }
+        let u = unit.unit() as u32;
+        if let Some(chunk) = unit.leader() {
+            // write() goes through each element's slot; the values say whose.
+            chunk.write([u + 1, u + 1]);
+        }
+    }
+}
+
+/// Adds 1 to every element of the matrix this thread owns (2-D grid-stride)
+/// and, through `mine`, records (y, x) of the thread owning (row, col) = (y, x).
+#[kernel]
+fn own_matrix(mut count: OutMatrix<u32>, mut owner: OutMatrix<u32>) {
+    for mut c in count.grid_stride() {
+        c.set(c.get() + 1);
+    }
+    if let Some(mut o) = owner.mine() {
+        let (y, x) = (global_index_y() as u32, global_index_x() as u32);
+        assert_eq!((o.row(), o.col()), (y as usize, x as usize));
+        o.set(y * 1000 + x + 1);
+    }
+}
+
+/// Adds 1 to every element this thread owns of its block's 4 × 8 tile.
+#[kernel]
+fn own_block_tiles(mut count: OutMatrix<u32, BlockTiles<4, 8>>) {
+    if let Some(mut tile) = count.tile() {
+        for mut c in tile.elements() {
+            c.set(c.get() + 1);
+        }
+    }
+}
+
+/// Each warp stores, into both 16 × 8 sub-tiles of its 16 × 16 tile, an
+/// accumulator whose element at tile (r, c) is `16r + c + 1`; sub-tile
+/// (1, 0) is outside the tile and skipped.
+#[kernel]
+fn own_warp_tiles(mut out: OutMatrix<f32, WarpTiles<16, 16>>) {
+    let Some(mut tile) = out.tile() else {
+        return;
+    };
+    for sc in 0..2 {
+        let frag = FragC::from_fn(|r, c| (r * 16 + sc * 8 + c) as f32 + 1.0);
+        tile.store_mma_c(0, sc, &frag, |v| v);
+    }
+    let poison = FragC::from_fn(|_, _| -1.0);
+    tile.store_mma_c(1, 0, &poison, |v| v);
+}
+
+fn dims() -> impl Strategy<Value = (Dim3, Dim3)> {
+    (
+        (1u32..5, 1u32..3, 1u32..3),
+        prop_oneof![
+            (1u32..70, Just(1u32), Just(1u32)),
+            (1u32..40, 1u32..4, 1u32..3),
+        ],
+    )
+        .prop_map(|((gx, gy, gz), (bx, by, bz))| (Dim3::new(gx, gy, gz), Dim3::new(bx, by, bz)))
+}
+
+/// The warps of a block of `threads` threads, and how many threads each has.
+fn warp_sizes(threads: u64) -> Vec<u64> {
+    (0..threads.div_ceil(32))
+        .map(|w| (threads - 32 * w).min(32))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn grid_stride_elements_are_each_written_once_by_their_owner(
+        (grid, block) in dims(), len in 0usize..2000,
+    ) {
+        let dev = Device::emulator();
+        let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+        let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
+        dev.launch(own_elements, LaunchConfig::new(grid, block), (&mut count, &mut owner)).unwrap();
+        prop_assert!(count.to_host().unwrap().iter().all(|&c| c == 1));
+        // The x-line has grid.x · block.x threads; element i is thread i mod n's.
+        let n = (grid.x * block.x) as usize;
+        let want: Vec<u32> = (0..len).map(|i| (i % n) as u32 + 1).collect();
+        prop_assert_eq!(owner.to_host().unwrap(), want);
+
+        let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+        dev.launch(own_mine, LaunchConfig::new(grid, block), (&mut count,)).unwrap();
+        let want: Vec<u32> = (0..len).map(|i| u32::from(i < n)).collect();
+        prop_assert_eq!(count.to_host().unwrap(), want);
+    }
+
+    #[test]
+    fn thread_chunks_are_each_written_once(
+        (grid, block) in dims(), len in 0usize..600, units in 0u64..250,
+    ) {
+        let dev = Device::emulator();
+        let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+        dev.launch(own_thread_chunks, LaunchConfig::new(grid, block), (units, &mut count)).unwrap();
+        // Whole units only, and at most `units` of them.
+        let covered = 3 * (units as usize).min(len / 3);
+        let want: Vec<u32> = (0..len).map(|i| u32::from(i < covered)).collect();
+        prop_assert_eq!(count.to_host().unwrap(), want);
+    }
+
+    #[test]
+    fn warp_chunks_are_seen_by_the_whole_warp_and_written_once(
+        (grid, block) in dims(), len in 0usize..400, units in 0u64..250,
+    ) {
+        let dev = Device::emulator();
+        let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+        let mut visits = dev.alloc_zeroed::<u32>(250).unwrap();
+        dev.launch(own_warp_chunks, LaunchConfig::new(grid, block), (units, &mut count, &mut visits)).unwrap();
+        let walked = (units as usize).min(len / 2);
+        let want: Vec<u32> = (0..len).map(|i| u32::from(i < 2 * walked)).collect();
+        prop_assert_eq!(count.to_host().unwrap(), want);
+        // Unit u belongs to warp u mod W of the x-line of blocks; all its threads visit.
+        let sizes = warp_sizes(block.volume());
+        let warps = grid.x as usize * sizes.len();
+        let want: Vec<u32> = (0..250)
+            .map(|u| if u < walked { sizes[(u % warps) % sizes.len()] as u32 } else { 0 })
+            .collect();
+        prop_assert_eq!(visits.to_host().unwrap(), want);
+    }
+
+    #[test]
+    fn block_chunks_are_seen_by_the_whole_block_and_written_by_thread_0(
+        (grid, block) in dims(), len in 0usize..300, units in 0u64..200,
+    ) {
+        let dev = Device::emulator();
+        let mut out = dev.alloc_zeroed::<u32>(len).unwrap();
+        let mut visits = dev.alloc_zeroed::<u32>(200).unwrap();
+        dev.launch(own_block_chunks, LaunchConfig::new(grid, block), (units, &mut out, &mut visits)).unwrap();
+        let walked = (units as usize).min(len / 2);
+        let want: Vec<u32> = (0..len)
+            .map(|i| if i < 2 * walked { (i / 2) as u32 + 1 } else { 0 })
+            .collect();
+        prop_assert_eq!(out.to_host().unwrap(), want);
+        let want: Vec<u32> = (0..200)
+            .map(|u| if u < walked { block.volume() as u32 } else { 0 })
+            .collect();
+        prop_assert_eq!(visits.to_host().unwrap(), want);
+    }
+
+    #[test]
+    fn matrix_elements_are_each_written_once_inside_the_host_shape(
+        (grid, block) in dims(), rows in 0usize..40, cols in 0usize..40, pad in 0usize..3,
+    ) {
+        let dev = Device::emulator();
+        let stride = cols + pad;
+        let len = if rows == 0 { 0 } else { (rows - 1) * stride + cols } + 5;
+        let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+        let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
+        dev.launch(
+            own_matrix,
+            LaunchConfig::new(grid, block),
+            (count.matrix_mut(rows, cols, stride).unwrap(), owner.matrix_mut(rows, cols, stride).unwrap()),
+        )
+        .unwrap();
+        let (ny, nx) = ((grid.y * block.y) as usize, (grid.x * block.x) as usize);
+        let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+        for k in 0..len {
+            let (r, c) = (k / stride.max(1), k % stride.max(1));
+            let inside = stride > 0 && r < rows && c < cols;
+            prop_assert_eq!(count[k], u32::from(inside), "count at {}", k);
+            let mine = inside && r < ny && c < nx;
+            prop_assert_eq!(owner[k], if mine { (r * 1000 + c + 1) as u32 } else { 0 }, "owner at {}", k);
+        }
+    }
+
+    #[test]
+    fn block_tiles_are_split_among_the_block_and_written_once(
+        (grid, block) in dims(), rows in 0usize..30, cols in 0usize..50,
+    ) {
+        let dev = Device::emulator();
+        let mut count = dev.alloc_zeroed::<u32>(rows * cols).unwrap();
+        dev.launch(own_block_tiles, LaunchConfig::new(grid, block), (count.matrix_mut(rows, cols, cols).unwrap(),)).unwrap();
+        // Block (y, x) owns rows 4y.., cols 8x..: covered iff inside the grid's tiles.
+        let want: Vec<u32> = (0..rows * cols)
+            .map(|k| u32::from(k / cols < 4 * grid.y as usize && k % cols < 8 * grid.x as usize))
+            .collect();
+        prop_assert_eq!(count.to_host().unwrap(), want);
+    }
+}
+
+#[test]
+fn warp_tiles_take_the_mma_accumulator_layout_one_lane_per_element() {
+    // c_coord is one-to-one: the 32 lanes × 4 elements are the 16 × 8 tile.
+    let mut seen = [[0u32; 8]; 16];
+    for lane in 0..32 {
+        for i in 0..4 {
+            let (r, c) = c_coord(lane, i);
+            seen[r][c] += 1;
+        }
+    }
+    assert!(seen.iter().flatten().all(|&n| n == 1));
+
+    // Grid (2, 2) of 3-warp blocks: warp w of block (y, x) owns the 16 × 16
+    // tile at (16y, 16(3x + w)); a 20 × 90 matrix (stride 96) clips the
+    // bottom tile row and the last tile column.
+    let dev = Device::emulator();
+    let (rows, cols, stride) = (20usize, 90usize, 96usize);
+    let mut out = dev
+        .upload(&vec![0.0f32; (rows - 1) * stride + cols])
+        .unwrap();
+    let cfg = LaunchConfig::new(Dim3::new(2, 2, 1), Dim3::new(96, 1, 1));
+    dev.launch(
+        own_warp_tiles,
+        cfg,
+        (out.matrix_mut(rows, cols, stride).unwrap(),),
+    )
+    .unwrap();
+    let got = out.to_host().unwrap();
+    for (k, &v) in got.iter().enumerate() {
+        let (r, c) = (k / stride, k % stride);
+        let want = if c < cols {
+            ((r % 16) * 16 + c % 16) as f32 + 1.0
+        } else {
+            0.0 // the padding between rows is not in the matrix
+        };
+        assert_eq!(v, want, "({r}, {c})");
+    }
+}
+
+#[test]
+fn a_matrix_that_does_not_fit_its_buffer_is_refused_before_launch() {
+    let dev = Device::emulator();
+    let mut y = dev.alloc_zeroed::<f32>(10).unwrap();
+    assert!(y.matrix_mut(2, 5, 5).is_ok());
+    assert!(y.matrix_mut(3, 4, 4).is_err());
+    assert!(y.matrix_mut(1, 6, 5).is_err());
+    assert!(y.matrix_mut(usize::MAX, 2, usize::MAX).is_err());
+    assert!(y.matrix_mut(0, 0, 0).is_ok());
+}

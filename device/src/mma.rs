@@ -253,7 +253,9 @@ fn ldmatrix<T: MmaInput, const R: usize>(
 /// `dst[dst_index..]` in shared memory (`cp.async.cg.shared.global`, 16 bytes).
 /// The copy lands after [`cp_async_wait_all`]; make it visible to other
 /// threads with a barrier after the wait. Panics if either range is out of
-/// bounds or not 16-byte aligned.
+/// bounds or not 16-byte aligned. The emulator defers the copy to the wait,
+/// as a GPU may, and reports any access to the destination before it as
+/// `Fault::CpAsyncPending` (a barrier alone does not complete the copy).
 ///
 /// The source is a [`Global`]: `cp.async` reads the global state space only,
 /// and a `Global` is the one slice type that is in it by construction (a
@@ -292,7 +294,8 @@ pub fn cp_async_16<T: SharedElement>(
     // (checked above). The copy writes those shared bytes asynchronously: no
     // thread may touch them until this one has waited and a barrier orders
     // the others, which is the kernel's barrier discipline (see "Races" on
-    // `SharedArray`; the emulator records the copy as a write, `row_ptr(.., true)`).
+    // `SharedArray`; the emulator defers the copy to the wait and faults on any
+    // access to the destination before it).
     unsafe { arch::cp_async_16(to.cast(), from.as_ptr().cast()) }
 }
 

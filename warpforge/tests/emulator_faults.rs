@@ -6,7 +6,7 @@ use warpforge::{Device, Dim3, Error, Fault, LaunchConfig};
 use warpforge_device::emu::Access;
 use warpforge_device::thread::{block_dim, block_idx, global_index_x, lane_id, thread_idx};
 use warpforge_device::warp::{self, FULL_MASK};
-use warpforge_device::{Out, atomic, shared, sync};
+use warpforge_device::{Global, Out, atomic, mma, shared, sync};
 use warpforge_macros::kernel;
 
 /// Reads one element past its input in the last thread.
@@ -638,4 +638,337 @@ fn an_atomic_add_to_unzeroed_shared_memory_is_an_uninitialised_read() {
     dev.launch(unzeroed_shared_histogram, cfg, (1u32, &mut out))
         .unwrap();
     assert_eq!(out.to_host().unwrap(), [16; 4]);
+}
+
+// ---- Seeded interleaving, spins, cp.async ----
+
+/// A histogram of `t % 4` with a plain read-modify-write of the bin: threads
+/// that interleave between the read and the write lose updates on a GPU.
+#[kernel]
+fn plain_histogram(mut out: Out<u32>) {
+    if let Some(mut bin) = out.at(thread_idx().x as usize % 4) {
+        let v = bin.get();
+        bin.set(v + 1);
+    }
+}
+
+/// The same histogram with atomic adds.
+#[kernel]
+fn atomic_histogram(out: Out<u32>) {
+    if let Some(bin) = out.atomic::<atomic::Device>(thread_idx().x as usize % 4) {
+        bin.fetch_add(1);
+    }
+}
+
+#[test]
+fn a_plain_read_modify_write_histogram_is_a_race_and_the_atomic_one_is_exact() {
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(4).unwrap();
+    // One block: which race comes first does not depend on how the OS runs blocks.
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(256));
+    let e = fault_of(dev.launch(plain_histogram, cfg, (&mut out,)));
+    let (block, thread, other_block, other, this, that, buffer, element) = global_race(&e);
+    assert_eq!((buffer, block, other_block), ("out", idx(0), idx(0)), "{e}");
+    assert!(element < 4 && other != Some(thread), "{e}");
+    assert!(this == Access::Write || that == Access::Write, "{e}");
+    assert!(e.to_string().contains("kernel `plain_histogram`"), "{e}");
+
+    // A fault poisons the context: a fresh one.
+    let dev = Device::emulator();
+    let mut out = dev.alloc_zeroed::<u32>(4).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(4), Dim3::x(256));
+    dev.launch(atomic_histogram, cfg, (&mut out,)).unwrap();
+    assert_eq!(out.to_host().unwrap(), [256; 4]);
+}
+
+/// Without the race detector (a launch that names no outputs), the seeded
+/// interleaving switches threads between a read and its write, so the plain
+/// histogram loses updates in the emulator too, as it would on a GPU.
+#[test]
+fn the_interleaving_makes_a_plain_read_modify_write_lose_updates() {
+    use warpforge_device::emu::{LaunchShape, launch};
+    let mut bins = [0u32; 4];
+    let addr = bins.as_mut_ptr() as usize;
+    let shape = LaunchShape {
+        grid: Dim3::x(1),
+        block: Dim3::x(256),
+        dynamic_shared_bytes: 0,
+    };
+    launch("plain_histogram", shape, &move || {
+        // SAFETY: `bins` outlives the launch, and the kernel's accesses to it
+        // are the plain read-modify-writes under test.
+        let mut out = unsafe { Out::<u32>::from_raw(addr as *mut u32, 4) };
+        if let Some(mut bin) = out.at(thread_idx().x as usize % 4) {
+            let v = bin.get();
+            bin.set(v + 1);
+        }
+    })
+    .unwrap();
+    let total: u32 = bins.iter().sum();
+    assert!(total < 256, "no update was lost: {bins:?}");
+}
+
+/// Thread 0 spins on `flag` until it is non-zero, then writes what it saw to
+/// `out[0]`; thread 40 (another warp, after it) sets the flag only if
+/// `release` is 1. The flag lives in shared memory (`shared_flag` 1) or in
+/// global memory.
+#[kernel(shared = [u32; 1])]
+fn spins_on_flag(release: u32, shared_flag: u32, flag: Out<u32>, mut out: Out<u32>) {
+    let s = shared::dynamic::<u32>();
+    let t = thread_idx().x;
+    if t == 0 {
+        s.store(0, 0);
+    }
+    sync::sync_threads();
+    let poll = || {
+        if shared_flag == 1 {
+            s.atomic::<atomic::Block>(0).load()
+        } else {
+            flag.atomic::<atomic::Device>(0).map_or(1, |f| f.load())
+        }
+    };
+    if t == 0 {
+        let mut seen = poll();
+        while seen == 0 {
+            seen = poll();
+        }
+        if let Some(mut o) = out.at(0) {
+            o.set(seen);
+        }
+    } else if t == 40 && release == 1 {
+        if shared_flag == 1 {
+            s.atomic::<atomic::Block>(0).swap(7);
+        } else if let Some(f) = flag.atomic::<atomic::Device>(0) {
+            f.swap(7);
+        }
+    }
+}
+
+/// Launches `spins_on_flag` on a thread of its own, failing the test instead
+/// of hanging if it does not end within a minute; returns the result and `out`.
+fn spin_launch(release: u32, shared_flag: u32) -> (warpforge::Result<()>, Vec<u32>) {
+    let (send, recv) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let dev = Device::emulator();
+        let mut flag = dev.alloc_zeroed::<u32>(1).unwrap();
+        let mut out = dev.alloc_zeroed::<u32>(1).unwrap();
+        let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+        let r = dev.launch(
+            spins_on_flag,
+            cfg,
+            (release, shared_flag, &mut flag, &mut out),
+        );
+        // After a fault the context is poisoned: no copy back.
+        let out = if r.is_ok() {
+            out.to_host().unwrap()
+        } else {
+            Vec::new()
+        };
+        let _ = send.send((r, out));
+    });
+    recv.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the spinning kernel hung (no result within 60 s)")
+}
+
+#[test]
+fn a_spin_on_a_flag_that_no_thread_sets_is_a_deadlock_naming_the_spinner() {
+    for (shared_flag, memory) in [(1, "shared"), (0, "global")] {
+        let (r, _) = spin_launch(0, shared_flag);
+        let e = fault_of(r);
+        let Fault::SpinDeadlock {
+            spinning,
+            spinners,
+            global,
+            at_barrier,
+            at_warp_op,
+        } = &e.fault
+        else {
+            panic!("expected a spin deadlock: {e}")
+        };
+        assert_eq!(
+            (e.thread, spinning.as_slice(), *spinners, *global),
+            (idx(0), &[idx(0)][..], 1, shared_flag == 0),
+            "{e}"
+        );
+        assert_eq!((*at_barrier, *at_warp_op), (0, 0), "{e}");
+        let text = e.to_string();
+        for part in [
+            "kernel `spins_on_flag`, block (0, 0, 0), thread (0, 0, 0)",
+            "spin deadlock: 1 threads ((0, 0, 0))",
+            &format!("poll an atomic in {memory} memory"),
+        ] {
+            assert!(text.contains(part), "{part:?} not in: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_spin_that_a_later_thread_of_the_block_releases_completes() {
+    for shared_flag in [1, 0] {
+        let (r, out) = spin_launch(1, shared_flag);
+        r.unwrap();
+        assert_eq!(out, [7], "shared flag: {shared_flag}");
+    }
+}
+
+/// Each of 16 threads copies 16 bytes (4 words) of `src` into shared memory
+/// with `cp.async`, waits for it only when `wait` is 1, and, after a barrier,
+/// reads a word of its neighbour's copy (when `own` is 0) or of its own.
+#[kernel(shared = [u32; 64])]
+fn cp_async_then_read(wait: u32, own: u32, src: Global<u32>, mut out: Out<u32>) {
+    let tile = shared::dynamic::<u32>();
+    let t = thread_idx().x as usize;
+    mma::cp_async_16(&tile, 4 * t, src, 4 * t);
+    mma::cp_async_commit();
+    if wait == 1 {
+        mma::cp_async_wait_all();
+    }
+    let i = if own == 1 {
+        4 * t + 1
+    } else {
+        (4 * t + 5) % 64
+    };
+    if own == 0 {
+        sync::sync_threads();
+    }
+    let v = tile.load(i);
+    if let Some(mut o) = out.at(t) {
+        o.set(v);
+    }
+}
+
+#[test]
+fn reading_a_cp_async_destination_before_the_wait_is_a_fault_and_after_it_is_not() {
+    let dev = Device::emulator();
+    let data: Vec<u32> = (100..164).collect();
+    let src = dev.upload(&data).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(16));
+
+    // Another thread's copy, read after a barrier but before that thread waited.
+    let mut out = dev.alloc_zeroed::<u32>(16).unwrap();
+    let e = fault_of(dev.launch(cp_async_then_read, cfg, (0u32, 0u32, &src, &mut out)));
+    assert_eq!(
+        (e.thread, &e.fault),
+        (
+            idx(0),
+            &Fault::CpAsyncPending {
+                offset: 20,
+                issuer: idx(1),
+                this_writes: false
+            }
+        ),
+        "{e}"
+    );
+    let text = e.to_string();
+    for part in [
+        "kernel `cp_async_then_read`, block (0, 0, 0), thread (0, 0, 0)",
+        "cp.async that thread (1, 0, 0) issued and has not waited for",
+        "cp_async_wait_all()",
+    ] {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
+
+    // Its own copy, read before waiting (a fresh context: a fault poisons one).
+    let dev = Device::emulator();
+    let src = dev.upload(&data).unwrap();
+    let mut out = dev.alloc_zeroed::<u32>(16).unwrap();
+    let e = fault_of(dev.launch(cp_async_then_read, cfg, (0u32, 1u32, &src, &mut out)));
+    assert_eq!(
+        (e.thread, &e.fault),
+        (
+            idx(0),
+            &Fault::CpAsyncPending {
+                offset: 4,
+                issuer: idx(0),
+                this_writes: false
+            }
+        ),
+        "{e}"
+    );
+
+    // With the wait, both read what was copied.
+    for own in [0u32, 1] {
+        let dev = Device::emulator();
+        let src = dev.upload(&data).unwrap();
+        let mut out = dev.alloc_zeroed::<u32>(16).unwrap();
+        dev.launch(cp_async_then_read, cfg, (1u32, own, &src, &mut out))
+            .unwrap();
+        let expected: Vec<u32> = (0..16)
+            .map(|t| {
+                let i = if own == 1 {
+                    4 * t + 1
+                } else {
+                    (4 * t + 5) % 64
+                };
+                data[i]
+            })
+            .collect();
+        assert_eq!(out.to_host().unwrap(), expected, "own: {own}");
+    }
+}
+
+/// Thread 0 of block 0 spins on the global `flag`; thread 0 of the last
+/// block sets it if `release` is 1.
+#[kernel]
+fn spins_across_blocks(release: u32, flag: Out<u32>, mut out: Out<u32>) {
+    let last = warpforge_device::thread::grid_dim().x - 1;
+    let Some(f) = flag.atomic::<atomic::Device>(0) else {
+        return;
+    };
+    if thread_idx().x != 0 {
+        return;
+    }
+    if block_idx().x == 0 {
+        let mut seen = f.load();
+        while seen == 0 {
+            seen = f.load();
+        }
+        if let Some(mut o) = out.at(0) {
+            o.set(seen);
+        }
+    } else if block_idx().x == last && release == 1 {
+        f.swap(9);
+    }
+}
+
+#[test]
+fn a_spin_on_global_memory_waits_for_other_blocks_and_is_reported_once_none_is_left() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        // With one OS thread, block 0 spins before the releasing block starts.
+        return;
+    }
+    let run = |release: u32| {
+        let (send, recv) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let dev = Device::emulator();
+            let mut flag = dev.alloc_zeroed::<u32>(1).unwrap();
+            let mut out = dev.alloc_zeroed::<u32>(1).unwrap();
+            let cfg = LaunchConfig::new(Dim3::x(6), Dim3::x(32));
+            let r = dev.launch(spins_across_blocks, cfg, (release, &mut flag, &mut out));
+            let out = if r.is_ok() {
+                out.to_host().unwrap()
+            } else {
+                Vec::new()
+            };
+            let _ = send.send((r, out));
+        });
+        recv.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the spinning kernel hung (no result within 60 s)")
+    };
+    let (r, out) = run(1);
+    r.unwrap();
+    assert_eq!(out, [9]);
+    let e = fault_of(run(0).0);
+    assert!(
+        matches!(
+            &e.fault,
+            Fault::SpinDeadlock {
+                global: true,
+                spinners: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!((e.block, e.thread), (idx(0), idx(0)), "{e}");
 }

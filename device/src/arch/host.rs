@@ -8,7 +8,7 @@ use super::{
     AtomicOp, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, MatchMode, ReduxOp, Scope, ShuffleMode,
     VoteMode, f32_op,
 };
-use crate::emu::fiber::{self, Request, WarpOp};
+use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Spin, WarpOp};
 use crate::emu::race::Race;
 use crate::emu::{Access, Fault};
 use crate::mma::MmaKind;
@@ -121,11 +121,15 @@ pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) ->
 /// shared memory at `ptr`; a conflicting access unwinds with `Fault::SharedRace`.
 pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
     let race = fiber::with_current(|t| {
+        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
+        pending_copy_check(t, offset, bytes, write)?;
+        if write {
+            t.block().progressed();
+        }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
             return Ok(());
         };
-        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         detector
             .access(t.linear_id, offset, bytes, write)
             .map_err(|race| Fault::SharedRace {
@@ -142,13 +146,60 @@ pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
     }
 }
 
+/// Unwinds with `Fault::CpAsyncPending` if shared bytes `offset .. offset +
+/// bytes` are the destination of a `cp.async` that its thread has not waited for.
+fn pending_copy_check(
+    t: &fiber::ThreadState,
+    offset: usize,
+    bytes: usize,
+    write: bool,
+) -> Result<(), Fault> {
+    let copies = t.block().copies.borrow();
+    if copies.is_empty() {
+        return Ok(());
+    }
+    let start = t.shared_base as usize + offset;
+    let end = start.saturating_add(bytes);
+    let Some(copy) = copies
+        .iter()
+        .find(|c| (c.dst as usize) < end && start < c.dst as usize + 16)
+    else {
+        return Ok(());
+    };
+    Err(Fault::CpAsyncPending {
+        offset: (copy.dst as usize).max(start) - t.shared_base as usize,
+        issuer: t.block_dim.unflatten(u64::from(copy.thread)),
+        this_writes: write,
+    })
+}
+
+/// Seeded interleaving: 1 time in 8 (by the block's PRNG), lets the block's
+/// other threads run before this thread goes on.
+fn maybe_yield(t: &fiber::ThreadState) -> bool {
+    t.block().interleave()
+}
+
+/// Suspends the calling fiber with a yield (unless it is unwinding).
+fn yield_now(spin: Spin) {
+    if !std::thread::panicking() {
+        fiber::suspend(Request::Yield { spin });
+    }
+}
+
 /// Tells the race detector that this thread reads or writes (plainly) `bytes`
 /// bytes of global memory at `ptr` (an output element, through a `Slot`); a
 /// conflicting access unwinds with `Fault::GlobalRace`. Outside a launch
-/// (a `Slot` of a host slice) it does nothing.
+/// (a `Slot` of a host slice) it does nothing. Before the access, the
+/// thread may yield to the block's others (seeded interleaving).
 pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
+    if fiber::try_with_current(maybe_yield) == Some(true) {
+        yield_now(Spin::No);
+    }
     let access = if write { Access::Write } else { Access::Read };
     let race = fiber::try_with_current(|t| {
+        if write {
+            t.block().progressed();
+        }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
             return Ok(());
@@ -182,11 +233,14 @@ fn global_race(t: &fiber::ThreadState, race: Race) -> Fault {
 /// release. A conflict unwinds with `Fault::GlobalRace`.
 fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
     let race = fiber::try_with_current(|t| {
+        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
+        if offset < t.shared_len {
+            pending_copy_check(t, offset, bytes, true)?;
+        }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
             return Ok(());
         };
-        let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         if offset < t.shared_len {
             detector.shared_atomic(t.linear_id, offset, bytes, reads_old);
             return Ok(());
@@ -197,6 +251,52 @@ fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
     });
     if let Some(Err(fault)) = race {
         std::panic::panic_any(fault);
+    }
+}
+
+/// After an atomic on `ptr` that saw `old` and `changed` memory or not: the
+/// spin rule's bookkeeping, then maybe a yield. A thread that polls the same
+/// element and sees the same value again yields at once (and then every 64
+/// polls), so that whoever would release it runs; after [`SPIN_BOUND`] such
+/// polls with no change to memory in the block it yields as a stuck spinner,
+/// and the scheduler decides whether that is a deadlock.
+fn after_atomic(ptr: *const u8, old: u64, changed: bool) {
+    let spin = fiber::try_with_current(|t| {
+        let block = t.block();
+        if changed {
+            block.progressed();
+            t.poll.set(Poll::default());
+            return maybe_yield(t).then_some(Spin::No);
+        }
+        let addr = ptr as usize;
+        let mut poll = t.poll.get();
+        let progress = block.progress.get();
+        if (poll.addr, poll.value, poll.progress) == (addr, old, progress) && addr != 0 {
+            poll.repeats = poll.repeats.saturating_add(1);
+        } else {
+            poll = Poll {
+                addr,
+                value: old,
+                progress,
+                repeats: 0,
+            };
+        }
+        t.poll.set(poll);
+        if poll.repeats >= SPIN_BOUND {
+            let offset = addr.wrapping_sub(t.shared_base as usize);
+            Some(if offset < t.shared_len {
+                Spin::Shared
+            } else {
+                Spin::Global
+            })
+        } else if poll.repeats == 1 || (poll.repeats > 0 && poll.repeats % 64 == 0) {
+            Some(Spin::No)
+        } else {
+            maybe_yield(t).then_some(Spin::No)
+        }
+    });
+    if let Some(Some(spin)) = spin {
+        yield_now(spin);
     }
 }
 
@@ -225,15 +325,35 @@ macro_rules! atom_int {
             atomic_access(ptr.cast(), size_of::<$t>(), op != AtomicOp::Exch);
             let a = unsafe { <$atomic>::from_ptr(ptr) };
             let o = Ordering::SeqCst;
-            match op {
-                AtomicOp::Add => a.fetch_add(v, o),
-                AtomicOp::Min => a.fetch_min(v, o),
-                AtomicOp::Max => a.fetch_max(v, o),
-                AtomicOp::Exch => a.swap(v, o),
-                AtomicOp::And => a.fetch_and(v, o),
-                AtomicOp::Or => a.fetch_or(v, o),
-                AtomicOp::Xor => a.fetch_xor(v, o),
-            }
+            let (old, new) = match op {
+                AtomicOp::Add => {
+                    let old = a.fetch_add(v, o);
+                    (old, old.wrapping_add(v))
+                }
+                AtomicOp::Min => {
+                    let old = a.fetch_min(v, o);
+                    (old, old.min(v))
+                }
+                AtomicOp::Max => {
+                    let old = a.fetch_max(v, o);
+                    (old, old.max(v))
+                }
+                AtomicOp::Exch => (a.swap(v, o), v),
+                AtomicOp::And => {
+                    let old = a.fetch_and(v, o);
+                    (old, old & v)
+                }
+                AtomicOp::Or => {
+                    let old = a.fetch_or(v, o);
+                    (old, old | v)
+                }
+                AtomicOp::Xor => {
+                    let old = a.fetch_xor(v, o);
+                    (old, old ^ v)
+                }
+            };
+            after_atomic(ptr.cast(), old as u64, old != new);
+            old
         }
     };
 }
@@ -250,8 +370,11 @@ macro_rules! atom_cas {
             atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract.
             let a = unsafe { <$atomic>::from_ptr(ptr) };
-            a.compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
-                .unwrap_or_else(|actual| actual)
+            let old = a
+                .compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
+                .unwrap_or_else(|actual| actual);
+            after_atomic(ptr.cast(), old as u64, old == current && new != current);
+            old
         }
     };
 }
@@ -269,11 +392,12 @@ macro_rules! atom_add_float {
             atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract; the float has the size and alignment of its bits.
             let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
-            let add = |b: $bits| Some($nan(<$t>::from_bits(b) + v).to_bits());
-            <$t>::from_bits(
-                a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
-                    .unwrap_or_else(|b| b),
-            )
+            let add = |b: $bits| $nan(<$t>::from_bits(b) + v).to_bits();
+            let old = a
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| Some(add(b)))
+                .unwrap_or_else(|b| b);
+            after_atomic(ptr.cast(), old as u64, add(old) != old);
+            <$t>::from_bits(old)
         }
     };
 }
@@ -290,10 +414,13 @@ pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
         // f32 has more than 2·11 + 2 bits, so rounding the f32 sum again to f16
         // gives the correctly rounded f16 sum.
         let sum = half::f16::from_bits(b).to_f32() + half::f16::from_bits(v).to_f32();
-        Some(f32_to_f16_bits(sum))
+        f32_to_f16_bits(sum)
     };
-    a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
-        .unwrap_or_else(|b| b)
+    let old = a
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| Some(add(b)))
+        .unwrap_or_else(|b| b);
+    after_atomic(ptr.cast(), u64::from(old), add(old) != old);
+    old
 }
 
 // Fast-math approximations: the emulator computes the exact function, rounded
@@ -451,18 +578,74 @@ pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4])
     fiber::with_current(|t| t.collective_out.get()).map(f32::from_bits)
 }
 
-/// The emulator copies at once; waiting is then a no-op. (A kernel that reads
-/// the destination before waiting works here but not on the GPU.)
+/// The emulator defers the copy, as the GPU may: it reads the 16 source
+/// bytes now, fills the destination with `0xFF` bytes (what has not landed),
+/// and writes the data only when this thread waits for the copy's group
+/// ([`cp_async_wait_all`], [`cp_async_wait_group`]) or exits. Until then any
+/// access to the destination, by any thread of the block, is reported as
+/// `Fault::CpAsyncPending`. (A barrier does not complete a `cp.async`.)
+/// Outside a launch it copies at once.
 ///
 /// # Safety
 /// `dst` and `src` must be valid for 16 bytes and not overlap.
 pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
-    // SAFETY: the caller's contract.
-    unsafe { core::ptr::copy_nonoverlapping(src, dst, 16) }
+    let mut data = [0u8; 16];
+    // SAFETY: the caller's contract: `src` is valid for 16 bytes.
+    unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
+    let deferred = fiber::try_with_current(|t| {
+        let block = t.block();
+        block.copies.borrow_mut().push(PendingCopy {
+            thread: t.linear_id,
+            dst,
+            data,
+            group: t.cp_groups.get(),
+        });
+        block.progressed();
+    });
+    let fill = if deferred.is_some() { None } else { Some(data) };
+    // SAFETY: the caller's contract: `dst` is valid for 16 bytes.
+    unsafe {
+        match fill {
+            Some(data) => core::ptr::copy_nonoverlapping(data.as_ptr(), dst, 16),
+            None => core::ptr::write_bytes(dst, 0xFF, 16),
+        }
+    }
 }
 
-pub(crate) fn cp_async_commit() {}
+/// Ends this thread's current group of copies.
+pub(crate) fn cp_async_commit() {
+    fiber::try_with_current(|t| t.cp_groups.set(t.cp_groups.get().wrapping_add(1)));
+}
 
-pub(crate) fn cp_async_wait_all() {}
+/// `cp.async.wait_all`: commits, then waits for every group.
+pub(crate) fn cp_async_wait_all() {
+    cp_async_commit();
+    fiber::try_with_current(|t| land_copies(t, u32::MAX));
+}
 
-pub(crate) fn cp_async_wait_group(_pending: u32) {}
+/// Lands this thread's copies of every group but the newest `pending` committed ones.
+pub(crate) fn cp_async_wait_group(pending: u32) {
+    fiber::try_with_current(|t| land_copies(t, pending));
+}
+
+/// Writes out the copies of `t` that are in a committed group older than the
+/// newest `keep` ones (all of them, committed or not, if `keep` is `u32::MAX`).
+pub(crate) fn land_copies(t: &fiber::ThreadState, keep: u32) {
+    let block = t.block();
+    let mut copies = block.copies.borrow_mut();
+    let committed = t.cp_groups.get();
+    let before = copies.len();
+    copies.retain(|c| {
+        let lands = c.thread == t.linear_id
+            && (keep == u32::MAX || c.group < committed.saturating_sub(keep));
+        if lands {
+            // SAFETY: `dst` is 16 bytes of the block's shared memory (checked at
+            // issue), which outlives every fiber of the block.
+            unsafe { core::ptr::copy_nonoverlapping(c.data.as_ptr(), c.dst, 16) };
+        }
+        !lands
+    });
+    if copies.len() != before {
+        block.progressed();
+    }
+}

@@ -4,7 +4,7 @@ use super::race::RaceDetector;
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use corosensei::Yielder;
 
 /// Why a fiber suspended: the point where it waits for other threads.
@@ -26,8 +26,27 @@ pub(crate) enum Request {
     ActiveMask {
         site: &'static core::panic::Location<'static>,
     },
+    /// Not a meeting point: the fiber lets the block's other threads run
+    /// (seeded interleaving, at a global access or an atomic) and is runnable
+    /// again in the scheduler's next round. Resumed with 0.
+    Yield { spin: Spin },
 }
 
+/// Whether a [`Request::Yield`] comes from a thread that looks stuck in a spin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spin {
+    /// Not (yet) a stuck spin.
+    No,
+    /// Polled one shared-memory atomic [`SPIN_BOUND`] times in a row, seeing
+    /// the same value, with no change to memory by any thread of the block.
+    Shared,
+    /// The same, on global memory (another block may still change it).
+    Global,
+}
+
+/// Identical polls of one atomic, with no memory change in the block, after
+/// which a thread counts as stuck in a spin (see the module doc, "Spins").
+pub(crate) const SPIN_BOUND: u32 = 1 << 16;
 /// Which warp instruction a [`Request::Warp`] is; lanes of one mask must agree on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WarpOp {
@@ -47,7 +66,7 @@ pub(crate) enum WarpOp {
 impl Request {
     /// Whether the fiber waits in a warp collective (not a block barrier).
     pub(crate) fn is_warp(&self) -> bool {
-        !matches!(self, Request::SyncThreads { .. })
+        matches!(self, Request::Warp { .. } | Request::ActiveMask { .. })
     }
 }
 
@@ -71,7 +90,110 @@ pub(crate) struct ThreadState {
     pub collective_out: Cell<[u32; 4]>,
     /// Set by the fiber when it first runs; null until then.
     pub yielder: Cell<*const FiberYielder>,
+    /// What the block's threads share (interleaving, progress, `cp.async`).
+    pub block: *const BlockState,
+    /// `cp.async` groups this thread has committed.
+    pub cp_groups: Cell<u32>,
+    /// This thread's last atomic that changed nothing, for the spin rule.
+    pub poll: Cell<Poll>,
 }
+
+impl ThreadState {
+    /// The block's shared state.
+    pub(crate) fn block(&self) -> &BlockState {
+        // SAFETY: the scheduler keeps the BlockState alive, and unmoved, for
+        // as long as any of the block's fibers exists.
+        unsafe { &*self.block }
+    }
+}
+
+/// A thread's run of identical polls: an atomic at `addr` that changed
+/// nothing and saw `value`, while the block's progress counter was `progress`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Poll {
+    pub addr: usize,
+    pub value: u64,
+    pub progress: u64,
+    /// Identical polls after the first.
+    pub repeats: u32,
+}
+
+/// A `cp.async` copy issued but not yet waited for: it lands at `dst` when
+/// `thread` waits for its group.
+pub(crate) struct PendingCopy {
+    pub thread: u32,
+    pub dst: *mut u8,
+    pub data: [u8; 16],
+    /// The issuing thread's committed-group count at issue.
+    pub group: u32,
+}
+
+/// What the threads of one block share, on the OS thread that runs them.
+pub(crate) struct BlockState {
+    /// The interleaving PRNG (splitmix64), seeded per block.
+    rng: Cell<u64>,
+    /// Bumped by every change to memory that a thread of the block makes
+    /// (plain stores, atomics that change their element, `cp.async`).
+    pub progress: Cell<u64>,
+    /// The block's `cp.async` copies in flight.
+    pub copies: RefCell<Vec<PendingCopy>>,
+}
+
+impl BlockState {
+    /// The state of block `linear_block`, its PRNG seeded from [`seed`] and
+    /// the block, so that a block's interleaving does not depend on which OS
+    /// thread runs it or when.
+    pub(crate) fn new(linear_block: u64) -> Self {
+        let state = BlockState {
+            rng: Cell::new(seed() ^ linear_block.wrapping_mul(0xD1B5_4A32_D192_ED03)),
+            progress: Cell::new(0),
+            copies: RefCell::new(Vec::new()),
+        };
+        state.next();
+        state
+    }
+
+    /// splitmix64.
+    fn next(&self) -> u64 {
+        let s = self.rng.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.rng.set(s);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Whether to switch fibers at this access: 1 time in 8.
+    pub(crate) fn interleave(&self) -> bool {
+        self.next() & 7 == 0
+    }
+
+    /// Notes a change to memory.
+    pub(crate) fn progressed(&self) {
+        self.progress.set(self.progress.get().wrapping_add(1));
+    }
+}
+
+/// The interleaving seed: `WARPFORGE_EMU_SEED` (decimal, or hex with `0x`),
+/// read once per process; a fixed value when unset or unparsable.
+pub(crate) fn seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        std::env::var("WARPFORGE_EMU_SEED")
+            .ok()
+            .and_then(|v| {
+                let v = v.trim();
+                match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                    Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                    None => v.parse().ok(),
+                }
+            })
+            .unwrap_or(DEFAULT_SEED)
+    })
+}
+
+/// The seed when `WARPFORGE_EMU_SEED` is not set.
+pub(crate) const DEFAULT_SEED: u64 = 0x5EED;
 
 thread_local! {
     /// The fiber that this OS thread is running right now (null outside a launch).

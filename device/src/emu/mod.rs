@@ -8,14 +8,75 @@
 //! one OS thread runs all of a block's fibers cooperatively. A fiber runs until
 //! it reaches a point where CUDA threads meet: a block barrier
 //! ([`crate::sync::sync_threads`]) or a warp collective
-//! ([`crate::warp`]). There it suspends and hands the scheduler a request.
+//! ([`crate::warp`]), or an interleaving point (see "Interleaving"). There
+//! it suspends and hands the scheduler a request.
 //! When every fiber has stopped, the scheduler completes what can be completed
 //! (a warp exchange once every lane of its mask has asked, a barrier once every
 //! thread of the block has arrived) and resumes those fibers with their results.
 //!
 //! Fibers rather than OS threads because CUDA blocks meet at barriers often:
 //! a fiber switch costs tens of nanoseconds, an OS-thread handoff microseconds,
-//! and cooperative scheduling makes every run of a launch deterministic.
+//! and cooperative scheduling makes every run of a block deterministic (for a
+//! given seed, see "Interleaving").
+//!
+//! # Interleaving
+//!
+//! A fiber also yields, to run again in the scheduler's next round (never as
+//! a barrier arrival), at two kinds of points: before a plain access to an
+//! output element (`Slot::get` / `Slot::set`), and after an atomic
+//! (`AtomicRef`, shared or global), each 1 time in 8, chosen by a splitmix64
+//! PRNG seeded per block from the block's index and the process's seed:
+//! `WARPFORGE_EMU_SEED` (decimal or `0x` hex, read once per process; unset or
+//! unparsable: a fixed default). So a plain read-modify-write of an element
+//! that several threads share loses updates here as on a GPU (when the race
+//! detector, which reports it first, is off), and a run with a given seed
+//! replays the same interleaving within each block (blocks run in parallel,
+//! so their relative order is the OS's). To reproduce a failure, rerun with
+//! the same `WARPFORGE_EMU_SEED`; to look for one, try several. Shared-memory
+//! loads and stores are not interleaving points (the race detector orders
+//! them by barriers instead).
+//!
+//! # Spins
+//!
+//! An atomic that changes nothing and sees the same value at the same
+//! element as this thread's previous atomic, with no change to memory by the
+//! block in between, is a *poll*: the thread yields at once (then every 64
+//! polls), so that a thread that would release it runs. A thread that polls
+//! the same element 65 536 times (`SPIN_BOUND`) in a row is *stuck*.
+//! A round of the scheduler in which every thread that ran is stuck, the
+//! others wait at a barrier or a warp collective that cannot complete, or
+//! have exited, and the block changed no memory, is a
+//! [`Fault::SpinDeadlock`] when the polled memory is shared (certain: only
+//! the block can change it). When a spinner polls global memory another
+//! block could change it, so it is reported only once every OS thread of the
+//! launch is either stuck the same way or done, for two rounds in a row: a
+//! block may wait for another block only while both run, and the emulator
+//! runs as many blocks at once as there are cores (a GPU promises no more
+//! than one). A spin on a plain load (not an atomic) is not caught; it is a
+//! data race anyway.
+//!
+//! # `cp.async`
+//!
+//! [`crate::mma::cp_async_16`] reads its 16 source bytes at issue, fills the
+//! destination with `0xFF` bytes and writes the data only when the issuing
+//! thread waits for the copy's group (`cp_async_wait_all`, or
+//! `cp_async_wait_group(n)` for all but the newest `n` committed groups), or
+//! exits. A barrier does not complete a copy (nor does it on a GPU). Any
+//! access to a destination still in flight, by any thread of the block, is
+//! [`Fault::CpAsyncPending`], naming the issuer.
+//!
+//! # Memory ordering
+//!
+//! Within a block, fibers run one at a time on one OS thread: every access
+//! is immediately visible to the block's other threads, in program order.
+//! Atomics are the host's, sequentially consistent, and fences are SeqCst
+//! fences; blocks on different OS threads see each other's plain accesses
+//! in whatever order the host gives. A GPU is weaker: its plain accesses may
+//! be reordered or cached, relaxed atomics order nothing else, and a
+//! narrow-scope atomic or fence is not seen by other blocks. So a kernel that
+//! publishes data with atomics but no fence, or relies on a block-scope
+//! atomic across blocks, can pass here and fail on a GPU; the race detector
+//! catches the plain-access cases it can (see `race`), not these.
 //!
 //! # What it reports
 //!
@@ -39,12 +100,17 @@
 //!   themselves never race. Inputs (`&[T]`) are never written in a launch;
 //! - a thread reads shared memory that no thread of the block wrote
 //!   (`Fault::UninitSharedRead`, reported at the end of that barrier
-//!   interval, so that a read before another thread's write is the race it is).
+//!   interval, so that a read before another thread's write is the race it is);
+//! - threads spin on an atomic that nothing will change
+//!   (`Fault::SpinDeadlock`, see "Spins");
+//! - a thread touches the destination of a `cp.async` not yet waited for
+//!   (`Fault::CpAsyncPending`, see "`cp.async`").
 //!
-//! The last three are the race detector (see the `race` module for exactly
-//! what it does and does not see: it never invents a race, but it can miss
-//! one when fences and atomics are involved, and it does not check atomic
-//! scopes or plain-vs-atomic mixes in shared memory). It is on by default;
+//! The shared-race, global-race and uninitialised-read checks are the race
+//! detector (see the `race` module for exactly what it does and does not
+//! see: it never invents a race, but it can miss one when fences and atomics
+//! are involved, and it does not check atomic scopes or plain-vs-atomic
+//! mixes in shared memory). It is on by default;
 //! `WARPFORGE_EMU_RACECHECK=0` turns it off (read once per process).
 //! Global accesses are checked only in launches that name their outputs
 //! ([`launch_with_outputs`], which `warpforge::Device` uses).
@@ -63,6 +129,9 @@
 //! machine): 14.7 million thread-barriers per second with barriers only, and
 //! 8.7 million when each interval also writes and reads shared memory under
 //! the race detector. Warp collectives cost about the same as a barrier.
+//! The interleaving adds a fiber switch at 1 in 8 output accesses and
+//! atomics (and at every poll of a spin): `cargo test -p warpforge --test
+//! reductions` (debug build) went from 15–17 s to 17–19 s.
 
 pub(crate) mod fiber;
 mod memory;
@@ -192,6 +261,34 @@ pub enum Fault {
         /// Threads waiting in a warp collective.
         at_warp_op: u32,
     },
+    /// Threads spin on atomics that nothing will change: each polled one
+    /// element, seeing the same value, many times in a row while no thread of
+    /// the block changed memory, and every other thread of the block waits or
+    /// has exited (for global memory: and no other running block changed it
+    /// either). `thread` in the error is the first spinner.
+    SpinDeadlock {
+        /// The spinning threads (the first 8, in the block's order).
+        spinning: Vec<Dim3>,
+        /// How many threads spin.
+        spinners: u32,
+        /// Whether some of them poll global memory (else all poll shared memory).
+        global: bool,
+        /// Threads waiting at a block barrier.
+        at_barrier: u32,
+        /// Threads waiting in a warp collective.
+        at_warp_op: u32,
+    },
+    /// A thread accessed shared memory that is the destination of a
+    /// `cp.async` whose issuing thread has not yet waited for it
+    /// (`cp_async_wait_all` / `cp_async_wait_group`): the bytes have not landed.
+    CpAsyncPending {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The thread that issued the copy.
+        issuer: Dim3,
+        /// Whether this thread's access is a write (or an atomic).
+        this_writes: bool,
+    },
 }
 
 /// A fault in an emulated launch, with the kernel, block and thread it happened in.
@@ -299,6 +396,50 @@ impl fmt::Display for EmuError {
                 f,
                 "deadlock: {at_barrier} threads wait at a block barrier and {at_warp_op} in \
                  a warp collective, and none can proceed"
+            ),
+            Fault::SpinDeadlock {
+                spinning,
+                spinners,
+                global,
+                at_barrier,
+                at_warp_op,
+            } => {
+                let list: Vec<String> = spinning.iter().map(ToString::to_string).collect();
+                let more = if *spinners as usize > spinning.len() {
+                    ", …"
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "spin deadlock: {spinners} threads ({}{more}) poll an atomic in {} memory, \
+                     each seeing the same value {} times in a row, while no thread of the block \
+                     changes memory ({at_barrier} wait at a block barrier, {at_warp_op} in a \
+                     warp collective, the rest exited){}; nothing will ever release them",
+                    list.join(", "),
+                    if *global { "global" } else { "shared" },
+                    fiber::SPIN_BOUND,
+                    if *global {
+                        ", and no other running block changes it either (blocks may wait \
+                         only for blocks that can run at the same time: the emulator runs \
+                         one per core, a GPU gives no guarantee)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            Fault::CpAsyncPending {
+                offset,
+                issuer,
+                this_writes,
+            } => write!(
+                f,
+                "this thread {} shared memory at byte {offset}, the destination of a \
+                 cp.async that thread {issuer} issued and has not waited for: the bytes have \
+                 not landed; call cp_async_wait_all() (or cp_async_wait_group) in the issuing \
+                 thread before the access, and sync_threads() after it before other threads \
+                 read them",
+                if *this_writes { "writes" } else { "reads" }
             ),
         }
     }

@@ -1,7 +1,6 @@
 //! Runs a grid: blocks in parallel on OS threads, a block's threads as fibers.
 
-use super::fiber::WarpOp;
-use super::fiber::{self, FiberYielder, Request, ThreadState};
+use super::fiber::{self, BlockState, FiberYielder, Poll, Request, Spin, ThreadState, WarpOp};
 use super::race::{GlobalShadow, RaceDetector, UninitRead};
 use super::{EmuError, Fault, LaunchShape, OutputBuffer};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
@@ -10,7 +9,7 @@ use core::cell::Cell;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Stack size of one emulated thread. Kernels are shallow; this leaves room for
@@ -76,13 +75,26 @@ pub fn launch_with_outputs(
     let global = (race_check_enabled() && !outputs.is_empty() && blocks < u64::from(u32::MAX - 1))
         .then(|| Arc::new(GlobalShadow::new(outputs)));
     let next_block = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<(u64, EmuError)>> = Mutex::new(None);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(usize::try_from(blocks).unwrap_or(usize::MAX));
+    let launch = LaunchState {
+        live_workers: AtomicUsize::new(workers.max(1)),
+        stalled_workers: AtomicUsize::new(0),
+        failed: AtomicBool::new(false),
+    };
+    let failed = &launch.failed;
 
     let work = || {
+        /// A worker is live until it returns, however it returns.
+        struct Live<'a>(&'a AtomicUsize);
+        impl Drop for Live<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let _live = Live(&launch.live_workers);
         loop {
             if failed.load(Ordering::Relaxed) {
                 return;
@@ -92,8 +104,17 @@ pub fn launch_with_outputs(
                 return;
             }
             let block_idx = shape.grid.unflatten(linear);
-            if let Err(fault) = run_block(kernel, shape, block_idx, linear, global.clone(), body) {
-                failed.store(true, Ordering::Relaxed);
+            let ran = run_block(
+                kernel,
+                shape,
+                block_idx,
+                linear,
+                global.clone(),
+                &launch,
+                body,
+            );
+            if let Err(fault) = ran {
+                failed.store(true, Ordering::SeqCst);
                 let mut slot = first_error.lock().unwrap_or_else(|e| e.into_inner());
                 if slot.as_ref().is_none_or(|(b, _)| linear < *b) {
                     *slot = Some((linear, fault));
@@ -117,9 +138,64 @@ pub fn launch_with_outputs(
     }
 }
 
+/// What the blocks of a launch share, for the spin rule on global memory.
+struct LaunchState {
+    /// Workers (OS threads) that have not returned: running a block, or about
+    /// to take the next one.
+    live_workers: AtomicUsize,
+    /// Workers whose block is stuck spinning on global memory.
+    stalled_workers: AtomicUsize,
+    /// Some block faulted; no new block starts.
+    failed: AtomicBool,
+}
+
+/// This block's mark in [`LaunchState::stalled_workers`], removed when the
+/// block moves again or ends.
+struct StallMark<'a> {
+    launch: &'a LaunchState,
+    marked: bool,
+    /// Consecutive stuck rounds in which every live worker was stalled.
+    confirmed: u32,
+}
+
+impl StallMark<'_> {
+    fn clear(&mut self) {
+        if self.marked {
+            self.launch.stalled_workers.fetch_sub(1, Ordering::SeqCst);
+            self.marked = false;
+        }
+        self.confirmed = 0;
+    }
+
+    /// Another stuck round of this block: whether every live worker has been
+    /// stalled for two of them in a row (each spinner polled again between,
+    /// so a change made before another block stalled would have been seen).
+    fn all_stalled(&mut self) -> bool {
+        if !self.marked {
+            self.launch.stalled_workers.fetch_add(1, Ordering::SeqCst);
+            self.marked = true;
+        }
+        let stalled = self.launch.stalled_workers.load(Ordering::SeqCst);
+        if stalled >= self.launch.live_workers.load(Ordering::SeqCst) {
+            self.confirmed += 1;
+        } else {
+            self.confirmed = 0;
+        }
+        self.confirmed >= 2
+    }
+}
+
+impl Drop for StallMark<'_> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 enum State {
     /// Ready to run; resumed with this value.
     Runnable(u32),
+    /// Let the others run (seeded interleaving, or a spin); runnable in the next round.
+    Yielded(Spin),
     /// Suspended at a barrier or warp collective.
     Waiting(Request),
     /// Returned from the kernel.
@@ -141,8 +217,12 @@ fn run_block(
     block_idx: Dim3,
     linear_block: u64,
     global: Option<Arc<GlobalShadow>>,
+    launch: &LaunchState,
     body: &(dyn Fn() + Sync),
 ) -> Result<(), EmuError> {
+    // Outlives the fibers (declared first, dropped last), and never moves.
+    let block_state = BlockState::new(linear_block);
+    let block_ptr: *const BlockState = &block_state;
     // 0xFF bytes: NaN in every float type, so reads of never-written shared memory stand out.
     let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
     let shared_base = shared.as_mut_ptr().cast::<u8>();
@@ -168,6 +248,9 @@ fn run_block(
                 collective_in: Cell::new([0; 10]),
                 collective_out: Cell::new([0; 4]),
                 yielder: Cell::new(core::ptr::null()),
+                block: block_ptr,
+                cp_groups: Cell::new(0),
+                poll: Cell::new(Poll::default()),
             });
             let state_ptr: *const ThreadState = &*state;
             let start = move |yielder: &FiberYielder, _first: u32| {
@@ -188,7 +271,7 @@ fn run_block(
         })
         .collect();
 
-    let result = schedule(kernel, &mut threads, race.as_ref());
+    let result = schedule(kernel, &mut threads, race.as_ref(), &block_state, launch);
     fiber::set_current(core::ptr::null());
     for t in &mut threads {
         if let Some(f) = t.fiber.take() {
@@ -204,6 +287,7 @@ fn run_block(
     }
     drop(race);
     drop(shared);
+    drop(block_state);
     result
 }
 
@@ -218,6 +302,8 @@ fn schedule(
     kernel: &str,
     threads: &mut [EmulatedThread],
     race: Option<&RaceDetector>,
+    block: &BlockState,
+    launch: &LaunchState,
 ) -> Result<(), EmuError> {
     let error = |t: &EmulatedThread, fault: Fault| EmuError {
         kernel: kernel.to_owned(),
@@ -225,8 +311,16 @@ fn schedule(
         thread: t.state.thread_idx,
         fault,
     };
+    let mut stall = StallMark {
+        launch,
+        marked: false,
+        confirmed: 0,
+    };
     loop {
-        // Run every runnable fiber until it waits or exits.
+        let progress_before = block.progress.get();
+        // Some fiber yielded; all that yielded are stuck spinners; some of those poll global memory.
+        let (mut yielded, mut stuck, mut on_global) = (false, true, false);
+        // Run every runnable fiber until it waits, yields or exits.
         for t in threads.iter_mut() {
             let State::Runnable(input) = t.status else {
                 continue;
@@ -236,8 +330,21 @@ fn schedule(
             let step = catch_unwind(AssertUnwindSafe(|| fiber.resume(input)));
             fiber::set_current(core::ptr::null());
             t.status = match step {
+                Ok(CoroutineResult::Yield(Request::Yield { spin })) => {
+                    yielded = true;
+                    match spin {
+                        Spin::No => stuck = false,
+                        Spin::Global => on_global = true,
+                        Spin::Shared => {}
+                    }
+                    State::Yielded(spin)
+                }
                 Ok(CoroutineResult::Yield(request)) => State::Waiting(request),
-                Ok(CoroutineResult::Return(())) => State::Exited,
+                Ok(CoroutineResult::Return(())) => {
+                    // Copies still in flight land (the GPU completes them too).
+                    crate::arch::land_copies(&t.state, u32::MAX);
+                    State::Exited
+                }
                 Err(payload) => {
                     // A detector (the race checker) unwinds with its Fault; anything else is a panic.
                     let fault = match payload.downcast::<Fault>() {
@@ -250,6 +357,36 @@ fn schedule(
                 }
             };
         }
+
+        if yielded {
+            if stuck && block.progress.get() == progress_before {
+                // Every thread that ran only polled, and nothing changed: unless a
+                // warp collective of the others completes, nothing here will change.
+                let mut progressed = false;
+                for warp in threads.chunks_mut(WARP_SIZE as usize) {
+                    progressed |= complete_warp_collective(warp)
+                        .map_err(|(lane, fault)| error(&warp[lane], fault))?;
+                }
+                if progressed {
+                    stall.clear();
+                } else if !on_global || stall.all_stalled() {
+                    return Err(spin_error(kernel, threads, on_global));
+                } else if launch.failed.load(Ordering::SeqCst) {
+                    // Another block faulted, which is the launch's error; this
+                    // block waits for what will never come. Abandon it.
+                    return Ok(());
+                }
+            } else {
+                stall.clear();
+            }
+            for t in threads.iter_mut() {
+                if let State::Yielded(_) = t.status {
+                    t.status = State::Runnable(0);
+                }
+            }
+            continue;
+        }
+        stall.clear();
 
         let mut progressed = false;
         for warp in threads.chunks_mut(WARP_SIZE as usize) {
@@ -266,7 +403,9 @@ fn schedule(
                 State::Waiting(Request::SyncThreads { .. }) => at_barrier += 1,
                 State::Waiting(_) => at_warp_op += 1,
                 State::Exited => exited += 1,
-                State::Runnable(_) => unreachable!("all runnable fibers were run"),
+                State::Runnable(_) | State::Yielded(_) => {
+                    unreachable!("all runnable fibers were run, and none yielded")
+                }
             }
         }
         if exited == threads.len() as u32 {
@@ -324,6 +463,37 @@ fn schedule(
                 at_warp_op,
             },
         ));
+    }
+}
+
+/// The fault for a block whose running threads are all stuck spinning.
+fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> EmuError {
+    let spinners: Vec<&EmulatedThread> = threads
+        .iter()
+        .filter(|t| matches!(t.status, State::Yielded(Spin::Shared | Spin::Global)))
+        .collect();
+    let count = |f: fn(&Request) -> bool| {
+        threads
+            .iter()
+            .filter(|t| matches!(&t.status, State::Waiting(r) if f(r)))
+            .count() as u32
+    };
+    let first = spinners.first().expect("a stuck round has a spinner");
+    EmuError {
+        kernel: kernel.to_owned(),
+        block: first.state.block_idx,
+        thread: first.state.thread_idx,
+        fault: Fault::SpinDeadlock {
+            spinning: spinners
+                .iter()
+                .take(8)
+                .map(|t| t.state.thread_idx)
+                .collect(),
+            spinners: spinners.len() as u32,
+            global,
+            at_barrier: count(|r| !r.is_warp()),
+            at_warp_op: count(Request::is_warp),
+        },
     }
 }
 

@@ -382,7 +382,9 @@ impl FaultCode {
             Fault::SharedRace { .. } => FaultCode::SharedRace,
             Fault::GlobalRace { .. } => FaultCode::GlobalRace,
             Fault::UninitSharedRead { .. } => FaultCode::UninitSharedRead,
-            Fault::Deadlock { .. } => FaultCode::Deadlock,
+            Fault::Deadlock { .. } | Fault::SpinDeadlock { .. } => FaultCode::Deadlock,
+            // The copy engine writes the bytes while the thread touches them: a race.
+            Fault::CpAsyncPending { .. } => FaultCode::SharedRace,
         }
     }
 }

@@ -31,6 +31,19 @@
 //! Both options may be given, in either order:
 //! `#[kernel(block = (16, 16), shared = [f32; 256])]`.
 //!
+//! A generic fn is one kernel body for several kernels: `instances(...)`
+//! lists them, each a name and the type and const arguments it is built with,
+//! `#[kernel(block = 256, instances(scale_f32 = <f32>, scale_f64 = <f64>))]`
+//! on `pub fn scale<T: Fma>(a: T, x: &[T], y: Out<T>)`. Each instance is
+//! exactly what a non-generic `#[kernel] pub fn scale_f32(a: f32, ...)` would
+//! be (its PTX entry, launch description, `Kernel::NAME`, shared size), with
+//! the arguments substituted and every parameter check applied to it; the
+//! generic fn stays an ordinary fn (bounds and where-clause included) that the
+//! instances call as `scale::<f32>`. A generic kernel without `instances`, or
+//! `instances` on a non-generic one, an instance with the wrong number or kind
+//! of arguments, two instances of one name, and lifetime parameters are
+//! compile errors.
+//!
 //! A kernel may not be an `unsafe fn` (the host launches it from safe code),
 //! and the kernels crate may `#![forbid(unsafe_code)]`: the `unsafe` the
 //! expansion needs is spanned at this macro's own site, which the lint does
@@ -66,15 +79,63 @@ struct KernelAttr {
     shared: Option<Type>,
     /// The declared block shape, `[x, y, z]`, already checked against the CUDA limits.
     block: Option<[u32; 3]>,
+    /// `instances(name = <args>, ...)`: the kernels a generic fn is instantiated as.
+    instances: Option<Instances>,
 }
 
-const OPTIONS: &str = "`shared = [T; N]` and `block = X`, `(X, Y)` or `(X, Y, Z)`";
+/// `instances(...)` as written: its keyword (for error spans) and each instance.
+struct Instances {
+    keyword: Ident,
+    list: Vec<Instance>,
+}
+
+/// One `name = <T, N, ...>` of `instances(...)`.
+struct Instance {
+    name: Ident,
+    args: syn::AngleBracketedGenericArguments,
+}
+
+impl Parse for Instance {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        input.parse::<syn::Token![=]>()?;
+        if !input.peek(syn::Token![<]) {
+            return Err(input.error(format!(
+                "write instance `{name}`'s generic arguments in angle brackets, \
+                 e.g. `{name} = <f32>` or `{name} = <f32, 8>`"
+            )));
+        }
+        Ok(Instance {
+            name,
+            args: input.parse()?,
+        })
+    }
+}
+
+const OPTIONS: &str = "`shared = [T; N]`, `block = X`, `(X, Y)` or `(X, Y, Z)`, and \
+                       `instances(name = <T, ...>, ...)` for a generic kernel";
 
 impl Parse for KernelAttr {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut attr = KernelAttr::default();
         while !input.is_empty() {
             let key: Ident = input.parse()?;
+            if key == "instances" {
+                if attr.instances.is_some() {
+                    return Err(Error::new(key.span(), "`instances` is given twice"));
+                }
+                let content;
+                syn::parenthesized!(content in input);
+                let list = content.parse_terminated(Instance::parse, syn::Token![,])?;
+                attr.instances = Some(Instances {
+                    keyword: key,
+                    list: list.into_iter().collect(),
+                });
+                if !input.is_empty() {
+                    input.parse::<syn::Token![,]>()?;
+                }
+                continue;
+            }
             input.parse::<syn::Token![=]>()?;
             let duplicate = || Error::new(key.span(), format!("`{key}` is given twice"));
             match key.to_string().as_str() {
@@ -324,14 +385,58 @@ fn unsupported(ty: &Type) -> Error {
 
 fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let sig = &func.sig;
-    if !sig.generics.params.is_empty() {
-        // Alone: its type parameters would also fail as parameter types below.
+    let generics = &sig.generics;
+    // Problems with the generics and `instances(...)` come alone: the
+    // parameter types below depend on them.
+    if let Some(lt) = generics.lifetimes().next() {
         return Err(Error::new(
-            sig.generics.span(),
-            "a kernel cannot be generic: each PTX entry has one concrete signature; \
-             write one #[kernel] per type that calls a generic helper",
+            lt.span(),
+            format!(
+                "a kernel cannot have lifetime parameters (`{}`): every buffer lives for the \
+                 whole launch, so write `&[T]` with its lifetime elided",
+                show(&lt.lifetime)
+            ),
         ));
     }
+    let targets = match (&attr.instances, generics.params.is_empty()) {
+        (None, true) => vec![Target {
+            name: sig.ident.clone(),
+            subst: Vec::new(),
+            call: format_ident!("__warpforge_body_{}", sig.ident).into_token_stream(),
+            of: None,
+        }],
+        (None, false) => {
+            let example: Vec<&str> = generics
+                .params
+                .iter()
+                .map(|p| match p {
+                    syn::GenericParam::Const(_) => "4",
+                    _ => "f32",
+                })
+                .collect();
+            return Err(Error::new(
+                generics.span(),
+                format!(
+                    "a generic kernel needs `instances(...)`: each PTX entry has one concrete \
+                     signature, so list the instances to build, each a kernel of its own, e.g. \
+                     `#[kernel(instances({name}_f32 = <{args}>))]`",
+                    name = sig.ident,
+                    args = example.join(", ")
+                ),
+            ));
+        }
+        (Some(inst), true) => {
+            return Err(Error::new(
+                inst.keyword.span(),
+                format!(
+                    "`instances(...)` is for a generic kernel, but `{}` has no type or const \
+                     parameters: remove `instances(...)`",
+                    sig.ident
+                ),
+            ));
+        }
+        (Some(inst), false) => instance_targets(&sig.ident, generics, inst)?,
+    };
     // Every other problem with the signature at once, so one build shows them all.
     let mut errors: Vec<Error> = Vec::new();
     if let Some(t) = &sig.asyncness {
@@ -352,7 +457,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         ));
     }
 
-    let mut params = Vec::new();
+    let mut named = Vec::new();
     for input in &sig.inputs {
         let FnArg::Typed(pt) = input else {
             errors.push(Error::new(input.span(), "a kernel cannot take `self`"));
@@ -365,14 +470,41 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
             ));
             continue;
         };
-        match classify(&pt.ty) {
-            Ok((kind, elem)) => params.push(Param {
-                name: pi.ident.clone(),
-                kind,
-                elem,
-            }),
-            Err(e) => errors.push(e),
+        named.push((pi.ident.clone(), &*pt.ty));
+    }
+    // Each instance's parameters, checked with its arguments substituted (an
+    // error the instances share is reported once).
+    let mut instances = Vec::new();
+    // Per parameter, the errors earlier instances gave for it.
+    let mut seen: Vec<Vec<String>> = vec![Vec::new(); named.len()];
+    for target in &targets {
+        let mut params = Vec::new();
+        for ((name, ty), seen) in named.iter().zip(&mut seen) {
+            match target.substitute(ty).and_then(|ty| classify(&ty)) {
+                Ok((kind, elem)) => params.push(Param {
+                    name: name.clone(),
+                    kind,
+                    elem,
+                }),
+                Err(e) => {
+                    if !seen.contains(&e.to_string()) {
+                        seen.push(e.to_string());
+                        errors.push(e);
+                    }
+                }
+            }
         }
+        let shared = match &attr.shared {
+            Some(t) => match target.substitute(t) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
+            None => None,
+        };
+        instances.push((target, params, shared));
     }
     if let Some(all) = errors.into_iter().reduce(|mut all, e| {
         all.combine(e);
@@ -381,20 +513,232 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         return Err(all);
     }
 
-    let vis = &func.vis;
-    let name = &sig.ident;
-    let name_str = name.to_string();
-    let body_name = format_ident!("__warpforge_body_{}", name);
-    let mut body_fn = func.clone();
-    body_fn.sig.ident = body_name.clone();
-    body_fn.vis = syn::Visibility::Inherited;
     let attrs_doc: Vec<_> = func
         .attrs
         .iter()
         .filter(|a| a.path().is_ident("doc"))
+        .cloned()
         .collect();
-    body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+    let mut body_fn = func.clone();
+    if generics.params.is_empty() {
+        // The body under a name of its own: the kernel's name is the launch
+        // description's (a unit struct, in the value namespace too).
+        body_fn.sig.ident = format_ident!("__warpforge_body_{}", sig.ident);
+        body_fn.vis = syn::Visibility::Inherited;
+        body_fn.attrs.retain(|a| !a.path().is_ident("doc"));
+    }
+    // A generic kernel stays the ordinary generic fn, docs and all, that
+    // each instance's entry and description call with its arguments.
+    let mut out = quote! {
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        #body_fn
+    };
+    for (target, params, shared) in &instances {
+        out.extend(instance_items(
+            &attr,
+            &func.vis,
+            &attrs_doc,
+            target,
+            params,
+            shared.as_ref(),
+        ));
+    }
+    Ok(out)
+}
 
+/// One kernel to emit: the non-generic fn itself, or one instance of a generic one.
+struct Target {
+    /// The PTX entry's and the launch description's name.
+    name: Ident,
+    /// Each generic parameter's name and the tokens it stands for in this instance.
+    subst: Vec<(Ident, TokenStream2)>,
+    /// The body to call: `__warpforge_body_k` or `k::<f32, 4>`.
+    call: TokenStream2,
+    /// For an instance, the generic fn and its arguments as written, `k::<f32, 4>`.
+    of: Option<String>,
+}
+
+impl Target {
+    /// `ty` with this instance's arguments in place of the generic parameters.
+    fn substitute(&self, ty: &Type) -> syn::Result<Type> {
+        if self.subst.is_empty() {
+            return Ok(ty.clone());
+        }
+        syn::parse2(substitute_tokens(ty.to_token_stream(), &self.subst))
+    }
+}
+
+/// Replaces each identifier named in `subst` (not a path segment after `::`,
+/// nor a lifetime) by its tokens, inside groups too.
+fn substitute_tokens(tokens: TokenStream2, subst: &[(Ident, TokenStream2)]) -> TokenStream2 {
+    use proc_macro2::{Group, TokenTree};
+    let mut out = TokenStream2::new();
+    let mut after_colon_or_quote = false;
+    for tt in tokens {
+        let next_after =
+            matches!(&tt, TokenTree::Punct(p) if p.as_char() == ':' || p.as_char() == '\'');
+        match tt {
+            TokenTree::Ident(id) if !after_colon_or_quote => {
+                match subst.iter().find(|(name, _)| *name == id) {
+                    Some((_, with)) => out.extend(with.clone()),
+                    None => out.extend([TokenTree::Ident(id)]),
+                }
+            }
+            TokenTree::Group(g) => {
+                let mut inner = Group::new(g.delimiter(), substitute_tokens(g.stream(), subst));
+                inner.set_span(g.span());
+                out.extend([TokenTree::Group(inner)]);
+            }
+            other => out.extend([other]),
+        }
+        after_colon_or_quote = next_after;
+    }
+    out
+}
+
+/// The targets `instances(...)` lists for the generic fn `name`: each with as
+/// many arguments as it has type and const parameters, of the right kinds,
+/// under a name of its own.
+fn instance_targets(
+    name: &Ident,
+    generics: &syn::Generics,
+    instances: &Instances,
+) -> syn::Result<Vec<Target>> {
+    let params: Vec<&syn::GenericParam> = generics.params.iter().collect();
+    let expected: Vec<String> = params
+        .iter()
+        .map(|p| match p {
+            syn::GenericParam::Type(t) => t.ident.to_string(),
+            syn::GenericParam::Const(c) => format!("const {}", c.ident),
+            syn::GenericParam::Lifetime(l) => show(&l.lifetime),
+        })
+        .collect();
+    let expected = expected.join(", ");
+    let mut errors: Vec<Error> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
+    if instances.list.is_empty() {
+        errors.push(Error::new(
+            instances.keyword.span(),
+            format!("`instances()` lists no instance of `{name}`: write at least one, `name = <{expected}>`"),
+        ));
+    }
+    for inst in &instances.list {
+        let iname = &inst.name;
+        if iname == name {
+            errors.push(Error::new(
+                iname.span(),
+                format!(
+                    "instance `{iname}` has the generic fn's own name: give the instance a name \
+                     of its own, e.g. `{name}_f32`"
+                ),
+            ));
+            continue;
+        }
+        if targets.iter().any(|t| t.name == *iname) {
+            errors.push(Error::new(
+                iname.span(),
+                format!("instance `{iname}` is listed twice: each instance is a PTX entry and needs a name of its own"),
+            ));
+            continue;
+        }
+        let args: Vec<&GenericArgument> = inst.args.args.iter().collect();
+        if args.len() != params.len() {
+            errors.push(Error::new(
+                inst.args.span(),
+                format!(
+                    "instance `{iname}` gives {} generic argument{}, but `{name}` has {} \
+                     parameter{}: write `{iname} = <...>` with one argument for each of <{expected}>",
+                    args.len(),
+                    if args.len() == 1 { "" } else { "s" },
+                    params.len(),
+                    if params.len() == 1 { "" } else { "s" },
+                ),
+            ));
+            continue;
+        }
+        let mut subst = Vec::new();
+        let mut shown = Vec::new();
+        let mut ok = true;
+        for (param, arg) in params.iter().zip(&args) {
+            let wrong = |what: &str| {
+                Error::new(
+                    arg.span(),
+                    format!(
+                        "instance `{iname}`: `{}` is not {what} for parameter `{}` of `{name}`",
+                        show(arg),
+                        match param {
+                            syn::GenericParam::Type(t) => t.ident.to_string(),
+                            syn::GenericParam::Const(c) => format!("const {}", c.ident),
+                            syn::GenericParam::Lifetime(l) => show(&l.lifetime),
+                        }
+                    ),
+                )
+            };
+            let tokens = match (param, arg) {
+                (syn::GenericParam::Type(t), GenericArgument::Type(ty)) => {
+                    (t.ident.clone(), ty.to_token_stream())
+                }
+                (syn::GenericParam::Type(_), _) => {
+                    errors.push(wrong("a type"));
+                    ok = false;
+                    continue;
+                }
+                (syn::GenericParam::Const(c), GenericArgument::Const(e)) => {
+                    let tokens = match e {
+                        Expr::Lit(_) | Expr::Block(_) => e.to_token_stream(),
+                        _ => quote!({ #e }),
+                    };
+                    (c.ident.clone(), tokens)
+                }
+                // A named constant parses as a type: `<f32, TILE>`.
+                (syn::GenericParam::Const(c), GenericArgument::Type(Type::Path(p)))
+                    if p.qself.is_none() =>
+                {
+                    (c.ident.clone(), p.to_token_stream())
+                }
+                (syn::GenericParam::Const(_), _) => {
+                    errors.push(wrong("a constant"));
+                    ok = false;
+                    continue;
+                }
+                (syn::GenericParam::Lifetime(_), _) => unreachable!("lifetimes are refused first"),
+            };
+            shown.push(show(&tokens.1));
+            subst.push(tokens);
+        }
+        if !ok {
+            continue;
+        }
+        let call_args: Vec<&TokenStream2> = subst.iter().map(|(_, t)| t).collect();
+        targets.push(Target {
+            name: iname.clone(),
+            call: quote!(#name::<#(#call_args),*>),
+            of: Some(format!("{name}::<{}>", shown.join(", "))),
+            subst,
+        });
+    }
+    match errors.into_iter().reduce(|mut all, e| {
+        all.combine(e);
+        all
+    }) {
+        Some(all) => Err(all),
+        None => Ok(targets),
+    }
+}
+
+/// The PTX entry, launch description and shared-memory constant of one kernel.
+fn instance_items(
+    attr: &KernelAttr,
+    vis: &syn::Visibility,
+    attrs_doc: &[syn::Attribute],
+    target: &Target,
+    params: &[Param],
+    shared: Option<&Type>,
+) -> TokenStream2 {
+    let name = &target.name;
+    let name_str = name.to_string();
+    let body_name = &target.call;
     let dev = quote!(::warpforge_device);
     // `forbid(unsafe_code)` in a kernels crate: an `#[allow(unsafe_code)]` on
     // what this macro emits would be an error there (forbid cannot be
@@ -423,7 +767,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
     let mut abi_names = Vec::new();
     let mut host_args = Vec::new();
     let mut param_info = Vec::new();
-    for p in &params {
+    for p in params {
         let (n, t) = (&p.name, &p.elem);
         let n_str = n.to_string();
         let t_str = type_name(t).unwrap_or_default();
@@ -475,7 +819,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
             }
         }
     }
-    let shared_bytes = match &attr.shared {
+    let shared_bytes = match shared {
         Some(t) => quote!(::core::mem::size_of::<#t>()),
         None => quote!(0usize),
     };
@@ -487,8 +831,12 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         ),
         None => (quote!(::core::option::Option::None), String::new()),
     };
+    let of = match &target.of {
+        Some(of) => format!(", the instance `{of}`"),
+        None => String::new(),
+    };
     let doc = format!(
-        "Launch description of the `{name_str}` kernel (PTX entry `{name_str}`), generated by `#[kernel]`.{block_doc}"
+        "Launch description of the `{name_str}` kernel (PTX entry `{name_str}`{of}), generated by `#[kernel]`.{block_doc}"
     );
     let span = Span::call_site();
     let struct_name = Ident::new(&name_str, span);
@@ -538,14 +886,10 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         }
     };
 
-    Ok(quote! {
+    quote! {
         /// Launch-sized shared memory the kernel needs per block, in bytes.
         #[doc(hidden)]
         #vis const #shared_const: usize = #shared_bytes;
-
-        #[inline(always)]
-        #[allow(clippy::too_many_arguments)]
-        #body_fn
 
         #entry
 
@@ -557,7 +901,7 @@ fn expand(attr: KernelAttr, func: ItemFn) -> syn::Result<TokenStream2> {
         #vis struct #struct_name;
 
         #description
-    })
+    }
 }
 
 #[cfg(test)]
@@ -603,6 +947,38 @@ mod tests {
         ] {
             assert!(attr(tokens).is_err(), "{tokens} was accepted");
         }
+    }
+
+    #[test]
+    fn instances_parse_with_the_other_options() {
+        let a =
+            attr("block = 256, instances(k_f32 = <f32>, k_f64_4 = <f64, 4>,), shared = [f32; 4]")
+                .unwrap();
+        let list = &a.instances.as_ref().unwrap().list;
+        let names: Vec<String> = list.iter().map(|i| i.name.to_string()).collect();
+        assert_eq!(names, ["k_f32", "k_f64_4"]);
+        assert_eq!(list[1].args.args.len(), 2);
+        assert_eq!(a.block, Some([256, 1, 1]));
+        for tokens in [
+            "instances(k = f32)",
+            "instances = (k = <f32>)",
+            "instances(k = <f32>), instances(j = <f64>)",
+        ] {
+            assert!(attr(tokens).is_err(), "{tokens} was accepted");
+        }
+    }
+
+    #[test]
+    fn substitution_leaves_paths_and_other_names_alone() {
+        let subst = [
+            (format_ident!("T"), quote!(f32)),
+            (format_ident!("N"), quote!(4)),
+        ];
+        let ty: Type = syn::parse_str("Foo<T, [T; N], core::T, Elements>").unwrap();
+        assert_eq!(
+            show(&substitute_tokens(ty.to_token_stream(), &subst)),
+            "Foo<f32, [f32; 4], core::T, Elements>"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!
 //! | module | probes |
 //! | --- | --- |
-//! | (root) | shuffles, votes, block votes and fences, warp reductions, f16/bf16 conversion |
+//! | (root) | shuffles, votes, block votes and fences, warp reductions, f16/bf16 conversion, a generic kernel's instances (`probe_window_*`) |
 //! | `atomic` | atomics at each scope, the shared-memory histogram |
 //! | `masked` | explicit-mask warp collectives, `match_*`, `active_mask` |
 //! | `math` | fast and accurate math, packed f16x2/bf16x2 |
@@ -73,6 +73,15 @@ fn write_results<T: Copy, const K: usize>(out: &mut Out<T>, i: usize, v: [T; K])
             o.set(v);
         }
     }
+}
+
+/// `#[kernel(instances(...))]`: one generic body, two PTX entries.
+/// `out[K·i .. K·i + K]` = `x[i .. i + K]`, `pad` past the end of `x`.
+#[kernel(instances(probe_window_f32_2 = <f32, 2>, probe_window_u64_3 = <u64, 3>))]
+pub fn probe_window<T: Copy, const K: usize>(x: &[T], pad: T, mut out: Out<T>) {
+    let i = thread::global_index_x();
+    let window: [T; K] = core::array::from_fn(|k| x.get(i + k).copied().unwrap_or(pad));
+    write_results(&mut out, i, window);
 }
 
 /// `out[3i..]` = (ballot, all, any) of `pred != 0` over the full warp.

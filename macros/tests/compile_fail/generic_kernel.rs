@@ -1,4 +1,5 @@
-// One PTX entry has one concrete signature: a generic kernel is refused.
+// One PTX entry has one concrete signature: a generic kernel must list the
+// instances to build (`instances(...)`).
 // (The macro drops a kernel it refuses, so this file names paths in full
 // rather than importing what the dropped body would have used.)
 use warpforge_macros::kernel;

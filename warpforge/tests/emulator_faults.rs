@@ -102,6 +102,14 @@ fn neighbour_exchange(synced: u32, mut out: Out<f32>) {
     }
 }
 
+/// Asserts that the error's message contains every one of `parts`.
+fn assert_mentions(e: &warpforge::EmuError, parts: &[&str]) {
+    let text = e.to_string();
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
+}
+
 fn fault_of(result: warpforge::Result<()>) -> warpforge::EmuError {
     match result {
         Err(Error::KernelFault {
@@ -421,15 +429,15 @@ fn every_thread_writing_element_0_is_a_race_naming_buffer_element_and_both_threa
         ),
         "{e}"
     );
-    let text = e.to_string();
-    for part in [
-        "kernel `all_write_element_zero`, block (0, 0, 0), thread (1, 0, 0)",
-        "global-memory race on `out`[0]",
-        "thread (0, 0, 0) of block (0, 0, 0) writes it",
-        "give each thread its own elements",
-    ] {
-        assert!(text.contains(part), "{part:?} not in: {text}");
-    }
+    assert_mentions(
+        &e,
+        &[
+            "kernel `all_write_element_zero`, block (0, 0, 0), thread (1, 0, 0)",
+            "global-memory race on `out`[0]",
+            "thread (0, 0, 0) of block (0, 0, 0) writes it",
+            "give each thread its own elements",
+        ],
+    );
 }
 
 #[test]
@@ -611,14 +619,14 @@ fn reading_shared_memory_no_thread_wrote_names_the_byte_and_the_fix() {
         (idx(32), &Fault::UninitSharedRead { offset: 128 }),
         "{e}"
     );
-    let text = e.to_string();
-    for part in [
-        "kernel `reads_half_filled_shared`, block (0, 0, 0), thread (32, 0, 0)",
-        "uninitialised shared memory at byte 128",
-        "store every element before reading it",
-    ] {
-        assert!(text.contains(part), "{part:?} not in: {text}");
-    }
+    assert_mentions(
+        &e,
+        &[
+            "kernel `reads_half_filled_shared`, block (0, 0, 0), thread (32, 0, 0)",
+            "uninitialised shared memory at byte 128",
+            "store every element before reading it",
+        ],
+    );
 }
 
 #[test]
@@ -791,14 +799,14 @@ fn a_spin_on_a_flag_that_no_thread_sets_is_a_deadlock_naming_the_spinner() {
             "{e}"
         );
         assert_eq!((*at_barrier, *at_warp_op), (0, 0), "{e}");
-        let text = e.to_string();
-        for part in [
-            "kernel `spins_on_flag`, block (0, 0, 0), thread (0, 0, 0)",
-            "spin deadlock: 1 threads ((0, 0, 0))",
-            &format!("poll an atomic in {memory} memory"),
-        ] {
-            assert!(text.contains(part), "{part:?} not in: {text}");
-        }
+        assert_mentions(
+            &e,
+            &[
+                "kernel `spins_on_flag`, block (0, 0, 0), thread (0, 0, 0)",
+                "spin deadlock: 1 threads ((0, 0, 0))",
+                &format!("poll an atomic in {memory} memory"),
+            ],
+        );
     }
 }
 
@@ -859,14 +867,14 @@ fn reading_a_cp_async_destination_before_the_wait_is_a_fault_and_after_it_is_not
         ),
         "{e}"
     );
-    let text = e.to_string();
-    for part in [
-        "kernel `cp_async_then_read`, block (0, 0, 0), thread (0, 0, 0)",
-        "cp.async that thread (1, 0, 0) issued and has not waited for",
-        "cp_async_wait_all()",
-    ] {
-        assert!(text.contains(part), "{part:?} not in: {text}");
-    }
+    assert_mentions(
+        &e,
+        &[
+            "kernel `cp_async_then_read`, block (0, 0, 0), thread (0, 0, 0)",
+            "cp.async that thread (1, 0, 0) issued and has not waited for",
+            "cp_async_wait_all()",
+        ],
+    );
 
     // Its own copy, read before waiting (a fresh context: a fault poisons one).
     let dev = Device::emulator();

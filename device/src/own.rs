@@ -27,7 +27,7 @@
 //! | [`WarpChunks<N>`] | `Out<T, WarpChunks<N>>` | the same per warp: every lane walks its warp's units, lane 0 writes them ([`GroupChunk::leader`]) |
 //! | [`BlockChunks<N>`] | `Out<T, BlockChunks<N>>` | the same per block: thread 0 of the block writes |
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
-//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
+//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), or micro-tile `t` of `MR × MC` to thread `t` ([`BlockTile::micro_tile`]) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the GEMM/conv epilogue |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
@@ -879,6 +879,100 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
             },
             _view: PhantomData,
         }
+    }
+}
+
+impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
+    /// This thread's `MR × MC` micro-tile of the tile, for a kernel that keeps
+    /// a register micro-tile per thread (the SIMT GEMM epilogue).
+    ///
+    /// The `TM × TN` tile is cut into `(TM / MR) × (TN / MC)` micro-tiles,
+    /// numbered row-major; the thread whose linear id in the block is `t`
+    /// owns micro-tile `t`: rows `(t / (TN / MC))·MR ..` and columns
+    /// `(t % (TN / MC))·MC ..` of the tile, clipped to the matrix. `None` if
+    /// `t` is past the last micro-tile (a block with more threads than
+    /// micro-tiles) or the micro-tile starts outside the matrix.
+    ///
+    /// Disjoint for any block shape: `t ↦ (t / (TN/MC), t % (TN/MC))` is
+    /// one-to-one on `t < (TM/MR)·(TN/MC)`, linear ids are distinct within
+    /// the block, the micro-tiles partition the tile (`MR | TM` and
+    /// `MC | TN`, checked at compile time), and the tile is the block's alone
+    /// ([`OutMatrix::tile`]). The micro-tile borrows this tile mutably, so a
+    /// thread holds at most one at a time.
+    #[inline(always)]
+    pub fn micro_tile<const MR: usize, const MC: usize>(
+        &mut self,
+    ) -> Option<MicroTile<'_, T, MR, MC>> {
+        const {
+            assert!(
+                MR > 0 && MC > 0 && TM.is_multiple_of(MR) && TN.is_multiple_of(MC),
+                "a micro-tile has at least one element and divides the block tile"
+            )
+        };
+        let per_row = TN / MC;
+        let t = thread::linear_thread_id() as usize;
+        if t >= (TM / MR) * per_row {
+            return None;
+        }
+        let (r, c) = ((t / per_row) * MR, (t % per_row) * MC);
+        if r >= self.rows || c >= self.cols {
+            return None;
+        }
+        Some(MicroTile {
+            // SAFETY: (r, c) is inside the clipped tile (just checked), so in
+            // the matrix.
+            origin: unsafe { self.origin.add(r * self.row_stride + c) },
+            row_stride: self.row_stride,
+            row0: self.row0 + r,
+            col0: self.col0 + c,
+            rows: MR.min(self.rows - r),
+            cols: MC.min(self.cols - c),
+            _view: PhantomData,
+        })
+    }
+}
+
+/// A thread's `MR × MC` micro-tile of a [`BlockTile`] ([`BlockTile::micro_tile`]),
+/// clipped to the matrix.
+pub struct MicroTile<'v, T, const MR: usize, const MC: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<'v, T: Copy, const MR: usize, const MC: usize> MicroTile<'v, T, MR, MC> {
+    /// The micro-tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// Rows of the micro-tile inside the matrix (`MR` except at the bottom edge).
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the micro-tile inside the matrix (`MC` except at the right edge).
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Element (`i`, `j`) of the micro-tile (matrix element
+    /// `(origin.0 + i, origin.1 + j)`), if it is inside the matrix
+    /// (`i < rows()`, `j < cols()`).
+    #[inline(always)]
+    pub fn slot(&mut self, i: usize, j: usize) -> Option<Slot<'_, T>> {
+        // SAFETY: (i, j) is inside the clipped micro-tile, so in the matrix;
+        // the micro-tile is this thread's alone (`BlockTile::micro_tile`), and
+        // the slot borrows it mutably, so one slot at a time.
+        (i < self.rows && j < self.cols)
+            .then(|| unsafe { Slot::from_element(self.origin.add(i * self.row_stride + j)) })
     }
 }
 

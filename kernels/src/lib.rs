@@ -6,6 +6,7 @@
 //! | module | kernels |
 //! | --- | --- |
 //! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
+//! | [`gemm`] | `gemm_{f32,f64}_{nn,nt,tn,tt}_BMxBNxBK`: SIMT GEMM, block-tiled in shared memory |
 //! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` |
 //!
 //! Only the library's kernels live here, so the library's PTX module holds
@@ -16,4 +17,5 @@
 #![forbid(unsafe_code)]
 
 pub mod elementwise;
+pub mod gemm;
 pub mod reduce;

@@ -3,9 +3,11 @@
 //! each has its CPU reference in [`reference`](crate::reference) under the same name.
 //!
 //! - [`elementwise`]: `axpy` (its items are also here, as `ops::axpy`, …).
+//! - [`gemm`]: SIMT GEMM, f32 and f64 (also `warpforge::gemm`).
 //! - [`reduce`]: whole-tensor and per-axis reductions (also `warpforge::reduce`).
 
 pub mod elementwise;
+pub mod gemm;
 pub mod reduce;
 
 pub use elementwise::{Axpy, BLOCK_THREADS, MAX_BLOCKS, axpy, grid_stride_config};

@@ -1,0 +1,263 @@
+//! GEMM: `D = alpha·op(A)·op(B) + beta·C`, written in place of `C`, on the
+//! SIMT cores (no tensor cores), for f32 and f64 and the four transpose
+//! combinations.
+//!
+//! All matrices are row-major with a leading dimension (the distance between
+//! the starts of consecutive stored rows). `op(A)` is `m × k`: `A` is stored
+//! `m × k` (`a[i·lda + p]`), or `k × m` when transposed (`a[p·lda + i]`);
+//! `op(B)` is `k × n`: `B` is stored `k × n` (`b[p·ldb + j]`), or `n × k`
+//! when transposed (`b[j·ldb + p]`). `C` is the output, an
+//! `OutMatrix<T, BlockTiles<BM, BN>>` whose shape (`m × n`, row stride
+//! `ldc`) the host binds at launch.
+//!
+//! One generic body ([`gemm`]) serves every instance. A [`Tile`] — written
+//! once per element type ([`F32_TILE`], [`F64_TILE`]) — fixes the block tile
+//! `BM × BN`, its k-step `BK`, and from them everything else: the threads
+//! per block ([`Tile::threads`], one per [`MICRO`]` × `[`MICRO`] register
+//! micro-tile), the shared memory ([`Tile::shared_len`]), and the host's grid
+//! (`warpforge::gemm`).
+//!
+//! Per block (`blockIdx = (x, y)` owns the `BM × BN` tile of `C` at
+//! `(y·BM, x·BN)`), for each k-step of `BK`:
+//! 1. the block's threads copy the `BM × BK` slice of `op(A)` and the
+//!    `BK × BN` slice of `op(B)` to shared memory, k-major (`As[p][i]`,
+//!    `Bs[p][j]`), consecutive threads taking consecutive elements of the
+//!    stored matrix (coalesced for every transpose); elements outside `A` or
+//!    `B` (the ragged edges) are stored as zero;
+//! 2. barrier; each thread accumulates its `MICRO × MICRO` micro-tile with
+//!    one fused multiply-add per element and `p`, in increasing `p`;
+//! 3. barrier (the next step overwrites the slices).
+//!
+//! The epilogue writes each thread's micro-tile through
+//! [`BlockTile::micro_tile`](warpforge_device::own::BlockTile::micro_tile)
+//! (owned, so no two threads write one element):
+//! `d = alpha·acc` when `beta = 0` (C is never read, so NaN in C does not
+//! leak), else `fma(beta, c, alpha·acc)`. When `alpha = 0` the k-loop is
+//! skipped (`D = beta·C`, as BLAS does, so A and B are not read).
+//!
+//! Every element of `D` is therefore computed in an order fixed by `k`
+//! alone: `acc = fma(a[i][k−1], b[k−1][j], … fma(a[i][0], b[0][j], 0))`, then
+//! the epilogue; the same bits on every launch and every grid.
+
+use core::ops::Mul;
+use warpforge_device::OutMatrix;
+use warpforge_device::num::Fma;
+use warpforge_device::own::BlockTiles;
+use warpforge_device::shared::{self, SharedElement};
+use warpforge_device::sync::sync_threads;
+use warpforge_device::{Dim3, thread};
+use warpforge_macros::kernel;
+
+/// Rows and columns of each thread's register micro-tile.
+pub const MICRO: usize = 4;
+
+/// A block tile: `m × n` elements of `C` per block, `k` the depth of each
+/// shared-memory step. Everything the kernel and the host derive from it is
+/// a `const fn` here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// Rows of `C` per block (`BM`).
+    pub m: usize,
+    /// Columns of `C` per block (`BN`).
+    pub n: usize,
+    /// Depth of one k-step (`BK`).
+    pub k: usize,
+}
+
+impl Tile {
+    /// The `m × n` tile with k-step `k`.
+    pub const fn new(m: usize, n: usize, k: usize) -> Tile {
+        Tile { m, n, k }
+    }
+
+    /// Threads per block: one per `MICRO × MICRO` micro-tile of the block tile.
+    pub const fn threads(&self) -> usize {
+        (self.m / MICRO) * (self.n / MICRO)
+    }
+
+    /// Elements of shared memory per block: the `k × m` slice of `op(A)`
+    /// and the `k × n` slice of `op(B)`.
+    pub const fn shared_len(&self) -> usize {
+        self.k * (self.m + self.n)
+    }
+
+    /// Whether the kernel can use this tile: micro-tiles divide it, and the
+    /// threads divide both shared slices (each thread copies whole rounds).
+    pub const fn is_valid(&self) -> bool {
+        let threads = self.threads();
+        self.m > 0
+            && self.n > 0
+            && self.k > 0
+            && self.m.is_multiple_of(MICRO)
+            && self.n.is_multiple_of(MICRO)
+            && threads <= 1024
+            && (self.k * self.m).is_multiple_of(threads)
+            && (self.k * self.n).is_multiple_of(threads)
+    }
+}
+
+/// The f32 tile: 64 × 64 per block, k-step 16, 256 threads, 8 KiB shared.
+pub const F32_TILE: Tile = Tile {
+    m: 64,
+    n: 64,
+    k: 16,
+};
+
+/// The f64 tile: 64 × 64 per block, k-step 8, 256 threads, 8 KiB shared.
+pub const F64_TILE: Tile = Tile { m: 64, n: 64, k: 8 };
+
+const _: () = assert!(F32_TILE.is_valid() && F64_TILE.is_valid());
+
+// The tiles' dimensions as plain constants, the form `instances(...)` takes.
+const F32_M: usize = F32_TILE.m;
+const F32_N: usize = F32_TILE.n;
+const F32_K: usize = F32_TILE.k;
+const F64_M: usize = F64_TILE.m;
+const F64_N: usize = F64_TILE.n;
+const F64_K: usize = F64_TILE.k;
+
+/// The element types the GEMM kernel is instantiated for.
+pub trait Element: Fma + SharedElement + PartialEq + Mul<Output = Self> {
+    /// `0`.
+    const ZERO: Self;
+}
+
+impl Element for f32 {
+    const ZERO: f32 = 0.0;
+}
+
+impl Element for f64 {
+    const ZERO: f64 = 0.0;
+}
+
+/// `D = alpha·op(A)·op(B) + beta·C` for the `BM × BN` tile of `C` this block
+/// owns (module docs). `TA`/`TB`: `A`/`B` stored transposed. Launch with
+/// blocks of `Tile::new(BM, BN, BK).threads()` threads (1-D) and a
+/// `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
+#[kernel(
+    shared = [T; Tile::new(BM, BN, BK).shared_len()],
+    instances(
+        gemm_f32_nn_64x64x16 = <f32, false, false, F32_M, F32_N, F32_K>,
+        gemm_f32_nt_64x64x16 = <f32, false, true, F32_M, F32_N, F32_K>,
+        gemm_f32_tn_64x64x16 = <f32, true, false, F32_M, F32_N, F32_K>,
+        gemm_f32_tt_64x64x16 = <f32, true, true, F32_M, F32_N, F32_K>,
+        gemm_f64_nn_64x64x8 = <f64, false, false, F64_M, F64_N, F64_K>,
+        gemm_f64_nt_64x64x8 = <f64, false, true, F64_M, F64_N, F64_K>,
+        gemm_f64_tn_64x64x8 = <f64, true, false, F64_M, F64_N, F64_K>,
+        gemm_f64_tt_64x64x8 = <f64, true, true, F64_M, F64_N, F64_K>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm<
+    T: Element,
+    const TA: bool,
+    const TB: bool,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+>(
+    k: usize,
+    alpha: T,
+    beta: T,
+    a: &[T],
+    lda: usize,
+    b: &[T],
+    ldb: usize,
+    mut c: OutMatrix<T, BlockTiles<BM, BN>>,
+) {
+    let tile = Tile::new(BM, BN, BK);
+    const { assert!(Tile::new(BM, BN, BK).is_valid(), "an invalid GEMM tile") };
+    let threads = tile.threads();
+    // The thread → element maps below assume exactly this block; a uniform
+    // check (every thread of every block traps alike, before any barrier).
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "gemm: launch with a 1-D block of Tile::threads() threads"
+    );
+    let (m, n) = (c.rows(), c.cols());
+    let t = thread::linear_thread_id() as usize;
+    let block = thread::block_idx();
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    // This thread's micro-tile within the block tile (as `micro_tile` maps it).
+    let per_row = BN / MICRO;
+    let (ti, tj) = ((t / per_row) * MICRO, (t % per_row) * MICRO);
+
+    let smem = shared::dynamic::<T>();
+    let b_off = BK * BM;
+    let mut acc = [[T::ZERO; MICRO]; MICRO];
+    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
+    let steps = if alpha == T::ZERO { 0 } else { k.div_ceil(BK) };
+    let mut step = 0;
+    while step < steps {
+        let p0 = step * BK;
+        // op(A)[row0 .. row0+BM][p0 .. p0+BK] → As[p][i] at p·BM + i.
+        let mut e = t;
+        while e < BK * BM {
+            // Consecutive e: consecutive elements of the stored rows.
+            let (i, p) = if TA {
+                (e % BM, e / BM)
+            } else {
+                (e / BK, e % BK)
+            };
+            let (gi, gp) = (row0 + i, p0 + p);
+            let v = if gi < m && gp < k {
+                let idx = if TA { gp * lda + gi } else { gi * lda + gp };
+                a.get(idx).copied().unwrap_or(T::ZERO)
+            } else {
+                T::ZERO
+            };
+            smem.store(p * BM + i, v);
+            e += threads;
+        }
+        // op(B)[p0 .. p0+BK][col0 .. col0+BN] → Bs[p][j] at b_off + p·BN + j.
+        let mut e = t;
+        while e < BK * BN {
+            let (p, j) = if TB {
+                (e % BK, e / BK)
+            } else {
+                (e / BN, e % BN)
+            };
+            let (gp, gj) = (p0 + p, col0 + j);
+            let v = if gp < k && gj < n {
+                let idx = if TB { gj * ldb + gp } else { gp * ldb + gj };
+                b.get(idx).copied().unwrap_or(T::ZERO)
+            } else {
+                T::ZERO
+            };
+            smem.store(b_off + p * BN + j, v);
+            e += threads;
+        }
+        sync_threads();
+        for p in 0..BK {
+            let av: [T; MICRO] = core::array::from_fn(|i| smem.load(p * BM + ti + i));
+            let bv: [T; MICRO] = core::array::from_fn(|j| smem.load(b_off + p * BN + tj + j));
+            for i in 0..MICRO {
+                for j in 0..MICRO {
+                    acc[i][j] = av[i].fma(bv[j], acc[i][j]);
+                }
+            }
+        }
+        sync_threads();
+        step += 1;
+    }
+
+    let Some(mut tile) = c.tile() else {
+        return;
+    };
+    let Some(mut mine) = tile.micro_tile::<MICRO, MICRO>() else {
+        return;
+    };
+    for (i, row) in acc.iter().enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            if let Some(mut d) = mine.slot(i, j) {
+                let prod = alpha * v;
+                // beta = 0: C is never read (NaN there must not leak).
+                d.set(if beta == T::ZERO {
+                    prod
+                } else {
+                    beta.fma(d.get(), prod)
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! GEMM: `C ← alpha·op(A)·op(B) + beta·C` on the SIMT cores, f32 and f64.
+//!
+//! BLAS-style: row-major matrices with leading dimensions, `op(X)` = `X` or
+//! `Xᵀ`, and the result written in place of `C` (one input-and-output buffer
+//! of at least `(m − 1)·ldc + n` elements). `op(A)` is `m × k`, `op(B)` is
+//! `k × n`. `A` is stored `m × k` (or `k × m` with [`Gemm::trans_a`]), rows
+//! `lda` apart; `B` is stored `k × n` (or `n × k` with [`Gemm::trans_b`]),
+//! rows `ldb` apart; each leading dimension defaults to the stored row
+//! length and may be larger.
+//!
+//! - `beta = 0` never reads `C`: NaN or garbage in it does not leak.
+//! - `alpha = 0` or `k = 0`: `C ← beta·C`, without reading `A` or `B`.
+//! - `m = 0` or `n = 0`: nothing to do (after the checks).
+//!
+//! Everything is checked before anything runs, with overflow-checked sizes:
+//! every buffer on the device (`DeviceMismatch`), each leading dimension at
+//! least its row length and each buffer long enough for its matrix
+//! (`ShapeMismatch`, naming the operand and the sizes; `SizeOverflow` when a
+//! size does not fit a `usize`), and the grid within the device's limits
+//! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for both types).
+//!
+//! The kernels are `warpforge_kernels::gemm` (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`);
+//! each element of the result is one fused multiply-add chain over `k` in
+//! order, then `fma(beta, c, alpha·acc)`, so results are deterministic (the
+//! same bits on every run) and exact when every partial sum is.
+//!
+//! ```
+//! use warpforge::{Device, gemm::Gemm};
+//! let dev = Device::emulator();
+//! let a = dev.upload(&[1.0f32, 2.0, 3.0, 4.0])?; // 2 × 2
+//! let b = dev.upload(&[5.0f32, 6.0, 7.0, 8.0])?; // 2 × 2
+//! let mut c = dev.upload(&[1.0f32; 4])?;
+//! Gemm::new(2, 2, 2).beta(1.0).run(&dev, &a, &b, &mut c)?;
+//! assert_eq!(c.to_host()?, [20.0, 23.0, 44.0, 51.0]);
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+
+use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Result};
+use warpforge_device::Dim3;
+use warpforge_device::kernel::Kernel;
+use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
+
+/// Element types with GEMM kernels: `f32` and `f64`.
+pub trait GemmElement: Element + k::Element {
+    /// The block tile of this type's kernels.
+    const TILE: Tile;
+    /// `1`.
+    #[doc(hidden)]
+    const ONE: Self;
+    /// The kernel's name for these transposes.
+    #[doc(hidden)]
+    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
+    /// Launches this type's kernel for these transposes.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_gemm(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        k: usize,
+        alpha: Self,
+        beta: Self,
+        a: (&DeviceBuffer<Self>, usize),
+        b: (&DeviceBuffer<Self>, usize),
+        c: MatrixMut<'_, Self>,
+    ) -> Result<()>;
+}
+
+macro_rules! gemm_element {
+    ($t:ty, $tile:expr, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+        impl GemmElement for $t {
+            const TILE: Tile = $tile;
+            const ONE: $t = 1.0;
+            fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+                match (trans_a, trans_b) {
+                    (false, false) => k::$nn::NAME,
+                    (false, true) => k::$nt::NAME,
+                    (true, false) => k::$tn::NAME,
+                    (true, true) => k::$tt::NAME,
+                }
+            }
+            fn launch_gemm(
+                dev: &Device,
+                cfg: LaunchConfig,
+                trans: (bool, bool),
+                k: usize,
+                alpha: $t,
+                beta: $t,
+                (a, lda): (&DeviceBuffer<$t>, usize),
+                (b, ldb): (&DeviceBuffer<$t>, usize),
+                c: MatrixMut<'_, $t>,
+            ) -> Result<()> {
+                let args = (k, alpha, beta, a, lda, b, ldb, c);
+                match trans {
+                    (false, false) => dev.launch(k::$nn, cfg, args),
+                    (false, true) => dev.launch(k::$nt, cfg, args),
+                    (true, false) => dev.launch(k::$tn, cfg, args),
+                    (true, true) => dev.launch(k::$tt, cfg, args),
+                }
+            }
+        }
+    };
+}
+
+gemm_element!(
+    f32,
+    F32_TILE,
+    gemm_f32_nn_64x64x16,
+    gemm_f32_nt_64x64x16,
+    gemm_f32_tn_64x64x16,
+    gemm_f32_tt_64x64x16
+);
+gemm_element!(
+    f64,
+    F64_TILE,
+    gemm_f64_nn_64x64x8,
+    gemm_f64_nt_64x64x8,
+    gemm_f64_tn_64x64x8,
+    gemm_f64_tt_64x64x8
+);
+
+/// A GEMM `C ← alpha·op(A)·op(B) + beta·C` of `op(A)`: `m × k`, `op(B)`:
+/// `k × n`, `C`: `m × n` (module docs). Defaults: no transposes, `alpha = 1`,
+/// `beta = 0`, each leading dimension its stored row length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gemm<T> {
+    m: usize,
+    n: usize,
+    k: usize,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: T,
+    beta: T,
+    lda: Option<usize>,
+    ldb: Option<usize>,
+    ldc: Option<usize>,
+}
+
+/// The sizes of one stored operand, for the checks and their messages.
+struct Stored {
+    name: &'static str,
+    ld_name: &'static str,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    transposed: bool,
+}
+
+impl Stored {
+    /// Elements the operand needs: `(rows − 1)·ld + cols` (0 if empty), after
+    /// checking `ld ≥ cols`.
+    fn needed(&self) -> Result<usize> {
+        let Stored {
+            name,
+            ld_name,
+            rows,
+            cols,
+            ld,
+            transposed,
+        } = *self;
+        let how = if transposed { " (transposed)" } else { "" };
+        if ld < cols {
+            return Err(Error::ShapeMismatch {
+                op: "gemm",
+                detail: format!(
+                    "{ld_name} = {ld} is less than the row length of {name}, stored \
+                     {rows} × {cols}{how}: {ld_name} must be at least {cols}"
+                ),
+            });
+        }
+        if rows == 0 || cols == 0 {
+            return Ok(0);
+        }
+        (rows - 1)
+            .checked_mul(ld)
+            .and_then(|x| x.checked_add(cols))
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("gemm: {name}, stored {rows} × {cols}{how} with {ld_name} = {ld}"),
+            })
+    }
+
+    /// Checks the operand's buffer of `len` elements against its shape.
+    fn check(&self, len: usize) -> Result<()> {
+        let needed = self.needed()?;
+        if len < needed {
+            let Stored {
+                name,
+                ld_name,
+                rows,
+                cols,
+                ld,
+                transposed,
+            } = *self;
+            let how = if transposed { " (transposed)" } else { "" };
+            return Err(Error::ShapeMismatch {
+                op: "gemm",
+                detail: format!(
+                    "{name} is stored {rows} × {cols}{how} with {ld_name} = {ld}, which needs \
+                     ({rows} − 1)·{ld} + {cols} = {needed} elements, but its buffer has {len}"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<T: GemmElement> Gemm<T> {
+    /// `op(A)·op(B)` of an `m × k` by a `k × n` matrix into the `m × n` `C`.
+    pub fn new(m: usize, n: usize, k: usize) -> Self {
+        Gemm {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            alpha: T::ONE,
+            beta: T::ZERO,
+            lda: None,
+            ldb: None,
+            ldc: None,
+        }
+    }
+
+    /// `op(A) = Aᵀ`: `A` is stored `k × m`.
+    pub fn trans_a(mut self, trans: bool) -> Self {
+        self.trans_a = trans;
+        self
+    }
+
+    /// `op(B) = Bᵀ`: `B` is stored `n × k`.
+    pub fn trans_b(mut self, trans: bool) -> Self {
+        self.trans_b = trans;
+        self
+    }
+
+    /// The factor of `op(A)·op(B)` (default 1).
+    pub fn alpha(mut self, alpha: T) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// The factor of `C` (default 0: `C` is not read).
+    pub fn beta(mut self, beta: T) -> Self {
+        self.beta = beta;
+        self
+    }
+
+    /// Elements between the starts of `A`'s stored rows (default: its row
+    /// length, `k`, or `m` when transposed).
+    pub fn lda(mut self, lda: usize) -> Self {
+        self.lda = Some(lda);
+        self
+    }
+
+    /// Elements between the starts of `B`'s stored rows (default: its row
+    /// length, `n`, or `k` when transposed).
+    pub fn ldb(mut self, ldb: usize) -> Self {
+        self.ldb = Some(ldb);
+        self
+    }
+
+    /// Elements between the starts of `C`'s rows (default `n`).
+    pub fn ldc(mut self, ldc: usize) -> Self {
+        self.ldc = Some(ldc);
+        self
+    }
+
+    /// The name of the kernel [`run`](Self::run) launches.
+    pub fn kernel_name(&self) -> &'static str {
+        T::kernel_name(self.trans_a, self.trans_b)
+    }
+
+    /// The launch [`run`](Self::run) makes for `C` of `m × n`: a 1-D block of
+    /// `T::TILE.threads()` threads, one per block tile of `C`
+    /// (`⌈n / TILE.n⌉ × ⌈m / TILE.m⌉`), checked against `limits`.
+    fn config(&self, dev: &Device) -> Result<LaunchConfig> {
+        let tile = T::TILE;
+        let limits = dev.limits().max_grid_dim;
+        let axis = |what: &'static str, tiles: usize, limit: u32, fix: &'static str| {
+            u32::try_from(tiles)
+                .ok()
+                .filter(|&t| t <= limit)
+                .ok_or(Error::LaunchConfig {
+                    kernel: self.kernel_name(),
+                    what,
+                    value: tiles as u64,
+                    limit: u64::from(limit),
+                    fix,
+                })
+        };
+        let x = axis(
+            "grid.x (column tiles of C, ⌈n / tile columns⌉)",
+            self.n.div_ceil(tile.n),
+            limits[0],
+            "split the columns of C over several calls",
+        )?;
+        let y = axis(
+            "grid.y (row tiles of C, ⌈m / tile rows⌉)",
+            self.m.div_ceil(tile.m),
+            limits[1],
+            "split the rows of C over several calls (m at most the limit × the tile's rows)",
+        )?;
+        Ok(LaunchConfig::new(
+            Dim3::new(x, y, 1),
+            Dim3::x(tile.threads() as u32),
+        ))
+    }
+
+    /// `C ← alpha·op(A)·op(B) + beta·C` on `dev`, after checking every size
+    /// (module docs). On the emulator it runs to completion; on a GPU it is
+    /// queued (reading `c` waits for it).
+    pub fn run(
+        &self,
+        dev: &Device,
+        a: &DeviceBuffer<T>,
+        b: &DeviceBuffer<T>,
+        c: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        for buffer in [a.device(), b.device(), c.device()] {
+            dev.check_same(buffer)?;
+        }
+        let Gemm {
+            m,
+            n,
+            k,
+            trans_a,
+            trans_b,
+            alpha,
+            beta,
+            ..
+        } = *self;
+        let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
+        let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
+        let a_shape = Stored {
+            name: "A",
+            ld_name: "lda",
+            rows: a_rows,
+            cols: a_cols,
+            ld: self.lda.unwrap_or(a_cols),
+            transposed: trans_a,
+        };
+        let b_shape = Stored {
+            name: "B",
+            ld_name: "ldb",
+            rows: b_rows,
+            cols: b_cols,
+            ld: self.ldb.unwrap_or(b_cols),
+            transposed: trans_b,
+        };
+        let c_shape = Stored {
+            name: "C",
+            ld_name: "ldc",
+            rows: m,
+            cols: n,
+            ld: self.ldc.unwrap_or(n),
+            transposed: false,
+        };
+        a_shape.check(a.len())?;
+        b_shape.check(b.len())?;
+        c_shape.check(c.len())?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let cfg = self.config(dev)?;
+        let c = c.matrix_mut(m, n, c_shape.ld)?;
+        T::launch_gemm(
+            dev,
+            cfg,
+            (trans_a, trans_b),
+            k,
+            alpha,
+            beta,
+            (a, a_shape.ld),
+            (b, b_shape.ld),
+            c,
+        )
+    }
+}

@@ -1,0 +1,644 @@
+//! `warpforge::gemm` on the emulator against a CPU reference computed in
+//! f64: every transpose combination, shapes around every tile edge (0, 1,
+//! primes, multiples of the tile ± 1, tall-skinny and short-wide), leading
+//! dimensions past the row length, `alpha`/`beta` including 0, and `beta = 0`
+//! with a NaN-filled `C`. Inputs are small integers (and `alpha`/`beta`
+//! small dyadic numbers), so every partial sum is exact in f32 and f64 and
+//! the results are compared bit for bit, padding of `C` included (it must be
+//! left untouched). Then every check `run` makes before launching.
+
+use proptest::prelude::*;
+use warpforge::gemm::{Gemm, GemmElement};
+use warpforge::{Device, DeviceBuffer, Error, Kernel};
+use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE};
+
+/// One problem: shapes, transposes, leading dimensions, factors and the
+/// (integer-valued) operands as stored, `C` with its padding.
+#[derive(Clone, Debug)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    alpha: f64,
+    beta: f64,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    c: Vec<f64>,
+}
+
+/// Elements a stored `rows × cols` matrix with leading dimension `ld` needs.
+fn needed(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+impl Case {
+    /// `op(A)[i][p]`.
+    fn a_at(&self, i: usize, p: usize) -> f64 {
+        self.a[if self.ta {
+            p * self.lda + i
+        } else {
+            i * self.lda + p
+        }]
+    }
+
+    /// `op(B)[p][j]`.
+    fn b_at(&self, p: usize, j: usize) -> f64 {
+        self.b[if self.tb {
+            j * self.ldb + p
+        } else {
+            p * self.ldb + j
+        }]
+    }
+
+    /// The expected `C` after the GEMM, padding included, as the kernel's
+    /// operations in f64: an fma chain over `p` from +0, then `alpha·acc`,
+    /// then `fma(beta, c, ·)` unless `beta = 0`. All exact on these inputs,
+    /// so it is also the exact result, and rounds to itself in f32.
+    fn expected(&self) -> Vec<f64> {
+        let mut d = self.c.clone();
+        for i in 0..self.m {
+            for j in 0..self.n {
+                let mut acc = 0.0f64;
+                if self.alpha != 0.0 {
+                    for p in 0..self.k {
+                        acc = self.a_at(i, p).mul_add(self.b_at(p, j), acc);
+                    }
+                }
+                let prod = self.alpha * acc;
+                let c = &mut d[i * self.ldc + j];
+                *c = if self.beta == 0.0 {
+                    prod
+                } else {
+                    self.beta.mul_add(*c, prod)
+                };
+            }
+        }
+        d
+    }
+
+    fn gemm<T: GemmElement>(&self, cast: fn(f64) -> T) -> Gemm<T> {
+        Gemm::new(self.m, self.n, self.k)
+            .trans_a(self.ta)
+            .trans_b(self.tb)
+            .alpha(cast(self.alpha))
+            .beta(cast(self.beta))
+            .lda(self.lda)
+            .ldb(self.ldb)
+            .ldc(self.ldc)
+    }
+
+    /// Runs the case in `T` on the emulator; `C` afterwards, as f64.
+    fn run<T: GemmElement + Into<f64>>(&self, dev: &Device, cast: fn(f64) -> T) -> Vec<f64> {
+        let up = |v: &[f64]| {
+            dev.upload(&v.iter().map(|&x| cast(x)).collect::<Vec<T>>())
+                .unwrap()
+        };
+        let (a, b, mut c) = (up(&self.a), up(&self.b), up(&self.c));
+        self.gemm(cast).run(dev, &a, &b, &mut c).unwrap();
+        c.to_host().unwrap().into_iter().map(Into::into).collect()
+    }
+
+    /// Runs the case in f32 and f64 and compares every element of `C` bit for bit.
+    fn check(&self, dev: &Device) {
+        let want = self.expected();
+        let got32 = self.run(dev, |x| x as f32);
+        let got64 = self.run(dev, |x| x);
+        for (what, got) in [("f32", got32), ("f64", got64)] {
+            assert_eq!(got.len(), want.len());
+            for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{what}: C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
+                    e / self.ldc.max(1),
+                    e % self.ldc.max(1),
+                    self.describe()
+                );
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "m {} n {} k {} ta {} tb {} lda {} ldb {} ldc {} alpha {} beta {}",
+            self.m,
+            self.n,
+            self.k,
+            self.ta,
+            self.tb,
+            self.lda,
+            self.ldb,
+            self.ldc,
+            self.alpha,
+            self.beta
+        )
+    }
+}
+
+/// A deterministic case: integer operands in `[-8, 8]` from `seed`, leading
+/// dimensions `row length + pad`, `C` (padding too) filled with `c_fill`
+/// where given, else with integers.
+#[allow(clippy::too_many_arguments)]
+fn case(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    pad: usize,
+    alpha: f64,
+    beta: f64,
+    c_fill: Option<f64>,
+    seed: u64,
+) -> Case {
+    let (ar, ac) = if ta { (k, m) } else { (m, k) };
+    let (br, bc) = if tb { (n, k) } else { (k, n) };
+    let (lda, ldb, ldc) = (ac + pad, bc + pad, n + pad);
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut ints = move |len: usize| -> Vec<f64> {
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s % 17) as f64 - 8.0
+            })
+            .collect()
+    };
+    let a = ints(needed(ar, ac, lda));
+    let b = ints(needed(br, bc, ldb));
+    let c = match c_fill {
+        Some(v) => vec![v; needed(m, n, ldc)],
+        None => ints(needed(m, n, ldc)),
+    };
+    Case {
+        m,
+        n,
+        k,
+        ta,
+        tb,
+        lda,
+        ldb,
+        ldc,
+        alpha,
+        beta,
+        a,
+        b,
+        c,
+    }
+}
+
+const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
+
+/// A dimension: mostly the edge values (0, 1, primes, tile sizes ± 1), sometimes any up to 100.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![0usize, 1, 2, 3, 5, 7, 8, 9, 13, 15, 16, 17, 31, 33, 63, 64, 65, 97]),
+        1 => 0usize..=100,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gemm_matches_the_exact_reference(
+        m in dim(),
+        n in dim(),
+        k in dim(),
+        trans in prop::sample::select(TRANSPOSES.to_vec()),
+        pad in prop_oneof![3 => Just(0usize), 1 => 1usize..4],
+        alpha in prop::sample::select(vec![1.0, -1.0, 2.0, 0.5, 0.0]),
+        beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
+        nan_c in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        // A NaN-filled C only with beta = 0, where it must not be read.
+        let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
+        case((m, n, k), trans, pad, alpha, beta, fill, seed).check(&Device::emulator());
+    }
+}
+
+#[test]
+fn every_transpose_on_edge_shapes() {
+    let dev = Device::emulator();
+    let shapes = [
+        (1, 1, 1),
+        (2, 3, 5),
+        (64, 64, 16),
+        (65, 63, 17),
+        (67, 71, 9),
+        (100, 1, 7),  // tall-skinny
+        (1, 100, 7),  // short-wide
+        (3, 2, 100),  // deep
+        (100, 97, 3), // two by two tiles, ragged
+    ];
+    for (s, &shape) in shapes.iter().enumerate() {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            for pad in [0, 3] {
+                let seed = (s * 8 + t * 2 + pad) as u64;
+                case(shape, trans, pad, -1.0, 0.5, None, seed).check(&dev);
+            }
+        }
+    }
+}
+
+#[test]
+fn beta_zero_never_reads_c() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for (shape, pad) in [((5, 7, 3), 2), ((70, 66, 20), 1), ((4, 9, 0), 0)] {
+            let c = case(shape, trans, pad, 2.0, 0.0, Some(f64::NAN), t as u64);
+            c.check(&dev);
+            // Inside the m × n result there is no NaN (the padding keeps its NaN).
+            let got = c.run(&dev, |x| x as f32);
+            for i in 0..c.m {
+                for j in 0..c.n {
+                    assert!(!got[i * c.ldc + j].is_nan(), "{}", c.describe());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn alpha_zero_and_k_zero_scale_c_without_reading_a_or_b() {
+    let dev = Device::emulator();
+    for &trans in &TRANSPOSES {
+        // alpha = 0: A and B are NaN, and not read: C ← beta·C.
+        let mut c = case((9, 70, 5), trans, 1, 0.0, -2.0, None, 7);
+        c.a.fill(f64::NAN);
+        c.b.fill(f64::NAN);
+        c.check(&dev);
+        let got = c.run(&dev, |x| x);
+        assert!(got.iter().all(|v| !v.is_nan()));
+        // k = 0: empty A and B: C ← beta·C (and 0 with beta = 0).
+        case((9, 70, 0), trans, 0, 3.0, 0.5, None, 8).check(&dev);
+        case((9, 70, 0), trans, 0, 3.0, 0.0, Some(f64::NAN), 9).check(&dev);
+    }
+}
+
+#[test]
+fn empty_results_do_nothing() {
+    let dev = Device::emulator();
+    for shape in [(0, 5, 3), (5, 0, 3), (0, 0, 0), (0, 0, 7)] {
+        for &trans in &TRANSPOSES {
+            let c = case(shape, trans, 2, 1.0, 1.0, None, 3);
+            c.check(&dev);
+        }
+    }
+    // C with padding rows only: n = 0 leaves a non-empty buffer alone.
+    let mut c = dev.upload(&[1.0f32, 2.0, 3.0]).unwrap();
+    let a = dev.upload(&[1.0f32; 6]).unwrap();
+    let b = dev.upload::<f32>(&[]).unwrap();
+    Gemm::new(3, 0, 2).run(&dev, &a, &b, &mut c).unwrap();
+    assert_eq!(c.to_host().unwrap(), [1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn random_floats_are_deterministic_and_within_the_error_bound() {
+    let dev = Device::emulator();
+    let (m, n, k) = (37, 70, 45);
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut vals = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    };
+    let (a, b, c) = (vals(m * k), vals(k * n), vals(m * n));
+    let (ad, bd) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let run = || {
+        let mut cd = dev.upload(&c).unwrap();
+        Gemm::new(m, n, k)
+            .alpha(1.5f32)
+            .beta(-0.75)
+            .run(&dev, &ad, &bd, &mut cd)
+            .unwrap();
+        cd.to_host().unwrap()
+    };
+    let (first, second) = (run(), run());
+    assert_eq!(
+        first.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        second.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+    // |error| ≤ γ_(k+2)·(|alpha|·Σ|a||b| + |beta·c|), γ_j = j·u / (1 − j·u).
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let gamma = (k + 2) as f64 * u / (1.0 - (k + 2) as f64 * u);
+    for i in 0..m {
+        for j in 0..n {
+            let (mut exact, mut mag) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let t = f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+                exact += t;
+                mag += t.abs();
+            }
+            let cij = f64::from(c[i * n + j]);
+            let want = 1.5 * exact - 0.75 * cij;
+            let bound = gamma * (1.5 * mag + 0.75 * cij.abs());
+            let got = f64::from(first[i * n + j]);
+            assert!(
+                (got - want).abs() <= bound,
+                "({i}, {j}): {got} vs {want}, bound {bound}"
+            );
+        }
+    }
+}
+
+#[test]
+fn kernel_names_and_resources_come_from_the_tiles() {
+    let names32 = [
+        k::gemm_f32_nn_64x64x16::NAME,
+        k::gemm_f32_nt_64x64x16::NAME,
+        k::gemm_f32_tn_64x64x16::NAME,
+        k::gemm_f32_tt_64x64x16::NAME,
+    ];
+    let names64 = [
+        k::gemm_f64_nn_64x64x8::NAME,
+        k::gemm_f64_nt_64x64x8::NAME,
+        k::gemm_f64_tn_64x64x8::NAME,
+        k::gemm_f64_tt_64x64x8::NAME,
+    ];
+    for (names, ty, tile) in [(names32, "f32", F32_TILE), (names64, "f64", F64_TILE)] {
+        for (name, (ta, tb)) in names.iter().zip(TRANSPOSES) {
+            let t = |x: bool| if x { "t" } else { "n" };
+            assert_eq!(
+                *name,
+                format!(
+                    "gemm_{ty}_{}{}_{}x{}x{}",
+                    t(ta),
+                    t(tb),
+                    tile.m,
+                    tile.n,
+                    tile.k
+                )
+            );
+        }
+    }
+    assert_eq!(
+        Gemm::<f32>::new(1, 1, 1).trans_b(true).kernel_name(),
+        names32[1]
+    );
+    assert_eq!(
+        Gemm::<f64>::new(1, 1, 1).trans_a(true).kernel_name(),
+        names64[2]
+    );
+    assert_eq!(
+        k::gemm_f32_nn_64x64x16::SHARED_BYTES,
+        F32_TILE.shared_len() * 4
+    );
+    assert_eq!(
+        k::gemm_f64_tt_64x64x8::SHARED_BYTES,
+        F64_TILE.shared_len() * 8
+    );
+    assert_eq!(<f32 as GemmElement>::TILE, F32_TILE);
+    assert_eq!(<f64 as GemmElement>::TILE, F64_TILE);
+}
+
+// ---------------------------------------------------------------------------
+// The checks before launching.
+
+fn buffers(dev: &Device, a: usize, b: usize, c: usize) -> [DeviceBuffer<f32>; 3] {
+    [a, b, c].map(|len| dev.alloc_zeroed::<f32>(len).unwrap())
+}
+
+/// The `ShapeMismatch` detail of running `g` on buffers of these lengths.
+fn shape_error(g: Gemm<f32>, (a, b, c): (usize, usize, usize)) -> String {
+    let dev = Device::emulator();
+    let [a, b, mut c] = buffers(&dev, a, b, c);
+    match g.run(&dev, &a, &b, &mut c) {
+        Err(Error::ShapeMismatch { op: "gemm", detail }) => detail,
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn leading_dimensions_shorter_than_a_row_are_refused() {
+    // m = 4, n = 5, k = 6: A 4 × 6 (or 6 × 4), B 6 × 5 (or 5 × 6), C 4 × 5.
+    let big = (1000, 1000, 1000);
+    let e = shape_error(Gemm::new(4, 5, 6).lda(5), big);
+    assert!(
+        e.contains("lda = 5") && e.contains("A, stored 4 × 6"),
+        "{e}"
+    );
+    let e = shape_error(Gemm::new(4, 5, 6).trans_a(true).lda(3), big);
+    assert!(
+        e.contains("lda = 3") && e.contains("6 × 4 (transposed)"),
+        "{e}"
+    );
+    let e = shape_error(Gemm::new(4, 5, 6).ldb(4), big);
+    assert!(
+        e.contains("ldb = 4") && e.contains("B, stored 6 × 5"),
+        "{e}"
+    );
+    let e = shape_error(Gemm::new(4, 5, 6).trans_b(true).ldb(5), big);
+    assert!(
+        e.contains("ldb = 5") && e.contains("5 × 6 (transposed)"),
+        "{e}"
+    );
+    let e = shape_error(Gemm::new(4, 5, 6).ldc(4), big);
+    assert!(
+        e.contains("ldc = 4") && e.contains("C, stored 4 × 5"),
+        "{e}"
+    );
+}
+
+#[test]
+fn buffers_too_short_for_their_matrices_are_refused() {
+    // A 4 × 6 with lda 8 needs 3·8 + 6 = 30.
+    let e = shape_error(Gemm::new(4, 5, 6).lda(8), (29, 30, 20));
+    assert!(
+        e.contains("A is stored 4 × 6") && e.contains("30 elements") && e.contains("has 29"),
+        "{e}"
+    );
+    // B 6 × 5 needs 30; transposed, 5 × 6 with ldb 7: 4·7 + 6 = 34.
+    let e = shape_error(Gemm::new(4, 5, 6), (24, 29, 20));
+    assert!(
+        e.contains("B is stored 6 × 5") && e.contains("has 29"),
+        "{e}"
+    );
+    let e = shape_error(Gemm::new(4, 5, 6).trans_b(true).ldb(7), (24, 33, 20));
+    assert!(
+        e.contains("B is stored 5 × 6 (transposed)") && e.contains("34 elements"),
+        "{e}"
+    );
+    // C 4 × 5 with ldc 6 needs 3·6 + 5 = 23.
+    let e = shape_error(Gemm::new(4, 5, 6).ldc(6), (24, 30, 22));
+    assert!(
+        e.contains("C is stored 4 × 5") && e.contains("23 elements") && e.contains("has 22"),
+        "{e}"
+    );
+    // Exactly enough runs.
+    let dev = Device::emulator();
+    let [a, b, mut c] = buffers(&dev, 30, 34, 23);
+    Gemm::new(4, 5, 6)
+        .lda(8)
+        .trans_b(true)
+        .ldb(7)
+        .ldc(6)
+        .run(&dev, &a, &b, &mut c)
+        .unwrap();
+    // m = 0 still checks B (and an empty result is no excuse for a short one).
+    let e = shape_error(Gemm::new(0, 5, 6), (0, 29, 0));
+    assert!(e.contains("B is stored"), "{e}");
+}
+
+#[test]
+fn sizes_that_overflow_are_refused() {
+    let dev = Device::emulator();
+    let [a, b, mut c] = buffers(&dev, 8, 8, 8);
+    for g in [
+        Gemm::<f32>::new(usize::MAX, 1, 2),
+        Gemm::new(1, 1, usize::MAX).trans_a(true).lda(usize::MAX),
+        Gemm::new(1, 3, 3).ldb(usize::MAX),
+        Gemm::new(3, 1, 0).ldc(usize::MAX / 2 + 1),
+    ] {
+        let e = g.run(&dev, &a, &b, &mut c).unwrap_err();
+        assert!(
+            matches!(&e, Error::SizeOverflow { what } if what.starts_with("gemm: ")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn grids_past_the_limit_are_refused() {
+    // 65535 row tiles of 64 is the most grid.y holds; one more row is refused.
+    let dev = Device::emulator();
+    let m = 65535 * F32_TILE.m + 1;
+    let [a, b, mut c] = buffers(&dev, 0, 0, m);
+    let e = Gemm::new(m, 1, 0).run(&dev, &a, &b, &mut c).unwrap_err();
+    match e {
+        Error::LaunchConfig {
+            kernel,
+            what,
+            value,
+            limit,
+            ..
+        } => {
+            assert_eq!(kernel, "gemm_f32_nn_64x64x16");
+            assert!(what.starts_with("grid.y"), "{what}");
+            assert_eq!((value, limit), (65536, 65535));
+        }
+        e => panic!("expected LaunchConfig, got {e}"),
+    }
+}
+
+#[test]
+fn buffers_of_another_device_are_refused() {
+    let (dev, other) = (Device::emulator(), Device::emulator());
+    for which in 0..3 {
+        let mut bufs = buffers(&dev, 4, 4, 4);
+        bufs[which] = other.alloc_zeroed(4).unwrap();
+        let [a, b, mut c] = bufs;
+        // Also for an empty result, which launches nothing.
+        for g in [Gemm::new(2, 2, 2), Gemm::new(0, 2, 2)] {
+            let e = g.run(&dev, &a, &b, &mut c).unwrap_err();
+            assert!(matches!(e, Error::DeviceMismatch { .. }), "{which}: {e}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// `BlockTile::micro_tile`, the epilogue's owned view.
+
+/// Adds 1 to every element of this thread's 2 × 4 micro-tile of its block's
+/// 6 × 8 tile, and records its linear id + 1 as the owner.
+#[warpforge_macros::kernel]
+fn own_micro_tiles(
+    mut count: warpforge_device::OutMatrix<u32, warpforge_device::own::BlockTiles<6, 8>>,
+    mut owner: warpforge_device::OutMatrix<u32, warpforge_device::own::BlockTiles<6, 8>>,
+) {
+    if let Some(mut tile) = count.tile()
+        && let Some(mut mine) = tile.micro_tile::<2, 4>()
+    {
+        for i in 0..2 {
+            for j in 0..4 {
+                if let Some(mut c) = mine.slot(i, j) {
+                    c.set(c.get() + 1);
+                }
+            }
+        }
+        assert!(mine.slot(2, 0).is_none() && mine.slot(0, 4).is_none());
+    }
+    if let Some(mut tile) = owner.tile()
+        && let Some(mut mine) = tile.micro_tile::<2, 4>()
+    {
+        let (r0, c0) = mine.origin();
+        let (rows, cols) = (mine.rows(), mine.cols());
+        for i in 0..rows {
+            for j in 0..cols {
+                if let Some(mut o) = mine.slot(i, j) {
+                    // The origin is the matrix coordinate of (0, 0): the
+                    // tile's corner plus the micro-tile's offset.
+                    let (br, bc) = (
+                        warpforge_device::thread::block_idx().y as usize * 6,
+                        warpforge_device::thread::block_idx().x as usize * 8,
+                    );
+                    let t = warpforge_device::thread::linear_thread_id() as usize;
+                    assert_eq!((r0, c0), (br + t / 2 * 2, bc + t % 2 * 4));
+                    let _ = (i, j);
+                    o.set((t as u32 + 1) * 1000);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn micro_tiles_partition_each_block_tile_for_any_block() {
+    use warpforge::{Dim3, LaunchConfig};
+    let dev = Device::emulator();
+    // 6 × 8 tiles of 3 × 2 micro-tiles of 2 × 4: threads 0..6 own them.
+    for (rows, cols, stride) in [(6usize, 8usize, 8usize), (13, 17, 20), (1, 1, 1), (5, 9, 9)] {
+        let grid = Dim3::new(cols.div_ceil(8) as u32, rows.div_ceil(6) as u32, 1);
+        // Exactly 6 threads, more (they own nothing), 2-D; fewer leaves micro-tiles unwritten.
+        for block in [
+            Dim3::x(6),
+            Dim3::x(64),
+            Dim3::new(3, 4, 1),
+            Dim3::new(2, 2, 2),
+        ] {
+            let len = (rows - 1) * stride + cols;
+            let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+            let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
+            let cfg = LaunchConfig::new(grid, block);
+            dev.launch(
+                own_micro_tiles,
+                cfg,
+                (
+                    count.matrix_mut(rows, cols, stride).unwrap(),
+                    owner.matrix_mut(rows, cols, stride).unwrap(),
+                ),
+            )
+            .unwrap();
+            let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+            for r in 0..rows {
+                for c in 0..cols {
+                    let e = r * stride + c;
+                    // Thread t owns micro-tile t = (tile row / 2)·2 + tile col / 4.
+                    let t = ((r % 6) / 2 * 2 + (c % 8) / 4) as u32;
+                    let want = u32::from(u64::from(t) < block.volume());
+                    assert_eq!(count[e], want, "({r}, {c}), block {block:?}");
+                    assert_eq!(
+                        owner[e],
+                        want * (t + 1) * 1000,
+                        "({r}, {c}), block {block:?}"
+                    );
+                }
+                for c in cols..stride.min(len - r * stride) {
+                    assert_eq!(count[r * stride + c], 0, "padding ({r}, {c})");
+                }
+            }
+        }
+    }
+}

@@ -31,7 +31,17 @@
 //!    its `rust-src`. Each architecture builds in its own target directory under
 //!    the output directory, so cargo's fingerprints make an unchanged kernels
 //!    crate a no-op.
-//! 4. Writes the module file that `warpforge::include_module!` includes (see
+//! 4. Assembles machine code: when `ptxas` is found (`WARPFORGE_PTXAS`, `PATH`,
+//!    `$CUDA_PATH/bin`, `/usr/local/cuda/bin`, or the `nvidia-cuda-nvcc` pip
+//!    package: [`locate_ptxas`]), each PTX module goes through `ptxas -lineinfo`
+//!    for the common real architectures ([`DEFAULT_CUBIN_SMS`]: sm_80, sm_86,
+//!    sm_89, sm_90; an `sm_90a` module for sm_90a), all runs in parallel, and
+//!    the cubins are written beside the PTX. A GPU of exactly that compute
+//!    capability loads its cubin instead of JIT-compiling the PTX. Without
+//!    `ptxas` the build embeds PTX only and prints one `cargo:warning` saying
+//!    how to get it; a failing `ptxas` is a warning too, never an error.
+//!    [`PtxBuilder::cubins`] or `WARPFORGE_CUBINS=0` turns this off.
+//! 5. Writes the module file that `warpforge::include_module!` includes (see
 //!    [`PtxBuilder::module_file`]).
 //!
 //! # Any workspace
@@ -104,6 +114,20 @@ impl Arch {
         }
     }
 
+    /// The compute capability it targets, as a number: 80 for `sm_80`, 90 for `sm_90a`.
+    pub fn sm(self) -> u32 {
+        match self {
+            Arch::Sm80 => 80,
+            Arch::Sm90a => 90,
+        }
+    }
+
+    /// Whether its PTX uses arch-specific features (`sm_90a`), so it runs on
+    /// exactly that architecture and assembles only for it.
+    pub fn arch_specific(self) -> bool {
+        matches!(self, Arch::Sm90a)
+    }
+
     /// The rustc flags that select this architecture.
     fn rustflags(self) -> &'static [&'static str] {
         match self {
@@ -153,7 +177,35 @@ pub struct PtxModule {
     pub arch: Arch,
     /// The `.ptx` file.
     pub path: PathBuf,
+    /// The machine code `ptxas` assembled from it, one file per real
+    /// architecture (empty without `ptxas`, or with cubins turned off).
+    pub cubins: Vec<CubinFile>,
 }
+
+/// A cubin: machine code (SASS) `ptxas -lineinfo` assembled from one PTX
+/// module for one real architecture, which a GPU of exactly that compute
+/// capability loads without JIT-compiling the PTX.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CubinFile {
+    /// The architecture number: 86 for `sm_86`.
+    pub sm: u32,
+    /// `"a"` for an arch-specific cubin (`sm_90a`), else `""`.
+    pub arch_suffix: &'static str,
+    /// The `.cubin` file.
+    pub path: PathBuf,
+}
+
+impl CubinFile {
+    /// `sm_86`, `sm_90a`.
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.sm, self.arch_suffix)
+    }
+}
+
+/// The real architectures cubins are assembled for by default: Ampere (A100,
+/// A30: `sm_80`; RTX 30xx, A10, A40: `sm_86`), Ada (L4, L40, RTX 40xx:
+/// `sm_89`) and Hopper (H100, H200: `sm_90`). Any other GPU JIT-compiles the PTX.
+pub const DEFAULT_CUBIN_SMS: &[u32] = &[80, 86, 89, 90];
 
 /// Why the PTX build failed; each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -292,6 +344,8 @@ pub struct PtxBuilder {
     watch: Vec<PathBuf>,
     out_dir: Option<PathBuf>,
     line_info: bool,
+    cubins: bool,
+    cubin_sms: Vec<u32>,
 }
 
 impl PtxBuilder {
@@ -306,7 +360,31 @@ impl PtxBuilder {
             watch: Vec::new(),
             out_dir: None,
             line_info: true,
+            cubins: true,
+            cubin_sms: DEFAULT_CUBIN_SMS.to_vec(),
         }
+    }
+
+    /// Also assembles each PTX module with `ptxas -lineinfo` into cubins for
+    /// the common real architectures and embeds them beside the PTX (default:
+    /// on; see [`PtxBuilder::cubin_sms`]). A GPU whose compute capability
+    /// matches one exactly loads its machine code at once instead of having
+    /// the driver JIT-compile the PTX. Without `ptxas` the build embeds PTX
+    /// only and says so in one cargo warning. The environment variable
+    /// `WARPFORGE_CUBINS=0` (or `=1`) overrides this for every kernels crate
+    /// a build compiles.
+    pub fn cubins(mut self, on: bool) -> Self {
+        self.cubins = on;
+        self
+    }
+
+    /// The real architectures to assemble cubins for, as numbers (`[80, 86,
+    /// 89, 90]`, the default: [`DEFAULT_CUBIN_SMS`]). Each is assembled from
+    /// the PTX module a GPU of that compute capability loads; an arch-specific
+    /// module (`sm_90a`) is always assembled for its own architecture only.
+    pub fn cubin_sms(mut self, sms: impl IntoIterator<Item = u32>) -> Self {
+        self.cubin_sms = sms.into_iter().collect();
+        self
     }
 
     /// Adds an architecture (default: `sm_80` only).
@@ -345,7 +423,9 @@ impl PtxBuilder {
     /// under the output directory). It holds one expression,
     /// `::warpforge::ptx::Module::new("<package>", &[::warpforge::ptx::PtxModule {
     /// arch: "sm_80", source: include_str!("<the .ptx>") }, …])`, one entry per
-    /// architecture, which `warpforge::include_module!("<package>")` includes.
+    /// architecture, which `warpforge::include_module!("<package>")` includes;
+    /// with cubins, `Module::with_cubins("<package>", &[…], &[::warpforge::ptx::Cubin
+    /// { variant: "sm_80", sm: 86, arch_suffix: "", bytes: include_bytes!("<the .cubin>") }, …])`.
     pub fn module_file(&self) -> PathBuf {
         let dir = std::env::var_os("OUT_DIR")
             .map(PathBuf::from)
@@ -371,6 +451,23 @@ impl PtxBuilder {
         }
     }
 
+    /// [`PtxBuilder::cubins`], unless `WARPFORGE_CUBINS` says otherwise.
+    fn cubins_wanted(&self) -> bool {
+        match std::env::var("WARPFORGE_CUBINS").as_deref() {
+            Ok("1" | "true" | "yes" | "on") => true,
+            Ok("0" | "false" | "no" | "off") => false,
+            Ok(other) => {
+                println!(
+                    "cargo:warning=WARPFORGE_CUBINS={other:?} is neither 1 nor 0; \
+                     building with cubins({})",
+                    self.cubins
+                );
+                self.cubins
+            }
+            Err(_) => self.cubins,
+        }
+    }
+
     fn output_dir(&self) -> PathBuf {
         self.out_dir
             .clone()
@@ -390,6 +487,9 @@ impl PtxBuilder {
         let modules = self.build_modules(&cargo, &workspace.root)?;
         println!("cargo:rerun-if-env-changed=WARPFORGE_PTX_VERBOSE");
         println!("cargo:rerun-if-env-changed=WARPFORGE_LINE_INFO");
+        for var in ["WARPFORGE_CUBINS", "WARPFORGE_PTXAS", "CUDA_PATH"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
         for path in member.watch.iter().chain(&self.watch) {
             println!("cargo:rerun-if-changed={}", path.display());
         }
@@ -411,10 +511,22 @@ impl PtxBuilder {
         } else {
             self.archs.clone()
         };
-        let modules = archs
+        let mut modules = archs
             .into_iter()
             .map(|arch| self.build_arch(cargo, workspace_root, &out_dir, arch))
             .collect::<Result<Vec<_>, _>>()?;
+        if self.cubins_wanted() {
+            let ptxas = locate_ptxas();
+            let warnings = assemble_cubins(
+                ptxas.as_ref().map(PathBuf::as_path).map_err(Vec::as_slice),
+                &self.package,
+                &mut modules,
+                &self.cubin_sms,
+            );
+            for w in warnings {
+                println!("cargo:warning={w}");
+            }
+        }
         let module_file = std::path::absolute(self.module_file()).unwrap_or(self.module_file());
         write_if_changed(&module_file, &module_source(&self.package, &modules)?)?;
         Ok(modules)
@@ -480,7 +592,11 @@ impl PtxBuilder {
             target_dir: target_dir.clone(),
         })?;
         write_if_changed(&ptx, &ptxas_ready(&source))?;
-        Ok(PtxModule { arch, path: ptx })
+        Ok(PtxModule {
+            arch,
+            path: ptx,
+            cubins: Vec::new(),
+        })
     }
 
     /// The error for a failed nested build: rustc's diagnostics when it reported
@@ -719,23 +835,258 @@ fn label_definition(line: &str) -> Option<&str> {
     (name.starts_with("$L__") && !name.contains(char::is_whitespace)).then_some(name)
 }
 
-/// The module file's expression for `modules` of `package` (see [`PtxBuilder::module_file`]).
+/// The module file's expression for `modules` of `package` (see [`PtxBuilder::module_file`]):
+/// `Module::new(…)` with the PTX, or `Module::with_cubins(…)` with the cubins
+/// too, each `include_bytes!`'d.
 pub fn module_source(package: &str, modules: &[PtxModule]) -> Result<String, BuildError> {
+    let utf8 = |path: &Path| {
+        path.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| BuildError::NonUtf8Path(path.to_path_buf()))
+    };
     let mut entries = String::new();
+    let mut cubins = String::new();
     for m in modules {
-        let path = m
-            .path
-            .to_str()
-            .ok_or_else(|| BuildError::NonUtf8Path(m.path.clone()))?;
+        let path = utf8(&m.path)?;
         entries.push_str(&format!(
             "    ::warpforge::ptx::PtxModule {{ arch: {:?}, source: include_str!({path:?}) }},\n",
             m.arch.name()
         ));
+        for c in &m.cubins {
+            let path = utf8(&c.path)?;
+            cubins.push_str(&format!(
+                "    ::warpforge::ptx::Cubin {{ variant: {:?}, sm: {}, arch_suffix: {:?}, \
+                 bytes: include_bytes!({path:?}) }},\n",
+                m.arch.name(),
+                c.sm,
+                c.arch_suffix
+            ));
+        }
     }
-    Ok(format!(
-        "// Written by warpforge-builder; embedded with `warpforge::include_module!({package:?})`.\n\
-         ::warpforge::ptx::Module::new({package:?}, &[\n{entries}])\n"
-    ))
+    let header = format!(
+        "// Written by warpforge-builder; embedded with `warpforge::include_module!({package:?})`.\n"
+    );
+    Ok(if cubins.is_empty() {
+        format!("{header}::warpforge::ptx::Module::new({package:?}, &[\n{entries}])\n")
+    } else {
+        format!(
+            "{header}::warpforge::ptx::Module::with_cubins({package:?}, &[\n{entries}], &[\n{cubins}])\n"
+        )
+    })
+}
+
+/// Finds `ptxas` as `warpforge ptx` does: the file named by `WARPFORGE_PTXAS`;
+/// `ptxas` on `PATH`; `$CUDA_PATH/bin`; `/usr/local/cuda/bin`; the
+/// `nvidia-cuda-nvcc` pip wheel under the `purelib` of `python3` or `python`
+/// (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`). A candidate must answer
+/// `--version`. Else the places searched.
+pub fn locate_ptxas() -> Result<PathBuf, Vec<String>> {
+    let mut searched = Vec::new();
+    let runs = |path: &Path| {
+        path.is_file()
+            && Command::new(path)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+    };
+    if let Some(value) = std::env::var_os("WARPFORGE_PTXAS") {
+        let path = PathBuf::from(value);
+        if runs(&path) {
+            return Ok(path);
+        }
+        searched.push(format!(
+            "WARPFORGE_PTXAS={} (not a runnable ptxas)",
+            path.display()
+        ));
+        return Err(searched);
+    }
+    let exe = format!("ptxas{}", std::env::consts::EXE_SUFFIX);
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join(&exe)).collect())
+        .unwrap_or_default();
+    searched.push("PATH".to_owned());
+    if let Some(cuda) = std::env::var_os("CUDA_PATH") {
+        candidates.push(Path::new(&cuda).join("bin").join(&exe));
+        searched.push("$CUDA_PATH/bin".to_owned());
+    }
+    candidates.push(Path::new("/usr/local/cuda/bin").join(&exe));
+    searched.push("/usr/local/cuda/bin".to_owned());
+    if let Some(found) = candidates.into_iter().find(|p| runs(p)) {
+        return Ok(found);
+    }
+    for python in ["python3", "python"] {
+        let Ok(out) = Command::new(python)
+            .args([
+                "-c",
+                "import sysconfig;print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()
+        else {
+            continue;
+        };
+        let purelib = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if !out.status.success() || purelib.as_os_str().is_empty() {
+            continue;
+        }
+        for dir in ["nvidia/cu13/bin", "nvidia/cuda_nvcc/bin"] {
+            let path = purelib.join(dir).join(&exe);
+            if runs(&path) {
+                return Ok(path);
+            }
+        }
+        searched.push(format!(
+            "{}/nvidia/{{cu13,cuda_nvcc}}/bin",
+            purelib.display()
+        ));
+        break;
+    }
+    Err(searched)
+}
+
+/// One `ptxas` run: the PTX module (index into the modules) and the real architecture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CubinJob {
+    module: usize,
+    sm: u32,
+    arch_suffix: &'static str,
+}
+
+/// Which cubins to assemble: for each of `sms`, from the module a GPU of that
+/// compute capability loads (the newest architecture at or below it, as
+/// `warpforge::ptx::Module::variant_for` picks); an arch-specific module
+/// (`sm_90a`) only for its own architecture, which it always gets.
+fn cubin_jobs(archs: &[Arch], sms: &[u32]) -> Vec<CubinJob> {
+    let mut jobs: Vec<CubinJob> = Vec::new();
+    let mut add = |job: CubinJob| {
+        if !jobs.contains(&job) {
+            jobs.push(job);
+        }
+    };
+    for &sm in sms {
+        let chosen = archs
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.sm() <= sm)
+            .max_by_key(|(_, a)| a.sm());
+        match chosen {
+            Some((i, a)) if !a.arch_specific() => add(CubinJob {
+                module: i,
+                sm,
+                arch_suffix: "",
+            }),
+            Some((i, a)) if a.sm() == sm => add(CubinJob {
+                module: i,
+                sm,
+                arch_suffix: "a",
+            }),
+            _ => {}
+        }
+    }
+    for (i, a) in archs.iter().enumerate() {
+        if a.arch_specific() {
+            add(CubinJob {
+                module: i,
+                sm: a.sm(),
+                arch_suffix: "a",
+            });
+        }
+    }
+    jobs
+}
+
+/// Assembles `modules`' cubins with `ptxas` (or, without it, says so): one
+/// `ptxas -lineinfo` per cubin (see [`cubin_jobs`]), all in parallel, each
+/// written beside its `.ptx`, and added to its module's `cubins`. Returns the
+/// warnings to print: one if there is no `ptxas` (the build embeds PTX
+/// only), one per `ptxas` that failed (that architecture JIT-compiles the
+/// PTX). Never an error: cubins only make loading faster. A cubin newer than
+/// its PTX, made by the same command, is reused.
+fn assemble_cubins(
+    ptxas: Result<&Path, &[String]>,
+    package: &str,
+    modules: &mut [PtxModule],
+    sms: &[u32],
+) -> Vec<String> {
+    let ptxas = match ptxas {
+        Ok(p) => p,
+        Err(searched) => {
+            return vec![format!(
+                "warpforge: `ptxas` not found (searched {}), so `{package}` embeds PTX only and \
+                 each GPU JIT-compiles it when its module is first loaded (seconds, per process \
+                 with a cold driver cache). To embed machine code for sm_80/86/89/90: `pip install \
+                 nvidia-cuda-nvcc`, install the CUDA toolkit, or set WARPFORGE_PTXAS; to \
+                 silence this, WARPFORGE_CUBINS=0",
+                searched.join(", ")
+            )];
+        }
+    };
+    let archs: Vec<Arch> = modules.iter().map(|m| m.arch).collect();
+    let jobs = cubin_jobs(&archs, sms);
+    let results: Vec<Result<CubinFile, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                let ptx = modules[job.module].path.clone();
+                scope.spawn(move || assemble_one(ptxas, &ptx, job))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("ptxas thread panicked".to_owned()))
+            })
+            .collect()
+    });
+    let mut warnings = Vec::new();
+    for (job, result) in jobs.iter().zip(results) {
+        match result {
+            Ok(cubin) => modules[job.module].cubins.push(cubin),
+            Err(e) => warnings.push(format!(
+                "warpforge: no sm_{}{} cubin for `{package}` (GPUs of that architecture will \
+                 JIT-compile its PTX): {e}",
+                job.sm, job.arch_suffix
+            )),
+        }
+    }
+    warnings
+}
+
+/// Runs `ptxas -lineinfo -arch=sm_XX -o X.cubin X.ptx` for `job`, unless the
+/// cubin is up to date.
+fn assemble_one(ptxas: &Path, ptx: &Path, job: &CubinJob) -> Result<CubinFile, String> {
+    let arch = format!("sm_{}{}", job.sm, job.arch_suffix);
+    let cubin = ptx.with_extension(format!("{arch}.cubin"));
+    let stamp = cubin.with_extension("cubin.cmd");
+    let mut cmd = Command::new(ptxas);
+    cmd.args(["-lineinfo", &format!("-arch={arch}"), "-o"])
+        .arg(&cubin)
+        .arg(ptx);
+    let line = format!("{cmd:?}");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let fresh = matches!((modified(&cubin), modified(ptx)), (Some(c), Some(p)) if c >= p)
+        && std::fs::read_to_string(&stamp).is_ok_and(|s| s == line);
+    if !fresh {
+        let output = cmd
+            .output()
+            .map_err(|e| format!("could not run {}: {e}", ptxas.display()))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let first: Vec<&str> = stderr.lines().filter(|l| !l.is_empty()).take(5).collect();
+            return Err(format!(
+                "`ptxas -arch={arch}` failed ({}): {}",
+                output.status,
+                first.join(" | ")
+            ));
+        }
+        std::fs::write(&stamp, &line)
+            .map_err(|e| format!("could not write {}: {e}", stamp.display()))?;
+    }
+    Ok(CubinFile {
+        sm: job.sm,
+        arch_suffix: job.arch_suffix,
+        path: cubin,
+    })
 }
 
 /// Writes `contents` to `path` (creating its directory) unless it already holds
@@ -986,10 +1337,12 @@ mod tests {
             PtxModule {
                 arch: Arch::Sm80,
                 path: PathBuf::from("/out/my \"odd\" dir\\x/my_kernels.sm_80.ptx"),
+                cubins: Vec::new(),
             },
             PtxModule {
                 arch: Arch::Sm90a,
                 path: PathBuf::from("/out/my_kernels.sm_90a.ptx"),
+                cubins: Vec::new(),
             },
         ];
         let src = module_source("my-kernels", &modules).unwrap();
@@ -1004,6 +1357,174 @@ mod tests {
             src.lines().filter(|l| l.starts_with("::warpforge")).count(),
             1
         );
+    }
+
+    #[test]
+    fn cubins_are_embedded_beside_the_ptx_with_include_bytes() {
+        let modules = [
+            PtxModule {
+                arch: Arch::Sm80,
+                path: PathBuf::from("/out/k.sm_80.ptx"),
+                cubins: vec![CubinFile {
+                    sm: 86,
+                    arch_suffix: "",
+                    path: PathBuf::from("/out/k.sm_80.sm_86.cubin"),
+                }],
+            },
+            PtxModule {
+                arch: Arch::Sm90a,
+                path: PathBuf::from("/out/k.sm_90a.ptx"),
+                cubins: vec![CubinFile {
+                    sm: 90,
+                    arch_suffix: "a",
+                    path: PathBuf::from("/out/k.sm_90a.sm_90a.cubin"),
+                }],
+            },
+        ];
+        let src = module_source("k", &modules).unwrap();
+        let expected = "::warpforge::ptx::Module::with_cubins(\"k\", &[\n    \
+            ::warpforge::ptx::PtxModule { arch: \"sm_80\", source: include_str!(\"/out/k.sm_80.ptx\") },\n    \
+            ::warpforge::ptx::PtxModule { arch: \"sm_90a\", source: include_str!(\"/out/k.sm_90a.ptx\") },\n\
+            ], &[\n    \
+            ::warpforge::ptx::Cubin { variant: \"sm_80\", sm: 86, arch_suffix: \"\", \
+            bytes: include_bytes!(\"/out/k.sm_80.sm_86.cubin\") },\n    \
+            ::warpforge::ptx::Cubin { variant: \"sm_90a\", sm: 90, arch_suffix: \"a\", \
+            bytes: include_bytes!(\"/out/k.sm_90a.sm_90a.cubin\") },\n])\n";
+        assert!(src.ends_with(expected), "{src}");
+    }
+
+    fn jobs(archs: &[Arch], sms: &[u32]) -> Vec<(Arch, String)> {
+        cubin_jobs(archs, sms)
+            .into_iter()
+            .map(|j| (archs[j.module], format!("sm_{}{}", j.sm, j.arch_suffix)))
+            .collect()
+    }
+
+    #[test]
+    fn each_cubin_comes_from_the_ptx_that_gpu_would_load() {
+        use Arch::*;
+        let sm80 = |a: &str| (Sm80, a.to_owned());
+        assert_eq!(
+            jobs(&[Sm80], DEFAULT_CUBIN_SMS),
+            [sm80("sm_80"), sm80("sm_86"), sm80("sm_89"), sm80("sm_90")]
+        );
+        // A Hopper loads the sm_90a PTX, so its cubin is sm_90a, and nothing else is.
+        assert_eq!(
+            jobs(&[Sm80, Sm90a], DEFAULT_CUBIN_SMS),
+            [
+                sm80("sm_80"),
+                sm80("sm_86"),
+                sm80("sm_89"),
+                (Sm90a, "sm_90a".to_owned())
+            ]
+        );
+        // sm_90a PTX runs on sm_90 only: no sm_100 cubin from it; its own one always.
+        assert_eq!(jobs(&[Sm90a], &[80, 100]), [(Sm90a, "sm_90a".to_owned())]);
+        assert!(jobs(&[Sm80], &[]).is_empty());
+    }
+
+    /// A script standing in for `ptxas`: writes the `-o` file, or fails when `fail` is set.
+    fn fake_ptxas(dir: &Path, fail: bool) -> PathBuf {
+        let path = dir.join("ptxas");
+        let body = if fail {
+            "echo 'ptxas fatal   : Unresolved extern function' >&2; exit 255".to_owned()
+        } else {
+            "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then printf '\\177ELF' > \"$2\"; fi; shift; done"
+                .to_owned()
+        };
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn one_module(dir: &Path) -> Vec<PtxModule> {
+        let ptx = dir.join("k.sm_80.ptx");
+        std::fs::write(&ptx, ".version 7.0\n.target sm_80\n").unwrap();
+        vec![PtxModule {
+            arch: Arch::Sm80,
+            path: ptx,
+            cubins: Vec::new(),
+        }]
+    }
+
+    #[test]
+    fn without_ptxas_the_build_embeds_ptx_only_and_warns_once() {
+        let dir = scratch("noptxas");
+        let mut modules = one_module(&dir);
+        let searched = ["PATH".to_owned(), "/usr/local/cuda/bin".to_owned()];
+        let warnings = assemble_cubins(Err(&searched), "k", &mut modules, DEFAULT_CUBIN_SMS);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        for needle in [
+            "`ptxas` not found",
+            "PATH, /usr/local/cuda/bin",
+            "embeds PTX only",
+            "pip install nvidia-cuda-nvcc",
+            "WARPFORGE_CUBINS=0",
+        ] {
+            assert!(warnings[0].contains(needle), "{needle}: {}", warnings[0]);
+        }
+        assert!(modules[0].cubins.is_empty());
+        let src = module_source("k", &modules).unwrap();
+        assert!(src.contains("::warpforge::ptx::Module::new(\"k\""), "{src}");
+        assert!(!src.contains("Cubin"), "{src}");
+    }
+
+    #[test]
+    fn ptxas_runs_once_per_architecture_and_a_failure_is_a_warning() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("fakeptxas");
+        let mut modules = one_module(&dir);
+        let ptxas = fake_ptxas(&dir, false);
+        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, &[80, 90]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let archs: Vec<String> = modules[0].cubins.iter().map(CubinFile::arch).collect();
+        assert_eq!(archs, ["sm_80", "sm_90"]);
+        for c in &modules[0].cubins {
+            assert_eq!(std::fs::read(&c.path).unwrap(), b"\x7fELF");
+        }
+        assert_eq!(modules[0].cubins[1].path, dir.join("k.sm_80.sm_90.cubin"));
+
+        let dir = scratch("failingptxas");
+        let mut modules = one_module(&dir);
+        let ptxas = fake_ptxas(&dir, true);
+        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, &[80]);
+        assert!(modules[0].cubins.is_empty());
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains("no sm_80 cubin for `k`")
+                && warnings[0].contains("Unresolved extern function"),
+            "{}",
+            warnings[0]
+        );
+    }
+
+    #[test]
+    fn real_ptxas_assembles_elf_cubins_when_installed() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(ptxas) = locate_ptxas() else {
+            eprintln!("no ptxas here: skipped");
+            return;
+        };
+        let dir = scratch("realptxas");
+        let ptx = dir.join("k.sm_80.ptx");
+        std::fs::write(
+            &ptx,
+            ".version 7.0\n.target sm_80\n.address_size 64\n\n\
+             .visible .entry nop(\n\t.param .u32 nop_param_0\n)\n{\n\tret;\n}\n",
+        )
+        .unwrap();
+        let mut modules = vec![PtxModule {
+            arch: Arch::Sm80,
+            path: ptx,
+            cubins: Vec::new(),
+        }];
+        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, DEFAULT_CUBIN_SMS);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(modules[0].cubins.len(), 4);
+        for c in &modules[0].cubins {
+            let bytes = std::fs::read(&c.path).unwrap();
+            assert_eq!(&bytes[..4], b"\x7fELF", "{}", c.path.display());
+        }
     }
 
     #[test]

@@ -195,12 +195,33 @@ fn a_users_kernels_crate_from_errors_to_an_embeddable_module_with_line_info() {
 
     let module_file = builder.module_file();
     let source = std::fs::read_to_string(&module_file).unwrap();
-    let expected = format!(
-        "::warpforge::ptx::Module::new(\"tiny-kernels\", &[\n    ::warpforge::ptx::PtxModule \
-         {{ arch: \"sm_80\", source: include_str!({:?}) }},\n])\n",
+    let ptx_entry = format!(
+        "&[\n    ::warpforge::ptx::PtxModule \
+         {{ arch: \"sm_80\", source: include_str!({:?}) }},\n]",
         modules[0].path
     );
-    assert!(source.ends_with(&expected), "{source}");
+    if modules[0].cubins.is_empty() {
+        // No ptxas here (or WARPFORGE_CUBINS=0): PTX only.
+        let expected = format!("::warpforge::ptx::Module::new(\"tiny-kernels\", {ptx_entry})\n");
+        assert!(source.ends_with(&expected), "{source}");
+    } else {
+        // With ptxas: a cubin per default architecture, each included beside the PTX.
+        let archs: Vec<String> = modules[0].cubins.iter().map(|c| c.arch()).collect();
+        assert_eq!(archs, ["sm_80", "sm_86", "sm_89", "sm_90"]);
+        let expected =
+            format!("::warpforge::ptx::Module::with_cubins(\"tiny-kernels\", {ptx_entry}, &[\n");
+        assert!(source.contains(&expected), "{source}");
+        for c in &modules[0].cubins {
+            assert!(std::fs::read(&c.path).unwrap().starts_with(b"\x7fELF"));
+            assert!(
+                source.contains(&format!(
+                    "sm: {}, arch_suffix: \"\", bytes: include_bytes!({:?})",
+                    c.sm, c.path
+                )),
+                "{source}"
+            );
+        }
+    }
     assert!(modules[0].path.is_absolute());
 
     // ptxas accepts it with -lineinfo, and the SASS maps back to the Rust line.

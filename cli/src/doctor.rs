@@ -66,9 +66,13 @@ pub struct GpuReport {
     pub properties: Result<GpuProperties, String>,
     /// For each embedded module, whether it can load here (predicted from arch and ISA).
     pub modules: Vec<ModuleFit>,
-    /// The definitive check, `Device::gpu(ordinal)`: the arch of the module it
-    /// loaded, or its error.
+    /// The definitive check, `Device::gpu(ordinal)` then `load` of the
+    /// library's module: the arch of the PTX variant it runs, or the error.
     pub load: Result<&'static str, String>,
+    /// What was loaded for the library's module, when it loaded: its cubin
+    /// (`sm_90 cubin`) or its PTX, JIT-compiled, and why
+    /// (`PTX JIT: no cubin for sm_120`); see `Device::module_image`.
+    pub image: Option<String>,
 }
 
 /// A GPU's properties.
@@ -327,16 +331,23 @@ fn gather_gpu(ordinal: usize, modules: &[ModuleReport], driver_cuda: Option<u32>
             .collect(),
         Err(_) => Vec::new(),
     };
-    let load = guarded(move || {
-        Device::gpu(ordinal)
-            .map_err(|e| e.to_string())
-            .map(|dev| dev.gpu_info().map_or("?", |info| info.ptx_arch))
+    let loaded = guarded(move || {
+        let dev = Device::gpu(ordinal).map_err(|e| e.to_string())?;
+        // Modules load lazily, at their first launch: load the library's now.
+        dev.load(&ptx::LIBRARY).map_err(|e| e.to_string())?;
+        let arch = dev.gpu_info().map_or("?", |info| info.ptx_arch);
+        Ok((arch, dev.module_image(&ptx::LIBRARY)))
     });
+    let (load, image) = match loaded {
+        Ok((arch, image)) => (Ok(arch), image),
+        Err(e) => (Err(e), None),
+    };
     GpuReport {
         ordinal,
         properties,
         modules,
         load,
+        image,
     }
 }
 
@@ -688,6 +699,9 @@ impl fmt::Display for DoctorReport {
                 Ok(arch) => writeln!(f, "    loaded the {arch} module: ok")?,
                 Err(e) => writeln!(f, "    loading failed: {e}")?,
             }
+            if let Some(image) = &g.image {
+                writeln!(f, "    machine code: {image}")?;
+            }
         }
 
         writeln!(f, "\nPTX (embedded)")?;
@@ -797,11 +811,13 @@ mod tests {
         driver: u32,
         load: Result<&'static str, String>,
     ) -> GpuReport {
+        let image = load.is_ok().then(|| "sm_80 cubin".to_owned());
         GpuReport {
             ordinal,
             properties: Ok(props(name, cc)),
             modules: vec![sm80().fit(cc, Some(driver))],
             load,
+            image,
         }
     }
 
@@ -849,6 +865,28 @@ mod tests {
             text.trim_end()
                 .ends_with("ready: GPU 0 (A100) runs warpforge's kernels")
         );
+    }
+
+    #[test]
+    fn the_gpu_section_says_which_machine_code_was_loaded_and_why() {
+        let mut cubin = gpu(0, "A100", (8, 0), 12080, Ok("sm_80"));
+        let mut jit = gpu(1, "RTX PRO 6000", (12, 0), 12080, Ok("sm_80"));
+        jit.image = Some("PTX JIT: no cubin for sm_120".to_owned());
+        let failed = gpu(2, "A100", (8, 0), 12080, Err("boom".to_owned()));
+        cubin.image = Some("sm_80 cubin".to_owned());
+        let text = with_driver(12080, vec![cubin, jit, failed]).to_string();
+        assert!(
+            text.contains("    loaded the sm_80 module: ok\n    machine code: sm_80 cubin\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    machine code: PTX JIT: no cubin for sm_120\n"),
+            "{text}"
+        );
+        // A GPU where loading failed says nothing about machine code.
+        assert_eq!(text.matches("machine code:").count(), 2, "{text}");
+        // Without a GPU there is no such line.
+        assert!(!no_driver().to_string().contains("machine code"));
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! and what warpforge reads from the PTX text (entries, their `.param`
 //! lists, the ISA version).
 //!
-//! A [`Module`] is one kernels crate: its Cargo package name and one PTX text
-//! per architecture. [`LIBRARY`] is warpforge's own (`kernels/`), loaded on
-//! every GPU by [`Device::gpu`](crate::Device::gpu). A user's kernels crate,
-//! compiled by `warpforge-builder` from the host crate's `build.rs`, is
-//! embedded with [`include_module!`](crate::include_module) and loaded with
-//! [`Device::load`](crate::Device::load).
+//! A [`Module`] is one kernels crate: its Cargo package name, one PTX text
+//! per architecture, and the cubins (machine code) `ptxas` assembled from
+//! them at build time, when it was there. [`LIBRARY`] is warpforge's own
+//! (`kernels/`), loaded on a GPU at the first launch of one of its kernels.
+//! A user's kernels crate, compiled by `warpforge-builder` from the host
+//! crate's `build.rs`, is embedded with [`include_module!`](crate::include_module)
+//! and loaded with [`Device::load`](crate::Device::load), or lazily once
+//! [`Module::register`]ed. A GPU loads the cubin for its exact architecture,
+//! else JIT-compiles the PTX ([`choose_image`]).
 //!
 //! A kernel's entry is looked up only in the module named by its
 //! [`Kernel::MODULE`] ([`resolve`]), and before its first launch its
@@ -18,7 +21,7 @@ use crate::{Error, Result};
 use warpforge_device::kernel::{Kernel, Param, ParamKind};
 
 /// One PTX text of a module, for one architecture.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtxModule {
     /// The `-C target-cpu` it was compiled for (`sm_80`).
     pub arch: &'static str,
@@ -47,7 +50,7 @@ pub struct PtxModule {
 /// assert_eq!(TINY.variant_for((9, 0)).map(|v| v.arch), Some("sm_80"));
 /// assert_eq!(TINY.variants[0].entries(), ["nop"]);
 /// let dev = warpforge::Device::emulator();
-/// dev.load(&TINY)?; // a GPU JIT-compiles it; the emulator runs kernels from host code
+/// dev.load(&TINY)?; // a GPU JIT-compiles it (no cubins); the emulator runs kernels from host code
 /// # Ok::<(), warpforge::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +59,124 @@ pub struct Module {
     pub name: &'static str,
     /// Its PTX, one per architecture it was compiled for.
     pub variants: &'static [PtxModule],
+    /// Machine code `ptxas` assembled from the variants at build time, one
+    /// per real architecture (empty when the build had no `ptxas`, or with
+    /// `WARPFORGE_CUBINS=0`). A GPU loads the one for its exact compute
+    /// capability instead of JIT-compiling the PTX ([`choose_image`]).
+    pub cubins: &'static [Cubin],
+}
+
+/// Machine code (SASS) for one real architecture, assembled by `ptxas
+/// -lineinfo` from one PTX variant of a module when it was built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cubin {
+    /// The variant it was assembled from ([`PtxModule::arch`], `sm_80`).
+    pub variant: &'static str,
+    /// The architecture number: 86 for `sm_86`.
+    pub sm: u32,
+    /// `"a"` for an arch-specific cubin (`sm_90a`), else `""`.
+    pub arch_suffix: &'static str,
+    /// The ELF image.
+    pub bytes: &'static [u8],
+}
+
+impl Cubin {
+    /// `sm_86`, `sm_90a`.
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.sm, self.arch_suffix)
+    }
+}
+
+/// What a GPU loads for a module: machine code built for it, or the PTX
+/// variant for the driver to JIT-compile, and why ([`choose_image`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Image {
+    /// The cubin for the GPU's exact architecture.
+    Cubin {
+        /// The variant it was assembled from: its PTX is what the kernels'
+        /// signatures are checked against.
+        variant: &'static PtxModule,
+        /// The machine code.
+        cubin: &'static Cubin,
+    },
+    /// The PTX, JIT-compiled by the driver.
+    Ptx {
+        /// The variant.
+        variant: &'static PtxModule,
+        /// Why no cubin: `PTX JIT: no cubin for sm_120`.
+        reason: String,
+    },
+}
+
+impl Image {
+    /// The PTX variant: loaded as it is, or the source of the cubin.
+    pub fn variant(&self) -> &'static PtxModule {
+        match self {
+            Image::Cubin { variant, .. } | Image::Ptx { variant, .. } => variant,
+        }
+    }
+}
+
+/// `sm_90 cubin`, or the reason the PTX is JIT-compiled
+/// (`PTX JIT: no cubin for sm_120`): what `warpforge doctor` shows.
+impl std::fmt::Display for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Image::Cubin { cubin, .. } => write!(f, "{} cubin", cubin.arch()),
+            Image::Ptx { reason, .. } => f.write_str(reason),
+        }
+    }
+}
+
+/// What a GPU of compute capability `major.minor` loads of `module`: the
+/// cubin assembled from the variant it runs ([`Module::variant_for`]) for
+/// exactly its architecture (`sm_86` for 8.6; `sm_90a` only from an `sm_90a`
+/// variant and only on 9.0), else that variant's PTX, JIT-compiled, with the
+/// reason. A cubin of another architecture, or assembled from another
+/// variant, is never chosen. `None` if the GPU runs no variant.
+///
+/// ```
+/// use warpforge::ptx::{choose_image, Cubin, Image, Module, PtxModule};
+/// static M: Module = Module::with_cubins(
+///     "k",
+///     &[PtxModule { arch: "sm_80", source: "" }],
+///     &[Cubin { variant: "sm_80", sm: 90, arch_suffix: "", bytes: b"\x7fELF" }],
+/// );
+/// assert_eq!(choose_image((9, 0), &M).unwrap().to_string(), "sm_90 cubin");
+/// assert_eq!(choose_image((12, 0), &M).unwrap().to_string(), "PTX JIT: no cubin for sm_120");
+/// assert!(choose_image((7, 5), &M).is_none());
+/// ```
+pub fn choose_image(compute_capability: (i32, i32), module: &Module) -> Option<Image> {
+    let variant = module.variant_for(compute_capability)?;
+    Some(image_of(compute_capability, variant, module.cubins))
+}
+
+/// [`choose_image`] once the variant is known.
+fn image_of(
+    (major, minor): (i32, i32),
+    variant: &'static PtxModule,
+    cubins: &'static [Cubin],
+) -> Image {
+    let suffix = if variant.arch.ends_with('a') { "a" } else { "" };
+    let sm = u32::try_from(major * 10 + minor).unwrap_or(0);
+    let wanted = format!("sm_{sm}{suffix}");
+    match cubins
+        .iter()
+        .find(|c| c.variant == variant.arch && c.sm == sm && c.arch_suffix == suffix)
+    {
+        Some(cubin) => Image::Cubin { variant, cubin },
+        None if cubins.is_empty() => Image::Ptx {
+            variant,
+            reason: format!(
+                "PTX JIT: no cubin for {wanted} (the module embeds none: built without ptxas, \
+                 or with WARPFORGE_CUBINS=0)"
+            ),
+        },
+        None => Image::Ptx {
+            variant,
+            reason: format!("PTX JIT: no cubin for {wanted}"),
+        },
+    }
 }
 
 /// The library's module, embedded exactly as a user embeds theirs: the
@@ -63,8 +184,9 @@ pub struct Module {
 const LIBRARY_MODULE: Module = crate::include_module!("warpforge-kernels");
 
 /// warpforge's own kernels (`kernels/`, package `warpforge-kernels`), loaded
-/// on every GPU by [`Device::gpu`](crate::Device::gpu). `sm_80` PTX
-/// JIT-compiles on every GPU from Ampere up.
+/// on a GPU at the first launch of one of its kernels: the cubin for its
+/// architecture (sm_80, sm_86, sm_89, sm_90 when the build had `ptxas`), else
+/// the `sm_80` PTX, which JIT-compiles on every GPU from Ampere up.
 ///
 /// ```
 /// use warpforge::Kernel;
@@ -85,9 +207,56 @@ pub fn module_for(compute_capability: (i32, i32)) -> Option<&'static PtxModule> 
 }
 
 impl Module {
-    /// A module named `name` (the kernels crate's package name) with these variants.
+    /// A module named `name` (the kernels crate's package name) with these
+    /// variants and no cubins (every GPU JIT-compiles its PTX).
     pub const fn new(name: &'static str, variants: &'static [PtxModule]) -> Module {
-        Module { name, variants }
+        Module {
+            name,
+            variants,
+            cubins: &[],
+        }
+    }
+
+    /// A module with these variants and the cubins `ptxas` assembled from
+    /// them: what `include_module!` expands to when the build had `ptxas`.
+    pub const fn with_cubins(
+        name: &'static str,
+        variants: &'static [PtxModule],
+        cubins: &'static [Cubin],
+    ) -> Module {
+        Module {
+            name,
+            variants,
+            cubins,
+        }
+    }
+
+    /// Makes this module known to every device of the process, present and
+    /// future: each loads it the first time one of its kernels is launched
+    /// there (once per device), as it does the library's, so no
+    /// [`Device::load`](crate::Device::load) is needed on any device. A
+    /// different module already registered under its name (or the library's
+    /// name) is [`ModuleConflict`](Error::ModuleConflict); the same one again is `Ok`.
+    ///
+    /// ```
+    /// static KERNELS: warpforge::ptx::Module = warpforge::include_module!("warpforge-kernels");
+    /// KERNELS.register()?; // the library's, already known: nothing to do
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn register(&'static self) -> Result<()> {
+        crate::runtime::device::register(self)
+    }
+
+    /// What GPU `gpu_name` loads of this module: [`Module::variant_for_gpu`]
+    /// (with its errors), then [`choose_image`]'s cubin or PTX.
+    pub fn image_for_gpu(
+        &self,
+        gpu_name: &str,
+        compute_capability: (i32, i32),
+        driver_version: u32,
+    ) -> Result<Image> {
+        let variant = self.variant_for_gpu(gpu_name, compute_capability, driver_version)?;
+        Ok(image_of(compute_capability, variant, self.cubins))
     }
 
     /// The variant a GPU of compute capability `major.minor` loads: the
@@ -155,10 +324,11 @@ impl Module {
 
     /// Whether `other` holds the same PTX (same architectures, same text).
     pub(crate) fn same_ptx(&self, other: &Module) -> bool {
-        self.variants.len() == other.variants.len()
-            && self.variants.iter().zip(other.variants).all(|(a, b)| {
-                a.arch == b.arch && (std::ptr::eq(a.source, b.source) || a.source == b.source)
-            })
+        std::ptr::eq(self, other)
+            || (self.variants.len() == other.variants.len()
+                && self.variants.iter().zip(other.variants).all(|(a, b)| {
+                    a.arch == b.arch && (std::ptr::eq(a.source, b.source) || a.source == b.source)
+                }))
     }
 
     /// Checks `K`'s parameters against its entry in every variant of this
@@ -644,9 +814,11 @@ pub fn format_cuda_version(v: u32) -> String {
 /// `::warpforge::ptx::Module::new("NAME", &[…])` expression whose PTX is
 /// `include_str!`'d from the build's output; this macro `include!`s that file.
 /// `name` is the kernels crate's Cargo package name, which is also what its
-/// kernels record as [`Kernel::MODULE`](crate::Kernel::MODULE). Load the
-/// module on a device with [`Device::load`](crate::Device::load) before
-/// launching its kernels on a GPU.
+/// kernels record as [`Kernel::MODULE`](crate::Kernel::MODULE). When the
+/// build found `ptxas`, the expression is `Module::with_cubins(…)` and the
+/// cubins are `include_bytes!`'d too. Load the module on a device with
+/// [`Device::load`](crate::Device::load) before launching its kernels on a
+/// GPU, or [`Module::register`] it once for every device to load it lazily.
 ///
 /// ```
 /// use warpforge::{Device, Kernel, ptx::Module};
@@ -716,6 +888,153 @@ mod tests {
         assert_eq!(TWO.variant_for((9, 0)).map(|m| m.arch), Some("sm_90a"));
         assert_eq!(TWO.variant_for((8, 9)).map(|m| m.arch), Some("sm_80"));
         assert_eq!(TWO.variant_for((12, 0)).map(|m| m.arch), Some("sm_90a"));
+    }
+
+    const fn cubin(variant: &'static str, sm: u32, arch_suffix: &'static str) -> Cubin {
+        Cubin {
+            variant,
+            sm,
+            arch_suffix,
+            bytes: b"\x7fELF",
+        }
+    }
+
+    static SM80_ONLY: Module = Module::with_cubins(
+        "k",
+        &[PtxModule {
+            arch: "sm_80",
+            source: "",
+        }],
+        &[
+            cubin("sm_80", 80, ""),
+            cubin("sm_80", 86, ""),
+            cubin("sm_80", 89, ""),
+            cubin("sm_80", 90, ""),
+        ],
+    );
+
+    static WITH_90A: Module = Module::with_cubins(
+        "k",
+        &[
+            PtxModule {
+                arch: "sm_80",
+                source: "",
+            },
+            PtxModule {
+                arch: "sm_90a",
+                source: "",
+            },
+        ],
+        &[
+            cubin("sm_80", 80, ""),
+            cubin("sm_80", 86, ""),
+            // Assembled from the sm_80 PTX: a Hopper loads the sm_90a variant, so never this.
+            cubin("sm_80", 90, ""),
+            cubin("sm_90a", 90, "a"),
+        ],
+    );
+
+    fn chosen(cc: (i32, i32), m: &Module) -> String {
+        choose_image(cc, m).map_or("none".to_owned(), |i| i.to_string())
+    }
+
+    #[test]
+    fn the_cubin_for_the_exact_compute_capability_is_chosen() {
+        for (cc, want) in [
+            ((8, 0), "sm_80 cubin"),
+            ((8, 6), "sm_86 cubin"),
+            ((8, 9), "sm_89 cubin"),
+            ((9, 0), "sm_90 cubin"),
+        ] {
+            assert_eq!(chosen(cc, &SM80_ONLY), want);
+            let image = choose_image(cc, &SM80_ONLY).unwrap();
+            let Image::Cubin { variant, cubin } = image else {
+                panic!("{image}")
+            };
+            assert_eq!(variant.arch, "sm_80");
+            assert_eq!(cubin.sm, u32::try_from(cc.0 * 10 + cc.1).unwrap());
+        }
+    }
+
+    #[test]
+    fn an_unknown_compute_capability_jit_compiles_the_ptx_and_says_why() {
+        for (cc, want) in [
+            ((12, 0), "PTX JIT: no cubin for sm_120"),
+            ((8, 7), "PTX JIT: no cubin for sm_87"),
+            ((10, 0), "PTX JIT: no cubin for sm_100"),
+        ] {
+            let image = choose_image(cc, &SM80_ONLY).unwrap();
+            assert_eq!(image.to_string(), want);
+            assert!(matches!(image, Image::Ptx { variant, .. } if variant.arch == "sm_80"));
+        }
+        // Older than every variant: nothing to load.
+        assert_eq!(chosen((7, 5), &SM80_ONLY), "none");
+        // A module built without ptxas says so.
+        let text = chosen((9, 0), &LIBRARY_WITHOUT_CUBINS);
+        assert!(
+            text.starts_with("PTX JIT: no cubin for sm_90 (the module embeds none"),
+            "{text}"
+        );
+    }
+
+    static LIBRARY_WITHOUT_CUBINS: Module = Module::new("warpforge-kernels", MODULES);
+
+    #[test]
+    fn a_cubin_of_another_architecture_or_variant_is_never_chosen() {
+        // Only an sm_86 cubin: an sm_80 or sm_89 GPU JIT-compiles, though SASS
+        // of the same major version would run: exact matches only.
+        static ONLY_86: Module = Module::with_cubins(
+            "k",
+            &[PtxModule {
+                arch: "sm_80",
+                source: "",
+            }],
+            &[cubin("sm_80", 86, "")],
+        );
+        assert_eq!(chosen((8, 0), &ONLY_86), "PTX JIT: no cubin for sm_80");
+        assert_eq!(chosen((8, 9), &ONLY_86), "PTX JIT: no cubin for sm_89");
+        assert_eq!(chosen((8, 6), &ONLY_86), "sm_86 cubin");
+        // A cubin whose variant the module does not pick for the GPU.
+        static STRAY: Module = Module::with_cubins(
+            "k",
+            &[PtxModule {
+                arch: "sm_80",
+                source: "",
+            }],
+            &[cubin("sm_75", 80, "")],
+        );
+        assert_eq!(chosen((8, 0), &STRAY), "PTX JIT: no cubin for sm_80");
+    }
+
+    #[test]
+    fn sm_90a_cubins_only_from_the_sm_90a_variant_and_only_on_9_0() {
+        let image = choose_image((9, 0), &WITH_90A).unwrap();
+        assert_eq!(image.to_string(), "sm_90a cubin");
+        assert_eq!(image.variant().arch, "sm_90a");
+        // Blackwell runs the sm_90a variant's PTX by `variant_for`, but no sm_90a cubin.
+        assert_eq!(chosen((10, 0), &WITH_90A), "PTX JIT: no cubin for sm_100a");
+        assert_eq!(chosen((8, 6), &WITH_90A), "sm_86 cubin");
+        assert_eq!(chosen((8, 9), &WITH_90A), "PTX JIT: no cubin for sm_89");
+        // A plain sm_90 cubin never stands in for the sm_90a variant.
+        static PLAIN_ONLY: Module = Module::with_cubins(
+            "k",
+            &[PtxModule {
+                arch: "sm_90a",
+                source: "",
+            }],
+            &[cubin("sm_90a", 90, "")],
+        );
+        assert_eq!(chosen((9, 0), &PLAIN_ONLY), "PTX JIT: no cubin for sm_90a");
+    }
+
+    #[test]
+    fn image_for_gpu_keeps_the_variant_errors() {
+        assert!(matches!(
+            SM80_ONLY.image_for_gpu("Tesla T4", (7, 5), 13000),
+            Err(Error::UnsupportedGpu { .. })
+        ));
+        let image = SM80_ONLY.image_for_gpu("H100", (9, 0), 13000).unwrap();
+        assert_eq!(image.to_string(), "sm_90 cubin");
     }
 
     #[test]

@@ -7,8 +7,9 @@ use super::error::{Error, FaultCode, Result};
 use super::gpu::{Gpu, GpuInfo, StreamKey};
 use super::launch::{KernelArgs, LaunchConfig, Limits};
 use super::stream::{Stream, StreamKind};
+use crate::ptx::Module;
 use cudarc::driver::DriverError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use warpforge_device::emu::stream::EmuStream;
@@ -61,6 +62,60 @@ struct Inner {
     id: u64,
     backend: Backend,
     health: Arc<Mutex<Health>>,
+    modules: ModuleTable,
+}
+
+/// The modules a device knows, each loaded on it at most once, when
+/// [`Device::load`] asks or at the first launch of one of its kernels. The
+/// same code runs for both backends: on the emulator "loading" does
+/// nothing (kernels run from host code) but is counted all the same.
+#[derive(Default)]
+struct ModuleTable {
+    slots: Mutex<HashMap<&'static str, Arc<ModuleSlot>>>,
+    /// Modules loaded, for tests ([`Device::module_loads`]).
+    loads: AtomicU64,
+}
+
+/// One module on one device.
+struct ModuleSlot {
+    module: &'static Module,
+    /// What was loaded (`sm_90 cubin`, `PTX JIT: …`), once it is. Held while
+    /// the module loads, so concurrent first launches load it once.
+    image: Mutex<Option<String>>,
+}
+
+/// The modules registered with [`Module::register`] (besides the library,
+/// always known): every device loads them at the first launch of one of
+/// their kernels, a device made afresh included.
+static REGISTERED: Mutex<Vec<&'static Module>> = Mutex::new(Vec::new());
+
+/// The module named `name` that this process knows, if any.
+fn registered(name: &str) -> Option<&'static Module> {
+    if name == crate::ptx::LIBRARY.name {
+        return Some(&crate::ptx::LIBRARY);
+    }
+    lock(&REGISTERED).iter().copied().find(|m| m.name == name)
+}
+
+/// [`Module::register`]: `ModuleConflict` if another module of its name is known.
+pub(crate) fn register(module: &'static Module) -> Result<()> {
+    let mut known = lock(&REGISTERED);
+    let library = &crate::ptx::LIBRARY;
+    match known
+        .iter()
+        .copied()
+        .chain([library])
+        .find(|m| m.name == module.name)
+    {
+        Some(m) if m.same_ptx(module) => Ok(()),
+        Some(_) => Err(Error::ModuleConflict {
+            module: module.name,
+        }),
+        None => {
+            known.push(module);
+            Ok(())
+        }
+    }
 }
 
 /// Where kernels run and buffers live: a GPU, or the CPU emulator.
@@ -93,15 +148,17 @@ impl Device {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 backend,
                 health: Arc::new(Mutex::new(Health::Usable)),
+                modules: ModuleTable::default(),
             }),
         }
     }
 
-    /// Opens GPU `ordinal` and loads the library's PTX module
-    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)) on it; while a handle of it is
-    /// alive, this returns that device again (one context per GPU and process,
-    /// each module loaded once). Load your own kernels crate's module with
-    /// [`Device::load`].
+    /// Opens GPU `ordinal`; while a handle of it is alive, this returns that
+    /// device again (one context per GPU and process, each module loaded
+    /// once). It checks that the library's module
+    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)) can run on it but loads no
+    /// module: each is loaded at the first launch of one of its kernels (see
+    /// [`Device::load`]).
     ///
     /// Fails with `NoDriver`, `NoDevice`, `DriverTooOld` or `UnsupportedGpu`,
     /// never a panic, on machines where that GPU cannot be used.
@@ -116,24 +173,33 @@ impl Device {
         open_gpu(&mut lock(&OPEN_GPUS), ordinal)
     }
 
-    /// Loads a PTX module on this device, so that its kernels can be
-    /// launched: call it once per device before launching them (later calls
-    /// with the same module return at once; it is thread-safe).
+    /// Loads a module on this device now, so that its kernels can be launched
+    /// on it: once per device (later calls return at once; it is thread-safe).
+    ///
+    /// Loading is otherwise lazy: the library's module
+    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)), and any module made known to
+    /// the whole process with [`Module::register`], is loaded on a device the
+    /// first time one of its kernels is launched there, once per device
+    /// however many threads launch at the same time. A kernel of a module
+    /// that is neither loaded on the device nor registered is
+    /// `ModuleNotLoaded` on a GPU: its entry is looked up in the module named
+    /// by its `Kernel::MODULE` only, never by name elsewhere. Call `load` for
+    /// a module of yours on each device (a device made afresh by
+    /// [`Device::reset`] too), or `register` it once; `load` also pays the
+    /// loading cost up front and shows its errors before the first launch.
     ///
     /// On a GPU it picks the variant for the GPU's compute capability
     /// (`UnsupportedGpu` if there is none), checks its PTX ISA against the
-    /// driver (`DriverTooOld`), has the driver JIT-compile it, and reads every
-    /// entry's `.param` list. A launch then finds a kernel in the module named
-    /// by its `Kernel::MODULE` only (`ModuleNotLoaded` if that module is not
-    /// loaded), and before the kernel's first launch checks its Rust
-    /// parameters against the entry's (`KernelSignature` if they differ). A
-    /// different module with a name already loaded is `ModuleConflict`. The
-    /// library's module is loaded by [`Device::gpu`]; a device made afresh
-    /// ([`Device::reset`], or reopened after a fault) has only that one, so
-    /// load yours on it again.
+    /// driver (`DriverTooOld`), loads the cubin the build embedded for the
+    /// GPU's exact architecture, else has the driver JIT-compile the PTX
+    /// ([`Device::module_image`] says which), and reads every entry's
+    /// `.param` list from the PTX. Before a kernel's first launch its Rust
+    /// parameters are checked against its entry's (`KernelSignature` if they
+    /// differ). A different module under a name this device already knows is
+    /// `ModuleConflict`.
     ///
-    /// On the emulator kernels run from host code, so it checks nothing and
-    /// returns `Ok`: the same program runs on both.
+    /// On the emulator kernels run from host code, so loading does nothing
+    /// but record the module: the same program runs on both.
     ///
     /// ```
     /// use warpforge::{Device, LaunchConfig, ptx};
@@ -142,18 +208,79 @@ impl Device {
     /// // `static MY_KERNELS: ptx::Module = warpforge::include_module!("my-kernels");`
     /// // and then `dev.load(&MY_KERNELS)?`. The library's own module:
     /// let (dev, _why_not_gpu) = Device::auto();
-    /// dev.load(&ptx::LIBRARY)?; // already loaded on a GPU: returns at once
+    /// dev.load(&ptx::LIBRARY)?; // optional: the first launch would load it
     /// let x = dev.upload(&[1.0f32, 2.0])?;
     /// let mut y = dev.upload(&[1.0f32, 1.0])?;
     /// dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256)?, (3.0f32, &x, &mut y))?;
     /// assert_eq!(y.to_host()?, [4.0, 7.0]);
+    /// assert_eq!(dev.module_loads(), 1);
     /// # Ok::<(), warpforge::Error>(())
     /// ```
-    pub fn load(&self, module: &'static crate::ptx::Module) -> Result<()> {
+    pub fn load(&self, module: &'static Module) -> Result<()> {
         self.check_health()?;
-        match &self.inner.backend {
-            Backend::Gpu(g) => g.load(module).map(|_| ()).map_err(|e| self.refine(e)),
-            Backend::Emulator { .. } => Ok(()),
+        self.ensure_loaded(module).map(|_| ())
+    }
+
+    /// What was loaded for `module` on this device: `sm_90 cubin` (machine
+    /// code built for this GPU), `PTX JIT: no cubin for sm_120` (the driver
+    /// JIT-compiled the PTX, and why), or on the emulator `CPU emulator`;
+    /// `None` until a module of that name is loaded here.
+    pub fn module_image(&self, module: &Module) -> Option<String> {
+        let slot = lock(&self.inner.modules.slots).get(module.name).cloned()?;
+        lock(&slot.image).clone()
+    }
+
+    /// How many modules were loaded on this device (each at most once).
+    #[doc(hidden)]
+    pub fn module_loads(&self) -> u64 {
+        self.inner.modules.loads.load(Ordering::SeqCst)
+    }
+
+    /// Loads `module` on this device unless it is loaded: once, however many
+    /// threads ask at the same time. Returns what was loaded.
+    fn ensure_loaded(&self, module: &'static Module) -> Result<String> {
+        let slot = {
+            let mut slots = lock(&self.inner.modules.slots);
+            match slots.get(module.name) {
+                Some(slot) if slot.module.same_ptx(module) => slot.clone(),
+                Some(_) => {
+                    return Err(Error::ModuleConflict {
+                        module: module.name,
+                    });
+                }
+                None => slots
+                    .entry(module.name)
+                    .or_insert_with(|| {
+                        Arc::new(ModuleSlot {
+                            module,
+                            image: Mutex::new(None),
+                        })
+                    })
+                    .clone(),
+            }
+        };
+        let mut image = lock(&slot.image);
+        if let Some(loaded) = &*image {
+            return Ok(loaded.clone());
+        }
+        let loaded = match &self.inner.backend {
+            Backend::Gpu(g) => g.load(slot.module).map_err(|e| self.refine(e))?,
+            Backend::Emulator { .. } => "CPU emulator".to_owned(),
+        };
+        self.inner.modules.loads.fetch_add(1, Ordering::SeqCst);
+        *image = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Loads the module named `name` (a kernel's `Kernel::MODULE`) if this
+    /// device knows it or it is registered; `false` if neither.
+    fn ensure_module_named(&self, name: &str) -> Result<bool> {
+        let here = lock(&self.inner.modules.slots)
+            .get(name)
+            .map(|slot| slot.module);
+        match here.or_else(|| registered(name)) {
+            Some(module) => self.ensure_loaded(module).map(|_| true),
+            None => Ok(false),
         }
     }
 
@@ -397,9 +524,10 @@ impl Device {
     /// the device's limits, the kernel's own limits (registers × threads, shared
     /// memory) and the problem size it was made for (every output must hold
     /// it), and every buffer against this device, before anything runs.
-    /// On the GPU the kernel's entry is looked up in the loaded module named
-    /// by `K::MODULE` (`ModuleNotLoaded` if [`Device::load`] has not loaded
-    /// it) and its parameters checked against the entry's before its first
+    /// On the GPU the kernel's entry is looked up in the module named by
+    /// `K::MODULE`, which is loaded now if this is the first launch of one of
+    /// its kernels on this device (`ModuleNotLoaded` if this process was never
+    /// given that module: see [`Device::load`]), and its parameters checked against the entry's before its first
     /// launch (`KernelSignature` if they differ).
     /// On the GPU the launch is queued; reading a result (`to_host`) waits for it.
     /// On the emulator it runs to completion, and a fault (out-of-bounds,
@@ -437,6 +565,8 @@ impl Device {
         args.check_outputs(K::NAME, &config)?;
         match (&self.inner.backend, stream) {
             (Backend::Emulator { .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
+                // Kernels of modules the process was never given run too.
+                self.ensure_module_named(K::MODULE)?;
                 let shared = self
                     .limits()
                     .check(K::NAME, &config, K::SHARED_BYTES, None)?;
@@ -494,7 +624,16 @@ impl Device {
                 }
             }
             (Backend::Gpu(gpu), StreamKind::Gpu(cu_stream)) => {
-                let function = gpu.function::<K>().map_err(|e| self.refine(e))?;
+                let function = match gpu.function::<K>() {
+                    // Its module is not loaded here yet: load it, if it is known.
+                    Err(Error::ModuleNotLoaded { .. })
+                        if self.ensure_module_named(K::MODULE)? =>
+                    {
+                        gpu.function::<K>()
+                    }
+                    other => other,
+                }
+                .map_err(|e| self.refine(e))?;
                 let shared = self.limits().check(
                     K::NAME,
                     &config,

@@ -60,10 +60,13 @@ pub enum Error {
         /// The architectures the module has PTX for, e.g. `sm_80, sm_90a`.
         archs: String,
     },
-    /// A GPU launch of a kernel whose PTX module is not loaded on the device.
+    /// A GPU launch of a kernel whose PTX module this process was never given,
+    /// so it cannot be loaded (modules are loaded lazily, at the first launch
+    /// of one of their kernels, once `Device::load` made them known).
     #[error(
-        "kernel `{kernel}` is compiled into PTX module `{module}`, which is not loaded on this \
-         GPU: load it once before launching its kernels, with `dev.load(&MODULE)?` where \
+        "kernel `{kernel}` is compiled into PTX module `{module}`, which this process was never \
+         given, so it cannot be loaded on this GPU: load it once (on any device) before \
+         launching its kernels, with `dev.load(&MODULE)?` where \
          `static MODULE: warpforge::ptx::Module = warpforge::include_module!(\"{module}\");` \
          and the host crate's build.rs builds `{module}` with warpforge-builder. A kernel \
          defined in a crate that is not compiled to PTX (a host crate or its tests) has no \

@@ -8,7 +8,7 @@ use super::device::lock;
 use super::error::FaultCode;
 use super::error::{Error, Result};
 use super::launch::FunctionLimits;
-use crate::ptx::{self, Module, ParamParseError, PtxParam};
+use crate::ptx::{self, Image, Module, ParamParseError, PtxParam};
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::sys::{CUdevice_attribute, cudaError_enum};
 use cudarc::driver::{
@@ -75,7 +75,9 @@ pub struct GpuInfo {
     pub max_shared_per_block_optin: u32,
     /// The driver's CUDA version (`12080` = 12.8).
     pub driver_version: u32,
-    /// The variant of the library module ([`ptx::LIBRARY`]) loaded on it.
+    /// The variant of the library module ([`ptx::LIBRARY`]) it runs (loaded
+    /// at the first launch of one of its kernels; see [`Device::module_image`](crate::Device::module_image)
+    /// for whether its cubin or its PTX was loaded).
     pub ptx_arch: &'static str,
 }
 
@@ -83,18 +85,18 @@ pub struct GpuInfo {
 pub(crate) struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) info: GpuInfo,
-    /// The loaded modules by name ([`Module::name`]), each loaded once.
+    /// The loaded modules by name ([`Module::name`]); the device's module
+    /// table makes sure each is loaded once.
     modules: Mutex<HashMap<&'static str, Arc<LoadedModule>>>,
     /// Each kernel type's entry, after it was resolved and its signature checked.
     functions: Mutex<HashMap<TypeId, GpuFunction>>,
     launches: Mutex<LaunchLog>,
 }
 
-/// A module loaded on a GPU: the variant the driver JIT-compiled, and its
+/// A module loaded on a GPU (its cubin or its JIT-compiled PTX), and its
 /// entries' parameters, parsed once from the PTX text.
 struct LoadedModule {
     module: &'static Module,
-    variant: &'static ptx::PtxModule,
     cuda: Arc<CudaModule>,
     entries: HashMap<&'static str, Result<Vec<PtxParam>, ParamParseError>>,
 }
@@ -290,6 +292,7 @@ impl Gpu {
         let name = ctx
             .name()
             .map_err(Error::driver("reading the device name"))?;
+        // Checked now, loaded at the first launch of one of its kernels.
         let library = ptx::LIBRARY.variant_for_gpu(&name, compute_capability, driver_version)?;
         let info = GpuInfo {
             ordinal,
@@ -317,58 +320,79 @@ impl Gpu {
             driver_version,
             ptx_arch: library.arch,
         };
-        let gpu = Gpu {
+        Ok(Gpu {
             stream: ctx.default_stream(),
             info,
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             launches: Mutex::new(LaunchLog::default()),
-        };
-        gpu.load(&ptx::LIBRARY)?;
-        Ok(gpu)
+        })
     }
 
-    /// Loads `module` unless a module of its name is loaded already: picks
-    /// the variant for this GPU and driver, JIT-compiles it, and parses its
-    /// entries' parameters. Returns the variant's architecture.
-    pub(crate) fn load(&self, module: &'static Module) -> Result<&'static str> {
-        // Held while the driver compiles, so two threads never load one module twice.
-        let mut modules = lock(&self.modules);
-        if let Some(loaded) = modules.get(module.name) {
-            return if std::ptr::eq(loaded.module, module) || loaded.module.same_ptx(module) {
-                Ok(loaded.variant.arch)
-            } else {
-                Err(Error::ModuleConflict {
-                    module: module.name,
-                })
+    /// Loads `module` on this GPU: the cubin for its exact compute capability
+    /// if the module has one, else the variant's PTX, which the driver
+    /// JIT-compiles ([`Module::image_for_gpu`]); a cubin the driver rejects
+    /// falls back to the PTX. Parses the variant's entries' parameters.
+    /// Returns what was loaded (`sm_90 cubin`, `PTX JIT: no cubin for sm_120`).
+    /// The caller (the device's module table) loads each module once.
+    pub(crate) fn load(&self, module: &'static Module) -> Result<String> {
+        let info = &self.info;
+        let mut image =
+            module.image_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
+        if matches!(image, Image::Cubin { .. })
+            && std::env::var("WARPFORGE_CUBINS").is_ok_and(|v| v == "0")
+        {
+            image = Image::Ptx {
+                variant: image.variant(),
+                reason: "PTX JIT: WARPFORGE_CUBINS=0".to_owned(),
             };
         }
-        let info = &self.info;
-        let variant =
-            module.variant_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
-        let cuda = self
-            .stream
-            .context()
-            .load_module(cudarc::nvrtc::Ptx::from_src(variant.source))
-            .map_err(Error::driver(format!(
-                "loading the {} PTX of module `{}` (the driver JIT-compiles it)",
-                variant.arch, module.name
-            )))?;
+        let variant = image.variant();
+        let ctx = self.stream.context();
+        let jit = || {
+            ctx.load_module(cudarc::nvrtc::Ptx::from_src(variant.source))
+                .map_err(Error::driver(format!(
+                    "loading the {} PTX of module `{}` (the driver JIT-compiles it)",
+                    variant.arch, module.name
+                )))
+        };
+        let (cuda, loaded) = match &image {
+            Image::Cubin { cubin, .. } => {
+                match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.bytes.to_vec())) {
+                    Ok(cuda) => (cuda, image.to_string()),
+                    Err(e) if FaultCode::from_driver(e.0).is_some() => {
+                        return Err(Error::driver(format!(
+                            "loading the {} cubin of module `{}`",
+                            cubin.arch(),
+                            module.name
+                        ))(e));
+                    }
+                    Err(e) => (
+                        jit()?,
+                        format!(
+                            "PTX JIT: the driver rejected the {} cubin ({:?})",
+                            cubin.arch(),
+                            e.0
+                        ),
+                    ),
+                }
+            }
+            Image::Ptx { .. } => (jit()?, image.to_string()),
+        };
         let entries = variant
             .entry_signatures()
             .into_iter()
             .map(|e| (e.name, e.params))
             .collect();
-        modules.insert(
+        lock(&self.modules).insert(
             module.name,
             Arc::new(LoadedModule {
                 module,
-                variant,
                 cuda,
                 entries,
             }),
         );
-        Ok(variant.arch)
+        Ok(loaded)
     }
 
     /// The kernels that may still be running.
@@ -425,7 +449,8 @@ impl Gpu {
     }
 
     /// `K`'s entry point and its limits, looked up once per kernel type: in
-    /// the loaded module named `K::MODULE` only (else `ModuleNotLoaded`),
+    /// the loaded module named `K::MODULE` only (else `ModuleNotLoaded`, which
+    /// the device answers by loading that module if it knows it),
     /// after checking `K::PARAMS` against the entry's `.param` list (else
     /// `KernelSignature`).
     pub(crate) fn function<K: Kernel>(&self) -> Result<GpuFunction> {

@@ -16,7 +16,7 @@
 //! | `nvtx.rs` | NVTX ranges around launches, for Nsight |
 
 mod buffer;
-mod device;
+pub(crate) mod device;
 mod element;
 mod emulator;
 mod error;

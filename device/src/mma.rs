@@ -153,6 +153,25 @@ impl<T: MmaInput> FragA<T> {
             _t: PhantomData,
         }
     }
+
+    /// Loads the A tile stored k-major (transposed: element (row, col) of A
+    /// at `tile[base + col·row_stride + row]`, 16 rows of 16) by one
+    /// `ldmatrix.x4.trans`. All 32 lanes of the warp must call it together,
+    /// as [`FragA::load`].
+    #[inline(always)]
+    pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
+        // Register r is the 8×8 quadrant (rows 8·(r % 2) ..) × (cols 8·(r / 2) ..)
+        // of A, stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2);
+        // lane l supplies stored row l % 8 of quadrant l / 8, and .trans hands
+        // each lane the transposed elements, A's (row, col) as `a_coord` says.
+        let lane = crate::thread::lane_id() as usize;
+        let (matrix, row) = (lane / 8, lane % 8);
+        let start = base + (row + (matrix / 2) * 8) * row_stride + (matrix % 2) * 8;
+        FragA {
+            regs: ldmatrix::<T, 4>(tile, start, true),
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: MmaInput> FragB<T> {
@@ -178,6 +197,24 @@ impl<T: MmaInput> FragB<T> {
         let k = crate::thread::lane_id() as usize % 16;
         FragB {
             regs: ldmatrix::<T, 2>(tile, base + k * row_stride, true),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: MmaInput> FragB<T> {
+    /// Loads the B tile (k × n) stored n-major (transposed: element (k, n) at
+    /// `tile[base + n·row_stride + k]`, 8 rows of 16) by one `ldmatrix.x2`.
+    /// All 32 lanes of the warp must call it together, as [`FragA::load`].
+    #[inline(always)]
+    pub fn load_n_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
+        // Register r is k = 8·r .. 8·r + 8: lanes 8·r .. supply stored rows
+        // n = 0..8 at column 8·r; without .trans lane l receives row n = l / 4,
+        // elements k = 2·(l % 4), +1, which is `b_coord`.
+        let lane = crate::thread::lane_id() as usize % 16;
+        let (matrix, n) = (lane / 8, lane % 8);
+        FragB {
+            regs: ldmatrix::<T, 2>(tile, base + n * row_stride + matrix * 8, false),
             _t: PhantomData,
         }
     }
@@ -244,7 +281,7 @@ fn ldmatrix<T: MmaInput, const R: usize>(
     // other threads' writes of those rows is the kernel's barrier discipline
     // (see "Races" on `SharedArray`). All 32 lanes executing it together is
     // a precondition safe code cannot be held to, like a barrier's: it is
-    // documented on `FragA::load` and `FragB::load_k_major`, and the emulator
+    // documented on `FragA::load` and its siblings, and the emulator
     // reports a partial warp as a fault.
     unsafe { arch::ldmatrix::<R>(ptr.cast(), trans) }
 }
@@ -316,4 +353,55 @@ pub fn cp_async_wait_all() {
 #[inline(always)]
 pub fn cp_async_wait_group(pending: u32) {
     arch::cp_async_wait_group(pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emu::{LaunchShape, launch};
+    use crate::{Dim3, shared, sync};
+    use std::sync::Mutex;
+
+    /// One warp stores A (16×16) k-major and B (16×8) n-major in shared
+    /// memory, with row strides past the row length, loads them with
+    /// `load_k_major` / `load_n_major`, and compares each lane's registers
+    /// with `from_fn` on the same matrices (the layout tables).
+    #[test]
+    fn transposed_loads_match_the_layout_tables() {
+        fn check<T: MmaInput + Copy + Send + Sync>(of: fn(f32) -> T) {
+            let a = |r: usize, c: usize| of((r * 16 + c) as f32 - 100.0);
+            let b = |k: usize, n: usize| of((k * 8 + n) as f32 + 300.0);
+            // Rows of 24 (A, indexed by k) and of 40 (B, indexed by n).
+            let (sa, sb, b_base) = (24, 40, 16 * 24);
+            let mismatches = Mutex::new(Vec::new());
+            let shape = LaunchShape {
+                grid: Dim3::x(1),
+                block: Dim3::x(32),
+                dynamic_shared_bytes: (b_base + 8 * sb) * 2,
+            };
+            launch("mma_transposed_loads", shape, &|| {
+                let tile = shared::dynamic::<T>();
+                if crate::thread::lane_id() == 0 {
+                    for k in 0..16 {
+                        for m in 0..16 {
+                            tile.store(k * sa + m, a(m, k));
+                        }
+                        for n in 0..8 {
+                            tile.store(b_base + n * sb + k, b(k, n));
+                        }
+                    }
+                }
+                sync::sync_threads();
+                let (la, fa) = (FragA::load_k_major(&tile, 0, sa), FragA::from_fn(a));
+                let (lb, fb) = (FragB::load_n_major(&tile, b_base, sb), FragB::from_fn(b));
+                if la.regs != fa.regs || lb.regs != fb.regs {
+                    mismatches.lock().unwrap().push(crate::thread::lane_id());
+                }
+            })
+            .unwrap();
+            assert_eq!(*mismatches.lock().unwrap(), Vec::<u32>::new());
+        }
+        check(f16::from_f32);
+        check(bf16::from_f32);
+    }
 }

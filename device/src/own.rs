@@ -1081,6 +1081,22 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
         frag: &FragC,
         convert: impl Fn(f32) -> T,
     ) {
+        self.update_mma_c(sub_row, sub_col, frag, |v, slot| slot.set(convert(v)));
+    }
+
+    /// As [`store_mma_c`](Self::store_mma_c), but hands each of this lane's
+    /// elements of the sub-tile to `f(value, slot)` with the element's
+    /// [`Slot`], which may read the old value (a GEMM epilogue's `beta·C`)
+    /// before writing, or not read it at all. Same ownership: the slot is
+    /// this lane's alone and lives only for the call.
+    #[inline(always)]
+    pub fn update_mma_c(
+        &mut self,
+        sub_row: usize,
+        sub_col: usize,
+        frag: &FragC,
+        mut f: impl FnMut(f32, &mut Slot<'_, T>),
+    ) {
         if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
             return;
         }
@@ -1091,10 +1107,11 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
             if r < self.rows && c < self.cols {
                 // SAFETY: (r, c) is inside the clipped tile, so in the matrix;
                 // it is this lane's alone (c_coord is one-to-one over lanes and
-                // i), the tile this warp's alone, and the slot lives only here.
+                // i), the tile this warp's alone, and the slot lives only here
+                // (`f` borrows it for any lifetime, so it cannot keep it).
                 let mut slot =
                     unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
-                slot.set(convert(v));
+                f(v, &mut slot);
             }
         }
     }

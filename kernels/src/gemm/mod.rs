@@ -38,6 +38,11 @@
 //! Every element of `D` is therefore computed in an order fixed by `k`
 //! alone: `acc = fma(a[i][k−1], b[k−1][j], … fma(a[i][0], b[0][j], 0))`, then
 //! the epilogue; the same bits on every launch and every grid.
+//!
+//! The tensor-core kernels (f16/bf16 inputs, f32 accumulation) are in
+//! [`tensor`].
+
+pub mod tensor;
 
 use core::ops::Mul;
 use warpforge_device::OutMatrix;

@@ -1,4 +1,6 @@
-//! GEMM: `C ← alpha·op(A)·op(B) + beta·C` on the SIMT cores, f32 and f64.
+//! GEMM: `C ← alpha·op(A)·op(B) + beta·C`: f32 and f64 on the SIMT cores,
+//! f16 and bf16 inputs on the tensor cores (f32 accumulation, output f32,
+//! f16 or bf16).
 //!
 //! BLAS-style: row-major matrices with leading dimensions, `op(X)` = `X` or
 //! `Xᵀ`, and the result written in place of `C` (one input-and-output buffer
@@ -17,12 +19,50 @@
 //! least its row length and each buffer long enough for its matrix
 //! (`ShapeMismatch`, naming the operand and the sizes; `SizeOverflow` when a
 //! size does not fit a `usize`), and the grid within the device's limits
-//! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for both types).
+//! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for every type).
 //!
 //! The kernels are `warpforge_kernels::gemm` (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`);
 //! each element of the result is one fused multiply-add chain over `k` in
 //! order, then `fma(beta, c, alpha·acc)`, so results are deterministic (the
 //! same bits on every run) and exact when every partial sum is.
+//!
+//! **Types.** [`Gemm::run`] takes `A` and `B` of one input type `TIn` and
+//! `C` of an output type `TOut`; the supported pairs are the sealed
+//! [`GemmTypes`] (any other pair does not compile):
+//!
+//! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
+//! |---|---|---|---|
+//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` |
+//! | `f64` | `f64` | `f64` | SIMT, `gemm_f64_*` |
+//! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
+//!
+//! **Tensor cores** (`warpforge_kernels::gemm::tensor`): `mma.sync`
+//! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a 3-stage
+//! `cp.async` pipeline; the epilogue computes `alpha·acc + beta·c` in f32 and
+//! rounds once to `TOut` (nearest, ties to even). One configuration,
+//! [`TC_TILE`](warpforge_kernels::gemm::tensor::TC_TILE) (64 × 64 × 32 block
+//! tile, four 64 × 16 warp tiles, 3 stages), for every shape and arch
+//! (sm_80 and up). The heuristic between the aligned fast path and the
+//! guarded path is made per 16-byte chunk inside that one kernel, not by the
+//! host: a chunk of 8 elements wholly inside `A` or `B` at a 16-byte aligned
+//! address is copied by `cp.async`, any other (ragged edges, leading
+//! dimensions not a multiple of 8, buffers not 16-byte aligned) by guarded
+//! plain loads with zeros outside the matrix. With `lda`, `ldb` multiples of
+//! 8 and `m`, `n`, `k` multiples of the tile, every chunk takes the fast path.
+//! The accumulation order inside an `mma` is the hardware's, so results are
+//! exact when every partial sum is (small integers), and otherwise within
+//! the usual `k`-dependent bound.
+//!
+//! A pair outside the table is a compile error:
+//!
+//! ```compile_fail
+//! use half::f16;
+//! use warpforge::{Device, gemm::Gemm};
+//! let dev = Device::emulator();
+//! let a = dev.upload(&[f16::ONE; 4]).unwrap();
+//! let mut c = dev.upload(&[0.0f64; 4]).unwrap(); // f16 → f64: no kernel
+//! Gemm::<f32>::new(2, 2, 2).run(&dev, &a, &a, &mut c).unwrap();
+//! ```
 //!
 //! ```
 //! use warpforge::{Device, gemm::Gemm};
@@ -36,8 +76,10 @@
 //! ```
 
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Result};
+use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
+use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
 
 /// Element types with GEMM kernels: `f32` and `f64`.
@@ -119,9 +161,188 @@ gemm_element!(
     gemm_f64_tt_64x64x8
 );
 
+mod sealed {
+    pub trait Sealed<TOut> {}
+}
+
+/// The launch shape of a kernel family: rows and columns of `C` per block,
+/// threads per (1-D) block.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockShape {
+    pub rows: usize,
+    pub cols: usize,
+    pub threads: usize,
+}
+
+/// The supported pairs of input (`Self`, the type of `A` and `B`) and output
+/// (`TOut`, the type of `C`) element types, and the type of `alpha` and
+/// `beta` ([`Scalar`](Self::Scalar)): `(f32, f32)`, `(f64, f64)` on the SIMT
+/// cores, and `f16` or `bf16` into `f32`, `f16` or `bf16` on the tensor
+/// cores (module docs). Sealed.
+pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
+    /// The type of `alpha` and `beta`, and of the accumulation.
+    type Scalar: GemmElement;
+    /// The launch shape of these kernels.
+    #[doc(hidden)]
+    const SHAPE: BlockShape;
+    /// The kernel's name for these transposes.
+    #[doc(hidden)]
+    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
+    /// Launches the kernel for these transposes.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_gemm(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        k: usize,
+        alpha: Self::Scalar,
+        beta: Self::Scalar,
+        a: (&DeviceBuffer<Self>, usize),
+        b: (&DeviceBuffer<Self>, usize),
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()>;
+}
+
+impl<T: GemmElement> sealed::Sealed<T> for T {}
+
+impl<T: GemmElement> GemmTypes<T> for T {
+    type Scalar = T;
+    const SHAPE: BlockShape = BlockShape {
+        rows: T::TILE.m,
+        cols: T::TILE.n,
+        threads: T::TILE.threads(),
+    };
+    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+        <T as GemmElement>::kernel_name(trans_a, trans_b)
+    }
+    fn launch_gemm(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        k: usize,
+        alpha: T,
+        beta: T,
+        a: (&DeviceBuffer<T>, usize),
+        b: (&DeviceBuffer<T>, usize),
+        c: MatrixMut<'_, T>,
+    ) -> Result<()> {
+        <T as GemmElement>::launch_gemm(dev, cfg, trans, k, alpha, beta, a, b, c)
+    }
+}
+
+/// The tensor-core launch shape, from [`TC_TILE`].
+const TC_SHAPE: BlockShape = BlockShape {
+    rows: TC_TILE.m,
+    cols: TC_TILE.n,
+    threads: TC_TILE.threads(),
+};
+
+macro_rules! gemm_tensor {
+    ($tin:ty, $tout:ty, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+        impl sealed::Sealed<$tout> for $tin {}
+        impl GemmTypes<$tout> for $tin {
+            type Scalar = f32;
+            const SHAPE: BlockShape = TC_SHAPE;
+            fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+                match (trans_a, trans_b) {
+                    (false, false) => tc::$nn::NAME,
+                    (false, true) => tc::$nt::NAME,
+                    (true, false) => tc::$tn::NAME,
+                    (true, true) => tc::$tt::NAME,
+                }
+            }
+            fn launch_gemm(
+                dev: &Device,
+                cfg: LaunchConfig,
+                trans: (bool, bool),
+                k: usize,
+                alpha: f32,
+                beta: f32,
+                (a, lda): (&DeviceBuffer<$tin>, usize),
+                (b, ldb): (&DeviceBuffer<$tin>, usize),
+                c: MatrixMut<'_, $tout>,
+            ) -> Result<()> {
+                let args = (k, alpha, beta, a, lda, b, ldb, c);
+                match trans {
+                    (false, false) => dev.launch(tc::$nn, cfg, args),
+                    (false, true) => dev.launch(tc::$nt, cfg, args),
+                    (true, false) => dev.launch(tc::$tn, cfg, args),
+                    (true, true) => dev.launch(tc::$tt, cfg, args),
+                }
+            }
+        }
+    };
+}
+
+gemm_tensor!(
+    f16,
+    f32,
+    gemm_f16_f32_nn_64x64x32_s3,
+    gemm_f16_f32_nt_64x64x32_s3,
+    gemm_f16_f32_tn_64x64x32_s3,
+    gemm_f16_f32_tt_64x64x32_s3
+);
+gemm_tensor!(
+    f16,
+    f16,
+    gemm_f16_f16_nn_64x64x32_s3,
+    gemm_f16_f16_nt_64x64x32_s3,
+    gemm_f16_f16_tn_64x64x32_s3,
+    gemm_f16_f16_tt_64x64x32_s3
+);
+gemm_tensor!(
+    f16,
+    bf16,
+    gemm_f16_bf16_nn_64x64x32_s3,
+    gemm_f16_bf16_nt_64x64x32_s3,
+    gemm_f16_bf16_tn_64x64x32_s3,
+    gemm_f16_bf16_tt_64x64x32_s3
+);
+gemm_tensor!(
+    bf16,
+    f32,
+    gemm_bf16_f32_nn_64x64x32_s3,
+    gemm_bf16_f32_nt_64x64x32_s3,
+    gemm_bf16_f32_tn_64x64x32_s3,
+    gemm_bf16_f32_tt_64x64x32_s3
+);
+gemm_tensor!(
+    bf16,
+    f16,
+    gemm_bf16_f16_nn_64x64x32_s3,
+    gemm_bf16_f16_nt_64x64x32_s3,
+    gemm_bf16_f16_tn_64x64x32_s3,
+    gemm_bf16_f16_tt_64x64x32_s3
+);
+gemm_tensor!(
+    bf16,
+    bf16,
+    gemm_bf16_bf16_nn_64x64x32_s3,
+    gemm_bf16_bf16_nt_64x64x32_s3,
+    gemm_bf16_bf16_tn_64x64x32_s3,
+    gemm_bf16_bf16_tt_64x64x32_s3
+);
+
 /// A GEMM `C ← alpha·op(A)·op(B) + beta·C` of `op(A)`: `m × k`, `op(B)`:
 /// `k × n`, `C`: `m × n` (module docs). Defaults: no transposes, `alpha = 1`,
 /// `beta = 0`, each leading dimension its stored row length.
+///
+/// `T` is the type of `alpha` and `beta` ([`GemmTypes::Scalar`]): `f32` for
+/// f32 and for the f16/bf16 tensor-core pairs, `f64` for f64.
+///
+/// ```
+/// use half::bf16;
+/// use warpforge::{Device, gemm::Gemm};
+/// let dev = Device::emulator();
+/// let a = dev.upload(&[1.0f32, 2.0, 3.0, 4.0].map(bf16::from_f32))?; // 2 × 2
+/// let b = dev.upload(&[5.0f32, 6.0, 7.0, 8.0].map(bf16::from_f32))?; // 2 × 2
+/// let mut c = dev.upload(&[1.0f32; 4])?; // f32 output (f16, bf16 too)
+/// Gemm::new(2, 2, 2).beta(1.0).run(&dev, &a, &b, &mut c)?;
+/// assert_eq!(c.to_host()?, [20.0, 23.0, 44.0, 51.0]);
+/// # Ok::<(), warpforge::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gemm<T> {
     m: usize,
@@ -265,23 +486,38 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
-    /// The name of the kernel [`run`](Self::run) launches.
+    /// The name of the kernel [`run`](Self::run) launches on `A`, `B` and
+    /// `C` of `T` (the SIMT kernels).
     pub fn kernel_name(&self) -> &'static str {
-        T::kernel_name(self.trans_a, self.trans_b)
+        <T as GemmElement>::kernel_name(self.trans_a, self.trans_b)
+    }
+
+    /// The name of the kernel [`run`](Self::run) launches on `A` and `B` of
+    /// `TIn` and `C` of `TOut`.
+    pub fn kernel_name_for<TIn, TOut>(&self) -> &'static str
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        TIn::kernel_name(self.trans_a, self.trans_b)
     }
 
     /// The launch [`run`](Self::run) makes for `C` of `m × n`: a 1-D block of
-    /// `T::TILE.threads()` threads, one per block tile of `C`
-    /// (`⌈n / TILE.n⌉ × ⌈m / TILE.m⌉`), checked against `limits`.
-    fn config(&self, dev: &Device) -> Result<LaunchConfig> {
-        let tile = T::TILE;
+    /// `shape.threads` threads, one per block tile of `C`
+    /// (`⌈n / shape.cols⌉ × ⌈m / shape.rows⌉`), checked against `limits`.
+    fn config(
+        &self,
+        dev: &Device,
+        shape: BlockShape,
+        kernel: &'static str,
+    ) -> Result<LaunchConfig> {
         let limits = dev.limits().max_grid_dim;
         let axis = |what: &'static str, tiles: usize, limit: u32, fix: &'static str| {
             u32::try_from(tiles)
                 .ok()
                 .filter(|&t| t <= limit)
                 .ok_or(Error::LaunchConfig {
-                    kernel: self.kernel_name(),
+                    kernel,
                     what,
                     value: tiles as u64,
                     limit: u64::from(limit),
@@ -290,32 +526,39 @@ impl<T: GemmElement> Gemm<T> {
         };
         let x = axis(
             "grid.x (column tiles of C, ⌈n / tile columns⌉)",
-            self.n.div_ceil(tile.n),
+            self.n.div_ceil(shape.cols),
             limits[0],
             "split the columns of C over several calls",
         )?;
         let y = axis(
             "grid.y (row tiles of C, ⌈m / tile rows⌉)",
-            self.m.div_ceil(tile.m),
+            self.m.div_ceil(shape.rows),
             limits[1],
             "split the rows of C over several calls (m at most the limit × the tile's rows)",
         )?;
         Ok(LaunchConfig::new(
             Dim3::new(x, y, 1),
-            Dim3::x(tile.threads() as u32),
+            Dim3::x(shape.threads as u32),
         ))
     }
 
     /// `C ← alpha·op(A)·op(B) + beta·C` on `dev`, after checking every size
     /// (module docs). On the emulator it runs to completion; on a GPU it is
     /// queued (reading `c` waits for it).
-    pub fn run(
+    ///
+    /// `A` and `B` are of `TIn`, `C` of `TOut`, a pair of [`GemmTypes`]
+    /// whose scalar is `T` (f32 for the tensor-core pairs).
+    pub fn run<TIn, TOut>(
         &self,
         dev: &Device,
-        a: &DeviceBuffer<T>,
-        b: &DeviceBuffer<T>,
-        c: &mut DeviceBuffer<T>,
-    ) -> Result<()> {
+        a: &DeviceBuffer<TIn>,
+        b: &DeviceBuffer<TIn>,
+        c: &mut DeviceBuffer<TOut>,
+    ) -> Result<()>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
         for buffer in [a.device(), b.device(), c.device()] {
             dev.check_same(buffer)?;
         }
@@ -361,9 +604,9 @@ impl<T: GemmElement> Gemm<T> {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let cfg = self.config(dev)?;
+        let cfg = self.config(dev, TIn::SHAPE, self.kernel_name_for::<TIn, TOut>())?;
         let c = c.matrix_mut(m, n, c_shape.ld)?;
-        T::launch_gemm(
+        TIn::launch_gemm(
             dev,
             cfg,
             (trans_a, trans_b),

@@ -1,0 +1,462 @@
+//! Tensor-core GEMM: `D = alpha·op(A)·op(B) + beta·C`, written in place of
+//! `C`, with f16 or bf16 `A` and `B`, f32 accumulation on the tensor cores
+//! (`mma.sync.m16n8k16`), and `C`/`D` in f32, f16 or bf16.
+//!
+//! Layouts and `op` are as for the SIMT kernels ([`super`]): row-major with
+//! leading dimensions, `TA`/`TB` meaning `A`/`B` are stored transposed.
+//!
+//! One generic body ([`gemm_tc`]) serves every instance. An [`MmaTile`] —
+//! written once ([`TC_TILE`]) — fixes the block tile `BM × BN`, its k-step
+//! `BK`, the warp tile `BM × WN` (a block's warps side by side along the
+//! columns, as [`WarpTiles`] maps them) and the pipeline depth `S`; from it
+//! come the threads per block ([`MmaTile::threads`]), the shared memory
+//! ([`MmaTile::shared_len`]) and the host's grid (`warpforge::gemm`).
+//!
+//! Per block (`blockIdx = (x, y)` owns the `BM × BN` tile of `C` at
+//! `(y·BM, x·BN)`), k-steps of `BK` flow through an `S`-stage ring of
+//! shared-memory buffers:
+//! 1. **load stage** ([`load_tile`]): the block copies the `op(A)` and
+//!    `op(B)` slices of a k-step into a stage, each in its stored
+//!    orientation (rows padded by [`PAD`] elements against bank conflicts),
+//!    in chunks of 8 elements (16 bytes). A chunk wholly inside its matrix
+//!    whose global address is 16-byte aligned is copied by `cp.async`; any
+//!    other chunk (a ragged edge, an odd leading dimension or buffer offset)
+//!    is loaded element by element with plain shared stores, elements
+//!    outside the matrix as zero. So one kernel is both the aligned fast
+//!    path (every chunk a `cp.async` when `lda`/`ldb` are multiples of 8 and
+//!    the buffers 16-byte aligned) and the guarded path; the test is per
+//!    chunk and never reads outside `A` or `B`.
+//! 2. **pipeline**: `S − 1` k-steps are in flight; at step `kt` each thread
+//!    waits until at most `S − 2` of its groups are pending (step `kt` has
+//!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
+//!    the block issues step `kt + S − 1` into that freed stage, then:
+//! 3. **ldmatrix → mma**: for each 16-deep slice of the stage, each warp
+//!    loads its `BM/16` A fragments and `WN/8` B fragments with `ldmatrix`
+//!    (`.trans` where the stored orientation asks for it) and issues
+//!    `BM/16 · WN/8` `mma.sync` into its f32 accumulators.
+//!
+//! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
+//! straight from shared memory) replaces steps 1–3 — the body of the
+//! `while kt < ktiles` loop and its prologue — and nothing else: the tile
+//! parameters, the epilogue and the host side stay as they are.
+//!
+//! The epilogue writes each warp's accumulators through
+//! [`WarpTile::update_mma_c`](warpforge_device::own::WarpTile::update_mma_c)
+//! (owned: no two lanes write one element): in f32, `d = alpha·acc` when
+//! `beta = 0` (C is never read, so NaN in C does not leak), else
+//! `fma(beta, c, alpha·acc)`; then rounded to the output type (nearest,
+//! ties to even). When `alpha = 0` the k-loop is skipped (`D = beta·C`, A and
+//! B not read).
+
+use warpforge_device::mma::{self, FragA, FragB, FragC, MmaInput};
+use warpforge_device::num;
+use warpforge_device::own::WarpTiles;
+use warpforge_device::shared::{self, SharedArray};
+use warpforge_device::sync::sync_threads;
+use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
+use warpforge_macros::kernel;
+
+/// Elements of padding after each stored row of a stage (16 bytes: the 8
+/// rows an `ldmatrix` reads fall in distinct banks).
+pub const PAD: usize = 8;
+
+/// Elements per copy chunk: 16 bytes of f16/bf16, one `cp.async`.
+pub const CHUNK: usize = 8;
+
+/// A tensor-core block tile: `m × n` elements of `C` per block, `k` the depth
+/// of each pipeline stage, `warp_n` the columns of each warp's `m × warp_n`
+/// tile, `stages` the pipeline depth. Everything the kernel and the host
+/// derive from it is a `const fn` here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaTile {
+    /// Rows of `C` per block (`BM`), also the rows of each warp tile.
+    pub m: usize,
+    /// Columns of `C` per block (`BN`).
+    pub n: usize,
+    /// Depth of one k-step (`BK`).
+    pub k: usize,
+    /// Columns of each warp's tile (`WN`); `n / warp_n` warps per block.
+    pub warp_n: usize,
+    /// Shared-memory stages of the `cp.async` pipeline (`S`).
+    pub stages: usize,
+}
+
+impl MmaTile {
+    /// The tile with these parameters.
+    pub const fn new(m: usize, n: usize, k: usize, warp_n: usize, stages: usize) -> MmaTile {
+        MmaTile {
+            m,
+            n,
+            k,
+            warp_n,
+            stages,
+        }
+    }
+
+    /// Warps per block, side by side along the columns.
+    pub const fn warps(&self) -> usize {
+        self.n / self.warp_n
+    }
+
+    /// Threads per block.
+    pub const fn threads(&self) -> usize {
+        self.warps() * 32
+    }
+
+    /// `(rows, row stride)` in elements of one stage's `A` slice, stored as
+    /// `A` is: `BM × BK`, or `BK × BM` when transposed.
+    pub const fn a_layout(&self, trans_a: bool) -> (usize, usize) {
+        if trans_a {
+            (self.k, self.m + PAD)
+        } else {
+            (self.m, self.k + PAD)
+        }
+    }
+
+    /// `(rows, row stride)` of one stage's `B` slice: `BK × BN`, or `BN × BK`
+    /// when transposed.
+    pub const fn b_layout(&self, trans_b: bool) -> (usize, usize) {
+        if trans_b {
+            (self.n, self.k + PAD)
+        } else {
+            (self.k, self.n + PAD)
+        }
+    }
+
+    /// Elements of one stage's `A` slice.
+    pub const fn a_len(&self, trans_a: bool) -> usize {
+        let (rows, stride) = self.a_layout(trans_a);
+        rows * stride
+    }
+
+    /// Elements of one stage (`A` then `B`).
+    pub const fn stage_len(&self, trans_a: bool, trans_b: bool) -> usize {
+        let (rows, stride) = self.b_layout(trans_b);
+        self.a_len(trans_a) + rows * stride
+    }
+
+    /// Elements (f16/bf16) of shared memory per block: every stage.
+    pub const fn shared_len(&self, trans_a: bool, trans_b: bool) -> usize {
+        self.stages * self.stage_len(trans_a, trans_b)
+    }
+
+    /// Bytes of shared memory per block.
+    pub const fn shared_bytes(&self, trans_a: bool, trans_b: bool) -> usize {
+        self.shared_len(trans_a, trans_b) * 2
+    }
+
+    /// Whether the kernel can use this tile: whole `mma` tiles per warp,
+    /// whole chunks per stored row, at most 1024 threads, and 2–9 stages
+    /// (`cp.async.wait_group` takes 0–7 pending groups).
+    pub const fn is_valid(&self) -> bool {
+        self.m > 0
+            && self.warp_n > 0
+            && self.k > 0
+            && self.m.is_multiple_of(mma::M)
+            && self.warp_n.is_multiple_of(mma::N)
+            && self.n.is_multiple_of(self.warp_n)
+            && self.n > 0
+            && self.k.is_multiple_of(mma::K)
+            && self.m.is_multiple_of(CHUNK)
+            && self.n.is_multiple_of(CHUNK)
+            && self.threads() <= 1024
+            && self.stages >= 2
+            && self.stages <= 9
+    }
+}
+
+/// The tensor-core tile: 64 × 64 per block, k-step 32, four 64 × 16 warp
+/// tiles (128 threads), 3 stages: 27–30 KiB of shared memory (under the
+/// 48 KiB every launch gets without opting in).
+pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 16, 3);
+
+const _: () = assert!(TC_TILE.is_valid() && TC_TILE.shared_bytes(true, false) <= 48 * 1024);
+
+// The tile's parameters as plain constants, the form `instances(...)` takes.
+const TC_M: usize = TC_TILE.m;
+const TC_N: usize = TC_TILE.n;
+const TC_K: usize = TC_TILE.k;
+const TC_WN: usize = TC_TILE.warp_n;
+const TC_S: usize = TC_TILE.stages;
+// Fragments per warp tile (the accumulator array's shape; derived, since
+// array lengths cannot be computed from const generics).
+const TC_MI: usize = TC_M / mma::M;
+const TC_NI: usize = TC_WN / mma::N;
+
+/// Input element types of the tensor-core kernels: f16, bf16.
+pub trait Input: MmaInput + Copy {
+    /// `0`.
+    const ZERO: Self;
+}
+
+impl Input for f16 {
+    const ZERO: f16 = f16::ZERO;
+}
+
+impl Input for bf16 {
+    const ZERO: bf16 = bf16::ZERO;
+}
+
+/// Output element types of the tensor-core kernels: f32, f16, bf16, to and
+/// from the f32 the epilogue computes in.
+pub trait Output: Copy {
+    /// `x` rounded to this type (nearest, ties to even).
+    fn from_f32(x: f32) -> Self;
+    /// The f32 equal to `self`.
+    fn to_f32(self) -> f32;
+}
+
+impl Output for f32 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Output for f16 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> f16 {
+        num::f16_from_f32(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        num::f16_to_f32(self)
+    }
+}
+
+impl Output for bf16 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> bf16 {
+        num::bf16_from_f32(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        num::bf16_to_f32(self)
+    }
+}
+
+/// Copies the `ROWS × COLS` slice of a stored matrix (`rows × cols`, rows
+/// `ld` apart) at `(r0, c0)` to `smem[base..]` (rows `stride` apart), the
+/// block's `threads` threads taking consecutive 8-element chunks (coalesced).
+/// A chunk wholly inside the matrix at a 16-byte aligned address goes by
+/// `cp.async` (landing at the thread's wait); any other by plain stores, zero
+/// outside the matrix, without reading outside it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn load_tile<T: Input, const ROWS: usize, const COLS: usize>(
+    smem: &SharedArray<T>,
+    base: usize,
+    stride: usize,
+    src: Global<'_, T>,
+    ld: usize,
+    (r0, c0): (usize, usize),
+    (rows, cols): (usize, usize),
+    (t, threads): (usize, usize),
+) {
+    let per_row = COLS / CHUNK;
+    let mut e = t;
+    while e < ROWS * per_row {
+        let (r, c) = (e / per_row, (e % per_row) * CHUNK);
+        let (gr, gc) = (r0 + r, c0 + c);
+        let dst = base + r * stride + c;
+        // gr < rows: gr·ld + gc is within the buffer the host checked.
+        let whole = gr < rows && gc + CHUNK <= cols;
+        let at = gr.wrapping_mul(ld).wrapping_add(gc);
+        let aligned = (src.as_ptr() as usize)
+            .wrapping_add(at.wrapping_mul(core::mem::size_of::<T>()))
+            .is_multiple_of(16);
+        if whole && aligned {
+            mma::cp_async_16(smem, dst, src, at);
+        } else {
+            for q in 0..CHUNK {
+                let v = if gr < rows && gc + q < cols {
+                    src.get(at + q).copied().unwrap_or(T::ZERO)
+                } else {
+                    T::ZERO
+                };
+                smem.store(dst + q, v);
+            }
+        }
+        e += threads;
+    }
+}
+
+/// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
+/// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
+/// transposed; `BM, BN, BK, WN, S` the [`MmaTile`]; `MI = BM/16`,
+/// `NI = WN/8` (checked). Launch with blocks of `MmaTile::threads()`
+/// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
+#[kernel(
+    shared = [TIn; MmaTile::new(BM, BN, BK, WN, S).shared_len(TA, TB)],
+    instances(
+        gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_tn_64x64x32_s3 = <f16, f32, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_tt_64x64x32_s3 = <f16, f32, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_nn_64x64x32_s3 = <f16, f16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_nt_64x64x32_s3 = <f16, f16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_tn_64x64x32_s3 = <f16, f16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_tt_64x64x32_s3 = <f16, f16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_nn_64x64x32_s3 = <f16, bf16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_nt_64x64x32_s3 = <f16, bf16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_tn_64x64x32_s3 = <f16, bf16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_tt_64x64x32_s3 = <f16, bf16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_nn_64x64x32_s3 = <bf16, f32, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_nt_64x64x32_s3 = <bf16, f32, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_tn_64x64x32_s3 = <bf16, f32, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_tt_64x64x32_s3 = <bf16, f32, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_nn_64x64x32_s3 = <bf16, f16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_nt_64x64x32_s3 = <bf16, f16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_tn_64x64x32_s3 = <bf16, f16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_tt_64x64x32_s3 = <bf16, f16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_nn_64x64x32_s3 = <bf16, bf16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_nt_64x64x32_s3 = <bf16, bf16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_tn_64x64x32_s3 = <bf16, bf16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_tt_64x64x32_s3 = <bf16, bf16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tc<
+    TIn: Input,
+    TOut: Output,
+    const TA: bool,
+    const TB: bool,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    k: usize,
+    alpha: f32,
+    beta: f32,
+    a: Global<TIn>,
+    lda: usize,
+    b: Global<TIn>,
+    ldb: usize,
+    mut c: OutMatrix<TOut, WarpTiles<BM, WN>>,
+) {
+    let tile = MmaTile::new(BM, BN, BK, WN, S);
+    const {
+        assert!(
+            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            "an invalid tensor-core GEMM tile"
+        )
+    };
+    let threads = tile.threads();
+    // The thread → chunk and warp → tile maps assume exactly this block; a
+    // uniform check (every thread traps alike, before any barrier).
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "gemm_tc: launch with a 1-D block of MmaTile::threads() threads"
+    );
+    let (m, n) = (c.rows(), c.cols());
+    let t = thread::linear_thread_id() as usize;
+    let warp_col = thread::warp_id() as usize * WN;
+    let block = thread::block_idx();
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    let smem = shared::dynamic::<TIn>();
+    let (_, sa) = tile.a_layout(TA);
+    let (_, sb) = tile.b_layout(TB);
+    let a_len = tile.a_len(TA);
+    let stage_len = tile.stage_len(TA, TB);
+
+    // Step 1, load stage: k-step `kt` into stage `stage`.
+    let load = |kt: usize, stage: usize| {
+        let (base, p0) = (stage * stage_len, kt * BK);
+        let me = (t, threads);
+        if TA {
+            load_tile::<TIn, BK, BM>(&smem, base, sa, a, lda, (p0, row0), (k, m), me);
+        } else {
+            load_tile::<TIn, BM, BK>(&smem, base, sa, a, lda, (row0, p0), (m, k), me);
+        }
+        let base = base + a_len;
+        if TB {
+            load_tile::<TIn, BN, BK>(&smem, base, sb, b, ldb, (col0, p0), (n, k), me);
+        } else {
+            load_tile::<TIn, BK, BN>(&smem, base, sb, b, ldb, (p0, col0), (k, n), me);
+        }
+    };
+
+    let mut acc = [[FragC::default(); NI]; MI];
+    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
+    let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
+    // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
+    // (empty groups past the end keep the count uniform).
+    for s in 0..S - 1 {
+        if s < ktiles {
+            load(s, s);
+        }
+        mma::cp_async_commit();
+    }
+    // The main loop. A Hopper path replaces this loop and the prologue (TMA
+    // into the stages, `wgmma` from them); the epilogue below stays.
+    let mut kt = 0;
+    while kt < ktiles {
+        // Step kt has landed (at most S − 2 newer groups pending) and the
+        // barrier publishes it; every warp is also done with step kt − 1.
+        mma::cp_async_wait_group((S - 2) as u32);
+        sync_threads();
+        let next = kt + S - 1;
+        if next < ktiles {
+            load(next, next % S);
+        }
+        mma::cp_async_commit();
+        // Step 3, ldmatrix → mma over the stage's 16-deep slices.
+        let base = (kt % S) * stage_len;
+        for kk in 0..BK / mma::K {
+            let p = kk * mma::K;
+            let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
+                let i = mi * mma::M;
+                if TA {
+                    FragA::load_k_major(&smem, base + p * sa + i, sa)
+                } else {
+                    FragA::load(&smem, base + i * sa + p, sa)
+                }
+            });
+            let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
+                let j = warp_col + ni * mma::N;
+                if TB {
+                    FragB::load_n_major(&smem, base + a_len + j * sb + p, sb)
+                } else {
+                    FragB::load_k_major(&smem, base + a_len + p * sb + j, sb)
+                }
+            });
+            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                    *acc = mma::mma(*fa, *fb, *acc);
+                }
+            }
+        }
+        kt += 1;
+    }
+
+    // Epilogue: this warp's BM × WN tile, through its owned view.
+    let Some(mut out) = c.tile() else {
+        return;
+    };
+    // Row `mi` is always `acc[0]`, the rows rotating one place per step: a
+    // constant index (and a fixed permutation), so the accumulators stay in
+    // registers even where the compiler keeps this loop rolled.
+    for mi in 0..MI {
+        for (ni, frag) in acc[0].iter().enumerate() {
+            out.update_mma_c(mi, ni, frag, |v, d| {
+                let prod = alpha * v;
+                // beta = 0: C is never read (NaN there must not leak).
+                let r = if beta == 0.0 {
+                    prod
+                } else {
+                    num::fma_f32(beta, d.get().to_f32(), prod)
+                };
+                d.set(TOut::from_f32(r));
+            });
+        }
+        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
+    }
+}

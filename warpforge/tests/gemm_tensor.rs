@@ -1,0 +1,566 @@
+//! `warpforge::gemm` on the tensor cores (f16/bf16 inputs, f32 accumulation,
+//! output f32, f16 or bf16), on the emulator, against a CPU reference
+//! computed in f64: every input × output pair, every transpose combination,
+//! shapes around every tile edge (0, 1, primes, non-multiples of 64 and 32),
+//! leading dimensions past the row length (odd ones too, so rows start at
+//! addresses that are not 16-byte aligned and the guarded loads run),
+//! `alpha`/`beta` including 0, and `beta = 0` with a NaN-filled `C`.
+//!
+//! Exact cases: operands are small integers (exact in f16 and bf16),
+//! `alpha`/`beta` small dyadic numbers and `|k| ≤ 100`, so every partial sum
+//! of the f32 accumulation is an integer below 2²⁴ — exact in any order — and
+//! the epilogue's `alpha·acc`, `fma(beta, c, ·)` are exact in f32. An f32
+//! result is compared bit for bit with the f64 reference; an f16/bf16 one
+//! with the reference rounded once to that type (the kernel rounds the exact
+//! f32 value once, so that is exact too). `C`'s padding must be untouched.
+//! Then one test with random floats, within a bound derived from `k`.
+
+use half::{bf16, f16};
+use proptest::prelude::*;
+use warpforge::gemm::{Gemm, GemmTypes};
+use warpforge::{Device, Element, Kernel};
+use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE};
+
+/// Input element types, from f64 (exact on the values used).
+trait In:
+    GemmTypes<f32, Scalar = f32> + GemmTypes<f16, Scalar = f32> + GemmTypes<bf16, Scalar = f32>
+{
+    const NAME: &'static str;
+    fn from_f64(x: f64) -> Self;
+}
+
+impl In for f16 {
+    const NAME: &'static str = "f16";
+    fn from_f64(x: f64) -> Self {
+        f16::from_f64(x)
+    }
+}
+
+impl In for bf16 {
+    const NAME: &'static str = "bf16";
+    fn from_f64(x: f64) -> Self {
+        bf16::from_f64(x)
+    }
+}
+
+/// Output element types: rounding from f64 (nearest, ties to even) and back.
+trait OutTy: Element {
+    const NAME: &'static str;
+    /// 2⁻ᵖ: the unit roundoff of the type.
+    const UNIT_ROUNDOFF: f64;
+    fn from_f64(x: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl OutTy for f32 {
+    const NAME: &'static str = "f32";
+    const UNIT_ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl OutTy for f16 {
+    const NAME: &'static str = "f16";
+    const UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+    fn from_f64(x: f64) -> Self {
+        f16::from_f64(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl OutTy for bf16 {
+    const NAME: &'static str = "bf16";
+    const UNIT_ROUNDOFF: f64 = 1.0 / 256.0;
+    fn from_f64(x: f64) -> Self {
+        bf16::from_f64(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+/// One problem: shapes, transposes, leading dimensions, factors and the
+/// operands as stored (values exact in every input type), `C` with padding.
+#[derive(Clone, Debug)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    ta: bool,
+    tb: bool,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    alpha: f64,
+    beta: f64,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    c: Vec<f64>,
+}
+
+/// Elements a stored `rows × cols` matrix with leading dimension `ld` needs.
+fn needed(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 || cols == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+/// The value `C`'s padding (columns `n .. ldc`) holds and must keep.
+const PADDING: f64 = 99.0;
+
+impl Case {
+    fn a_at(&self, i: usize, p: usize) -> f64 {
+        self.a[if self.ta {
+            p * self.lda + i
+        } else {
+            i * self.lda + p
+        }]
+    }
+
+    fn b_at(&self, p: usize, j: usize) -> f64 {
+        self.b[if self.tb {
+            j * self.ldb + p
+        } else {
+            p * self.ldb + j
+        }]
+    }
+
+    /// `(d, Σ|a·b|)` per element of `C` (padding: its value, 0), in f64:
+    /// `alpha·Σ a·b`, plus `beta·c` unless `beta = 0` (C not read).
+    fn reference(&self) -> Vec<(f64, f64)> {
+        let mut d: Vec<(f64, f64)> = self.c.iter().map(|&c| (c, 0.0)).collect();
+        for i in 0..self.m {
+            for j in 0..self.n {
+                let (mut acc, mut mag) = (0.0f64, 0.0f64);
+                if self.alpha != 0.0 {
+                    for p in 0..self.k {
+                        let prod = self.a_at(i, p) * self.b_at(p, j);
+                        acc += prod;
+                        mag += prod.abs();
+                    }
+                }
+                let e = &mut d[i * self.ldc + j];
+                let prod = self.alpha * acc;
+                e.0 = if self.beta == 0.0 {
+                    prod
+                } else {
+                    self.beta * e.0 + prod
+                };
+                e.1 = self.alpha.abs() * mag;
+            }
+        }
+        d
+    }
+
+    /// Runs the case with `A`, `B` of `I` and `C` of `O` on `dev`; `C`
+    /// afterwards as f64.
+    fn run<I, O>(&self, dev: &Device) -> Vec<f64>
+    where
+        I: In + GemmTypes<O, Scalar = f32>,
+        O: OutTy,
+    {
+        let up = |v: &[f64]| {
+            dev.upload(&v.iter().map(|&x| I::from_f64(x)).collect::<Vec<I>>())
+                .unwrap()
+        };
+        let (a, b) = (up(&self.a), up(&self.b));
+        let mut c = dev
+            .upload(&self.c.iter().map(|&x| O::from_f64(x)).collect::<Vec<O>>())
+            .unwrap();
+        Gemm::new(self.m, self.n, self.k)
+            .trans_a(self.ta)
+            .trans_b(self.tb)
+            .alpha(self.alpha as f32)
+            .beta(self.beta as f32)
+            .lda(self.lda)
+            .ldb(self.ldb)
+            .ldc(self.ldc)
+            .run(dev, &a, &b, &mut c)
+            .unwrap();
+        c.to_host().unwrap().into_iter().map(O::to_f64).collect()
+    }
+
+    /// Runs the case as `I → O` and compares every element of `C` with the
+    /// reference rounded once to `O`, bit for bit (NaN matching NaN).
+    fn check<I, O>(&self, dev: &Device)
+    where
+        I: In + GemmTypes<O, Scalar = f32>,
+        O: OutTy,
+    {
+        let want = self.reference();
+        let got = self.run::<I, O>(dev);
+        assert_eq!(got.len(), want.len());
+        for (e, (&g, &(w, _))) in got.iter().zip(&want).enumerate() {
+            let w = O::from_f64(w).to_f64();
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "{} → {}: C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
+                I::NAME,
+                O::NAME,
+                e / self.ldc.max(1),
+                e % self.ldc.max(1),
+                self.describe()
+            );
+        }
+    }
+
+    /// [`check`](Self::check) for the input type and every output type.
+    fn check_outputs<I: In>(&self, dev: &Device) {
+        self.check::<I, f32>(dev);
+        self.check::<I, f16>(dev);
+        self.check::<I, bf16>(dev);
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "m {} n {} k {} ta {} tb {} lda {} ldb {} ldc {} alpha {} beta {}",
+            self.m,
+            self.n,
+            self.k,
+            self.ta,
+            self.tb,
+            self.lda,
+            self.ldb,
+            self.ldc,
+            self.alpha,
+            self.beta
+        )
+    }
+}
+
+/// A deterministic case: operands from `draw` (integers in `[-4, 4]` unless
+/// given), leading dimensions `row length + pad`, `C` filled with `c_fill`
+/// where given, else integers; its padding is [`PADDING`].
+#[allow(clippy::too_many_arguments)]
+fn case(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    pad: usize,
+    alpha: f64,
+    beta: f64,
+    c_fill: Option<f64>,
+    seed: u64,
+    draw: impl Fn(u64) -> f64,
+) -> Case {
+    let (ar, ac) = if ta { (k, m) } else { (m, k) };
+    let (br, bc) = if tb { (n, k) } else { (k, n) };
+    let (lda, ldb, ldc) = (ac + pad, bc + pad, n + pad);
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
+    let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
+    let c = (0..needed(m, n, ldc))
+        .map(|e| {
+            if e % ldc.max(1) >= n {
+                PADDING
+            } else {
+                c_fill.unwrap_or_else(|| (next() % 9) as f64 - 4.0)
+            }
+        })
+        .collect();
+    Case {
+        m,
+        n,
+        k,
+        ta,
+        tb,
+        lda,
+        ldb,
+        ldc,
+        alpha,
+        beta,
+        a,
+        b,
+        c,
+    }
+}
+
+/// Integers in `[-4, 4]`: exact in f16 and bf16, products and sums of up to
+/// 100 of them exact in f32.
+fn small_int(bits: u64) -> f64 {
+    (bits % 9) as f64 - 4.0
+}
+
+const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
+
+/// A dimension: mostly edge values (0, 1, primes, tile sizes ± 1), sometimes
+/// any up to 80. Small: the emulator runs 128 threads per block tile.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![0usize, 1, 2, 7, 8, 13, 16, 17, 31, 33, 63, 64, 65]),
+        1 => 0usize..=80,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Random shapes, transposes, pads, factors and pair (input, output).
+    #[test]
+    fn tensor_gemm_matches_the_exact_reference(
+        m in dim(),
+        n in dim(),
+        k in dim(),
+        trans in prop::sample::select(TRANSPOSES.to_vec()),
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..10],
+        alpha in prop::sample::select(vec![1.0, -1.0, 2.0, 0.5, 0.0]),
+        beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
+        nan_c in any::<bool>(),
+        pair in 0usize..6,
+        seed in any::<u64>(),
+    ) {
+        // A NaN-filled C only with beta = 0, where it must not be read.
+        let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
+        let c = case((m, n, k), trans, pad, alpha, beta, fill, seed, small_int);
+        let dev = Device::emulator();
+        match pair {
+            0 => c.check::<f16, f32>(&dev),
+            1 => c.check::<f16, f16>(&dev),
+            2 => c.check::<f16, bf16>(&dev),
+            3 => c.check::<bf16, f32>(&dev),
+            4 => c.check::<bf16, f16>(&dev),
+            _ => c.check::<bf16, bf16>(&dev),
+        }
+    }
+}
+
+/// Every one of the 24 kernels on a ragged shape (a partial tile in m, n
+/// and k, two k-steps plus a remainder so the pipeline wraps), with aligned
+/// and odd leading dimensions.
+#[test]
+fn every_kernel_on_a_ragged_shape() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 8, 3] {
+            let seed = (t * 16 + pad) as u64;
+            let c = case((67, 70, 77), trans, pad, -1.0, 0.5, None, seed, small_int);
+            c.check_outputs::<f16>(&dev);
+            c.check_outputs::<bf16>(&dev);
+        }
+    }
+}
+
+/// Shapes at the edges: empty, single elements, exact tiles (every chunk by
+/// `cp.async`), tall-skinny, short-wide, deep.
+#[test]
+fn edge_shapes() {
+    let dev = Device::emulator();
+    let shapes = [
+        (0, 5, 3),
+        (5, 0, 3),
+        (1, 1, 1),
+        (2, 3, 5),
+        (64, 64, 32),
+        (64, 64, 96), // three k-steps, all aligned: the pipeline's full ring
+        (100, 1, 7),
+        (1, 100, 7),
+        (3, 2, 100),
+    ];
+    for (s, &shape) in shapes.iter().enumerate() {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            let c = case(
+                shape,
+                trans,
+                0,
+                1.0,
+                -2.0,
+                None,
+                (s * 4 + t) as u64,
+                small_int,
+            );
+            if (s + t) % 2 == 0 {
+                c.check::<f16, f32>(&dev);
+            } else {
+                c.check::<bf16, bf16>(&dev);
+            }
+        }
+    }
+}
+
+/// `beta = 0` never reads C (NaN there does not leak), `alpha = 0` and
+/// `k = 0` give `beta·C`.
+#[test]
+fn beta_zero_never_reads_c_and_alpha_or_k_zero_scale_c() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let c = case(
+            (9, 70, 33),
+            trans,
+            1,
+            2.0,
+            0.0,
+            Some(f64::NAN),
+            t as u64,
+            small_int,
+        );
+        c.check_outputs::<bf16>(&dev);
+        let got = c.run::<f16, f32>(&dev);
+        for i in 0..c.m {
+            for j in 0..c.n {
+                assert!(!got[i * c.ldc + j].is_nan(), "NaN leaked at ({i}, {j})");
+            }
+        }
+        for (shape, alpha) in [((5, 9, 40), 0.0), ((5, 9, 0), 1.0)] {
+            case(shape, trans, 2, alpha, -0.5, None, t as u64, small_int)
+                .check_outputs::<f16>(&dev);
+        }
+    }
+}
+
+/// Random floats in `[-1, 1]` (rounded to the input type, so the reference
+/// sees the same inputs). Error bound, per element, for an f32 accumulation
+/// of `k` products (exact in f32) in any order, the GPU possibly truncating
+/// instead of rounding each add: `2·k·u₃₂·Σ|a·b|`; the epilogue adds one
+/// rounding of `alpha·acc` and of the fma (`2·u₃₂·|d|`, `|alpha| = 1`,
+/// `beta = 0.5`, `|c| ≤ 1`, so `|d| ≤ Σ|a·b| + 1`), and an f16/bf16 output
+/// one more rounding, `u_out·|d|` (plus the smallest subnormal for f16).
+#[test]
+fn random_floats_are_within_the_error_bound() {
+    fn check<I, O>(dev: &Device, c: &Case)
+    where
+        I: In + GemmTypes<O, Scalar = f32>,
+        O: OutTy,
+    {
+        let got = c.run::<I, O>(dev);
+        let u32_ = f32::EPSILON as f64 / 2.0;
+        for (e, (&g, &(w, mag))) in got.iter().zip(&c.reference()).enumerate() {
+            let bound = (mag + 1.0) * (2.0 * c.k as f64 * u32_ + 2.0 * u32_)
+                + (mag + 1.0) * O::UNIT_ROUNDOFF * f64::from(u8::from(O::NAME != "f32"))
+                + 6e-8;
+            assert!(
+                (g - w).abs() <= bound,
+                "{} → {}: C[{e}] = {g}, reference {w}, error {} > bound {bound}: {}",
+                I::NAME,
+                O::NAME,
+                (g - w).abs(),
+                c.describe()
+            );
+        }
+    }
+    let dev = Device::emulator();
+    let float = |bits: u64| ((bits >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0;
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let mut c = case(
+            (33, 40, 100),
+            trans,
+            1,
+            1.0,
+            0.5,
+            None,
+            100 + t as u64,
+            float,
+        );
+        // The operands as the input types hold them (bf16 is coarser: round
+        // to bf16 and then to f16 — exact in both, |x| ≥ 2⁻¹⁴ or 0).
+        let round = |x: f64| {
+            let v = bf16::from_f64(x).to_f64();
+            if v.abs() < 1.0 / 16384.0 {
+                0.0
+            } else {
+                f16::from_f64(v).to_f64()
+            }
+        };
+        c.a.iter_mut().for_each(|x| *x = round(*x));
+        c.b.iter_mut().for_each(|x| *x = round(*x));
+        for x in c.c.iter_mut() {
+            if *x != PADDING {
+                *x = round(*x / 4.0);
+            }
+        }
+        check::<f16, f32>(&dev, &c);
+        check::<bf16, f32>(&dev, &c);
+        check::<f16, f16>(&dev, &c);
+        check::<bf16, bf16>(&dev, &c);
+    }
+}
+
+/// Names, block shape and shared memory come from the one tile definition.
+#[test]
+fn kernel_names_and_resources_come_from_the_tile() {
+    let t = |x: bool| if x { "t" } else { "n" };
+    let tile = format!(
+        "{}x{}x{}_s{}",
+        TC_TILE.m, TC_TILE.n, TC_TILE.k, TC_TILE.stages
+    );
+    for (ta, tb) in TRANSPOSES {
+        let g = Gemm::<f32>::new(1, 1, 1).trans_a(ta).trans_b(tb);
+        let tr = format!("{}{}", t(ta), t(tb));
+        assert_eq!(
+            g.kernel_name_for::<f16, f32>(),
+            format!("gemm_f16_f32_{tr}_{tile}")
+        );
+        assert_eq!(
+            g.kernel_name_for::<f16, f16>(),
+            format!("gemm_f16_f16_{tr}_{tile}")
+        );
+        assert_eq!(
+            g.kernel_name_for::<bf16, bf16>(),
+            format!("gemm_bf16_bf16_{tr}_{tile}")
+        );
+        assert_eq!(
+            g.kernel_name_for::<bf16, f16>(),
+            format!("gemm_bf16_f16_{tr}_{tile}")
+        );
+    }
+    assert_eq!(
+        tc::gemm_bf16_f32_tn_64x64x32_s3::NAME,
+        "gemm_bf16_f32_tn_64x64x32_s3"
+    );
+    assert_eq!(
+        tc::gemm_f16_f32_nn_64x64x32_s3::SHARED_BYTES,
+        TC_TILE.shared_bytes(false, false)
+    );
+    assert_eq!(
+        tc::gemm_bf16_bf16_tn_64x64x32_s3::SHARED_BYTES,
+        TC_TILE.shared_bytes(true, false)
+    );
+    assert!(TC_TILE.shared_bytes(false, true) <= 48 * 1024);
+    assert_eq!(TC_TILE.threads(), 128);
+    // The SIMT path is unchanged.
+    assert_eq!(
+        Gemm::<f32>::new(1, 1, 1).kernel_name_for::<f32, f32>(),
+        "gemm_f32_nn_64x64x16"
+    );
+}
+
+/// The checks before launching name the operand and the sizes, as for f32.
+#[test]
+fn shapes_are_checked_before_launching() {
+    let dev = Device::emulator();
+    let a = dev.upload(&[bf16::ZERO; 6]).unwrap();
+    let b = dev.upload(&[bf16::ZERO; 6]).unwrap();
+    let mut c = dev.upload(&[0.0f32; 3]).unwrap();
+    let err = Gemm::new(2, 2, 3)
+        .run(&dev, &a, &b, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("C is stored 2 × 2") && err.contains("has 3"),
+        "{err}"
+    );
+    let mut c = dev.upload(&[f16::ZERO; 4]).unwrap();
+    let err = Gemm::new(2, 2, 3)
+        .lda(2)
+        .run(&dev, &a, &b, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lda = 2") && err.contains("A"), "{err}");
+    let err = Gemm::new(2, 3, 3)
+        .run(&dev, &a, &b, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("B is stored 3 × 3"), "{err}");
+}

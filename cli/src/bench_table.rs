@@ -39,8 +39,24 @@ fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// `12.345`, `3.1e-5` below 0.001 (the emulator's rates), or `—` for NaN (no anchor).
+fn rate(value: f64, width: usize, decimals: usize) -> String {
+    if value.is_nan() {
+        format!("{:>width$}", "—")
+    } else if value != 0.0 && value.abs() < 1e-3 {
+        format!("{value:>width$.1e}")
+    } else {
+        format!("{value:>width$.decimals$}")
+    }
+}
+
 /// The report as a table, one line per case (and one per skipped case).
+/// Compute-bound reports (GEMM: rows with [`BenchRow::flops`](warpforge::bench::BenchRow::flops))
+/// get TFLOP/s columns against their anchor library instead of GB/s against the copy.
 pub fn render(report: &BenchReport) -> String {
+    if report.rows.iter().any(|r| r.flops.is_some()) {
+        return render_flops(report);
+    }
     let mut out = String::new();
     let t = report.timing;
     let _ = writeln!(
@@ -70,6 +86,46 @@ pub fn render(report: &BenchReport) -> String {
     }
     for s in &report.skipped {
         let _ = writeln!(out, "{:<34} skipped: {}", s.case.to_string(), s.reason);
+    }
+    out
+}
+
+/// A compute-bound report: TFLOP/s (2·m·n·k / time for GEMM, shape `[m×n×k]`)
+/// and the anchor's (cuBLAS) TFLOP/s and ratio, `—` where there is no anchor.
+fn render_flops(report: &BenchReport) -> String {
+    let mut out = String::new();
+    let t = report.timing;
+    let _ = writeln!(
+        out,
+        "{}: median of {} × {} iteration(s) after {} warm-up, timed with events",
+        report.device,
+        t.reps.max(1),
+        t.iters.max(1),
+        t.warmup
+    );
+    for note in &report.notes {
+        let _ = writeln!(out, "{note}");
+    }
+    let _ = writeln!(
+        out,
+        "{:<44} {:>10} {:>9} {:>12} {:>6}",
+        "case [m×n×k]", "time", "TFLOP/s", "anchor TF/s", "ratio"
+    );
+    for r in &report.rows {
+        let tflops = r.tflops().unwrap_or(f64::NAN);
+        let anchor = r.anchor_tflops().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            out,
+            "{:<44} {:>10} {} {} {}",
+            r.case().to_string(),
+            human_time(r.seconds),
+            rate(tflops, 9, 3),
+            rate(anchor, 12, 3),
+            rate(r.ratio, 6, 3)
+        );
+    }
+    for s in &report.skipped {
+        let _ = writeln!(out, "{:<44} skipped: {}", s.case.to_string(), s.reason);
     }
     out
 }
@@ -107,8 +163,11 @@ pub fn render_overlap(r: &OverlapReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warpforge::DType;
     use warpforge::Device;
-    use warpforge::bench::{BenchDType, OverlapBench, ReduceBench, Timing, overlap, reduce};
+    use warpforge::bench::{
+        BenchDType, GemmBench, OverlapBench, ReduceBench, Timing, gemm, overlap, reduce,
+    };
 
     /// The library's own test configuration: 2^10 elements and a 32×32 matrix.
     fn tiny(dev: &Device) -> ReduceBench {
@@ -168,6 +227,47 @@ mod tests {
         ] {
             assert!(table.contains(phase), "{phase}: {table}");
         }
+    }
+
+    #[test]
+    fn the_gemm_table_has_tflops_columns_and_says_why_cublas_is_missing() {
+        let dev = Device::emulator();
+        let mut config = GemmBench::defaults(&dev).with_max_log2(4).unwrap();
+        config.dtypes = vec![DType::F32];
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let report = gemm(&dev, &config).unwrap();
+        let table = render(&report);
+        // Header, the note, column names, 4 warpforge rows, 4 skipped cuBLAS cases.
+        assert_eq!(table.lines().count(), 3 + 4 + 4, "{table}");
+        assert!(
+            table.contains("TFLOP/s") && !table.contains("GB/s"),
+            "{table}"
+        );
+        assert!(
+            table.contains("gemm_f32_nn_64x64x16 f32 [16×16×43]"),
+            "{table}"
+        );
+        assert_eq!(
+            table
+                .matches("skipped: cuBLAS: not available on the emulator")
+                .count(),
+            4,
+            "{table}"
+        );
+        // No anchor: its rate and the ratio read as a dash.
+        let row = table.lines().find(|l| l.starts_with("gemm_f32")).unwrap();
+        assert_eq!(row.matches('—').count(), 2, "{row}");
+    }
+
+    #[test]
+    fn rates_read_as_numbers_or_a_dash() {
+        assert_eq!(rate(51.5, 9, 3), "   51.500");
+        assert_eq!(rate(3.14e-5, 9, 3), "   3.1e-5");
+        assert_eq!(rate(f64::NAN, 6, 3), "     —");
     }
 
     #[test]

@@ -53,7 +53,8 @@ enum Command {
     #[command(subcommand)]
     Run(RunCommand),
     /// Measure an operation's throughput with events (GB/s against the device's copy
-    /// bandwidth in the same run), or copy/compute overlap on two streams.
+    /// bandwidth in the same run; gemm: TFLOP/s against cuBLAS), or copy/compute overlap on
+    /// two streams.
     Bench(BenchArgs),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
@@ -90,6 +91,49 @@ enum RunCommand {
         #[arg(long, value_enum)]
         dtype: Option<ComputeDType>,
     },
+    /// D = alpha·op(A)·op(B) + beta·C on .npy matrices, written as .npy.
+    ///
+    /// A and B are 2-D, as stored in the files (Fortran order is read as the same matrix);
+    /// --trans-a uses Aᵀ, --trans-b Bᵀ. op(A) is m × k, op(B) k × n, C and D m × n.
+    /// The dtype is the files' (float32 or float64; they must agree) unless --dtype is given,
+    /// which converts every operand to it (rounding to nearest; integer files need it).
+    /// D is written in the computing dtype: float32 for f32, float64 for f64; f16 and bf16
+    /// round A and B to that dtype, accumulate in f32 on the tensor cores and write float32
+    /// (.npy has no bf16). --beta needs --c, and defaults to 1 with --c (0 without: C is not
+    /// read). Mismatched shapes, mixed dtypes without --dtype or a 3-D (batched) operand are
+    /// errors (exit 2) that name the operands and sizes.
+    Gemm {
+        /// A (m × k, or k × m with --trans-a).
+        #[arg(long)]
+        a: PathBuf,
+        /// B (k × n, or n × k with --trans-b).
+        #[arg(long)]
+        b: PathBuf,
+        /// C (m × n), added as beta·C.
+        #[arg(long)]
+        c: Option<PathBuf>,
+        /// The factor of op(A)·op(B).
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+        alpha: f64,
+        /// The factor of C (needs --c; default 1 with --c).
+        #[arg(long, allow_negative_numbers = true)]
+        beta: Option<f64>,
+        /// Use Aᵀ (A is stored k × m).
+        #[arg(long)]
+        trans_a: bool,
+        /// Use Bᵀ (B is stored n × k).
+        #[arg(long)]
+        trans_b: bool,
+        /// Compute in this dtype, converting the inputs (default: the files' dtype).
+        #[arg(long, value_enum)]
+        dtype: Option<run::GemmDType>,
+        /// Where to write D (.npy).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+    },
 }
 
 #[derive(Args)]
@@ -101,7 +145,8 @@ struct BenchArgs {
     /// Where to run.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
-    /// Operations: the largest size, 2^N elements (default: 28 on a GPU, 20 on the emulator).
+    /// Operations: the largest size, 2^N elements (default: 28 on a GPU, 20 on the emulator);
+    /// gemm: the largest square's side, 2^N (default: 12 on a GPU, 6 on the emulator).
     #[arg(long)]
     max_log2: Option<u32>,
     /// Operations: iterations between the two events of each timed repetition (default: 20
@@ -176,6 +221,30 @@ fn main() -> ExitCode {
             backend,
             dtype,
         }) => run_reduce(op, axis, &input, &out, backend, dtype),
+        Command::Run(RunCommand::Gemm {
+            a,
+            b,
+            c,
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+            dtype,
+            out,
+            backend,
+        }) => run_gemm(
+            GemmFiles {
+                a: &a,
+                b: &b,
+                c: c.as_deref(),
+                out: &out,
+            },
+            alpha,
+            beta,
+            (trans_a, trans_b),
+            dtype,
+            backend,
+        ),
         Command::Doctor => Ok(run_doctor()),
         Command::Bench(args) => run_bench(&args),
     };
@@ -269,7 +338,55 @@ fn run_reduce(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The device `backend` names; `auto` says on stderr why it fell back to the emulator.
+/// The files of `run gemm`.
+struct GemmFiles<'a> {
+    a: &'a Path,
+    b: &'a Path,
+    c: Option<&'a Path>,
+    out: &'a Path,
+}
+
+fn run_gemm(
+    files: GemmFiles<'_>,
+    alpha: f64,
+    beta: Option<f64>,
+    (trans_a, trans_b): (bool, bool),
+    dtype: Option<run::GemmDType>,
+    backend: Backend,
+) -> Result<ExitCode, String> {
+    let read = |name: &str, path: &Path| {
+        npy::read(path).map_err(|e| format!("{name} ({}): {e}", path.display()))
+    };
+    let a = read("A", files.a)?;
+    let b = read("B", files.b)?;
+    let c = files.c.map(|p| read("C", p)).transpose()?;
+    let request = run::GemmRequest {
+        a: &a,
+        b: &b,
+        c: c.as_ref(),
+        alpha,
+        beta,
+        trans_a,
+        trans_b,
+        dtype,
+    };
+    let dev = open_backend(backend)?;
+    let d = run::gemm_npy(&dev, &request).map_err(|e| e.to_string())?;
+    d.write(files.out).map_err(|e| e.to_string())?;
+    println!(
+        "gemm {}{} × {}{} on {}: {} {:?} -> {}",
+        a.data.dtype_name(),
+        if trans_a { "ᵀ" } else { "" },
+        b.data.dtype_name(),
+        if trans_b { "ᵀ" } else { "" },
+        dev.name(),
+        d.data.dtype_name(),
+        d.shape,
+        files.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The device `--backend` names; `auto` says on stderr why it fell back to the emulator.
 fn open_backend(backend: Backend) -> Result<Device, String> {
     match backend {

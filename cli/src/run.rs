@@ -11,8 +11,9 @@
 
 use crate::npy::{NpyArray, NpyData, NpyError};
 use half::{bf16, f16};
+use warpforge::gemm::{Gemm, GemmElement};
 use warpforge::reduce::{self, Op, Reduced, Reducible};
-use warpforge::{Device, Error};
+use warpforge::{Device, DeviceBuffer, Element, Error};
 
 /// Why a `run` operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,10 @@ pub enum RunError {
         /// The input's dtype.
         dtype: &'static str,
     },
+    /// `run gemm`: operands whose shapes, dtypes or options do not fit
+    /// together (the message names the operands and sizes).
+    #[error("{0}")]
+    Gemm(String),
 }
 
 /// Reduces `input` with `op` on `dev`: the whole array (`axis` `None`, output
@@ -84,6 +89,18 @@ pub fn to_bf16(data: &NpyData) -> Option<Vec<bf16>> {
 /// Rounding to f32 with round-to-odd and then to bf16 rounds once: f32 keeps
 /// more than two bits beyond bf16's, and the odd last bit records inexactness.
 pub fn bf16_from_f64(x: f64) -> bf16 {
+    bf16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded to the nearest f16, ties to even, through f32 with
+/// round-to-odd as [`bf16_from_f64`] does (f32 keeps 13 more bits than f16,
+/// and f16's subnormals are f32 normals).
+pub fn f16_from_f64(x: f64) -> f16 {
+    f16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded to f32 toward zero, with the last bit set when inexact.
+fn f32_round_to_odd(x: f64) -> f32 {
     let mut t = x as f32;
     if !x.is_nan() && f64::from(t) != x {
         if f64::from(t).abs() > x.abs() {
@@ -92,7 +109,7 @@ pub fn bf16_from_f64(x: f64) -> bf16 {
         }
         t = f32::from_bits(t.to_bits() | 1);
     }
-    bf16::from_f32(t)
+    t
 }
 
 fn reduce_typed<T: Reducible>(
@@ -110,6 +127,291 @@ fn reduce_typed<T: Reducible>(
     };
     let shape = reduce::output_shape(shape, axis);
     Ok(NpyArray { shape, data })
+}
+
+/// The dtype `run gemm` computes in (`--dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GemmDType {
+    /// float16 inputs, f32 accumulation (tensor cores).
+    F16,
+    /// bfloat16 inputs, f32 accumulation (tensor cores); written as float32.
+    Bf16,
+    /// float32 (SIMT fused multiply-adds).
+    F32,
+    /// float64 (SIMT fused multiply-adds).
+    F64,
+}
+
+impl GemmDType {
+    /// `f16`, `bf16`, `f32`, `f64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmDType::F16 => "f16",
+            GemmDType::Bf16 => "bf16",
+            GemmDType::F32 => "f32",
+            GemmDType::F64 => "f64",
+        }
+    }
+}
+
+/// What `warpforge run gemm` computes: `D = alpha·op(A)·op(B) + beta·C`.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmRequest<'a> {
+    /// `A` as stored (2-D).
+    pub a: &'a NpyArray,
+    /// `B` as stored (2-D).
+    pub b: &'a NpyArray,
+    /// `C` (`m × n`), if given.
+    pub c: Option<&'a NpyArray>,
+    /// The factor of `op(A)·op(B)`.
+    pub alpha: f64,
+    /// The factor of `C`: needs `c`; defaults to 1 with `c`, 0 without.
+    pub beta: Option<f64>,
+    /// `op(A) = Aᵀ`.
+    pub trans_a: bool,
+    /// `op(B) = Bᵀ`.
+    pub trans_b: bool,
+    /// The computing dtype; `None`: the inputs' (they must agree).
+    pub dtype: Option<GemmDType>,
+}
+
+/// The dtype an `.npy` array computes in by default, if it is a float one.
+fn own_dtype(data: &NpyData) -> Option<GemmDType> {
+    match data {
+        NpyData::F16(_) => Some(GemmDType::F16),
+        NpyData::F32(_) => Some(GemmDType::F32),
+        NpyData::F64(_) => Some(GemmDType::F64),
+        NpyData::I32(_) | NpyData::I64(_) | NpyData::U32(_) => None,
+    }
+}
+
+/// The values of an `.npy` array as f64 (exact for every dtype but int64
+/// beyond 2⁵³, which rounds to nearest).
+fn as_f64(data: &NpyData) -> Vec<f64> {
+    match data {
+        NpyData::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        NpyData::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        NpyData::F64(v) => v.clone(),
+        NpyData::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        NpyData::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        NpyData::U32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+    }
+}
+
+/// `(rows, columns)` of a 2-D operand; a 3-D one is a batch (not supported yet).
+fn matrix_dims(name: &str, x: &NpyArray) -> Result<(usize, usize), RunError> {
+    match x.shape[..] {
+        [rows, cols] => Ok((rows, cols)),
+        [batch, rows, cols] => Err(RunError::Gemm(format!(
+            "batched GEMM not supported yet: {name} has shape [{batch}, {rows}, {cols}] (a batch \
+             of {batch}); pass 2-D matrices"
+        ))),
+        _ => Err(RunError::Gemm(format!(
+            "{name} must be a 2-D matrix, but has shape {:?} ({}-D)",
+            x.shape,
+            x.shape.len()
+        ))),
+    }
+}
+
+/// `D = alpha·op(A)·op(B) + beta·C` on `dev` (see [`GemmRequest`]): `D` is
+/// `m × n` in the computing dtype: float32 for f32, float64 for f64; with
+/// f16 or bf16, `A` and `B` are rounded to it (nearest, ties to even), the
+/// tensor-core kernels accumulate in f32, and `D` (and `C`) are float32
+/// (`.npy` has no bf16; f32 keeps the accumulator's precision).
+///
+/// Every shape and option is checked before anything runs: `A` and `B` 2-D,
+/// `op(A)`'s columns equal to `op(B)`'s rows, `C` of shape `m × n`, `beta`
+/// only with `C`, one dtype for every operand unless `dtype` is given (then
+/// each is converted to it, rounding to nearest), and integer inputs only with
+/// an explicit `dtype`.
+pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunError> {
+    let (ar, ac) = matrix_dims("A", req.a)?;
+    let (br, bc) = matrix_dims("B", req.b)?;
+    let describe = |name: &str, rows: usize, cols: usize, trans: bool| {
+        if trans {
+            format!("op({name}) = {name}ᵀ is {cols} × {rows} ({name} stored {rows} × {cols})")
+        } else {
+            format!("op({name}) = {name} is {rows} × {cols}")
+        }
+    };
+    let (m, ka) = if req.trans_a { (ac, ar) } else { (ar, ac) };
+    let (kb, n) = if req.trans_b { (bc, br) } else { (br, bc) };
+    if ka != kb {
+        return Err(RunError::Gemm(format!(
+            "shapes do not match: {}, {}; op(A)'s columns ({ka}) must equal op(B)'s rows ({kb})",
+            describe("A", ar, ac, req.trans_a),
+            describe("B", br, bc, req.trans_b),
+        )));
+    }
+    let k = ka;
+    if req.c.is_none() && req.beta.is_some() {
+        return Err(RunError::Gemm(
+            "--beta needs --c: beta scales C, and there is no C".to_owned(),
+        ));
+    }
+    if let Some(c) = req.c {
+        let (cr, cc) = match c.shape[..] {
+            [batch, rows, cols] => {
+                return Err(RunError::Gemm(format!(
+                    "batched GEMM not supported yet: C has shape [{batch}, {rows}, {cols}]; pass \
+                     a 2-D matrix"
+                )));
+            }
+            [rows, cols] => (rows, cols),
+            _ => {
+                return Err(RunError::Gemm(format!(
+                    "C must be a 2-D matrix of shape [{m}, {n}] (m × n), but has shape {:?}",
+                    c.shape
+                )));
+            }
+        };
+        if (cr, cc) != (m, n) {
+            return Err(RunError::Gemm(format!(
+                "C is {cr} × {cc}, but the result is m × n = {m} × {n} ({}, {})",
+                describe("A", ar, ac, req.trans_a),
+                describe("B", br, bc, req.trans_b),
+            )));
+        }
+    }
+    let operands: Vec<(&str, &NpyArray)> = [("A", req.a), ("B", req.b)]
+        .into_iter()
+        .chain(req.c.map(|c| ("C", c)))
+        .collect();
+    let dtype = match req.dtype {
+        Some(d) => d,
+        None => {
+            let mut found: Option<(&str, &NpyArray, GemmDType)> = None;
+            for &(name, x) in &operands {
+                let Some(d) = own_dtype(&x.data) else {
+                    return Err(RunError::Gemm(format!(
+                        "{name} is {}: GEMM computes in floating point; pass --dtype f32 or \
+                         --dtype f64 to convert it",
+                        x.data.dtype_name()
+                    )));
+                };
+                match found {
+                    Some((first, fx, fd)) if fd != d => {
+                        return Err(RunError::Gemm(format!(
+                            "{first} is {} but {name} is {}: pass --dtype to compute in one \
+                             dtype (every operand is converted to it)",
+                            fx.data.dtype_name(),
+                            x.data.dtype_name()
+                        )));
+                    }
+                    Some(_) => {}
+                    None => found = Some((name, x, d)),
+                }
+            }
+            found.expect("A is always an operand").2
+        }
+    };
+    let beta = req.beta.unwrap_or(if req.c.is_some() { 1.0 } else { 0.0 });
+    let problem = Problem {
+        m,
+        n,
+        k,
+        trans_a: req.trans_a,
+        trans_b: req.trans_b,
+        alpha: req.alpha,
+        beta,
+    };
+    let [a, b] = [req.a, req.b].map(|x| as_f64(&x.data));
+    let c = req.c.map(|c| as_f64(&c.data));
+    let c = c.as_deref();
+    let p = &problem;
+    // One arm per computing dtype: the input type, the output type (what `D`
+    // and `C` are held in) and the scalar type of `alpha`, `beta`.
+    let data = match dtype {
+        GemmDType::F32 => NpyData::F32(gemm_typed(
+            dev,
+            p,
+            (a, b, c),
+            |v| v as f32,
+            |v| v as f32,
+            |v| v as f32,
+            |g, a, b, d| g.run(dev, a, b, d),
+        )?),
+        GemmDType::F64 => NpyData::F64(gemm_typed(
+            dev,
+            p,
+            (a, b, c),
+            |v| v,
+            |v| v,
+            |v| v,
+            |g, a, b, d| g.run(dev, a, b, d),
+        )?),
+        // Tensor cores: f16/bf16 inputs, f32 accumulation and output.
+        GemmDType::F16 => NpyData::F32(gemm_typed(
+            dev,
+            p,
+            (a, b, c),
+            f16_from_f64,
+            |v| v as f32,
+            |v| v as f32,
+            |g, a, b, d| g.run(dev, a, b, d),
+        )?),
+        GemmDType::Bf16 => NpyData::F32(gemm_typed(
+            dev,
+            p,
+            (a, b, c),
+            bf16_from_f64,
+            |v| v as f32,
+            |v| v as f32,
+            |g, a, b, d| g.run(dev, a, b, d),
+        )?),
+    };
+    Ok(NpyArray {
+        shape: vec![m, n],
+        data,
+    })
+}
+
+/// The sizes and factors of one `run gemm`.
+struct Problem {
+    m: usize,
+    n: usize,
+    k: usize,
+    trans_a: bool,
+    trans_b: bool,
+    alpha: f64,
+    beta: f64,
+}
+
+/// The operands as f64: `A`, `B` and `C` if given.
+type Operands<'a> = (Vec<f64>, Vec<f64>, Option<&'a [f64]>);
+
+/// Converts `A` and `B` to `TIn` and `C` to `TOut` (each to nearest), runs
+/// `launch` (the library's GEMM with `alpha`, `beta` in `S`) on `dev` and
+/// returns `D`, `m × n`, as `TOut`.
+#[allow(clippy::type_complexity)]
+fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
+    dev: &Device,
+    p: &Problem,
+    (a, b, c): Operands<'_>,
+    to_in: impl Fn(f64) -> TIn,
+    to_out: impl Fn(f64) -> TOut,
+    to_scalar: impl Fn(f64) -> S,
+    launch: impl FnOnce(
+        &Gemm<S>,
+        &DeviceBuffer<TIn>,
+        &DeviceBuffer<TIn>,
+        &mut DeviceBuffer<TOut>,
+    ) -> Result<(), Error>,
+) -> Result<Vec<TOut>, RunError> {
+    let a = dev.upload(&a.iter().map(|&x| to_in(x)).collect::<Vec<_>>())?;
+    let b = dev.upload(&b.iter().map(|&x| to_in(x)).collect::<Vec<_>>())?;
+    let mut d = match c {
+        Some(c) => dev.upload(&c.iter().map(|&x| to_out(x)).collect::<Vec<_>>())?,
+        None => dev.alloc_zeroed(p.m * p.n)?,
+    };
+    let gemm = Gemm::<S>::new(p.m, p.n, p.k)
+        .trans_a(p.trans_a)
+        .trans_b(p.trans_b)
+        .alpha(to_scalar(p.alpha))
+        .beta(to_scalar(p.beta));
+    launch(&gemm, &a, &b, &mut d)?;
+    Ok(d.to_host()?)
 }
 
 #[cfg(test)]

@@ -42,6 +42,24 @@ fn verify_op_runs_that_operation_only() {
     let kernels = verified_kernels(&stdout);
     assert!(kernels.contains(&"sum_f32") && kernels.contains(&"argmax_bf16"));
     assert!(!kernels.iter().any(|k| k.starts_with("axpy")), "{stdout}");
+
+    let (code, stdout, stderr) = warpforge(&[&args[..], &["--op", "gemm"]].concat());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let kernels = verified_kernels(&stdout);
+    // f32 and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores), × NN, NT, TN, TT.
+    assert_eq!(kernels.len(), 32, "{stdout}");
+    assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
+    for k in [
+        "gemm_f32_tn_64x64x16",
+        "gemm_f64_tt_64x64x8",
+        "gemm_bf16_f16_nt_",
+    ] {
+        assert!(
+            kernels.iter().any(|name| name.starts_with(k)),
+            "{k}: {stdout}"
+        );
+    }
+    assert!(stdout.contains("verify: 32 passed, 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -52,7 +70,10 @@ fn an_unknown_operation_is_a_usage_error_listing_the_known_ones() {
         stderr.contains("gemv") && stderr.contains("axpy"),
         "{stderr}"
     );
-    assert!(stderr.contains("reduce"), "{stderr}");
+    assert!(
+        stderr.contains("reduce") && stderr.contains("gemm"),
+        "{stderr}"
+    );
 
     let (code, _, stderr) = warpforge(&["bench", "gemv", "--backend", "emu"]);
     assert_eq!(code, Some(2), "{stderr}");
@@ -80,6 +101,37 @@ fn bench_axpy_measures_each_size_against_its_copy() {
     // 2^10 f32: the copy moves 8 KiB (read + write), axpy 12 KiB (x, y read, y written).
     assert!(rows[0].starts_with("copy f32 [1024]") && rows[0].contains("8 KiB"));
     assert!(rows[1].starts_with("axpy_f32 f32 [1024]") && rows[1].contains("12 KiB"));
+}
+
+#[test]
+fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
+    let args = [
+        "bench",
+        "gemm",
+        "--backend",
+        "emu",
+        "--max-log2",
+        "4",
+        "--iters",
+        "1",
+    ];
+    let (code, stdout, stderr) = warpforge(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("TFLOP/s"), "{stdout}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("gemm_")).collect();
+    // f32 and f64 × the square 16 and three rectangles.
+    assert_eq!(rows.len(), 8, "{stdout}");
+    assert!(
+        rows[0].starts_with("gemm_f32_nn_64x64x16 f32 [16×16×16]"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout
+            .matches("skipped: cuBLAS: not available on the emulator")
+            .count(),
+        8,
+        "{stdout}"
+    );
 }
 
 #[test]

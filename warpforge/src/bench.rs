@@ -13,6 +13,14 @@
 //!   hope for. `ratio` is the reduction's GB/s ÷ that anchor.
 //! - [`axpy()`]: `axpy_f32` at each requested size, GB/s = (x read + y read
 //!   + y written) ÷ time, against the same copy anchor.
+//! - [`gemm()`]: `C = op(A)·op(B)` in f32 and f64 over square and
+//!   rectangular shapes ([`GemmBench`]); the rate is TFLOP/s = 2·m·n·k ÷
+//!   time ([`BenchRow::flops`], [`BenchRow::tflops`]), and the anchor is cuBLAS
+//!   (`cublasSgemm`/`cublasDgemm` with the same transposes, loaded at run time
+//!   through cudarc) timed in the same run: `ratio` is warpforge's rate ÷
+//!   cuBLAS's. Where cuBLAS cannot be used (the emulator, no `libcublas` on
+//!   the library path) its cases are [`BenchReport::skipped`] with the reason
+//!   and warpforge's figures stand alone (`anchor_gbps` and `ratio` NaN).
 //! - [`overlap`]: a pinned upload alone, a kernel alone, both on one stream,
 //!   and both on two streams; the overlap ratio is (copy + kernel) ÷ the
 //!   two-stream time (2 when two equally long jobs overlap perfectly, 1 when
@@ -35,8 +43,8 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 //!
-//! `warpforge bench reduce`, `warpforge bench overlap` and
-//! `cargo bench -p warpforge --bench reduce` run them.
+//! `warpforge bench reduce`, `warpforge bench gemm`, `warpforge bench overlap`,
+//! `cargo bench -p warpforge --bench reduce` and `--bench gemm` run them.
 
 use crate::ops::grid_stride_config;
 use crate::reduce::{self, Op, Reducible};
@@ -297,9 +305,24 @@ pub struct BenchRow {
     pub anchor_gbps: f64,
     /// `gbps / anchor_gbps` (1 for the anchor itself).
     pub ratio: f64,
+    /// Floating-point operations per iteration of a compute-bound case (GEMM:
+    /// `2·m·n·k`); `None` for the bandwidth cases. Where it is set, `bytes` is
+    /// the least traffic (each operand read once, the result written once)
+    /// and the anchor is the reference library, not the copy.
+    pub flops: Option<u64>,
 }
 
 impl BenchRow {
+    /// `flops / seconds / 1e12`, for a compute-bound case.
+    pub fn tflops(&self) -> Option<f64> {
+        self.flops.map(|f| f as f64 / self.seconds / 1e12)
+    }
+
+    /// The anchor's TFLOP/s for the same case (`tflops / ratio`; NaN without an anchor).
+    pub fn anchor_tflops(&self) -> Option<f64> {
+        self.tflops().map(|t| t / self.ratio)
+    }
+
     /// What was measured.
     pub fn case(&self) -> Case {
         Case {
@@ -311,12 +334,13 @@ impl BenchRow {
     }
 }
 
-/// A case that did not fit in device memory.
+/// A case that did not fit in device memory, or an anchor that is not
+/// available (cuBLAS on the emulator or without its library).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Skipped {
     /// The case.
     pub case: Case,
-    /// Why (the `OutOfMemory` error's message).
+    /// Why (the `OutOfMemory` error's message, or why cuBLAS cannot be used).
     pub reason: String,
 }
 
@@ -331,8 +355,12 @@ pub struct BenchReport {
     /// ([`ReduceBench::cases`], [`AxpyBench::cases`]).
     pub rows: Vec<BenchRow>,
     /// Cases that ran out of device memory (never on the emulator's default budget
-    /// at the default sizes); each requested case is in `rows` or here.
+    /// at the default sizes), or whose anchor library is missing; each
+    /// requested case is in `rows` or here.
     pub skipped: Vec<Skipped>,
+    /// Lines about the run itself (the GEMM bench: which cuBLAS, from where);
+    /// empty for the bandwidth benchmarks.
+    pub notes: Vec<String>,
 }
 
 /// An input tensor and a second buffer of the same size, the copy's destination.
@@ -559,6 +587,7 @@ fn run_groups(dev: &Device, timing: Timing, groups: Vec<CaseGroup>) -> Result<Be
         timing,
         rows: Vec::new(),
         skipped: Vec::new(),
+        notes: Vec::new(),
     };
     for group in groups {
         if let Err(e) = run_group(dev, timing, &group, &mut report) {
@@ -634,6 +663,450 @@ fn row(case: &Case, bytes: u64, seconds: f64, anchor_gbps: f64) -> BenchRow {
         gbps: rate,
         anchor_gbps,
         ratio: rate / anchor_gbps,
+        flops: None,
+    }
+}
+
+/// Default largest square side of [`gemm()`] on a GPU: 2^12 (4096), whose
+/// rectangular shapes are 4096×4096×11008, 8192×1024×4096 and 128×4096×4096.
+pub const GEMM_GPU_MAX_LOG2: u32 = 12;
+/// Default largest square side of [`gemm()`] on the emulator: 2^6 (64).
+pub const GEMM_EMULATOR_MAX_LOG2: u32 = 6;
+/// Smallest square side: 2^8 (smaller if the largest is smaller).
+pub const GEMM_MIN_LOG2: u32 = 8;
+
+/// What [`gemm()`] runs: `C = op(A)·op(B)` (`alpha = 1`, `beta = 0`) for
+/// each dtype and shape, cuBLAS first (the anchor), then warpforge's kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GemmBench {
+    /// `[m, n, k]` of each problem.
+    pub shapes: Vec<[usize; 3]>,
+    /// Element types: [`DType::F32`] and [`DType::F64`].
+    pub dtypes: Vec<DType>,
+    /// `(trans_a, trans_b)`, the same for both libraries.
+    pub trans: (bool, bool),
+    /// How each case is timed.
+    pub timing: Timing,
+}
+
+impl GemmBench {
+    /// f32 and f64, no transposes, squares 256 … 4096 and the three
+    /// rectangular shapes of N = 12 on a GPU; squares of 64 and the
+    /// rectangles of N = 6 on the emulator.
+    pub fn defaults(dev: &Device) -> GemmBench {
+        let max_log2 = if dev.is_gpu() {
+            GEMM_GPU_MAX_LOG2
+        } else {
+            GEMM_EMULATOR_MAX_LOG2
+        };
+        GemmBench {
+            shapes: Vec::new(),
+            dtypes: vec![DType::F32, DType::F64],
+            trans: (false, false),
+            timing: Timing::defaults(dev),
+        }
+        .with_max_log2(max_log2)
+        .expect("the default shapes fit in usize")
+    }
+
+    /// Squares of side 2^min(8, N) … 2^N, then, with `s = 2^N`, the
+    /// rectangles `s × s × 43·s/16` (an MLP's up-projection: 4096×4096×11008
+    /// at N = 12), `2s × s/4 × s` (short-wide) and `max(s/32, 1) × s × s`
+    /// (a few rows: 128×4096×4096 at N = 12).
+    pub fn with_max_log2(mut self, max_log2: u32) -> Result<GemmBench> {
+        let overflow = || Error::SizeOverflow {
+            what: format!("bench gemm: 2^{max_log2} × 2^{max_log2} matrices"),
+        };
+        let s = 1usize
+            .checked_shl(max_log2)
+            .filter(|s| s.checked_mul(*s).and_then(|ss| ss.checked_mul(8)).is_some())
+            .ok_or_else(overflow)?;
+        let mut shapes: Vec<[usize; 3]> = (GEMM_MIN_LOG2.min(max_log2)..=max_log2)
+            .map(|k| [1 << k; 3])
+            .collect();
+        let up = s.checked_mul(43).ok_or_else(overflow)? / 16;
+        shapes.extend([
+            [s, s, up],
+            [2 * s, (s / 4).max(1), s],
+            [(s / 32).max(1), s, s],
+        ]);
+        self.shapes = shapes;
+        Ok(self)
+    }
+
+    /// Every case [`gemm()`] measures, in order: per dtype and shape, the
+    /// cuBLAS anchor then warpforge's kernel (shape `[m, n, k]`).
+    pub fn cases(&self) -> Result<Vec<Case>> {
+        let mut cases = Vec::new();
+        for &dtype in &self.dtypes {
+            let (anchor, kernel) = self.names(dtype)?;
+            for shape in &self.shapes {
+                let case = |op| Case {
+                    op,
+                    dtype,
+                    shape: shape.to_vec(),
+                    axis: None,
+                };
+                cases.extend([case(anchor), case(kernel)]);
+            }
+        }
+        Ok(cases)
+    }
+
+    /// The cuBLAS case's and warpforge's kernel's names for `dtype`.
+    fn names(&self, dtype: DType) -> Result<(&'static str, &'static str)> {
+        let (ta, tb) = self.trans;
+        let pick = |names: [&'static str; 4]| names[usize::from(ta) * 2 + usize::from(tb)];
+        match dtype {
+            DType::F32 => Ok((
+                pick([
+                    "cublas_sgemm_nn",
+                    "cublas_sgemm_nt",
+                    "cublas_sgemm_tn",
+                    "cublas_sgemm_tt",
+                ]),
+                crate::gemm::Gemm::<f32>::new(0, 0, 0)
+                    .trans_a(ta)
+                    .trans_b(tb)
+                    .kernel_name(),
+            )),
+            DType::F64 => Ok((
+                pick([
+                    "cublas_dgemm_nn",
+                    "cublas_dgemm_nt",
+                    "cublas_dgemm_tn",
+                    "cublas_dgemm_tt",
+                ]),
+                crate::gemm::Gemm::<f64>::new(0, 0, 0)
+                    .trans_a(ta)
+                    .trans_b(tb)
+                    .kernel_name(),
+            )),
+            other => Err(Error::ShapeMismatch {
+                op: "bench gemm",
+                detail: format!("no GEMM benchmark for {} (f32 and f64 only)", other.name()),
+            }),
+        }
+    }
+}
+
+/// FLOPs and least bytes of one `m × n × k` GEMM of `size`-byte elements.
+fn gemm_work(shape: &[usize], size: usize) -> Result<(u64, u64)> {
+    let overflow = || Error::SizeOverflow {
+        what: format!("bench gemm: shape {shape:?}"),
+    };
+    let [m, n, k] = [shape[0], shape[1], shape[2]].map(|d| d as u64);
+    let flops = m
+        .checked_mul(n)
+        .and_then(|mn| mn.checked_mul(k))
+        .and_then(|mnk| mnk.checked_mul(2))
+        .ok_or_else(overflow)?;
+    let elements = m
+        .checked_mul(k)
+        .and_then(|a| Some(a + k.checked_mul(n)? + m.checked_mul(n)?))
+        .ok_or_else(overflow)?;
+    let bytes = elements.checked_mul(size as u64).ok_or_else(overflow)?;
+    Ok((flops, bytes))
+}
+
+fn gemm_row(case: &Case, flops: u64, bytes: u64, seconds: f64, anchor_gbps: f64) -> BenchRow {
+    BenchRow {
+        flops: Some(flops),
+        ..row(case, bytes, seconds, anchor_gbps)
+    }
+}
+
+/// Element types [`gemm()`] times.
+trait BenchGemm: crate::gemm::GemmElement {
+    fn from_f32(v: f32) -> Self;
+    /// cuBLAS's GEMM of this type, timed (median seconds per call).
+    fn time_cublas(
+        blas: &cublas::Cublas,
+        timing: Timing,
+        shape: [usize; 3],
+        trans: (bool, bool),
+    ) -> std::result::Result<f64, String>;
+}
+
+impl BenchGemm for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn time_cublas(
+        blas: &cublas::Cublas,
+        timing: Timing,
+        shape: [usize; 3],
+        trans: (bool, bool),
+    ) -> std::result::Result<f64, String> {
+        blas.time::<f32>(timing, shape, trans)
+    }
+}
+
+impl BenchGemm for f64 {
+    fn from_f32(v: f32) -> Self {
+        f64::from(v)
+    }
+    fn time_cublas(
+        blas: &cublas::Cublas,
+        timing: Timing,
+        shape: [usize; 3],
+        trans: (bool, bool),
+    ) -> std::result::Result<f64, String> {
+        blas.time::<f64>(timing, shape, trans)
+    }
+}
+
+/// Measures one dtype's cases (pairs of anchor and kernel, in order) into `report`.
+fn gemm_dtype<T: BenchGemm>(
+    dev: &Device,
+    config: &GemmBench,
+    blas: &std::result::Result<cublas::Cublas, String>,
+    cases: &[Case],
+    report: &mut BenchReport,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    for pair in cases.chunks(2) {
+        let [anchor, kernel] = pair else {
+            unreachable!("cases come in pairs")
+        };
+        let [m, n, k] = [kernel.shape[0], kernel.shape[1], kernel.shape[2]];
+        let (flops, bytes) = gemm_work(&kernel.shape, size)?;
+        let skip = |report: &mut BenchReport, case: &Case, reason: String| {
+            report.skipped.push(Skipped {
+                case: case.clone(),
+                reason,
+            })
+        };
+        // The anchor first: cuBLAS's figure, or why there is none.
+        let anchor_gbps = match blas {
+            Ok(blas) => match T::time_cublas(blas, config.timing, [m, n, k], config.trans) {
+                Ok(seconds) => {
+                    let rate = gbps(bytes, seconds);
+                    report
+                        .rows
+                        .push(gemm_row(anchor, flops, bytes, seconds, rate));
+                    rate
+                }
+                Err(why) => {
+                    skip(report, anchor, why);
+                    f64::NAN
+                }
+            },
+            Err(why) => {
+                skip(report, anchor, why.clone());
+                f64::NAN
+            }
+        };
+        let host = |len: usize| (0..len).map(|i| T::from_f32(sample(i))).collect::<Vec<T>>();
+        let buffers = (|| {
+            Ok::<_, Error>((
+                dev.upload(&host(m * k))?,
+                dev.upload(&host(k * n))?,
+                dev.alloc_zeroed::<T>(m * n)?,
+            ))
+        })();
+        let (a, b, mut c) = match buffers {
+            Ok(buffers) => buffers,
+            Err(e @ Error::OutOfMemory { .. }) => {
+                skip(report, kernel, e.to_string());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let gemm = crate::gemm::Gemm::<T>::new(m, n, k)
+            .trans_a(config.trans.0)
+            .trans_b(config.trans.1);
+        match seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c)) {
+            Ok(seconds) => report
+                .rows
+                .push(gemm_row(kernel, flops, bytes, seconds, anchor_gbps)),
+            Err(e @ Error::OutOfMemory { .. }) => skip(report, kernel, e.to_string()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Runs every case of `config` on `dev` (see the module docs): cuBLAS and
+/// warpforge on the same shapes, in the same run. cuBLAS is opened once; if
+/// it cannot be (the emulator, no library, no handle), each of its cases is
+/// skipped with the reason and warpforge is measured alone. Out-of-memory
+/// cases are skipped as in [`reduce()`].
+pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
+    let cases = config.cases()?;
+    let blas = cublas::Cublas::open(dev);
+    let mut report = BenchReport {
+        device: dev.name(),
+        timing: config.timing,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+        notes: vec![match &blas {
+            Ok(blas) => blas.describe(),
+            Err(why) => why.clone(),
+        }],
+    };
+    let per_dtype = 2 * config.shapes.len();
+    for (dtype, cases) in config.dtypes.iter().zip(cases.chunks(per_dtype.max(1))) {
+        match dtype {
+            DType::F32 => gemm_dtype::<f32>(dev, config, &blas, cases, &mut report)?,
+            DType::F64 => gemm_dtype::<f64>(dev, config, &blas, cases, &mut report)?,
+            _ => unreachable!("GemmBench::cases refused other dtypes"),
+        }
+    }
+    Ok(report)
+}
+
+/// cuBLAS through cudarc, loaded at run time: on its own stream of the same
+/// GPU (the primary context warpforge uses), timed with events on that stream.
+mod cublas {
+    use super::{Timing, median, sample};
+    use crate::Device;
+    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
+    use cudarc::driver::{CudaContext, CudaStream, DeviceRepr, ValidAsZeroBits};
+    use std::sync::Arc;
+
+    /// An open cuBLAS handle on its own stream.
+    pub(super) struct Cublas {
+        stream: Arc<CudaStream>,
+        blas: CudaBlas,
+        version: Option<i32>,
+    }
+
+    /// Why cuBLAS is not used on the emulator.
+    pub(super) const EMULATOR: &str = "cuBLAS: not available on the emulator";
+
+    impl Cublas {
+        /// cuBLAS on `dev`'s GPU, or why not (never a panic: the library is
+        /// looked for before cudarc's loader, which panics without it, runs).
+        pub(super) fn open(dev: &Device) -> Result<Cublas, String> {
+            let Some(info) = dev.gpu_info() else {
+                return Err(EMULATOR.to_owned());
+            };
+            // SAFETY: only tries to load the library (dlopen) under each candidate name.
+            if !unsafe { sys::is_culib_present() } {
+                return Err(format!(
+                    "cuBLAS: not available (no libcublas under the names cudarc loads: {}; put \
+                     the directory of libcublas.so on LD_LIBRARY_PATH)",
+                    cudarc::get_lib_name_candidates("cublas").join(", ")
+                ));
+            }
+            let ctx = CudaContext::new(info.ordinal).map_err(|e| {
+                format!("cuBLAS: not available (opening GPU {}: {e})", info.ordinal)
+            })?;
+            // SAFETY: the bench uses these buffers on this one stream only.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx
+                .new_stream()
+                .map_err(|e| format!("cuBLAS: not available (a stream: {e})"))?;
+            let blas = CudaBlas::new(stream.clone())
+                .map_err(|e| format!("cuBLAS: not available (cublasCreate: {e})"))?;
+            let mut version = 0;
+            // SAFETY: a live handle and a valid out-pointer.
+            let version = unsafe { sys::cublasGetVersion_v2(*blas.handle(), &mut version) }
+                .result()
+                .ok()
+                .map(|()| version);
+            Ok(Cublas {
+                stream,
+                blas,
+                version,
+            })
+        }
+
+        /// `cuBLAS 13.1.0 (/usr/local/cuda/lib64/libcublas.so.13)`: the
+        /// version the library reports and the file the process mapped.
+        pub(super) fn describe(&self) -> String {
+            let version = self.version.map_or("version unknown".to_owned(), |v| {
+                format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+            });
+            let path = std::fs::read_to_string("/proc/self/maps")
+                .ok()
+                .and_then(|maps| {
+                    maps.lines()
+                        .filter_map(|l| l.split_whitespace().nth(5))
+                        .find(|p| p.contains("libcublas.") || p.contains("libcublas64"))
+                        .map(str::to_owned)
+                })
+                .unwrap_or_else(|| "path unknown".to_owned());
+            format!("anchor: cuBLAS {version} ({path}), default math mode, on its own stream")
+        }
+
+        /// Median seconds per `gemm` of `shape = [m, n, k]` with `trans`,
+        /// row-major as warpforge's: cuBLAS is column-major, so it computes
+        /// `Dᵀ = op(B)ᵀ·op(A)ᵀ`, an `n × m` column-major matrix with the
+        /// bytes of the `m × n` row-major `D`.
+        pub(super) fn time<T>(
+            &self,
+            timing: Timing,
+            [m, n, k]: [usize; 3],
+            (trans_a, trans_b): (bool, bool),
+        ) -> Result<f64, String>
+        where
+            T: DeviceRepr + ValidAsZeroBits + From<f32> + Copy,
+            CudaBlas: Gemm<T>,
+        {
+            let int = |v: usize, what: &str| {
+                i32::try_from(v).map_err(|_| format!("cuBLAS: {what} = {v} does not fit an int"))
+            };
+            let op = |t: bool| {
+                if t {
+                    sys::cublasOperation_t::CUBLAS_OP_T
+                } else {
+                    sys::cublasOperation_t::CUBLAS_OP_N
+                }
+            };
+            // Stored row lengths: A is m × k (k × m transposed), B k × n (n × k).
+            let lda = if trans_a { m } else { k };
+            let ldb = if trans_b { k } else { n };
+            let cfg = GemmConfig {
+                transa: op(trans_b),
+                transb: op(trans_a),
+                m: int(n, "n")?,
+                n: int(m, "m")?,
+                k: int(k, "k")?,
+                alpha: T::from(1.0),
+                lda: int(ldb.max(1), "ldb")?,
+                ldb: int(lda.max(1), "lda")?,
+                beta: T::from(0.0),
+                ldc: int(n.max(1), "n")?,
+            };
+            let fail = |what: &str, e: &dyn std::fmt::Display| format!("cuBLAS: {what}: {e}");
+            let host = |len: usize| (0..len).map(|i| T::from(sample(i))).collect::<Vec<T>>();
+            let s = &self.stream;
+            let a = s
+                .clone_htod(&host(m * k))
+                .map_err(|e| fail("uploading A", &e))?;
+            let b = s
+                .clone_htod(&host(k * n))
+                .map_err(|e| fail("uploading B", &e))?;
+            let mut d = s
+                .alloc_zeros::<T>(m * n)
+                .map_err(|e| fail("allocating D", &e))?;
+            let mut once = || {
+                // SAFETY: the sizes above match the shapes and leading dimensions in `cfg`.
+                unsafe { self.blas.gemm(cfg, &b, &a, &mut d) }.map_err(|e| fail("gemm", &e))
+            };
+            for _ in 0..timing.warmup {
+                once()?;
+            }
+            s.synchronize().map_err(|e| fail("synchronising", &e))?;
+            let iters = timing.iters.max(1);
+            let event = || {
+                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| fail("recording an event", &e))
+            };
+            let mut samples = Vec::new();
+            for _ in 0..timing.reps.max(1) {
+                let start = event()?;
+                for _ in 0..iters {
+                    once()?;
+                }
+                let end = event()?;
+                let ms = start.elapsed_ms(&end).map_err(|e| fail("timing", &e))?;
+                samples.push(f64::from(ms) / 1e3 / iters as f64);
+            }
+            Ok(median(samples))
+        }
     }
 }
 

@@ -12,13 +12,13 @@
 //! ```
 //! use warpforge::registry::{self, OPERATIONS};
 //! let names: Vec<&str> = OPERATIONS.iter().map(|op| op.name).collect();
-//! assert_eq!(names, ["axpy", "reduce"]);
+//! assert_eq!(names, ["axpy", "reduce", "gemm"]);
 //! assert!(registry::operation("reduce").unwrap().bench.is_some());
 //! let e = registry::operation("gemv").unwrap_err();
-//! assert!(e.to_string().contains("axpy, reduce"), "{e}");
+//! assert!(e.to_string().contains("axpy, reduce, gemm"), "{e}");
 //! ```
 
-use crate::bench::{self, AxpyBench, BenchReport, ReduceBench, Timing};
+use crate::bench::{self, AxpyBench, BenchReport, GemmBench, ReduceBench, Timing};
 use crate::verify::{self, KernelReport};
 use crate::{Device, Error, Result};
 use rand::rngs::StdRng;
@@ -83,6 +83,27 @@ pub static OPERATIONS: &[Operation] = &[
                 }
                 config.timing = timing;
                 bench::reduce(dev, &config)
+            },
+        }),
+    },
+    Operation {
+        name: "gemm",
+        summary: "gemm f32, f64 (SIMT) and f16/bf16 into f32/f16/bf16 (tensor cores) × NN, NT, \
+                  TN, TT: edge shapes around the tile, leading \
+                  dimensions past the row length, beta = 0 over a NaN C, against an f64 \
+                  reference (exact for integer inputs, else within a bound from k and dtype)",
+        verify: verify::verify_gemm,
+        bench: Some(Bench {
+            summary: "gemm f32 and f64 (NN), squares 2^8 … 2^N and three rectangular shapes \
+                      (N = 12: 4096×4096×11008, 8192×1024×4096, 128×4096×4096), TFLOP/s \
+                      (2·m·n·k / time) against cuBLAS sgemm/dgemm in the same run where it loads",
+            run: |dev, max_log2, timing| {
+                let mut config = GemmBench::defaults(dev);
+                if let Some(n) = max_log2 {
+                    config = config.with_max_log2(n)?;
+                }
+                config.timing = timing;
+                bench::gemm(dev, &config)
             },
         }),
     },
@@ -180,5 +201,90 @@ mod tests {
         );
         assert_eq!(report.rows[1].anchor_gbps, report.rows[0].gbps);
         assert!(report.skipped.is_empty());
+        assert!(report.notes.is_empty());
+        assert!(report.rows.iter().all(|r| r.flops.is_none()));
+    }
+
+    #[test]
+    fn gemm_verifies_every_dtype_and_transpose_on_the_edge_shapes() {
+        let dev = Device::emulator();
+        let mut rng = StdRng::seed_from_u64(3);
+        let reports =
+            (operation("gemm").unwrap().verify)(&dev, &mut rng, verify::EDGE_LENGTHS).unwrap();
+        let names: Vec<&str> = reports.iter().map(|r| r.kernel).collect();
+        let mut expected: Vec<String> = Vec::new();
+        for (types, tile) in [
+            ("f32", "64x64x16"),
+            ("f64", "64x64x8"),
+            ("f16_f32", ""),
+            ("f16_f16", ""),
+            ("f16_bf16", ""),
+            ("bf16_f32", ""),
+            ("bf16_f16", ""),
+            ("bf16_bf16", ""),
+        ] {
+            for t in ["nn", "nt", "tn", "tt"] {
+                expected.push(format!("gemm_{types}_{t}_{tile}"));
+            }
+        }
+        assert_eq!(names.len(), expected.len(), "{names:?}");
+        for (name, want) in names.iter().zip(&expected) {
+            assert!(name.starts_with(want.as_str()), "{name} is not {want}…");
+        }
+        for r in &reports {
+            assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
+            // The edge shapes: m·n·k of 0 (three of them), 1, and larger ones.
+            assert_eq!(r.lengths.iter().filter(|&&l| l == 0).count(), 3, "{r:?}");
+            assert!(r.lengths.contains(&1), "{r:?}");
+            assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
+        }
+        // A random length adds one random shape per kernel.
+        let reports =
+            verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
+        assert_eq!(reports.len(), 32);
+        assert!(reports.iter().all(|r| r.passed() && r.lengths.len() == 11));
+    }
+
+    #[test]
+    fn the_gemm_bench_counts_2mnk_flops_and_skips_cublas_on_the_emulator() {
+        let dev = Device::emulator();
+        let timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
+        let report = run(&dev, Some(4), timing).unwrap();
+        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32 then f64.
+        let shapes = [[16, 16, 16], [16, 16, 43], [32, 4, 16], [1, 16, 16]];
+        let measured: Vec<(&str, Vec<usize>)> = report
+            .rows
+            .iter()
+            .map(|r| (r.op, r.shape.clone()))
+            .collect();
+        let expected: Vec<(&str, Vec<usize>)> = ["gemm_f32_nn_64x64x16", "gemm_f64_nn_64x64x8"]
+            .into_iter()
+            .flat_map(|k| shapes.iter().map(move |s| (k, s.to_vec())))
+            .collect();
+        assert_eq!(measured, expected);
+        for r in &report.rows {
+            let [m, n, k] = [r.shape[0], r.shape[1], r.shape[2]];
+            let size = if r.op.contains("f32") { 4 } else { 8 };
+            assert_eq!(r.flops, Some(2 * (m * n * k) as u64), "{r:?}");
+            assert_eq!(r.bytes, (size * (m * k + k * n + m * n)) as u64, "{r:?}");
+            let tflops = r.tflops().unwrap();
+            assert!(tflops > 0.0 && tflops.is_finite(), "{r:?}");
+            assert!(
+                r.ratio.is_nan() && r.anchor_gbps.is_nan(),
+                "no anchor: {r:?}"
+            );
+        }
+        // Every cuBLAS case is a skip that says why, and the report says it once.
+        assert_eq!(report.skipped.len(), 8);
+        for s in &report.skipped {
+            assert!(s.case.op.starts_with("cublas_"), "{s:?}");
+            assert_eq!(s.reason, "cuBLAS: not available on the emulator");
+        }
+        assert_eq!(report.notes, ["cuBLAS: not available on the emulator"]);
     }
 }

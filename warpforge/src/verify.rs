@@ -11,8 +11,22 @@
 //! and a middle axis (`[len]`, `[2, len]`, `[len, 3]`, `[2, len, 3]`), against
 //! [`reference::reduce`]'s intervals; the whole-tensor case also runs at the
 //! random lengths.
+//!
+//! GEMM ([`crate::gemm`]) is checked per kernel (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`
+//! on the SIMT cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` on the tensor cores,
+//! one report each) on shapes around its block tile (0, 1, primes, one past
+//! and one short of the tile, tall-skinny and short-wide, `k = 0`), with
+//! leading dimensions past the row length, `alpha`/`beta` including 0 and a
+//! NaN-filled `C` with `beta = 0`, against [`reference::gemm`]: small-integer
+//! inputs must match exactly (the exact result rounded once to the output
+//! type), random ones within [`reference::gemm::tolerance`] (derived from `k`
+//! and the dtype; doubled for the tensor cores' accumulation, plus the
+//! rounding to a narrower output); `C`'s padding must be left untouched and
+//! the padding of `A` and `B` (NaN) must not leak.
 
+use crate::gemm::{Gemm, GemmElement, GemmTypes};
 use crate::reduce::{self, Layout, Op, Reduced, Reducible};
+use crate::reference::gemm::{Problem, needed};
 use crate::reference::reduce::{RefElement, Value};
 use crate::registry::Operation;
 use crate::{Device, Error, Result, ops, reference};
@@ -380,6 +394,311 @@ pub fn verify_reductions(
     check_reductions::<i64>(dev, rng, lens, &mut reports)?;
     check_reductions::<u32>(dev, rng, lens, &mut reports)?;
     Ok(reports)
+}
+
+/// GEMM element types `verify` checks (inputs, outputs, scalars), with their
+/// conversions and rounding.
+trait GemmValue: crate::Element {
+    /// 2⁻²⁴ for f32, 2⁻⁵³ for f64, 2⁻¹¹ for f16, 2⁻⁸ for bf16.
+    const UNIT_ROUNDOFF: f64;
+    /// Half the smallest subnormal: the absolute error of rounding near 0.
+    const UNDERFLOW: f64;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! gemm_value {
+    ($($t:ty: $u:expr, $under:expr, $from:expr, $to:expr;)*) => { $(
+        impl GemmValue for $t {
+            const UNIT_ROUNDOFF: f64 = $u;
+            const UNDERFLOW: f64 = $under;
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+        }
+    )* };
+}
+gemm_value! {
+    f32: f32::EPSILON as f64 / 2.0, f32::from_bits(1) as f64 / 2.0, |v| v as f32, f64::from;
+    f64: f64::EPSILON / 2.0, 0.0, |v| v, |v| v;
+    // 2⁻¹¹ and half of 2⁻²⁴; 2⁻⁸ and half of 2⁻¹³³.
+    f16: 1.0 / 2048.0, 1.0 / 33_554_432.0, f16::from_f64, f16::to_f64;
+    bf16: 1.0 / 256.0, f32::from_bits(1) as f64 * 32_768.0, bf16::from_f64, bf16::to_f64;
+}
+
+/// One GEMM verification case.
+#[derive(Clone, Copy, Debug)]
+struct GemmCase {
+    p: Problem,
+    alpha: f64,
+    beta: f64,
+    /// Inputs are small integers (|x| ≤ 4) and `alpha`/`beta` dyadic: every
+    /// partial sum is exact, so the result must be the exact one rounded once
+    /// to the output type.
+    integers: bool,
+    /// `C` is all NaN (with `beta = 0` it must not leak).
+    nan_c: bool,
+}
+
+/// The value `C`'s padding (between `n` and `ldc`) holds; it must stay.
+const C_PADDING: f64 = 7.0;
+
+impl GemmCase {
+    fn describe(&self) -> String {
+        let p = &self.p;
+        format!(
+            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}",
+            p.m,
+            p.n,
+            p.k,
+            p.lda,
+            p.ldb,
+            p.ldc,
+            self.alpha,
+            self.beta,
+            if self.nan_c { " C=NaN" } else { "" },
+            if self.integers { " (exact)" } else { "" }
+        )
+    }
+}
+
+/// The GEMM cases for a kernel with block tile `(tm, tn, tk)` (rows, columns,
+/// k-step) and these transposes: the edge shapes, then one random shape per
+/// length of `lens` past the edge lengths (`m·n·k` about that length).
+fn gemm_cases(
+    rng: &mut StdRng,
+    (tm, tn, tk): (usize, usize, usize),
+    (trans_a, trans_b): (bool, bool),
+    lens: &[usize],
+) -> Vec<GemmCase> {
+    let mut shapes = vec![
+        (0, 3, 5),
+        (3, 0, 5),
+        (3, 4, 0),
+        (1, 1, 1),
+        (tm, tn, tk),
+        (tm + 1, tn - 1, tk + 1),
+        (7, 13, 2 * tk + 3),
+        (2 * tm + 3, 1, 5),
+        (1, 2 * tn + 3, 5),
+        (tm - 1, tn + 1, 3 * tk - 1),
+    ];
+    for &len in lens.iter().skip(EDGE_LENGTHS.len()) {
+        let side = ((len as f64).cbrt() as usize).max(2);
+        let m = rng.random_range(1..=2 * side);
+        let n = rng.random_range(1..=2 * side);
+        shapes.push((m, n, (len / (m * n)).clamp(1, 4 * side)));
+    }
+    // (alpha, beta, NaN in C): beta = 0 with NaN, both nonzero, alpha = 0.
+    let factors = [
+        (1.0, 0.0, true),
+        (-0.5, 2.0, false),
+        (2.0, -1.0, false),
+        (0.0, 1.5, false),
+        (0.75, 0.0, true),
+    ];
+    shapes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (m, n, k))| {
+            let pad = if i % 2 == 1 { 3 } else { 0 };
+            let (alpha, beta, nan_c) = factors[i % factors.len()];
+            let a_cols = if trans_a { m } else { k };
+            let b_cols = if trans_b { k } else { n };
+            GemmCase {
+                p: Problem {
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    lda: a_cols + pad,
+                    ldb: b_cols + 2 * pad,
+                    ldc: n + pad,
+                },
+                alpha,
+                beta,
+                integers: i % 3 != 2,
+                nan_c,
+            }
+        })
+        .collect()
+}
+
+/// How a GEMM family accumulates, for its tolerance.
+#[derive(Clone, Copy, Debug)]
+enum Accumulation {
+    /// One fused multiply-add chain in the scalar type, in order (SIMT).
+    FmaChain,
+    /// Tensor-core `mma` in f32, in the hardware's order and rounding: twice
+    /// the fused chain's bound.
+    TensorCores,
+}
+
+/// Runs one case on `dev` and checks it into `report`: every element of the
+/// result against the reference, `C`'s padding unchanged.
+fn check_gemm<TIn, TOut, S>(
+    dev: &Device,
+    report: &mut KernelReport,
+    rng: &mut StdRng,
+    case: &GemmCase,
+    accumulation: Accumulation,
+) -> Result<()>
+where
+    TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+    TOut: GemmValue,
+    S: GemmElement + GemmValue,
+{
+    let p = &case.p;
+    let name = case.describe();
+    report.lengths.push(p.m * p.n * p.k);
+    let mut draw = |integers: bool| {
+        if integers {
+            f64::from(rng.random_range(-4i32..=4))
+        } else {
+            rng.random_range(-1.0..1.0)
+        }
+    };
+    // Padding of A and B is NaN: a kernel that reads it into a sum fails.
+    let mut stored = |rows: usize, cols: usize, ld: usize| {
+        (0..needed(rows, cols, ld))
+            .map(|i| {
+                if i % ld < cols {
+                    TIn::from_f64(draw(case.integers)).to_f64()
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect::<Vec<f64>>()
+    };
+    let (ar, ac) = p.a_stored();
+    let (br, bc) = p.b_stored();
+    let a = stored(ar, ac, p.lda);
+    let b = stored(br, bc, p.ldb);
+    let c: Vec<f64> = (0..needed(p.m, p.n, p.ldc))
+        .map(|i| {
+            if i % p.ldc >= p.n {
+                C_PADDING
+            } else if case.nan_c {
+                f64::NAN
+            } else {
+                TOut::from_f64(draw(case.integers)).to_f64()
+            }
+        })
+        .collect();
+    let want = reference::gemm::gemm(p, case.alpha, &a, &b, case.beta, Some(&c));
+    let a_buf = dev.upload(&a.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
+    let b_buf = dev.upload(&b.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
+    let mut c_buf = dev.upload(&c.iter().map(|&x| TOut::from_f64(x)).collect::<Vec<_>>())?;
+    Gemm::<S>::new(p.m, p.n, p.k)
+        .trans_a(p.trans_a)
+        .trans_b(p.trans_b)
+        .alpha(S::from_f64(case.alpha))
+        .beta(S::from_f64(case.beta))
+        .lda(p.lda)
+        .ldb(p.ldb)
+        .ldc(p.ldc)
+        .run(dev, &a_buf, &b_buf, &mut c_buf)?;
+    let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
+    for (index, &g) in got.iter().enumerate() {
+        let (i, j) = (index / p.ldc, index % p.ldc);
+        if j >= p.n {
+            let outcome = if g == C_PADDING {
+                Ok(0.0)
+            } else {
+                Err(format!(
+                    "C's padding at row {i}, column {j} was overwritten: {g:e}"
+                ))
+            };
+            report.record(&name, index, g, C_PADDING, outcome);
+            continue;
+        }
+        let exact = want.values[i * p.n + j];
+        // Exact inputs: the exact result rounded once to the output type.
+        let (w, tolerance) = if case.integers {
+            (TOut::from_f64(exact).to_f64(), 0.0)
+        } else {
+            let mag = want.magnitudes[i * p.n + j];
+            let mut tol = reference::gemm::tolerance(mag, p.k, S::UNIT_ROUNDOFF);
+            if let Accumulation::TensorCores = accumulation {
+                tol *= 2.0;
+            }
+            if TOut::UNIT_ROUNDOFF > S::UNIT_ROUNDOFF {
+                // The epilogue's rounding of the f32 result to a narrower output.
+                tol += TOut::UNIT_ROUNDOFF * (exact.abs() + tol) + TOut::UNDERFLOW;
+            }
+            (exact, tol)
+        };
+        let err = (g - w).abs();
+        let outcome = if g == w {
+            Ok(0.0)
+        } else if err <= tolerance {
+            Ok(err / tolerance)
+        } else {
+            Err(format!(
+                "element ({i}, {j}): got {g:e}, reference {w:e}, error {err:e} > tolerance \
+                 {tolerance:e}"
+            ))
+        };
+        report.record(&name, index, g, w, outcome);
+    }
+    Ok(())
+}
+
+/// Every transpose combination of the `TIn → TOut` GEMM kernels with block
+/// tile `tile`, one report each.
+fn check_gemms<TIn, TOut, S>(
+    dev: &Device,
+    rng: &mut StdRng,
+    lens: &[usize],
+    tile: (usize, usize, usize),
+    accumulation: Accumulation,
+    reports: &mut Vec<KernelReport>,
+) -> Result<()>
+where
+    TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+    TOut: GemmValue,
+    S: GemmElement + GemmValue,
+{
+    for trans in [(false, false), (false, true), (true, false), (true, true)] {
+        let kernel = Gemm::<S>::new(0, 0, 0)
+            .trans_a(trans.0)
+            .trans_b(trans.1)
+            .kernel_name_for::<TIn, TOut>();
+        let mut report = KernelReport::default_for(kernel);
+        for case in gemm_cases(rng, tile, trans, lens) {
+            check_gemm::<TIn, TOut, S>(dev, &mut report, rng, &case, accumulation)?;
+        }
+        reports.push(report);
+    }
+    Ok(())
+}
+
+/// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32 and
+/// f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
+/// outputs on the tensor cores, each × NN, NT, TN, TT: the edge shapes, then
+/// one random shape per random length of `lens` (`m·n·k` about that length).
+/// Each report's `lengths` holds `m·n·k` per case.
+pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
+    use Accumulation::{FmaChain, TensorCores};
+    let simt = |t: warpforge_kernels::gemm::Tile| (t.m, t.n, t.k);
+    let f32_tile = simt(<f32 as GemmElement>::TILE);
+    let f64_tile = simt(<f64 as GemmElement>::TILE);
+    let tc = warpforge_kernels::gemm::tensor::TC_TILE;
+    let tc = (tc.m, tc.n, tc.k);
+    let mut r = Vec::new();
+    check_gemms::<f32, f32, f32>(dev, rng, lens, f32_tile, FmaChain, &mut r)?;
+    check_gemms::<f64, f64, f64>(dev, rng, lens, f64_tile, FmaChain, &mut r)?;
+    check_gemms::<f16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<f16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<f16, bf16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<bf16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<bf16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<bf16, bf16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    Ok(r)
 }
 
 /// Runs every kernel of `operations` on `dev` at the edge lengths and

@@ -1,0 +1,387 @@
+//! `warpforge run gemm`: the real binary on the emulator, on small `.npy`
+//! matrices of small integers (so every partial sum is exact and results are
+//! compared exactly with a reference computed here), every transpose, beta
+//! with C, and every error path (exit 2, a message naming the operands).
+
+use half::f16;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use warpforge_cli::npy::{self, NpyArray, NpyData};
+
+/// A fresh directory in the temp dir, unique to this process and call.
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "warpforge-run-gemm-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn warpforge(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_warpforge"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs `warpforge run gemm --backend emu --a A --b B [--c C] [extra…] --out D`
+/// on the arrays written to temp files: `D`, or the exit code and stderr.
+fn gemm(
+    a: &NpyArray,
+    b: &NpyArray,
+    c: Option<&NpyArray>,
+    extra: &[&str],
+) -> Result<NpyArray, (Option<i32>, String)> {
+    let dir = temp_dir();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (pa, pb, pc, pd) = (path("a.npy"), path("b.npy"), path("c.npy"), path("d.npy"));
+    a.write(&pa).unwrap();
+    b.write(&pb).unwrap();
+    let mut args = vec![
+        "run",
+        "gemm",
+        "--backend",
+        "emu",
+        "--a",
+        &pa,
+        "--b",
+        &pb,
+        "--out",
+        &pd,
+    ];
+    if let Some(c) = c {
+        c.write(&pc).unwrap();
+        args.extend(["--c", &pc]);
+    }
+    args.extend(extra);
+    let out = warpforge(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let r = if out.status.success() {
+        Ok(npy::read(&pd).unwrap())
+    } else {
+        assert!(
+            !Path::new(&pd).exists(),
+            "a failed run wrote {pd}; stderr: {stderr}"
+        );
+        Err((out.status.code(), stderr))
+    };
+    std::fs::remove_dir_all(&dir).unwrap();
+    r
+}
+
+/// Expects exit code 2 and an `error:` line containing every needle.
+fn expect_error(r: Result<NpyArray, (Option<i32>, String)>, needles: &[&str]) {
+    let (code, stderr) = match r {
+        Ok(d) => panic!("expected an error mentioning {needles:?}, got {d:?}"),
+        Err(e) => e,
+    };
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error: "), "{stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "expected {n:?} in: {stderr}");
+    }
+}
+
+/// A `rows × cols` matrix of small integers (−4 … 4), different for each `seed`.
+fn ints(rows: usize, cols: usize, seed: usize) -> Vec<f64> {
+    (0..rows * cols)
+        .map(|i| ((i * 7 + seed * 13 + i / 3) % 9) as f64 - 4.0)
+        .collect()
+}
+
+fn f32s(shape: &[usize], v: &[f64]) -> NpyArray {
+    NpyArray {
+        shape: shape.to_vec(),
+        data: NpyData::F32(v.iter().map(|&x| x as f32).collect()),
+    }
+}
+
+fn f64s(shape: &[usize], v: &[f64]) -> NpyArray {
+    NpyArray {
+        shape: shape.to_vec(),
+        data: NpyData::F64(v.to_vec()),
+    }
+}
+
+/// The reference: `alpha·op(A)·op(B) + beta·C`, `m × n`, with `A` stored
+/// `a_shape` and `B` stored `b_shape` (row-major), in f64.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    a: &[f64],
+    a_shape: [usize; 2],
+    trans_a: bool,
+    b: &[f64],
+    b_shape: [usize; 2],
+    trans_b: bool,
+    alpha: f64,
+    beta: f64,
+    c: Option<&[f64]>,
+) -> (Vec<usize>, Vec<f64>) {
+    let (m, k) = if trans_a {
+        (a_shape[1], a_shape[0])
+    } else {
+        (a_shape[0], a_shape[1])
+    };
+    let n = if trans_b { b_shape[0] } else { b_shape[1] };
+    let op_a = |i: usize, p: usize| {
+        if trans_a {
+            a[p * a_shape[1] + i]
+        } else {
+            a[i * a_shape[1] + p]
+        }
+    };
+    let op_b = |p: usize, j: usize| {
+        if trans_b {
+            b[j * b_shape[1] + p]
+        } else {
+            b[p * b_shape[1] + j]
+        }
+    };
+    let mut d = Vec::new();
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k).map(|p| op_a(i, p) * op_b(p, j)).sum();
+            d.push(alpha * dot + c.map_or(0.0, |c| beta * c[i * n + j]));
+        }
+    }
+    (vec![m, n], d)
+}
+
+#[test]
+fn f32_without_transposes_matches_the_reference_exactly() {
+    // 37 × 70 by 70 × 19: primes and sizes past one 64 × 64 × 16 tile.
+    let (m, k, n) = (37, 70, 19);
+    let (a, b) = (ints(m, k, 1), ints(k, n, 2));
+    let d = gemm(&f32s(&[m, k], &a), &f32s(&[k, n], &b), None, &[]).unwrap();
+    let (shape, want) = reference(&a, [m, k], false, &b, [k, n], false, 1.0, 0.0, None);
+    assert_eq!(d.shape, shape);
+    assert_eq!(
+        d.data,
+        NpyData::F32(want.iter().map(|&v| v as f32).collect())
+    );
+}
+
+#[test]
+fn every_transpose_combination_in_f64_with_alpha() {
+    let (m, k, n) = (5, 9, 7);
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        let a_shape = if ta { [k, m] } else { [m, k] };
+        let b_shape = if tb { [n, k] } else { [k, n] };
+        let (a, b) = (
+            ints(a_shape[0], a_shape[1], 3),
+            ints(b_shape[0], b_shape[1], 4),
+        );
+        let mut extra = vec!["--alpha", "-0.5"];
+        if ta {
+            extra.push("--trans-a");
+        }
+        if tb {
+            extra.push("--trans-b");
+        }
+        let d = gemm(&f64s(&a_shape, &a), &f64s(&b_shape, &b), None, &extra).unwrap();
+        let (shape, want) = reference(&a, a_shape, ta, &b, b_shape, tb, -0.5, 0.0, None);
+        assert_eq!(d.shape, shape, "{ta} {tb}");
+        assert_eq!(d.data, NpyData::F64(want), "trans_a {ta}, trans_b {tb}");
+    }
+}
+
+#[test]
+fn beta_scales_c_and_defaults_to_one_with_c() {
+    let (m, k, n) = (4, 3, 6);
+    let (a, b, c) = (ints(m, k, 5), ints(k, n, 6), ints(m, n, 7));
+    let (pa, pb, pc) = (f32s(&[m, k], &a), f32s(&[k, n], &b), f32s(&[m, n], &c));
+    for (extra, beta) in [
+        (&["--beta", "2"][..], 2.0),
+        (&[][..], 1.0),
+        (&["--beta", "0"], 0.0),
+    ] {
+        let d = gemm(&pa, &pb, Some(&pc), &[&["--alpha", "3"], extra].concat()).unwrap();
+        let (_, want) = reference(&a, [m, k], false, &b, [k, n], false, 3.0, beta, Some(&c));
+        assert_eq!(
+            d.data,
+            NpyData::F32(want.iter().map(|&v| v as f32).collect()),
+            "beta {beta}"
+        );
+    }
+    // beta = 0 never reads C: NaN in it does not leak.
+    let nan_c = f32s(&[m, n], &vec![f64::NAN; m * n]);
+    let d = gemm(&pa, &pb, Some(&nan_c), &["--beta", "0"]).unwrap();
+    let (_, want) = reference(&a, [m, k], false, &b, [k, n], false, 1.0, 0.0, None);
+    assert_eq!(
+        d.data,
+        NpyData::F32(want.iter().map(|&v| v as f32).collect())
+    );
+}
+
+#[test]
+fn empty_and_k_zero_shapes() {
+    // m = 0: an empty 0 × 3 result.
+    let d = gemm(
+        &f64s(&[0, 4], &[]),
+        &f64s(&[4, 3], &ints(4, 3, 1)),
+        None,
+        &[],
+    )
+    .unwrap();
+    assert_eq!((d.shape, d.data), (vec![0, 3], NpyData::F64(vec![])));
+    // k = 0: D = beta·C.
+    let c = ints(2, 3, 2);
+    let d = gemm(
+        &f64s(&[2, 0], &[]),
+        &f64s(&[0, 3], &[]),
+        Some(&f64s(&[2, 3], &c)),
+        &["--beta", "-2"],
+    )
+    .unwrap();
+    assert_eq!(d.data, NpyData::F64(c.iter().map(|v| -2.0 * v).collect()));
+}
+
+#[test]
+fn mixed_dtypes_need_dtype_which_converts_every_operand() {
+    let (a, b) = (ints(3, 4, 1), ints(4, 2, 2));
+    let (pa, pb) = (f32s(&[3, 4], &a), f64s(&[4, 2], &b));
+    expect_error(
+        gemm(&pa, &pb, None, &[]),
+        &["A is float32 but B is float64", "--dtype"],
+    );
+    let (_, want) = reference(&a, [3, 4], false, &b, [4, 2], false, 1.0, 0.0, None);
+    let d = gemm(&pa, &pb, None, &["--dtype", "f64"]).unwrap();
+    assert_eq!(d.data, NpyData::F64(want.clone()));
+    let d = gemm(&pa, &pb, None, &["--dtype", "f32"]).unwrap();
+    assert_eq!(
+        d.data,
+        NpyData::F32(want.iter().map(|&v| v as f32).collect())
+    );
+    // Integers convert only when asked.
+    let ia = NpyArray {
+        shape: vec![3, 4],
+        data: NpyData::I32(a.iter().map(|&v| v as i32).collect()),
+    };
+    expect_error(gemm(&ia, &pb, None, &[]), &["A is int32", "--dtype"]);
+    let d = gemm(&ia, &pb, None, &["--dtype", "f64"]).unwrap();
+    assert_eq!(d.data, NpyData::F64(want));
+}
+
+#[test]
+fn mismatched_shapes_name_the_operands_and_sizes() {
+    let a = f32s(&[3, 4], &ints(3, 4, 1));
+    let b = f32s(&[5, 2], &ints(5, 2, 2));
+    expect_error(
+        gemm(&a, &b, None, &[]),
+        &["op(A) = A is 3 × 4", "op(B) = B is 5 × 2", "(4)", "(5)"],
+    );
+    // With the transposes, the message says what was transposed.
+    expect_error(
+        gemm(&a, &b, None, &["--trans-a"]),
+        &[
+            "op(A) = Aᵀ is 4 × 3 (A stored 3 × 4)",
+            "op(A)'s columns (3)",
+        ],
+    );
+    // C must be m × n.
+    let b = f32s(&[4, 2], &ints(4, 2, 2));
+    let c = f32s(&[2, 3], &ints(2, 3, 3));
+    expect_error(
+        gemm(&a, &b, Some(&c), &[]),
+        &["C is 2 × 3", "m × n = 3 × 2"],
+    );
+}
+
+#[test]
+fn beta_without_c_is_an_error() {
+    let a = f32s(&[2, 2], &ints(2, 2, 1));
+    expect_error(gemm(&a, &a, None, &["--beta", "1"]), &["--beta needs --c"]);
+}
+
+#[test]
+fn batched_and_non_matrix_operands_are_errors() {
+    let a3 = f32s(&[2, 3, 4], &ints(6, 4, 1));
+    let b = f32s(&[4, 2], &ints(4, 2, 2));
+    expect_error(
+        gemm(&a3, &b, None, &[]),
+        &["batched GEMM not supported yet", "A has shape [2, 3, 4]"],
+    );
+    let a = f32s(&[3, 4], &ints(3, 4, 1));
+    let b3 = f32s(&[2, 4, 2], &ints(8, 2, 2));
+    expect_error(
+        gemm(&a, &b3, None, &[]),
+        &["batched GEMM not supported yet", "B has shape [2, 4, 2]"],
+    );
+    let v = f32s(&[4], &ints(1, 4, 1));
+    expect_error(gemm(&a, &v, None, &[]), &["B must be a 2-D matrix", "[4]"]);
+}
+
+#[test]
+fn f16_and_bf16_run_on_the_tensor_cores_and_write_float32() {
+    // Small integers are exact in f16 and bf16, and so is every f32 partial sum.
+    let (m, k, n) = (19, 40, 11);
+    let (a, b, c) = (ints(k, m, 1), ints(n, k, 2), ints(m, n, 3));
+    let (pa, pb, pc) = (f32s(&[k, m], &a), f64s(&[n, k], &b), f32s(&[m, n], &c));
+    let (_, want) = reference(&a, [k, m], true, &b, [n, k], true, 2.0, -1.0, Some(&c));
+    let want = NpyData::F32(want.iter().map(|&v| v as f32).collect());
+    for dtype in ["f16", "bf16"] {
+        let args = [
+            "--dtype",
+            dtype,
+            "--trans-a",
+            "--trans-b",
+            "--alpha",
+            "2",
+            "--beta",
+            "-1",
+        ];
+        let d = gemm(&pa, &pb, Some(&pc), &args).unwrap();
+        assert_eq!((&d.shape, &d.data), (&vec![m, n], &want), "{dtype}");
+    }
+    // An f16 file computes in f16 by default, into float32.
+    let h = |v: &[f64], shape: &[usize]| NpyArray {
+        shape: shape.to_vec(),
+        data: NpyData::F16(v.iter().map(|&x| f16::from_f64(x)).collect()),
+    };
+    let (a, b) = (ints(3, 5, 4), ints(5, 2, 5));
+    let d = gemm(&h(&a, &[3, 5]), &h(&b, &[5, 2]), None, &[]).unwrap();
+    let (_, want) = reference(&a, [3, 5], false, &b, [5, 2], false, 1.0, 0.0, None);
+    assert_eq!(
+        d.data,
+        NpyData::F32(want.iter().map(|&v| v as f32).collect())
+    );
+    // The inputs are rounded to the dtype: 1 + 2⁻⁹ is an f16 but rounds to 1 in bf16.
+    let x = f64s(&[1, 1], &[1.0 + 2f64.powi(-9)]);
+    let one = f64s(&[1, 1], &[1.0]);
+    let d = gemm(&x, &one, None, &["--dtype", "f16"]).unwrap();
+    assert_eq!(d.data, NpyData::F32(vec![1.0 + 2f32.powi(-9)]));
+    let d = gemm(&x, &one, None, &["--dtype", "bf16"]).unwrap();
+    assert_eq!(d.data, NpyData::F32(vec![1.0]));
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_the_operand() {
+    let dir = temp_dir();
+    let (a, d) = (dir.join("a.npy"), dir.join("d.npy"));
+    f32s(&[2, 2], &ints(2, 2, 1)).write(&a).unwrap();
+    let missing = dir.join("missing.npy");
+    let out = warpforge(&[
+        "run",
+        "gemm",
+        "--backend",
+        "emu",
+        "--a",
+        a.to_str().unwrap(),
+        "--b",
+        missing.to_str().unwrap(),
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: B (") && stderr.contains("missing.npy"),
+        "{stderr}"
+    );
+    assert!(!d.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

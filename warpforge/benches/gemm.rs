@@ -1,0 +1,103 @@
+//! GEMM through criterion: warpforge's f32 and f64 kernels (no transposes) on
+//! the shapes of `warpforge bench gemm` (squares 2^8 … 2^N and the three
+//! rectangles of `GemmBench::with_max_log2`), each with
+//! `Throughput::Elements(2·m·n·k)`, so criterion's "elements/s" reads as
+//! FLOP/s. Every sample is timed with events on the device's default stream.
+//! On GPU 0 if it opens (N = 12: up to 4096³ and 4096×4096×11008), else on the
+//! emulator at N = 5 (squares of 32 and their rectangles), whose figures only
+//! track emulator speed. It measures; it asserts nothing. The cuBLAS
+//! comparison in the same run is `warpforge bench gemm`.
+//!
+//! `cargo bench -p warpforge --bench gemm`; `WARPFORGE_BENCH_MAX_LOG2=N` sets
+//! the largest square's side (2^N).
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::time::Duration;
+use warpforge::bench::{self, GemmBench};
+use warpforge::gemm::{Gemm, GemmElement};
+use warpforge::{DType, Device, DeviceBuffer, Error};
+
+/// Largest square side on the emulator (2^N) unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
+const EMULATOR_MAX_LOG2: u32 = 5;
+
+/// `len` values in [−1, 1].
+fn values<T: GemmElement>(len: usize, from: impl Fn(f32) -> T) -> Vec<T> {
+    (0..len)
+        .map(|i| from((i * 37 % 201) as f32 / 100.0 - 1.0))
+        .collect()
+}
+
+type Operands<T> = (DeviceBuffer<T>, DeviceBuffer<T>, DeviceBuffer<T>);
+
+fn operands<T: GemmElement>(
+    dev: &Device,
+    [m, n, k]: [usize; 3],
+    from: impl Fn(f32) -> T + Copy,
+) -> Result<Operands<T>, Error> {
+    Ok((
+        dev.upload(&values(m * k, from))?,
+        dev.upload(&values(k * n, from))?,
+        dev.alloc_zeroed(m * n)?,
+    ))
+}
+
+fn bench_shape<T: GemmElement>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    dev: &Device,
+    shape: [usize; 3],
+    from: impl Fn(f32) -> T + Copy,
+) {
+    let [m, n, k] = shape;
+    let gemm = Gemm::<T>::new(m, n, k);
+    let name = format!("{} [{m}×{n}×{k}]", gemm.kernel_name());
+    let (a, b, mut c) = match operands(dev, shape, from) {
+        Ok(ops) => ops,
+        Err(e @ Error::OutOfMemory { .. }) => {
+            eprintln!("skipping {name}: {e}");
+            return;
+        }
+        Err(e) => panic!("{name}: {e}"),
+    };
+    let stream = dev.default_stream();
+    group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+    group.bench_function(BenchmarkId::from_parameter(&name), |bencher| {
+        bencher.iter_custom(|iters| {
+            bench::time_iterations(&stream, iters, || gemm.run(dev, &a, &b, &mut c)).expect("gemm")
+        })
+    });
+}
+
+fn bench_gemm(c: &mut Criterion) {
+    let (dev, why) = Device::auto();
+    if let Some(why) = why {
+        eprintln!("no GPU ({why}); benchmarking the emulator at small sizes");
+    }
+    let max_log2 = match std::env::var("WARPFORGE_BENCH_MAX_LOG2") {
+        Ok(v) => v.parse().expect("WARPFORGE_BENCH_MAX_LOG2 is a number"),
+        Err(_) if dev.is_gpu() => bench::GEMM_GPU_MAX_LOG2,
+        Err(_) => EMULATOR_MAX_LOG2,
+    };
+    let config = GemmBench::defaults(&dev)
+        .with_max_log2(max_log2)
+        .expect("shapes fit in usize");
+    let mut group = c.benchmark_group(format!("gemm on {}", dev.name()));
+    if !dev.is_gpu() {
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_secs(1));
+    }
+    for dtype in &config.dtypes {
+        for &shape in &config.shapes {
+            match dtype {
+                DType::F32 => bench_shape::<f32>(&mut group, &dev, shape, |v| v),
+                DType::F64 => bench_shape::<f64>(&mut group, &dev, shape, f64::from),
+                other => eprintln!("no GEMM kernels for {}", other.name()),
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_gemm);
+criterion_main!(benches);

@@ -36,7 +36,9 @@
 //!    package: [`locate_ptxas`]), each PTX module goes through `ptxas -lineinfo`
 //!    for the common real architectures ([`DEFAULT_CUBIN_SMS`]: sm_80, sm_86,
 //!    sm_89, sm_90; an `sm_90a` module for sm_90a), all runs in parallel, and
-//!    the cubins are written beside the PTX. A GPU of exactly that compute
+//!    the cubins are written beside the PTX, each also as one zstd frame
+//!    (`.cubin.zst`, what the module embeds: a cubin is mostly zero padding,
+//!    8.4 MB → 0.4 MB for the library's). A GPU of exactly that compute
 //!    capability loads its cubin instead of JIT-compiling the PTX. Without
 //!    `ptxas` the build embeds PTX only and prints one `cargo:warning` saying
 //!    how to get it; a failing `ptxas` is a warning too, never an error.
@@ -191,7 +193,8 @@ pub struct CubinFile {
     pub sm: u32,
     /// `"a"` for an arch-specific cubin (`sm_90a`), else `""`.
     pub arch_suffix: &'static str,
-    /// The `.cubin` file.
+    /// The `.cubin.zst` file the module embeds: the `.cubin` beside it, as
+    /// one zstd frame.
     pub path: PathBuf,
 }
 
@@ -425,7 +428,7 @@ impl PtxBuilder {
     /// arch: "sm_80", source: include_str!("<the .ptx>") }, …])`, one entry per
     /// architecture, which `warpforge::include_module!("<package>")` includes;
     /// with cubins, `Module::with_cubins("<package>", &[…], &[::warpforge::ptx::Cubin
-    /// { variant: "sm_80", sm: 86, arch_suffix: "", bytes: include_bytes!("<the .cubin>") }, …])`.
+    /// { variant: "sm_80", sm: 86, arch_suffix: "", bytes: include_bytes!("<the .cubin.zst>") }, …])`.
     pub fn module_file(&self) -> PathBuf {
         let dir = std::env::var_os("OUT_DIR")
             .map(PathBuf::from)
@@ -1082,11 +1085,30 @@ fn assemble_one(ptxas: &Path, ptx: &Path, job: &CubinJob) -> Result<CubinFile, S
         std::fs::write(&stamp, &line)
             .map_err(|e| format!("could not write {}: {e}", stamp.display()))?;
     }
+    let compressed = cubin.with_extension("cubin.zst");
+    if !fresh || !matches!((modified(&compressed), modified(&cubin)), (Some(z), Some(c)) if z >= c)
+    {
+        compress_cubin(&cubin, &compressed)?;
+    }
     Ok(CubinFile {
         sm: job.sm,
         arch_suffix: job.arch_suffix,
-        path: cubin,
+        path: compressed,
     })
+}
+
+/// Writes `cubin` as one zstd frame to `compressed`: what the module embeds.
+/// A cubin is mostly zero padding (the library's sm_80 cubin: 8.4 MB, 0.4 MB
+/// compressed), and the embedded bytes are part of every binary that links
+/// the module; the GPU loader decompresses the one cubin it loads.
+fn compress_cubin(cubin: &Path, compressed: &Path) -> Result<(), String> {
+    let elf =
+        std::fs::read(cubin).map_err(|e| format!("could not read {}: {e}", cubin.display()))?;
+    // Level 9: 8.4 MB → 0.42 MB in about 0.1 s (level 19 saves 15 % more in 30× the time).
+    let frame = zstd::bulk::compress(&elf, 9)
+        .map_err(|e| format!("could not compress {}: {e}", cubin.display()))?;
+    std::fs::write(compressed, frame)
+        .map_err(|e| format!("could not write {}: {e}", compressed.display()))
 }
 
 /// Writes `contents` to `path` (creating its directory) unless it already holds
@@ -1480,9 +1502,11 @@ mod tests {
         let archs: Vec<String> = modules[0].cubins.iter().map(CubinFile::arch).collect();
         assert_eq!(archs, ["sm_80", "sm_90"]);
         for c in &modules[0].cubins {
-            assert_eq!(std::fs::read(&c.path).unwrap(), b"\x7fELF");
+            // What the module embeds: the cubin ptxas wrote, as a zstd frame.
+            let frame = std::fs::read(&c.path).unwrap();
+            assert_eq!(zstd::bulk::decompress(&frame, 1 << 10).unwrap(), b"\x7fELF");
         }
-        assert_eq!(modules[0].cubins[1].path, dir.join("k.sm_80.sm_90.cubin"));
+        assert_eq!(modules[0].cubins[1].path, dir.join("k.sm_80.sm_90.cubin.zst"));
 
         let dir = scratch("failingptxas");
         let mut modules = one_module(&dir);
@@ -1522,8 +1546,12 @@ mod tests {
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(modules[0].cubins.len(), 4);
         for c in &modules[0].cubins {
-            let bytes = std::fs::read(&c.path).unwrap();
-            assert_eq!(&bytes[..4], b"\x7fELF", "{}", c.path.display());
+            // Embedded as a zstd frame of the ELF image ptxas wrote beside it.
+            let frame = std::fs::read(&c.path).unwrap();
+            assert_eq!(&frame[..4], b"\x28\xb5\x2f\xfd", "{}", c.path.display());
+            let elf = zstd::bulk::decompress(&frame, 64 << 20).unwrap();
+            assert_eq!(&elf[..4], b"\x7fELF", "{}", c.path.display());
+            assert_eq!(elf, std::fs::read(c.path.with_extension("")).unwrap());
         }
     }
 

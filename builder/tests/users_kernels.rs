@@ -205,14 +205,25 @@ fn a_users_kernels_crate_from_errors_to_an_embeddable_module_with_line_info() {
         let expected = format!("::warpforge::ptx::Module::new(\"tiny-kernels\", {ptx_entry})\n");
         assert!(source.ends_with(&expected), "{source}");
     } else {
-        // With ptxas: a cubin per default architecture, each included beside the PTX.
+        // With ptxas: a cubin per default architecture, each included from beside the PTX.
         let archs: Vec<String> = modules[0].cubins.iter().map(|c| c.arch()).collect();
         assert_eq!(archs, ["sm_80", "sm_86", "sm_89", "sm_90"]);
         let expected =
             format!("::warpforge::ptx::Module::with_cubins(\"tiny-kernels\", {ptx_entry}, &[\n");
         assert!(source.contains(&expected), "{source}");
         for c in &modules[0].cubins {
-            assert!(std::fs::read(&c.path).unwrap().starts_with(b"\x7fELF"));
+            // Embedded as a zstd frame (magic 28 b5 2f fd) of the ELF cubin beside it.
+            assert!(
+                std::fs::read(&c.path)
+                    .unwrap()
+                    .starts_with(b"\x28\xb5\x2f\xfd")
+            );
+            let elf = c.path.with_extension("");
+            assert!(
+                std::fs::read(&elf).unwrap().starts_with(b"\x7fELF"),
+                "{}",
+                elf.display()
+            );
             assert!(
                 source.contains(&format!(
                     "sm: {}, arch_suffix: \"\", bytes: include_bytes!({:?})",

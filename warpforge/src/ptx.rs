@@ -76,7 +76,9 @@ pub struct Cubin {
     pub sm: u32,
     /// `"a"` for an arch-specific cubin (`sm_90a`), else `""`.
     pub arch_suffix: &'static str,
-    /// The ELF image.
+    /// The ELF image as one zstd frame (the builder's `.cubin.zst`): a cubin
+    /// is mostly zero padding, and these bytes are part of every binary that
+    /// links the module. [`Cubin::elf`] gives the image the driver loads.
     pub bytes: &'static [u8],
 }
 
@@ -84,6 +86,31 @@ impl Cubin {
     /// `sm_86`, `sm_90a`.
     pub fn arch(&self) -> String {
         format!("sm_{}{}", self.sm, self.arch_suffix)
+    }
+
+    /// The ELF image: [`Cubin::bytes`] decompressed. `Err` names what is
+    /// wrong if the bytes are not one zstd frame of an ELF file (the loader
+    /// then JIT-compiles the PTX instead).
+    pub fn elf(&self) -> std::result::Result<Vec<u8>, String> {
+        let mut elf = Vec::new();
+        ruzstd::decoding::StreamingDecoder::new(self.bytes)
+            .map_err(|e| {
+                format!(
+                    "the embedded {} cubin is not a zstd frame: {e}",
+                    self.arch()
+                )
+            })
+            .and_then(|mut frame| {
+                std::io::Read::read_to_end(&mut frame, &mut elf)
+                    .map_err(|e| format!("the embedded {} cubin is corrupt: {e}", self.arch()))
+            })?;
+        if !elf.starts_with(b"\x7fELF") {
+            return Err(format!(
+                "the embedded {} cubin is not an ELF image",
+                self.arch()
+            ));
+        }
+        Ok(elf)
     }
 }
 
@@ -888,6 +915,49 @@ mod tests {
         assert_eq!(TWO.variant_for((9, 0)).map(|m| m.arch), Some("sm_90a"));
         assert_eq!(TWO.variant_for((8, 9)).map(|m| m.arch), Some("sm_80"));
         assert_eq!(TWO.variant_for((12, 0)).map(|m| m.arch), Some("sm_90a"));
+    }
+
+    #[test]
+    fn every_embedded_cubin_is_a_zstd_frame_of_an_elf_image() {
+        // Built here with ptxas (CI installs it): one cubin per default arch.
+        for c in LIBRARY.cubins {
+            let elf = c.elf().unwrap();
+            assert!(
+                elf.len() > 4 * c.bytes.len(),
+                "{}: {} → {}",
+                c.arch(),
+                c.bytes.len(),
+                elf.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_cubin_that_is_not_a_zstd_frame_of_elf_says_so() {
+        let frame = |data: &[u8]| -> &'static [u8] {
+            Box::leak(
+                ruzstd::encoding::compress_to_vec(
+                    data,
+                    ruzstd::encoding::CompressionLevel::Fastest,
+                )
+                .into_boxed_slice(),
+            )
+        };
+        let with = |bytes| Cubin {
+            variant: "sm_80",
+            sm: 86,
+            arch_suffix: "",
+            bytes,
+        };
+        let image = [b"\x7fELF".as_slice(), &[0; 4096]].concat();
+        assert_eq!(with(frame(&image)).elf(), Ok(image.clone()));
+        let e = with(b"\x7fELF raw").elf().unwrap_err();
+        assert!(e.contains("sm_86 cubin is not a zstd frame"), "{e}");
+        let e = with(frame(b"not an elf")).elf().unwrap_err();
+        assert!(e.contains("sm_86 cubin is not an ELF image"), "{e}");
+        let truncated = frame(&image);
+        let e = with(&truncated[..truncated.len() - 3]).elf().unwrap_err();
+        assert!(e.contains("sm_86 cubin is corrupt"), "{e}");
     }
 
     const fn cubin(variant: &'static str, sm: u32, arch_suffix: &'static str) -> Cubin {

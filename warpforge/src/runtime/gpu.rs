@@ -357,8 +357,9 @@ impl Gpu {
                 )))
         };
         let (cuda, loaded) = match &image {
-            Image::Cubin { cubin, .. } => {
-                match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.bytes.to_vec())) {
+            Image::Cubin { cubin, .. } => match cubin.elf() {
+                Err(why) => (jit()?, format!("PTX JIT: {why}")),
+                Ok(elf) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf)) {
                     Ok(cuda) => (cuda, image.to_string()),
                     Err(e) if FaultCode::from_driver(e.0).is_some() => {
                         return Err(Error::driver(format!(
@@ -375,8 +376,8 @@ impl Gpu {
                             e.0
                         ),
                     ),
-                }
-            }
+                },
+            },
             Image::Ptx { .. } => (jit()?, image.to_string()),
         };
         let entries = variant

@@ -100,13 +100,15 @@ enum RunCommand {
     /// D is written in the computing dtype: float32 for f32, float64 for f64; f16 and bf16
     /// round A and B to that dtype, accumulate in f32 on the tensor cores and write float32
     /// (.npy has no bf16). --beta needs --c, and defaults to 1 with --c (0 without: C is not
-    /// read). Mismatched shapes, mixed dtypes without --dtype or a 3-D (batched) operand are
-    /// errors (exit 2) that name the operands and sizes.
+    /// read). A 3-D operand ([batch, rows, cols]) runs a strided batch; a 2-D one is then
+    /// broadcast to every batch, and C and D are [batch, m, n]. Mismatched shapes or batch
+    /// counts and mixed dtypes without --dtype are errors (exit 2) that name the operands and
+    /// sizes.
     Gemm {
-        /// A (m × k, or k × m with --trans-a).
+        /// A (m × k, or k × m with --trans-a; [batch, ..] for a batch).
         #[arg(long)]
         a: PathBuf,
-        /// B (k × n, or n × k with --trans-b).
+        /// B (k × n, or n × k with --trans-b; [batch, ..] for a batch).
         #[arg(long)]
         b: PathBuf,
         /// C (m × n), added as beta·C.

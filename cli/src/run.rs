@@ -198,16 +198,14 @@ fn as_f64(data: &NpyData) -> Vec<f64> {
     }
 }
 
-/// `(rows, columns)` of a 2-D operand; a 3-D one is a batch (not supported yet).
-fn matrix_dims(name: &str, x: &NpyArray) -> Result<(usize, usize), RunError> {
+/// `(batch, rows, columns)` of an operand: a 2-D matrix (no batch: the same
+/// for every batch), or a 3-D batch `[batch, rows, cols]`.
+fn matrix_dims(name: &str, x: &NpyArray) -> Result<(Option<usize>, usize, usize), RunError> {
     match x.shape[..] {
-        [rows, cols] => Ok((rows, cols)),
-        [batch, rows, cols] => Err(RunError::Gemm(format!(
-            "batched GEMM not supported yet: {name} has shape [{batch}, {rows}, {cols}] (a batch \
-             of {batch}); pass 2-D matrices"
-        ))),
+        [rows, cols] => Ok((None, rows, cols)),
+        [batch, rows, cols] => Ok((Some(batch), rows, cols)),
         _ => Err(RunError::Gemm(format!(
-            "{name} must be a 2-D matrix, but has shape {:?} ({}-D)",
+            "{name} must be a 2-D matrix or a 3-D batch of them, but has shape {:?} ({}-D)",
             x.shape,
             x.shape.len()
         ))),
@@ -220,14 +218,30 @@ fn matrix_dims(name: &str, x: &NpyArray) -> Result<(usize, usize), RunError> {
 /// tensor-core kernels accumulate in f32, and `D` (and `C`) are float32
 /// (`.npy` has no bf16; f32 keeps the accumulator's precision).
 ///
-/// Every shape and option is checked before anything runs: `A` and `B` 2-D,
+/// A 3-D `A` (`[batch, rows, cols]`) or `B` is a strided batch, a 2-D one
+/// broadcast to every batch; `D` (and `C`) are then `[batch, m, n]`.
+///
+/// Every shape and option is checked before anything runs: `A` and `B` 2-D
+/// or 3-D with one batch count,
 /// `op(A)`'s columns equal to `op(B)`'s rows, `C` of shape `m × n`, `beta`
 /// only with `C`, one dtype for every operand unless `dtype` is given (then
 /// each is converted to it, rounding to nearest), and integer inputs only with
 /// an explicit `dtype`.
 pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunError> {
-    let (ar, ac) = matrix_dims("A", req.a)?;
-    let (br, bc) = matrix_dims("B", req.b)?;
+    let (a_batch, ar, ac) = matrix_dims("A", req.a)?;
+    let (b_batch, br, bc) = matrix_dims("B", req.b)?;
+    // A 3-D A or B is a batch; a 2-D one is broadcast to every batch.
+    let batch = match (a_batch, b_batch) {
+        (Some(x), Some(y)) if x != y => {
+            return Err(RunError::Gemm(format!(
+                "batch counts do not match: A has shape {:?} (a batch of {x}), B has shape {:?} \
+                 (a batch of {y}); give both the same batch, or one as a 2-D matrix to \
+                 broadcast",
+                req.a.shape, req.b.shape
+            )));
+        }
+        (x, y) => x.or(y),
+    };
     let describe = |name: &str, rows: usize, cols: usize, trans: bool| {
         if trans {
             format!("op({name}) = {name}ᵀ is {cols} × {rows} ({name} stored {rows} × {cols})")
@@ -251,26 +265,26 @@ pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunErro
         ));
     }
     if let Some(c) = req.c {
-        let (cr, cc) = match c.shape[..] {
-            [batch, rows, cols] => {
-                return Err(RunError::Gemm(format!(
-                    "batched GEMM not supported yet: C has shape [{batch}, {rows}, {cols}]; pass \
-                     a 2-D matrix"
-                )));
-            }
-            [rows, cols] => (rows, cols),
-            _ => {
-                return Err(RunError::Gemm(format!(
-                    "C must be a 2-D matrix of shape [{m}, {n}] (m × n), but has shape {:?}",
-                    c.shape
-                )));
-            }
-        };
-        if (cr, cc) != (m, n) {
+        let want: Vec<usize> = batch.into_iter().chain([m, n]).collect();
+        if let ([cr, cc], None) = (&c.shape[..], batch)
+            && (*cr, *cc) != (m, n)
+        {
             return Err(RunError::Gemm(format!(
                 "C is {cr} × {cc}, but the result is m × n = {m} × {n} ({}, {})",
                 describe("A", ar, ac, req.trans_a),
                 describe("B", br, bc, req.trans_b),
+            )));
+        }
+        if c.shape != want {
+            return Err(RunError::Gemm(format!(
+                "C has shape {:?}, but the result has shape {want:?} ({}, {}{})",
+                c.shape,
+                describe("A", ar, ac, req.trans_a),
+                describe("B", br, bc, req.trans_b),
+                match batch {
+                    Some(b) => format!(", a batch of {b}"),
+                    None => String::new(),
+                },
             )));
         }
     }
@@ -315,6 +329,9 @@ pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunErro
         trans_b: req.trans_b,
         alpha: req.alpha,
         beta,
+        batch: batch.unwrap_or(1),
+        stride_a: if a_batch.is_some() { ar * ac } else { 0 },
+        stride_b: if b_batch.is_some() { br * bc } else { 0 },
     };
     let [a, b] = [req.a, req.b].map(|x| as_f64(&x.data));
     let c = req.c.map(|c| as_f64(&c.data));
@@ -362,7 +379,7 @@ pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunErro
         )?),
     };
     Ok(NpyArray {
-        shape: vec![m, n],
+        shape: batch.into_iter().chain([m, n]).collect(),
         data,
     })
 }
@@ -376,6 +393,11 @@ struct Problem {
     trans_b: bool,
     alpha: f64,
     beta: f64,
+    /// Batch count (1 without a batch) and the strides of `A` and `B`
+    /// between batches (0: a 2-D operand, broadcast); `C`/`D` are packed.
+    batch: usize,
+    stride_a: usize,
+    stride_b: usize,
 }
 
 /// The operands as f64: `A`, `B` and `C` if given.
@@ -383,7 +405,7 @@ type Operands<'a> = (Vec<f64>, Vec<f64>, Option<&'a [f64]>);
 
 /// Converts `A` and `B` to `TIn` and `C` to `TOut` (each to nearest), runs
 /// `launch` (the library's GEMM with `alpha`, `beta` in `S`) on `dev` and
-/// returns `D`, `m × n`, as `TOut`.
+/// returns `D`, `batch × m × n`, as `TOut`.
 #[allow(clippy::type_complexity)]
 fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
     dev: &Device,
@@ -403,11 +425,15 @@ fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
     let b = dev.upload(&b.iter().map(|&x| to_in(x)).collect::<Vec<_>>())?;
     let mut d = match c {
         Some(c) => dev.upload(&c.iter().map(|&x| to_out(x)).collect::<Vec<_>>())?,
-        None => dev.alloc_zeroed(p.m * p.n)?,
+        None => dev.alloc_zeroed(p.batch * p.m * p.n)?,
     };
     let gemm = Gemm::<S>::new(p.m, p.n, p.k)
         .trans_a(p.trans_a)
         .trans_b(p.trans_b)
+        .batch(p.batch)
+        .stride_a(p.stride_a)
+        .stride_b(p.stride_b)
+        .stride_c(p.m * p.n)
         .alpha(to_scalar(p.alpha))
         .beta(to_scalar(p.beta));
     launch(&gemm, &a, &b, &mut d)?;

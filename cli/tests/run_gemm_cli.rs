@@ -297,22 +297,128 @@ fn beta_without_c_is_an_error() {
     expect_error(gemm(&a, &a, None, &["--beta", "1"]), &["--beta needs --c"]);
 }
 
+/// The batched reference: batch `z` of a 3-D operand is its `z`-th matrix,
+/// a 2-D operand the same matrix for every batch.
+#[allow(clippy::too_many_arguments)]
+fn batched_reference(
+    batch: usize,
+    a: &[f64],
+    a_shape: [usize; 2],
+    a_batched: bool,
+    trans_a: bool,
+    b: &[f64],
+    b_shape: [usize; 2],
+    b_batched: bool,
+    alpha: f64,
+    beta: f64,
+    c: Option<&[f64]>,
+) -> (Vec<usize>, Vec<f64>) {
+    let (a_len, b_len) = (a_shape[0] * a_shape[1], b_shape[0] * b_shape[1]);
+    let mut out = Vec::new();
+    let mut shape = Vec::new();
+    for z in 0..batch {
+        let az = if a_batched {
+            &a[z * a_len..][..a_len]
+        } else {
+            a
+        };
+        let bz = if b_batched {
+            &b[z * b_len..][..b_len]
+        } else {
+            b
+        };
+        let m = if trans_a { a_shape[1] } else { a_shape[0] };
+        let n = b_shape[1];
+        let cz = c.map(|c| &c[z * m * n..][..m * n]);
+        let (s, d) = reference(az, a_shape, trans_a, bz, b_shape, false, alpha, beta, cz);
+        shape = s;
+        out.extend(d);
+    }
+    ([batch].into_iter().chain(shape).collect::<Vec<_>>(), out)
+}
+
 #[test]
-fn batched_and_non_matrix_operands_are_errors() {
+fn three_d_operands_run_as_a_strided_batch_with_broadcast() {
+    // A batch of 3 A's (5 × 4, transposed: stored 4 × 5) by one broadcast B,
+    // with a batched C and beta, in f64.
+    let (batch, m, k, n) = (3, 5, 4, 6);
+    let a = ints(batch * k, m, 1);
+    let b = ints(k, n, 2);
+    let c = ints(batch * m, n, 3);
+    let d = gemm(
+        &f64s(&[batch, k, m], &a),
+        &f64s(&[k, n], &b),
+        Some(&f64s(&[batch, m, n], &c)),
+        &["--trans-a", "--alpha", "2", "--beta", "-1"],
+    )
+    .unwrap();
+    let (shape, want) = batched_reference(
+        batch,
+        &a,
+        [k, m],
+        true,
+        true,
+        &b,
+        [k, n],
+        false,
+        2.0,
+        -1.0,
+        Some(&c),
+    );
+    assert_eq!(d.shape, shape);
+    assert_eq!(d.data, NpyData::F64(want));
+    // One broadcast A by a batch of 2 B's, on the tensor cores (f16, exact
+    // on small integers), written as float32.
+    let (batch, m, k, n) = (2, 3, 7, 9);
+    let a = ints(m, k, 4);
+    let b = ints(batch * k, n, 5);
+    let d = gemm(
+        &f32s(&[m, k], &a),
+        &f32s(&[batch, k, n], &b),
+        None,
+        &["--dtype", "f16"],
+    )
+    .unwrap();
+    let (shape, want) = batched_reference(
+        batch,
+        &a,
+        [m, k],
+        false,
+        false,
+        &b,
+        [k, n],
+        true,
+        1.0,
+        0.0,
+        None,
+    );
+    assert_eq!(d.shape, shape);
+    assert_eq!(
+        d.data,
+        NpyData::F32(want.iter().map(|&x| x as f32).collect())
+    );
+}
+
+#[test]
+fn batch_mismatches_and_non_matrix_operands_are_errors() {
     let a3 = f32s(&[2, 3, 4], &ints(6, 4, 1));
-    let b = f32s(&[4, 2], &ints(4, 2, 2));
+    let b3 = f32s(&[3, 4, 2], &ints(12, 2, 2));
     expect_error(
-        gemm(&a3, &b, None, &[]),
-        &["batched GEMM not supported yet", "A has shape [2, 3, 4]"],
+        gemm(&a3, &b3, None, &[]),
+        &["batch counts do not match", "[2, 3, 4]", "[3, 4, 2]"],
+    );
+    let b = f32s(&[4, 2], &ints(4, 2, 2));
+    // A batched result needs a batched C.
+    let c2 = f32s(&[3, 2], &ints(3, 2, 3));
+    expect_error(
+        gemm(&a3, &b, Some(&c2), &[]),
+        &["C has shape [3, 2]", "[2, 3, 2]", "a batch of 2"],
     );
     let a = f32s(&[3, 4], &ints(3, 4, 1));
-    let b3 = f32s(&[2, 4, 2], &ints(8, 2, 2));
-    expect_error(
-        gemm(&a, &b3, None, &[]),
-        &["batched GEMM not supported yet", "B has shape [2, 4, 2]"],
-    );
     let v = f32s(&[4], &ints(1, 4, 1));
     expect_error(gemm(&a, &v, None, &[]), &["B must be a 2-D matrix", "[4]"]);
+    let a4 = f32s(&[1, 1, 3, 4], &ints(3, 4, 1));
+    expect_error(gemm(&a4, &b, None, &[]), &["A must be a 2-D matrix", "4-D"]);
 }
 
 #[test]

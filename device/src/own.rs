@@ -27,12 +27,15 @@
 //! | [`WarpChunks<N>`] | `Out<T, WarpChunks<N>>` | the same per warp: every lane walks its warp's units, lane 0 writes them ([`GroupChunk::leader`]) |
 //! | [`BlockChunks<N>`] | `Out<T, BlockChunks<N>>` | the same per block: thread 0 of the block writes |
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
-//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), or micro-tile `t` of `MR × MC` to thread `t` ([`BlockTile::micro_tile`]) |
-//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the GEMM/conv epilogue |
+//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
+//! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]) |
+//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the GEMM/conv epilogue; [`WarpTile::update_mma_c`] is the same map; batched by z ([`OutMatrix::batch`]) |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
-//! 2-D forms use the z = 0 plane. Within it every thread has a distinct rank
+//! 2-D forms use the z = 0 plane, except the GEMM tiles ([`MicroTiles`],
+//! [`WarpTiles`]), for which z is the batch: the bound matrix is `gridDim.z`
+//! stacked batches of `rows / gridDim.z` rows ([`OutMatrix::batch`]). Within it every thread has a distinct rank
 //! (or (y, x)), whatever the grid: a grid-stride walk `r + k·n` never meets
 //! another thread's, so there is no launch the host has to refuse.
 //!
@@ -42,6 +45,14 @@
 //! (`warpforge::DeviceBuffer::matrix_mut`, checked there to fit the buffer),
 //! so every thread sees the same shape; [`Out::into_2d`] views, whose shape
 //! each thread picks, have only the non-exclusive [`Out2::at`](crate::guard::Out2::at).
+//!
+//! **One partition per mapping.** Each view offers one map from threads to
+//! elements, so threads that take different branches cannot get slots for
+//! one element by different routes: where a view has several methods they
+//! use the same map ([`Out::mine`] is the first element of
+//! [`Out::grid_stride`], [`WarpTile::store_mma_c`] is
+//! [`WarpTile::update_mma_c`]), and a second partition of the same tiles is a
+//! second mapping ([`BlockTiles`]' element walk, [`MicroTiles`]' micro-tiles).
 //!
 //! What remains: a kernel with an `Indexed` output (or atomics on it) can
 //! still race on that output; the guarantee is per output, for outputs
@@ -107,6 +118,13 @@ pub enum BlockChunks<const N: usize> {}
 /// Each block owns the `TM × TN` tile at its (y, x); its threads split it.
 pub enum BlockTiles<const TM: usize, const TN: usize> {}
 
+/// Each block owns the `TM × TN` tile at its (y, x), cut into `MR × MC`
+/// micro-tiles: micro-tile `t` (row-major) to the thread with linear id `t`.
+/// A mapping of its own, not a method of [`BlockTile`]: a tile that offered
+/// both this and the element walk would let two threads own one element
+/// (thread 4 by the walk, thread 1 by 4 × 4 micro-tiles, both (0, 4)).
+pub enum MicroTiles<const TM: usize, const TN: usize, const MR: usize, const MC: usize> {}
+
 /// Each warp owns a `TM × TN` tile (multiples of the `mma` 16 × 8); its lanes
 /// write the accumulator layout.
 pub enum WarpTiles<const TM: usize, const TN: usize> {}
@@ -117,6 +135,10 @@ impl<const N: usize> sealed::Sealed for ThreadChunks<N> {}
 impl<const N: usize> sealed::Sealed for WarpChunks<N> {}
 impl<const N: usize> sealed::Sealed for BlockChunks<N> {}
 impl<const TM: usize, const TN: usize> sealed::Sealed for BlockTiles<TM, TN> {}
+impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> sealed::Sealed
+    for MicroTiles<TM, TN, MR, MC>
+{
+}
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
 impl Mapping for Indexed {}
 impl Mapping for Elements {}
@@ -125,6 +147,10 @@ impl<const N: usize> Mapping for WarpChunks<N> {}
 impl<const N: usize> Mapping for BlockChunks<N> {}
 impl Mapping2 for Elements {}
 impl<const TM: usize, const TN: usize> Mapping2 for BlockTiles<TM, TN> {}
+impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> Mapping2
+    for MicroTiles<TM, TN, MR, MC>
+{
+}
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
 
 // ---------------------------------------------------------------------------
@@ -545,7 +571,8 @@ impl<'a, T: Copy, const N: usize> Out<'a, T, BlockChunks<N>> {
 
 /// A kernel's 2-D output whose shape the host binds at launch: `rows × cols`,
 /// rows `row_stride` elements apart, the same for every thread. `M` says how
-/// the threads share it ([`Elements`], [`BlockTiles`], [`WarpTiles`]).
+/// the threads share it ([`Elements`], [`BlockTiles`], [`MicroTiles`],
+/// [`WarpTiles`]).
 ///
 /// As a kernel parameter (`y: OutMatrix<f32>`) it is passed as pointer,
 /// length, rows, cols and row stride; the host launches it with
@@ -620,6 +647,27 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     #[inline(always)]
     pub fn row_stride(&self) -> usize {
         self.row_stride
+    }
+
+    /// This block's batch of a batched launch, for the tile mappings
+    /// ([`MicroTiles`], [`WarpTiles`]): the matrix is `gridDim.z` batches of
+    /// `rows / gridDim.z` rows each, stacked (batch `z` is rows
+    /// `z·(rows / gridDim.z) ..`), and block (x, y, z) works in batch `z`.
+    /// Returns the batch's first row and its rows. With `gridDim.z = 1` that
+    /// is the whole matrix. The host binds the stacked shape (rows = batch
+    /// count × rows per batch, so consecutive batches are `rows per batch ·
+    /// row_stride` elements apart), and the grid's z is the same for every
+    /// thread, so every thread cuts the matrix alike: batches are disjoint,
+    /// and a remainder of `rows mod gridDim.z` rows belongs to none.
+    #[inline(always)]
+    pub fn batch(&self) -> (usize, usize) {
+        let (z, nz) = (
+            thread::block_idx().z as usize,
+            thread::grid_dim().z as usize,
+        );
+        // nz ≥ 1; z < nz, so z·per + per ≤ rows: no overflow.
+        let per = self.rows / nz.max(1);
+        (z * per, per)
     }
 
     /// The address of (`row`, `col`).
@@ -882,58 +930,78 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
     }
 }
 
-impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
-    /// This thread's `MR × MC` micro-tile of the tile, for a kernel that keeps
-    /// a register micro-tile per thread (the SIMT GEMM epilogue).
+impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: usize>
+    OutMatrix<'a, T, MicroTiles<TM, TN, MR, MC>>
+{
+    /// This thread's `MR × MC` micro-tile of its block's `TM × TN` tile, for
+    /// a kernel that keeps a register micro-tile per thread (the SIMT GEMM
+    /// epilogue).
     ///
-    /// The `TM × TN` tile is cut into `(TM / MR) × (TN / MC)` micro-tiles,
-    /// numbered row-major; the thread whose linear id in the block is `t`
-    /// owns micro-tile `t`: rows `(t / (TN / MC))·MR ..` and columns
-    /// `(t % (TN / MC))·MC ..` of the tile, clipped to the matrix. `None` if
-    /// `t` is past the last micro-tile (a block with more threads than
-    /// micro-tiles) or the micro-tile starts outside the matrix.
+    /// Block (y, x) owns the tile at (`blockIdx.y·TM`, `blockIdx.x·TN`), as
+    /// for [`BlockTiles`]. The tile is cut into `(TM / MR) × (TN / MC)`
+    /// micro-tiles, numbered row-major; the thread whose linear id in the
+    /// block is `t` owns micro-tile `t`: rows `(t / (TN / MC))·MR ..` and
+    /// columns `(t % (TN / MC))·MC ..` of the tile, clipped to the matrix.
+    /// A batched launch (`gridDim.z > 1`) cuts the bound matrix into
+    /// `gridDim.z` batches of `rows / gridDim.z` rows ([`OutMatrix::batch`]):
+    /// block (x, y, z) works in batch `z`, and the coordinates are the
+    /// batch's. `None` if `t` is past the last micro-tile (a block with more threads than micro-tiles), or the
+    /// micro-tile starts outside the matrix.
     ///
-    /// Disjoint for any block shape: `t ↦ (t / (TN/MC), t % (TN/MC))` is
-    /// one-to-one on `t < (TM/MR)·(TN/MC)`, linear ids are distinct within
-    /// the block, the micro-tiles partition the tile (`MR | TM` and
-    /// `MC | TN`, checked at compile time), and the tile is the block's alone
-    /// ([`OutMatrix::tile`]). The micro-tile borrows this tile mutably, so a
-    /// thread holds at most one at a time.
+    /// Disjoint for any grid and block shape: batches are disjoint rows of
+    /// the matrix (distinct z), block tiles of a batch are disjoint
+    /// (distinct (y, x)), `t ↦ (t / (TN/MC), t % (TN/MC))` is one-to-one on
+    /// `t < (TM/MR)·(TN/MC)`, linear ids are distinct within the block, and
+    /// the micro-tiles partition the tile (`MR | TM` and `MC | TN`, checked at
+    /// compile time). This is the only way to write an output declared with
+    /// this mapping, so no thread can take the same tile by another
+    /// partition (a [`BlockTile::elements`] walk is only on [`BlockTiles`]
+    /// outputs). The micro-tile borrows the matrix mutably, so a thread holds
+    /// at most one at a time.
     #[inline(always)]
-    pub fn micro_tile<const MR: usize, const MC: usize>(
-        &mut self,
-    ) -> Option<MicroTile<'_, T, MR, MC>> {
+    pub fn micro_tile(&mut self) -> Option<MicroTile<'_, T, MR, MC>> {
         const {
             assert!(
                 MR > 0 && MC > 0 && TM.is_multiple_of(MR) && TN.is_multiple_of(MC),
                 "a micro-tile has at least one element and divides the block tile"
             )
         };
+        let b = thread::block_idx();
+        let (first, batch_rows) = self.batch();
+        let (row0, col0, rows, cols) = tile_in(
+            u64::from(b.y),
+            u64::from(b.x),
+            TM,
+            TN,
+            batch_rows,
+            self.cols,
+        )?;
         let per_row = TN / MC;
         let t = thread::linear_thread_id() as usize;
         if t >= (TM / MR) * per_row {
             return None;
         }
         let (r, c) = ((t / per_row) * MR, (t % per_row) * MC);
-        if r >= self.rows || c >= self.cols {
+        if r >= rows || c >= cols {
             return None;
         }
+        let (row0, col0) = (row0 + r, col0 + c);
         Some(MicroTile {
-            // SAFETY: (r, c) is inside the clipped tile (just checked), so in
-            // the matrix.
-            origin: unsafe { self.origin.add(r * self.row_stride + c) },
+            // SAFETY: (row0, col0) is inside the clipped tile (just checked),
+            // so in the batch's rows, so in the matrix.
+            origin: unsafe { self.element(first + row0, col0) },
             row_stride: self.row_stride,
-            row0: self.row0 + r,
-            col0: self.col0 + c,
-            rows: MR.min(self.rows - r),
-            cols: MC.min(self.cols - c),
+            row0,
+            col0,
+            rows: MR.min(rows - r),
+            cols: MC.min(cols - c),
             _view: PhantomData,
         })
     }
 }
 
-/// A thread's `MR × MC` micro-tile of a [`BlockTile`] ([`BlockTile::micro_tile`]),
-/// clipped to the matrix.
+/// A thread's `MR × MC` micro-tile of an `OutMatrix<T, MicroTiles<TM, TN,
+/// MR, MC>>` ([`OutMatrix::micro_tile`]), clipped to the matrix.
 pub struct MicroTile<'v, T, const MR: usize, const MC: usize> {
     origin: *mut T,
     row_stride: usize,
@@ -969,7 +1037,7 @@ impl<'v, T: Copy, const MR: usize, const MC: usize> MicroTile<'v, T, MR, MC> {
     #[inline(always)]
     pub fn slot(&mut self, i: usize, j: usize) -> Option<Slot<'_, T>> {
         // SAFETY: (i, j) is inside the clipped micro-tile, so in the matrix;
-        // the micro-tile is this thread's alone (`BlockTile::micro_tile`), and
+        // the micro-tile is this thread's alone (`OutMatrix::micro_tile`), and
         // the slot borrows it mutably, so one slot at a time.
         (i < self.rows && j < self.cols)
             .then(|| unsafe { Slot::from_element(self.origin.add(i * self.row_stride + j)) })
@@ -1026,7 +1094,9 @@ pub struct WarpTile<'v, T, const TM: usize, const TN: usize> {
 impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<TM, TN>> {
     /// This warp's tile: warp `w` of block (y, x) owns tile row `y`, tile
     /// column `x·warps_per_block + w` (a block's warps side by side along a
-    /// row), if it starts inside the matrix and the block is on the z = 0 plane.
+    /// row) of batch `z` ([`OutMatrix::batch`]; the whole matrix when
+    /// `gridDim.z = 1`), if it starts inside the batch. Coordinates are the
+    /// batch's. Batches are disjoint rows, so tiles stay disjoint across z.
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         const {
@@ -1039,16 +1109,15 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
             )
         };
         let b = thread::block_idx();
-        if b.z != 0 {
-            return None;
-        }
+        let (first, batch_rows) = self.batch();
         let per_block = u64::from(thread::warps_per_block());
         let tile_col = u64::from(b.x) * per_block + u64::from(thread::warp_id());
         let (row0, col0, rows, cols) =
-            tile_in(u64::from(b.y), tile_col, TM, TN, self.rows, self.cols)?;
+            tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols)?;
         Some(WarpTile {
-            // SAFETY: (row0, col0) is in the matrix (`tile_in`).
-            origin: unsafe { self.element(row0, col0) },
+            // SAFETY: (row0, col0) is in the batch's rows (`tile_in`), so in
+            // the matrix.
+            origin: unsafe { self.element(first + row0, col0) },
             row_stride: self.row_stride,
             row0,
             col0,
@@ -1071,7 +1140,7 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
     /// columns `8·sub_col ..`), each `convert`ed, through its [`Slot`];
     /// elements outside the matrix, and sub-tiles outside the tile, are
     /// skipped. Lanes own distinct elements of every sub-tile
-    /// ([`c_coord`](crate::mma::c_coord) is one-to-one), so a warp's lanes
+    /// ([`c_coord`] is one-to-one), so a warp's lanes
     /// never write the same element.
     #[inline(always)]
     pub fn store_mma_c(
@@ -1084,7 +1153,10 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
         self.update_mma_c(sub_row, sub_col, frag, |v, slot| slot.set(convert(v)));
     }
 
-    /// As [`store_mma_c`](Self::store_mma_c), but hands each of this lane's
+    /// As [`store_mma_c`](Self::store_mma_c) (which calls this, so the two
+    /// use the one lane → element map [`c_coord`]: a lane that stores one
+    /// sub-tile and updates another can never reach another lane's
+    /// element), but hands each of this lane's
     /// elements of the sub-tile to `f(value, slot)` with the element's
     /// [`Slot`], which may read the old value (a GEMM epilogue's `beta·C`)
     /// before writing, or not read it at all. Same ownership: the slot is

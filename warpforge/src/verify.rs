@@ -17,7 +17,8 @@
 //! one report each) on shapes around its block tile (0, 1, primes, one past
 //! and one short of the tile, tall-skinny and short-wide, `k = 0`), with
 //! leading dimensions past the row length, `alpha`/`beta` including 0 and a
-//! NaN-filled `C` with `beta = 0`, against [`reference::gemm`]: small-integer
+//! NaN-filled `C` with `beta = 0`, strided batches of 2 and 3 with `A` or
+//! `B` broadcast, against [`reference::gemm`]: small-integer
 //! inputs must match exactly (the exact result rounded once to the output
 //! type), random ones within [`reference::gemm::tolerance`] (derived from `k`
 //! and the dtype; doubled for the tensor cores' accumulation, plus the
@@ -441,6 +442,11 @@ struct GemmCase {
     integers: bool,
     /// `C` is all NaN (with `beta = 0` it must not leak).
     nan_c: bool,
+    /// A strided batch of this many GEMMs (1: none); `C` packed
+    /// (`stride_c = m·ldc`), `A` and `B` apart by their extent plus a NaN gap.
+    batch: usize,
+    /// 1: `A` broadcast (`stride_a = 0`); 2: `B` broadcast; 0: neither.
+    broadcast: u8,
 }
 
 /// The value `C`'s padding (between `n` and `ldc`) holds; it must stay.
@@ -450,7 +456,7 @@ impl GemmCase {
     fn describe(&self) -> String {
         let p = &self.p;
         format!(
-            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}",
+            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}",
             p.m,
             p.n,
             p.k,
@@ -460,7 +466,13 @@ impl GemmCase {
             self.alpha,
             self.beta,
             if self.nan_c { " C=NaN" } else { "" },
-            if self.integers { " (exact)" } else { "" }
+            if self.integers { " (exact)" } else { "" },
+            match (self.batch, self.broadcast) {
+                (1, _) => String::new(),
+                (b, 1) => format!(" batch={b} (A broadcast)"),
+                (b, 2) => format!(" batch={b} (B broadcast)"),
+                (b, _) => format!(" batch={b}"),
+            }
         )
     }
 }
@@ -523,6 +535,13 @@ fn gemm_cases(
                 beta,
                 integers: i % 3 != 2,
                 nan_c,
+                // Some shapes as a strided batch, with A or B broadcast.
+                batch: match i % 4 {
+                    1 => 2,
+                    3 => 3,
+                    _ => 1,
+                },
+                broadcast: ((i / 4) % 3) as u8,
             }
         })
         .collect()
@@ -563,22 +582,35 @@ where
         }
     };
     // Padding of A and B is NaN: a kernel that reads it into a sum fails.
-    let mut stored = |rows: usize, cols: usize, ld: usize| {
-        (0..needed(rows, cols, ld))
+    // A batch: `count` matrices `stride` apart (0: one, broadcast), a NaN
+    // gap of 3 between them.
+    let nb = case.batch;
+    let mut stored = |rows: usize, cols: usize, ld: usize, broadcast: bool| {
+        let extent = needed(rows, cols, ld);
+        let stride = if broadcast || nb == 1 { 0 } else { extent + 3 };
+        let len = if stride == 0 {
+            extent
+        } else {
+            (nb - 1) * stride + extent
+        };
+        let v = (0..len)
             .map(|i| {
-                if i % ld < cols {
+                let i = if stride == 0 { i } else { i % stride };
+                if i < extent && i % ld < cols {
                     TIn::from_f64(draw(case.integers)).to_f64()
                 } else {
                     f64::NAN
                 }
             })
-            .collect::<Vec<f64>>()
+            .collect::<Vec<f64>>();
+        (v, stride)
     };
     let (ar, ac) = p.a_stored();
     let (br, bc) = p.b_stored();
-    let a = stored(ar, ac, p.lda);
-    let b = stored(br, bc, p.ldb);
-    let c: Vec<f64> = (0..needed(p.m, p.n, p.ldc))
+    let (a, stride_a) = stored(ar, ac, p.lda, case.broadcast == 1);
+    let (b, stride_b) = stored(br, bc, p.ldb, case.broadcast == 2);
+    // C: the batches' m × n matrices stacked, `m·ldc` apart.
+    let c: Vec<f64> = (0..needed(nb * p.m, p.n, p.ldc))
         .map(|i| {
             if i % p.ldc >= p.n {
                 C_PADDING
@@ -589,7 +621,20 @@ where
             }
         })
         .collect();
-    let want = reference::gemm::gemm(p, case.alpha, &a, &b, case.beta, Some(&c));
+    let stride_c = p.m * p.ldc;
+    let want: Vec<_> = (0..nb)
+        .map(|z| {
+            let c = c.get(z * stride_c..).unwrap_or(&[]);
+            reference::gemm::gemm(
+                p,
+                case.alpha,
+                &a[z * stride_a..],
+                &b[z * stride_b..],
+                case.beta,
+                Some(c),
+            )
+        })
+        .collect();
     let a_buf = dev.upload(&a.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let b_buf = dev.upload(&b.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let mut c_buf = dev.upload(&c.iter().map(|&x| TOut::from_f64(x)).collect::<Vec<_>>())?;
@@ -601,16 +646,23 @@ where
         .lda(p.lda)
         .ldb(p.ldb)
         .ldc(p.ldc)
+        .batch(nb)
+        .stride_a(stride_a)
+        .stride_b(stride_b)
+        .stride_c(stride_c)
         .run(dev, &a_buf, &b_buf, &mut c_buf)?;
     let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
     for (index, &g) in got.iter().enumerate() {
-        let (i, j) = (index / p.ldc, index % p.ldc);
+        // Row `row` of the stack is row `i` of batch `z` (m > 0 here: C has rows).
+        let (row, j) = (index / p.ldc, index % p.ldc);
+        let (z, i) = (row / p.m, row % p.m);
+        let want = &want[z];
         if j >= p.n {
             let outcome = if g == C_PADDING {
                 Ok(0.0)
             } else {
                 Err(format!(
-                    "C's padding at row {i}, column {j} was overwritten: {g:e}"
+                    "C's padding at batch {z}, row {i}, column {j} was overwritten: {g:e}"
                 ))
             };
             report.record(&name, index, g, C_PADDING, outcome);
@@ -639,8 +691,8 @@ where
             Ok(err / tolerance)
         } else {
             Err(format!(
-                "element ({i}, {j}): got {g:e}, reference {w:e}, error {err:e} > tolerance \
-                 {tolerance:e}"
+                "batch {z}, element ({i}, {j}): got {g:e}, reference {w:e}, error {err:e} > \
+                 tolerance {tolerance:e}"
             ))
         };
         report.record(&name, index, g, w, outcome);

@@ -549,18 +549,16 @@ fn buffers_of_another_device_are_refused() {
 }
 
 // ---------------------------------------------------------------------------
-// `BlockTile::micro_tile`, the epilogue's owned view.
+// `OutMatrix<T, MicroTiles<..>>::micro_tile`, the epilogue's owned view.
 
 /// Adds 1 to every element of this thread's 2 × 4 micro-tile of its block's
 /// 6 × 8 tile, and records its linear id + 1 as the owner.
 #[warpforge_macros::kernel]
 fn own_micro_tiles(
-    mut count: warpforge_device::OutMatrix<u32, warpforge_device::own::BlockTiles<6, 8>>,
-    mut owner: warpforge_device::OutMatrix<u32, warpforge_device::own::BlockTiles<6, 8>>,
+    mut count: warpforge_device::OutMatrix<u32, warpforge_device::own::MicroTiles<6, 8, 2, 4>>,
+    mut owner: warpforge_device::OutMatrix<u32, warpforge_device::own::MicroTiles<6, 8, 2, 4>>,
 ) {
-    if let Some(mut tile) = count.tile()
-        && let Some(mut mine) = tile.micro_tile::<2, 4>()
-    {
+    if let Some(mut mine) = count.micro_tile() {
         for i in 0..2 {
             for j in 0..4 {
                 if let Some(mut c) = mine.slot(i, j) {
@@ -570,23 +568,20 @@ fn own_micro_tiles(
         }
         assert!(mine.slot(2, 0).is_none() && mine.slot(0, 4).is_none());
     }
-    if let Some(mut tile) = owner.tile()
-        && let Some(mut mine) = tile.micro_tile::<2, 4>()
-    {
+    if let Some(mut mine) = owner.micro_tile() {
         let (r0, c0) = mine.origin();
         let (rows, cols) = (mine.rows(), mine.cols());
+        // The origin is the matrix coordinate of (0, 0): the tile's corner
+        // plus the micro-tile's offset.
+        let (br, bc) = (
+            warpforge_device::thread::block_idx().y as usize * 6,
+            warpforge_device::thread::block_idx().x as usize * 8,
+        );
+        let t = warpforge_device::thread::linear_thread_id() as usize;
+        assert_eq!((r0, c0), (br + t / 2 * 2, bc + t % 2 * 4));
         for i in 0..rows {
             for j in 0..cols {
                 if let Some(mut o) = mine.slot(i, j) {
-                    // The origin is the matrix coordinate of (0, 0): the
-                    // tile's corner plus the micro-tile's offset.
-                    let (br, bc) = (
-                        warpforge_device::thread::block_idx().y as usize * 6,
-                        warpforge_device::thread::block_idx().x as usize * 8,
-                    );
-                    let t = warpforge_device::thread::linear_thread_id() as usize;
-                    assert_eq!((r0, c0), (br + t / 2 * 2, bc + t % 2 * 4));
-                    let _ = (i, j);
                     o.set((t as u32 + 1) * 1000);
                 }
             }
@@ -600,43 +595,50 @@ fn micro_tiles_partition_each_block_tile_for_any_block() {
     let dev = Device::emulator();
     // 6 × 8 tiles of 3 × 2 micro-tiles of 2 × 4: threads 0..6 own them.
     for (rows, cols, stride) in [(6usize, 8usize, 8usize), (13, 17, 20), (1, 1, 1), (5, 9, 9)] {
-        let grid = Dim3::new(cols.div_ceil(8) as u32, rows.div_ceil(6) as u32, 1);
-        // Exactly 6 threads, more (they own nothing), 2-D; fewer leaves micro-tiles unwritten.
-        for block in [
-            Dim3::x(6),
-            Dim3::x(64),
-            Dim3::new(3, 4, 1),
-            Dim3::new(2, 2, 2),
-        ] {
-            let len = (rows - 1) * stride + cols;
-            let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
-            let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
-            let cfg = LaunchConfig::new(grid, block);
-            dev.launch(
-                own_micro_tiles,
-                cfg,
-                (
-                    count.matrix_mut(rows, cols, stride).unwrap(),
-                    owner.matrix_mut(rows, cols, stride).unwrap(),
-                ),
-            )
-            .unwrap();
-            let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
-            for r in 0..rows {
-                for c in 0..cols {
-                    let e = r * stride + c;
-                    // Thread t owns micro-tile t = (tile row / 2)·2 + tile col / 4.
-                    let t = ((r % 6) / 2 * 2 + (c % 8) / 4) as u32;
-                    let want = u32::from(u64::from(t) < block.volume());
-                    assert_eq!(count[e], want, "({r}, {c}), block {block:?}");
-                    assert_eq!(
-                        owner[e],
-                        want * (t + 1) * 1000,
-                        "({r}, {c}), block {block:?}"
-                    );
-                }
-                for c in cols..stride.min(len - r * stride) {
-                    assert_eq!(count[r * stride + c], 0, "padding ({r}, {c})");
+        // One matrix, and a batch of 3 stacked (`OutMatrix::batch`: block z
+        // works in rows z·rows ..), plus a last row that no batch owns
+        // (3·rows + 1 rows cut in 3: rows each, 1 left over).
+        for nz in [1usize, 3] {
+            let grid = Dim3::new(cols.div_ceil(8) as u32, rows.div_ceil(6) as u32, nz as u32);
+            let all = nz * rows + usize::from(nz > 1);
+            // Exactly 6 threads, more (they own nothing), 2-D; fewer leaves micro-tiles unwritten.
+            for block in [
+                Dim3::x(6),
+                Dim3::x(64),
+                Dim3::new(3, 4, 1),
+                Dim3::new(2, 2, 2),
+            ] {
+                let len = (all - 1) * stride + cols;
+                let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+                let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
+                let cfg = LaunchConfig::new(grid, block);
+                dev.launch(
+                    own_micro_tiles,
+                    cfg,
+                    (
+                        count.matrix_mut(all, cols, stride).unwrap(),
+                        owner.matrix_mut(all, cols, stride).unwrap(),
+                    ),
+                )
+                .unwrap();
+                let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+                for r in 0..all {
+                    for c in 0..cols {
+                        let e = r * stride + c;
+                        // Thread t owns micro-tile t = (tile row / 2)·2 + tile col / 4,
+                        // rows counted within the batch.
+                        let t = (((r % rows) % 6) / 2 * 2 + (c % 8) / 4) as u32;
+                        let want = u32::from(u64::from(t) < block.volume() && r < nz * rows);
+                        assert_eq!(count[e], want, "({r}, {c}), block {block:?}");
+                        assert_eq!(
+                            owner[e],
+                            want * (t + 1) * 1000,
+                            "({r}, {c}), block {block:?}"
+                        );
+                    }
+                    for c in cols..stride.min(len - r * stride) {
+                        assert_eq!(count[r * stride + c], 0, "padding ({r}, {c})");
+                    }
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! `m × k` (`a[i·lda + p]`), or `k × m` when transposed (`a[p·lda + i]`);
 //! `op(B)` is `k × n`: `B` is stored `k × n` (`b[p·ldb + j]`), or `n × k`
 //! when transposed (`b[j·ldb + p]`). `C` is the output, an
-//! `OutMatrix<T, BlockTiles<BM, BN>>` whose shape (`m × n`, row stride
+//! `OutMatrix<T, MicroTiles<BM, BN, MICRO, MICRO>>` whose shape (`m × n`, row stride
 //! `ldc`) the host binds at launch.
 //!
 //! One generic body ([`gemm`]) serves every instance. A [`Tile`] — written
@@ -29,8 +29,9 @@
 //! 3. barrier (the next step overwrites the slices).
 //!
 //! The epilogue writes each thread's micro-tile through
-//! [`BlockTile::micro_tile`](warpforge_device::own::BlockTile::micro_tile)
-//! (owned, so no two threads write one element):
+//! [`OutMatrix::micro_tile`](warpforge_device::OutMatrix::micro_tile) (owned:
+//! the output's type fixes the one partition, so no two threads write one
+//! element):
 //! `d = alpha·acc` when `beta = 0` (C is never read, so NaN in C does not
 //! leak), else `fma(beta, c, alpha·acc)`. When `alpha = 0` the k-loop is
 //! skipped (`D = beta·C`, as BLAS does, so A and B are not read).
@@ -47,7 +48,7 @@ pub mod tensor;
 use core::ops::Mul;
 use warpforge_device::OutMatrix;
 use warpforge_device::num::Fma;
-use warpforge_device::own::BlockTiles;
+use warpforge_device::own::MicroTiles;
 use warpforge_device::shared::{self, SharedElement};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::{Dim3, thread};
@@ -138,7 +139,11 @@ impl Element for f64 {
 /// `D = alpha·op(A)·op(B) + beta·C` for the `BM × BN` tile of `C` this block
 /// owns (module docs). `TA`/`TB`: `A`/`B` stored transposed. Launch with
 /// blocks of `Tile::new(BM, BN, BK).threads()` threads (1-D) and a
-/// `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
+/// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batch `z`
+/// reads `A` from `z·stride_a` and `B` from `z·stride_b` (stride 0: one
+/// matrix for all batches) and writes batch `z` of `c`, bound as the
+/// batches stacked (`OutMatrix::batch`: `batch · m` rows, so batch matrices
+/// `m·ldc` apart).
 #[kernel(
     shared = [T; Tile::new(BM, BN, BK).shared_len()],
     instances(
@@ -166,9 +171,11 @@ pub fn gemm<
     beta: T,
     a: &[T],
     lda: usize,
+    stride_a: usize,
     b: &[T],
     ldb: usize,
-    mut c: OutMatrix<T, BlockTiles<BM, BN>>,
+    stride_b: usize,
+    mut c: OutMatrix<T, MicroTiles<BM, BN, MICRO, MICRO>>,
 ) {
     let tile = Tile::new(BM, BN, BK);
     const { assert!(Tile::new(BM, BN, BK).is_valid(), "an invalid GEMM tile") };
@@ -179,9 +186,16 @@ pub fn gemm<
         thread::block_dim() == Dim3::x(threads as u32),
         "gemm: launch with a 1-D block of Tile::threads() threads"
     );
-    let (m, n) = (c.rows(), c.cols());
+    // Batch z (`blockIdx.z`): A and B at z·stride_a and z·stride_b (0 =
+    // the same matrix for every batch), C the z-th of the stacked batches
+    // (`OutMatrix::batch`): the host binds the batches' m × n matrices
+    // stacked, `m·ldc` elements apart.
+    let (_, m) = c.batch();
+    let n = c.cols();
     let t = thread::linear_thread_id() as usize;
     let block = thread::block_idx();
+    let z = block.z as usize;
+    let (a_off, b_off_g) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     // This thread's micro-tile within the block tile (as `micro_tile` maps it).
     let per_row = BN / MICRO;
@@ -207,7 +221,7 @@ pub fn gemm<
             let (gi, gp) = (row0 + i, p0 + p);
             let v = if gi < m && gp < k {
                 let idx = if TA { gp * lda + gi } else { gi * lda + gp };
-                a.get(idx).copied().unwrap_or(T::ZERO)
+                a.get(a_off.wrapping_add(idx)).copied().unwrap_or(T::ZERO)
             } else {
                 T::ZERO
             };
@@ -225,7 +239,7 @@ pub fn gemm<
             let (gp, gj) = (p0 + p, col0 + j);
             let v = if gp < k && gj < n {
                 let idx = if TB { gj * ldb + gp } else { gp * ldb + gj };
-                b.get(idx).copied().unwrap_or(T::ZERO)
+                b.get(b_off_g.wrapping_add(idx)).copied().unwrap_or(T::ZERO)
             } else {
                 T::ZERO
             };
@@ -246,10 +260,7 @@ pub fn gemm<
         step += 1;
     }
 
-    let Some(mut tile) = c.tile() else {
-        return;
-    };
-    let Some(mut mine) = tile.micro_tile::<MICRO, MICRO>() else {
+    let Some(mut mine) = c.micro_tile() else {
         return;
     };
     for (i, row) in acc.iter().enumerate() {

@@ -240,7 +240,7 @@ impl Output for bf16 {
 }
 
 /// Copies the `ROWS × COLS` slice of a stored matrix (`rows × cols`, rows
-/// `ld` apart) at `(r0, c0)` to `smem[base..]` (rows `stride` apart), the
+/// `ld` apart, starting `off` elements into `src`: its batch) at `(r0, c0)` to `smem[base..]` (rows `stride` apart), the
 /// block's `threads` threads taking consecutive 8-element chunks (coalesced).
 /// A chunk wholly inside the matrix at a 16-byte aligned address goes by
 /// `cp.async` (landing at the thread's wait); any other by plain stores, zero
@@ -252,7 +252,7 @@ fn load_tile<T: Input, const ROWS: usize, const COLS: usize>(
     base: usize,
     stride: usize,
     src: Global<'_, T>,
-    ld: usize,
+    (ld, off): (usize, usize),
     (r0, c0): (usize, usize),
     (rows, cols): (usize, usize),
     (t, threads): (usize, usize),
@@ -265,7 +265,7 @@ fn load_tile<T: Input, const ROWS: usize, const COLS: usize>(
         let dst = base + r * stride + c;
         // gr < rows: gr·ld + gc is within the buffer the host checked.
         let whole = gr < rows && gc + CHUNK <= cols;
-        let at = gr.wrapping_mul(ld).wrapping_add(gc);
+        let at = off.wrapping_add(gr.wrapping_mul(ld)).wrapping_add(gc);
         let aligned = (src.as_ptr() as usize)
             .wrapping_add(at.wrapping_mul(core::mem::size_of::<T>()))
             .is_multiple_of(16);
@@ -338,8 +338,10 @@ pub fn gemm_tc<
     beta: f32,
     a: Global<TIn>,
     lda: usize,
+    stride_a: usize,
     b: Global<TIn>,
     ldb: usize,
+    stride_b: usize,
     mut c: OutMatrix<TOut, WarpTiles<BM, WN>>,
 ) {
     let tile = MmaTile::new(BM, BN, BK, WN, S);
@@ -356,10 +358,15 @@ pub fn gemm_tc<
         thread::block_dim() == Dim3::x(threads as u32),
         "gemm_tc: launch with a 1-D block of MmaTile::threads() threads"
     );
-    let (m, n) = (c.rows(), c.cols());
+    // Batch z (`blockIdx.z`), as in the SIMT kernel: A and B at z·stride_a
+    // and z·stride_b, C the z-th of the stacked batches (m rows each).
+    let (_, m) = c.batch();
+    let n = c.cols();
     let t = thread::linear_thread_id() as usize;
     let warp_col = thread::warp_id() as usize * WN;
     let block = thread::block_idx();
+    let z = block.z as usize;
+    let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     let smem = shared::dynamic::<TIn>();
     let (_, sa) = tile.a_layout(TA);
@@ -372,15 +379,15 @@ pub fn gemm_tc<
         let (base, p0) = (stage * stage_len, kt * BK);
         let me = (t, threads);
         if TA {
-            load_tile::<TIn, BK, BM>(&smem, base, sa, a, lda, (p0, row0), (k, m), me);
+            load_tile::<TIn, BK, BM>(&smem, base, sa, a, (lda, a_off), (p0, row0), (k, m), me);
         } else {
-            load_tile::<TIn, BM, BK>(&smem, base, sa, a, lda, (row0, p0), (m, k), me);
+            load_tile::<TIn, BM, BK>(&smem, base, sa, a, (lda, a_off), (row0, p0), (m, k), me);
         }
         let base = base + a_len;
         if TB {
-            load_tile::<TIn, BN, BK>(&smem, base, sb, b, ldb, (col0, p0), (n, k), me);
+            load_tile::<TIn, BN, BK>(&smem, base, sb, b, (ldb, b_off), (col0, p0), (n, k), me);
         } else {
-            load_tile::<TIn, BK, BN>(&smem, base, sb, b, ldb, (p0, col0), (k, n), me);
+            load_tile::<TIn, BK, BN>(&smem, base, sb, b, (ldb, b_off), (p0, col0), (k, n), me);
         }
     };
 

@@ -14,12 +14,29 @@
 //! - `alpha = 0` or `k = 0`: `C ← beta·C`, without reading `A` or `B`.
 //! - `m = 0` or `n = 0`: nothing to do (after the checks).
 //!
+//! **Strided batch** ([`Gemm::batch`]): `count` GEMMs of one shape, GEMM `z`
+//! on `A` at `z·stride_a`, `B` at `z·stride_b` (stride 0 = the same matrix for
+//! every batch: broadcast) and `C` at `z·stride_c`, one batch per
+//! `blockIdx.z` (so `count ≤ 65535`, else `LaunchConfig`). Each operand's
+//! buffer must hold `(count − 1)·stride + its extent` (checked arithmetic).
+//! `C`'s batches must not overlap (`stride_c ≥ (m − 1)·ldc + n`, refused
+//! otherwise: two batches would write one element) and, today, must be
+//! packed, `stride_c = m·ldc` (the default): the kernel's output is one
+//! `OutMatrix` of the batches' rows stacked (`count·m × n`, row stride
+//! `ldc`), bound by the host like any other, and the owned tile views
+//! (`MicroTiles`, `WarpTiles`) give block (x, y, z) its tile of batch `z`
+//! (`OutMatrix::batch`: rows `z·m ..`), so batches are disjoint rows and
+//! the epilogue stays race-free by construction. (A stride between batches
+//! that is not `m·ldc` would need a second host-bound number in the
+//! kernel's output binding.)
+//!
 //! Everything is checked before anything runs, with overflow-checked sizes:
 //! every buffer on the device (`DeviceMismatch`), each leading dimension at
 //! least its row length and each buffer long enough for its matrix
 //! (`ShapeMismatch`, naming the operand and the sizes; `SizeOverflow` when a
 //! size does not fit a `usize`), and the grid within the device's limits
-//! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for every type).
+//! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for every type,
+//! and at most 65535 batches).
 //!
 //! The kernels are `warpforge_kernels::gemm` (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`);
 //! each element of the result is one fused multiply-add chain over `k` in
@@ -99,11 +116,11 @@ pub trait GemmElement: Element + k::Element {
         dev: &Device,
         cfg: LaunchConfig,
         trans: (bool, bool),
-        k: usize,
+        mk: (usize, usize),
         alpha: Self,
         beta: Self,
-        a: (&DeviceBuffer<Self>, usize),
-        b: (&DeviceBuffer<Self>, usize),
+        a: (&DeviceBuffer<Self>, usize, usize),
+        b: (&DeviceBuffer<Self>, usize, usize),
         c: MatrixMut<'_, Self>,
     ) -> Result<()>;
 }
@@ -125,14 +142,14 @@ macro_rules! gemm_element {
                 dev: &Device,
                 cfg: LaunchConfig,
                 trans: (bool, bool),
-                k: usize,
+                (_, k): (usize, usize),
                 alpha: $t,
                 beta: $t,
-                (a, lda): (&DeviceBuffer<$t>, usize),
-                (b, ldb): (&DeviceBuffer<$t>, usize),
+                (a, lda, stride_a): (&DeviceBuffer<$t>, usize, usize),
+                (b, ldb, stride_b): (&DeviceBuffer<$t>, usize, usize),
                 c: MatrixMut<'_, $t>,
             ) -> Result<()> {
-                let args = (k, alpha, beta, a, lda, b, ldb, c);
+                let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
                 match trans {
                     (false, false) => dev.launch(k::$nn, cfg, args),
                     (false, true) => dev.launch(k::$nt, cfg, args),
@@ -196,11 +213,11 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         dev: &Device,
         cfg: LaunchConfig,
         trans: (bool, bool),
-        k: usize,
+        mk: (usize, usize),
         alpha: Self::Scalar,
         beta: Self::Scalar,
-        a: (&DeviceBuffer<Self>, usize),
-        b: (&DeviceBuffer<Self>, usize),
+        a: (&DeviceBuffer<Self>, usize, usize),
+        b: (&DeviceBuffer<Self>, usize, usize),
         c: MatrixMut<'_, TOut>,
     ) -> Result<()>;
 }
@@ -221,14 +238,14 @@ impl<T: GemmElement> GemmTypes<T> for T {
         dev: &Device,
         cfg: LaunchConfig,
         trans: (bool, bool),
-        k: usize,
+        mk: (usize, usize),
         alpha: T,
         beta: T,
-        a: (&DeviceBuffer<T>, usize),
-        b: (&DeviceBuffer<T>, usize),
+        a: (&DeviceBuffer<T>, usize, usize),
+        b: (&DeviceBuffer<T>, usize, usize),
         c: MatrixMut<'_, T>,
     ) -> Result<()> {
-        <T as GemmElement>::launch_gemm(dev, cfg, trans, k, alpha, beta, a, b, c)
+        <T as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c)
     }
 }
 
@@ -257,14 +274,14 @@ macro_rules! gemm_tensor {
                 dev: &Device,
                 cfg: LaunchConfig,
                 trans: (bool, bool),
-                k: usize,
+                (_, k): (usize, usize),
                 alpha: f32,
                 beta: f32,
-                (a, lda): (&DeviceBuffer<$tin>, usize),
-                (b, ldb): (&DeviceBuffer<$tin>, usize),
+                (a, lda, stride_a): (&DeviceBuffer<$tin>, usize, usize),
+                (b, ldb, stride_b): (&DeviceBuffer<$tin>, usize, usize),
                 c: MatrixMut<'_, $tout>,
             ) -> Result<()> {
-                let args = (k, alpha, beta, a, lda, b, ldb, c);
+                let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
                 match trans {
                     (false, false) => dev.launch(tc::$nn, cfg, args),
                     (false, true) => dev.launch(tc::$nt, cfg, args),
@@ -355,6 +372,10 @@ pub struct Gemm<T> {
     lda: Option<usize>,
     ldb: Option<usize>,
     ldc: Option<usize>,
+    batch: usize,
+    stride_a: Option<usize>,
+    stride_b: Option<usize>,
+    stride_c: Option<usize>,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -425,6 +446,55 @@ impl Stored {
     }
 }
 
+impl Stored {
+    /// Checks a batch of `count` of these matrices `stride` elements apart
+    /// (default `rows·ld`; 0 = one matrix for all) in a buffer of `len`:
+    /// it must hold `(count − 1)·stride + extent`. Returns the stride.
+    fn check_batch(
+        &self,
+        len: usize,
+        count: usize,
+        stride: Option<usize>,
+        stride_name: &'static str,
+    ) -> Result<usize> {
+        self.check(len)?;
+        let extent = self.needed()?;
+        let name = self.name;
+        let stride = match stride {
+            Some(s) => s,
+            None => self
+                .rows
+                .checked_mul(self.ld)
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!(
+                        "gemm: {name}'s default {stride_name}, {} × {}",
+                        self.rows, self.ld
+                    ),
+                })?,
+        };
+        if count <= 1 || stride == 0 || extent == 0 {
+            return Ok(stride);
+        }
+        let needed = (count - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(extent))
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!(
+                    "gemm: {name}, {count} batches with {stride_name} = {stride} and extent {extent}"
+                ),
+            })?;
+        if len < needed {
+            return Err(Error::ShapeMismatch {
+                op: "gemm",
+                detail: format!(
+                    "{name}: a batch of {count} with {stride_name} = {stride} needs                      ({count} − 1)·{stride} + {extent} = {needed} elements, but its buffer has {len}"
+                ),
+            });
+        }
+        Ok(stride)
+    }
+}
+
 impl<T: GemmElement> Gemm<T> {
     /// `op(A)·op(B)` of an `m × k` by a `k × n` matrix into the `m × n` `C`.
     pub fn new(m: usize, n: usize, k: usize) -> Self {
@@ -439,6 +509,10 @@ impl<T: GemmElement> Gemm<T> {
             lda: None,
             ldb: None,
             ldc: None,
+            batch: 1,
+            stride_a: None,
+            stride_b: None,
+            stride_c: None,
         }
     }
 
@@ -483,6 +557,40 @@ impl<T: GemmElement> Gemm<T> {
     /// Elements between the starts of `C`'s rows (default `n`).
     pub fn ldc(mut self, ldc: usize) -> Self {
         self.ldc = Some(ldc);
+        self
+    }
+
+    /// A strided batch of `count` GEMMs (default 1): GEMM `z` reads `A` at
+    /// `z·stride_a`, `B` at `z·stride_b` and updates `C` at `z·stride_c`
+    /// (elements), one batch per `blockIdx.z` (at most the device's grid z,
+    /// 65535). `count = 0` does nothing (after the checks).
+    pub fn batch(mut self, count: usize) -> Self {
+        self.batch = count;
+        self
+    }
+
+    /// Elements between consecutive batches' `A` (default: its stored rows
+    /// × `lda`); 0 broadcasts one `A` to every batch.
+    pub fn stride_a(mut self, stride: usize) -> Self {
+        self.stride_a = Some(stride);
+        self
+    }
+
+    /// Elements between consecutive batches' `B` (default: its stored rows
+    /// × `ldb`); 0 broadcasts one `B` to every batch.
+    pub fn stride_b(mut self, stride: usize) -> Self {
+        self.stride_b = Some(stride);
+        self
+    }
+
+    /// Elements between consecutive batches' `C` (default `m·ldc`). With
+    /// more than one batch it must be at least `C`'s extent
+    /// `(m − 1)·ldc + n` (overlapping outputs would be written by two
+    /// batches at once: refused), and, today, exactly `m·ldc`: the kernel's
+    /// owned output is bound as the batches' rows stacked
+    /// (`OutMatrix::batch`), `m` rows each.
+    pub fn stride_c(mut self, stride: usize) -> Self {
+        self.stride_c = Some(stride);
         self
     }
 
@@ -536,8 +644,14 @@ impl<T: GemmElement> Gemm<T> {
             limits[1],
             "split the rows of C over several calls (m at most the limit × the tile's rows)",
         )?;
+        let z = axis(
+            "grid.z (the batch count)",
+            self.batch,
+            limits[2].min(65535),
+            "split the batch over several calls",
+        )?;
         Ok(LaunchConfig::new(
-            Dim3::new(x, y, 1),
+            Dim3::new(x, y, z),
             Dim3::x(shape.threads as u32),
         ))
     }
@@ -598,23 +712,65 @@ impl<T: GemmElement> Gemm<T> {
             ld: self.ldc.unwrap_or(n),
             transposed: false,
         };
-        a_shape.check(a.len())?;
-        b_shape.check(b.len())?;
-        c_shape.check(c.len())?;
-        if m == 0 || n == 0 {
+        let count = self.batch;
+        let stride_a = a_shape.check_batch(a.len(), count, self.stride_a, "stride_a")?;
+        let stride_b = b_shape.check_batch(b.len(), count, self.stride_b, "stride_b")?;
+        let stride_c = c_shape.check_batch(c.len(), count, self.stride_c, "stride_c")?;
+        if m == 0 || n == 0 || count == 0 {
             return Ok(());
         }
+        // C's batches, bound as one matrix of stacked rows (`OutMatrix::batch`
+        // in the kernel: batch z is rows z·rows_per ..): disjoint outputs.
+        let ldc = c_shape.ld;
+        let rows_per = if count == 1 {
+            m
+        } else {
+            let extent = c_shape.needed()?;
+            if stride_c < extent {
+                return Err(Error::ShapeMismatch {
+                    op: "gemm",
+                    detail: format!(
+                        "stride_c = {stride_c} is less than C's extent {extent} ({m} × {n} with                          ldc = {ldc}): the {count} output matrices would overlap and two                          batches write one element; stride_c must be at least {extent}"
+                    ),
+                });
+            }
+            let packed = m.checked_mul(ldc);
+            if packed != Some(stride_c) {
+                return Err(Error::ShapeMismatch {
+                    op: "gemm",
+                    detail: format!(
+                        "stride_c = {stride_c} with {count} batches: a batched C must be packed, \
+                         stride_c = m·ldc = {m}·{ldc} (its batches are bound as one stack of \
+                         rows, which keeps every batch's output its own)"
+                    ),
+                });
+            }
+            m
+        };
+        let rows = count
+            .checked_mul(rows_per)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("gemm: C, {count} batches of {rows_per} rows"),
+            })?;
         let cfg = self.config(dev, TIn::SHAPE, self.kernel_name_for::<TIn, TOut>())?;
-        let c = c.matrix_mut(m, n, c_shape.ld)?;
+        let c = c.matrix_mut(rows, n, ldc).map_err(|e| match e {
+            Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
+                op: "gemm",
+                detail: format!(
+                    "C, {count} batches stride_c = {stride_c} apart ({rows} rows of ldc = {ldc},                      the last padded to a whole stride's rows): {detail}"
+                ),
+            },
+            e => e,
+        })?;
         TIn::launch_gemm(
             dev,
             cfg,
             (trans_a, trans_b),
-            k,
+            (m, k),
             alpha,
             beta,
-            (a, a_shape.ld),
-            (b, b_shape.ld),
+            (a, a_shape.ld, stride_a),
+            (b, b_shape.ld, stride_b),
             c,
         )
     }

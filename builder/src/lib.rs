@@ -1506,7 +1506,10 @@ mod tests {
             let frame = std::fs::read(&c.path).unwrap();
             assert_eq!(zstd::bulk::decompress(&frame, 1 << 10).unwrap(), b"\x7fELF");
         }
-        assert_eq!(modules[0].cubins[1].path, dir.join("k.sm_80.sm_90.cubin.zst"));
+        assert_eq!(
+            modules[0].cubins[1].path,
+            dir.join("k.sm_80.sm_90.cubin.zst")
+        );
 
         let dir = scratch("failingptxas");
         let mut modules = one_module(&dir);

@@ -233,7 +233,18 @@ fn output_bits(
     max_blocks: u32,
 ) -> Vec<u64> {
     let buf = dev.upload(x).unwrap();
-    match reduce::reduce_with(op, &buf, shape, axis, ReduceOptions { max_blocks }).unwrap() {
+    match reduce::reduce_with(
+        op,
+        &buf,
+        shape,
+        axis,
+        ReduceOptions {
+            max_blocks,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    {
         Reduced::Values(v) => v
             .to_host()
             .unwrap()
@@ -260,10 +271,109 @@ fn same_bits_at_every_grid_size_in_emulator() {
             .collect();
         for op in [Op::Sum, Op::LogSumExp, Op::ArgMax] {
             let first = output_bits(&dev, op, &x, &shape, axis, 1);
-            for max_blocks in [3, 7, 64, 1024] {
+            for max_blocks in [3, 7, 64, 1024, ReduceOptions::AUTO] {
                 assert_eq!(
                     output_bits(&dev, op, &x, &shape, axis, max_blocks),
                     first,
+                    "{op} of {shape:?} along {axis:?} at {max_blocks} blocks"
+                );
+            }
+        }
+    }
+}
+
+/// The partial states come from the device's scratch cache: after the first
+/// call nothing is allocated (free memory stays put), a smaller reduction
+/// reuses the larger buffer, host threads reducing at once each get their
+/// own and agree bit for bit, and `release_scratch` gives the memory back.
+#[test]
+fn reductions_reuse_the_device_scratch_states_in_emulator() {
+    let dev = Device::emulator_with_memory(64 << 20);
+    let n = 512 * 512 + 1; // three rows passes: both scratch buffers
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
+        .collect();
+    let xb = dev.upload(&x).unwrap();
+    let total = dev.memory_info().unwrap().1;
+    let sum = reduce::sum(&xb).unwrap().to_bits();
+    let free = dev.memory_info().unwrap().0;
+    assert!(
+        free < total - 4 * n as u64,
+        "the scratch states stay cached"
+    );
+    for _ in 0..3 {
+        assert_eq!(reduce::sum(&xb).unwrap().to_bits(), sum);
+        assert_eq!(reduce::argmax(&xb).unwrap(), reduce::argmax(&xb).unwrap());
+        let Reduced::Values(rows) = reduce::reduce(Op::Sum, &xb, &[1, n], Some(1)).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(rows.to_host().unwrap()[0].to_bits(), sum);
+        drop(rows);
+        assert_eq!(
+            dev.memory_info().unwrap().0,
+            free,
+            "no allocation after the first call"
+        );
+    }
+    std::thread::scope(|s| {
+        for op in [Op::Sum, Op::Max, Op::ArgMin, Op::LogSumExp] {
+            let (dev, x, xb) = (&dev, &x, &xb);
+            s.spawn(move || {
+                let first = output_bits(dev, op, x, &[n], None, 64);
+                for _ in 0..3 {
+                    let Reduced::Values(v) = reduce::reduce(Op::Sum, xb, &[n], None).unwrap()
+                    else {
+                        unreachable!()
+                    };
+                    assert_eq!(v.to_host().unwrap()[0].to_bits(), sum);
+                    assert_eq!(output_bits(dev, op, x, &[n], None, 7), first, "{op}");
+                }
+            });
+        }
+    });
+    dev.release_scratch();
+    assert_eq!(dev.memory_info().unwrap().0, total - 4 * n as u64);
+}
+
+/// The one-launch rows reduction (the last block combines) gives the bits of
+/// the multi-pass path (a combine launch per level) at every grid size, for
+/// whole tensors and rows, one combine level or two.
+#[test]
+fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
+    let dev = Device::emulator();
+    let cases: [(Vec<usize>, Option<usize>); 4] = [
+        (vec![40_000], None),
+        (vec![3, 5000], Some(1)),
+        (vec![512 * 512 + 1], None),
+        (vec![5, 2, 1300], Some(2)),
+    ];
+    for (shape, axis) in cases {
+        let n: usize = shape.iter().product();
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
+            .collect();
+        let buf = dev.upload(&x).unwrap();
+        let bits = |op, max_blocks, multi_pass| -> Vec<u64> {
+            let options = ReduceOptions {
+                max_blocks,
+                multi_pass,
+            };
+            match reduce::reduce_with(op, &buf, &shape, axis, options).unwrap() {
+                Reduced::Values(v) => v
+                    .to_host()
+                    .unwrap()
+                    .iter()
+                    .map(|v| u64::from(v.to_bits()))
+                    .collect(),
+                Reduced::Indices(v) => v.to_host().unwrap().iter().map(|&i| i as u64).collect(),
+            }
+        };
+        for op in [Op::Sum, Op::LogSumExp, Op::ArgMax, Op::Min] {
+            let multi = bits(op, 7, true);
+            for max_blocks in [1, 2, 3, 7, 64, 1024, ReduceOptions::AUTO] {
+                assert_eq!(
+                    bits(op, max_blocks, false),
+                    multi,
                     "{op} of {shape:?} along {axis:?} at {max_blocks} blocks"
                 );
             }
@@ -743,7 +853,16 @@ fn exact_random_ints<T: ExactInt>(dev: &Device, seed: u64) {
     for &(shape, axis) in EXACT_CASES {
         let x = exact_ints::<T>(&mut rng, shape, axis);
         for max_blocks in EXACT_GRIDS {
-            check_exact::<T>(dev, &x, shape, axis, ReduceOptions { max_blocks });
+            check_exact::<T>(
+                dev,
+                &x,
+                shape,
+                axis,
+                ReduceOptions {
+                    max_blocks,
+                    ..Default::default()
+                },
+            );
         }
     }
 }
@@ -808,9 +927,27 @@ fn every_position_of_a_line_is_counted_exactly_once_in_emulator() {
         for v in [1, -1] {
             let x = one_hot(shape, axis, v, 0);
             check_exact::<f32>(&dev, &x, shape, axis, ReduceOptions::default());
-            check_exact::<f64>(&dev, &x, shape, axis, ReduceOptions { max_blocks: 3 });
+            check_exact::<f64>(
+                &dev,
+                &x,
+                shape,
+                axis,
+                ReduceOptions {
+                    max_blocks: 3,
+                    ..Default::default()
+                },
+            );
             check_exact::<f16>(&dev, &x, shape, axis, ReduceOptions::default());
-            check_exact::<bf16>(&dev, &x, shape, axis, ReduceOptions { max_blocks: 1 });
+            check_exact::<bf16>(
+                &dev,
+                &x,
+                shape,
+                axis,
+                ReduceOptions {
+                    max_blocks: 1,
+                    ..Default::default()
+                },
+            );
         }
     }
 }

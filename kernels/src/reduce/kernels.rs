@@ -6,14 +6,20 @@ use super::state::{
     Acc, ArgMax, ArgMin, ArgState, ExtremeState, LogSumExp, LseState, Max, Min, Sum, SumOfSquares,
     SumState,
 };
-use super::{cols_pass, element, finish_float, finish_pass, rows_pass, stored};
+use super::{cols_pass, element, finish_float, finish_pass, rows_fused, rows_pass, stored};
 
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
 use warpforge_device::{Out, bf16, f16, num};
 use warpforge_macros::kernel;
 
 macro_rules! element_passes {
-    ($($rows:ident, $cols:ident: $r:ty, $t:ty;)*) => { $(
+    ($($rows:ident, $cols:ident, $fused:ident: $r:ty, $t:ty;)*) => { $(
+        #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` and every combine pass after it, in one launch (see [`rows_fused`]).")]
+        #[kernel(block = 256)]
+        pub fn $fused(x: &[$t], rows: u64, len: u64, mut scratch: Out<u64>, mut finals: Out<u64>) {
+            rows_fused(rows, len, element::<$t, $r>(x), &mut scratch, &mut finals);
+        }
+
         #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
         pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
@@ -29,49 +35,49 @@ macro_rules! element_passes {
 }
 
 element_passes! {
-    reduce_rows_sum_f32, reduce_cols_sum_f32: Sum, f32;
-    reduce_rows_sumsq_f32, reduce_cols_sumsq_f32: SumOfSquares, f32;
-    reduce_rows_min_f32, reduce_cols_min_f32: Min, f32;
-    reduce_rows_max_f32, reduce_cols_max_f32: Max, f32;
-    reduce_rows_argmin_f32, reduce_cols_argmin_f32: ArgMin, f32;
-    reduce_rows_argmax_f32, reduce_cols_argmax_f32: ArgMax, f32;
-    reduce_rows_lse_f32, reduce_cols_lse_f32: LogSumExp, f32;
-    reduce_rows_sum_f64, reduce_cols_sum_f64: Sum, f64;
-    reduce_rows_sumsq_f64, reduce_cols_sumsq_f64: SumOfSquares, f64;
-    reduce_rows_min_f64, reduce_cols_min_f64: Min, f64;
-    reduce_rows_max_f64, reduce_cols_max_f64: Max, f64;
-    reduce_rows_argmin_f64, reduce_cols_argmin_f64: ArgMin, f64;
-    reduce_rows_argmax_f64, reduce_cols_argmax_f64: ArgMax, f64;
-    reduce_rows_lse_f64, reduce_cols_lse_f64: LogSumExp, f64;
-    reduce_rows_sum_f16, reduce_cols_sum_f16: Sum, f16;
-    reduce_rows_sumsq_f16, reduce_cols_sumsq_f16: SumOfSquares, f16;
-    reduce_rows_min_f16, reduce_cols_min_f16: Min, f16;
-    reduce_rows_max_f16, reduce_cols_max_f16: Max, f16;
-    reduce_rows_argmin_f16, reduce_cols_argmin_f16: ArgMin, f16;
-    reduce_rows_argmax_f16, reduce_cols_argmax_f16: ArgMax, f16;
-    reduce_rows_lse_f16, reduce_cols_lse_f16: LogSumExp, f16;
-    reduce_rows_sum_bf16, reduce_cols_sum_bf16: Sum, bf16;
-    reduce_rows_sumsq_bf16, reduce_cols_sumsq_bf16: SumOfSquares, bf16;
-    reduce_rows_min_bf16, reduce_cols_min_bf16: Min, bf16;
-    reduce_rows_max_bf16, reduce_cols_max_bf16: Max, bf16;
-    reduce_rows_argmin_bf16, reduce_cols_argmin_bf16: ArgMin, bf16;
-    reduce_rows_argmax_bf16, reduce_cols_argmax_bf16: ArgMax, bf16;
-    reduce_rows_lse_bf16, reduce_cols_lse_bf16: LogSumExp, bf16;
-    reduce_rows_sum_i32, reduce_cols_sum_i32: Sum, i32;
-    reduce_rows_min_i32, reduce_cols_min_i32: Min, i32;
-    reduce_rows_max_i32, reduce_cols_max_i32: Max, i32;
-    reduce_rows_argmin_i32, reduce_cols_argmin_i32: ArgMin, i32;
-    reduce_rows_argmax_i32, reduce_cols_argmax_i32: ArgMax, i32;
-    reduce_rows_sum_i64, reduce_cols_sum_i64: Sum, i64;
-    reduce_rows_min_i64, reduce_cols_min_i64: Min, i64;
-    reduce_rows_max_i64, reduce_cols_max_i64: Max, i64;
-    reduce_rows_argmin_i64, reduce_cols_argmin_i64: ArgMin, i64;
-    reduce_rows_argmax_i64, reduce_cols_argmax_i64: ArgMax, i64;
-    reduce_rows_sum_u32, reduce_cols_sum_u32: Sum, u32;
-    reduce_rows_min_u32, reduce_cols_min_u32: Min, u32;
-    reduce_rows_max_u32, reduce_cols_max_u32: Max, u32;
-    reduce_rows_argmin_u32, reduce_cols_argmin_u32: ArgMin, u32;
-    reduce_rows_argmax_u32, reduce_cols_argmax_u32: ArgMax, u32;
+    reduce_rows_sum_f32, reduce_cols_sum_f32, reduce_fused_sum_f32: Sum, f32;
+    reduce_rows_sumsq_f32, reduce_cols_sumsq_f32, reduce_fused_sumsq_f32: SumOfSquares, f32;
+    reduce_rows_min_f32, reduce_cols_min_f32, reduce_fused_min_f32: Min, f32;
+    reduce_rows_max_f32, reduce_cols_max_f32, reduce_fused_max_f32: Max, f32;
+    reduce_rows_argmin_f32, reduce_cols_argmin_f32, reduce_fused_argmin_f32: ArgMin, f32;
+    reduce_rows_argmax_f32, reduce_cols_argmax_f32, reduce_fused_argmax_f32: ArgMax, f32;
+    reduce_rows_lse_f32, reduce_cols_lse_f32, reduce_fused_lse_f32: LogSumExp, f32;
+    reduce_rows_sum_f64, reduce_cols_sum_f64, reduce_fused_sum_f64: Sum, f64;
+    reduce_rows_sumsq_f64, reduce_cols_sumsq_f64, reduce_fused_sumsq_f64: SumOfSquares, f64;
+    reduce_rows_min_f64, reduce_cols_min_f64, reduce_fused_min_f64: Min, f64;
+    reduce_rows_max_f64, reduce_cols_max_f64, reduce_fused_max_f64: Max, f64;
+    reduce_rows_argmin_f64, reduce_cols_argmin_f64, reduce_fused_argmin_f64: ArgMin, f64;
+    reduce_rows_argmax_f64, reduce_cols_argmax_f64, reduce_fused_argmax_f64: ArgMax, f64;
+    reduce_rows_lse_f64, reduce_cols_lse_f64, reduce_fused_lse_f64: LogSumExp, f64;
+    reduce_rows_sum_f16, reduce_cols_sum_f16, reduce_fused_sum_f16: Sum, f16;
+    reduce_rows_sumsq_f16, reduce_cols_sumsq_f16, reduce_fused_sumsq_f16: SumOfSquares, f16;
+    reduce_rows_min_f16, reduce_cols_min_f16, reduce_fused_min_f16: Min, f16;
+    reduce_rows_max_f16, reduce_cols_max_f16, reduce_fused_max_f16: Max, f16;
+    reduce_rows_argmin_f16, reduce_cols_argmin_f16, reduce_fused_argmin_f16: ArgMin, f16;
+    reduce_rows_argmax_f16, reduce_cols_argmax_f16, reduce_fused_argmax_f16: ArgMax, f16;
+    reduce_rows_lse_f16, reduce_cols_lse_f16, reduce_fused_lse_f16: LogSumExp, f16;
+    reduce_rows_sum_bf16, reduce_cols_sum_bf16, reduce_fused_sum_bf16: Sum, bf16;
+    reduce_rows_sumsq_bf16, reduce_cols_sumsq_bf16, reduce_fused_sumsq_bf16: SumOfSquares, bf16;
+    reduce_rows_min_bf16, reduce_cols_min_bf16, reduce_fused_min_bf16: Min, bf16;
+    reduce_rows_max_bf16, reduce_cols_max_bf16, reduce_fused_max_bf16: Max, bf16;
+    reduce_rows_argmin_bf16, reduce_cols_argmin_bf16, reduce_fused_argmin_bf16: ArgMin, bf16;
+    reduce_rows_argmax_bf16, reduce_cols_argmax_bf16, reduce_fused_argmax_bf16: ArgMax, bf16;
+    reduce_rows_lse_bf16, reduce_cols_lse_bf16, reduce_fused_lse_bf16: LogSumExp, bf16;
+    reduce_rows_sum_i32, reduce_cols_sum_i32, reduce_fused_sum_i32: Sum, i32;
+    reduce_rows_min_i32, reduce_cols_min_i32, reduce_fused_min_i32: Min, i32;
+    reduce_rows_max_i32, reduce_cols_max_i32, reduce_fused_max_i32: Max, i32;
+    reduce_rows_argmin_i32, reduce_cols_argmin_i32, reduce_fused_argmin_i32: ArgMin, i32;
+    reduce_rows_argmax_i32, reduce_cols_argmax_i32, reduce_fused_argmax_i32: ArgMax, i32;
+    reduce_rows_sum_i64, reduce_cols_sum_i64, reduce_fused_sum_i64: Sum, i64;
+    reduce_rows_min_i64, reduce_cols_min_i64, reduce_fused_min_i64: Min, i64;
+    reduce_rows_max_i64, reduce_cols_max_i64, reduce_fused_max_i64: Max, i64;
+    reduce_rows_argmin_i64, reduce_cols_argmin_i64, reduce_fused_argmin_i64: ArgMin, i64;
+    reduce_rows_argmax_i64, reduce_cols_argmax_i64, reduce_fused_argmax_i64: ArgMax, i64;
+    reduce_rows_sum_u32, reduce_cols_sum_u32, reduce_fused_sum_u32: Sum, u32;
+    reduce_rows_min_u32, reduce_cols_min_u32, reduce_fused_min_u32: Min, u32;
+    reduce_rows_max_u32, reduce_cols_max_u32, reduce_fused_max_u32: Max, u32;
+    reduce_rows_argmin_u32, reduce_cols_argmin_u32, reduce_fused_argmin_u32: ArgMin, u32;
+    reduce_rows_argmax_u32, reduce_cols_argmax_u32, reduce_fused_argmax_u32: ArgMax, u32;
 }
 
 macro_rules! state_passes {

@@ -18,7 +18,9 @@
 //! shorter axis. The host runs `combine_*` passes (the same shapes over
 //! states) until one state per output is left, then a `finish_*` kernel (one
 //! thread per output) turns states into values. No shared memory, no
-//! barriers, no atomics. Every kernel is launched with blocks of
+//! barriers, no atomics, except in the one-launch rows kernels
+//! (`reduce_fused_*`, [`rows_fused`]): their last block to take an atomic
+//! ticket runs the combine passes itself. Every kernel is launched with blocks of
 //! [`BLOCK_THREADS`] threads and grid-strides over its units.
 //!
 //! Kernels are stamped per reduction and element type (`reduce_*`), per
@@ -33,7 +35,7 @@ pub use kernels::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
-use warpforge_device::{Out, thread};
+use warpforge_device::{Out, atomic, sync, thread};
 
 /// Threads per block of every reduction kernel (8 warps).
 pub const BLOCK_THREADS: u32 = 256;
@@ -100,34 +102,181 @@ pub fn rows_pass<S: State>(
     let lane = u64::from(thread::lane_id());
     // `for_each`, not `for`: a counted loop that ptxas sees as warp-uniform.
     states.chunks(units).for_each(|mut owned| {
-        let unit = owned.unit();
-        let (row, c) = (unit / per_row, unit % per_row);
-        let start = c * ROW_UNIT;
-        let end = len.min(start + ROW_UNIT);
-        let base = row * len;
-        let mut acc = S::empty();
-        if end - start == ROW_UNIT {
-            // A full unit: a constant trip count, which the compiler unrolls.
-            for i in 0..LANE_ITEMS {
-                let j = start + lane + WARP * i;
-                acc = S::combine(acc, item((base + j) as usize, j));
-            }
-        } else {
-            let mut j = start + lane;
-            while j < end {
-                acc = S::combine(acc, item((base + j) as usize, j));
-                j += WARP;
-            }
-        }
-        let mut delta = 16;
-        while delta > 0 {
-            acc = S::combine(acc, acc.shuffle_down(delta));
-            delta /= 2;
-        }
+        let acc = fold_unit(owned.unit(), per_row, len, lane, &item);
         if let Some(chunk) = owned.leader() {
             chunk.write(acc.encode());
         }
     });
+}
+
+/// The state of rows-pass unit `unit` (row `unit / per_row`, chunk
+/// `unit % per_row` of [`ROW_UNIT`] items) at lane 0 of the calling warp:
+/// lane `lane` folds items `start + lane, start + lane + 32, …` in order, then
+/// a fixed `shuffle_down` tree (16, 8, 4, 2, 1). Every lane must call it.
+/// [`rows_pass`] and [`rows_fused`] both fold with it, so they agree bit for bit.
+#[inline(always)]
+fn fold_unit<S: State>(
+    unit: u64,
+    per_row: u64,
+    len: u64,
+    lane: u64,
+    mut item: impl FnMut(usize, u64) -> S,
+) -> S {
+    let (row, c) = (unit / per_row, unit % per_row);
+    let start = c * ROW_UNIT;
+    let end = len.min(start + ROW_UNIT);
+    let base = row * len;
+    let mut acc = S::empty();
+    if end - start == ROW_UNIT {
+        // A full unit: a constant trip count, which the compiler unrolls.
+        for i in 0..LANE_ITEMS {
+            let j = start + lane + WARP * i;
+            acc = S::combine(acc, item((base + j) as usize, j));
+        }
+    } else {
+        let mut j = start + lane;
+        while j < end {
+            acc = S::combine(acc, item((base + j) as usize, j));
+            j += WARP;
+        }
+    }
+    let mut delta = 16;
+    while delta > 0 {
+        acc = S::combine(acc, acc.shuffle_down(delta));
+        delta /= 2;
+    }
+    acc
+}
+
+/// Writes `state` to words `at`, `at + 1` of `out` (in bounds).
+#[inline(always)]
+fn write_state<S: State>(out: &mut Out<u64>, at: u64, state: S) {
+    let [a, b] = state.encode();
+    if let Some(mut w) = out.at(at as usize) {
+        w.set(a);
+    }
+    if let Some(mut w) = out.at(at as usize + 1) {
+        w.set(b);
+    }
+}
+
+/// Words of [`rows_fused`]'s scratch: the ticket, then two regions of
+/// `rows · ⌈len / ROW_UNIT⌉` states (the units' states, then every combine
+/// level's, alternating).
+pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
+    2 + 4 * rows * len.div_ceil(ROW_UNIT)
+}
+
+/// A rows pass and every combine pass after it in one launch, with the same
+/// bits as [`rows_pass`] followed by `rows_pass`es over the states until one
+/// per row is left: those states are written to words `2r, 2r + 1` of `finals`.
+///
+/// Each warp folds its units ([`fold_unit`]) into region 0 of `scratch` (see
+/// [`fused_scratch_words`]). Then the block publishes them: a barrier, and
+/// thread 0 fences (device scope) and takes a ticket (`scratch[0]`, an atomic
+/// add). The block that takes the last ticket fences again (acquire), resets
+/// the ticket to 0 for the next launch, and runs the combine levels itself:
+/// its 8 warps stride over the level's units (the same units and fold as a
+/// combine pass, so the grid still decides nothing), a barrier between levels,
+/// the last level writing `finals`. Needs `len > ROW_UNIT` (at least one
+/// combine level) and a 1-D launch of [`BLOCK_THREADS`]-thread blocks.
+#[inline(always)]
+pub fn rows_fused<S: State>(
+    rows: u64,
+    len: u64,
+    item: impl Fn(usize, u64) -> S,
+    scratch: &mut Out<u64>,
+    finals: &mut Out<u64>,
+) {
+    rows_fused_fenced::<S, true>(rows, len, item, scratch, finals);
+}
+
+/// [`rows_fused`] without its two fences: a broken kernel, for the test that
+/// the emulator's race detector reports the last block's reads.
+#[doc(hidden)]
+#[inline(always)]
+pub fn rows_fused_without_fences<S: State>(
+    rows: u64,
+    len: u64,
+    item: impl Fn(usize, u64) -> S,
+    scratch: &mut Out<u64>,
+    finals: &mut Out<u64>,
+) {
+    rows_fused_fenced::<S, false>(rows, len, item, scratch, finals);
+}
+
+#[inline(always)]
+fn rows_fused_fenced<S: State, const FENCE: bool>(
+    rows: u64,
+    len: u64,
+    item: impl Fn(usize, u64) -> S,
+    scratch: &mut Out<u64>,
+    finals: &mut Out<u64>,
+) {
+    let per_row = len.div_ceil(ROW_UNIT);
+    let units = rows.saturating_mul(per_row);
+    let lane = u64::from(thread::lane_id());
+    let warps_per_block = u64::from(thread::block_dim().x) / WARP;
+    let block = u64::from(thread::block_idx().x);
+    let blocks = u64::from(thread::grid_dim().x);
+    let warp_in_block = u64::from(thread::thread_idx().x) / WARP;
+    let region = |r: u64| 2 + 2 * r * units;
+    // The main pass: warp `w` of the grid takes units w, w + warps, … (the
+    // walk depends on the warp alone, so the shuffles have the full warp).
+    let mut unit = block * warps_per_block + warp_in_block;
+    while unit < units {
+        let acc = fold_unit(unit, per_row, len, lane, &item);
+        if lane == 0 {
+            write_state(scratch, region(0) + 2 * unit, acc);
+        }
+        unit += blocks * warps_per_block;
+    }
+    // Publish this block's states; the last block to arrive sees everyone's.
+    sync::sync_threads();
+    let mut last = false;
+    if thread::thread_idx().x == 0 {
+        if FENCE {
+            sync::fence(sync::Scope::Device);
+        }
+        if let Some(ticket) = scratch.atomic::<atomic::Device>(0) {
+            last = ticket.fetch_add(1) == blocks - 1;
+            if last {
+                if FENCE {
+                    sync::fence(sync::Scope::Device);
+                }
+                ticket.swap(0); // ready for the next launch: no memset
+            }
+        }
+    }
+    if !sync::sync_threads_or(last) {
+        return;
+    }
+    // The combine levels, in this block alone.
+    let mut level_len = per_row;
+    let mut src = 0;
+    while level_len > 1 {
+        let next = level_len.div_ceil(ROW_UNIT);
+        let level_units = rows * next;
+        let mut unit = warp_in_block;
+        while unit < level_units {
+            let from = region(src) as usize;
+            let acc = fold_unit(unit, next, level_len, lane, |k, _| {
+                let mut word = |i: usize| scratch.at(from + i).map_or(0, |w| w.get());
+                S::decode([word(2 * k), word(2 * k + 1)])
+            });
+            if lane == 0 {
+                if next == 1 {
+                    write_state(finals, 2 * unit, acc);
+                } else {
+                    write_state(scratch, region(1 - src) + 2 * unit, acc);
+                }
+            }
+            unit += warps_per_block;
+        }
+        sync::sync_threads();
+        level_len = next;
+        src = 1 - src;
+    }
 }
 
 /// A columns pass: items `[outer, len, inner]` (`item(k, j)` is item

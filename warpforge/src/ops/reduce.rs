@@ -62,9 +62,27 @@
 //! state per output is left. The grid only decides which warp or thread
 //! handles which unit, so the order of every float operation depends only on
 //! the shape: the same input gives the same bits on every run and for every
-//! [`ReduceOptions::max_blocks`] (tested at 1, 3, 7, 64 and 1024 blocks), on
+//! [`ReduceOptions::max_blocks`] (tested at 1, 3, 7, 64 and 1024 blocks and
+//! the device's own wave, [`wave_blocks`]: its SM count × blocks per SM from
+//! occupancy, the default), on
 //! the GPU and in the emulator alike (NaN payloads aside: the GPU's float
-//! adds return the canonical NaN). There are no atomics.
+//! adds return the canonical NaN). The only atomic is the ticket of the
+//! one-launch path below, which decides which block combines, never in what
+//! order.
+//!
+//! # Launches and memory
+//!
+//! A rows reduction (whole tensor, or inner axis) with more than one unit per
+//! row and at most [`FUSED_MAX_UNITS`] units runs its main pass and every
+//! combine in one launch: each block writes its units' states, fences and
+//! takes an atomic ticket, and the last block to arrive runs the combine
+//! levels itself, the same units and folds as the combine passes (so the
+//! same bits: tested against [`ReduceOptions::multi_pass`] at every grid
+//! size); then one finish launch. Larger ones (and column reductions) launch
+//! a combine pass per level. The partial states live in scratch buffers the
+//! device keeps between calls (no allocation and no memset per call; the
+//! ticket is reset by the block that took the last one); only the result is
+//! allocated. [`crate::Device::release_scratch`] frees them.
 //!
 //! # Why these kernel shapes
 //!
@@ -304,6 +322,19 @@ pub trait Reducible: Element + sealed::Sealed {
         cfg: LaunchConfig,
     ) -> Result<()>;
 
+    /// Launches the fused rows pass of `op` (elements → one state per row in
+    /// `finals`, `scratch` holding the ticket and the partial states).
+    #[doc(hidden)]
+    fn pass_fused(
+        op: Op,
+        x: &DeviceBuffer<Self>,
+        rows: u64,
+        len: u64,
+        scratch: &mut DeviceBuffer<u64>,
+        finals: &mut DeviceBuffer<u64>,
+        cfg: LaunchConfig,
+    ) -> Result<()>;
+
     /// Launches a pass of `op` over the states of an earlier one.
     #[doc(hidden)]
     fn pass_states(
@@ -334,7 +365,24 @@ fn unsupported<T: Reducible>(op: Op) -> Error {
 }
 
 macro_rules! elements {
-    ($name:ident, $t:ty: $($op:pat => { $rows:path, $cols:path }),* $(,)?) => {
+    ($name:ident, $fused_name:ident, $t:ty: $($op:pat => { $rows:path, $cols:path, $fused:path }),* $(,)?) => {
+        fn $fused_name(
+            op: Op,
+            x: &DeviceBuffer<$t>,
+            rows: u64,
+            len: u64,
+            scratch: &mut DeviceBuffer<u64>,
+            finals: &mut DeviceBuffer<u64>,
+            cfg: LaunchConfig,
+        ) -> Result<()> {
+            let dev = x.device();
+            #[allow(unreachable_patterns)]
+            match op {
+                $($op => dev.launch($fused, cfg, (x, rows, len, scratch, finals)),)*
+                _ => Err(unsupported::<$t>(op)),
+            }
+        }
+
         fn $name(
             op: Op,
             x: &DeviceBuffer<$t>,
@@ -395,7 +443,7 @@ fn finish_code(op: Op) -> u32 {
 }
 
 macro_rules! float_reducible {
-    ($($t:ty: $elements:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
+    ($($t:ty: $elements:ident, $fused:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(_: Op) -> bool {
@@ -418,6 +466,17 @@ macro_rules! float_reducible {
                 cfg: LaunchConfig,
             ) -> Result<()> {
                 $elements(op, x, pass, out, cfg)
+            }
+            fn pass_fused(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                rows: u64,
+                len: u64,
+                scratch: &mut DeviceBuffer<u64>,
+                finals: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $fused(op, x, rows, len, scratch, finals, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -443,14 +502,14 @@ macro_rules! float_reducible {
 }
 
 float_reducible! {
-    f32: elements_f32, combine_f32, k::finish_f32, std::convert::identity;
-    f64: elements_f64, combine_f64, k::finish_f64, f64::from;
-    f16: elements_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
-    bf16: elements_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
+    f32: elements_f32, fused_f32, combine_f32, k::finish_f32, std::convert::identity;
+    f64: elements_f64, fused_f64, combine_f64, k::finish_f64, f64::from;
+    f16: elements_f16, fused_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
+    bf16: elements_bf16, fused_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
 }
 
 macro_rules! int_reducible {
-    ($($t:ty: $elements:ident, $combine:ident, $finish:path;)*) => { $(
+    ($($t:ty: $elements:ident, $fused:ident, $combine:ident, $finish:path;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(op: Op) -> bool {
@@ -468,6 +527,17 @@ macro_rules! int_reducible {
                 cfg: LaunchConfig,
             ) -> Result<()> {
                 $elements(op, x, pass, out, cfg)
+            }
+            fn pass_fused(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                rows: u64,
+                len: u64,
+                scratch: &mut DeviceBuffer<u64>,
+                finals: &mut DeviceBuffer<u64>,
+                cfg: LaunchConfig,
+            ) -> Result<()> {
+                $fused(op, x, rows, len, scratch, finals, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -492,73 +562,73 @@ macro_rules! int_reducible {
 }
 
 int_reducible! {
-    i32: elements_i32, combine_i32, k::finish_i32;
-    i64: elements_i64, combine_i64, k::finish_i64;
-    u32: elements_u32, combine_u32, k::finish_u32;
+    i32: elements_i32, fused_i32, combine_i32, k::finish_i32;
+    i64: elements_i64, fused_i64, combine_i64, k::finish_i64;
+    u32: elements_u32, fused_u32, combine_u32, k::finish_u32;
 }
 
-elements!(elements_f32, f32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f32, k::reduce_cols_sum_f32 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f32, k::reduce_cols_sumsq_f32 },
-            Op::Min => { k::reduce_rows_min_f32, k::reduce_cols_min_f32 },
-            Op::Max => { k::reduce_rows_max_f32, k::reduce_cols_max_f32 },
-            Op::ArgMin => { k::reduce_rows_argmin_f32, k::reduce_cols_argmin_f32 },
-            Op::ArgMax => { k::reduce_rows_argmax_f32, k::reduce_cols_argmax_f32 },
-            Op::LogSumExp => { k::reduce_rows_lse_f32, k::reduce_cols_lse_f32 }
+elements!(elements_f32, fused_f32, f32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f32, k::reduce_cols_sum_f32, k::reduce_fused_sum_f32 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f32, k::reduce_cols_sumsq_f32, k::reduce_fused_sumsq_f32 },
+            Op::Min => { k::reduce_rows_min_f32, k::reduce_cols_min_f32, k::reduce_fused_min_f32 },
+            Op::Max => { k::reduce_rows_max_f32, k::reduce_cols_max_f32, k::reduce_fused_max_f32 },
+            Op::ArgMin => { k::reduce_rows_argmin_f32, k::reduce_cols_argmin_f32, k::reduce_fused_argmin_f32 },
+            Op::ArgMax => { k::reduce_rows_argmax_f32, k::reduce_cols_argmax_f32, k::reduce_fused_argmax_f32 },
+            Op::LogSumExp => { k::reduce_rows_lse_f32, k::reduce_cols_lse_f32, k::reduce_fused_lse_f32 }
 );
 
-elements!(elements_f64, f64:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f64, k::reduce_cols_sum_f64 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f64, k::reduce_cols_sumsq_f64 },
-            Op::Min => { k::reduce_rows_min_f64, k::reduce_cols_min_f64 },
-            Op::Max => { k::reduce_rows_max_f64, k::reduce_cols_max_f64 },
-            Op::ArgMin => { k::reduce_rows_argmin_f64, k::reduce_cols_argmin_f64 },
-            Op::ArgMax => { k::reduce_rows_argmax_f64, k::reduce_cols_argmax_f64 },
-            Op::LogSumExp => { k::reduce_rows_lse_f64, k::reduce_cols_lse_f64 }
+elements!(elements_f64, fused_f64, f64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f64, k::reduce_cols_sum_f64, k::reduce_fused_sum_f64 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f64, k::reduce_cols_sumsq_f64, k::reduce_fused_sumsq_f64 },
+            Op::Min => { k::reduce_rows_min_f64, k::reduce_cols_min_f64, k::reduce_fused_min_f64 },
+            Op::Max => { k::reduce_rows_max_f64, k::reduce_cols_max_f64, k::reduce_fused_max_f64 },
+            Op::ArgMin => { k::reduce_rows_argmin_f64, k::reduce_cols_argmin_f64, k::reduce_fused_argmin_f64 },
+            Op::ArgMax => { k::reduce_rows_argmax_f64, k::reduce_cols_argmax_f64, k::reduce_fused_argmax_f64 },
+            Op::LogSumExp => { k::reduce_rows_lse_f64, k::reduce_cols_lse_f64, k::reduce_fused_lse_f64 }
 );
 
-elements!(elements_f16, f16:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f16, k::reduce_cols_sum_f16 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f16, k::reduce_cols_sumsq_f16 },
-            Op::Min => { k::reduce_rows_min_f16, k::reduce_cols_min_f16 },
-            Op::Max => { k::reduce_rows_max_f16, k::reduce_cols_max_f16 },
-            Op::ArgMin => { k::reduce_rows_argmin_f16, k::reduce_cols_argmin_f16 },
-            Op::ArgMax => { k::reduce_rows_argmax_f16, k::reduce_cols_argmax_f16 },
-            Op::LogSumExp => { k::reduce_rows_lse_f16, k::reduce_cols_lse_f16 }
+elements!(elements_f16, fused_f16, f16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f16, k::reduce_cols_sum_f16, k::reduce_fused_sum_f16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f16, k::reduce_cols_sumsq_f16, k::reduce_fused_sumsq_f16 },
+            Op::Min => { k::reduce_rows_min_f16, k::reduce_cols_min_f16, k::reduce_fused_min_f16 },
+            Op::Max => { k::reduce_rows_max_f16, k::reduce_cols_max_f16, k::reduce_fused_max_f16 },
+            Op::ArgMin => { k::reduce_rows_argmin_f16, k::reduce_cols_argmin_f16, k::reduce_fused_argmin_f16 },
+            Op::ArgMax => { k::reduce_rows_argmax_f16, k::reduce_cols_argmax_f16, k::reduce_fused_argmax_f16 },
+            Op::LogSumExp => { k::reduce_rows_lse_f16, k::reduce_cols_lse_f16, k::reduce_fused_lse_f16 }
 );
 
-elements!(elements_bf16, bf16:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_bf16, k::reduce_cols_sum_bf16 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_bf16, k::reduce_cols_sumsq_bf16 },
-            Op::Min => { k::reduce_rows_min_bf16, k::reduce_cols_min_bf16 },
-            Op::Max => { k::reduce_rows_max_bf16, k::reduce_cols_max_bf16 },
-            Op::ArgMin => { k::reduce_rows_argmin_bf16, k::reduce_cols_argmin_bf16 },
-            Op::ArgMax => { k::reduce_rows_argmax_bf16, k::reduce_cols_argmax_bf16 },
-            Op::LogSumExp => { k::reduce_rows_lse_bf16, k::reduce_cols_lse_bf16 }
+elements!(elements_bf16, fused_bf16, bf16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_bf16, k::reduce_cols_sum_bf16, k::reduce_fused_sum_bf16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_bf16, k::reduce_cols_sumsq_bf16, k::reduce_fused_sumsq_bf16 },
+            Op::Min => { k::reduce_rows_min_bf16, k::reduce_cols_min_bf16, k::reduce_fused_min_bf16 },
+            Op::Max => { k::reduce_rows_max_bf16, k::reduce_cols_max_bf16, k::reduce_fused_max_bf16 },
+            Op::ArgMin => { k::reduce_rows_argmin_bf16, k::reduce_cols_argmin_bf16, k::reduce_fused_argmin_bf16 },
+            Op::ArgMax => { k::reduce_rows_argmax_bf16, k::reduce_cols_argmax_bf16, k::reduce_fused_argmax_bf16 },
+            Op::LogSumExp => { k::reduce_rows_lse_bf16, k::reduce_cols_lse_bf16, k::reduce_fused_lse_bf16 }
 );
 
-elements!(elements_i32, i32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_i32, k::reduce_cols_sum_i32 },
-            Op::Min => { k::reduce_rows_min_i32, k::reduce_cols_min_i32 },
-            Op::Max => { k::reduce_rows_max_i32, k::reduce_cols_max_i32 },
-            Op::ArgMin => { k::reduce_rows_argmin_i32, k::reduce_cols_argmin_i32 },
-            Op::ArgMax => { k::reduce_rows_argmax_i32, k::reduce_cols_argmax_i32 }
+elements!(elements_i32, fused_i32, i32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i32, k::reduce_cols_sum_i32, k::reduce_fused_sum_i32 },
+            Op::Min => { k::reduce_rows_min_i32, k::reduce_cols_min_i32, k::reduce_fused_min_i32 },
+            Op::Max => { k::reduce_rows_max_i32, k::reduce_cols_max_i32, k::reduce_fused_max_i32 },
+            Op::ArgMin => { k::reduce_rows_argmin_i32, k::reduce_cols_argmin_i32, k::reduce_fused_argmin_i32 },
+            Op::ArgMax => { k::reduce_rows_argmax_i32, k::reduce_cols_argmax_i32, k::reduce_fused_argmax_i32 }
 );
 
-elements!(elements_i64, i64:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_i64, k::reduce_cols_sum_i64 },
-            Op::Min => { k::reduce_rows_min_i64, k::reduce_cols_min_i64 },
-            Op::Max => { k::reduce_rows_max_i64, k::reduce_cols_max_i64 },
-            Op::ArgMin => { k::reduce_rows_argmin_i64, k::reduce_cols_argmin_i64 },
-            Op::ArgMax => { k::reduce_rows_argmax_i64, k::reduce_cols_argmax_i64 }
+elements!(elements_i64, fused_i64, i64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i64, k::reduce_cols_sum_i64, k::reduce_fused_sum_i64 },
+            Op::Min => { k::reduce_rows_min_i64, k::reduce_cols_min_i64, k::reduce_fused_min_i64 },
+            Op::Max => { k::reduce_rows_max_i64, k::reduce_cols_max_i64, k::reduce_fused_max_i64 },
+            Op::ArgMin => { k::reduce_rows_argmin_i64, k::reduce_cols_argmin_i64, k::reduce_fused_argmin_i64 },
+            Op::ArgMax => { k::reduce_rows_argmax_i64, k::reduce_cols_argmax_i64, k::reduce_fused_argmax_i64 }
 );
 
-elements!(elements_u32, u32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_u32, k::reduce_cols_sum_u32 },
-            Op::Min => { k::reduce_rows_min_u32, k::reduce_cols_min_u32 },
-            Op::Max => { k::reduce_rows_max_u32, k::reduce_cols_max_u32 },
-            Op::ArgMin => { k::reduce_rows_argmin_u32, k::reduce_cols_argmin_u32 },
-            Op::ArgMax => { k::reduce_rows_argmax_u32, k::reduce_cols_argmax_u32 }
+elements!(elements_u32, fused_u32, u32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_u32, k::reduce_cols_sum_u32, k::reduce_fused_sum_u32 },
+            Op::Min => { k::reduce_rows_min_u32, k::reduce_cols_min_u32, k::reduce_fused_min_u32 },
+            Op::Max => { k::reduce_rows_max_u32, k::reduce_cols_max_u32, k::reduce_fused_max_u32 },
+            Op::ArgMin => { k::reduce_rows_argmin_u32, k::reduce_cols_argmin_u32, k::reduce_fused_argmin_u32 },
+            Op::ArgMax => { k::reduce_rows_argmax_u32, k::reduce_cols_argmax_u32, k::reduce_fused_argmax_u32 }
 );
 
 states!(combine_f32:
@@ -631,26 +701,105 @@ impl<T: Element> Reduced<T> {
 }
 
 /// Knobs that never change results: used by the determinism tests and benches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReduceOptions {
     /// The most blocks (of 256 threads) any pass launches; the warps and
-    /// threads grid-stride over the units of work. 0 counts as 1. Default
-    /// [`ReduceOptions::DEFAULT_MAX_BLOCKS`].
+    /// threads grid-stride over the units of work.
+    /// [`ReduceOptions::AUTO`] (0, the default): one full wave on the device,
+    /// [`wave_blocks`].
     pub max_blocks: u32,
+    /// Always run a combine pass per level (the multi-pass path) instead of
+    /// the one-launch rows reduction ([`FUSED_MAX_UNITS`]); the bits are the
+    /// same either way (tested). Default `false`.
+    pub multi_pass: bool,
 }
 
 impl ReduceOptions {
-    /// 1056 = 132 SMs × 8 resident blocks of 256 threads: one full wave on
-    /// an H100 SXM at full occupancy, enough to keep any current GPU's memory
-    /// busy; smaller inputs launch one warp (rows) or thread (columns) per unit.
+    /// `max_blocks` for one full wave on the device ([`wave_blocks`]): the default.
+    pub const AUTO: u32 = 0;
+
+    /// 1056 = 132 SMs × 8 resident blocks of 256 threads: the wave
+    /// [`wave_blocks`] gives a pass of at most 32 registers per thread on an
+    /// H100 SXM (the grid every pass used before it came from the device).
     pub const DEFAULT_MAX_BLOCKS: u32 = 8 * 132;
 }
 
-impl Default for ReduceOptions {
-    fn default() -> Self {
-        ReduceOptions {
-            max_blocks: Self::DEFAULT_MAX_BLOCKS,
-        }
+/// The most units of work (512-item pieces of rows) a rows reduction may
+/// have to run in one launch: the main pass and every combine pass, the
+/// combines by the last block to finish ([`warpforge_kernels::reduce::rows_fused`]).
+/// That block reads every unit's 16-byte state alone, so this bounds its
+/// serial tail at 128 KiB (≈ 1 µs at one SM's bandwidth): whole-tensor
+/// reductions up to 2²² elements and rows reductions with at most this many
+/// units run in one launch plus the finish; larger ones run a combine pass
+/// per level, each over the whole grid.
+pub const FUSED_MAX_UNITS: u64 = 8192;
+
+/// Registers per thread that [`wave_blocks`] assumes for the one-launch rows
+/// kernels (`reduce_fused_*`): `warpforge ptx --deny-spills` reports 49 to 56
+/// for every op and dtype on sm_80 and sm_90 (logsumexp of f64: 59 and 62),
+/// no spills; 64 gives the same 4 blocks per SM as any of those.
+const FUSED_REGISTERS: u32 = 64;
+
+/// Resident threads per SM of compute capability `cc` (CUDA's occupancy
+/// tables): 1536 on sm_86, sm_87, sm_89 and sm_12x, 1024 on sm_75, else 2048
+/// (sm_80, sm_90, sm_100).
+fn threads_per_sm(cc: (i32, i32)) -> u32 {
+    match cc {
+        (8, 6 | 7 | 9) | (12, _) => 1536,
+        (7, 5) => 1024,
+        _ => 2048,
+    }
+}
+
+/// Blocks of [`BLOCK_THREADS`] threads in one full wave of a kernel with
+/// `registers` registers per thread on `dev`: SMs × blocks per SM, where
+///
+/// blocks per SM = min(threads per SM / 256, 65536 / (256 · ⌈registers⌉₈), 32)
+///
+/// (65536 registers per SM on every target; registers are allocated per
+/// thread in multiples of 8; at most 32 resident blocks). A GPU reports its
+/// SM count and compute capability; the emulator counts one SM per host
+/// core (it runs one block per core at a time) with 2048 threads per SM.
+/// Units of work, not blocks, fix the order of every float operation, so the
+/// results are the same at any grid size.
+///
+/// ```
+/// use warpforge::{Device, reduce::wave_blocks};
+/// let dev = Device::emulator();
+/// let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+/// assert_eq!(wave_blocks(&dev, 32), cores * 8); // 2048 / 256 = 8 per SM
+/// assert_eq!(wave_blocks(&dev, 33), cores * 6); // 40 registers: 65536 / 10240
+/// assert_eq!(wave_blocks(&dev, 48), cores * 5);
+/// ```
+pub fn wave_blocks(dev: &crate::Device, registers: u32) -> u32 {
+    let (sms, threads) = match dev.gpu_info() {
+        Some(info) => (
+            info.multiprocessors,
+            threads_per_sm(info.compute_capability),
+        ),
+        None => (
+            std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            2048,
+        ),
+    };
+    let registers = registers.clamp(1, 255).next_multiple_of(8);
+    let by_threads = threads / BLOCK_THREADS;
+    let by_registers = 65536 / (registers * BLOCK_THREADS);
+    sms.max(1) * by_threads.min(by_registers).clamp(1, 32)
+}
+
+/// Registers per thread that [`wave_blocks`] assumes for the passes of `op`
+/// over `dtype`: the most any of its rows, columns or combine kernels uses,
+/// on sm_80 or sm_90, from `warpforge ptx --deny-spills` (no spills):
+/// sum, mean, min, max (every dtype) and sum of squares, norm2 (but f64's 34)
+/// at most 32; argmin, argmax at most 35; logsumexp 36, f64's 48.
+fn pass_registers(op: Op, dtype: crate::DType) -> u32 {
+    let f64 = dtype == crate::DType::F64;
+    match op {
+        Op::Sum | Op::Mean | Op::Min | Op::Max => 32,
+        Op::SumOfSquares | Op::Norm2 if !f64 => 32,
+        Op::LogSumExp if f64 => 48,
+        Op::SumOfSquares | Op::Norm2 | Op::ArgMin | Op::ArgMax | Op::LogSumExp => 40,
     }
 }
 
@@ -837,9 +986,20 @@ impl Layout {
     }
 }
 
-/// A launch of `blocks` (capped at `max_blocks`, at least 1) blocks of 256 threads.
-fn config(blocks: u64, options: ReduceOptions) -> LaunchConfig {
-    let blocks = blocks.clamp(1, u64::from(options.max_blocks.max(1))) as u32;
+/// A launch of `blocks` blocks of 256 threads (at least 1), capped at
+/// `options.max_blocks`, or at one wave of a `registers`-register kernel on
+/// `dev` ([`wave_blocks`]) when that is [`ReduceOptions::AUTO`].
+fn config(
+    dev: &crate::Device,
+    blocks: u64,
+    registers: u32,
+    options: ReduceOptions,
+) -> LaunchConfig {
+    let cap = match options.max_blocks {
+        ReduceOptions::AUTO => wave_blocks(dev, registers),
+        cap => cap,
+    };
+    let blocks = blocks.clamp(1, u64::from(cap.max(1))) as u32;
     LaunchConfig::new(Dim3::x(blocks), Dim3::x(BLOCK_THREADS))
 }
 
@@ -954,7 +1114,7 @@ pub fn reduce<T: Reducible>(
 /// let dev = Device::emulator();
 /// let x = dev.upload(&(0..5000).map(|i| (i as f32).sin()).collect::<Vec<_>>())?;
 /// let bits = |max_blocks| -> warpforge::Result<u32> {
-///     let r = reduce::reduce_with(Op::Sum, &x, &[5000], None, ReduceOptions { max_blocks })?;
+///     let r = reduce::reduce_with(Op::Sum, &x, &[5000], None, ReduceOptions { max_blocks, ..Default::default() })?;
 ///     let Reduced::Values(v) = r else { unreachable!() };
 ///     Ok(v.to_host()?[0].to_bits())
 /// };
@@ -982,29 +1142,77 @@ pub fn reduce_with<T: Reducible>(
     // From here on every output has at least one element, so `outputs` and
     // every pass's units are at most `x.len()`.
     let passes = layout.passes();
-    let mut states: Option<DeviceBuffer<u64>> = None;
-    for pass in passes {
-        let (units, blocks) = pass.units()?;
-        let mut out = dev.alloc_zeroed::<u64>(state_words(units)?)?;
-        let cfg = config(blocks, options);
-        match &states {
-            None => T::pass_elements(op, x, pass, &mut out, cfg)?,
-            Some(prev) => T::pass_states(op, prev, pass, &mut out, cfg)?,
-        }
-        states = Some(out);
+    // The partial states live in two scratch buffers from the device's cache
+    // (no allocation and no memset per call: every pass writes each state it
+    // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
+    // others `odd`, each reading the other's states.
+    let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
+    let finish_cfg = config(dev, finish_blocks, 32, options);
+    let registers = pass_registers(op, T::DTYPE);
+    if let [Pass::Rows { rows, len }, _, ..] = passes[..]
+        && !options.multi_pass
+        && passes[0].units()?.0 <= FUSED_MAX_UNITS
+    {
+        // One launch for the main pass and every combine (the last block
+        // combines), then the finish. The scratch keeps its ticket at 0
+        // between launches (the last block resets it), so it has its own
+        // cache key.
+        let (_, blocks) = passes[0].units()?;
+        let mut scratch = dev.scratch(
+            "reduce: fused rows",
+            k::fused_scratch_words(rows, len) as usize,
+        )?;
+        let mut finals = dev.scratch(STATES, state_words(rows)?)?;
+        let cfg = config(dev, blocks, FUSED_REGISTERS, options);
+        T::pass_fused(op, x, rows, len, &mut scratch, &mut finals, cfg)?;
+        return finish(op, &layout, outputs, &finals, finish_cfg);
     }
-    let cfg = config((outputs as u64).div_ceil(u64::from(BLOCK_THREADS)), options);
-    let states = match states {
-        Some(s) => s,
-        None => dev.alloc_zeroed::<u64>(0)?,
+    let mut words = [0usize; 2];
+    for (i, pass) in passes.iter().enumerate() {
+        let slot = &mut words[i % 2];
+        *slot = (*slot).max(state_words(pass.units()?.0)?);
+    }
+    let mut even = dev.scratch(STATES, words[0])?;
+    let mut odd = match passes.len() {
+        0 | 1 => None,
+        _ => Some(dev.scratch(STATES, words[1])?),
     };
+    for (i, &pass) in passes.iter().enumerate() {
+        let (_, blocks) = pass.units()?;
+        let cfg = config(dev, blocks, registers, options);
+        match (i, &mut odd) {
+            (0, _) => T::pass_elements(op, x, pass, &mut even, cfg)?,
+            (_, Some(odd)) if i % 2 == 1 => T::pass_states(op, &even, pass, odd, cfg)?,
+            (_, Some(odd)) => T::pass_states(op, odd, pass, &mut even, cfg)?,
+            (_, None) => unreachable!("a second pass has its scratch buffer"),
+        }
+    }
+    let states: &DeviceBuffer<u64> = match &odd {
+        Some(odd) if passes.len() % 2 == 0 => odd,
+        _ => &even,
+    };
+    finish(op, &layout, outputs, states, finish_cfg)
+}
+
+/// The scratch cache key of the multi-pass states.
+const STATES: &str = "reduce: states";
+
+/// Launches the finish of `op` over one state per output.
+fn finish<T: Reducible>(
+    op: Op,
+    layout: &Layout,
+    outputs: usize,
+    states: &DeviceBuffer<u64>,
+    cfg: LaunchConfig,
+) -> Result<Reduced<T>> {
+    let dev = states.device();
     if op.returns_indices() {
         let mut out = dev.alloc_zeroed::<i64>(outputs)?;
-        dev.launch(k::finish_index, cfg, (&states, &mut out))?;
+        dev.launch(k::finish_index, cfg, (states, &mut out))?;
         Ok(Reduced::Indices(out))
     } else {
         let mut out = dev.alloc_zeroed::<T>(outputs)?;
-        T::finish(op, &states, layout.len as u64, &mut out, cfg)?;
+        T::finish(op, states, layout.len as u64, &mut out, cfg)?;
         Ok(Reduced::Values(out))
     }
 }

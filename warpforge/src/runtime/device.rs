@@ -63,7 +63,13 @@ struct Inner {
     backend: Backend,
     health: Arc<Mutex<Health>>,
     modules: ModuleTable,
+    /// Scratch buffers kept between calls ([`Device::scratch`]).
+    scratch: Mutex<Vec<(&'static str, usize, Memory<u64>)>>,
 }
+
+/// Scratch buffers a device keeps at most: one per host thread that queues
+/// work needing one at the same moment; a buffer returned beyond this is freed.
+const SCRATCH_KEPT: usize = 8;
 
 /// The modules a device knows, each loaded on it at most once, when
 /// [`Device::load`] asks or at the first launch of one of its kernels. The
@@ -118,6 +124,39 @@ pub(crate) fn register(module: &'static Module) -> Result<()> {
     }
 }
 
+/// A scratch buffer lent by [`Device::scratch`]: a `DeviceBuffer<u64>` that
+/// goes back to its device's cache when dropped.
+pub(crate) struct Scratch {
+    use_: &'static str,
+    buffer: Option<DeviceBuffer<u64>>,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = DeviceBuffer<u64>;
+    fn deref(&self) -> &DeviceBuffer<u64> {
+        self.buffer.as_ref().expect("a lent scratch buffer")
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut DeviceBuffer<u64> {
+        self.buffer.as_mut().expect("a lent scratch buffer")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(DeviceBuffer {
+            device,
+            len,
+            memory,
+        }) = self.buffer.take()
+        {
+            device.return_scratch(self.use_, len, memory);
+        }
+    }
+}
+
 /// Where kernels run and buffers live: a GPU, or the CPU emulator.
 ///
 /// Cloning is cheap and gives the same device. Both kinds have the same API,
@@ -149,6 +188,7 @@ impl Device {
                 backend,
                 health: Arc::new(Mutex::new(Health::Usable)),
                 modules: ModuleTable::default(),
+                scratch: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -428,6 +468,89 @@ impl Device {
             len,
             memory,
         })
+    }
+
+    /// A scratch buffer of at least `words` words for `use_`, lent from this
+    /// device's cache until the returned [`Scratch`] drops (then kept for the next
+    /// call): the partial states of a reduction, without an allocation or a
+    /// memset per call. Its contents are whatever the last user for the same
+    /// `use_` left (a zeroed buffer if it is new), so a kernel can leave state
+    /// there for the next call (a ticket counter it resets itself).
+    ///
+    /// The smallest cached buffer for `use_` that is large enough is lent; if
+    /// none is, the largest too-small one is freed and a new one of `words` words is
+    /// allocated (so the cache grows to the largest request and stays there).
+    /// A buffer is lent to one caller at a time, so two host threads never
+    /// share one; the work a caller queues with it on a stream stays ordered
+    /// before a later borrower's use: on the same stream by the stream's own
+    /// order, on another stream by the buffer's read/write events (cudarc
+    /// makes every launch wait for the buffer's earlier users on any stream).
+    /// [`Device::release_scratch`] frees the cache.
+    pub(crate) fn scratch(&self, use_: &'static str, words: usize) -> Result<Scratch> {
+        let cached = {
+            let mut cache = lock(&self.inner.scratch);
+            let fit = (0..cache.len())
+                .filter(|&i| cache[i].0 == use_ && cache[i].1 >= words)
+                .min_by_key(|&i| cache[i].1);
+            match fit {
+                Some(i) => Some(cache.swap_remove(i)),
+                None => {
+                    // Free the largest one that is too small: it is outgrown.
+                    if let Some(i) = (0..cache.len())
+                        .filter(|&i| cache[i].0 == use_)
+                        .max_by_key(|&i| cache[i].1)
+                    {
+                        drop(cache.swap_remove(i));
+                    }
+                    None
+                }
+            }
+        };
+        let buffer = match cached {
+            Some((_, len, memory)) => DeviceBuffer {
+                device: self.clone(),
+                len,
+                memory,
+            },
+            None => self.alloc_zeroed::<u64>(words)?,
+        };
+        Ok(Scratch {
+            use_,
+            buffer: Some(buffer),
+        })
+    }
+
+    /// Frees the scratch buffers this device keeps between calls (the
+    /// partial states of reductions); the next call that needs one
+    /// allocates it again. Buffers lent at the moment are kept when returned.
+    ///
+    /// ```
+    /// use warpforge::{Device, reduce};
+    /// let dev = Device::emulator_with_memory(1 << 20);
+    /// let x = dev.upload(&vec![1.0f32; 4096])?;
+    /// assert_eq!(reduce::sum(&x)?, 4096.0);
+    /// let (free, total) = dev.memory_info()?;
+    /// assert!(free < total - 4096 * 4); // x, and the reduction's scratch states
+    /// dev.release_scratch();
+    /// assert_eq!(dev.memory_info()?.0, total - 4096 * 4);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn release_scratch(&self) {
+        let freed = std::mem::take(&mut *lock(&self.inner.scratch));
+        drop(freed);
+    }
+
+    /// Takes back a lent scratch buffer's memory (see [`Device::scratch`]).
+    fn return_scratch(&self, use_: &'static str, len: usize, memory: Memory<u64>) {
+        let mut cache = lock(&self.inner.scratch);
+        cache.push((use_, len, memory));
+        if cache.len() > SCRATCH_KEPT
+            && let Some(i) = (0..cache.len()).min_by_key(|&i| cache[i].1)
+        {
+            let smallest = cache.swap_remove(i);
+            drop(cache);
+            drop(smallest);
+        }
     }
 
     /// A buffer holding a copy of `data`.

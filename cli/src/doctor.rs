@@ -387,8 +387,13 @@ fn check_emulator() -> Result<String, String> {
     let x = dev.upload(&data).map_err(|e| e.to_string())?;
     let got = warpforge::reduce::sum(&x).map_err(|e| e.to_string())?;
     if got == expected {
+        // What `--backend emu` emulates: its compute capability and shared-memory limit.
+        let arch = dev.emulated_arch().unwrap_or_default();
+        let (major, minor) = dev.compute_capability();
         Ok(format!(
-            "an f32 sum over {N} elements gave the exact {expected}"
+            "an f32 sum over {N} elements gave the exact {expected}; it emulates {arch} \
+             (compute capability {major}.{minor}, {} KiB of shared memory per block with opt-in)",
+            dev.limits().max_shared_per_block_optin / 1024
         ))
     } else {
         Err(format!(

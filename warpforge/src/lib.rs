@@ -70,7 +70,7 @@ pub use ops::gemm;
 pub use ops::reduce;
 pub use ptx::Module;
 pub use runtime::{
-    DType, Device, DeviceBuffer, Element, Error, Event, FaultCode, FunctionLimits, KernelArg,
+    Arch, DType, Device, DeviceBuffer, Element, Error, Event, FaultCode, FunctionLimits, KernelArg,
     KernelArgs, LaunchConfig, Limits, MatrixMut, PinnedBuffer, Result, Stream, gpu, nvtx,
 };
 pub use warpforge_device::Dim3;

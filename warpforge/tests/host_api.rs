@@ -1,6 +1,6 @@
 //! The host API turns each misuse into a clear error before anything runs.
 
-use warpforge::{Device, Dim3, Error, LaunchConfig, ops};
+use warpforge::{Arch, Device, Dim3, Error, LaunchConfig, ops};
 use warpforge_device::{Out, shared, sync, thread};
 use warpforge_kernels::elementwise::axpy_f32;
 use warpforge_macros::kernel;
@@ -121,10 +121,11 @@ fn launch_configs_beyond_the_limits_name_the_limit() {
         ),
         (LaunchConfig::new(Dim3::x(0), Dim3::x(32)), "grid.x", 0, 1),
         (
-            LaunchConfig::new(Dim3::x(1), Dim3::x(32)).with_shared_bytes(200_000),
+            // Beyond the default emulated sm_90's 227 KiB.
+            LaunchConfig::new(Dim3::x(1), Dim3::x(32)).with_shared_bytes(240_000),
             "shared memory bytes per block (dynamic + static, with opt-in)",
-            200_000,
-            101_376,
+            240_000,
+            232_448,
         ),
     ];
     for (cfg, what_expected, value_expected, limit_expected) in cases {
@@ -165,7 +166,98 @@ fn shared_memory_beyond_48_kib_is_opted_into_up_to_the_limit() {
         .with_shared_bytes(96 * 1024);
     dev.launch(axpy_f32, cfg, (1.0f32, &x, &mut y)).unwrap();
     assert_eq!(y.to_host().unwrap(), vec![1.0; 4]);
-    assert_eq!(dev.limits().max_shared_per_block_optin, 99 * 1024);
+    // The default emulator is an sm_90 (H100-class) GPU.
+    assert_eq!(dev.emulated_arch(), Some(Arch::Sm90));
+    assert_eq!(dev.compute_capability(), (9, 0));
+    assert_eq!(dev.limits().max_shared_per_block, 48 * 1024);
+    assert_eq!(dev.limits().max_shared_per_block_optin, 232448);
+}
+
+#[test]
+fn each_emulated_arch_has_its_gpus_shared_memory_limit_and_compute_capability() {
+    // The CUDA programming guide's per-compute-capability figures, in bytes.
+    let expected = [
+        (Arch::Sm80, (8, 0), 166912),
+        (Arch::Sm86, (8, 6), 101376),
+        (Arch::Sm89, (8, 9), 101376),
+        (Arch::Sm90, (9, 0), 232448),
+    ];
+    for (arch, cc, optin) in expected {
+        let dev = Device::emulator_for(arch);
+        assert_eq!(dev.emulated_arch(), Some(arch));
+        assert_eq!(dev.compute_capability(), cc, "{arch}");
+        assert_eq!(dev.limits().max_shared_per_block, 49152, "{arch}");
+        assert_eq!(dev.limits().max_shared_per_block_optin, optin, "{arch}");
+        assert_eq!(arch.to_string().parse::<Arch>(), Ok(arch));
+        // The PTX variant a GPU of that kind would load (sm_80: the only one).
+        assert_eq!(
+            warpforge::ptx::module_for(dev.compute_capability()).map(|m| m.arch),
+            Some("sm_80")
+        );
+        // A reset keeps the architecture.
+        assert_eq!(dev.reset().unwrap().emulated_arch(), Some(arch));
+    }
+    assert!("sm_75".parse::<Arch>().unwrap_err().contains("sm_75"));
+}
+
+/// A launch asking for `bytes` of shared memory on an emulator of `arch`.
+fn launch_with_shared(arch: Arch, bytes: u32) -> Result<Vec<f32>, Error> {
+    let dev = Device::emulator_for(arch);
+    let x = dev.upload(&[1.0f32, 2.0, 3.0])?;
+    let mut y = dev.upload(&[1.0f32; 3])?;
+    let cfg = LaunchConfig::for_elements(3, 32)?.with_shared_bytes(bytes);
+    dev.launch(axpy_f32, cfg, (2.0f32, &x, &mut y))?;
+    y.to_host()
+}
+
+#[test]
+fn more_than_99_kib_of_shared_memory_runs_on_an_sm_90_and_is_refused_on_an_sm_86() {
+    let bytes = 160 * 1024; // an H100-sized tile: above sm_86's 99 KiB, below sm_80's 163 KiB
+    for arch in [Arch::Sm90, Arch::Sm80] {
+        assert_eq!(
+            launch_with_shared(arch, bytes).unwrap(),
+            [3.0, 5.0, 7.0],
+            "{arch}"
+        );
+    }
+    // One byte past each limit is refused, naming the kernel, the bytes and the limit.
+    for (arch, limit) in [
+        (Arch::Sm86, 101376),
+        (Arch::Sm89, 101376),
+        (Arch::Sm90, 232448),
+    ] {
+        let asked = if arch == Arch::Sm90 { limit + 1 } else { bytes };
+        let e = launch_with_shared(arch, asked).unwrap_err();
+        let Error::LaunchConfig {
+            kernel,
+            value,
+            limit: got_limit,
+            ..
+        } = &e
+        else {
+            panic!("{arch}: {e}")
+        };
+        assert_eq!(
+            (*kernel, *value, *got_limit),
+            ("axpy_f32", u64::from(asked), u64::from(limit)),
+            "{arch}"
+        );
+        let text = e.to_string();
+        for part in [
+            "axpy_f32",
+            &asked.to_string(),
+            &limit.to_string(),
+            "shared memory",
+        ] {
+            assert!(text.contains(part), "{arch}: {text:?} lacks {part:?}");
+        }
+        // Exactly at the limit it runs.
+        assert_eq!(
+            launch_with_shared(arch, limit).unwrap(),
+            [3.0, 5.0, 7.0],
+            "{arch}"
+        );
+    }
 }
 
 #[test]

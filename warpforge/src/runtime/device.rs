@@ -5,7 +5,7 @@ use super::element::Element;
 use super::emulator::{self, Binding, EmuMemory, Pool};
 use super::error::{Error, FaultCode, Result};
 use super::gpu::{Gpu, GpuInfo, StreamKey};
-use super::launch::{KernelArgs, LaunchConfig, Limits};
+use super::launch::{Arch, KernelArgs, LaunchConfig, Limits};
 use super::stream::{Stream, StreamKind};
 use crate::ptx::Module;
 use cudarc::driver::DriverError;
@@ -21,6 +21,8 @@ enum Backend {
     Gpu(Box<Gpu>),
     Emulator {
         pool: Arc<Pool>,
+        /// The GPU it emulates: its limits and compute capability.
+        arch: Arch,
         /// The streams made on it, for `synchronize`.
         streams: Mutex<Vec<Weak<EmuStream>>>,
     },
@@ -366,7 +368,7 @@ impl Device {
                 drop(self);
                 open_gpu(&mut open, ordinal)
             }
-            Backend::Emulator { pool, .. } => Ok(Device::emulator_with_memory(pool.capacity)),
+            Backend::Emulator { pool, arch, .. } => Ok(Device::emulated(*arch, pool.capacity)),
         }
     }
 
@@ -376,13 +378,38 @@ impl Device {
     }
 
     /// A CPU emulator device: runs the same kernels with CUDA semantics. Its
-    /// memory is the host's (allocations beyond it are `OutOfMemory`).
+    /// memory is the host's (allocations beyond it are `OutOfMemory`). It
+    /// emulates the default [`Arch`], an sm_90 (H100-class) GPU: its limits
+    /// (227 KiB of shared memory per block with opt-in) and compute capability.
     pub fn emulator() -> Device {
-        Device::emulator_with_memory(emulator::host_memory_bytes())
+        Device::emulator_for(Arch::default())
+    }
+
+    /// An emulator of `arch`: it enforces that GPU's launch limits and reports
+    /// its compute capability; its memory is the host's.
+    ///
+    /// ```
+    /// use warpforge::{Arch, Device};
+    /// let dev = Device::emulator_for(Arch::Sm80);
+    /// assert_eq!(dev.compute_capability(), (8, 0));
+    /// assert_eq!(dev.emulated_arch(), Some(Arch::Sm80));
+    /// assert_eq!(dev.limits().max_shared_per_block_optin, 163 * 1024);
+    /// ```
+    pub fn emulator_for(arch: Arch) -> Device {
+        Device::emulated(arch, emulator::host_memory_bytes())
+    }
+
+    /// An emulator of `arch` with `bytes` of device memory.
+    fn emulated(arch: Arch, bytes: u64) -> Device {
+        Device::with_backend(Backend::Emulator {
+            pool: Pool::new(bytes),
+            arch,
+            streams: Mutex::new(Vec::new()),
+        })
     }
 
     /// An emulator device with `bytes` of device memory, to test how code
-    /// behaves when a GPU's memory runs out.
+    /// behaves when a GPU's memory runs out. It emulates the default [`Arch`].
     ///
     /// ```
     /// use warpforge::{Device, Error};
@@ -393,10 +420,7 @@ impl Device {
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn emulator_with_memory(bytes: u64) -> Device {
-        Device::with_backend(Backend::Emulator {
-            pool: Pool::new(bytes),
-            streams: Mutex::new(Vec::new()),
-        })
+        Device::emulated(Arch::default(), bytes)
     }
 
     /// GPU 0 if it can be used; else the emulator and the reason there is no GPU.
@@ -420,6 +444,25 @@ impl Device {
         }
     }
 
+    /// The architecture this emulator emulates; `None` on a GPU.
+    pub fn emulated_arch(&self) -> Option<Arch> {
+        match &self.inner.backend {
+            Backend::Gpu(_) => None,
+            Backend::Emulator { arch, .. } => Some(*arch),
+        }
+    }
+
+    /// The compute capability `(major, minor)`: the GPU's, or the one the
+    /// emulator emulates. What [`crate::ptx::choose_image`] and
+    /// [`crate::ptx::Module::variant_for`] take to pick the machine code a GPU
+    /// of this kind would load.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        match &self.inner.backend {
+            Backend::Gpu(g) => g.info.compute_capability,
+            Backend::Emulator { arch, .. } => arch.compute_capability(),
+        }
+    }
+
     /// `GPU 0 (NVIDIA H100 80GB HBM3)` or `CPU emulator`, with an instance number.
     pub fn name(&self) -> String {
         match &self.inner.backend {
@@ -438,7 +481,7 @@ impl Device {
                 max_shared_per_block: g.info.max_shared_per_block,
                 max_shared_per_block_optin: g.info.max_shared_per_block_optin,
             },
-            Backend::Emulator { .. } => Limits::EMULATOR,
+            Backend::Emulator { arch, .. } => Limits::emulating(*arch),
         }
     }
 

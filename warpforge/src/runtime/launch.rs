@@ -192,17 +192,119 @@ pub struct Limits {
     pub max_shared_per_block_optin: u32,
 }
 
+/// A GPU architecture the emulator can emulate: its launch limits, and the
+/// compute capability it reports ([`Device::compute_capability`]).
+///
+/// The default is [`Arch::Sm90`], an H100-class GPU, what kernels are most
+/// often sized for; emulate [`Arch::Sm86`] to check that a configuration also
+/// fits the GPUs with the least shared memory per block among the targets.
+///
+/// ```
+/// use warpforge::{Arch, Device};
+/// let h100 = Device::emulator();                      // sm_90
+/// assert_eq!(h100.compute_capability(), (9, 0));
+/// assert_eq!(h100.limits().max_shared_per_block_optin, 232448);   // 227 KiB
+/// let rtx = Device::emulator_for(Arch::Sm86);
+/// assert_eq!(rtx.limits().max_shared_per_block_optin, 101376);    // 99 KiB
+/// assert_eq!("sm_89".parse::<Arch>(), Ok(Arch::Sm89));
+/// ```
+///
+/// [`Device::compute_capability`]: crate::Device::compute_capability
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// Compute capability 8.0 (A100).
+    Sm80,
+    /// Compute capability 8.6 (RTX 30xx, A10, A40).
+    Sm86,
+    /// Compute capability 8.9 (RTX 40xx, L4, L40).
+    Sm89,
+    /// Compute capability 9.0 (H100, H200): the default.
+    #[default]
+    Sm90,
+}
+
+impl Arch {
+    /// Every architecture the emulator knows, oldest first.
+    pub const ALL: [Arch; 4] = [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90];
+
+    /// `(major, minor)`: `(9, 0)` for sm_90.
+    pub const fn compute_capability(self) -> (i32, i32) {
+        match self {
+            Arch::Sm80 => (8, 0),
+            Arch::Sm86 => (8, 6),
+            Arch::Sm89 => (8, 9),
+            Arch::Sm90 => (9, 0),
+        }
+    }
+
+    /// `sm_90`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::Sm80 => "sm_80",
+            Arch::Sm86 => "sm_86",
+            Arch::Sm89 => "sm_89",
+            Arch::Sm90 => "sm_90",
+        }
+    }
+
+    /// Dynamic shared memory per block with opt-in, bytes: the CUDA C++
+    /// Programming Guide's "Technical Specifications per Compute Capability"
+    /// table (docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/
+    /// compute-capabilities.html), "maximum amount of shared memory per thread
+    /// block": 163 KB on 8.0, 99 KB on 8.6 and 8.9, 227 KB on 9.0 (KB = 1024
+    /// bytes; what `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`
+    /// reports). Without opt-in every one allows 48 KB.
+    pub const fn max_shared_per_block_optin(self) -> u32 {
+        match self {
+            Arch::Sm80 => 163 * 1024,
+            Arch::Sm86 | Arch::Sm89 => 99 * 1024,
+            Arch::Sm90 => 227 * 1024,
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Arch {
+    type Err = String;
+
+    /// `sm_80`, `sm_86`, `sm_89` or `sm_90` (also `sm90`, `90`, `9.0`).
+    fn from_str(s: &str) -> std::result::Result<Arch, String> {
+        let digits: String = s
+            .trim()
+            .trim_start_matches("sm")
+            .trim_start_matches('_')
+            .chars()
+            .filter(|c| *c != '.')
+            .collect();
+        Arch::ALL
+            .into_iter()
+            .find(|a| a.name()[3..] == digits)
+            .ok_or_else(|| {
+                format!(
+                    "unknown architecture `{s}`: the emulator knows sm_80, sm_86, sm_89 and sm_90"
+                )
+            })
+    }
+}
+
 impl Limits {
-    /// The emulator enforces the limits of every GPU warpforge targets (sm_80 and
-    /// up), so a launch that passes in the emulator also passes on the GPU.
-    pub const EMULATOR: Limits = Limits {
-        max_threads_per_block: 1024,
-        max_block_dim: [1024, 1024, 64],
-        max_grid_dim: [GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX],
-        max_shared_per_block: 48 * 1024,
-        // sm_86/sm_89 allow 99 KiB with opt-in, the least of the targets.
-        max_shared_per_block_optin: 99 * 1024,
-    };
+    /// What an emulator of `arch` enforces: the limits of that GPU, so a
+    /// launch that passes in the emulator also passes there (and on any target
+    /// with at least as much shared memory).
+    pub const fn emulating(arch: Arch) -> Limits {
+        Limits {
+            max_threads_per_block: 1024,
+            max_block_dim: [1024, 1024, 64],
+            max_grid_dim: [GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX],
+            max_shared_per_block: 48 * 1024,
+            max_shared_per_block_optin: arch.max_shared_per_block_optin(),
+        }
+    }
 
     /// Checks `config` for `kernel`, which needs `kernel_shared` bytes of
     /// shared memory and, on a GPU, has the `function` limits; returns the

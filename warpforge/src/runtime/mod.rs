@@ -29,5 +29,5 @@ pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use device::Device;
 pub use element::{DType, Element};
 pub use error::{Error, FaultCode, Result};
-pub use launch::{FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};
+pub use launch::{Arch, FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};
 pub use stream::{Event, Stream};

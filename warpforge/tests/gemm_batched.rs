@@ -193,6 +193,38 @@ fn err(r: warpforge::Result<()>) -> String {
     e.to_string()
 }
 
+/// The batched errors' texts are one sentence each: no runs of spaces left by
+/// a lost line continuation in a multi-line format string.
+#[test]
+fn batched_error_messages_have_no_runs_of_spaces() {
+    let dev = Device::emulator();
+    let a = dev.alloc_zeroed::<f32>(2 * 3 * 4).unwrap();
+    let b = dev.alloc_zeroed::<f32>(4 * 5).unwrap();
+    let mut c = dev.alloc_zeroed::<f32>(2 * 3 * 5).unwrap();
+    let mut short = dev.alloc_zeroed::<f32>(29).unwrap();
+    let g = Gemm::new(3, 5, 4).batch(2);
+    let messages = [
+        // "B: a batch of 2 with stride_b = 20 needs (2 − 1)·20 + 20 = 40 elements …"
+        err(g.run(&dev, &a, &b, &mut c)),
+        // C's batches overlapping: "… (3 × 5 with ldc = 5): … two batches write one element …"
+        err(g.stride_b(0).stride_c(7).run(&dev, &a, &b, &mut c)),
+        err(g.stride_b(0).run(&dev, &a, &b, &mut short)),
+    ];
+    assert!(
+        messages[0].contains("needs (2 − 1)·20 + 20 = 40"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].contains("with ldc = 5") && messages[1].contains("two batches write"),
+        "{}",
+        messages[1]
+    );
+    for m in &messages {
+        assert!(!m.contains("  "), "a run of spaces in {m:?}");
+    }
+}
+
 #[test]
 fn batched_errors_name_the_operand_and_sizes() {
     let dev = Device::emulator();

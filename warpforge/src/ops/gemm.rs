@@ -487,7 +487,8 @@ impl Stored {
             return Err(Error::ShapeMismatch {
                 op: "gemm",
                 detail: format!(
-                    "{name}: a batch of {count} with {stride_name} = {stride} needs                      ({count} − 1)·{stride} + {extent} = {needed} elements, but its buffer has {len}"
+                    "{name}: a batch of {count} with {stride_name} = {stride} needs \
+                     ({count} − 1)·{stride} + {extent} = {needed} elements, but its buffer has {len}"
                 ),
             });
         }
@@ -730,7 +731,9 @@ impl<T: GemmElement> Gemm<T> {
                 return Err(Error::ShapeMismatch {
                     op: "gemm",
                     detail: format!(
-                        "stride_c = {stride_c} is less than C's extent {extent} ({m} × {n} with                          ldc = {ldc}): the {count} output matrices would overlap and two                          batches write one element; stride_c must be at least {extent}"
+                        "stride_c = {stride_c} is less than C's extent {extent} ({m} × {n} with \
+                         ldc = {ldc}): the {count} output matrices would overlap and two \
+                         batches write one element; stride_c must be at least {extent}"
                     ),
                 });
             }
@@ -757,7 +760,8 @@ impl<T: GemmElement> Gemm<T> {
             Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
                 op: "gemm",
                 detail: format!(
-                    "C, {count} batches stride_c = {stride_c} apart ({rows} rows of ldc = {ldc},                      the last padded to a whole stride's rows): {detail}"
+                    "C, {count} batches stride_c = {stride_c} apart ({rows} rows of ldc = {ldc}, \
+                     the last padded to a whole stride's rows): {detail}"
                 ),
             },
             e => e,

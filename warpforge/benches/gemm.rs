@@ -1,4 +1,5 @@
-//! GEMM through criterion: warpforge's f32 and f64 kernels (no transposes) on
+//! GEMM through criterion: warpforge's f32 and f64 kernels and its f16 and
+//! bf16 tensor-core kernels into f32 and into their own type (no transposes) on
 //! the shapes of `warpforge bench gemm` (squares 2^8 … 2^N and the three
 //! rectangles of `GemmBench::with_max_log2`), each with
 //! `Throughput::Elements(2·m·n·k)`, so criterion's "elements/s" reads as
@@ -12,28 +13,29 @@
 //! the largest square's side (2^N).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use half::{bf16, f16};
 use std::time::Duration;
-use warpforge::bench::{self, GemmBench};
-use warpforge::gemm::{Gemm, GemmElement};
-use warpforge::{DType, Device, DeviceBuffer, Error};
+use warpforge::bench::{self, GemmBench, HalfOutput};
+use warpforge::gemm::{Gemm, GemmTypes};
+use warpforge::{DType, Device, DeviceBuffer, Element, Error};
 
 /// Largest square side on the emulator (2^N) unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
 const EMULATOR_MAX_LOG2: u32 = 5;
 
 /// `len` values in [−1, 1].
-fn values<T: GemmElement>(len: usize, from: impl Fn(f32) -> T) -> Vec<T> {
+fn values<T>(len: usize, from: impl Fn(f32) -> T) -> Vec<T> {
     (0..len)
         .map(|i| from((i * 37 % 201) as f32 / 100.0 - 1.0))
         .collect()
 }
 
-type Operands<T> = (DeviceBuffer<T>, DeviceBuffer<T>, DeviceBuffer<T>);
+type Operands<TIn, TOut> = (DeviceBuffer<TIn>, DeviceBuffer<TIn>, DeviceBuffer<TOut>);
 
-fn operands<T: GemmElement>(
+fn operands<TIn: Element, TOut: Element>(
     dev: &Device,
     [m, n, k]: [usize; 3],
-    from: impl Fn(f32) -> T + Copy,
-) -> Result<Operands<T>, Error> {
+    from: impl Fn(f32) -> TIn + Copy,
+) -> Result<Operands<TIn, TOut>, Error> {
     Ok((
         dev.upload(&values(m * k, from))?,
         dev.upload(&values(k * n, from))?,
@@ -41,16 +43,17 @@ fn operands<T: GemmElement>(
     ))
 }
 
-fn bench_shape<T: GemmElement>(
+/// `A`, `B` of `TIn` into `C` of `TOut` at `shape`.
+fn bench_shape<TIn: GemmTypes<TOut>, TOut: Element>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     dev: &Device,
     shape: [usize; 3],
-    from: impl Fn(f32) -> T + Copy,
+    from: impl Fn(f32) -> TIn + Copy,
 ) {
     let [m, n, k] = shape;
-    let gemm = Gemm::<T>::new(m, n, k);
-    let name = format!("{} [{m}×{n}×{k}]", gemm.kernel_name());
-    let (a, b, mut c) = match operands(dev, shape, from) {
+    let gemm = Gemm::<TIn::Scalar>::new(m, n, k);
+    let name = format!("{} [{m}×{n}×{k}]", gemm.kernel_name_for::<TIn, TOut>());
+    let (a, b, mut c) = match operands::<TIn, TOut>(dev, shape, from) {
         Ok(ops) => ops,
         Err(e @ Error::OutOfMemory { .. }) => {
             eprintln!("skipping {name}: {e}");
@@ -87,12 +90,37 @@ fn bench_gemm(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_secs(1));
     }
-    for dtype in &config.dtypes {
-        for &shape in &config.shapes {
-            match dtype {
-                DType::F32 => bench_shape::<f32>(&mut group, &dev, shape, |v| v),
-                DType::F64 => bench_shape::<f64>(&mut group, &dev, shape, f64::from),
-                other => eprintln!("no GEMM kernels for {}", other.name()),
+    let half_outputs = |input: DType| -> Vec<DType> {
+        config
+            .half_outputs
+            .iter()
+            .map(|o| match o {
+                HalfOutput::F32 => DType::F32,
+                HalfOutput::Input => input,
+            })
+            .collect()
+    };
+    for &input in &config.dtypes {
+        let outputs = match input {
+            DType::F16 | DType::BF16 => half_outputs(input),
+            other => vec![other],
+        };
+        for output in outputs {
+            for &shape in &config.shapes {
+                let g = &mut group;
+                match (input, output) {
+                    (DType::F32, _) => bench_shape::<f32, f32>(g, &dev, shape, |v| v),
+                    (DType::F64, _) => bench_shape::<f64, f64>(g, &dev, shape, f64::from),
+                    (DType::F16, DType::F32) => {
+                        bench_shape::<f16, f32>(g, &dev, shape, f16::from_f32)
+                    }
+                    (DType::F16, _) => bench_shape::<f16, f16>(g, &dev, shape, f16::from_f32),
+                    (DType::BF16, DType::F32) => {
+                        bench_shape::<bf16, f32>(g, &dev, shape, bf16::from_f32)
+                    }
+                    (DType::BF16, _) => bench_shape::<bf16, bf16>(g, &dev, shape, bf16::from_f32),
+                    (other, _) => eprintln!("no GEMM kernels for {}", other.name()),
+                }
             }
         }
     }

@@ -13,11 +13,14 @@
 //!   hope for. `ratio` is the reduction's GB/s ÷ that anchor.
 //! - [`axpy()`]: `axpy_f32` at each requested size, GB/s = (x read + y read
 //!   + y written) ÷ time, against the same copy anchor.
-//! - [`gemm()`]: `C = op(A)·op(B)` in f32 and f64 over square and
+//! - [`gemm()`]: `C = op(A)·op(B)` in f32 and f64, and f16 and bf16 (f32
+//!   accumulation) into f32 and into their own type, over square and
 //!   rectangular shapes ([`GemmBench`]); the rate is TFLOP/s = 2·m·n·k ÷
 //!   time ([`BenchRow::flops`], [`BenchRow::tflops`]), and the anchor is cuBLAS
-//!   (`cublasSgemm`/`cublasDgemm` with the same transposes, loaded at run time
-//!   through cudarc) timed in the same run: `ratio` is warpforge's rate ÷
+//!   (`cublasSgemm`/`cublasDgemm`, and `cublasGemmEx` with the same input and
+//!   output types and `CUBLAS_COMPUTE_32F` for f16/bf16, with the same
+//!   transposes, loaded at run time through cudarc) timed in the same run:
+//!   `ratio` is warpforge's rate ÷
 //!   cuBLAS's. Where cuBLAS cannot be used (the emulator, no `libcublas` on
 //!   the library path) its cases are [`BenchReport::skipped`] with the reason
 //!   and warpforge's figures stand alone (`anchor_gbps` and `ratio` NaN).
@@ -675,14 +678,101 @@ pub const GEMM_EMULATOR_MAX_LOG2: u32 = 6;
 /// Smallest square side: 2^8 (smaller if the largest is smaller).
 pub const GEMM_MIN_LOG2: u32 = 8;
 
+/// The output of an f16 or bf16 GEMM ([`GemmBench::half_outputs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HalfOutput {
+    /// `C` in f32.
+    F32,
+    /// `C` in the inputs' type (f16 for f16, bf16 for bf16).
+    Input,
+}
+
+/// One (input, output) pair of [`GemmBench`]: the cuBLAS case's name and
+/// warpforge's kernel's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GemmVariant {
+    input: DType,
+    output: DType,
+    anchor: &'static str,
+    kernel: &'static str,
+}
+
+/// The cuBLAS cases' names, per (input, output) and then `nn`, `nt`, `tn`, `tt`.
+const CUBLAS_NAMES: [(DType, DType, [&str; 4]); 6] = [
+    (
+        DType::F32,
+        DType::F32,
+        [
+            "cublas_sgemm_nn",
+            "cublas_sgemm_nt",
+            "cublas_sgemm_tn",
+            "cublas_sgemm_tt",
+        ],
+    ),
+    (
+        DType::F64,
+        DType::F64,
+        [
+            "cublas_dgemm_nn",
+            "cublas_dgemm_nt",
+            "cublas_dgemm_tn",
+            "cublas_dgemm_tt",
+        ],
+    ),
+    (
+        DType::F16,
+        DType::F32,
+        [
+            "cublas_gemmex_f16_f32_nn",
+            "cublas_gemmex_f16_f32_nt",
+            "cublas_gemmex_f16_f32_tn",
+            "cublas_gemmex_f16_f32_tt",
+        ],
+    ),
+    (
+        DType::F16,
+        DType::F16,
+        [
+            "cublas_gemmex_f16_f16_nn",
+            "cublas_gemmex_f16_f16_nt",
+            "cublas_gemmex_f16_f16_tn",
+            "cublas_gemmex_f16_f16_tt",
+        ],
+    ),
+    (
+        DType::BF16,
+        DType::F32,
+        [
+            "cublas_gemmex_bf16_f32_nn",
+            "cublas_gemmex_bf16_f32_nt",
+            "cublas_gemmex_bf16_f32_tn",
+            "cublas_gemmex_bf16_f32_tt",
+        ],
+    ),
+    (
+        DType::BF16,
+        DType::BF16,
+        [
+            "cublas_gemmex_bf16_bf16_nn",
+            "cublas_gemmex_bf16_bf16_nt",
+            "cublas_gemmex_bf16_bf16_tn",
+            "cublas_gemmex_bf16_bf16_tt",
+        ],
+    ),
+];
+
 /// What [`gemm()`] runs: `C = op(A)·op(B)` (`alpha = 1`, `beta = 0`) for
 /// each dtype and shape, cuBLAS first (the anchor), then warpforge's kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GemmBench {
     /// `[m, n, k]` of each problem.
     pub shapes: Vec<[usize; 3]>,
-    /// Element types: [`DType::F32`] and [`DType::F64`].
+    /// Input element types: [`DType::F32`] and [`DType::F64`] (SIMT cores,
+    /// output of the same type), [`DType::F16`] and [`DType::BF16`] (tensor
+    /// cores, f32 accumulation, each output of [`GemmBench::half_outputs`]).
     pub dtypes: Vec<DType>,
+    /// The outputs of the f16 and bf16 cases: f32, and the input's own type.
+    pub half_outputs: Vec<HalfOutput>,
     /// `(trans_a, trans_b)`, the same for both libraries.
     pub trans: (bool, bool),
     /// How each case is timed.
@@ -690,9 +780,9 @@ pub struct GemmBench {
 }
 
 impl GemmBench {
-    /// f32 and f64, no transposes, squares 256 … 4096 and the three
-    /// rectangular shapes of N = 12 on a GPU; squares of 64 and the
-    /// rectangles of N = 6 on the emulator.
+    /// f32, f64, f16 and bf16 (into f32 and into their own type), no
+    /// transposes, squares 256 … 4096 and the three rectangular shapes of
+    /// N = 12 on a GPU; squares of 64 and the rectangles of N = 6 on the emulator.
     pub fn defaults(dev: &Device) -> GemmBench {
         let max_log2 = if dev.is_gpu() {
             GEMM_GPU_MAX_LOG2
@@ -701,7 +791,8 @@ impl GemmBench {
         };
         GemmBench {
             shapes: Vec::new(),
-            dtypes: vec![DType::F32, DType::F64],
+            dtypes: vec![DType::F32, DType::F64, DType::F16, DType::BF16],
+            half_outputs: vec![HalfOutput::F32, HalfOutput::Input],
             trans: (false, false),
             timing: Timing::defaults(dev),
         }
@@ -734,64 +825,86 @@ impl GemmBench {
         Ok(self)
     }
 
-    /// Every case [`gemm()`] measures, in order: per dtype and shape, the
-    /// cuBLAS anchor then warpforge's kernel (shape `[m, n, k]`).
+    /// Every case [`gemm()`] measures, in order: per (input, output) dtype
+    /// pair and shape, the cuBLAS anchor then warpforge's kernel (shape `[m, n, k]`).
     pub fn cases(&self) -> Result<Vec<Case>> {
         let mut cases = Vec::new();
-        for &dtype in &self.dtypes {
-            let (anchor, kernel) = self.names(dtype)?;
+        for v in self.variants()? {
             for shape in &self.shapes {
                 let case = |op| Case {
                     op,
-                    dtype,
+                    dtype: v.input,
                     shape: shape.to_vec(),
                     axis: None,
                 };
-                cases.extend([case(anchor), case(kernel)]);
+                cases.extend([case(v.anchor), case(v.kernel)]);
             }
         }
         Ok(cases)
     }
 
-    /// The cuBLAS case's and warpforge's kernel's names for `dtype`.
-    fn names(&self, dtype: DType) -> Result<(&'static str, &'static str)> {
+    /// The (input, output) pairs in order, with the cuBLAS case's and
+    /// warpforge's kernel's names for the transposes.
+    fn variants(&self) -> Result<Vec<GemmVariant>> {
+        use half::f16;
         let (ta, tb) = self.trans;
-        let pick = |names: [&'static str; 4]| names[usize::from(ta) * 2 + usize::from(tb)];
-        match dtype {
-            DType::F32 => Ok((
-                pick([
-                    "cublas_sgemm_nn",
-                    "cublas_sgemm_nt",
-                    "cublas_sgemm_tn",
-                    "cublas_sgemm_tt",
-                ]),
-                crate::gemm::Gemm::<f32>::new(0, 0, 0)
+        let mut variants = Vec::new();
+        for &input in &self.dtypes {
+            let outputs: Vec<DType> = match input {
+                DType::F32 | DType::F64 => vec![input],
+                DType::F16 | DType::BF16 => self
+                    .half_outputs
+                    .iter()
+                    .map(|o| match o {
+                        HalfOutput::F32 => DType::F32,
+                        HalfOutput::Input => input,
+                    })
+                    .collect(),
+                other => {
+                    return Err(Error::ShapeMismatch {
+                        op: "bench gemm",
+                        detail: format!(
+                            "no GEMM benchmark for {} (f32, f64, f16 and bf16 only)",
+                            other.name()
+                        ),
+                    });
+                }
+            };
+            for output in outputs {
+                let g32 = crate::gemm::Gemm::<f32>::new(0, 0, 0)
                     .trans_a(ta)
-                    .trans_b(tb)
-                    .kernel_name(),
-            )),
-            DType::F64 => Ok((
-                pick([
-                    "cublas_dgemm_nn",
-                    "cublas_dgemm_nt",
-                    "cublas_dgemm_tn",
-                    "cublas_dgemm_tt",
-                ]),
-                crate::gemm::Gemm::<f64>::new(0, 0, 0)
-                    .trans_a(ta)
-                    .trans_b(tb)
-                    .kernel_name(),
-            )),
-            other => Err(Error::ShapeMismatch {
-                op: "bench gemm",
-                detail: format!("no GEMM benchmark for {} (f32 and f64 only)", other.name()),
-            }),
+                    .trans_b(tb);
+                let name = match (input, output) {
+                    (DType::F32, _) => g32.kernel_name(),
+                    (DType::F64, _) => crate::gemm::Gemm::<f64>::new(0, 0, 0)
+                        .trans_a(ta)
+                        .trans_b(tb)
+                        .kernel_name(),
+                    (DType::F16, DType::F32) => g32.kernel_name_for::<f16, f32>(),
+                    (DType::F16, _) => g32.kernel_name_for::<f16, f16>(),
+                    (DType::BF16, DType::F32) => g32.kernel_name_for::<bf16, f32>(),
+                    _ => g32.kernel_name_for::<bf16, bf16>(),
+                };
+                let anchors = CUBLAS_NAMES
+                    .iter()
+                    .find(|(i, o, _)| (*i, *o) == (input, output))
+                    .expect("every pair above has cuBLAS names")
+                    .2;
+                variants.push(GemmVariant {
+                    input,
+                    output,
+                    anchor: anchors[usize::from(ta) * 2 + usize::from(tb)],
+                    kernel: name,
+                });
+            }
         }
+        Ok(variants)
     }
 }
 
-/// FLOPs and least bytes of one `m × n × k` GEMM of `size`-byte elements.
-fn gemm_work(shape: &[usize], size: usize) -> Result<(u64, u64)> {
+/// FLOPs and least bytes of one `m × n × k` GEMM: `A` and `B` of
+/// `in_size`-byte elements read, `C` of `out_size`-byte elements written.
+fn gemm_work(shape: &[usize], in_size: usize, out_size: usize) -> Result<(u64, u64)> {
     let overflow = || Error::SizeOverflow {
         what: format!("bench gemm: shape {shape:?}"),
     };
@@ -801,11 +914,12 @@ fn gemm_work(shape: &[usize], size: usize) -> Result<(u64, u64)> {
         .and_then(|mn| mn.checked_mul(k))
         .and_then(|mnk| mnk.checked_mul(2))
         .ok_or_else(overflow)?;
-    let elements = m
+    let bytes = m
         .checked_mul(k)
-        .and_then(|a| Some(a + k.checked_mul(n)? + m.checked_mul(n)?))
+        .and_then(|a| a.checked_add(k.checked_mul(n)?))
+        .and_then(|ab| ab.checked_mul(in_size as u64))
+        .and_then(|ab| ab.checked_add(m.checked_mul(n)?.checked_mul(out_size as u64)?))
         .ok_or_else(overflow)?;
-    let bytes = elements.checked_mul(size as u64).ok_or_else(overflow)?;
     Ok((flops, bytes))
 }
 
@@ -816,61 +930,30 @@ fn gemm_row(case: &Case, flops: u64, bytes: u64, seconds: f64, anchor_gbps: f64)
     }
 }
 
-/// Element types [`gemm()`] times.
-trait BenchGemm: crate::gemm::GemmElement {
-    fn from_f32(v: f32) -> Self;
-    /// cuBLAS's GEMM of this type, timed (median seconds per call).
-    fn time_cublas(
-        blas: &cublas::Cublas,
-        timing: Timing,
-        shape: [usize; 3],
-        trans: (bool, bool),
-    ) -> std::result::Result<f64, String>;
-}
+/// cuBLAS's time for one shape (median seconds per call), or why there is none.
+type Anchor<'a> = &'a dyn Fn(&cublas::Cublas, [usize; 3]) -> std::result::Result<f64, String>;
 
-impl BenchGemm for f32 {
-    fn from_f32(v: f32) -> Self {
-        v
-    }
-    fn time_cublas(
-        blas: &cublas::Cublas,
-        timing: Timing,
-        shape: [usize; 3],
-        trans: (bool, bool),
-    ) -> std::result::Result<f64, String> {
-        blas.time::<f32>(timing, shape, trans)
-    }
-}
-
-impl BenchGemm for f64 {
-    fn from_f32(v: f32) -> Self {
-        f64::from(v)
-    }
-    fn time_cublas(
-        blas: &cublas::Cublas,
-        timing: Timing,
-        shape: [usize; 3],
-        trans: (bool, bool),
-    ) -> std::result::Result<f64, String> {
-        blas.time::<f64>(timing, shape, trans)
-    }
-}
-
-/// Measures one dtype's cases (pairs of anchor and kernel, in order) into `report`.
-fn gemm_dtype<T: BenchGemm>(
+/// Measures one (input, output) pair's cases (anchor and kernel per shape, in
+/// order) into `report`; `to_input` makes the inputs' elements.
+fn gemm_variant<TIn, TOut>(
     dev: &Device,
     config: &GemmBench,
     blas: &std::result::Result<cublas::Cublas, String>,
+    anchor_time: Anchor<'_>,
+    to_input: fn(f32) -> TIn,
     cases: &[Case],
     report: &mut BenchReport,
-) -> Result<()> {
-    let size = std::mem::size_of::<T>();
+) -> Result<()>
+where
+    TIn: crate::gemm::GemmTypes<TOut>,
+    TOut: crate::Element,
+{
     for pair in cases.chunks(2) {
         let [anchor, kernel] = pair else {
             unreachable!("cases come in pairs")
         };
         let [m, n, k] = [kernel.shape[0], kernel.shape[1], kernel.shape[2]];
-        let (flops, bytes) = gemm_work(&kernel.shape, size)?;
+        let (flops, bytes) = gemm_work(&kernel.shape, size_of::<TIn>(), size_of::<TOut>())?;
         let skip = |report: &mut BenchReport, case: &Case, reason: String| {
             report.skipped.push(Skipped {
                 case: case.clone(),
@@ -878,31 +961,29 @@ fn gemm_dtype<T: BenchGemm>(
             })
         };
         // The anchor first: cuBLAS's figure, or why there is none.
-        let anchor_gbps = match blas {
-            Ok(blas) => match T::time_cublas(blas, config.timing, [m, n, k], config.trans) {
-                Ok(seconds) => {
-                    let rate = gbps(bytes, seconds);
-                    report
-                        .rows
-                        .push(gemm_row(anchor, flops, bytes, seconds, rate));
-                    rate
-                }
-                Err(why) => {
-                    skip(report, anchor, why);
-                    f64::NAN
-                }
-            },
+        let anchor_gbps = match blas
+            .as_ref()
+            .map_err(String::clone)
+            .and_then(|blas| anchor_time(blas, [m, n, k]))
+        {
+            Ok(seconds) => {
+                let rate = gbps(bytes, seconds);
+                report
+                    .rows
+                    .push(gemm_row(anchor, flops, bytes, seconds, rate));
+                rate
+            }
             Err(why) => {
-                skip(report, anchor, why.clone());
+                skip(report, anchor, why);
                 f64::NAN
             }
         };
-        let host = |len: usize| (0..len).map(|i| T::from_f32(sample(i))).collect::<Vec<T>>();
+        let host = |len: usize| (0..len).map(|i| to_input(sample(i))).collect::<Vec<TIn>>();
         let buffers = (|| {
             Ok::<_, Error>((
                 dev.upload(&host(m * k))?,
                 dev.upload(&host(k * n))?,
-                dev.alloc_zeroed::<T>(m * n)?,
+                dev.alloc_zeroed::<TOut>(m * n)?,
             ))
         })();
         let (a, b, mut c) = match buffers {
@@ -913,7 +994,7 @@ fn gemm_dtype<T: BenchGemm>(
             }
             Err(e) => return Err(e),
         };
-        let gemm = crate::gemm::Gemm::<T>::new(m, n, k)
+        let gemm = crate::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
             .trans_b(config.trans.1);
         match seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c)) {
@@ -933,6 +1014,8 @@ fn gemm_dtype<T: BenchGemm>(
 /// skipped with the reason and warpforge is measured alone. Out-of-memory
 /// cases are skipped as in [`reduce()`].
 pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
+    use half::f16;
+    let variants = config.variants()?;
     let cases = config.cases()?;
     let blas = cublas::Cublas::open(dev);
     let mut report = BenchReport {
@@ -945,12 +1028,30 @@ pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
             Err(why) => why.clone(),
         }],
     };
-    let per_dtype = 2 * config.shapes.len();
-    for (dtype, cases) in config.dtypes.iter().zip(cases.chunks(per_dtype.max(1))) {
-        match dtype {
-            DType::F32 => gemm_dtype::<f32>(dev, config, &blas, cases, &mut report)?,
-            DType::F64 => gemm_dtype::<f64>(dev, config, &blas, cases, &mut report)?,
-            _ => unreachable!("GemmBench::cases refused other dtypes"),
+    let (timing, trans) = (config.timing, config.trans);
+    let per_variant = (2 * config.shapes.len()).max(1);
+    for (v, cases) in variants.iter().zip(cases.chunks(per_variant)) {
+        let ex = |b: &cublas::Cublas, shape| b.time_ex(timing, shape, trans, v.input, v.output);
+        let r = &mut report;
+        match (v.input, v.output) {
+            (DType::F32, _) => {
+                let sgemm = |b: &cublas::Cublas, shape| b.time::<f32>(timing, shape, trans);
+                gemm_variant::<f32, f32>(dev, config, &blas, &sgemm, |v| v, cases, r)?
+            }
+            (DType::F64, _) => {
+                let dgemm = |b: &cublas::Cublas, shape| b.time::<f64>(timing, shape, trans);
+                gemm_variant::<f64, f64>(dev, config, &blas, &dgemm, f64::from, cases, r)?
+            }
+            (DType::F16, DType::F32) => {
+                gemm_variant::<f16, f32>(dev, config, &blas, &ex, f16::from_f32, cases, r)?
+            }
+            (DType::F16, _) => {
+                gemm_variant::<f16, f16>(dev, config, &blas, &ex, f16::from_f32, cases, r)?
+            }
+            (DType::BF16, DType::F32) => {
+                gemm_variant::<bf16, f32>(dev, config, &blas, &ex, bf16::from_f32, cases, r)?
+            }
+            _ => gemm_variant::<bf16, bf16>(dev, config, &blas, &ex, bf16::from_f32, cases, r)?,
         }
     }
     Ok(report)
@@ -960,9 +1061,11 @@ pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
 /// GPU (the primary context warpforge uses), timed with events on that stream.
 mod cublas {
     use super::{Timing, median, sample};
-    use crate::Device;
+    use crate::{DType, Device};
     use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
-    use cudarc::driver::{CudaContext, CudaStream, DeviceRepr, ValidAsZeroBits};
+    use cudarc::driver::{
+        CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
+    };
     use std::sync::Arc;
 
     /// An open cuBLAS handle on its own stream.
@@ -978,6 +1081,14 @@ mod cublas {
     impl Cublas {
         /// cuBLAS on `dev`'s GPU, or why not (never a panic: the library is
         /// looked for before cudarc's loader, which panics without it, runs).
+        ///
+        /// cudarc 0.19 (built for CUDA 12.8) dlopens `libcublas.so`, then
+        /// `libcublas.so.12`, `.11`, … but never `libcublas.so.13`, and has no
+        /// variable naming the file. Preloading `libcublas.so.13` does not help:
+        /// dlopen matches a loaded library by its soname (`libcublas.so.13`), not
+        /// by the name asked for. A CUDA 13 install is found through the
+        /// unversioned `libcublas.so` symlink (the toolkit's `lib64`, or one made
+        /// to point at `libcublas.so.13`) on `LD_LIBRARY_PATH`.
         pub(super) fn open(dev: &Device) -> Result<Cublas, String> {
             let Some(info) = dev.gpu_info() else {
                 return Err(EMULATOR.to_owned());
@@ -985,8 +1096,10 @@ mod cublas {
             // SAFETY: only tries to load the library (dlopen) under each candidate name.
             if !unsafe { sys::is_culib_present() } {
                 return Err(format!(
-                    "cuBLAS: not available (no libcublas under the names cudarc loads: {}; put \
-                     the directory of libcublas.so on LD_LIBRARY_PATH)",
+                    "cuBLAS not found (no libcublas under the names cudarc loads: {}; put \
+                     the directory of libcublas.so on LD_LIBRARY_PATH; CUDA 13's \
+                     libcublas.so.13 is not among those names: its directory's \
+                     libcublas.so symlink, or one made next to it, is)",
                     cudarc::get_lib_name_candidates("cublas").join(", ")
                 ));
             }
@@ -1031,20 +1144,23 @@ mod cublas {
             format!("anchor: cuBLAS {version} ({path}), default math mode, on its own stream")
         }
 
-        /// Median seconds per `gemm` of `shape = [m, n, k]` with `trans`,
-        /// row-major as warpforge's: cuBLAS is column-major, so it computes
-        /// `Dᵀ = op(B)ᵀ·op(A)ᵀ`, an `n × m` column-major matrix with the
-        /// bytes of the `m × n` row-major `D`.
-        pub(super) fn time<T>(
-            &self,
-            timing: Timing,
+        /// The column-major call computing the row-major `m × n` `D =
+        /// op(A)·op(B)`: cuBLAS computes `Dᵀ = op(B)ᵀ·op(A)ᵀ`, an `n × m`
+        /// column-major matrix with the bytes of `D`, so B goes first.
+        /// Returns `(transa, transb, m, n, k, lda, ldb, ldc)` of that call.
+        #[allow(clippy::type_complexity)]
+        fn column_major(
             [m, n, k]: [usize; 3],
             (trans_a, trans_b): (bool, bool),
-        ) -> Result<f64, String>
-        where
-            T: DeviceRepr + ValidAsZeroBits + From<f32> + Copy,
-            CudaBlas: Gemm<T>,
-        {
+        ) -> Result<
+            (
+                sys::cublasOperation_t,
+                sys::cublasOperation_t,
+                [i32; 3],
+                [i32; 3],
+            ),
+            String,
+        > {
             let int = |v: usize, what: &str| {
                 i32::try_from(v).map_err(|_| format!("cuBLAS: {what} = {v} does not fit an int"))
             };
@@ -1058,34 +1174,27 @@ mod cublas {
             // Stored row lengths: A is m × k (k × m transposed), B k × n (n × k).
             let lda = if trans_a { m } else { k };
             let ldb = if trans_b { k } else { n };
-            let cfg = GemmConfig {
-                transa: op(trans_b),
-                transb: op(trans_a),
-                m: int(n, "n")?,
-                n: int(m, "m")?,
-                k: int(k, "k")?,
-                alpha: T::from(1.0),
-                lda: int(ldb.max(1), "ldb")?,
-                ldb: int(lda.max(1), "lda")?,
-                beta: T::from(0.0),
-                ldc: int(n.max(1), "n")?,
-            };
+            Ok((
+                op(trans_b),
+                op(trans_a),
+                [int(n, "n")?, int(m, "m")?, int(k, "k")?],
+                [
+                    int(ldb.max(1), "ldb")?,
+                    int(lda.max(1), "lda")?,
+                    int(n.max(1), "n")?,
+                ],
+            ))
+        }
+
+        /// Median seconds per call of `once` (already set up), timed with
+        /// events on this handle's stream after `timing.warmup` calls.
+        fn time_calls(
+            &self,
+            timing: Timing,
+            mut once: impl FnMut() -> Result<(), String>,
+        ) -> Result<f64, String> {
             let fail = |what: &str, e: &dyn std::fmt::Display| format!("cuBLAS: {what}: {e}");
-            let host = |len: usize| (0..len).map(|i| T::from(sample(i))).collect::<Vec<T>>();
             let s = &self.stream;
-            let a = s
-                .clone_htod(&host(m * k))
-                .map_err(|e| fail("uploading A", &e))?;
-            let b = s
-                .clone_htod(&host(k * n))
-                .map_err(|e| fail("uploading B", &e))?;
-            let mut d = s
-                .alloc_zeros::<T>(m * n)
-                .map_err(|e| fail("allocating D", &e))?;
-            let mut once = || {
-                // SAFETY: the sizes above match the shapes and leading dimensions in `cfg`.
-                unsafe { self.blas.gemm(cfg, &b, &a, &mut d) }.map_err(|e| fail("gemm", &e))
-            };
             for _ in 0..timing.warmup {
                 once()?;
             }
@@ -1106,6 +1215,133 @@ mod cublas {
                 samples.push(f64::from(ms) / 1e3 / iters as f64);
             }
             Ok(median(samples))
+        }
+
+        /// Median seconds per `gemm` (`cublasSgemm`/`cublasDgemm`) of
+        /// `shape = [m, n, k]` with `trans`, row-major as warpforge's
+        /// ([`Cublas::column_major`]).
+        pub(super) fn time<T>(
+            &self,
+            timing: Timing,
+            [m, n, k]: [usize; 3],
+            trans: (bool, bool),
+        ) -> Result<f64, String>
+        where
+            T: DeviceRepr + ValidAsZeroBits + From<f32> + Copy,
+            CudaBlas: Gemm<T>,
+        {
+            let (transa, transb, [cm, cn, ck], [lda, ldb, ldc]) =
+                Self::column_major([m, n, k], trans)?;
+            let cfg = GemmConfig {
+                transa,
+                transb,
+                m: cm,
+                n: cn,
+                k: ck,
+                alpha: T::from(1.0),
+                lda,
+                ldb,
+                beta: T::from(0.0),
+                ldc,
+            };
+            let fail = |what: &str, e: &dyn std::fmt::Display| format!("cuBLAS: {what}: {e}");
+            let host = |len: usize| (0..len).map(|i| T::from(sample(i))).collect::<Vec<T>>();
+            let s = &self.stream;
+            let a = s
+                .clone_htod(&host(m * k))
+                .map_err(|e| fail("uploading A", &e))?;
+            let b = s
+                .clone_htod(&host(k * n))
+                .map_err(|e| fail("uploading B", &e))?;
+            let mut d = s
+                .alloc_zeros::<T>(m * n)
+                .map_err(|e| fail("allocating D", &e))?;
+            self.time_calls(timing, || {
+                // SAFETY: the sizes above match the shapes and leading dimensions in `cfg`.
+                unsafe { self.blas.gemm(cfg, &b, &a, &mut d) }.map_err(|e| fail("gemm", &e))
+            })
+        }
+
+        /// Median seconds per `cublasGemmEx` of `shape` with `trans` on
+        /// `input` (f16 or bf16) `A` and `B` into an `output` `D` (f32 or the
+        /// input's type), accumulating in f32 (`CUBLAS_COMPUTE_32F`, the
+        /// default math mode: tensor cores), row-major as warpforge's.
+        pub(super) fn time_ex(
+            &self,
+            timing: Timing,
+            [m, n, k]: [usize; 3],
+            trans: (bool, bool),
+            input: DType,
+            output: DType,
+        ) -> Result<f64, String> {
+            use sys::cudaDataType_t::{CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F};
+            let fail = |what: &str, e: &dyn std::fmt::Display| format!("cuBLAS: {what}: {e}");
+            let data_type = |d: DType| match d {
+                DType::F16 => Ok(CUDA_R_16F),
+                DType::BF16 => Ok(CUDA_R_16BF),
+                DType::F32 => Ok(CUDA_R_32F),
+                other => Err(format!("cuBLAS: no GemmEx case for {}", other.name())),
+            };
+            let (in_type, out_type) = (data_type(input)?, data_type(output)?);
+            if in_type == CUDA_R_32F {
+                return Err("cuBLAS: GemmEx cases take f16 or bf16 inputs".to_owned());
+            }
+            let (transa, transb, [cm, cn, ck], [lda, ldb, ldc]) =
+                Self::column_major([m, n, k], trans)?;
+            // The inputs as their bits (u16), the same values warpforge's run gets.
+            let bits = |len: usize| -> Vec<u16> {
+                (0..len)
+                    .map(|i| match input {
+                        DType::F16 => half::f16::from_f32(sample(i)).to_bits(),
+                        _ => half::bf16::from_f32(sample(i)).to_bits(),
+                    })
+                    .collect()
+            };
+            let s = &self.stream;
+            let a = s
+                .clone_htod(&bits(m * k))
+                .map_err(|e| fail("uploading A", &e))?;
+            let b = s
+                .clone_htod(&bits(k * n))
+                .map_err(|e| fail("uploading B", &e))?;
+            let out_words = if out_type == CUDA_R_32F { 2 } else { 1 };
+            let mut d = s
+                .alloc_zeros::<u16>(m * n * out_words)
+                .map_err(|e| fail("allocating D", &e))?;
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            self.time_calls(timing, || {
+                let (a_ptr, _a) = a.device_ptr(s);
+                let (b_ptr, _b) = b.device_ptr(s);
+                let (d_ptr, _d) = d.device_ptr_mut(s);
+                // SAFETY: the buffers hold the elements the shapes and leading
+                // dimensions name, in the types named (u16 bits of f16/bf16; D
+                // sized for f32 when the output is f32); alpha and beta are f32,
+                // as CUBLAS_COMPUTE_32F takes them, and live across the call.
+                unsafe {
+                    cudarc::cublas::result::gemm_ex(
+                        *self.blas.handle(),
+                        transa,
+                        transb,
+                        cm,
+                        cn,
+                        ck,
+                        (&alpha as *const f32).cast(),
+                        b_ptr as *const std::ffi::c_void,
+                        in_type,
+                        lda,
+                        a_ptr as *const std::ffi::c_void,
+                        in_type,
+                        ldb,
+                        (&beta as *const f32).cast(),
+                        d_ptr as *mut std::ffi::c_void,
+                        out_type,
+                        ldc,
+                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+                .map_err(|e| fail("GemmEx", &e))
+            })
         }
     }
 }
@@ -1397,6 +1633,113 @@ mod tests {
             r.overlap_ratio,
             (r.copy_seconds + r.kernel_seconds) / r.two_stream_seconds
         );
+    }
+
+    /// The shapes of issue 14 at N = 12, every (input, output) pair, and
+    /// FLOPs and bytes against figures worked out by hand.
+    #[test]
+    fn gemm_cases_cover_each_pair_and_shape_with_their_work() {
+        let config = GemmBench::defaults(&Device::emulator())
+            .with_max_log2(12)
+            .unwrap();
+        let squares = [256, 512, 1024, 2048, 4096].map(|s| [s, s, s]);
+        let transformer = [[4096, 4096, 11008], [8192, 1024, 4096], [128, 4096, 4096]];
+        assert_eq!(config.shapes, [&squares[..], &transformer[..]].concat());
+        let pairs = [
+            ("f32", "f32", "cublas_sgemm_nn"),
+            ("f64", "f64", "cublas_dgemm_nn"),
+            ("f16", "f32", "cublas_gemmex_f16_f32_nn"),
+            ("f16", "f16", "cublas_gemmex_f16_f16_nn"),
+            ("bf16", "f32", "cublas_gemmex_bf16_f32_nn"),
+            ("bf16", "bf16", "cublas_gemmex_bf16_bf16_nn"),
+        ];
+        let cases = config.cases().unwrap();
+        assert_eq!(cases.len(), pairs.len() * config.shapes.len() * 2);
+        let per_pair = cases.chunks(2 * config.shapes.len());
+        for ((input, output, anchor), cases) in pairs.into_iter().zip(per_pair) {
+            for (pair, shape) in cases.chunks(2).zip(&config.shapes) {
+                assert_eq!(pair[0].op, anchor);
+                // The kernel: `gemm_f32_nn_…` (same output) or `gemm_f16_f32_nn_…`.
+                let prefix = if input == output && !input.ends_with("16") {
+                    format!("gemm_{input}_nn_")
+                } else {
+                    format!("gemm_{input}_{output}_nn_")
+                };
+                assert!(
+                    pair[1].op.starts_with(&prefix),
+                    "{} for {prefix}",
+                    pair[1].op
+                );
+                for case in pair {
+                    assert_eq!(case.dtype.name(), input);
+                    assert_eq!(case.shape, shape.to_vec());
+                }
+            }
+        }
+        // 2·m·n·k, and A and B read plus C written, by hand.
+        assert_eq!(
+            gemm_work(&[4096, 4096, 11008], 2, 4).unwrap(),
+            (
+                369_367_187_456,
+                2 * (45_088_768 + 45_088_768) + 4 * 16_777_216
+            )
+        );
+        assert_eq!(
+            gemm_work(&[8192, 1024, 4096], 2, 2).unwrap(),
+            (68_719_476_736, 2 * (33_554_432 + 4_194_304 + 8_388_608))
+        );
+        assert_eq!(
+            gemm_work(&[128, 4096, 4096], 2, 4).unwrap(),
+            (4_294_967_296, 36_700_160)
+        );
+        assert_eq!(
+            gemm_work(&[3, 5, 7], 8, 8).unwrap(),
+            (210, 8 * (21 + 35 + 15))
+        );
+        assert!(matches!(
+            gemm_work(&[1 << 40, 1 << 40, 1 << 40], 2, 2),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let mut ints = config;
+        ints.dtypes = vec![DType::I32];
+        assert!(ints.cases().unwrap_err().to_string().contains("i32"));
+    }
+
+    /// f16 and bf16 into f32 and into their own type, on the emulator: every
+    /// kernel case measured with its FLOPs, every cuBLAS case skipped with the reason.
+    #[test]
+    fn gemm_bench_runs_the_half_cases_on_the_emulator() {
+        let dev = Device::emulator();
+        let mut config = GemmBench::defaults(&dev).with_max_log2(4).unwrap();
+        config.dtypes = vec![DType::F16, DType::BF16];
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let report = gemm(&dev, &config).unwrap();
+        let cases = config.cases().unwrap();
+        assert_eq!(cases.len(), 4 * 4 * 2);
+        assert_eq!(report.rows.len(), 16, "{:?}", report.skipped);
+        assert_eq!(report.skipped.len(), 16);
+        for s in &report.skipped {
+            assert!(s.case.op.starts_with("cublas_gemmex_"), "{}", s.case);
+            assert_eq!(s.reason, cublas::EMULATOR);
+        }
+        for (row, case) in report.rows.iter().zip(cases.chunks(2).map(|p| &p[1])) {
+            assert_eq!(row.case(), *case);
+            let [m, n, k] = [row.shape[0], row.shape[1], row.shape[2]];
+            assert_eq!(row.flops, Some(2 * (m * n * k) as u64), "{case}");
+            let out = if row.op.contains("_f32_") { 4 } else { 2 };
+            assert_eq!(
+                row.bytes,
+                (2 * (m * k + k * n) + out * m * n) as u64,
+                "{case}"
+            );
+            let tflops = row.tflops().unwrap();
+            assert!(tflops > 0.0 && tflops.is_finite(), "{case}: {row:?}");
+            assert!(row.ratio.is_nan(), "no anchor on the emulator: {row:?}");
+        }
     }
 
     #[test]

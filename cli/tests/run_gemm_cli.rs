@@ -3,40 +3,16 @@
 //! compared exactly with a reference computed here), every transpose, beta
 //! with C, and every error path (exit 2, a message naming the operands).
 
+mod common;
+
+use common::{expect_error, run_writing, temp_dir, warpforge};
 use half::f16;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use warpforge_cli::npy::{self, NpyArray, NpyData};
-
-/// A fresh directory in the temp dir, unique to this process and call.
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "warpforge-run-gemm-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn warpforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_warpforge"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use warpforge_cli::npy::{NpyArray, NpyData};
 
 /// Runs `warpforge run gemm --backend emu --a A --b B [--c C] [extra…] --out D`
 /// on the arrays written to temp files: `D`, or the exit code and stderr.
-fn gemm(
-    a: &NpyArray,
-    b: &NpyArray,
-    c: Option<&NpyArray>,
-    extra: &[&str],
-) -> Result<NpyArray, (Option<i32>, String)> {
-    let dir = temp_dir();
+fn gemm(a: &NpyArray, b: &NpyArray, c: Option<&NpyArray>, extra: &[&str]) -> common::RunResult {
+    let dir = temp_dir("run-gemm");
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let (pa, pb, pc, pd) = (path("a.npy"), path("b.npy"), path("c.npy"), path("d.npy"));
     a.write(&pa).unwrap();
@@ -58,32 +34,9 @@ fn gemm(
         args.extend(["--c", &pc]);
     }
     args.extend(extra);
-    let out = warpforge(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let r = if out.status.success() {
-        Ok(npy::read(&pd).unwrap())
-    } else {
-        assert!(
-            !Path::new(&pd).exists(),
-            "a failed run wrote {pd}; stderr: {stderr}"
-        );
-        Err((out.status.code(), stderr))
-    };
+    let r = run_writing(&args, &pd);
     std::fs::remove_dir_all(&dir).unwrap();
     r
-}
-
-/// Expects exit code 2 and an `error:` line containing every needle.
-fn expect_error(r: Result<NpyArray, (Option<i32>, String)>, needles: &[&str]) {
-    let (code, stderr) = match r {
-        Ok(d) => panic!("expected an error mentioning {needles:?}, got {d:?}"),
-        Err(e) => e,
-    };
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("error: "), "{stderr}");
-    for n in needles {
-        assert!(stderr.contains(n), "expected {n:?} in: {stderr}");
-    }
 }
 
 /// A `rows × cols` matrix of small integers (−4 … 4), different for each `seed`.
@@ -466,7 +419,7 @@ fn f16_and_bf16_run_on_the_tensor_cores_and_write_float32() {
 
 #[test]
 fn a_missing_file_is_an_error_naming_the_operand() {
-    let dir = temp_dir();
+    let dir = temp_dir("run-gemm");
     let (a, d) = (dir.join("a.npy"), dir.join("d.npy"));
     f32s(&[2, 2], &ints(2, 2, 1)).write(&a).unwrap();
     let missing = dir.join("missing.npy");

@@ -1,29 +1,11 @@
 //! `warpforge run reduce`: the real binary on the emulator, on small `.npy` files.
 
+mod common;
+
+use common::{expect_error, run_writing, temp_dir};
 use half::{bf16, f16};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use warpforge_cli::npy::{self, NpyArray, NpyData};
-
-/// A fresh directory in the temp dir, unique to this process and call.
-fn temp_dir(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "warpforge-run-reduce-{}-{}-{name}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn warpforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_warpforge"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 /// Runs `warpforge run reduce --backend emu --op OP [--axis K] [extra…]` on
 /// `input` written to a temp file; the output array, or the exit code and stderr.
@@ -33,7 +15,7 @@ fn reduce(
     input: &NpyArray,
     extra: &[&str],
 ) -> Result<NpyArray, (Option<i32>, String)> {
-    let dir = temp_dir(op);
+    let dir = temp_dir(&format!("run-reduce-{op}"));
     let (x, y) = (dir.join("x.npy"), dir.join("y.npy"));
     input.write(&x).unwrap();
     let r = reduce_files(op, axis, &x, &y, extra);
@@ -56,30 +38,7 @@ fn reduce_files(
     let (x, y) = (x.to_str().unwrap(), y.to_str().unwrap());
     args.extend(["--input", x, "--out", y]);
     args.extend(extra);
-    let out = warpforge(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
-        Ok(npy::read(y).unwrap())
-    } else {
-        assert!(
-            !Path::new(y).exists(),
-            "a failed run wrote {y}; stderr: {stderr}"
-        );
-        Err((out.status.code(), stderr))
-    }
-}
-
-/// Expects a failure with exit code 2 and an `error:` line containing every needle.
-fn expect_error(r: Result<NpyArray, (Option<i32>, String)>, needles: &[&str]) {
-    let (code, stderr) = match r {
-        Ok(a) => panic!("expected an error mentioning {needles:?}, got {a:?}"),
-        Err(e) => e,
-    };
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("error: "), "{stderr}");
-    for n in needles {
-        assert!(stderr.contains(n), "expected {n:?} in: {stderr}");
-    }
+    run_writing(&args, y)
 }
 
 /// Sums a C-order `[d0, d1, d2]` array of f64 along `axis` (or all of it).
@@ -229,7 +188,7 @@ fn dtype_bf16_rounds_the_input_and_writes_float32() {
 
 #[test]
 fn input_errors_exit_2_naming_the_problem() {
-    let dir = temp_dir("errors");
+    let dir = temp_dir("run-reduce-errors");
     let y = dir.join("y.npy");
     // A missing file.
     let missing = dir.join("missing.npy");
@@ -314,7 +273,7 @@ fn reduce_crafted(
     shape: &str,
     fortran: bool,
 ) -> Result<NpyArray, (Option<i32>, String)> {
-    let dir = temp_dir("crafted");
+    let dir = temp_dir("run-reduce-crafted");
     let (x, y) = (dir.join("x.npy"), dir.join("y.npy"));
     crafted_npy(&x, "<f4", fortran, shape, &[]);
     let r = reduce_files(op, axis, &x, &y, &[]);
@@ -459,7 +418,7 @@ fn shapes_whose_sizes_overflow_are_refused() {
 /// gives the C-order values.
 #[test]
 fn fortran_order_input_is_reduced_as_c_order() {
-    let dir = temp_dir("fortran");
+    let dir = temp_dir("run-reduce-fortran");
     let (x, y) = (dir.join("x.npy"), dir.join("y.npy"));
     // [[1, 2, 3], [4, 5, 6]] stored column-major.
     let data: Vec<u8> = [1.0f64, 4.0, 2.0, 5.0, 3.0, 6.0]

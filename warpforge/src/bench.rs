@@ -642,14 +642,28 @@ fn run_group(
                 work.reduce_once(op, &case.shape, case.axis)
             }
         };
-        match seconds_per_call(dev, timing, || once(&mut work)) {
-            Ok(s) => report.rows.push(row(case, bytes, s, anchor_gbps)),
-            Err(e @ Error::OutOfMemory { .. }) => report.skipped.push(Skipped {
-                case: case.clone(),
-                reason: e.to_string(),
-            }),
-            Err(e) => return Err(e),
-        }
+        let seconds = seconds_per_call(dev, timing, || once(&mut work));
+        record(report, case, seconds, |s| row(case, bytes, s, anchor_gbps))?;
+    }
+    Ok(())
+}
+
+/// Records one timed case in `report`: its row (`row` of the seconds), or,
+/// if it ran out of device memory, a skip with the reason; another error
+/// ends the benchmark.
+fn record(
+    report: &mut BenchReport,
+    case: &Case,
+    seconds: Result<f64>,
+    row: impl FnOnce(f64) -> BenchRow,
+) -> Result<()> {
+    match seconds {
+        Ok(s) => report.rows.push(row(s)),
+        Err(e @ Error::OutOfMemory { .. }) => report.skipped.push(Skipped {
+            case: case.clone(),
+            reason: e.to_string(),
+        }),
+        Err(e) => return Err(e),
     }
     Ok(())
 }
@@ -954,12 +968,6 @@ where
         };
         let [m, n, k] = [kernel.shape[0], kernel.shape[1], kernel.shape[2]];
         let (flops, bytes) = gemm_work(&kernel.shape, size_of::<TIn>(), size_of::<TOut>())?;
-        let skip = |report: &mut BenchReport, case: &Case, reason: String| {
-            report.skipped.push(Skipped {
-                case: case.clone(),
-                reason,
-            })
-        };
         // The anchor first: cuBLAS's figure, or why there is none.
         let anchor_gbps = match blas
             .as_ref()
@@ -973,8 +981,11 @@ where
                     .push(gemm_row(anchor, flops, bytes, seconds, rate));
                 rate
             }
-            Err(why) => {
-                skip(report, anchor, why);
+            Err(reason) => {
+                report.skipped.push(Skipped {
+                    case: anchor.clone(),
+                    reason,
+                });
                 f64::NAN
             }
         };
@@ -986,24 +997,16 @@ where
                 dev.alloc_zeroed::<TOut>(m * n)?,
             ))
         })();
-        let (a, b, mut c) = match buffers {
-            Ok(buffers) => buffers,
-            Err(e @ Error::OutOfMemory { .. }) => {
-                skip(report, kernel, e.to_string());
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
         let gemm = crate::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
             .trans_b(config.trans.1);
-        match seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c)) {
-            Ok(seconds) => report
-                .rows
-                .push(gemm_row(kernel, flops, bytes, seconds, anchor_gbps)),
-            Err(e @ Error::OutOfMemory { .. }) => skip(report, kernel, e.to_string()),
-            Err(e) => return Err(e),
-        }
+        // Out of memory allocating the operands skips the case as one in the run does.
+        let seconds = buffers.and_then(|(a, b, mut c)| {
+            seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c))
+        });
+        record(report, kernel, seconds, |s| {
+            gemm_row(kernel, flops, bytes, s, anchor_gbps)
+        })?;
     }
     Ok(())
 }

@@ -7,58 +7,15 @@
 //! the results are compared bit for bit, padding of `C` included (it must be
 //! left untouched). Then every check `run` makes before launching.
 
+mod common;
+
+use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmElement};
 use warpforge::{Device, DeviceBuffer, Error, Kernel};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE};
 
-/// One problem: shapes, transposes, leading dimensions, factors and the
-/// (integer-valued) operands as stored, `C` with its padding.
-#[derive(Clone, Debug)]
-struct Case {
-    m: usize,
-    n: usize,
-    k: usize,
-    ta: bool,
-    tb: bool,
-    lda: usize,
-    ldb: usize,
-    ldc: usize,
-    alpha: f64,
-    beta: f64,
-    a: Vec<f64>,
-    b: Vec<f64>,
-    c: Vec<f64>,
-}
-
-/// Elements a stored `rows × cols` matrix with leading dimension `ld` needs.
-fn needed(rows: usize, cols: usize, ld: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1) * ld + cols
-    }
-}
-
 impl Case {
-    /// `op(A)[i][p]`.
-    fn a_at(&self, i: usize, p: usize) -> f64 {
-        self.a[if self.ta {
-            p * self.lda + i
-        } else {
-            i * self.lda + p
-        }]
-    }
-
-    /// `op(B)[p][j]`.
-    fn b_at(&self, p: usize, j: usize) -> f64 {
-        self.b[if self.tb {
-            j * self.ldb + p
-        } else {
-            p * self.ldb + j
-        }]
-    }
-
     /// The expected `C` after the GEMM, padding included, as the kernel's
     /// operations in f64: an fma chain over `p` from +0, then `alpha·acc`,
     /// then `fma(beta, c, ·)` unless `beta = 0`. All exact on these inputs,
@@ -125,22 +82,6 @@ impl Case {
             }
         }
     }
-
-    fn describe(&self) -> String {
-        format!(
-            "m {} n {} k {} ta {} tb {} lda {} ldb {} ldc {} alpha {} beta {}",
-            self.m,
-            self.n,
-            self.k,
-            self.ta,
-            self.tb,
-            self.lda,
-            self.ldb,
-            self.ldc,
-            self.alpha,
-            self.beta
-        )
-    }
 }
 
 /// A deterministic case: integer operands in `[-8, 8]` from `seed`, leading
@@ -156,18 +97,11 @@ fn case(
     c_fill: Option<f64>,
     seed: u64,
 ) -> Case {
-    let (ar, ac) = if ta { (k, m) } else { (m, k) };
-    let (br, bc) = if tb { (n, k) } else { (k, n) };
-    let (lda, ldb, ldc) = (ac + pad, bc + pad, n + pad);
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
+    let mut s = seeded(seed);
     let mut ints = move |len: usize| -> Vec<f64> {
         (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % 17) as f64 - 8.0
-            })
+            .map(|_| (xorshift(&mut s) % 17) as f64 - 8.0)
             .collect()
     };
     let a = ints(needed(ar, ac, lda));
@@ -192,8 +126,6 @@ fn case(
         c,
     }
 }
-
-const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
 
 /// A dimension: mostly the edge values (0, 1, primes, tile sizes ± 1), sometimes any up to 100.
 fn dim() -> impl Strategy<Value = usize> {

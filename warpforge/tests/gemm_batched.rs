@@ -9,6 +9,9 @@
 //! below 2²⁴ and exact in f32; an f32/f64 result is compared exactly, a
 //! bf16/f16 one with the reference rounded once to that type.
 
+mod common;
+
+use common::gemm::xorshift;
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes};
@@ -83,12 +86,7 @@ fn cases() -> impl Strategy<Value = Case> {
 /// Small integers in [-3, 3] from a seed (xorshift).
 fn ints(len: usize, seed: &mut u64) -> Vec<f64> {
     (0..len)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            (*seed % 7) as f64 - 3.0
-        })
+        .map(|_| (xorshift(seed) % 7) as f64 - 3.0)
         .collect()
 }
 

@@ -15,6 +15,9 @@
 //! f32 value once, so that is exact too). `C`'s padding must be untouched.
 //! Then one test with random floats, within a bound derived from `k`.
 
+mod common;
+
+use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes};
@@ -85,54 +88,10 @@ impl OutTy for bf16 {
     }
 }
 
-/// One problem: shapes, transposes, leading dimensions, factors and the
-/// operands as stored (values exact in every input type), `C` with padding.
-#[derive(Clone, Debug)]
-struct Case {
-    m: usize,
-    n: usize,
-    k: usize,
-    ta: bool,
-    tb: bool,
-    lda: usize,
-    ldb: usize,
-    ldc: usize,
-    alpha: f64,
-    beta: f64,
-    a: Vec<f64>,
-    b: Vec<f64>,
-    c: Vec<f64>,
-}
-
-/// Elements a stored `rows × cols` matrix with leading dimension `ld` needs.
-fn needed(rows: usize, cols: usize, ld: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1) * ld + cols
-    }
-}
-
 /// The value `C`'s padding (columns `n .. ldc`) holds and must keep.
 const PADDING: f64 = 99.0;
 
 impl Case {
-    fn a_at(&self, i: usize, p: usize) -> f64 {
-        self.a[if self.ta {
-            p * self.lda + i
-        } else {
-            i * self.lda + p
-        }]
-    }
-
-    fn b_at(&self, p: usize, j: usize) -> f64 {
-        self.b[if self.tb {
-            j * self.ldb + p
-        } else {
-            p * self.ldb + j
-        }]
-    }
-
     /// `(d, Σ|a·b|)` per element of `C` (padding: its value, 0), in f64:
     /// `alpha·Σ a·b`, plus `beta·c` unless `beta = 0` (C not read).
     fn reference(&self) -> Vec<(f64, f64)> {
@@ -218,22 +177,6 @@ impl Case {
         self.check::<I, f16>(dev);
         self.check::<I, bf16>(dev);
     }
-
-    fn describe(&self) -> String {
-        format!(
-            "m {} n {} k {} ta {} tb {} lda {} ldb {} ldc {} alpha {} beta {}",
-            self.m,
-            self.n,
-            self.k,
-            self.ta,
-            self.tb,
-            self.lda,
-            self.ldb,
-            self.ldc,
-            self.alpha,
-            self.beta
-        )
-    }
 }
 
 /// A deterministic case: operands from `draw` (integers in `[-4, 4]` unless
@@ -250,16 +193,9 @@ fn case(
     seed: u64,
     draw: impl Fn(u64) -> f64,
 ) -> Case {
-    let (ar, ac) = if ta { (k, m) } else { (m, k) };
-    let (br, bc) = if tb { (n, k) } else { (k, n) };
-    let (lda, ldb, ldc) = (ac + pad, bc + pad, n + pad);
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
+    let mut s = seeded(seed);
+    let mut next = move || xorshift(&mut s);
     let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
     let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
     let c = (0..needed(m, n, ldc))
@@ -293,8 +229,6 @@ fn case(
 fn small_int(bits: u64) -> f64 {
     (bits % 9) as f64 - 4.0
 }
-
-const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
 
 /// A dimension: mostly edge values (0, 1, primes, tile sizes ± 1), sometimes
 /// any up to 80. Small: the emulator runs 128 threads per block tile.

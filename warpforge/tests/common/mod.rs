@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod gemm;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warpforge::Device;

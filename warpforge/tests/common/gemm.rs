@@ -1,0 +1,101 @@
+//! What the GEMM suites (`gemm`, `gemm_tensor`, `gemm_batched`) share: one
+//! problem as stored ([`Case`]: shapes, transposes, leading dimensions,
+//! factors, operands and `C` with its padding, all as f64), the transpose
+//! combinations, and the seeded integer generator. Each suite adds its own
+//! reference and checks (`impl Case` in the suite): the SIMT kernels' fma
+//! chain, the tensor cores' one rounding to the output type.
+
+// Not every suite that includes `common` uses it.
+#[allow(unused_imports)]
+pub use warpforge::reference::gemm::needed;
+
+/// `(trans_a, trans_b)`: all four combinations.
+pub const TRANSPOSES: [(bool, bool); 4] =
+    [(false, false), (false, true), (true, false), (true, true)];
+
+/// One xorshift64 step of `s` (never 0 if it was not): the suites' operands.
+pub fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// The generator state the matrix suites start from for `seed`.
+pub fn seeded(seed: u64) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+}
+
+/// One problem: shapes, transposes, leading dimensions, factors and the
+/// operands as stored (values exact in every type the suite runs), `C` with
+/// its padding.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub ta: bool,
+    pub tb: bool,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    pub alpha: f64,
+    pub beta: f64,
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub c: Vec<f64>,
+}
+
+/// `(rows, cols)` of a stored matrix.
+pub type Dims = (usize, usize);
+/// `(lda, ldb, ldc)`.
+pub type LeadingDims = (usize, usize, usize);
+
+/// The stored shapes of a problem: `(rows, cols)` of A and of B as stored,
+/// and `(lda, ldb, ldc)` = each row length + `pad`.
+pub fn layout(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    pad: usize,
+) -> (Dims, Dims, LeadingDims) {
+    let (ar, ac) = if ta { (k, m) } else { (m, k) };
+    let (br, bc) = if tb { (n, k) } else { (k, n) };
+    ((ar, ac), (br, bc), (ac + pad, bc + pad, n + pad))
+}
+
+impl Case {
+    /// `op(A)[i][p]`.
+    pub fn a_at(&self, i: usize, p: usize) -> f64 {
+        self.a[if self.ta {
+            p * self.lda + i
+        } else {
+            i * self.lda + p
+        }]
+    }
+
+    /// `op(B)[p][j]`.
+    pub fn b_at(&self, p: usize, j: usize) -> f64 {
+        self.b[if self.tb {
+            j * self.ldb + p
+        } else {
+            p * self.ldb + j
+        }]
+    }
+
+    /// The sizes and factors, for a failure message.
+    pub fn describe(&self) -> String {
+        format!(
+            "m {} n {} k {} ta {} tb {} lda {} ldb {} ldc {} alpha {} beta {}",
+            self.m,
+            self.n,
+            self.k,
+            self.ta,
+            self.tb,
+            self.lda,
+            self.ldb,
+            self.ldc,
+            self.alpha,
+            self.beta
+        )
+    }
+}

@@ -119,8 +119,21 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("TFLOP/s"), "{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("gemm_")).collect();
-    // f32 and f64 × the square 16 and three rectangles.
-    assert_eq!(rows.len(), 8, "{stdout}");
+    // f32, f64, and f16 and bf16 into f32 and into their own type × the
+    // square 16 and three rectangles.
+    assert_eq!(rows.len(), 24, "{stdout}");
+    for kernel in [
+        "gemm_f16_f32_nn",
+        "gemm_f16_f16_nn",
+        "gemm_bf16_f32_nn",
+        "gemm_bf16_bf16_nn",
+    ] {
+        assert_eq!(
+            rows.iter().filter(|r| r.starts_with(kernel)).count(),
+            4,
+            "{stdout}"
+        );
+    }
     assert!(
         rows[0].starts_with("gemm_f32_nn_64x64x16 f32 [16×16×16]"),
         "{stdout}"
@@ -129,7 +142,7 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
         stdout
             .matches("skipped: cuBLAS: not available on the emulator")
             .count(),
-        8,
+        24,
         "{stdout}"
     );
 }

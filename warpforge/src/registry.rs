@@ -255,23 +255,46 @@ mod tests {
         };
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
         let report = run(&dev, Some(4), timing).unwrap();
-        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32 then f64.
+        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32, f64, then
+        // f16 and bf16 into f32 and into their own type.
         let shapes = [[16, 16, 16], [16, 16, 43], [32, 4, 16], [1, 16, 16]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
             .iter()
             .map(|r| (r.op, r.shape.clone()))
             .collect();
-        let expected: Vec<(&str, Vec<usize>)> = ["gemm_f32_nn_64x64x16", "gemm_f64_nn_64x64x8"]
-            .into_iter()
-            .flat_map(|k| shapes.iter().map(move |s| (k, s.to_vec())))
-            .collect();
+        let expected: Vec<(&str, Vec<usize>)> = [
+            "gemm_f32_nn_64x64x16",
+            "gemm_f64_nn_64x64x8",
+            "gemm_f16_f32_nn_64x64x32_s3",
+            "gemm_f16_f16_nn_64x64x32_s3",
+            "gemm_bf16_f32_nn_64x64x32_s3",
+            "gemm_bf16_bf16_nn_64x64x32_s3",
+        ]
+        .into_iter()
+        .flat_map(|k| shapes.iter().map(move |s| (k, s.to_vec())))
+        .collect();
         assert_eq!(measured, expected);
         for r in &report.rows {
             let [m, n, k] = [r.shape[0], r.shape[1], r.shape[2]];
-            let size = if r.op.contains("f32") { 4 } else { 8 };
+            // A and B read in the input type, C written in the output type.
+            let size = |t: &str| match t {
+                "f64" => 8,
+                "f32" => 4,
+                _ => 2,
+            };
+            let types: Vec<&str> =
+                r.op.split('_')
+                    .skip(1)
+                    .take_while(|t| t.starts_with(['f', 'b']))
+                    .collect();
+            let (input, output) = (types[0], *types.last().unwrap());
             assert_eq!(r.flops, Some(2 * (m * n * k) as u64), "{r:?}");
-            assert_eq!(r.bytes, (size * (m * k + k * n + m * n)) as u64, "{r:?}");
+            assert_eq!(
+                r.bytes,
+                (size(input) * (m * k + k * n) + size(output) * m * n) as u64,
+                "{r:?}"
+            );
             let tflops = r.tflops().unwrap();
             assert!(tflops > 0.0 && tflops.is_finite(), "{r:?}");
             assert!(
@@ -280,7 +303,7 @@ mod tests {
             );
         }
         // Every cuBLAS case is a skip that says why, and the report says it once.
-        assert_eq!(report.skipped.len(), 8);
+        assert_eq!(report.skipped.len(), 24);
         for s in &report.skipped {
             assert!(s.case.op.starts_with("cublas_"), "{s:?}");
             assert_eq!(s.reason, "cuBLAS: not available on the emulator");

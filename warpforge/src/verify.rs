@@ -37,7 +37,7 @@ use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod conv2d;
+pub mod conv2d;
 pub use conv2d::verify_conv2d;
 
 /// Lengths every kernel is checked at: around the warp (32) and block (1024) sizes.

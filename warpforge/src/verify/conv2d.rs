@@ -261,7 +261,7 @@ pub fn tolerance(
 /// `T`'s rounding of `want` for an `integers` case, within [`tolerance`]
 /// otherwise; NaN where a number is due fails.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn check_results<T: GemmValue>(
+pub(super) fn check_results<T: GemmValue>(
     report: &mut KernelReport,
     case: &str,
     got: &[f64],

@@ -90,8 +90,11 @@ pub fn render(report: &BenchReport) -> String {
     out
 }
 
-/// A compute-bound report: TFLOP/s (2·m·n·k / time for GEMM, shape `[m×n×k]`)
-/// and the anchor's (cuBLAS) TFLOP/s and ratio, `—` where there is no anchor.
+/// A compute-bound report: TFLOP/s (2·m·n·k / time for GEMM, shape `[m×n×k]`;
+/// conv2d: shape `[N×C×H×W×K×R×S]`) and the anchor's (cuBLAS, cuDNN)
+/// TFLOP/s and ratio, `—` where there is no anchor. A row without a FLOP
+/// count (conv2d's depthwise layer) gives GB/s in those columns instead,
+/// marked `GB/s` at the end of its line.
 fn render_flops(report: &BenchReport) -> String {
     let mut out = String::new();
     let t = report.timing;
@@ -106,26 +109,45 @@ fn render_flops(report: &BenchReport) -> String {
     for note in &report.notes {
         let _ = writeln!(out, "{note}");
     }
+    let legend = match report.rows.first().map_or(3, |r| r.shape.len()) {
+        7 => "case [N×C×H×W×K×R×S]",
+        _ => "case [m×n×k]",
+    };
+    let width = report
+        .rows
+        .iter()
+        .map(|r| r.case().to_string().chars().count() + 1)
+        .chain(
+            report
+                .skipped
+                .iter()
+                .map(|s| s.case.to_string().chars().count() + 1),
+        )
+        .max()
+        .unwrap_or(0)
+        .max(44);
     let _ = writeln!(
         out,
-        "{:<44} {:>10} {:>9} {:>12} {:>6}",
-        "case [m×n×k]", "time", "TFLOP/s", "anchor TF/s", "ratio"
+        "{legend:<width$} {:>10} {:>9} {:>12} {:>6}",
+        "time", "TFLOP/s", "anchor TF/s", "ratio"
     );
     for r in &report.rows {
-        let tflops = r.tflops().unwrap_or(f64::NAN);
-        let anchor = r.anchor_tflops().unwrap_or(f64::NAN);
+        let (value, anchor, unit) = match r.tflops() {
+            Some(tflops) => (tflops, r.anchor_tflops().unwrap_or(f64::NAN), ""),
+            None => (r.gbps, r.anchor_gbps, "  GB/s"),
+        };
         let _ = writeln!(
             out,
-            "{:<44} {:>10} {} {} {}",
+            "{:<width$} {:>10} {} {} {}{unit}",
             r.case().to_string(),
             human_time(r.seconds),
-            rate(tflops, 9, 3),
+            rate(value, 9, 3),
             rate(anchor, 12, 3),
             rate(r.ratio, 6, 3)
         );
     }
     for s in &report.skipped {
-        let _ = writeln!(out, "{:<44} skipped: {}", s.case.to_string(), s.reason);
+        let _ = writeln!(out, "{:<width$} skipped: {}", s.case.to_string(), s.reason);
     }
     out
 }
@@ -261,6 +283,45 @@ mod tests {
         // No anchor: its rate and the ratio read as a dash.
         let row = table.lines().find(|l| l.starts_with("gemm_f32")).unwrap();
         assert_eq!(row.matches('—').count(), 2, "{row}");
+    }
+
+    #[test]
+    fn the_conv2d_table_rates_depthwise_in_gb_per_s_and_says_why_cudnn_is_missing() {
+        use warpforge::bench::conv2d::{self, ConvBench};
+        let dev = Device::emulator();
+        let mut config = ConvBench::defaults(&dev).with_max_log2(8).unwrap();
+        config.configs.truncate(1);
+        // conv1 and the depthwise layer.
+        config.layers = vec![config.layers[0], *config.layers.last().unwrap()];
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let report = conv2d::conv2d(&dev, &config).unwrap();
+        let table = render(&report);
+        // Header, the note, column names, 2 warpforge rows, 2 skipped cuDNN cases.
+        assert_eq!(table.lines().count(), 3 + 2 + 2, "{table}");
+        assert!(table.contains("case [N×C×H×W×K×R×S]"), "{table}");
+        let rows: Vec<&str> = table.lines().filter(|l| l.contains(" f16 [")).collect();
+        assert_eq!(rows.len(), 4, "{table}");
+        assert!(
+            rows[0].starts_with("conv1 7x7/2 nhwc conv2d_direct_nhwc_f16 f16 ["),
+            "{table}"
+        );
+        assert!(!rows[0].ends_with("GB/s"), "{table}");
+        assert!(
+            rows[1].starts_with("dw 3x3 nhwc conv2d_direct_nhwc_f16"),
+            "{table}"
+        );
+        assert!(rows[1].ends_with("  GB/s"), "{table}");
+        assert_eq!(
+            table
+                .matches("skipped: cuDNN: not available on the emulator")
+                .count(),
+            2,
+            "{table}"
+        );
     }
 
     #[test]

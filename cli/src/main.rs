@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use warpforge::bench::{self, Timing};
+use warpforge::conv2d::Padding;
 use warpforge::reduce::Op;
 use warpforge::registry::{self, OPERATIONS};
 use warpforge::{Device, Error, verify};
@@ -136,6 +137,54 @@ enum RunCommand {
         #[arg(long, value_enum, default_value_t = Backend::Auto)]
         backend: Backend,
     },
+    /// y = conv2d(x, w) (+ bias), ReLU if asked, on .npy tensors, written as .npy.
+    ///
+    /// NCHW (default): x is [N, C, H, W], the weight [K, C/groups, R, S] (PyTorch's), y
+    /// [N, K, P, Q]. NHWC: x [N, H, W, C], the weight [K, R, S, C/groups], y [N, P, Q, K].
+    /// The bias has K values. The dtype is the files' (float16 or float32; they must agree)
+    /// unless --dtype is given, which converts every operand to it (rounding to nearest).
+    /// y is written in the computing dtype: float16 for f16, float32 for f32 and bf16 (.npy
+    /// has no bf16); every dtype accumulates in f32. Invalid parameters (a zero stride or
+    /// dilation, groups that do not divide the channels, a filter larger than the padded
+    /// input, mismatched shapes) are errors (exit 2) that name the parameter.
+    Conv2d {
+        /// The input x (4-D, in the layout's order).
+        #[arg(long)]
+        input: PathBuf,
+        /// The weights (4-D, in the layout's order).
+        #[arg(long)]
+        weight: PathBuf,
+        /// The bias (K values).
+        #[arg(long)]
+        bias: Option<PathBuf>,
+        /// Stride: S (both axes) or SH,SW.
+        #[arg(long, allow_hyphen_values = true, value_name = "S|SH,SW", default_value = "1", value_parser = run::parse_pair)]
+        stride: (usize, usize),
+        /// Zero padding: P (every side), PH,PW, or T,B,L,R.
+        #[arg(long, allow_hyphen_values = true, value_name = "P|PH,PW|T,B,L,R", default_value = "0", value_parser = run::parse_padding)]
+        padding: Padding,
+        /// Dilation: D (both axes) or DH,DW.
+        #[arg(long, allow_hyphen_values = true, value_name = "D|DH,DW", default_value = "1", value_parser = run::parse_pair)]
+        dilation: (usize, usize),
+        /// Groups (C for depthwise).
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+        groups: usize,
+        /// How x, the weights and y are stored.
+        #[arg(long, value_enum, default_value_t = run::ConvLayout::Nchw)]
+        layout: run::ConvLayout,
+        /// ReLU after the bias.
+        #[arg(long)]
+        relu: bool,
+        /// Compute in this dtype, converting the operands (default: the files' dtype).
+        #[arg(long, value_enum)]
+        dtype: Option<run::ConvDType>,
+        /// Where to write y (.npy).
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+    },
 }
 
 #[derive(Args)]
@@ -245,6 +294,37 @@ fn main() -> ExitCode {
             beta,
             (trans_a, trans_b),
             dtype,
+            backend,
+        ),
+        Command::Run(RunCommand::Conv2d {
+            input,
+            weight,
+            bias,
+            stride,
+            padding,
+            dilation,
+            groups,
+            layout,
+            relu,
+            dtype,
+            out,
+            backend,
+        }) => run_conv2d(
+            ConvFiles {
+                input: &input,
+                weight: &weight,
+                bias: bias.as_deref(),
+                out: &out,
+            },
+            ConvParams {
+                stride,
+                padding,
+                dilation,
+                groups,
+                layout,
+                relu,
+                dtype,
+            },
             backend,
         ),
         Command::Doctor => Ok(run_doctor()),
@@ -384,6 +464,65 @@ fn run_gemm(
         dev.name(),
         d.data.dtype_name(),
         d.shape,
+        files.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The files of `run conv2d`.
+struct ConvFiles<'a> {
+    input: &'a Path,
+    weight: &'a Path,
+    bias: Option<&'a Path>,
+    out: &'a Path,
+}
+
+/// The parameters of `run conv2d`.
+struct ConvParams {
+    stride: (usize, usize),
+    padding: Padding,
+    dilation: (usize, usize),
+    groups: usize,
+    layout: run::ConvLayout,
+    relu: bool,
+    dtype: Option<run::ConvDType>,
+}
+
+fn run_conv2d(
+    files: ConvFiles<'_>,
+    params: ConvParams,
+    backend: Backend,
+) -> Result<ExitCode, String> {
+    let read = |name: &str, path: &Path| {
+        npy::read(path).map_err(|e| format!("{name} ({}): {e}", path.display()))
+    };
+    let x = read("--input", files.input)?;
+    let w = read("--weight", files.weight)?;
+    let bias = files.bias.map(|p| read("--bias", p)).transpose()?;
+    let request = run::ConvRequest {
+        x: &x,
+        w: &w,
+        bias: bias.as_ref(),
+        stride: params.stride,
+        padding: params.padding,
+        dilation: params.dilation,
+        groups: params.groups,
+        layout: params.layout,
+        relu: params.relu,
+        dtype: params.dtype,
+    };
+    let dev = open_backend(backend)?;
+    let y = run::conv2d_npy(&dev, &request).map_err(|e| e.to_string())?;
+    y.write(files.out).map_err(|e| e.to_string())?;
+    println!(
+        "conv2d {} {:?} * {:?} ({:?}) on {}: {} {:?} -> {}",
+        x.data.dtype_name(),
+        x.shape,
+        w.shape,
+        params.layout,
+        dev.name(),
+        y.data.dtype_name(),
+        y.shape,
         files.out.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -11,6 +11,7 @@
 
 use crate::npy::{NpyArray, NpyData, NpyError};
 use half::{bf16, f16};
+use warpforge::conv2d::{Conv2d, ConvElement, Layout, Padding};
 use warpforge::gemm::{Gemm, GemmElement};
 use warpforge::reduce::{self, Op, Reduced, Reducible};
 use warpforge::{Device, DeviceBuffer, Element, Error};
@@ -37,6 +38,10 @@ pub enum RunError {
     /// together (the message names the operands and sizes).
     #[error("{0}")]
     Gemm(String),
+    /// `run conv2d`: operands whose shapes or dtypes do not fit the
+    /// convolution (the message names the operands and sizes).
+    #[error("conv2d: {0}")]
+    Conv2d(String),
 }
 
 /// Reduces `input` with `op` on `dev`: the whole array (`axis` `None`, output
@@ -438,6 +443,233 @@ fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
         .beta(to_scalar(p.beta));
     launch(&gemm, &a, &b, &mut d)?;
     Ok(d.to_host()?)
+}
+
+/// `S` or `SH,SW` (`--stride`, `--dilation`): one value for both axes, or
+/// rows then columns. Zero is accepted here and refused by the library,
+/// whose error names the parameter.
+///
+/// ```
+/// use warpforge_cli::run::parse_pair;
+/// assert_eq!(parse_pair("2"), Ok((2, 2)));
+/// assert_eq!(parse_pair("1,3"), Ok((1, 3)));
+/// assert!(parse_pair("1,2,3").is_err());
+/// ```
+pub fn parse_pair(s: &str) -> Result<(usize, usize), String> {
+    match parse_list(s)?[..] {
+        [v] => Ok((v, v)),
+        [h, w] => Ok((h, w)),
+        ref other => Err(format!(
+            "expected one value (both axes) or two (rows,columns), got {}",
+            other.len()
+        )),
+    }
+}
+
+/// `P`, `PH,PW` or `T,B,L,R` (`--padding`): every side, rows and columns,
+/// or each side (top, bottom, left, right).
+///
+/// ```
+/// use warpforge::conv2d::Padding;
+/// use warpforge_cli::run::parse_padding;
+/// assert_eq!(parse_padding("1"), Ok(Padding::uniform(1)));
+/// assert_eq!(parse_padding("1,2"), Ok(Padding::symmetric(1, 2)));
+/// let p = parse_padding("0,1,2,3").unwrap();
+/// assert_eq!((p.top, p.bottom, p.left, p.right), (0, 1, 2, 3));
+/// assert!(parse_padding("1,2,3").is_err());
+/// ```
+pub fn parse_padding(s: &str) -> Result<Padding, String> {
+    match parse_list(s)?[..] {
+        [p] => Ok(Padding::uniform(p)),
+        [ph, pw] => Ok(Padding::symmetric(ph, pw)),
+        [top, bottom, left, right] => Ok(Padding {
+            top,
+            bottom,
+            left,
+            right,
+        }),
+        ref other => Err(format!(
+            "expected 1 value (every side), 2 (rows,columns) or 4 (top,bottom,left,right), got {}",
+            other.len()
+        )),
+    }
+}
+
+/// Comma-separated non-negative integers.
+fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("`{}` is not a non-negative integer ({e})", v.trim()))
+        })
+        .collect()
+}
+
+/// The dtype `run conv2d` computes in (`--dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvDType {
+    /// float16 operands and output, f32 accumulation.
+    F16,
+    /// bfloat16 operands, f32 accumulation; written as float32 (.npy has no bf16).
+    Bf16,
+    /// float32.
+    F32,
+}
+
+/// `--layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvLayout {
+    /// Input `[N, C, H, W]`, weights `[K, C/G, R, S]` (PyTorch's).
+    Nchw,
+    /// Input `[N, H, W, C]`, weights `[K, R, S, C/G]`.
+    Nhwc,
+}
+
+/// What `warpforge run conv2d` computes: `y = conv(x, w) (+ bias)`, ReLU if asked.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvRequest<'a> {
+    /// The input, 4-D in the layout's order.
+    pub x: &'a NpyArray,
+    /// The weights, 4-D in the layout's order.
+    pub w: &'a NpyArray,
+    /// `K` values, if given.
+    pub bias: Option<&'a NpyArray>,
+    /// `(rows, columns)`.
+    pub stride: (usize, usize),
+    /// Zero padding.
+    pub padding: Padding,
+    /// `(rows, columns)`.
+    pub dilation: (usize, usize),
+    /// Groups.
+    pub groups: usize,
+    /// The storage layout of `x`, `w` and the result.
+    pub layout: ConvLayout,
+    /// ReLU after the bias.
+    pub relu: bool,
+    /// The computing dtype; `None`: the files' (float16 or float32; they must agree).
+    pub dtype: Option<ConvDType>,
+}
+
+/// A 4-D operand's dims, or an error naming it and its shape.
+fn dims4(name: &str, order: &str, x: &NpyArray) -> Result<[usize; 4], RunError> {
+    match x.shape[..] {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        _ => Err(RunError::Conv2d(format!(
+            "{name} must be 4-D [{order}], but has shape {:?} ({}-D)",
+            x.shape,
+            x.shape.len()
+        ))),
+    }
+}
+
+/// `y = conv(x, w) (+ bias)`, ReLU if asked, on `dev` (see [`ConvRequest`]
+/// and [`warpforge::conv2d`]): `y` in the layout's order (`[N, K, P, Q]` or
+/// `[N, P, Q, K]`) and in the computing dtype: float32 for f32 and bf16
+/// (.npy has no bf16; the operands are rounded to bf16, to nearest), float16
+/// for f16. Every shape and parameter is checked before anything runs: `x`
+/// and `w` 4-D, `bias` 1-D of `K`, one float dtype for every operand unless
+/// `dtype` is given (then each is converted to it, to nearest), and the
+/// library's checks (stride, padding, dilation, groups, the weights' `C/G`,
+/// a filter that fits), each error naming its parameter.
+pub fn conv2d_npy(dev: &Device, req: &ConvRequest<'_>) -> Result<NpyArray, RunError> {
+    let (layout, x_order, w_order) = match req.layout {
+        ConvLayout::Nchw => (Layout::Nchw, "N, C, H, W", "K, C/groups, R, S"),
+        ConvLayout::Nhwc => (Layout::Nhwc, "N, H, W, C", "K, R, S, C/groups"),
+    };
+    let xd = dims4("the input (--input)", x_order, req.x)?;
+    let wd = dims4("the weight (--weight)", w_order, req.w)?;
+    let (input, weight) = match layout {
+        Layout::Nchw => (xd, wd),
+        Layout::Nhwc => ([xd[0], xd[3], xd[1], xd[2]], [wd[0], wd[3], wd[1], wd[2]]),
+    };
+    let conv = Conv2d::new(layout, input, weight)
+        .stride(req.stride.0, req.stride.1)
+        .padding(req.padding)
+        .dilation(req.dilation.0, req.dilation.1)
+        .groups(req.groups)
+        .relu(req.relu);
+    conv.validate()?;
+    let k = weight[0];
+    if let Some(b) = req.bias
+        && b.shape != [k]
+    {
+        return Err(RunError::Conv2d(format!(
+            "the bias (--bias) has shape {:?}, but the weight {:?} has K = {k} output channels: \
+             it must be [{k}]",
+            b.shape, req.w.shape
+        )));
+    }
+    let operands: Vec<(&str, &NpyArray)> = [("the input", req.x), ("the weight", req.w)]
+        .into_iter()
+        .chain(req.bias.map(|b| ("the bias", b)))
+        .collect();
+    let dtype = match req.dtype {
+        Some(d) => d,
+        None => {
+            let own = |x: &NpyArray| match x.data {
+                NpyData::F16(_) => Some(ConvDType::F16),
+                NpyData::F32(_) => Some(ConvDType::F32),
+                _ => None,
+            };
+            let (first, fx) = operands[0];
+            let Some(d) = own(fx) else {
+                return Err(RunError::Conv2d(format!(
+                    "{first} is {}: conv2d computes in float16, bfloat16 or float32; pass \
+                     --dtype f32 (or f16, bf16) to convert every operand",
+                    fx.data.dtype_name()
+                )));
+            };
+            for &(name, x) in &operands[1..] {
+                if own(x) != Some(d) {
+                    return Err(RunError::Conv2d(format!(
+                        "{first} is {} but {name} is {}: pass --dtype to compute in one dtype \
+                         (every operand is converted to it)",
+                        fx.data.dtype_name(),
+                        x.data.dtype_name()
+                    )));
+                }
+            }
+            d
+        }
+    };
+    let [x, w] = [req.x, req.w].map(|a| as_f64(&a.data));
+    let bias = req.bias.map(|b| as_f64(&b.data));
+    let operands = (x, w, bias);
+    let data = match dtype {
+        ConvDType::F32 => NpyData::F32(conv_typed(dev, &conv, operands, |v| v as f32)?),
+        ConvDType::F16 => NpyData::F16(conv_typed(dev, &conv, operands, f16_from_f64)?),
+        ConvDType::Bf16 => NpyData::F32(
+            conv_typed(dev, &conv, operands, bf16_from_f64)?
+                .into_iter()
+                .map(bf16::to_f32)
+                .collect(),
+        ),
+    };
+    Ok(NpyArray {
+        shape: conv.output_dims()?.to_vec(),
+        data,
+    })
+}
+
+/// Converts the operands to `T` (to nearest), runs `conv` on `dev`, and returns `y`.
+fn conv_typed<T: ConvElement>(
+    dev: &Device,
+    conv: &Conv2d,
+    (x, w, bias): (Vec<f64>, Vec<f64>, Option<Vec<f64>>),
+    to: impl Fn(f64) -> T,
+) -> Result<Vec<T>, RunError> {
+    let upload = |v: &[f64]| dev.upload(&v.iter().map(|&x| to(x)).collect::<Vec<T>>());
+    let (xb, wb) = (upload(&x)?, upload(&w)?);
+    let bb = bias.as_deref().map(upload).transpose()?;
+    let len = conv
+        .output_dims()?
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| RunError::Conv2d("the output's element count overflows".into()))?;
+    let mut y = dev.alloc_zeroed::<T>(len)?;
+    conv.run(dev, &xb, &wb, bb.as_ref(), &mut y)?;
+    Ok(y.to_host()?)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //!
 //! | module | kernels |
 //! | --- | --- |
+//! | [`conv`] | `conv2d_{nchw,nhwc}_f32_64x64x16` (implicit GEMM on the SIMT GEMM's main loop), `conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}` (direct: depthwise and the rest) |
 //! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
 //! | [`gemm`] | `gemm_{f32,f64}_{nn,nt,tn,tt}_BMxBNxBK`: SIMT GEMM, block-tiled in shared memory |
 //! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` |
@@ -16,6 +17,7 @@
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 #![forbid(unsafe_code)]
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod reduce;

@@ -24,6 +24,7 @@
 //!   cuBLAS's. Where cuBLAS cannot be used (the emulator, no `libcublas` on
 //!   the library path) its cases are [`BenchReport::skipped`] with the reason
 //!   and warpforge's figures stand alone (`anchor_gbps` and `ratio` NaN).
+//! - [`conv2d::conv2d()`]: ResNet-50's convolutions against cuDNN (its module docs).
 //! - [`overlap`]: a pinned upload alone, a kernel alone, both on one stream,
 //!   and both on two streams; the overlap ratio is (copy + kernel) ÷ the
 //!   two-stream time (2 when two equally long jobs overlap perfectly, 1 when
@@ -57,6 +58,8 @@ use crate::{
 use half::bf16;
 use std::time::Duration;
 use warpforge_kernels::elementwise::axpy_f32;
+
+pub mod conv2d;
 
 /// How each figure is timed: `warmup` untimed iterations, then `reps`
 /// repetitions of `iters` iterations between two events; the median

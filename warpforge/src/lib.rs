@@ -66,6 +66,7 @@ pub mod reference;
 pub mod registry;
 pub mod verify;
 
+pub use ops::conv as conv2d;
 pub use ops::gemm;
 pub use ops::reduce;
 pub use ptx::Module;

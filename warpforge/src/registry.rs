@@ -12,12 +12,13 @@
 //! ```
 //! use warpforge::registry::{self, OPERATIONS};
 //! let names: Vec<&str> = OPERATIONS.iter().map(|op| op.name).collect();
-//! assert_eq!(names, ["axpy", "reduce", "gemm"]);
+//! assert_eq!(names, ["axpy", "reduce", "gemm", "conv2d"]);
 //! assert!(registry::operation("reduce").unwrap().bench.is_some());
 //! let e = registry::operation("gemv").unwrap_err();
-//! assert!(e.to_string().contains("axpy, reduce, gemm"), "{e}");
+//! assert!(e.to_string().contains("axpy, reduce, gemm, conv2d"), "{e}");
 //! ```
 
+use crate::bench::conv2d::ConvBench;
 use crate::bench::{self, AxpyBench, BenchReport, GemmBench, ReduceBench, Timing};
 use crate::verify::{self, KernelReport};
 use crate::{Device, Error, Result};
@@ -104,6 +105,28 @@ pub static OPERATIONS: &[Operation] = &[
                 }
                 config.timing = timing;
                 bench::gemm(dev, &config)
+            },
+        }),
+    },
+    Operation {
+        name: "conv2d",
+        summary: "conv2d NCHW and NHWC × f32, f16, bf16: dense, stride, asymmetric padding, \
+                  dilation, groups, depthwise, 1×1, bias and ReLU, one report per kernel, \
+                  against an f64 seven-loop reference (exact for integer inputs, else within a \
+                  bound from C·R·S/G and dtype)",
+        verify: verify::verify_conv2d,
+        bench: Some(Bench {
+            summary: "ResNet-50's convolutions at batch 32 (conv1 7×7/2, the 3×3 and 1×1 \
+                      layers, a depthwise 3×3), NHWC f16 and NCHW f32, TFLOP/s (GB/s for \
+                      depthwise) against cuDNN's fastest measured algorithm in the same run \
+                      where it loads; N caps each layer at 2^N multiply-adds (emulator: 16)",
+            run: |dev, max_log2, timing| {
+                let mut config = ConvBench::defaults(dev);
+                if let Some(n) = max_log2 {
+                    config = config.with_max_log2(n)?;
+                }
+                config.timing = timing;
+                bench::conv2d::conv2d(dev, &config)
             },
         }),
     },
@@ -309,5 +332,30 @@ mod tests {
             assert_eq!(s.reason, "cuBLAS: not available on the emulator");
         }
         assert_eq!(report.notes, ["cuBLAS: not available on the emulator"]);
+    }
+
+    #[test]
+    fn conv2d_covers_both_layouts_every_dtype_and_its_bench_runs_without_cudnn() {
+        let dev = Device::emulator();
+        let mut rng = StdRng::seed_from_u64(9);
+        let op = operation("conv2d").unwrap();
+        let reports = (op.verify)(&dev, &mut rng, verify::EDGE_LENGTHS).unwrap();
+        for layout in ["nchw", "nhwc"] {
+            for dtype in ["f32", "f16", "bf16"] {
+                let direct = format!("conv2d_direct_{layout}_{dtype}");
+                let report = reports.iter().find(|r| r.kernel == direct).unwrap();
+                assert!(report.passed(), "{direct}: {:?}", report.failure);
+            }
+        }
+        let timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let report = (op.bench.as_ref().unwrap().run)(&dev, Some(8), timing).unwrap();
+        // 14 layers × (NHWC f16, NCHW f32): warpforge measured, cuDNN skipped.
+        assert_eq!(report.rows.len(), 28);
+        assert_eq!(report.skipped.len(), 28);
+        assert_eq!(report.notes, ["cuDNN: not available on the emulator"]);
     }
 }

@@ -24,6 +24,8 @@
 //! and the dtype; doubled for the tensor cores' accumulation, plus the
 //! rounding to a narrower output); `C`'s padding must be left untouched and
 //! the padding of `A` and `B` (NaN) must not leak.
+//!
+//! conv2d ([`crate::conv2d`]): [`verify_conv2d`], whose module docs list its cases and tolerance.
 
 use crate::gemm::{Gemm, GemmElement, GemmTypes};
 use crate::reduce::{self, Layout, Op, Reduced, Reducible};
@@ -34,6 +36,9 @@ use crate::{Device, Error, Result, ops, reference};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+pub mod conv2d;
+pub use conv2d::verify_conv2d;
 
 /// Lengths every kernel is checked at: around the warp (32) and block (1024) sizes.
 pub const EDGE_LENGTHS: &[usize] = &[0, 1, 31, 32, 33, 1023, 1025];

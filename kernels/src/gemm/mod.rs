@@ -177,9 +177,8 @@ pub fn gemm<
     stride_b: usize,
     mut c: OutMatrix<T, MicroTiles<BM, BN, MICRO, MICRO>>,
 ) {
-    let tile = Tile::new(BM, BN, BK);
     const { assert!(Tile::new(BM, BN, BK).is_valid(), "an invalid GEMM tile") };
-    let threads = tile.threads();
+    let threads = Tile::new(BM, BN, BK).threads();
     // The thread → element maps below assume exactly this block; a uniform
     // check (every thread of every block traps alike, before any barrier).
     assert!(
@@ -197,15 +196,108 @@ pub fn gemm<
     let z = block.z as usize;
     let (a_off, b_off_g) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
-    // This thread's micro-tile within the block tile (as `micro_tile` maps it).
-    let per_row = BN / MICRO;
-    let (ti, tj) = ((t / per_row) * MICRO, (t % per_row) * MICRO);
 
+    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
+    let k_eff = if alpha == T::ZERO { 0 } else { k };
+    let a = Strided::<T, TA> {
+        data: a,
+        ld: lda,
+        off: a_off,
+    };
+    let b = Strided::<T, TB> {
+        data: b,
+        ld: ldb,
+        off: b_off_g,
+    };
+    let acc = main_loop::<T, _, _, BM, BN, BK>(&a, &b, (m, n, k_eff), (row0, col0), t);
+
+    let Some(mut mine) = c.micro_tile() else {
+        return;
+    };
+    for (i, row) in acc.iter().enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            if let Some(mut d) = mine.slot(i, j) {
+                let prod = alpha * v;
+                // beta = 0: C is never read (NaN there must not leak).
+                d.set(if beta == T::ZERO {
+                    prod
+                } else {
+                    beta.fma(d.get(), prod)
+                });
+            }
+        }
+    }
+}
+
+/// Where one operand of the SIMT main loop comes from: `op(A)` (`m × k`) or
+/// `op(B)` (`k × n`), element `(r, c)` of it. The GEMM's stored matrix is one
+/// source ([`Strided`]); the convolution's on-the-fly im2col gather
+/// (`crate::conv`) is another.
+pub trait Source<T> {
+    /// Consecutive columns `c` are consecutive in memory (a row-major stored
+    /// operand), so the copy gives consecutive threads consecutive columns;
+    /// otherwise consecutive rows (coalesced either way).
+    const ROW_FAST: bool;
+    /// Element `(r, c)`, called only inside the operand (`r`, `c` below its
+    /// rows and columns); zero where the source has no element there
+    /// (padding) or the index falls outside its buffer.
+    fn get(&self, r: usize, c: usize) -> T;
+}
+
+/// A stored row-major matrix, rows `ld` apart, starting `off` elements into
+/// `data`; `TRANS`: the operand is its transpose (element `(r, c)` at
+/// `c·ld + r`).
+pub struct Strided<'a, T, const TRANS: bool> {
+    /// The buffer.
+    pub data: &'a [T],
+    /// Elements between stored rows.
+    pub ld: usize,
+    /// Where the matrix starts (its batch).
+    pub off: usize,
+}
+
+impl<T: Element, const TRANS: bool> Source<T> for Strided<'_, T, TRANS> {
+    const ROW_FAST: bool = !TRANS;
+    #[inline(always)]
+    fn get(&self, r: usize, c: usize) -> T {
+        let idx = if TRANS {
+            c * self.ld + r
+        } else {
+            r * self.ld + c
+        };
+        self.data
+            .get(self.off.wrapping_add(idx))
+            .copied()
+            .unwrap_or(T::ZERO)
+    }
+}
+
+/// The SIMT main loop (module docs, steps 1–3) of the `BM × BN` tile at
+/// `(row0, col0)` of `op(A)·op(B)`, `op(A)` `m × k` and `op(B)` `k × n`:
+/// returns thread `t`'s `MICRO × MICRO` accumulators, the micro-tile at
+/// [`micro_origin`] within the block tile. `k = 0` reads nothing. Every
+/// thread of the block calls it (it has barriers), with the same sizes.
+#[inline(always)]
+pub fn main_loop<
+    T: Element,
+    A: Source<T>,
+    B: Source<T>,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+>(
+    a: &A,
+    b: &B,
+    (m, n, k): (usize, usize, usize),
+    (row0, col0): (usize, usize),
+    t: usize,
+) -> [[T; MICRO]; MICRO] {
+    let threads = Tile::new(BM, BN, BK).threads();
+    let (ti, tj) = micro_origin::<BN>(t);
     let smem = shared::dynamic::<T>();
     let b_off = BK * BM;
     let mut acc = [[T::ZERO; MICRO]; MICRO];
-    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
-    let steps = if alpha == T::ZERO { 0 } else { k.div_ceil(BK) };
+    let steps = k.div_ceil(BK);
     let mut step = 0;
     while step < steps {
         let p0 = step * BK;
@@ -213,15 +305,14 @@ pub fn gemm<
         let mut e = t;
         while e < BK * BM {
             // Consecutive e: consecutive elements of the stored rows.
-            let (i, p) = if TA {
-                (e % BM, e / BM)
-            } else {
+            let (i, p) = if A::ROW_FAST {
                 (e / BK, e % BK)
+            } else {
+                (e % BM, e / BM)
             };
             let (gi, gp) = (row0 + i, p0 + p);
             let v = if gi < m && gp < k {
-                let idx = if TA { gp * lda + gi } else { gi * lda + gp };
-                a.get(a_off.wrapping_add(idx)).copied().unwrap_or(T::ZERO)
+                a.get(gi, gp)
             } else {
                 T::ZERO
             };
@@ -231,15 +322,14 @@ pub fn gemm<
         // op(B)[p0 .. p0+BK][col0 .. col0+BN] → Bs[p][j] at b_off + p·BN + j.
         let mut e = t;
         while e < BK * BN {
-            let (p, j) = if TB {
-                (e % BK, e / BK)
-            } else {
+            let (p, j) = if B::ROW_FAST {
                 (e / BN, e % BN)
+            } else {
+                (e % BK, e / BK)
             };
             let (gp, gj) = (p0 + p, col0 + j);
             let v = if gp < k && gj < n {
-                let idx = if TB { gj * ldb + gp } else { gp * ldb + gj };
-                b.get(b_off_g.wrapping_add(idx)).copied().unwrap_or(T::ZERO)
+                b.get(gp, gj)
             } else {
                 T::ZERO
             };
@@ -259,21 +349,13 @@ pub fn gemm<
         sync_threads();
         step += 1;
     }
+    acc
+}
 
-    let Some(mut mine) = c.micro_tile() else {
-        return;
-    };
-    for (i, row) in acc.iter().enumerate() {
-        for (j, &v) in row.iter().enumerate() {
-            if let Some(mut d) = mine.slot(i, j) {
-                let prod = alpha * v;
-                // beta = 0: C is never read (NaN there must not leak).
-                d.set(if beta == T::ZERO {
-                    prod
-                } else {
-                    beta.fma(d.get(), prod)
-                });
-            }
-        }
-    }
+/// `(row, column)` of thread `t`'s micro-tile within a block tile `BN`
+/// wide, as `OutMatrix::micro_tile` maps it (micro-tiles numbered row-major).
+#[inline(always)]
+pub const fn micro_origin<const BN: usize>(t: usize) -> (usize, usize) {
+    let per_row = BN / MICRO;
+    ((t / per_row) * MICRO, (t % per_row) * MICRO)
 }

@@ -2,10 +2,12 @@
 //! sizes, and runs on any [`Device`](crate::Device). One module per family;
 //! each has its CPU reference in [`reference`](crate::reference) under the same name.
 //!
+//! - [`conv`]: forward 2-D convolution, NCHW and NHWC (also `warpforge::conv2d`).
 //! - [`elementwise`]: `axpy` (its items are also here, as `ops::axpy`, …).
 //! - [`gemm`]: SIMT GEMM, f32 and f64 (also `warpforge::gemm`).
 //! - [`reduce`]: whole-tensor and per-axis reductions (also `warpforge::reduce`).
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod reduce;

@@ -1,7 +1,10 @@
 //! CPU references: straightforward loops, accumulating in f64, and the
 //! tolerances the kernels are held to, derived from dtype and length.
 
+pub mod conv;
 pub mod gemm;
+
+pub use conv::conv2d;
 pub mod reduce;
 
 /// `a·x + y` in f64 (exact product; one f64 rounding of the sum), per element.

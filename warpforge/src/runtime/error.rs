@@ -151,6 +151,17 @@ pub enum Error {
         /// The block shape the launch asked for.
         found: Dim3,
     },
+    /// An operation's parameter is out of its domain (a zero stride, groups
+    /// that do not divide the channels, a filter larger than its input, …).
+    #[error("{op}: invalid `{parameter}`: {detail}")]
+    InvalidParameter {
+        /// The operation.
+        op: &'static str,
+        /// The parameter, as the operation's builder names it.
+        parameter: &'static str,
+        /// Its value, why it is refused, and what would be accepted.
+        detail: String,
+    },
     /// Buffer sizes that do not fit the operation.
     #[error("{op}: {detail}")]
     ShapeMismatch {

@@ -1,0 +1,471 @@
+//! Forward 2-D convolution: `y = conv(x, w) (+ bias[k])`, then ReLU when
+//! asked, f32 accumulation, the result rounded once to the input's type.
+//!
+//! Sizes (logical, whatever the layout): input `N × C × H × W`, weights
+//! `K × C/G × R × S` (`G` groups), output `N × K × P × Q`. Output pixel
+//! `(p, q)` reads input row `p·sh + r·dh − pad_top` and column
+//! `q·sw + s·dw − pad_left`; rows and columns outside the input are zero
+//! (padding), never read. Layouts: NCHW (weights `K, C/G, R, S`) and NHWC
+//! (weights `K, R, S, C/G`).
+//!
+//! Two kernel families, both reading sizes from one [`Geometry`] that the
+//! host packs into eight `u64` arguments ([`Geometry::pack`], decoded by
+//! [`Geometry::unpack`]: one definition of the encoding for both sides):
+//!
+//! - **Implicit GEMM** (`conv2d_{nchw,nhwc}_f32_64x64x16`): the SIMT GEMM's
+//!   main loop ([`crate::gemm::main_loop`], its tile [`F32_TILE`]) with an
+//!   operand gathered on the fly (im2col, never materialised) — a
+//!   [`Source`](crate::gemm::Source) like the GEMM's stored matrices, so
+//!   there is one GEMM main loop, not two.
+//!   - NHWC, `G = 1`: `GEMM_M = N·P·Q` (output pixels), `GEMM_N = K`,
+//!     `GEMM_K = R·S·C` in `(r, s, c)` order (channels innermost: consecutive
+//!     threads read consecutive channels). `A` is the gathered input
+//!     ([`Im2colNhwc`]), `B` the weights `K × RSC` read transposed, and the
+//!     output NHWC *is* the row-major `[N·P·Q × K]` matrix, written through
+//!     the GEMM's owned `MicroTiles` epilogue.
+//!   - NCHW, any `G`: per image and group (`blockIdx.z = n·G + g`)
+//!     `GEMM_M = K/G`, `GEMM_N = P·Q`, `GEMM_K = (C/G)·R·S` in `(c, r, s)`
+//!     order; `A` is group `g`'s weights (a plain row-major matrix, the GEMM's
+//!     [`Strided`]), `B` the gathered image ([`Im2colNchw`], consecutive
+//!     threads on consecutive output columns). The outputs of `(n, g)` are
+//!     rows `(n·G + g)·K/G ..` of the `[N·K × P·Q]` matrix that NCHW is:
+//!     exactly the batched GEMM's `OutMatrix::batch` binding, disjoint by
+//!     construction.
+//! - **Direct** (`conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}`): one output
+//!   element per thread (`Out<T, Elements>`, grid-stride), consecutive
+//!   threads on the contiguous axis (channels in NHWC, width in NCHW), the
+//!   `(C/G)·R·S` products accumulated in f32 by fused multiply-adds. It is
+//!   the depthwise kernel (`G = C`, any channel multiplier) and serves every
+//!   shape the implicit GEMMs do not take (NHWC with `1 < G < C`: a group's
+//!   outputs are a column range of `[N·P·Q × K]` that no owned tile mapping
+//!   describes yet, and the f16/bf16 dense path until the tensor-core
+//!   implicit GEMM exists).
+//!
+//! Epilogue (both): `acc (+ bias[k])`, then `max(·, 0)` with NaN kept (as
+//! torch's ReLU), rounded once to the output type. Every output is one
+//! fused multiply-add chain in an order fixed by the sizes alone:
+//! deterministic, the same bits on every launch and grid.
+
+use crate::gemm::tensor::Output;
+use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
+use warpforge_device::num;
+use warpforge_device::own::{Elements, MicroTiles};
+use warpforge_device::{Dim3, Out, OutMatrix, bf16, f16, thread};
+use warpforge_macros::kernel;
+
+/// The sizes one convolution kernel needs (module docs). Each field fits a
+/// `u32` (strides and dilations a `u16`); the host checks that before
+/// packing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Input rows and columns.
+    pub h: usize,
+    pub w: usize,
+    /// Filter rows and columns.
+    pub r: usize,
+    pub s: usize,
+    /// Output rows and columns.
+    pub p: usize,
+    pub q: usize,
+    /// Strides (rows, columns).
+    pub stride_h: usize,
+    pub stride_w: usize,
+    /// Zero padding before the first row and column (the padding after them
+    /// is implied by `p` and `q`).
+    pub pad_top: usize,
+    pub pad_left: usize,
+    /// Dilations (rows, columns).
+    pub dil_h: usize,
+    pub dil_w: usize,
+    /// Input channels per group (`C/G`).
+    pub cg: usize,
+    /// Output channels per group (`K/G`).
+    pub kg: usize,
+    /// Groups (`G`).
+    pub groups: usize,
+    /// Add `bias[k]`.
+    pub bias: bool,
+    /// Apply ReLU.
+    pub relu: bool,
+}
+
+const fn pair(hi: usize, lo: usize) -> u64 {
+    ((hi as u64) << 32) | (lo as u64 & 0xffff_ffff)
+}
+
+const fn split(v: u64) -> (usize, usize) {
+    ((v >> 32) as usize, (v & 0xffff_ffff) as usize)
+}
+
+impl Geometry {
+    /// The eight kernel arguments: `(h, w)`, `(r, s)`, `(p, q)`, strides,
+    /// padding, dilations, `(cg, kg)`, `(groups, flags)`, each a pair of
+    /// `u32` in one `u64`.
+    pub const fn pack(&self) -> [u64; 8] {
+        let flags = (self.bias as usize) | ((self.relu as usize) << 1);
+        [
+            pair(self.h, self.w),
+            pair(self.r, self.s),
+            pair(self.p, self.q),
+            pair(self.stride_h, self.stride_w),
+            pair(self.pad_top, self.pad_left),
+            pair(self.dil_h, self.dil_w),
+            pair(self.cg, self.kg),
+            pair(self.groups, flags),
+        ]
+    }
+
+    /// The geometry [`pack`](Self::pack) encoded.
+    #[inline(always)]
+    pub const fn unpack(a: [u64; 8]) -> Geometry {
+        let (h, w) = split(a[0]);
+        let (r, s) = split(a[1]);
+        let (p, q) = split(a[2]);
+        let (stride_h, stride_w) = split(a[3]);
+        let (pad_top, pad_left) = split(a[4]);
+        let (dil_h, dil_w) = split(a[5]);
+        let (cg, kg) = split(a[6]);
+        let (groups, flags) = split(a[7]);
+        Geometry {
+            h,
+            w,
+            r,
+            s,
+            p,
+            q,
+            stride_h,
+            stride_w,
+            pad_top,
+            pad_left,
+            dil_h,
+            dil_w,
+            cg,
+            kg,
+            groups,
+            bias: flags & 1 != 0,
+            relu: flags & 2 != 0,
+        }
+    }
+
+    /// The input row read by output row `p` through filter row `r`, or None
+    /// in the padding.
+    #[inline(always)]
+    fn in_row(&self, p: usize, r: usize) -> Option<usize> {
+        (p * self.stride_h + r * self.dil_h)
+            .checked_sub(self.pad_top)
+            .filter(|&ih| ih < self.h)
+    }
+
+    /// The input column read by output column `q` through filter column `s`,
+    /// or None in the padding.
+    #[inline(always)]
+    fn in_col(&self, q: usize, s: usize) -> Option<usize> {
+        (q * self.stride_w + s * self.dil_w)
+            .checked_sub(self.pad_left)
+            .filter(|&iw| iw < self.w)
+    }
+
+    /// The epilogue: `acc (+ bias)`, ReLU keeping NaN, in f32.
+    #[inline(always)]
+    fn finish(&self, acc: f32, bias: f32) -> f32 {
+        let v = if self.bias { acc + bias } else { acc };
+        // `v < 0` is false for NaN: NaN passes through, as in torch.
+        if self.relu && v < 0.0 { 0.0 } else { v }
+    }
+}
+
+/// Element types of the convolution kernels: f32, f16, bf16, read as f32.
+pub trait Element: Output {
+    /// `0`.
+    const ZERO: Self;
+}
+
+impl Element for f32 {
+    const ZERO: f32 = 0.0;
+}
+
+impl Element for f16 {
+    const ZERO: f16 = f16::ZERO;
+}
+
+impl Element for bf16 {
+    const ZERO: bf16 = bf16::ZERO;
+}
+
+/// Element `i` of `x` as f32, zero past its end (the host checked every
+/// buffer against the sizes, so that never happens in a checked launch).
+#[inline(always)]
+fn read<T: Element>(x: &[T], i: usize) -> f32 {
+    x.get(i).copied().unwrap_or(T::ZERO).to_f32()
+}
+
+/// Direct convolution, one output element per thread (module docs).
+/// `NHWC` picks the layout. Launch with any 1-D grid and block.
+#[inline(always)]
+fn direct<T: Element, const NHWC: bool>(
+    x: &[T],
+    w: &[T],
+    bias: &[T],
+    y: &mut Out<T, Elements>,
+    g: Geometry,
+) {
+    let k_all = g.kg * g.groups;
+    let c_all = g.cg * g.groups;
+    let (rs, pq) = (g.r * g.s, g.p * g.q);
+    for mut out in y.grid_stride() {
+        let i = out.index();
+        // The output element's coordinates; the fastest-varying one is the
+        // layout's contiguous axis, so consecutive threads read neighbours.
+        let (n, k, p, q) = if NHWC {
+            let (k, pix) = (i % k_all, i / k_all);
+            (pix / pq, k, (pix % pq) / g.q, pix % g.q)
+        } else {
+            let (q, rest) = (i % g.q, i / g.q);
+            let (p, rest) = (rest % g.p, rest / g.p);
+            (rest / k_all, rest % k_all, p, q)
+        };
+        let c0 = (k / g.kg) * g.cg;
+        let mut acc = 0.0f32;
+        for r in 0..g.r {
+            let Some(ih) = g.in_row(p, r) else { continue };
+            for s in 0..g.s {
+                let Some(iw) = g.in_col(q, s) else { continue };
+                for c in 0..g.cg {
+                    let (xi, wi) = if NHWC {
+                        (
+                            ((n * g.h + ih) * g.w + iw) * c_all + c0 + c,
+                            (k * rs + r * g.s + s) * g.cg + c,
+                        )
+                    } else {
+                        (
+                            ((n * c_all + c0 + c) * g.h + ih) * g.w + iw,
+                            (k * g.cg + c) * rs + r * g.s + s,
+                        )
+                    };
+                    acc = num::fma_f32(read(x, xi), read(w, wi), acc);
+                }
+            }
+        }
+        let b = if g.bias { read(bias, k) } else { 0.0 };
+        out.set(T::from_f32(g.finish(acc, b)));
+    }
+}
+
+macro_rules! direct_kernels {
+    ($($name:ident = <$t:ty, $nhwc:literal>),* $(,)?) => { $(
+        /// Direct convolution (module docs): `x`, `w`, `bias` (read only
+        /// when the geometry says so) and the output `y`, the geometry in
+        /// the eight [`Geometry::pack`] words.
+        #[kernel]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            x: &[$t],
+            w: &[$t],
+            bias: &[$t],
+            mut y: Out<$t, Elements>,
+            hw: u64,
+            rs: u64,
+            pq: u64,
+            stride: u64,
+            pad: u64,
+            dil: u64,
+            chans: u64,
+            groups: u64,
+        ) {
+            let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+            direct::<$t, $nhwc>(x, w, bias, &mut y, g);
+        }
+    )* };
+}
+
+direct_kernels!(
+    conv2d_direct_nchw_f32 = <f32, false>,
+    conv2d_direct_nhwc_f32 = <f32, true>,
+    conv2d_direct_nchw_f16 = <f16, false>,
+    conv2d_direct_nhwc_f16 = <f16, true>,
+    conv2d_direct_nchw_bf16 = <bf16, false>,
+    conv2d_direct_nhwc_bf16 = <bf16, true>,
+);
+
+/// The NHWC input as the implicit GEMM's `A`: `N·P·Q × R·S·C`, row = output
+/// pixel `(n, p, q)`, column = `(r, s, c)` (channels fastest), zero in the
+/// padding. Groups: 1.
+pub struct Im2colNhwc<'a> {
+    /// The input, `N × H × W × C`.
+    pub x: &'a [f32],
+    /// The sizes.
+    pub g: Geometry,
+}
+
+impl Source<f32> for Im2colNhwc<'_> {
+    const ROW_FAST: bool = true;
+    #[inline(always)]
+    fn get(&self, row: usize, col: usize) -> f32 {
+        let g = &self.g;
+        let pq = g.p * g.q;
+        let (n, p, q) = (row / pq, (row % pq) / g.q, row % g.q);
+        let (c, rs) = (col % g.cg, col / g.cg);
+        let (r, s) = (rs / g.s, rs % g.s);
+        match (g.in_row(p, r), g.in_col(q, s)) {
+            (Some(ih), Some(iw)) => read(self.x, ((n * g.h + ih) * g.w + iw) * g.cg + c),
+            _ => 0.0,
+        }
+    }
+}
+
+/// One image's group of the NCHW input as the implicit GEMM's `B`:
+/// `(C/G)·R·S × P·Q`, row = `(c, r, s)`, column = output pixel `(p, q)`,
+/// zero in the padding; `off` is the first element of the image's group.
+pub struct Im2colNchw<'a> {
+    /// The input, `N × C × H × W`.
+    pub x: &'a [f32],
+    /// Where channel 0 of this image's group starts.
+    pub off: usize,
+    /// The sizes.
+    pub g: Geometry,
+}
+
+impl Source<f32> for Im2colNchw<'_> {
+    const ROW_FAST: bool = true;
+    #[inline(always)]
+    fn get(&self, row: usize, col: usize) -> f32 {
+        let g = &self.g;
+        let rs = g.r * g.s;
+        let (c, r, s) = (row / rs, (row % rs) / g.s, row % g.s);
+        let (p, q) = (col / g.q, col % g.q);
+        match (g.in_row(p, r), g.in_col(q, s)) {
+            (Some(ih), Some(iw)) => read(self.x, self.off.wrapping_add((c * g.h + ih) * g.w + iw)),
+            _ => 0.0,
+        }
+    }
+}
+
+const F32_M: usize = F32_TILE.m;
+const F32_N: usize = F32_TILE.n;
+const F32_K: usize = F32_TILE.k;
+
+/// The conv epilogue on the SIMT micro-tiles: thread `t`'s accumulators
+/// into its owned micro-tile of `y`, `bias_of(row, col)` the bias index of
+/// an element at `(row, col)` of the block's batch.
+#[inline(always)]
+fn store_micro_tile<const BM: usize, const BN: usize>(
+    y: &mut OutMatrix<f32, MicroTiles<BM, BN, MICRO, MICRO>>,
+    acc: &[[f32; MICRO]; MICRO],
+    g: &Geometry,
+    bias: &[f32],
+    bias_of: impl Fn(usize, usize) -> usize,
+    (row0, col0): (usize, usize),
+    t: usize,
+) {
+    let (ti, tj) = gemm::micro_origin::<BN>(t);
+    let Some(mut mine) = y.micro_tile() else {
+        return;
+    };
+    for (i, row) in acc.iter().enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            if let Some(mut d) = mine.slot(i, j) {
+                let b = if g.bias {
+                    read(bias, bias_of(row0 + ti + i, col0 + tj + j))
+                } else {
+                    0.0
+                };
+                d.set(g.finish(v, b));
+            }
+        }
+    }
+}
+
+/// Implicit-GEMM convolution in f32 on the SIMT cores (module docs):
+/// `NHWC` picks the layout. NHWC: `y` bound as `[N·P·Q × K]` (row stride
+/// `K`), grid `⌈K/BN⌉ × ⌈NPQ/BM⌉ × 1`, groups 1. NCHW: `y` bound as
+/// `[N·K × P·Q]`, grid `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`. Blocks of
+/// `Tile::threads()` threads (1-D); any other block traps.
+#[inline(always)]
+fn implicit_gemm_f32<const NHWC: bool, const BM: usize, const BN: usize, const BK: usize>(
+    x: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    mut y: OutMatrix<f32, MicroTiles<BM, BN, MICRO, MICRO>>,
+    g: Geometry,
+) {
+    let threads = Tile::new(BM, BN, BK).threads();
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "conv2d: launch with a 1-D block of Tile::threads() threads"
+    );
+    let t = thread::linear_thread_id() as usize;
+    let block = thread::block_idx();
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    let rs = g.r * g.s;
+    if NHWC {
+        let (m, n, k) = (y.rows(), y.cols(), rs * g.cg);
+        let a = Im2colNhwc { x, g };
+        // The weights K × RSC, read as op(B) = Wᵀ (RSC × K).
+        let b = Strided::<f32, true> {
+            data: w,
+            ld: k,
+            off: 0,
+        };
+        let acc = gemm::main_loop::<f32, _, _, BM, BN, BK>(&a, &b, (m, n, k), (row0, col0), t);
+        store_micro_tile(&mut y, &acc, &g, bias, |_, col| col, (row0, col0), t);
+    } else {
+        // Batch z = n·G + gr: image n, group gr.
+        let z = block.z as usize;
+        let (n_img, gr) = (z / g.groups, z % g.groups);
+        let (_, m) = y.batch();
+        let (n, k) = (y.cols(), g.cg * rs);
+        let a = Strided::<f32, false> {
+            data: w,
+            ld: k,
+            off: gr * g.kg * k,
+        };
+        let b = Im2colNchw {
+            x,
+            off: (n_img * g.groups + gr) * g.cg * g.h * g.w,
+            g,
+        };
+        let acc = gemm::main_loop::<f32, _, _, BM, BN, BK>(&a, &b, (m, n, k), (row0, col0), t);
+        let bias_base = gr * g.kg;
+        store_micro_tile(
+            &mut y,
+            &acc,
+            &g,
+            bias,
+            |row, _| bias_base + row,
+            (row0, col0),
+            t,
+        );
+    }
+}
+
+macro_rules! implicit_gemm_kernels {
+    ($($name:ident = <$nhwc:literal>),* $(,)?) => { $(
+        /// Implicit-GEMM convolution in f32 (module docs): `x`, `w`, `bias`
+        /// (read only when the geometry says so), the output matrix `y`, and
+        /// the geometry in the eight [`Geometry::pack`] words.
+        #[kernel(shared = [f32; F32_TILE.shared_len()])]
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(
+            x: &[f32],
+            w: &[f32],
+            bias: &[f32],
+            y: OutMatrix<f32, MicroTiles<F32_M, F32_N, MICRO, MICRO>>,
+            hw: u64,
+            rs: u64,
+            pq: u64,
+            stride: u64,
+            pad: u64,
+            dil: u64,
+            chans: u64,
+            groups: u64,
+        ) {
+            let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+            implicit_gemm_f32::<$nhwc, F32_M, F32_N, F32_K>(x, w, bias, y, g);
+        }
+    )* };
+}
+
+implicit_gemm_kernels!(
+    conv2d_nchw_f32_64x64x16 = <false>,
+    conv2d_nhwc_f32_64x64x16 = <true>,
+);

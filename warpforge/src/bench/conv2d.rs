@@ -1,0 +1,957 @@
+//! The conv2d benchmark ([`conv2d()`]): ResNet-50's convolution layers at
+//! batch 32 ([`RESNET50`]), NHWC f16 and NCHW f32, each timed with events
+//! against cuDNN in the same run.
+//!
+//! **What is measured.** Per layer and configuration, the anchor first
+//! (cuDNN's `cudnnConvolutionForward` with the fastest algorithm cuDNN
+//! *measures* for that shape, `cudnnFindConvolutionForwardAlgorithm`; its
+//! v7 heuristic only where finding fails), then warpforge's
+//! [`Conv2d::run`](crate::conv2d::Conv2d::run) on the same shape, no bias, no
+//! ReLU. A dense layer's rate is TFLOP/s = `2·N·P·Q·K·(C/G)·R·S` ÷ time
+//! ([`BenchRow::flops`]); the depthwise layer does too little arithmetic per
+//! byte for that to mean anything, so it reports GB/s of its least traffic
+//! (input, weights and output each moved once). `ratio` is warpforge's rate ÷
+//! cuDNN's.
+//!
+//! **cuDNN** is loaded at run time (cudarc's `cudnn` feature, dynamic
+//! loading): it is probed by name first (`libcudnn.so.9` among cudarc's
+//! candidates), because cudarc's loader panics when the library is absent.
+//! Where it is missing (the emulator, no library on the loader's path, a
+//! handle that cannot be created), each anchor case is
+//! [`BenchReport::skipped`] with the reason, the report's
+//! [`notes`](BenchReport::notes) say it once, and warpforge's figures stand
+//! alone. The pip wheel `nvidia-cudnn-cu12` puts it in
+//! `site-packages/nvidia/cudnn/lib`: add that directory to
+//! `LD_LIBRARY_PATH`. cuDNN runs f16 with tensor-core math and f32 with FMA
+//! math (`CUDNN_FMA_MATH`: no TF32, the same arithmetic as warpforge's f32
+//! kernels), both accumulating in f32.
+//!
+//! **Sizes.** On a GPU the layers run at their real sizes. On the emulator
+//! (or with [`ConvBench::with_max_log2`]) each layer is shrunk until its
+//! multiply-adds `N·P·Q·K·(C/G)·R·S` are at most `2^N`: first the batch, then
+//! the image (halving H and W, not below 8), then the channels (halving C
+//! and K, not below 4; a depthwise layer keeps `G = C ≥ 2`), then the image
+//! again (down to the smallest that the padded filter still fits). Its filter, stride, padding and groups stay
+//! the layer's, so every case still takes its layer's algorithm.
+//!
+//! ```
+//! use warpforge::Device;
+//! use warpforge::bench::conv2d::{self, ConvBench};
+//! let dev = Device::emulator();
+//! let mut config = ConvBench::defaults(&dev).with_max_log2(10)?;
+//! config.layers.truncate(2);
+//! config.timing.reps = 1;
+//! let report = conv2d::conv2d(&dev, &config)?;
+//! // Per layer and configuration: cuDNN (skipped on the emulator), then warpforge.
+//! assert_eq!(report.rows.len(), 4);
+//! assert_eq!(report.skipped.len(), 4);
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+
+use super::{BenchReport, BenchRow, Case, Skipped, Timing, row, sample, seconds_per_call};
+use crate::conv2d::{Conv2d, ConvElement, Layout, Padding};
+use crate::{DType, Device, Error, Result};
+use half::f16;
+
+/// One convolution layer of a network: logical sizes, square image and filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layer {
+    /// What it is, e.g. `res3 3x3` (unique in its table).
+    pub name: &'static str,
+    /// Input channels `C`.
+    pub c: usize,
+    /// Input height and width `H = W`.
+    pub hw: usize,
+    /// Output channels `K`.
+    pub k: usize,
+    /// Filter height and width `R = S`.
+    pub rs: usize,
+    /// Stride (both axes).
+    pub stride: usize,
+    /// Zero padding on every side.
+    pub pad: usize,
+    /// Groups (`C` for a depthwise layer).
+    pub groups: usize,
+}
+
+impl Layer {
+    /// Whether it is depthwise (`G = C > 1`): rated in GB/s, not TFLOP/s.
+    pub fn depthwise(&self) -> bool {
+        self.groups > 1 && self.groups == self.c
+    }
+}
+
+const fn layer(name: &'static str, c: usize, hw: usize, k: usize, rs: usize) -> Layer {
+    Layer {
+        name,
+        c,
+        hw,
+        k,
+        rs,
+        stride: 1,
+        pad: rs / 2,
+        groups: 1,
+    }
+}
+
+/// The batch of [`RESNET50`].
+pub const RESNET50_BATCH: usize = 32;
+
+/// ResNet-50's distinct convolution shapes (at 224×224): the 7×7/2 stem, the
+/// 3×3 layer of each stage, each stage's 1×1 reduce (4·w → w channels) and
+/// expand (w → 4·w), and a depthwise 3×3 over 56×56×256 (a MobileNet-style
+/// layer at ResNet's stage-2 size).
+pub static RESNET50: &[Layer] = &[
+    Layer {
+        stride: 2,
+        ..layer("conv1 7x7/2", 3, 224, 64, 7)
+    },
+    layer("res2 3x3", 64, 56, 64, 3),
+    layer("res3 3x3", 128, 28, 128, 3),
+    layer("res4 3x3", 256, 14, 256, 3),
+    layer("res5 3x3", 512, 7, 512, 3),
+    layer("res2 1x1 reduce", 256, 56, 64, 1),
+    layer("res2 1x1 expand", 64, 56, 256, 1),
+    layer("res3 1x1 reduce", 512, 28, 128, 1),
+    layer("res3 1x1 expand", 128, 28, 512, 1),
+    layer("res4 1x1 reduce", 1024, 14, 256, 1),
+    layer("res4 1x1 expand", 256, 14, 1024, 1),
+    layer("res5 1x1 reduce", 2048, 7, 512, 1),
+    layer("res5 1x1 expand", 512, 7, 2048, 1),
+    Layer {
+        groups: 256,
+        ..layer("dw 3x3", 256, 56, 256, 3)
+    },
+];
+
+/// Default cap on the emulator: 2^16 multiply-adds per layer.
+pub const CONV_EMULATOR_MAX_LOG2: u32 = 16;
+
+/// What [`conv2d()`] runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvBench {
+    /// The layers, at full size.
+    pub layers: Vec<Layer>,
+    /// Their batch.
+    pub batch: usize,
+    /// `(layout, dtype)` pairs, each over every layer: NHWC f16 and NCHW f32
+    /// by default (f32 and f16 only).
+    pub configs: Vec<(Layout, DType)>,
+    /// Shrink each layer to at most 2^N multiply-adds (module docs); `None`: full size.
+    pub max_log2: Option<u32>,
+    /// How each case is timed.
+    pub timing: Timing,
+}
+
+/// One measured convolution: a layer (shrunk or not) in one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvCase {
+    /// The layer it comes from.
+    pub layer: Layer,
+    /// The element type (f16 or f32).
+    pub dtype: DType,
+    /// The convolution, with the sizes it runs at.
+    pub conv: Conv2d,
+}
+
+impl ConvCase {
+    /// Logical `[N, C, H, W, K, R, S]`: the shape its report rows carry.
+    pub fn shape(&self) -> Vec<usize> {
+        let d = self.conv.input_dims();
+        let w = self.conv.weight_dims();
+        let ([n, c, h, wd], [k, r, s]) = match self.conv.layout() {
+            Layout::Nchw => (d, [w[0], w[2], w[3]]),
+            Layout::Nhwc => ([d[0], d[3], d[1], d[2]], [w[0], w[1], w[2]]),
+        };
+        vec![n, c, h, wd, k, r, s]
+    }
+
+    /// `2·N·P·Q·K·(C/G)·R·S` and the least bytes (input, weights and output
+    /// once each), checked.
+    pub fn work(&self) -> Result<(u64, u64)> {
+        let flops = self.conv.flops()?;
+        let overflow = || Error::SizeOverflow {
+            what: format!("bench conv2d: the bytes of {}", self.layer.name),
+        };
+        let elements = [
+            self.conv.input_dims(),
+            self.conv.weight_dims(),
+            self.conv.output_dims()?,
+        ]
+        .iter()
+        .try_fold(0u64, |acc, dims| {
+            let n = dims
+                .iter()
+                .try_fold(1u64, |p, &d| p.checked_mul(d as u64))?;
+            acc.checked_add(n)
+        })
+        .ok_or_else(overflow)?;
+        let size: u64 = if self.dtype == DType::F16 { 2 } else { 4 };
+        let bytes = elements.checked_mul(size).ok_or_else(overflow)?;
+        Ok((flops, bytes))
+    }
+
+    /// `nhwc` or `nchw`.
+    fn layout_name(&self) -> &'static str {
+        match self.conv.layout() {
+            Layout::Nchw => "nchw",
+            Layout::Nhwc => "nhwc",
+        }
+    }
+
+    /// The anchor's and warpforge's report cases (op: `{layer} {layout} cudnn`
+    /// and `{layer} {layout} {kernel}`).
+    pub fn report_cases(&self) -> Result<(Case, Case)> {
+        let kernel = match self.dtype {
+            DType::F16 => self.conv.kernel_name::<f16>()?,
+            _ => self.conv.kernel_name::<f32>()?,
+        };
+        let name = |who: &str| -> &'static str {
+            Box::leak(format!("{} {} {who}", self.layer.name, self.layout_name()).into_boxed_str())
+        };
+        let case = |op| Case {
+            op,
+            dtype: self.dtype,
+            shape: self.shape(),
+            axis: None,
+        };
+        Ok((case(name("cudnn")), case(name(kernel))))
+    }
+}
+
+/// `n` halved, rounded up.
+fn half_of(n: usize) -> usize {
+    n.div_ceil(2)
+}
+
+/// Multiply-adds of a layer at batch `n`: `N·P·Q·K·(C/G)·R·S`, saturating.
+fn macs(l: &Layer, n: usize) -> u128 {
+    let out = ((l.hw + 2 * l.pad).saturating_sub(l.rs) / l.stride + 1) as u128;
+    [n, l.k, l.c / l.groups.max(1), l.rs, l.rs]
+        .iter()
+        .fold(out * out, |acc, &d| acc.saturating_mul(d as u128))
+}
+
+/// `l` at batch `n` shrunk to at most `cap` multiply-adds (module docs).
+fn shrink(mut l: Layer, mut n: usize, cap: u128) -> (Layer, usize) {
+    while macs(&l, n) > cap {
+        if n > 1 {
+            n = half_of(n);
+        } else if l.hw > 8 {
+            l.hw = half_of(l.hw);
+        } else if l.depthwise() && l.c > 2 {
+            l.c = half_of(l.c);
+            l.k = l.c * (l.k / l.groups);
+            l.groups = l.c;
+        } else if !l.depthwise() && (l.c > 4 || l.k > 4) {
+            l.c = if l.c > 4 { half_of(l.c) } else { l.c };
+            l.k = if l.k > 4 { half_of(l.k) } else { l.k };
+        } else if l.hw > 1 && l.hw + 2 * l.pad > l.rs {
+            l.hw -= 1;
+        } else {
+            break;
+        }
+    }
+    (l, n)
+}
+
+impl ConvBench {
+    /// [`RESNET50`] at batch 32, NHWC f16 and NCHW f32; full size on a GPU,
+    /// shrunk to 2^[`CONV_EMULATOR_MAX_LOG2`] multiply-adds per layer on the
+    /// emulator.
+    pub fn defaults(dev: &Device) -> ConvBench {
+        ConvBench {
+            layers: RESNET50.to_vec(),
+            batch: RESNET50_BATCH,
+            configs: vec![(Layout::Nhwc, DType::F16), (Layout::Nchw, DType::F32)],
+            max_log2: (!dev.is_gpu()).then_some(CONV_EMULATOR_MAX_LOG2),
+            timing: Timing::defaults(dev),
+        }
+    }
+
+    /// Caps each layer at 2^`max_log2` multiply-adds (module docs).
+    pub fn with_max_log2(mut self, max_log2: u32) -> Result<ConvBench> {
+        if max_log2 >= 127 {
+            return Err(Error::SizeOverflow {
+                what: format!("bench conv2d: 2^{max_log2} multiply-adds"),
+            });
+        }
+        self.max_log2 = Some(max_log2);
+        Ok(self)
+    }
+
+    /// Every case, in order: per configuration, per layer.
+    pub fn cases(&self) -> Result<Vec<ConvCase>> {
+        let mut cases = Vec::new();
+        for &(layout, dtype) in &self.configs {
+            if !matches!(dtype, DType::F16 | DType::F32) {
+                return Err(Error::ShapeMismatch {
+                    op: "bench conv2d",
+                    detail: format!(
+                        "no conv2d benchmark for {} (f16 and f32 only)",
+                        dtype.name()
+                    ),
+                });
+            }
+            for full in &self.layers {
+                let (l, n) = match self.max_log2 {
+                    Some(k) => shrink(*full, self.batch, 1u128 << k),
+                    None => (*full, self.batch),
+                };
+                let conv = Conv2d::new(
+                    layout,
+                    [n, l.c, l.hw, l.hw],
+                    [l.k, l.c / l.groups.max(1), l.rs, l.rs],
+                )
+                .stride(l.stride, l.stride)
+                .padding(Padding::uniform(l.pad))
+                .groups(l.groups);
+                conv.validate()?;
+                cases.push(ConvCase {
+                    layer: l,
+                    dtype,
+                    conv,
+                });
+            }
+        }
+        Ok(cases)
+    }
+}
+
+/// Element types [`conv2d()`] times on both libraries.
+trait BenchConv: ConvElement + cudnn::CudnnElement {
+    fn from_f32(v: f32) -> Self;
+}
+
+impl BenchConv for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+}
+
+impl BenchConv for f16 {
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+}
+
+/// A rate row: TFLOP/s for a dense layer, GB/s (no FLOP count) for a depthwise one.
+fn conv_row(case: &ConvCase, report_case: &Case, seconds: f64, anchor: f64) -> Result<BenchRow> {
+    let (flops, bytes) = case.work()?;
+    let mut r = row(report_case, bytes, seconds, anchor);
+    // The ratio is of GB/s over the same bytes either way: the ratio of times.
+    if !case.layer.depthwise() {
+        r.flops = Some(flops);
+    }
+    Ok(r)
+}
+
+/// Measures one case: cuDNN, then warpforge.
+fn measure<T: BenchConv>(
+    dev: &Device,
+    timing: Timing,
+    dnn: &std::result::Result<cudnn::Cudnn, String>,
+    case: &ConvCase,
+    report: &mut BenchReport,
+) -> Result<()> {
+    let (anchor_case, kernel_case) = case.report_cases()?;
+    let (_, bytes) = case.work()?;
+    let skip = |report: &mut BenchReport, c: &Case, reason: String| {
+        report.skipped.push(Skipped {
+            case: c.clone(),
+            reason,
+        })
+    };
+    let timed = match dnn {
+        Ok(d) => d.time::<T>(timing, &case.conv),
+        Err(why) => Err(why.clone()),
+    };
+    let anchor_gbps = match timed {
+        Ok(timed) => {
+            let rate = super::gbps(bytes, timed.seconds);
+            report
+                .rows
+                .push(conv_row(case, &anchor_case, timed.seconds, rate)?);
+            report.notes.push(format!(
+                "{}: cuDNN {}",
+                anchor_case.op.trim_end_matches(" cudnn"),
+                timed.algorithm
+            ));
+            rate
+        }
+        Err(why) => {
+            skip(report, &anchor_case, why);
+            f64::NAN
+        }
+    };
+    let conv = case.conv;
+    let host = |dims: [usize; 4]| {
+        (0..dims.iter().product::<usize>())
+            .map(|i| T::from_f32(sample(i)))
+            .collect::<Vec<T>>()
+    };
+    let buffers = (|| {
+        Ok::<_, Error>((
+            dev.upload(&host(conv.input_dims()))?,
+            dev.upload(&host(conv.weight_dims()))?,
+            dev.alloc_zeroed::<T>(conv.output_dims()?.iter().product())?,
+        ))
+    })();
+    let (x, w, mut y) = match buffers {
+        Ok(b) => b,
+        Err(e @ Error::OutOfMemory { .. }) => {
+            skip(report, &kernel_case, e.to_string());
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    match seconds_per_call(dev, timing, || conv.run(dev, &x, &w, None, &mut y)) {
+        Ok(s) => report
+            .rows
+            .push(conv_row(case, &kernel_case, s, anchor_gbps)?),
+        Err(e @ Error::OutOfMemory { .. }) => skip(report, &kernel_case, e.to_string()),
+        Err(e) => return Err(e),
+    }
+    Ok(())
+}
+
+/// Runs every case of `config` on `dev` (module docs): cuDNN and warpforge
+/// on the same shapes, in the same run. cuDNN is opened once; if it cannot
+/// be, each anchor case is skipped with the reason and warpforge is measured
+/// alone. Out-of-memory cases are skipped, as in [`super::reduce()`].
+pub fn conv2d(dev: &Device, config: &ConvBench) -> Result<BenchReport> {
+    let cases = config.cases()?;
+    let dnn = cudnn::Cudnn::open(dev);
+    let mut report = BenchReport {
+        device: dev.name(),
+        timing: config.timing,
+        rows: Vec::new(),
+        skipped: Vec::new(),
+        notes: vec![match &dnn {
+            Ok(d) => d.describe(),
+            Err(why) => why.clone(),
+        }],
+    };
+    for case in &cases {
+        match case.dtype {
+            DType::F16 => measure::<f16>(dev, config.timing, &dnn, case, &mut report)?,
+            _ => measure::<f32>(dev, config.timing, &dnn, case, &mut report)?,
+        }
+    }
+    Ok(report)
+}
+
+/// cuDNN through cudarc's raw bindings, loaded at run time: a handle on its
+/// own stream of the same GPU (the primary context warpforge uses), timed
+/// with events on that stream. Raw because the fastest measured algorithm
+/// (`cudnnFindConvolutionForwardAlgorithm`) needs the handle and
+/// descriptors, which cudarc's safe wrappers keep private.
+mod cudnn {
+    use super::super::{Timing, median, sample};
+    use crate::Device;
+    use crate::conv2d::{Conv2d, Layout};
+    use cudarc::cudnn::result::{self, CudnnError};
+    use cudarc::cudnn::{CudnnDataType, sys};
+    use cudarc::driver::{
+        CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
+    };
+    use std::ffi::c_int;
+    use std::sync::Arc;
+
+    /// Why cuDNN is not used on the emulator.
+    pub(super) const EMULATOR: &str = "cuDNN: not available on the emulator";
+
+    /// Element types cuDNN times: the storage type and the math it may use.
+    pub(super) trait CudnnElement:
+        CudnnDataType + DeviceRepr + ValidAsZeroBits + Copy + Default
+    {
+        /// Tensor cores for f16; plain FMA (no TF32) for f32.
+        const MATH: sys::cudnnMathType_t;
+        /// `alpha = 1`, `beta = 0` in the scaling type cuDNN reads.
+        fn one_zero() -> (Self::Scalar, Self::Scalar);
+    }
+
+    impl CudnnElement for f32 {
+        const MATH: sys::cudnnMathType_t = sys::cudnnMathType_t::CUDNN_FMA_MATH;
+        fn one_zero() -> (f32, f32) {
+            (1.0, 0.0)
+        }
+    }
+
+    impl CudnnElement for half::f16 {
+        const MATH: sys::cudnnMathType_t = sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH;
+        fn one_zero() -> (f32, f32) {
+            (1.0, 0.0)
+        }
+    }
+
+    /// A cuDNN object destroyed on drop.
+    struct Owned<T: Copy> {
+        raw: T,
+        destroy: unsafe fn(T) -> Result<(), CudnnError>,
+    }
+
+    impl<T: Copy> Drop for Owned<T> {
+        fn drop(&mut self) {
+            // SAFETY: `raw` was created by the matching create call and is
+            // destroyed once, here; nothing uses it after its owner drops.
+            let _ = unsafe { (self.destroy)(self.raw) };
+        }
+    }
+
+    /// An open cuDNN handle on its own stream.
+    pub(super) struct Cudnn {
+        stream: Arc<CudaStream>,
+        handle: Owned<sys::cudnnHandle_t>,
+        version: usize,
+    }
+
+    /// One timed convolution: median seconds per call, and how cuDNN ran it.
+    pub(super) struct Timed {
+        pub(super) seconds: f64,
+        pub(super) algorithm: String,
+    }
+
+    fn fail(what: &str, e: &dyn std::fmt::Display) -> String {
+        format!("cuDNN: {what}: {e}")
+    }
+
+    impl Cudnn {
+        /// cuDNN on `dev`'s GPU, or why not (never a panic: the library is
+        /// looked for before cudarc's loader, which panics without it, runs).
+        pub(super) fn open(dev: &Device) -> Result<Cudnn, String> {
+            let Some(info) = dev.gpu_info() else {
+                return Err(EMULATOR.to_owned());
+            };
+            // SAFETY: only tries to load the library (dlopen) under each candidate name.
+            if !unsafe { sys::is_culib_present() } {
+                return Err(format!(
+                    "cuDNN: not available (no libcudnn under the names cudarc loads: {}; put \
+                     the directory of libcudnn.so.9 on LD_LIBRARY_PATH, e.g. a Python venv's \
+                     site-packages/nvidia/cudnn/lib)",
+                    cudarc::get_lib_name_candidates("cudnn").join(", ")
+                ));
+            }
+            let ctx = CudaContext::new(info.ordinal)
+                .map_err(|e| format!("cuDNN: not available (opening GPU {}: {e})", info.ordinal))?;
+            // SAFETY: the bench uses these buffers on this one stream only.
+            unsafe { ctx.disable_event_tracking() };
+            let stream = ctx
+                .new_stream()
+                .map_err(|e| format!("cuDNN: not available (a stream: {e})"))?;
+            ctx.bind_to_thread()
+                .map_err(|e| format!("cuDNN: not available (binding the context: {e})"))?;
+            let raw = result::create_handle()
+                .map_err(|e| format!("cuDNN: not available (cudnnCreate: {e})"))?;
+            let handle = Owned {
+                raw,
+                destroy: result::destroy_handle,
+            };
+            // SAFETY: a live handle and a live stream of the same context.
+            unsafe { result::set_stream(handle.raw, stream.cu_stream() as sys::cudaStream_t) }
+                .map_err(|e| format!("cuDNN: not available (cudnnSetStream: {e})"))?;
+            Ok(Cudnn {
+                stream,
+                handle,
+                version: result::get_version(),
+            })
+        }
+
+        /// `anchor: cuDNN 9.19.0 (/…/libcudnn.so.9), fastest measured
+        /// algorithm, on its own stream`: the version the library reports and
+        /// the file the process mapped.
+        pub(super) fn describe(&self) -> String {
+            let v = self.version;
+            let path = std::fs::read_to_string("/proc/self/maps")
+                .ok()
+                .and_then(|maps| {
+                    maps.lines()
+                        .filter_map(|l| l.split_whitespace().nth(5))
+                        .find(|p| p.contains("libcudnn.so") || p.contains("libcudnn64"))
+                        .map(str::to_owned)
+                })
+                .unwrap_or_else(|| "path unknown".to_owned());
+            format!(
+                "anchor: cuDNN {}.{}.{} ({path}), the fastest algorithm \
+                 cudnnFindConvolutionForwardAlgorithm measures per shape, on its own stream",
+                v / 10000,
+                v / 100 % 100,
+                v % 100
+            )
+        }
+
+        /// Median seconds per `cudnnConvolutionForward` of `conv` (no bias),
+        /// with the fastest algorithm cuDNN measures (the v7 heuristic's
+        /// first where finding fails), after `timing.warmup` calls.
+        pub(super) fn time<T: super::BenchConv>(
+            &self,
+            timing: Timing,
+            conv: &Conv2d,
+        ) -> Result<Timed, String> {
+            let int = |v: usize, what: &str| {
+                c_int::try_from(v).map_err(|_| format!("cuDNN: {what} = {v} does not fit an int"))
+            };
+            let ints = |dims: [usize; 4], what: &str| -> Result<[c_int; 4], String> {
+                Ok([
+                    int(dims[0], what)?,
+                    int(dims[1], what)?,
+                    int(dims[2], what)?,
+                    int(dims[3], what)?,
+                ])
+            };
+            // cuDNN takes logical dims [N, C, H, W] / [K, C/G, R, S] and a format.
+            let (format, logical) = match conv.layout() {
+                Layout::Nchw => (sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW, [0, 1, 2, 3]),
+                Layout::Nhwc => (sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC, [0, 3, 1, 2]),
+            };
+            let wlogical = match conv.layout() {
+                Layout::Nchw => [0, 1, 2, 3],
+                Layout::Nhwc => [0, 3, 1, 2],
+            };
+            let (xd, wd, yd) = (
+                conv.input_dims(),
+                conv.weight_dims(),
+                conv.output_dims().map_err(|e| e.to_string())?,
+            );
+            let x_dims = ints(logical.map(|i| xd[i]), "an input size")?;
+            let w_dims = ints(wlogical.map(|i| wd[i]), "a weight size")?;
+            let y_dims = ints(logical.map(|i| yd[i]), "an output size")?;
+            let pad = conv.pad();
+            if pad.top != pad.bottom || pad.left != pad.right {
+                return Err(format!(
+                    "cuDNN: asymmetric padding {pad:?} (cuDNN pads both sides alike)"
+                ));
+            }
+            let (sh, sw) = conv.strides();
+            let (dh, dw) = conv.dilations();
+            let geometry = [
+                int(pad.top, "padding")?,
+                int(pad.left, "padding")?,
+                int(sh, "stride")?,
+                int(sw, "stride")?,
+                int(dh, "dilation")?,
+                int(dw, "dilation")?,
+            ];
+            let groups = int(conv.group_count(), "groups")?;
+            let make = |what: &'static str| move |e: CudnnError| fail(what, &e);
+
+            let x_desc = Owned {
+                raw: result::create_tensor_descriptor().map_err(make("a tensor descriptor"))?,
+                destroy: result::destroy_tensor_descriptor,
+            };
+            let y_desc = Owned {
+                raw: result::create_tensor_descriptor().map_err(make("a tensor descriptor"))?,
+                destroy: result::destroy_tensor_descriptor,
+            };
+            let w_desc = Owned {
+                raw: result::create_filter_descriptor().map_err(make("a filter descriptor"))?,
+                destroy: result::destroy_filter_descriptor,
+            };
+            let c_desc = Owned {
+                raw: result::create_convolution_descriptor()
+                    .map_err(make("a convolution descriptor"))?,
+                destroy: result::destroy_convolution_descriptor,
+            };
+            let float = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
+            let [ph, pw, u, v, dil_h, dil_w] = geometry;
+            // SAFETY: each descriptor was just created and is live; the
+            // arguments are plain values.
+            unsafe {
+                result::set_tensor4d_descriptor(x_desc.raw, format, T::DATA_TYPE, x_dims)
+                    .map_err(make("the input's descriptor"))?;
+                result::set_tensor4d_descriptor(y_desc.raw, format, T::DATA_TYPE, y_dims)
+                    .map_err(make("the output's descriptor"))?;
+                result::set_filter4d_descriptor(w_desc.raw, T::DATA_TYPE, format, w_dims)
+                    .map_err(make("the filter's descriptor"))?;
+                // f32 accumulation for both types, as warpforge's kernels.
+                result::set_convolution2d_descriptor(
+                    c_desc.raw,
+                    ph,
+                    pw,
+                    u,
+                    v,
+                    dil_h,
+                    dil_w,
+                    sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+                    float,
+                )
+                .map_err(make("the convolution's descriptor"))?;
+                result::set_convolution_group_count(c_desc.raw, groups)
+                    .map_err(make("the group count"))?;
+                result::set_convolution_math_type(c_desc.raw, T::MATH)
+                    .map_err(make("the math type"))?;
+            }
+            let s = &self.stream;
+            let host = |len: usize| -> Vec<T> {
+                (0..len)
+                    .map(|i| <T as super::BenchConv>::from_f32(sample(i)))
+                    .collect()
+            };
+            let len = |d: [usize; 4]| d.iter().product::<usize>();
+            let x: CudaSlice<T> = s
+                .clone_htod(&host(len(xd)))
+                .map_err(|e| fail("uploading x", &e))?;
+            let w: CudaSlice<T> = s
+                .clone_htod(&host(len(wd)))
+                .map_err(|e| fail("uploading w", &e))?;
+            let mut y: CudaSlice<T> = s
+                .alloc_zeros::<T>(len(yd))
+                .map_err(|e| fail("allocating y", &e))?;
+
+            const ALGOS: usize =
+                sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_COUNT as usize;
+            // SAFETY: all-zero bytes are a valid perf struct (enums with a zero
+            // variant, a float, integers).
+            let mut perf: [sys::cudnnConvolutionFwdAlgoPerf_t; ALGOS] =
+                unsafe { std::mem::zeroed() };
+            let mut found: c_int = 0;
+            // SAFETY: live handle and descriptors; `perf` holds ALGOS entries
+            // and cuDNN writes at most the requested count, and `found`.
+            let find = unsafe {
+                sys::cudnnFindConvolutionForwardAlgorithm(
+                    self.handle.raw,
+                    x_desc.raw,
+                    w_desc.raw,
+                    c_desc.raw,
+                    y_desc.raw,
+                    ALGOS as c_int,
+                    &mut found,
+                    perf.as_mut_ptr(),
+                )
+            }
+            .result();
+            let how = match find {
+                Ok(()) => "measured by cudnnFindConvolutionForwardAlgorithm".to_owned(),
+                Err(e) => {
+                    found = 0;
+                    // SAFETY: as for the find call.
+                    unsafe {
+                        result::get_convolution_forward_algorithm(
+                            self.handle.raw,
+                            x_desc.raw,
+                            w_desc.raw,
+                            c_desc.raw,
+                            y_desc.raw,
+                            ALGOS as c_int,
+                            &mut found,
+                            perf.as_mut_ptr(),
+                        )
+                    }
+                    .map_err(make("cudnnGetConvolutionForwardAlgorithm_v7"))?;
+                    format!("v7 heuristic (find failed: {e})")
+                }
+            };
+            // The fastest that succeeded and whose workspace can be allocated.
+            let count = usize::try_from(found).unwrap_or(0).min(ALGOS);
+            let mut chosen = None;
+            for p in &perf[..count] {
+                if p.status != sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS {
+                    continue;
+                }
+                // SAFETY: live descriptors; a plain value out.
+                let Ok(bytes) = (unsafe {
+                    result::get_convolution_forward_workspace_size(
+                        self.handle.raw,
+                        x_desc.raw,
+                        w_desc.raw,
+                        c_desc.raw,
+                        y_desc.raw,
+                        p.algo,
+                    )
+                }) else {
+                    continue;
+                };
+                if let Ok(ws) = s.alloc_zeros::<u8>(bytes.max(1)) {
+                    chosen = Some((*p, ws, bytes));
+                    break;
+                }
+            }
+            let Some((p, mut ws, ws_bytes)) = chosen else {
+                return Err(format!(
+                    "cuDNN: no forward algorithm for this shape ({how}, {count} tried)"
+                ));
+            };
+            // SAFETY: a live descriptor; the math type the algorithm was found with.
+            unsafe { result::set_convolution_math_type(c_desc.raw, p.mathType) }
+                .map_err(make("the math type"))?;
+            let (alpha, beta) = T::one_zero();
+            let mut once = || {
+                let (xp, _rx) = x.device_ptr(s);
+                let (wp, _rw) = w.device_ptr(s);
+                let (yp, _ry) = y.device_ptr_mut(s);
+                let (wsp, _rws) = ws.device_ptr_mut(s);
+                // SAFETY: the buffers hold exactly the elements the
+                // descriptors describe, of the descriptors' type; the
+                // workspace holds `ws_bytes`; alpha and beta are the scaling
+                // type cuDNN reads for T.
+                unsafe {
+                    result::convolution_forward(
+                        self.handle.raw,
+                        (&alpha) as *const T::Scalar as *const std::ffi::c_void,
+                        x_desc.raw,
+                        xp as *const std::ffi::c_void,
+                        w_desc.raw,
+                        wp as *const std::ffi::c_void,
+                        c_desc.raw,
+                        p.algo,
+                        wsp as *mut std::ffi::c_void,
+                        ws_bytes,
+                        (&beta) as *const T::Scalar as *const std::ffi::c_void,
+                        y_desc.raw,
+                        yp as *mut std::ffi::c_void,
+                    )
+                }
+                .map_err(make("cudnnConvolutionForward"))
+            };
+            for _ in 0..timing.warmup {
+                once()?;
+            }
+            s.synchronize().map_err(|e| fail("synchronising", &e))?;
+            let iters = timing.iters.max(1);
+            let event = || {
+                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(|e| fail("recording an event", &e))
+            };
+            let mut samples = Vec::new();
+            for _ in 0..timing.reps.max(1) {
+                let start = event()?;
+                for _ in 0..iters {
+                    once()?;
+                }
+                let end = event()?;
+                let ms = start.elapsed_ms(&end).map_err(|e| fail("timing", &e))?;
+                samples.push(f64::from(ms) / 1e3 / iters as f64);
+            }
+            Ok(Timed {
+                seconds: median(samples),
+                algorithm: format!(
+                    "{:?}, {:?}, workspace {ws_bytes} B ({how})",
+                    p.algo, p.mathType
+                ),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's layers written out by hand: `(name, N, C, H, K, R, stride,
+    /// groups, P)` with `P` the output side worked out from the layer
+    /// (`⌊(H + 2·pad − R) / stride⌋ + 1`, pad = R/2).
+    type Row = (&'static str, u64, u64, u64, u64, u64, u64, u64, u64);
+    const TABLE: &[Row] = &[
+        ("conv1 7x7/2", 32, 3, 224, 64, 7, 2, 1, 112),
+        ("res2 3x3", 32, 64, 56, 64, 3, 1, 1, 56),
+        ("res3 3x3", 32, 128, 28, 128, 3, 1, 1, 28),
+        ("res4 3x3", 32, 256, 14, 256, 3, 1, 1, 14),
+        ("res5 3x3", 32, 512, 7, 512, 3, 1, 1, 7),
+        ("res2 1x1 reduce", 32, 256, 56, 64, 1, 1, 1, 56),
+        ("res2 1x1 expand", 32, 64, 56, 256, 1, 1, 1, 56),
+        ("res3 1x1 reduce", 32, 512, 28, 128, 1, 1, 1, 28),
+        ("res3 1x1 expand", 32, 128, 28, 512, 1, 1, 1, 28),
+        ("res4 1x1 reduce", 32, 1024, 14, 256, 1, 1, 1, 14),
+        ("res4 1x1 expand", 32, 256, 14, 1024, 1, 1, 1, 14),
+        ("res5 1x1 reduce", 32, 2048, 7, 512, 1, 1, 1, 7),
+        ("res5 1x1 expand", 32, 512, 7, 2048, 1, 1, 1, 7),
+        ("dw 3x3", 32, 256, 56, 256, 3, 1, 256, 56),
+    ];
+
+    fn gpu_sized() -> ConvBench {
+        ConvBench {
+            layers: RESNET50.to_vec(),
+            batch: RESNET50_BATCH,
+            configs: vec![(Layout::Nhwc, DType::F16), (Layout::Nchw, DType::F32)],
+            max_log2: None,
+            timing: Timing {
+                warmup: 0,
+                iters: 1,
+                reps: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn the_full_size_cases_count_flops_and_bytes_from_the_layer_table() {
+        let cases = gpu_sized().cases().unwrap();
+        assert_eq!(cases.len(), 2 * TABLE.len());
+        for (i, case) in cases.iter().enumerate() {
+            let (name, n, c, h, k, r, stride, g, p) = TABLE[i % TABLE.len()];
+            let size = if i < TABLE.len() { 2 } else { 4 };
+            assert_eq!(case.layer.name, name);
+            assert_eq!(
+                case.dtype,
+                if i < TABLE.len() {
+                    DType::F16
+                } else {
+                    DType::F32
+                }
+            );
+            assert_eq!(case.shape(), [n, c, h, h, k, r, r].map(|v| v as usize));
+            assert_eq!(case.conv.strides(), (stride as usize, stride as usize));
+            assert_eq!(case.conv.output_hw().unwrap(), (p as usize, p as usize));
+            let (flops, bytes) = case.work().unwrap();
+            assert_eq!(flops, 2 * n * p * p * k * (c / g) * r * r, "{name}");
+            let moved = n * c * h * h + k * (c / g) * r * r + n * k * p * p;
+            assert_eq!(bytes, size * moved, "{name}");
+        }
+        // Two figures checked by hand: conv1 is 7.55 GFLOP at batch 32, and
+        // the depthwise layer moves 2 · 25.7 M f16 elements and 2304 weights.
+        assert_eq!(cases[0].work().unwrap().0, 7_552_892_928);
+        assert_eq!(cases[13].work().unwrap().1, 2 * (2 * 25_690_112 + 2304));
+    }
+
+    #[test]
+    fn each_layer_takes_its_algorithm_at_full_and_shrunk_size() {
+        use crate::conv2d::Algorithm;
+        let full = gpu_sized().cases().unwrap();
+        let tiny = gpu_sized().with_max_log2(10).unwrap().cases().unwrap();
+        for (f, t) in full.iter().zip(&tiny) {
+            let (flops, _) = t.work().unwrap();
+            assert!(flops / 2 <= 1 << 10, "{}: {flops} flops", t.layer.name);
+            assert_eq!(t.conv.strides(), f.conv.strides());
+            assert_eq!(t.layer.rs, f.layer.rs);
+            assert_eq!(t.layer.depthwise(), f.layer.depthwise(), "{}", t.layer.name);
+            let algo = |c: &ConvCase| match c.dtype {
+                DType::F16 => c.conv.algorithm::<f16>().unwrap(),
+                _ => c.conv.algorithm::<f32>().unwrap(),
+            };
+            assert_eq!(algo(t), algo(f), "{}", t.layer.name);
+            if f.layer.depthwise() {
+                assert_eq!(algo(f), Algorithm::Depthwise);
+            }
+        }
+    }
+
+    #[test]
+    fn the_emulator_run_measures_warpforge_and_skips_cudnn_with_the_reason() {
+        let dev = Device::emulator();
+        let mut config = ConvBench::defaults(&dev).with_max_log2(9).unwrap();
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let cases = config.cases().unwrap();
+        let report = conv2d(&dev, &config).unwrap();
+        assert_eq!(report.notes, [cudnn::EMULATOR]);
+        assert_eq!(report.rows.len(), cases.len());
+        assert_eq!(report.skipped.len(), cases.len());
+        for ((case, r), s) in cases.iter().zip(&report.rows).zip(&report.skipped) {
+            let (anchor, kernel) = case.report_cases().unwrap();
+            assert_eq!(r.case(), kernel);
+            assert_eq!(s.case, anchor);
+            assert_eq!(s.reason, cudnn::EMULATOR);
+            let (flops, bytes) = case.work().unwrap();
+            assert_eq!(r.bytes, bytes);
+            if case.layer.depthwise() {
+                assert_eq!(r.flops, None, "depthwise is rated in GB/s");
+            } else {
+                assert_eq!(r.flops, Some(flops));
+            }
+            assert!(r.seconds > 0.0 && r.seconds.is_finite(), "{r:?}");
+            assert!(r.ratio.is_nan(), "no anchor: {r:?}");
+        }
+    }
+}

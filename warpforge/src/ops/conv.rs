@@ -1,0 +1,837 @@
+//! Forward 2-D convolution (`warpforge::conv2d`): NCHW or NHWC, stride, zero
+//! padding (per side), dilation, groups (dense, grouped, depthwise with any
+//! channel multiplier), optional bias and fused ReLU; f32, f16 and bf16 with
+//! f32 accumulation, the output in the input's type.
+//!
+//! **Sizes** are given logically whatever the layout: input `[N, C, H, W]`,
+//! weights `[K, C/G, R, S]` (`G` groups). Storage orders:
+//!
+//! | layout | input `x` | weights `w` | output `y` |
+//! |---|---|---|---|
+//! | [`Layout::Nchw`] | `N, C, H, W` | `K, C/G, R, S` (PyTorch's) | `N, K, P, Q` |
+//! | [`Layout::Nhwc`] | `N, H, W, C` | `K, R, S, C/G` | `N, P, Q, K` |
+//!
+//! with `P = ⌊(H + pad_top + pad_bottom − dil_h·(R − 1) − 1) / stride_h⌋ + 1`
+//! and `Q` likewise; `bias` has `K` elements. Output `(n, k, p, q)` is
+//! `Σ x[n, g·C/G + c, p·sh + r·dh − pad_top, q·sw + s·dw − pad_left] ·
+//! w[k, c, r, s]` over `c < C/G`, `r < R`, `s < S` (`g = k / (K/G)`, input
+//! outside the image is zero), `+ bias[k]`, then `max(·, 0)` when ReLU is on
+//! (NaN stays NaN, as in torch).
+//!
+//! **Algorithm** ([`Conv2d::algorithm`]), by this rule, first match:
+//!
+//! 1. [`Algorithm::Depthwise`]: `G = C > 1` (any `K = C·multiplier`): the
+//!    direct kernel, one output element per thread, coalesced along the
+//!    contiguous axis.
+//! 2. [`Algorithm::Gemm1x1`]: `R = S = 1`, stride 1, no padding, dilation 1,
+//!    `G = 1`, no bias and no ReLU: [`crate::gemm::Gemm`] itself — NHWC
+//!    `Y[NHW × K] = X[NHW × C]·Wᵀ`; NCHW the batch `Y[n] = W[K × C]·X[n]`
+//!    (`stride_a = 0`). f16/bf16 run on the tensor cores there.
+//! 3. [`Algorithm::ImplicitGemm`]: f32, and NCHW (any `G`) or NHWC with
+//!    `G = 1`: the SIMT GEMM's main loop with the input gathered on the fly
+//!    (im2col, never materialised; `warpforge_kernels::conv`).
+//! 4. [`Algorithm::Direct`] otherwise (f16/bf16 outside rule 2, and NHWC
+//!    with `1 < G < C`).
+//!
+//! **Deviations from the plan, and why.** The f16/bf16 implicit GEMM on the
+//! tensor-core main loop is not written yet: those dtypes run the direct
+//! kernel (f32 accumulation, correct for every shape, not fast) except for
+//! 1×1 convolutions, which take the tensor-core GEMM. Grouped NHWC
+//! (`1 < G < C`) needs an owned output mapping for a group's column range of
+//! `[N·P·Q × K]` that `own.rs` does not have yet, so it runs the direct
+//! kernel (sound by construction: one thread per element). `Algorithm::Direct`
+//! names that case, so `algorithm()` never claims a GEMM that does not run.
+//!
+//! **Checked before anything runs** ([`Conv2d::validate`] and
+//! [`Conv2d::run`]), each a clear [`Error`] naming the parameter: zero
+//! stride, dilation, groups or filter size, groups not dividing `C` and `K`,
+//! the weights' `C/G` not matching, a (dilated) filter larger than the
+//! padded input, any size beyond the kernels' 32-bit geometry
+//! ([`Error::InvalidParameter`]); sizes that overflow a `usize`
+//! ([`Error::SizeOverflow`]); each buffer's length, naming the operand and
+//! both lengths ([`Error::ShapeMismatch`]); every buffer on the device
+//! ([`Error::DeviceMismatch`]); the grid within the device's limits
+//! ([`Error::LaunchConfig`]). An empty output (`N = 0` or `K = 0`; `P` and
+//! `Q` are at least 1 once the filter fits) is `Ok` with nothing launched.
+//!
+//! **Determinism**: every output is one f32 fused multiply-add chain in an
+//! order fixed by the sizes (the tensor-core 1×1 route: the hardware's `mma`
+//! order, also fixed), then the epilogue; the same bits on every run.
+//!
+//! ```
+//! use warpforge::Device;
+//! use warpforge::conv2d::{Algorithm, Conv2d, Layout, Padding};
+//! let dev = Device::emulator();
+//! // One 3×3 image, one 2×2 all-ones filter, padding 1 → a 4×4 output.
+//! let conv = Conv2d::new(Layout::Nchw, [1, 1, 3, 3], [1, 1, 2, 2]).padding(Padding::uniform(1));
+//! assert_eq!(conv.output_dims()?, [1, 1, 4, 4]);
+//! assert_eq!(conv.algorithm::<f32>()?, Algorithm::ImplicitGemm);
+//! let x = dev.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])?;
+//! let w = dev.upload(&[1.0f32; 4])?;
+//! let mut y = dev.alloc_zeroed::<f32>(16)?;
+//! conv.run(&dev, &x, &w, None, &mut y)?;
+//! let y = y.to_host()?;
+//! assert_eq!(&y[..4], &[1.0, 3.0, 5.0, 3.0]);
+//! assert_eq!(y[5], 12.0); // 1 + 2 + 4 + 5
+//! # Ok::<(), warpforge::Error>(())
+//! ```
+
+use crate::gemm::Gemm;
+use crate::ops::elementwise::grid_stride_config;
+use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, Result};
+use half::{bf16, f16};
+use std::fmt;
+use warpforge_device::Dim3;
+use warpforge_device::kernel::Kernel;
+use warpforge_kernels::conv::{self as kc, Geometry};
+use warpforge_kernels::gemm::F32_TILE;
+
+const OP: &str = "conv2d";
+
+/// How the tensors are stored (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `N, C, H, W`; weights `K, C/G, R, S`.
+    Nchw,
+    /// `N, H, W, C`; weights `K, R, S, C/G`.
+    Nhwc,
+}
+
+/// Zero padding on each side of the input's rows (`top`, `bottom`) and
+/// columns (`left`, `right`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Padding {
+    /// Rows of zeros above the input.
+    pub top: usize,
+    /// Rows of zeros below it.
+    pub bottom: usize,
+    /// Columns of zeros left of it.
+    pub left: usize,
+    /// Columns of zeros right of it.
+    pub right: usize,
+}
+
+impl Padding {
+    /// `ph` rows above and below, `pw` columns left and right.
+    pub fn symmetric(ph: usize, pw: usize) -> Padding {
+        Padding {
+            top: ph,
+            bottom: ph,
+            left: pw,
+            right: pw,
+        }
+    }
+
+    /// `p` on every side.
+    pub fn uniform(p: usize) -> Padding {
+        Padding::symmetric(p, p)
+    }
+}
+
+/// Which algorithm [`Conv2d::run`] uses (the rule is in the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Implicit GEMM: the GEMM main loop with the input gathered on the fly.
+    ImplicitGemm,
+    /// A 1×1, stride-1 convolution run as [`crate::gemm::Gemm`].
+    Gemm1x1,
+    /// The direct kernel on a depthwise convolution (`G = C`).
+    Depthwise,
+    /// The direct kernel on a shape no GEMM path takes yet (module docs).
+    Direct,
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::ImplicitGemm => "implicit GEMM",
+            Algorithm::Gemm1x1 => "1x1 as GEMM",
+            Algorithm::Depthwise => "depthwise (direct)",
+            Algorithm::Direct => "direct",
+        })
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+/// The convolution kernels of one element type, as `run` drives them.
+#[doc(hidden)]
+pub struct ConvKernels {
+    direct_nchw: &'static str,
+    direct_nhwc: &'static str,
+    /// The implicit-GEMM kernels `(NCHW, NHWC)`, where the type has them.
+    implicit: Option<(&'static str, &'static str)>,
+}
+
+/// Element types of [`Conv2d::run`]: `f32`, `f16`, `bf16` (sealed).
+pub trait ConvElement: Element + sealed::Sealed {
+    #[doc(hidden)]
+    const KERNELS: ConvKernels;
+    /// The 1×1 route's GEMM kernel (`trans_b`: NHWC).
+    #[doc(hidden)]
+    fn gemm_name(trans_b: bool) -> &'static str;
+    /// Launches a direct kernel.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_direct(
+        dev: &Device,
+        nhwc: bool,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        w: &DeviceBuffer<Self>,
+        bias: &DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        g: [u64; 8],
+    ) -> Result<()>;
+    /// Launches an implicit-GEMM kernel (f32 only; never called for others).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_implicit(
+        dev: &Device,
+        nhwc: bool,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        w: &DeviceBuffer<Self>,
+        bias: &DeviceBuffer<Self>,
+        y: crate::MatrixMut<'_, Self>,
+        g: [u64; 8],
+    ) -> Result<()>;
+    /// `Y = op(A)·op(B)` by [`Gemm`] with this type in and out.
+    #[doc(hidden)]
+    fn run_gemm(
+        dev: &Device,
+        gemm: Gemm<f32>,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<Self>,
+    ) -> Result<()>;
+}
+
+macro_rules! direct_launch {
+    ($nchw:ident, $nhwc:ident) => {
+        fn launch_direct(
+            dev: &Device,
+            nhwc: bool,
+            cfg: LaunchConfig,
+            x: &DeviceBuffer<Self>,
+            w: &DeviceBuffer<Self>,
+            bias: &DeviceBuffer<Self>,
+            y: &mut DeviceBuffer<Self>,
+            [a, b, c, d, e, f, g, h]: [u64; 8],
+        ) -> Result<()> {
+            let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
+            if nhwc {
+                dev.launch(kc::$nhwc, cfg, args)
+            } else {
+                dev.launch(kc::$nchw, cfg, args)
+            }
+        }
+    };
+}
+
+impl ConvElement for f32 {
+    const KERNELS: ConvKernels = ConvKernels {
+        direct_nchw: kc::conv2d_direct_nchw_f32::NAME,
+        direct_nhwc: kc::conv2d_direct_nhwc_f32::NAME,
+        implicit: Some((
+            kc::conv2d_nchw_f32_64x64x16::NAME,
+            kc::conv2d_nhwc_f32_64x64x16::NAME,
+        )),
+    };
+    fn gemm_name(trans_b: bool) -> &'static str {
+        Gemm::<f32>::new(1, 1, 1).trans_b(trans_b).kernel_name()
+    }
+    direct_launch!(conv2d_direct_nchw_f32, conv2d_direct_nhwc_f32);
+    fn launch_implicit(
+        dev: &Device,
+        nhwc: bool,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<f32>,
+        w: &DeviceBuffer<f32>,
+        bias: &DeviceBuffer<f32>,
+        y: crate::MatrixMut<'_, f32>,
+        [a, b, c, d, e, f, g, h]: [u64; 8],
+    ) -> Result<()> {
+        let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
+        if nhwc {
+            dev.launch(kc::conv2d_nhwc_f32_64x64x16, cfg, args)
+        } else {
+            dev.launch(kc::conv2d_nchw_f32_64x64x16, cfg, args)
+        }
+    }
+    fn run_gemm(
+        dev: &Device,
+        gemm: Gemm<f32>,
+        a: &DeviceBuffer<f32>,
+        b: &DeviceBuffer<f32>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        gemm.run(dev, a, b, c)
+    }
+}
+
+macro_rules! half_element {
+    ($t:ty, $nchw:ident, $nhwc:ident) => {
+        impl ConvElement for $t {
+            const KERNELS: ConvKernels = ConvKernels {
+                direct_nchw: kc::$nchw::NAME,
+                direct_nhwc: kc::$nhwc::NAME,
+                implicit: None,
+            };
+            fn gemm_name(trans_b: bool) -> &'static str {
+                Gemm::<f32>::new(1, 1, 1)
+                    .trans_b(trans_b)
+                    .kernel_name_for::<$t, $t>()
+            }
+            direct_launch!($nchw, $nhwc);
+            fn launch_implicit(
+                _: &Device,
+                _: bool,
+                _: LaunchConfig,
+                _: &DeviceBuffer<$t>,
+                _: &DeviceBuffer<$t>,
+                _: &DeviceBuffer<$t>,
+                _: crate::MatrixMut<'_, $t>,
+                _: [u64; 8],
+            ) -> Result<()> {
+                unreachable!("conv2d: no implicit-GEMM kernel for this type (KERNELS.implicit)")
+            }
+            fn run_gemm(
+                dev: &Device,
+                gemm: Gemm<f32>,
+                a: &DeviceBuffer<$t>,
+                b: &DeviceBuffer<$t>,
+                c: &mut DeviceBuffer<$t>,
+            ) -> Result<()> {
+                gemm.run(dev, a, b, c)
+            }
+        }
+    };
+}
+
+half_element!(f16, conv2d_direct_nchw_f16, conv2d_direct_nhwc_f16);
+half_element!(bf16, conv2d_direct_nchw_bf16, conv2d_direct_nhwc_bf16);
+
+/// The convolution's parameters (module docs); the builder never fails,
+/// [`validate`](Self::validate) and [`run`](Self::run) report errors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv2d {
+    layout: Layout,
+    input: [usize; 4],
+    weight: [usize; 4],
+    stride: (usize, usize),
+    padding: Padding,
+    dilation: (usize, usize),
+    groups: usize,
+    relu: bool,
+}
+
+fn invalid(parameter: &'static str, detail: String) -> Error {
+    Error::InvalidParameter {
+        op: OP,
+        parameter,
+        detail,
+    }
+}
+
+fn overflow(what: String) -> Error {
+    Error::SizeOverflow {
+        what: format!("{OP}: {what}"),
+    }
+}
+
+/// `a·b·c·d`, checked.
+fn product(dims: [usize; 4], what: &str) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| overflow(format!("{what} {dims:?}")))
+}
+
+/// The largest size the kernels' 32-bit geometry carries.
+const MAX_DIM: usize = u32::MAX as usize;
+
+impl Conv2d {
+    /// `input` = `[N, C, H, W]` and `weight` = `[K, C/groups, R, S]`, logical
+    /// sizes whatever the layout; stride 1, no padding, dilation 1, one
+    /// group, no ReLU.
+    pub fn new(layout: Layout, input: [usize; 4], weight: [usize; 4]) -> Conv2d {
+        Conv2d {
+            layout,
+            input,
+            weight,
+            stride: (1, 1),
+            padding: Padding::default(),
+            dilation: (1, 1),
+            groups: 1,
+            relu: false,
+        }
+    }
+
+    /// Strides along rows and columns (default 1, 1).
+    pub fn stride(mut self, sh: usize, sw: usize) -> Conv2d {
+        self.stride = (sh, sw);
+        self
+    }
+
+    /// Zero padding (default none).
+    pub fn padding(mut self, p: Padding) -> Conv2d {
+        self.padding = p;
+        self
+    }
+
+    /// Dilations along rows and columns (default 1, 1).
+    pub fn dilation(mut self, dh: usize, dw: usize) -> Conv2d {
+        self.dilation = (dh, dw);
+        self
+    }
+
+    /// Groups (default 1; `C` for depthwise).
+    pub fn groups(mut self, g: usize) -> Conv2d {
+        self.groups = g;
+        self
+    }
+
+    /// ReLU after the bias (NaN kept).
+    pub fn relu(mut self, on: bool) -> Conv2d {
+        self.relu = on;
+        self
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The strides `(rows, columns)`.
+    pub fn strides(&self) -> (usize, usize) {
+        self.stride
+    }
+
+    /// The padding.
+    pub fn pad(&self) -> Padding {
+        self.padding
+    }
+
+    /// The dilations `(rows, columns)`.
+    pub fn dilations(&self) -> (usize, usize) {
+        self.dilation
+    }
+
+    /// The groups.
+    pub fn group_count(&self) -> usize {
+        self.groups
+    }
+
+    /// Whether ReLU is on.
+    pub fn relu_enabled(&self) -> bool {
+        self.relu
+    }
+
+    /// Every check [`run`](Self::run) makes that needs no buffers (module
+    /// docs).
+    pub fn validate(&self) -> Result<()> {
+        self.geometry().map(|_| ())
+    }
+
+    /// The checked sizes, as the kernels take them.
+    fn geometry(&self) -> Result<Geometry> {
+        let [n, c, h, w] = self.input;
+        let [k, cw, r, s] = self.weight;
+        let (sh, sw) = self.stride;
+        let (dh, dw) = self.dilation;
+        let g = self.groups;
+        let pad = self.padding;
+        if sh == 0 || sw == 0 {
+            return Err(invalid(
+                "stride",
+                format!("stride = ({sh}, {sw}); each stride must be at least 1"),
+            ));
+        }
+        if dh == 0 || dw == 0 {
+            return Err(invalid(
+                "dilation",
+                format!("dilation = ({dh}, {dw}); each dilation must be at least 1 (1 = none)"),
+            ));
+        }
+        if g == 0 {
+            return Err(invalid(
+                "groups",
+                "groups = 0; use at least 1 (1 = a dense convolution)".into(),
+            ));
+        }
+        if !c.is_multiple_of(g) || !k.is_multiple_of(g) {
+            return Err(invalid(
+                "groups",
+                format!(
+                    "groups = {g} must divide both the input channels C = {c} and the output \
+                     channels K = {k}"
+                ),
+            ));
+        }
+        if cw != c / g {
+            return Err(invalid(
+                "weight",
+                format!(
+                    "weight = {:?} has {cw} input channels per filter, but C / groups = {c} / \
+                     {g} = {}; the weight must be [K, C/groups, R, S]",
+                    self.weight,
+                    c / g
+                ),
+            ));
+        }
+        if r == 0 || s == 0 {
+            return Err(invalid(
+                "weight",
+                format!(
+                    "weight = {:?}: the filter is {r} × {s}; R and S must be at least 1",
+                    self.weight
+                ),
+            ));
+        }
+        // The dilated filter's extent and the padded input's, checked.
+        let extent = |len: usize, d: usize, what: &str| {
+            (len - 1)
+                .checked_mul(d)
+                .and_then(|e| e.checked_add(1))
+                .ok_or_else(|| overflow(format!("the dilated filter {what}: ({len} − 1)·{d} + 1")))
+        };
+        let (er, es) = (extent(r, dh, "height")?, extent(s, dw, "width")?);
+        let padded = |len: usize, a: usize, b: usize, what: &str| {
+            len.checked_add(a)
+                .and_then(|x| x.checked_add(b))
+                .ok_or_else(|| overflow(format!("the padded input {what}: {len} + {a} + {b}")))
+        };
+        let ph = padded(h, pad.top, pad.bottom, "height")?;
+        let pw = padded(w, pad.left, pad.right, "width")?;
+        if er > ph || es > pw {
+            return Err(invalid(
+                "weight",
+                format!(
+                    "the filter {r} × {s} with dilation ({dh}, {dw}) spans {er} × {es}, larger \
+                     than the padded input {ph} × {pw} (H = {h}, W = {w}, padding {pad:?}): \
+                     pad more, or use a smaller filter or dilation"
+                ),
+            ));
+        }
+        let (p, q) = ((ph - er) / sh + 1, (pw - es) / sw + 1);
+        // Everything the kernels' 32-bit geometry carries.
+        let sizes = [
+            ("input", h, "H"),
+            ("input", w, "W"),
+            ("weight", r, "R"),
+            ("weight", s, "S"),
+            ("stride", sh, "stride_h"),
+            ("stride", sw, "stride_w"),
+            ("padding", pad.top, "top"),
+            ("padding", pad.left, "left"),
+            ("dilation", dh, "dilation_h"),
+            ("dilation", dw, "dilation_w"),
+            ("weight", cw, "C/groups"),
+            ("weight", k / g, "K/groups"),
+            ("groups", g, "groups"),
+        ];
+        for (parameter, v, name) in sizes {
+            if v > MAX_DIM {
+                return Err(invalid(
+                    parameter,
+                    format!("{name} = {v} is larger than the kernels' limit {MAX_DIM}"),
+                ));
+            }
+        }
+        // Every buffer's element count fits a usize.
+        product([n, c, h, w], "the input")?;
+        product([k, cw, r, s], "the weight")?;
+        product([n, k, p, q], "the output")?;
+        Ok(Geometry {
+            h,
+            w,
+            r,
+            s,
+            p,
+            q,
+            stride_h: sh,
+            stride_w: sw,
+            pad_top: pad.top,
+            pad_left: pad.left,
+            dil_h: dh,
+            dil_w: dw,
+            cg: cw,
+            kg: k / g,
+            groups: g,
+            bias: false,
+            relu: self.relu,
+        })
+    }
+
+    /// The output's rows and columns `(P, Q)`.
+    pub fn output_hw(&self) -> Result<(usize, usize)> {
+        let g = self.geometry()?;
+        Ok((g.p, g.q))
+    }
+
+    /// The input's dimensions in storage order: `[N, C, H, W]` or `[N, H, W, C]`.
+    pub fn input_dims(&self) -> [usize; 4] {
+        let [n, c, h, w] = self.input;
+        match self.layout {
+            Layout::Nchw => [n, c, h, w],
+            Layout::Nhwc => [n, h, w, c],
+        }
+    }
+
+    /// The weights' dimensions in storage order: `[K, C/G, R, S]` or `[K, R, S, C/G]`.
+    pub fn weight_dims(&self) -> [usize; 4] {
+        let [k, c, r, s] = self.weight;
+        match self.layout {
+            Layout::Nchw => [k, c, r, s],
+            Layout::Nhwc => [k, r, s, c],
+        }
+    }
+
+    /// The output's dimensions in storage order: `[N, K, P, Q]` or `[N, P, Q, K]`.
+    pub fn output_dims(&self) -> Result<[usize; 4]> {
+        let (p, q) = self.output_hw()?;
+        let (n, k) = (self.input[0], self.weight[0]);
+        Ok(match self.layout {
+            Layout::Nchw => [n, k, p, q],
+            Layout::Nhwc => [n, p, q, k],
+        })
+    }
+
+    /// Floating-point operations: `2·N·P·Q·K·(C/G)·R·S`.
+    pub fn flops(&self) -> Result<u64> {
+        let (p, q) = self.output_hw()?;
+        let [n, _, _, _] = self.input;
+        let [k, cg, r, s] = self.weight;
+        [2, n, p, q, k, cg, r, s]
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+            .ok_or_else(|| overflow("the flop count".into()))
+    }
+
+    /// The algorithm [`run`](Self::run) uses for element type `T` without a
+    /// bias (module docs); [`algorithm_for`](Self::algorithm_for) with one.
+    pub fn algorithm<T: ConvElement>(&self) -> Result<Algorithm> {
+        self.algorithm_for::<T>(false)
+    }
+
+    /// The algorithm [`run`](Self::run) uses for `T`, with or without a bias
+    /// (a bias rules out the 1×1 GEMM route, whose GEMM has no bias).
+    pub fn algorithm_for<T: ConvElement>(&self, bias: bool) -> Result<Algorithm> {
+        self.geometry()?;
+        let [_, c, _, _] = self.input;
+        let [_, _, r, s] = self.weight;
+        let g = self.groups;
+        if g > 1 && g == c {
+            return Ok(Algorithm::Depthwise);
+        }
+        let p = self.padding;
+        if r == 1
+            && s == 1
+            && self.stride == (1, 1)
+            && p == Padding::default()
+            && self.dilation == (1, 1)
+            && g == 1
+            && !bias
+            && !self.relu
+        {
+            return Ok(Algorithm::Gemm1x1);
+        }
+        if T::KERNELS.implicit.is_some() && (self.layout == Layout::Nchw || g == 1) {
+            return Ok(Algorithm::ImplicitGemm);
+        }
+        Ok(Algorithm::Direct)
+    }
+
+    /// The main kernel [`run`](Self::run) launches for `T` without a bias.
+    pub fn kernel_name<T: ConvElement>(&self) -> Result<&'static str> {
+        self.kernel_name_for::<T>(false)
+    }
+
+    /// The main kernel [`run`](Self::run) launches for `T`, with or without a bias.
+    pub fn kernel_name_for<T: ConvElement>(&self, bias: bool) -> Result<&'static str> {
+        let kernels = T::KERNELS;
+        let nhwc = self.layout == Layout::Nhwc;
+        Ok(match self.algorithm_for::<T>(bias)? {
+            Algorithm::Depthwise | Algorithm::Direct if nhwc => kernels.direct_nhwc,
+            Algorithm::Depthwise | Algorithm::Direct => kernels.direct_nchw,
+            Algorithm::Gemm1x1 => T::gemm_name(nhwc),
+            Algorithm::ImplicitGemm => {
+                let (nchw_name, nhwc_name) = kernels.implicit.expect("ImplicitGemm has kernels");
+                if nhwc { nhwc_name } else { nchw_name }
+            }
+        })
+    }
+
+    /// `y = conv(x, w) (+ bias)`, ReLU if asked, on `dev`, after every check
+    /// (module docs). `x`, `w` and `y` in the layout's storage order; `bias`
+    /// has `K` elements. On the emulator it runs to completion; on a GPU it
+    /// is queued.
+    pub fn run<T: ConvElement>(
+        &self,
+        dev: &Device,
+        x: &DeviceBuffer<T>,
+        w: &DeviceBuffer<T>,
+        bias: Option<&DeviceBuffer<T>>,
+        y: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        let mut geo = self.geometry()?;
+        dev.check_same(x.device())?;
+        dev.check_same(w.device())?;
+        dev.check_same(y.device())?;
+        if let Some(b) = bias {
+            dev.check_same(b.device())?;
+        }
+        let [n, c, h, wd] = self.input;
+        let k = self.weight[0];
+        let (p, q) = (geo.p, geo.q);
+        let lens = [
+            (
+                "x",
+                "the input",
+                product(self.input_dims(), "the input")?,
+                x.len(),
+            ),
+            (
+                "w",
+                "the weight",
+                product(self.weight_dims(), "the weight")?,
+                w.len(),
+            ),
+            (
+                "y",
+                "the output",
+                product(self.output_dims()?, "the output")?,
+                y.len(),
+            ),
+        ];
+        for (name, what, needed, len) in lens {
+            if len != needed {
+                return Err(Error::ShapeMismatch {
+                    op: OP,
+                    detail: format!(
+                        "{name} has {len} elements, but {what} {:?} needs {needed}",
+                        match name {
+                            "x" => self.input_dims(),
+                            "w" => self.weight_dims(),
+                            _ => self.output_dims()?,
+                        }
+                    ),
+                });
+            }
+        }
+        if let Some(b) = bias
+            && b.len() != k
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                detail: format!(
+                    "bias has {} elements, but K = {k} output channels need {k}",
+                    b.len()
+                ),
+            });
+        }
+        if n == 0 || k == 0 {
+            return Ok(());
+        }
+        let nhwc = self.layout == Layout::Nhwc;
+        let algorithm = self.algorithm_for::<T>(bias.is_some())?;
+        let kernel = self.kernel_name_for::<T>(bias.is_some())?;
+        geo.bias = bias.is_some();
+        // An unread stand-in when there is no bias (the kernels read it only
+        // when the geometry's bias flag is set).
+        let bias_buf = bias.unwrap_or(w);
+        let packed = geo.pack();
+        let hw = h * wd; // fits: the input's element count does
+        match algorithm {
+            Algorithm::Gemm1x1 => {
+                if nhwc {
+                    // Y[NHW × K] = X[NHW × C] · Wᵀ, W stored K × C.
+                    let gemm = Gemm::<f32>::new(n * hw, k, c).trans_b(true);
+                    T::run_gemm(dev, gemm, x, w, y)
+                } else {
+                    // Y[n] = W[K × C] · X[n][C × HW], one batch per image.
+                    let gemm = Gemm::<f32>::new(k, hw, c).batch(n).stride_a(0);
+                    T::run_gemm(dev, gemm, w, x, y)
+                }
+            }
+            Algorithm::Depthwise | Algorithm::Direct => {
+                let cfg = grid_stride_config(y.len());
+                T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
+            }
+            Algorithm::ImplicitGemm => {
+                let tile = F32_TILE;
+                let (rows, cols, batches) = if nhwc {
+                    (n * p * q, k, 1)
+                } else {
+                    let batches = n
+                        .checked_mul(self.groups)
+                        .ok_or_else(|| overflow(format!("N·groups = {n}·{}", self.groups)))?;
+                    (geo.kg, p * q, batches)
+                };
+                let cfg = grid(
+                    dev,
+                    kernel,
+                    tile.m,
+                    tile.n,
+                    tile.threads(),
+                    (rows, cols, batches),
+                )?;
+                let total_rows = rows * batches; // = the output's rows: fits
+                let y = y.matrix_mut(total_rows, cols, cols)?;
+                T::launch_implicit(dev, nhwc, cfg, x, w, bias_buf, y, packed)
+            }
+        }
+    }
+}
+
+/// The implicit GEMM's launch: one block per `bm × bn` tile of each batch's
+/// `rows × cols` output, `batches` along z, within the device's limits.
+fn grid(
+    dev: &Device,
+    kernel: &'static str,
+    bm: usize,
+    bn: usize,
+    threads: usize,
+    (rows, cols, batches): (usize, usize, usize),
+) -> Result<LaunchConfig> {
+    let limits = dev.limits().max_grid_dim;
+    let axis = |what: &'static str, v: usize, limit: u32, fix: &'static str| {
+        u32::try_from(v)
+            .ok()
+            .filter(|&t| t <= limit)
+            .ok_or(Error::LaunchConfig {
+                kernel,
+                what,
+                value: v as u64,
+                limit: u64::from(limit),
+                fix,
+            })
+    };
+    let x = axis(
+        "grid.x (column tiles of the output matrix)",
+        cols.div_ceil(bn),
+        limits[0],
+        "split the output channels (NHWC) or the image (NCHW) over several calls",
+    )?;
+    let y = axis(
+        "grid.y (row tiles of the output matrix)",
+        rows.div_ceil(bm),
+        limits[1],
+        "split the batch over several calls",
+    )?;
+    let z = axis(
+        "grid.z (images × groups)",
+        batches,
+        limits[2].min(65535),
+        "split the batch over several calls",
+    )?;
+    Ok(LaunchConfig::new(
+        Dim3::new(x, y, z),
+        Dim3::x(threads as u32),
+    ))
+}

@@ -1,0 +1,532 @@
+//! conv2d verification ([`verify_conv2d`], the [`registry`](crate::registry)
+//! entry `conv2d`): every kernel [`Conv2d::run`] can launch, in both layouts
+//! and each dtype, against [`reference::conv2d`] (the f64 seven-loop
+//! definition, sharing no index code with the kernels).
+//!
+//! **Cases** ([`cases`]): a dense 3×3 with bias and ReLU, stride 2 with
+//! asymmetric padding, dilation 2 with a non-square filter, 2 groups,
+//! depthwise with channel multipliers 1 and 2 (stride, dilation, ReLU), 1×1
+//! without bias (the GEMM route) and with it, an empty batch, a 1×1 image,
+//! and one past the implicit GEMM's 64×64 tile in both directions; then one
+//! random geometry per random length of `lens` (multiply-adds about that
+//! length). Each runs NCHW and NHWC, in f32, f16 and bf16.
+//!
+//! **One report per kernel**, named as [`Conv2d::kernel_name_for`] names it
+//! (`conv2d_direct_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
+//! route, whose kernel is a GEMM that the `gemm` entry already reports: it is
+//! `conv2d_1x1_{nchw,nhwc}_{dtype}` here. A report's `lengths` hold each
+//! case's multiply-adds `N·P·Q·K·(C/G)·R·S`.
+//!
+//! **Tolerance.** The output is poisoned with NaN first, so an element no
+//! thread writes fails. Small-integer inputs (|x|, |w| ≤ 4, |bias| ≤ 8) make
+//! every f32 partial sum exact: the result must be the exact value rounded
+//! once to the output type, bit for bit. Random inputs in (−1, 1) are held to
+//! [`tolerance`]: the dot-product bound of `C·R·S/G` products (plus the
+//! bias) accumulated in f32 over `Σ|x·w| + |bias|` (doubled on the tensor
+//! cores, whose `mma` order is the hardware's), plus the final rounding to a
+//! narrower output.
+
+use super::{EDGE_LENGTHS, GemmValue, KernelReport};
+use crate::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
+use crate::{Device, Result, reference};
+use half::{bf16, f16};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// One verification geometry, in logical sizes (any layout).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spec {
+    /// `[N, C, H, W]`.
+    pub input: [usize; 4],
+    /// `[K, C/G, R, S]`.
+    pub weight: [usize; 4],
+    /// `(rows, columns)`.
+    pub stride: (usize, usize),
+    /// Zero padding.
+    pub padding: Padding,
+    /// `(rows, columns)`.
+    pub dilation: (usize, usize),
+    /// Groups.
+    pub groups: usize,
+    /// ReLU after the bias.
+    pub relu: bool,
+    /// With a bias of `K` values.
+    pub bias: bool,
+    /// Small-integer inputs (exact results) rather than random ones in (−1, 1).
+    pub integers: bool,
+}
+
+impl Spec {
+    fn dense(input: [usize; 4], weight: [usize; 4]) -> Spec {
+        Spec {
+            input,
+            weight,
+            stride: (1, 1),
+            padding: Padding::default(),
+            dilation: (1, 1),
+            groups: 1,
+            relu: false,
+            bias: false,
+            integers: true,
+        }
+    }
+
+    /// The convolution in `layout`.
+    pub fn conv(&self, layout: Layout) -> Conv2d {
+        Conv2d::new(layout, self.input, self.weight)
+            .stride(self.stride.0, self.stride.1)
+            .padding(self.padding)
+            .dilation(self.dilation.0, self.dilation.1)
+            .groups(self.groups)
+            .relu(self.relu)
+    }
+
+    /// Multiply-adds `N·P·Q·K·(C/G)·R·S` (0 for an invalid geometry).
+    pub fn macs(&self) -> usize {
+        let conv = self.conv(Layout::Nchw);
+        conv.flops().map_or(0, |f| (f / 2) as usize)
+    }
+
+    fn describe(&self, layout: Layout) -> String {
+        let p = self.padding;
+        format!(
+            "{layout:?} x {:?} w {:?} stride {:?} pad ({}, {}, {}, {}) dilation {:?} groups {}{}{}{}",
+            self.input,
+            self.weight,
+            self.stride,
+            p.top,
+            p.bottom,
+            p.left,
+            p.right,
+            self.dilation,
+            self.groups,
+            if self.bias { " bias" } else { "" },
+            if self.relu { " relu" } else { "" },
+            if self.integers { " (exact)" } else { "" },
+        )
+    }
+}
+
+/// The fixed cases (module docs), then one random geometry per length of
+/// `lens` past [`EDGE_LENGTHS`].
+pub fn cases(rng: &mut StdRng, lens: &[usize]) -> Vec<Spec> {
+    let d = Spec::dense;
+    let mut v = vec![
+        Spec {
+            padding: Padding::uniform(1),
+            relu: true,
+            bias: true,
+            ..d([2, 3, 7, 7], [5, 3, 3, 3])
+        },
+        Spec {
+            stride: (2, 2),
+            padding: Padding {
+                top: 1,
+                bottom: 0,
+                left: 2,
+                right: 1,
+            },
+            ..d([1, 4, 9, 8], [6, 4, 3, 3])
+        },
+        Spec {
+            dilation: (2, 2),
+            padding: Padding::symmetric(2, 1),
+            integers: false,
+            ..d([1, 3, 8, 9], [4, 3, 3, 2])
+        },
+        Spec {
+            groups: 2,
+            stride: (1, 2),
+            padding: Padding::uniform(1),
+            bias: true,
+            ..d([2, 4, 6, 7], [6, 2, 3, 3])
+        },
+        // Depthwise, channel multiplier 2, dilation along rows.
+        Spec {
+            groups: 4,
+            padding: Padding::uniform(1),
+            dilation: (2, 1),
+            bias: true,
+            ..d([1, 4, 7, 6], [8, 1, 3, 3])
+        },
+        // Depthwise, multiplier 1, stride 2, ReLU, random values.
+        Spec {
+            groups: 6,
+            stride: (2, 2),
+            padding: Padding::uniform(1),
+            relu: true,
+            integers: false,
+            ..d([2, 6, 9, 9], [6, 1, 3, 3])
+        },
+        // 1×1, stride 1, no padding, no bias: the GEMM route.
+        d([2, 5, 4, 6], [7, 5, 1, 1]),
+        Spec {
+            integers: false,
+            ..d([1, 9, 5, 3], [4, 9, 1, 1])
+        },
+        // 1×1 with a bias: not the GEMM route.
+        Spec {
+            bias: true,
+            ..d([1, 5, 4, 6], [7, 5, 1, 1])
+        },
+        // An empty batch, and a 1×1 image with a padded 3×3 filter.
+        Spec {
+            padding: Padding::uniform(1),
+            ..d([0, 3, 5, 5], [4, 3, 3, 3])
+        },
+        Spec {
+            padding: Padding::uniform(1),
+            bias: true,
+            ..d([1, 2, 1, 1], [3, 2, 3, 3])
+        },
+        // Past the 64×64 tile both ways (NHWC rows N·P·Q = 81, NCHW columns P·Q = 81; K = 70).
+        Spec {
+            padding: Padding::uniform(1),
+            integers: false,
+            ..d([1, 3, 9, 9], [70, 3, 3, 3])
+        },
+    ];
+    for &len in lens.iter().skip(EDGE_LENGTHS.len()) {
+        v.push(random_spec(rng, len));
+    }
+    v
+}
+
+/// A random valid geometry of about `len` multiply-adds (random values).
+fn random_spec(rng: &mut StdRng, len: usize) -> Spec {
+    let groups = [1, 1, 2, 3][rng.random_range(0..4)];
+    let cg = rng.random_range(1..=6);
+    let depthwise = rng.random_range(0..4) == 0;
+    let (c, groups, cg) = if depthwise {
+        let c = rng.random_range(2..=16);
+        (c, c, 1)
+    } else {
+        (groups * cg, groups, cg)
+    };
+    let k = groups * rng.random_range(1..=8);
+    let (r, s) = (rng.random_range(1..=4), rng.random_range(1..=4));
+    let stride = (rng.random_range(1..=2), rng.random_range(1..=2));
+    let dilation = (rng.random_range(1..=2), rng.random_range(1..=2));
+    let padding = Padding {
+        top: rng.random_range(0..=2),
+        bottom: rng.random_range(0..=2),
+        left: rng.random_range(0..=2),
+        right: rng.random_range(0..=2),
+    };
+    let n = rng.random_range(1..=2);
+    // P·Q ≈ len / (N·K·(C/G)·R·S); H and W about stride · sqrt of that.
+    let per_pixel = n * k * cg * r * s;
+    let side = ((len / per_pixel.max(1)) as f64).sqrt().max(1.0) as usize;
+    let extent = |f: usize, d: usize| (f - 1) * d + 1;
+    let h = (side * stride.0).max(extent(r, dilation.0)).min(96);
+    let w = (side * stride.1).max(extent(s, dilation.1)).min(96);
+    Spec {
+        input: [n, c, h, w],
+        weight: [k, cg, r, s],
+        stride,
+        padding,
+        dilation,
+        groups,
+        relu: rng.random_range(0..2) == 0,
+        bias: rng.random_range(0..2) == 0,
+        integers: false,
+    }
+}
+
+/// The bound on `|result − exact|` for one output: `terms` products (plus a
+/// bias) accumulated in f32 over `magnitude = Σ|x·w| + |bias|`
+/// ([`reference::gemm::tolerance`]), doubled for the tensor cores, plus
+/// rounding the f32 result to an output type of unit roundoff `out_unit`
+/// (with `out_underflow` near 0) when that is coarser than f32.
+pub fn tolerance(
+    exact: f64,
+    magnitude: f64,
+    terms: usize,
+    tensor_cores: bool,
+    (out_unit, out_underflow): (f64, f64),
+) -> f64 {
+    let f32_unit = f64::from(f32::EPSILON) / 2.0;
+    let mut tol = reference::gemm::tolerance(magnitude, terms + 1, f32_unit);
+    if tensor_cores {
+        tol *= 2.0;
+    }
+    if out_unit > f32_unit {
+        tol += out_unit * (exact.abs() + tol) + out_underflow;
+    }
+    tol
+}
+
+/// Checks a run's output `got` against the reference `want` (exact values)
+/// and `magnitude` (`Σ|x·w| + |bias|` per output) into `report`: exactly
+/// `T`'s rounding of `want` for an `integers` case, within [`tolerance`]
+/// otherwise; NaN where a number is due fails.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check_results<T: GemmValue>(
+    report: &mut KernelReport,
+    case: &str,
+    got: &[f64],
+    want: &[f64],
+    magnitude: &[f64],
+    terms: usize,
+    integers: bool,
+    tensor_cores: bool,
+) {
+    if got.len() != want.len() {
+        let why = format!("{} outputs, expected {}", got.len(), want.len());
+        report.record(case, 0, 0.0, 0.0, Err(why));
+        return;
+    }
+    for (i, ((&g, &exact), &mag)) in got.iter().zip(want).zip(magnitude).enumerate() {
+        let (w, tol) = if integers {
+            // The exact integer fits f32, so through f32 it rounds once to T.
+            (T::from_f64(f64::from(exact as f32)).to_f64(), 0.0)
+        } else {
+            let tol = tolerance(
+                exact,
+                mag,
+                terms,
+                tensor_cores,
+                (T::UNIT_ROUNDOFF, T::UNDERFLOW),
+            );
+            (exact, tol)
+        };
+        let err = (g - w).abs();
+        let outcome = if g == w {
+            Ok(0.0)
+        } else if err <= tol {
+            Ok(err / tol)
+        } else {
+            Err(format!(
+                "got {g:e}, reference {w:e}, error {err:e} > tolerance {tol:e}"
+            ))
+        };
+        report.record(case, i, g, w, outcome);
+    }
+}
+
+/// The report name of `spec` in `layout` for `T`: the kernel's own, or
+/// `conv2d_1x1_{layout}_{dtype}` for the GEMM route (module docs).
+fn report_name<T: ConvElement>(conv: &Conv2d, bias: bool) -> Result<&'static str> {
+    if conv.algorithm_for::<T>(bias)? == Algorithm::Gemm1x1 {
+        let layout = match conv.layout() {
+            Layout::Nchw => "nchw",
+            Layout::Nhwc => "nhwc",
+        };
+        let name = format!("conv2d_1x1_{layout}_{}", T::DTYPE.name());
+        return Ok(Box::leak(name.into_boxed_str()));
+    }
+    conv.kernel_name_for::<T>(bias)
+}
+
+/// Runs `spec` in `layout` on `dev` in `T` and checks it into the report of
+/// its kernel (created in `reports` on first use).
+fn check_case<T: ConvElement + GemmValue>(
+    dev: &Device,
+    rng: &mut StdRng,
+    spec: &Spec,
+    layout: Layout,
+    reports: &mut Vec<KernelReport>,
+) -> Result<()> {
+    let conv = spec.conv(layout);
+    let name = report_name::<T>(&conv, spec.bias)?;
+    let at = match reports.iter().position(|r| r.kernel == name) {
+        Some(i) => i,
+        None => {
+            reports.push(KernelReport::default_for(name));
+            reports.len() - 1
+        }
+    };
+    let report = &mut reports[at];
+    report.lengths.push(spec.macs());
+    let mut draw = |len: usize, limit: i32| -> Vec<f64> {
+        (0..len)
+            .map(|_| {
+                let v = if spec.integers {
+                    f64::from(rng.random_range(-limit..=limit))
+                } else {
+                    rng.random_range(-1.0..1.0)
+                };
+                T::from_f64(v).to_f64()
+            })
+            .collect()
+    };
+    let count = |d: [usize; 4]| d.iter().product::<usize>();
+    let x = draw(count(conv.input_dims()), 4);
+    let w = draw(count(conv.weight_dims()), 4);
+    let bias = spec.bias.then(|| draw(spec.weight[0], 8));
+    let want = reference::conv2d(&conv, &x, &w, bias.as_deref())?;
+    let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    let magnitude = reference::conv2d(
+        &conv.relu(false),
+        &abs(&x),
+        &abs(&w),
+        bias.as_deref().map(abs).as_deref(),
+    )?;
+    let upload = |v: &[f64]| dev.upload(&v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>());
+    let (xb, wb) = (upload(&x)?, upload(&w)?);
+    let bb = bias.as_deref().map(upload).transpose()?;
+    // NaN first: an output no thread writes fails.
+    let mut yb = dev.upload(&vec![T::from_f64(f64::NAN); want.len()])?;
+    conv.run(dev, &xb, &wb, bb.as_ref(), &mut yb)?;
+    let got: Vec<f64> = yb.to_host()?.into_iter().map(T::to_f64).collect();
+    let tensor_cores =
+        conv.algorithm_for::<T>(spec.bias)? == Algorithm::Gemm1x1 && T::DTYPE.name() != "f32";
+    let terms = spec.weight[1] * spec.weight[2] * spec.weight[3];
+    check_results::<T>(
+        report,
+        &spec.describe(layout),
+        &got,
+        &want,
+        &magnitude,
+        terms,
+        spec.integers,
+        tensor_cores,
+    );
+    Ok(())
+}
+
+/// Every conv2d kernel (module docs): each case of [`cases`] in NCHW and
+/// NHWC, in f32, f16 and bf16, one report per kernel.
+pub fn verify_conv2d(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
+    let specs = cases(rng, lens);
+    let mut reports = Vec::new();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        for spec in &specs {
+            check_case::<f32>(dev, rng, spec, layout, &mut reports)?;
+            check_case::<f16>(dev, rng, spec, layout, &mut reports)?;
+            check_case::<bf16>(dev, rng, spec, layout, &mut reports)?;
+        }
+    }
+    Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn every_kernel_passes_with_a_report_each_covering_its_cases() {
+        let dev = Device::emulator();
+        let mut rng = StdRng::seed_from_u64(11);
+        let reports = verify_conv2d(&dev, &mut rng, EDGE_LENGTHS).unwrap();
+        let names: Vec<&str> = reports.iter().map(|r| r.kernel).collect();
+        let mut expected = Vec::new();
+        for layout in ["nchw", "nhwc"] {
+            expected.push(format!("conv2d_{layout}_f32_64x64x16"));
+            for dtype in ["f32", "f16", "bf16"] {
+                expected.push(format!("conv2d_direct_{layout}_{dtype}"));
+                expected.push(format!("conv2d_1x1_{layout}_{dtype}"));
+            }
+        }
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        let mut want: Vec<&str> = expected.iter().map(String::as_str).collect();
+        want.sort_unstable();
+        assert_eq!(sorted, want, "{names:?}");
+        for r in &reports {
+            assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
+            assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
+        }
+        // The direct f16/bf16 kernels see dense, grouped, depthwise and dilated
+        // cases, the empty batch among them.
+        let direct = reports
+            .iter()
+            .find(|r| r.kernel == "conv2d_direct_nhwc_bf16")
+            .unwrap();
+        assert!(direct.lengths.len() >= 9, "{direct:?}");
+        assert!(direct.lengths.contains(&0), "{direct:?}");
+        // Depthwise NHWC f32 runs the direct kernel, the dense f32 ones the implicit GEMM.
+        let f32_direct = reports
+            .iter()
+            .find(|r| r.kernel == "conv2d_direct_nhwc_f32")
+            .unwrap();
+        assert!(f32_direct.lengths.len() >= 3, "{f32_direct:?}");
+    }
+
+    #[test]
+    fn a_wrong_element_fails_exact_and_toleranced_cases() {
+        // Exact case: the reference 5 (representable) against 5 and 6.
+        let mut ok = KernelReport::default_for("k");
+        check_results::<f32>(
+            &mut ok,
+            "c",
+            &[5.0, -3.0],
+            &[5.0, -3.0],
+            &[9.0; 2],
+            4,
+            true,
+            false,
+        );
+        assert!(ok.passed(), "{:?}", ok.failure);
+        let mut bad = KernelReport::default_for("k");
+        check_results::<f32>(
+            &mut bad,
+            "c",
+            &[5.0, -2.0],
+            &[5.0, -3.0],
+            &[9.0; 2],
+            4,
+            true,
+            false,
+        );
+        assert!(!bad.passed());
+        // bf16 rounds 257 to 256 (ties to even): 257 itself is not a bf16.
+        let mut r = KernelReport::default_for("k");
+        check_results::<bf16>(&mut r, "c", &[256.0], &[257.0], &[257.0], 4, true, false);
+        assert!(r.passed(), "{:?}", r.failure);
+        // Random values: within the bound passes, a dropped product (0.5 off) fails,
+        // and a NaN (an unwritten output) fails.
+        let tol = tolerance(1.0, 2.0, 27, false, (f64::from(f32::EPSILON) / 2.0, 0.0));
+        assert!(tol > 0.0 && tol < 1e-5, "{tol}");
+        let mut r = KernelReport::default_for("k");
+        check_results::<f32>(
+            &mut r,
+            "c",
+            &[1.0 + tol / 2.0],
+            &[1.0],
+            &[2.0],
+            27,
+            false,
+            false,
+        );
+        assert!(r.passed(), "{:?}", r.failure);
+        for wrong in [1.5, f64::NAN] {
+            let mut r = KernelReport::default_for("k");
+            check_results::<f32>(&mut r, "c", &[wrong], &[1.0], &[2.0], 27, false, false);
+            assert!(!r.passed(), "{wrong} accepted");
+        }
+        // A short output fails.
+        let mut r = KernelReport::default_for("k");
+        check_results::<f16>(
+            &mut r,
+            "c",
+            &[1.0],
+            &[1.0, 2.0],
+            &[1.0, 2.0],
+            1,
+            true,
+            false,
+        );
+        assert!(!r.passed());
+    }
+
+    #[test]
+    fn random_geometries_are_valid_and_near_their_length() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for len in [2048, 20_000, 200_000] {
+            for _ in 0..50 {
+                let spec = random_spec(&mut rng, len);
+                for layout in [Layout::Nchw, Layout::Nhwc] {
+                    spec.conv(layout).validate().unwrap();
+                }
+                assert!(spec.macs() > 0, "{spec:?}");
+                assert!(
+                    spec.macs() <= 100 * len.max(10_000),
+                    "{spec:?}: {}",
+                    spec.macs()
+                );
+            }
+        }
+    }
+}

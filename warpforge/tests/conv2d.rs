@@ -1,0 +1,488 @@
+//! `warpforge::conv2d` on the emulator (and, ignored without one, a GPU)
+//! against the direct seven-loop f64 reference (`reference::conv2d`):
+//! random N, C, H, W, K, R, S, stride, per-side padding, dilation, groups
+//! (1, a divisor, depthwise with a channel multiplier), bias and ReLU on or
+//! off, both layouts, every dtype; then named edge cases and every error.
+//!
+//! **Tolerance.** Inputs, weights and bias are integers in [-3, 3], so every
+//! product is an integer of magnitude ≤ 9 and every partial sum of the
+//! `(C/G)·R·S` products plus the bias is an integer of magnitude
+//! ≤ 9·(C/G)·R·S + 3 — below 2²⁴ for every case here ((C/G)·R·S ≤ 6·5·5),
+//! hence exact in the kernels' f32 accumulator whatever the order (the
+//! tensor-core 1×1 route included). The output is then one rounding of the
+//! exact value to the dtype, so the check is exact: `y == T::from(ref)`
+//! (for f32 that is `ref` itself; for f16/bf16 the reference rounded once,
+//! to nearest-even, by `half`). One dropped, duplicated or misplaced product
+//! changes the integer, so it fails.
+
+use half::{bf16, f16};
+use proptest::prelude::*;
+use warpforge::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
+use warpforge::{Device, Error, reference};
+
+trait Val: ConvElement {
+    fn from_f64(x: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Val for f32 {
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Val for f16 {
+    fn from_f64(x: f64) -> f16 {
+        f16::from_f64(x)
+    }
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+}
+
+impl Val for bf16 {
+    fn from_f64(x: f64) -> bf16 {
+        bf16::from_f64(x)
+    }
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+}
+
+/// Small integers in [-3, 3] from a seed (xorshift).
+fn ints(len: usize, seed: &mut u64) -> Vec<f64> {
+    (0..len)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            (*seed % 7) as f64 - 3.0
+        })
+        .collect()
+}
+
+/// Runs `conv` on `dev` in `T` and compares with the reference exactly
+/// (module docs). Returns the algorithm it ran.
+fn check<T: Val>(dev: &Device, conv: &Conv2d, bias: bool, seed: u64) -> Algorithm {
+    let mut seed = seed | 1;
+    let len = |d: [usize; 4]| d.iter().product::<usize>();
+    let x = ints(len(conv.input_dims()), &mut seed);
+    let w = ints(len(conv.weight_dims()), &mut seed);
+    let k = conv.weight_dims()[0];
+    let b = bias.then(|| ints(k, &mut seed));
+    let want = reference::conv2d(conv, &x, &w, b.as_deref()).unwrap();
+    let up = |v: &[f64]| {
+        dev.upload(&v.iter().map(|&e| T::from_f64(e)).collect::<Vec<T>>())
+            .unwrap()
+    };
+    let (xd, wd) = (up(&x), up(&w));
+    let bd = b.as_deref().map(up);
+    // NaN-filled output: every element must be written.
+    let out_len = len(conv.output_dims().unwrap());
+    let mut y = dev.upload(&vec![T::from_f64(f64::NAN); out_len]).unwrap();
+    conv.run(dev, &xd, &wd, bd.as_ref(), &mut y)
+        .unwrap_or_else(|e| panic!("{conv:?}: {e}"));
+    let got = y.to_host().unwrap();
+    for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+        let expect = T::from_f64(*r);
+        assert!(
+            g.to_f64() == expect.to_f64(),
+            "{conv:?} bias {bias}: y[{i}] = {:?}, reference {r} (rounded {:?}); algorithm {}",
+            g,
+            expect,
+            conv.algorithm_for::<T>(bias).unwrap()
+        );
+    }
+    conv.algorithm_for::<T>(bias).unwrap()
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    layout: Layout,
+    n: usize,
+    c: usize,
+    k: usize,
+    groups: usize,
+    h: usize,
+    w: usize,
+    r: usize,
+    s: usize,
+    stride: (usize, usize),
+    pad: Padding,
+    dil: (usize, usize),
+    bias: bool,
+    relu: bool,
+    seed: u64,
+}
+
+impl Case {
+    fn conv(&self) -> Conv2d {
+        Conv2d::new(
+            self.layout,
+            [self.n, self.c, self.h, self.w],
+            [self.k, self.c / self.groups, self.r, self.s],
+        )
+        .stride(self.stride.0, self.stride.1)
+        .padding(self.pad)
+        .dilation(self.dil.0, self.dil.1)
+        .groups(self.groups)
+        .relu(self.relu)
+    }
+}
+
+fn cases() -> impl Strategy<Value = Case> {
+    (
+        (
+            any::<bool>(),
+            1usize..=2,
+            0u8..3,
+            1usize..=6,
+            1usize..=5,
+            1usize..=3,
+        ),
+        (
+            1usize..=3,
+            1usize..=3,
+            1usize..=2,
+            1usize..=2,
+            1usize..=2,
+            1usize..=2,
+        ),
+        (
+            0usize..=2,
+            0usize..=2,
+            0usize..=2,
+            0usize..=2,
+            0usize..=4,
+            0usize..=4,
+        ),
+        (any::<bool>(), any::<bool>(), any::<u64>()),
+    )
+        .prop_map(
+            |(
+                (nhwc, n, mode, cg, kg, g),
+                (r, s, sh, sw, dh, dw),
+                (top, bottom, left, right, eh, ew),
+                (bias, relu, seed),
+            )| {
+                // Groups: 1, a divisor (g of C = cg·g), or depthwise (G = C,
+                // K = C·multiplier, the multiplier kg).
+                let (c, k, groups) = match mode {
+                    0 => (cg, kg, 1),
+                    1 => (cg * (g + 1), kg * (g + 1), g + 1),
+                    _ => (cg, cg * kg.min(3), cg),
+                };
+                let pad = Padding {
+                    top,
+                    bottom,
+                    left,
+                    right,
+                };
+                // The input at least as large as the dilated filter once padded.
+                let (er, es) = (dh * (r - 1) + 1, dw * (s - 1) + 1);
+                let h = er.saturating_sub(top + bottom).max(1) + eh;
+                let w = es.saturating_sub(left + right).max(1) + ew;
+                Case {
+                    layout: if nhwc { Layout::Nhwc } else { Layout::Nchw },
+                    n,
+                    c,
+                    k,
+                    groups,
+                    h,
+                    w,
+                    r,
+                    s,
+                    stride: (sh, sw),
+                    pad,
+                    dil: (dh, dw),
+                    bias,
+                    relu,
+                    seed,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn f32_matches_reference(case in cases()) {
+        check::<f32>(&Device::emulator(), &case.conv(), case.bias, case.seed);
+    }
+
+    #[test]
+    fn f16_matches_reference(case in cases()) {
+        check::<f16>(&Device::emulator(), &case.conv(), case.bias, case.seed);
+    }
+
+    #[test]
+    fn bf16_matches_reference(case in cases()) {
+        check::<bf16>(&Device::emulator(), &case.conv(), case.bias, case.seed);
+    }
+}
+
+#[test]
+fn channels_not_multiples_of_8_and_odd_sizes() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = Conv2d::new(layout, [2, 5, 9, 7], [7, 5, 3, 3])
+            .stride(2, 1)
+            .padding(Padding {
+                top: 1,
+                bottom: 0,
+                left: 2,
+                right: 1,
+            });
+        assert_eq!(conv.output_hw().unwrap(), (4, 8));
+        assert_eq!(check::<f32>(&dev, &conv, true, 7), Algorithm::ImplicitGemm);
+        check::<f16>(&dev, &conv, true, 8);
+        check::<bf16>(&dev, &conv, false, 9);
+    }
+}
+
+/// A tile's worth and more of output pixels and channels: the implicit
+/// GEMM's ragged tile edges in both dimensions and several k-steps.
+#[test]
+fn implicit_gemm_across_tiles() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = Conv2d::new(layout, [1, 6, 9, 9], [67, 6, 3, 3]).padding(Padding::uniform(1));
+        assert_eq!(check::<f32>(&dev, &conv, true, 11), Algorithm::ImplicitGemm);
+    }
+}
+
+#[test]
+fn algorithm_rule() {
+    let nchw = |c, k, g| Conv2d::new(Layout::Nchw, [1, c, 8, 8], [k, c / g, 3, 3]).groups(g);
+    let nhwc = |c, k, g| Conv2d::new(Layout::Nhwc, [1, c, 8, 8], [k, c / g, 3, 3]).groups(g);
+    assert_eq!(
+        nchw(4, 8, 1).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nchw(4, 8, 2).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(nhwc(4, 8, 2).algorithm::<f32>().unwrap(), Algorithm::Direct);
+    assert_eq!(
+        nchw(4, 8, 4).algorithm::<f32>().unwrap(),
+        Algorithm::Depthwise
+    );
+    assert_eq!(
+        nhwc(4, 4, 4).algorithm::<f16>().unwrap(),
+        Algorithm::Depthwise
+    );
+    assert_eq!(nchw(4, 8, 1).algorithm::<f16>().unwrap(), Algorithm::Direct);
+    let one = Conv2d::new(Layout::Nhwc, [2, 4, 3, 3], [5, 4, 1, 1]);
+    assert_eq!(one.algorithm::<f32>().unwrap(), Algorithm::Gemm1x1);
+    assert_eq!(one.algorithm::<bf16>().unwrap(), Algorithm::Gemm1x1);
+    assert_eq!(
+        one.algorithm_for::<f32>(true).unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        one.relu(true).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        one.stride(2, 1).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        one.kernel_name::<f32>().unwrap(),
+        warpforge::gemm::Gemm::<f32>::new(1, 1, 1)
+            .trans_b(true)
+            .kernel_name()
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).kernel_name::<f32>().unwrap(),
+        "conv2d_nhwc_f32_64x64x16"
+    );
+    assert_eq!(
+        nchw(4, 4, 4).kernel_name::<bf16>().unwrap(),
+        "conv2d_direct_nchw_bf16"
+    );
+    assert_eq!(format!("{}", Algorithm::ImplicitGemm), "implicit GEMM");
+}
+
+#[test]
+fn one_by_one_route_matches_reference() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = Conv2d::new(layout, [3, 5, 3, 5], [6, 5, 1, 1]);
+        assert_eq!(check::<f32>(&dev, &conv, false, 3), Algorithm::Gemm1x1);
+        assert_eq!(check::<f16>(&dev, &conv, false, 4), Algorithm::Gemm1x1);
+        assert_eq!(check::<bf16>(&dev, &conv, false, 5), Algorithm::Gemm1x1);
+        // With a bias the route changes, the result does not.
+        check::<f32>(&dev, &conv, true, 6);
+    }
+}
+
+#[test]
+fn relu_keeps_nan() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = Conv2d::new(layout, [1, 1, 1, 2], [1, 1, 1, 1]).relu(true);
+        let x = dev.upload(&[f32::NAN, -2.0]).unwrap();
+        let w = dev.upload(&[1.0f32]).unwrap();
+        let b = dev.upload(&[0.5f32]).unwrap();
+        let mut y = dev.alloc_zeroed::<f32>(2).unwrap();
+        conv.run(&dev, &x, &w, Some(&b), &mut y).unwrap();
+        let y = y.to_host().unwrap();
+        assert!(y[0].is_nan(), "{y:?}");
+        assert_eq!(y[1], 0.0);
+    }
+}
+
+#[test]
+fn empty_batch_writes_nothing() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = Conv2d::new(layout, [0, 3, 5, 5], [4, 3, 3, 3]);
+        assert_eq!(conv.output_dims().unwrap().iter().product::<usize>(), 0);
+        let x = dev.alloc_zeroed::<f32>(0).unwrap();
+        let w = dev.upload(&[1.0f32; 4 * 27]).unwrap();
+        let mut y = dev.alloc_zeroed::<f32>(0).unwrap();
+        conv.run(&dev, &x, &w, None, &mut y).unwrap();
+        assert_eq!(conv.flops().unwrap(), 0);
+        // K = 0: also empty, with a sentinel-filled output of length 0.
+        let conv = Conv2d::new(layout, [1, 3, 5, 5], [0, 3, 3, 3]);
+        let x = dev.upload(&[1.0f32; 75]).unwrap();
+        let w = dev.alloc_zeroed::<f32>(0).unwrap();
+        conv.run(&dev, &x, &w, None, &mut y).unwrap();
+    }
+}
+
+fn invalid_parameter(result: warpforge::Result<()>) -> &'static str {
+    match result {
+        Err(Error::InvalidParameter { op, parameter, .. }) => {
+            assert_eq!(op, "conv2d");
+            parameter
+        }
+        other => panic!("expected InvalidParameter, got {other:?}"),
+    }
+}
+
+#[test]
+fn invalid_parameters_name_the_parameter() {
+    let base = Conv2d::new(Layout::Nchw, [1, 4, 5, 5], [8, 4, 3, 3]);
+    assert_eq!(invalid_parameter(base.stride(0, 1).validate()), "stride");
+    assert_eq!(
+        invalid_parameter(base.dilation(1, 0).validate()),
+        "dilation"
+    );
+    assert_eq!(invalid_parameter(base.groups(0).validate()), "groups");
+    assert_eq!(invalid_parameter(base.groups(3).validate()), "groups");
+    // Groups 2 divide C and K, but the weight still says C/g = 4.
+    assert_eq!(invalid_parameter(base.groups(2).validate()), "weight");
+    // A 3×3 filter with dilation 3 spans 7 > 5; padding 1 makes 7: it fits.
+    let big = base.dilation(3, 1);
+    assert_eq!(invalid_parameter(big.validate()), "weight");
+    assert!(big.padding(Padding::symmetric(1, 0)).validate().is_ok());
+    let err = big.validate().unwrap_err().to_string();
+    assert!(err.contains("larger than the padded input"), "{err}");
+    // run refuses it too, before looking at the buffers.
+    let dev = Device::emulator();
+    let x = dev.alloc_zeroed::<f32>(1).unwrap();
+    let mut y = dev.alloc_zeroed::<f32>(1).unwrap();
+    assert_eq!(
+        invalid_parameter(big.run(&dev, &x, &x, None, &mut y)),
+        "weight"
+    );
+    assert!(matches!(
+        Conv2d::new(Layout::Nhwc, [usize::MAX, 4, 5, 5], [8, 4, 3, 3]).validate(),
+        Err(Error::SizeOverflow { .. })
+    ));
+}
+
+#[test]
+fn wrong_buffer_lengths_name_the_operand() {
+    let dev = Device::emulator();
+    let conv = Conv2d::new(Layout::Nhwc, [1, 2, 4, 4], [3, 2, 3, 3]);
+    let buf = |len| dev.alloc_zeroed::<f32>(len).unwrap();
+    let (x, w, b, mut y) = (buf(32), buf(54), buf(3), buf(12));
+    assert!(conv.run(&dev, &x, &w, Some(&b), &mut y).is_ok());
+    let mismatch = |r: warpforge::Result<()>, operand: &str, lens: [&str; 2]| match r {
+        Err(Error::ShapeMismatch { op, detail }) => {
+            assert_eq!(op, "conv2d");
+            assert!(detail.starts_with(operand), "{detail}");
+            for l in lens {
+                assert!(detail.contains(l), "{detail}");
+            }
+        }
+        other => panic!("expected ShapeMismatch for {operand}, got {other:?}"),
+    };
+    mismatch(
+        conv.run(&dev, &buf(31), &w, None, &mut y),
+        "x ",
+        ["31", "32"],
+    );
+    mismatch(
+        conv.run(&dev, &x, &buf(55), None, &mut y),
+        "w ",
+        ["55", "54"],
+    );
+    mismatch(
+        conv.run(&dev, &x, &w, Some(&buf(2)), &mut y),
+        "bias",
+        ["2", "3"],
+    );
+    mismatch(
+        conv.run(&dev, &x, &w, None, &mut buf(13)),
+        "y ",
+        ["13", "12"],
+    );
+}
+
+// ---------------------------------------------------------------------------
+// On a GPU (ignored without one).
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn gpu_matches_reference(case in cases()) {
+        let dev = Device::gpu(0).unwrap();
+        check::<f32>(&dev, &case.conv(), case.bias, case.seed);
+        check::<f16>(&dev, &case.conv(), case.bias, case.seed);
+        check::<bf16>(&dev, &case.conv(), case.bias, case.seed);
+    }
+}
+
+/// ResNet-50 layer shapes, batch 2 (the CPU reference stays fast). Sums of
+/// up to 9·(C·R·S = 4608) are still exact in f32.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_resnet50_layers() {
+    let dev = Device::gpu(0).unwrap();
+    // (C, H, K, R, stride, padding)
+    let layers = [
+        (3, 224, 64, 7, 2, 3),
+        (64, 56, 64, 1, 1, 0),
+        (64, 56, 64, 3, 1, 1),
+        (64, 56, 256, 1, 1, 0),
+        (128, 28, 128, 3, 1, 1),
+        (256, 56, 128, 1, 2, 0),
+        (256, 14, 256, 3, 1, 1),
+        (512, 7, 512, 3, 1, 1),
+    ];
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        for (i, &(c, h, k, r, st, pad)) in layers.iter().enumerate() {
+            let conv = Conv2d::new(layout, [2, c, h, h], [k, c, r, r])
+                .stride(st, st)
+                .padding(Padding::uniform(pad));
+            check::<f32>(&dev, &conv, true, i as u64);
+            check::<f16>(&dev, &conv, false, i as u64);
+            check::<bf16>(&dev, &conv, true, i as u64);
+        }
+    }
+}

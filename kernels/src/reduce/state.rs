@@ -6,6 +6,7 @@
 //! [`Reduction`] that turns one element into a state. The kernels in
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
+use warpforge_device::global::{Plain, Vector16, vectors16};
 use warpforge_device::num;
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
 use warpforge_device::{bf16, f16};
@@ -189,32 +190,78 @@ int_acc!(i32, u32; i64, u64; u32, u32);
 /// Element types a reduction reads, and the accumulator each widens to:
 /// f16, bf16 and f32 accumulate in f32 (both conversions are exact), f64 in
 /// f64, integers in their own type.
-pub trait Input: Copy {
+pub trait Input: Plain {
     /// The accumulator type.
     type Acc: Acc;
+    /// Elements per 16-byte vector load: 2 (f64, i64), 4 (f32, i32, u32),
+    /// 8 (f16, bf16).
+    const WIDTH: u64;
+    /// [`Self::WIDTH`] elements at a 16-byte boundary.
+    type Vector: Copy;
     /// The element as an accumulator value (exact).
     fn widen(self) -> Self::Acc;
+    /// `x` as its unaligned head's length and its aligned vectors ([`vectors16`]).
+    fn vectors(x: &[Self]) -> (usize, &[Self::Vector]);
+    /// Element `i` of `v`.
+    fn lane(v: &Self::Vector, i: usize) -> Self;
+    /// `acc` pushed with the elements of vectors `0, 32, 64, …` of `v` (a
+    /// lane's share of a full rows unit: `16 / WIDTH` vectors), in order, the
+    /// first element at position `j` along the axis and vector `i` at
+    /// `j + 32·WIDTH·i`. All the loads are issued before the first fold;
+    /// `None` if `v` is shorter than `32·(16 / WIDTH − 1) + 1`.
+    fn fold_lane_unit<R: Reduction<Self>>(
+        v: &[Self::Vector],
+        acc: R::State,
+        j: u64,
+    ) -> Option<R::State>;
 }
 
 macro_rules! input {
-    ($($t:ty => $acc:ty, $widen:expr);*) => { $(
+    ($($t:ty => $acc:ty, $n:literal, $widen:expr);*) => { $(
         impl Input for $t {
             type Acc = $acc;
+            const WIDTH: u64 = $n;
+            type Vector = Vector16<$t, $n>;
             #[inline(always)]
             fn widen(self) -> $acc {
                 $widen(self)
+            }
+            #[inline(always)]
+            fn vectors(x: &[Self]) -> (usize, &[Self::Vector]) {
+                vectors16(x)
+            }
+            #[inline(always)]
+            fn lane(v: &Self::Vector, i: usize) -> Self {
+                v.0[i]
+            }
+            #[inline(always)]
+            fn fold_lane_unit<R: Reduction<Self>>(
+                v: &[Self::Vector],
+                mut acc: R::State,
+                j: u64,
+            ) -> Option<R::State> {
+                const VECTORS: usize = 16 / $n;
+                let v = v.get(..32 * (VECTORS - 1) + 1)?;
+                let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| v[32 * i]);
+                for (i, vector) in loaded.iter().enumerate() {
+                    for (e, &x) in vector.0.iter().enumerate() {
+                        let index = j + (32 * $n * i + e) as u64;
+                        acc = R::State::combine(acc, R::load(x, index));
+                    }
+                }
+                Some(acc)
             }
         }
     )* };
 }
 input!(
-    f32 => f32, |x| x;
-    f64 => f64, |x| x;
-    f16 => f32, num::f16_to_f32;
-    bf16 => f32, num::bf16_to_f32;
-    i32 => i32, |x| x;
-    i64 => i64, |x| x;
-    u32 => u32, |x| x
+    f32 => f32, 4, |x| x;
+    f64 => f64, 2, |x| x;
+    f16 => f32, 8, num::f16_to_f32;
+    bf16 => f32, 8, num::bf16_to_f32;
+    i32 => i32, 4, |x| x;
+    i64 => i64, 2, |x| x;
+    u32 => u32, 4, |x| x
 );
 
 /// A running sum (also of squares). Empty: `-0.0`, the exact identity, so a

@@ -376,3 +376,116 @@ fn vector_and_scalar_loads_fold_the_same_bits() {
     }
     assert_eq!((aligned, h_aligned), (2, 1), "both paths ran");
 }
+
+/// Floats at every edge of the order: NaNs of both signs, ±inf, ±0,
+/// subnormals, ties.
+fn edge_values() -> Vec<f32> {
+    let sub = f32::from_bits(1);
+    vec![
+        f32::NAN,
+        -f32::NAN,
+        f32::NEG_INFINITY,
+        -1e30,
+        -1.0,
+        -sub,
+        -0.0,
+        0.0,
+        sub,
+        1.0,
+        1.0,
+        1e30,
+        f32::INFINITY,
+    ]
+}
+
+/// The integer keys order non-NaN values like `Acc::below` (`-0 < +0`), the
+/// arg keys like `==` (`-0 == +0`), and keys round-trip; for f32 and f64.
+#[test]
+fn keys_order_values_like_the_float_order() {
+    use warpforge_kernels::reduce::Acc;
+    let vals = edge_values();
+    for &a in vals.iter().filter(|v| !v.is_nan()) {
+        assert_eq!(f32::from_key(a.key()).to_bits(), a.to_bits());
+        let (wa, wide_a) = (a, f64::from(a));
+        assert_eq!(f64::from_key(wide_a.key()).to_bits(), wide_a.to_bits());
+        for &b in vals.iter().filter(|v| !v.is_nan()) {
+            assert_eq!(wa.key() < b.key(), wa.below(b), "{a} < {b}");
+            assert_eq!(wa.arg_key() == b.arg_key(), a == b, "{a} == {b}");
+            let wide_b = f64::from(b);
+            assert_eq!(wide_a.key() < wide_b.key(), wide_a.below(wide_b));
+            assert_eq!(wide_a.arg_key() == wide_b.arg_key(), a == b);
+        }
+    }
+}
+
+/// numpy's argmin/argmax: the first NaN, else the first extreme (`-0 == +0`).
+fn numpy_arg(xs: &[f32], max: bool) -> u64 {
+    if let Some(i) = xs.iter().position(|v| v.is_nan()) {
+        return i as u64;
+    }
+    let mut best = 0;
+    for (i, &v) in xs.iter().enumerate() {
+        if (max && v > xs[best]) || (!max && v < xs[best]) {
+            best = i;
+        }
+    }
+    best as u64
+}
+
+/// numpy's min/max with `-0 < +0` and NaN propagating, as bits (NaN canonical).
+fn numpy_extreme(xs: &[f32], max: bool) -> u32 {
+    if xs.iter().any(|v| v.is_nan()) {
+        return f32::NAN.to_bits();
+    }
+    let total = |v: &f32| {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    let pick = if max {
+        xs.iter().max_by_key(|v| total(v))
+    } else {
+        xs.iter().min_by_key(|v| total(v))
+    };
+    pick.map_or(0, |v| v.to_bits())
+}
+
+/// The min/max/argmin/argmax states over random lists of edge values: a
+/// lane's in-order `push` fold and a `combine` tree over an arbitrary split
+/// both give numpy's answer (first index of ties and of NaN).
+#[test]
+fn extreme_and_arg_states_follow_numpy_in_push_and_combine() {
+    use warpforge_kernels::reduce::state::{ArgMin, Min};
+    let vals = edge_values();
+    let mut rng = StdRng::seed_from_u64(9);
+    for _ in 0..3000 {
+        let n = rng.random_range(1..12);
+        let xs: Vec<f32> = (0..n)
+            .map(|_| vals[rng.random_range(0..vals.len())])
+            .collect();
+        let split = rng.random_range(0..=n);
+        macro_rules! both {
+            ($r:ty) => {{
+                let load = |i: usize| <$r as Reduction<f32>>::load(xs[i], i as u64);
+                let pushed = (0..n).fold(State::empty(), |a, i| State::push(a, load(i)));
+                let left = (0..split).fold(State::empty(), |a, i| State::combine(a, load(i)));
+                let right = (split..n)
+                    .rev()
+                    .fold(State::empty(), |a, i| State::combine(load(i), a));
+                let combined = State::combine(left, right);
+                let (p, c): ([u64; 2], [u64; 2]) = (State::encode(pushed), State::encode(combined));
+                (p, c)
+            }};
+        }
+        for max in [false, true] {
+            let ((p, c), (ap, ac)) = if max {
+                (both!(Max), both!(ArgMax))
+            } else {
+                (both!(Min), both!(ArgMin))
+            };
+            let want = u64::from(numpy_extreme(&xs, max));
+            assert_eq!((p[0], c[0]), (want, want), "{xs:?} max {max}");
+            let want = numpy_arg(&xs, max);
+            assert_eq!((ap[1], ac[1]), (want, want), "{xs:?} arg max {max}");
+        }
+    }
+}

@@ -136,14 +136,14 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
             && let Some(v) = self.vectors.get((rel / T::WIDTH) as usize)
         {
             for i in 0..T::WIDTH {
-                acc = R::State::combine(acc, R::load(T::lane(v, i as usize), j + i));
+                acc = R::State::push(acc, R::load(T::lane(v, i as usize), j + i));
             }
             return acc;
         }
         // The same items in the same order, one scalar load each.
         for i in 0..n {
             if let Some(&x) = self.x.get((k + i) as usize) {
-                acc = R::State::combine(acc, R::load(x, j + i));
+                acc = R::State::push(acc, R::load(x, j + i));
             }
         }
         acc
@@ -423,7 +423,7 @@ pub fn cols_pass<S: State>(
         let end = len.min(start + COL_UNIT);
         let mut acc = S::empty();
         for j in start..end {
-            acc = S::combine(acc, item(((o * len + j) * inner + i) as usize, j));
+            acc = S::push(acc, item(((o * len + j) * inner + i) as usize, j));
         }
         owned.write(acc.encode());
     });

@@ -115,3 +115,73 @@ impl<'a, T> FromGlobal<'a, T> for Global<'a, T> {
         buffer
     }
 }
+
+/// Element types whose every bit pattern is a valid value and that have no
+/// padding: what a 16-byte vector load may reinterpret ([`vectors16`]).
+///
+/// # Safety
+/// Implement only for types where any `size_of::<Self>()` initialised bytes
+/// are a valid `Self` and `Self` has no padding bytes.
+pub unsafe trait Plain: Copy {}
+
+// SAFETY: primitive numbers and half's f16/bf16 (a `u16` inside): every bit
+// pattern is a value, no padding.
+unsafe impl Plain for f32 {}
+// SAFETY: as above.
+unsafe impl Plain for f64 {}
+// SAFETY: as above.
+unsafe impl Plain for i32 {}
+// SAFETY: as above.
+unsafe impl Plain for i64 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}
+// SAFETY: as above.
+unsafe impl Plain for u64 {}
+// SAFETY: as above.
+unsafe impl Plain for half::f16 {}
+// SAFETY: as above.
+unsafe impl Plain for half::bf16 {}
+
+/// `N` elements that start on a 16-byte boundary and fill 16 bytes: reading
+/// one is a single 128-bit load (`ld.global.v4.b32`/`.v2.b64`, SASS
+/// `LDG.E.128`) instead of `N` scalar ones.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct Vector16<T, const N: usize>(pub [T; N]);
+
+/// `x` as `(head, vectors)`: its first `head` elements (fewer than `N`: those
+/// before the first 16-byte boundary, or all of `x` if it is shorter), then
+/// every whole, 16-byte-aligned run of `N` elements after them, as
+/// [`Vector16`]s; the elements after the last whole vector are left out.
+/// Element `head + N·v + i` of `x` is element `i` of vector `v`.
+///
+/// `N · size_of::<T>()` must be 16 (a compile-time error otherwise). The
+/// split is safe by construction: a vector is only ever made from elements of
+/// `x` at an aligned address, so a vector load through it can neither fault on
+/// alignment (as `ld.v4` would on the GPU) nor read past `x`, on the GPU and
+/// in the emulator alike.
+///
+/// ```
+/// use warpforge_device::global::{Vector16, vectors16};
+/// let x = Vector16([1.0f32, 2.0, 3.0, 4.0]);
+/// let (head, v) = vectors16::<f32, 4>(&x.0[1..]);
+/// assert_eq!(head, 3); // 16-byte aligned again only past the end
+/// assert!(v.is_empty());
+/// let (head, v) = vectors16::<f32, 4>(&x.0);
+/// assert_eq!((head, v[0].0), (0, [1.0, 2.0, 3.0, 4.0]));
+/// ```
+#[inline(always)]
+pub fn vectors16<T: Plain, const N: usize>(x: &[T]) -> (usize, &[Vector16<T, N>]) {
+    const {
+        assert!(
+            N * core::mem::size_of::<T>() == 16,
+            "a Vector16 is 16 bytes"
+        )
+    };
+    // SAFETY: `Vector16<T, N>` is `repr(C)` around `[T; N]` and exactly 16
+    // bytes (asserted above: no padding), and `T: Plain` makes every bit
+    // pattern of those bytes valid; `align_to` only hands out the middle part
+    // at addresses aligned for `Vector16` and within `x`.
+    let (head, body, _) = unsafe { x.align_to::<Vector16<T, N>>() };
+    (head.len(), body)
+}

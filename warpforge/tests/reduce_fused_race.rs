@@ -6,7 +6,7 @@ use warpforge::{Device, Dim3, Error, Fault, LaunchConfig};
 use warpforge_device::Out;
 use warpforge_kernels::reduce::state::Sum;
 use warpforge_kernels::reduce::{BLOCK_THREADS, reduce_fused_sum_f32};
-use warpforge_kernels::reduce::{element, fused_scratch_words, rows_fused_without_fences};
+use warpforge_kernels::reduce::{fused_scratch_words, rows_fused_without_fences, vectored};
 use warpforge_macros::kernel;
 
 #[kernel(block = 256)]
@@ -17,7 +17,13 @@ fn fused_sum_without_fences(
     mut scratch: Out<u64>,
     mut finals: Out<u64>,
 ) {
-    rows_fused_without_fences(rows, len, element::<f32, Sum>(x), &mut scratch, &mut finals);
+    rows_fused_without_fences(
+        rows,
+        len,
+        vectored::<f32, Sum>(x),
+        &mut scratch,
+        &mut finals,
+    );
 }
 
 #[test]

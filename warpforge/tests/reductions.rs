@@ -218,7 +218,7 @@ fn three_rows_passes_in_emulator() {
         check(&dev, op, &x, &[n], None, ReduceOptions::default());
     }
     assert_eq!(
-        Layout::new(n, &[n], None).unwrap().fold_depth(),
+        Layout::new(n, &[n], None).unwrap().fold_depth(4),
         20 + 20 + 1
     );
 }

@@ -6,7 +6,9 @@ use super::state::{
     Acc, ArgMax, ArgMin, ArgState, ExtremeState, LogSumExp, LseState, Max, Min, Sum, SumOfSquares,
     SumState,
 };
-use super::{cols_pass, element, finish_float, finish_pass, rows_fused, rows_pass, stored};
+use super::{
+    Scalar, cols_pass, element, finish_float, finish_pass, rows_fused, rows_pass, stored, vectored,
+};
 
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
 use warpforge_device::{Out, bf16, f16, num};
@@ -17,13 +19,13 @@ macro_rules! element_passes {
         #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` and every combine pass after it, in one launch (see [`rows_fused`]).")]
         #[kernel(block = 256)]
         pub fn $fused(x: &[$t], rows: u64, len: u64, mut scratch: Out<u64>, mut finals: Out<u64>) {
-            rows_fused(rows, len, element::<$t, $r>(x), &mut scratch, &mut finals);
+            rows_fused(rows, len, vectored::<$t, $r>(x), &mut scratch, &mut finals);
         }
 
         #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
         pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
-            rows_pass(rows, len, element::<$t, $r>(x), &mut states);
+            rows_pass(rows, len, vectored::<$t, $r>(x), &mut states);
         }
 
         #[doc = concat!("Columns pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[outer, len, inner]` (see [`cols_pass`]).")]
@@ -85,7 +87,7 @@ macro_rules! state_passes {
         #[doc = concat!("Rows pass combining `", stringify!($s), "` states `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
         pub fn $rows(x: &[u64], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
-            rows_pass(rows, len, stored::<$s>(x), &mut states);
+            rows_pass(rows, len, Scalar(stored::<$s>(x)), &mut states);
         }
 
         #[doc = concat!("Columns pass combining `", stringify!($s), "` states `[outer, len, inner]` (see [`cols_pass`]).")]

@@ -10,7 +10,7 @@
 //!
 //! | kernel shape | unit | fold |
 //! | --- | --- | --- |
-//! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | lane `l` folds items `l, l+32, …` ([`LANE_ITEMS`] at most) in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
+//! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | the unit is cut into groups at multiples of [`Items::WIDTH`] in the buffer (16 bytes of elements; 1 state); lane `l` folds groups `l, l+32, …` in order, each group's items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
 //! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of one column | sequentially, in index order; consecutive threads take consecutive columns, so the loads coalesce |
 //!
 //! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
@@ -23,6 +23,15 @@
 //! ticket runs the combine passes itself. Every kernel is launched with blocks of
 //! [`BLOCK_THREADS`] threads and grid-strides over its units.
 //!
+//! The rows kernels read a whole group of elements with one 16-byte vector
+//! load ([`Vectored`], `LDG.E.128`): a full, aligned unit is 16 items per lane
+//! in `16 / WIDTH` vectors, all issued before the first is folded. A row that
+//! starts mid-vector (`[rows, len]` with `len` not a multiple of the width)
+//! begins and ends with a partial group read by scalar loads. The groups are
+//! fixed by the shape (buffers start 256-byte aligned), and a group read by
+//! scalar loads is folded in the same order as by a vector, so which loads are
+//! vectors never changes a bit.
+//!
 //! Kernels are stamped per reduction and element type (`reduce_*`), per
 //! reduction and accumulator (`combine_*`: f16, bf16 and f32 share the f32
 //! ones), and per accumulator and output type (`finish_*`).
@@ -34,6 +43,7 @@ pub mod state;
 pub use kernels::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
+use core::marker::PhantomData;
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
 use warpforge_device::{Out, atomic, sync, thread};
 
@@ -70,6 +80,104 @@ pub fn element<T: Input, R: Reduction<T>>(x: &[T]) -> impl Fn(usize, u64) -> R::
     }
 }
 
+/// What a rows pass folds: items in groups of [`Items::WIDTH`] consecutive
+/// ones, group `g` being items `g·WIDTH .. (g + 1)·WIDTH` of the buffer (so a
+/// whole group of elements is one aligned 16-byte vector).
+pub trait Items<S: State> {
+    /// Items per group: one 16-byte vector of elements ([`Input::WIDTH`]),
+    /// or 1 (states, [`Scalar`]).
+    const WIDTH: u64;
+    /// `acc` combined with items `k, k + 1, …, k + n − 1` (at positions `j, j +
+    /// 1, …` along the reduced axis), in that order; `n ≤ WIDTH`, and `k` is
+    /// a multiple of `WIDTH` when `n == WIDTH`. Items past the end are skipped.
+    fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S;
+    /// `acc` combined with the whole groups at `k + 32·WIDTH·i` (positions
+    /// `j + 32·WIDTH·i`), `i < 16 / WIDTH`, in order: a lane's share of a
+    /// full, aligned rows unit (`k` a multiple of `WIDTH`).
+    #[inline(always)]
+    fn fold_lane_unit(&mut self, mut acc: S, k: u64, j: u64) -> S {
+        let stride = WARP * Self::WIDTH;
+        for i in 0..LANE_ITEMS / Self::WIDTH {
+            acc = self.fold(acc, k + stride * i, j + stride * i, Self::WIDTH);
+        }
+        acc
+    }
+}
+
+/// The elements of a rows pass, read as 16-byte vectors where they can be.
+pub struct Vectored<'a, T: Input, R> {
+    x: &'a [T],
+    head: u64,
+    vectors: &'a [T::Vector],
+    reduction: PhantomData<R>,
+}
+
+/// The elements of `x` for a rows pass of `R` ([`Vectored`]).
+#[inline(always)]
+pub fn vectored<T: Input, R: Reduction<T>>(x: &[T]) -> Vectored<'_, T, R> {
+    let (head, vectors) = T::vectors(x);
+    Vectored {
+        x,
+        head: head as u64,
+        vectors,
+        reduction: PhantomData,
+    }
+}
+
+impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
+    const WIDTH: u64 = T::WIDTH;
+    #[inline(always)]
+    fn fold(&mut self, mut acc: R::State, k: u64, j: u64, n: u64) -> R::State {
+        // A whole group at a 16-byte boundary: one vector load (on the GPU
+        // every buffer starts at one, so every whole group does).
+        if n == T::WIDTH
+            && let Some(rel) = k.checked_sub(self.head)
+            && rel % T::WIDTH == 0
+            && let Some(v) = self.vectors.get((rel / T::WIDTH) as usize)
+        {
+            for i in 0..T::WIDTH {
+                acc = R::State::push(acc, R::load(T::lane(v, i as usize), j + i));
+            }
+            return acc;
+        }
+        // The same items in the same order, one scalar load each.
+        for i in 0..n {
+            if let Some(&x) = self.x.get((k + i) as usize) {
+                acc = R::State::push(acc, R::load(x, j + i));
+            }
+        }
+        acc
+    }
+    #[inline(always)]
+    fn fold_lane_unit(&mut self, acc: R::State, k: u64, j: u64) -> R::State {
+        // All of the lane's vectors at once, when they are all there.
+        if let Some(rel) = k.checked_sub(self.head)
+            && rel % T::WIDTH == 0
+            && let Some(v) = self.vectors.get((rel / T::WIDTH) as usize..)
+            && let Some(acc) = T::fold_lane_unit::<R>(v, acc, j)
+        {
+            return acc;
+        }
+        let stride = WARP * T::WIDTH;
+        let mut acc = acc;
+        for i in 0..LANE_ITEMS / T::WIDTH {
+            acc = self.fold(acc, k + stride * i, j + stride * i, T::WIDTH);
+        }
+        acc
+    }
+}
+
+/// Items one at a time from `item(k, j)` (`WIDTH` 1): the states of a combine pass.
+pub struct Scalar<F>(pub F);
+
+impl<S: State, F: FnMut(usize, u64) -> S> Items<S> for Scalar<F> {
+    const WIDTH: u64 = 1;
+    #[inline(always)]
+    fn fold(&mut self, acc: S, k: u64, j: u64, _: u64) -> S {
+        S::combine(acc, (self.0)(k as usize, j))
+    }
+}
+
 /// Item `k` of a state buffer (words `2k`, `2k + 1`); the empty state past the end.
 #[inline(always)]
 pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
@@ -91,7 +199,7 @@ pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
 pub fn rows_pass<S: State>(
     rows: u64,
     len: u64,
-    item: impl Fn(usize, u64) -> S,
+    mut items: impl Items<S>,
     states: &mut Out<u64, WarpChunks<2>>,
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
@@ -102,7 +210,7 @@ pub fn rows_pass<S: State>(
     let lane = u64::from(thread::lane_id());
     // `for_each`, not `for`: a counted loop that ptxas sees as warp-uniform.
     states.chunks(units).for_each(|mut owned| {
-        let acc = fold_unit(owned.unit(), per_row, len, lane, &item);
+        let acc = fold_unit(owned.unit(), per_row, len, lane, &mut items);
         if let Some(chunk) = owned.leader() {
             chunk.write(acc.encode());
         }
@@ -110,34 +218,42 @@ pub fn rows_pass<S: State>(
 }
 
 /// The state of rows-pass unit `unit` (row `unit / per_row`, chunk
-/// `unit % per_row` of [`ROW_UNIT`] items) at lane 0 of the calling warp:
-/// lane `lane` folds items `start + lane, start + lane + 32, …` in order, then
-/// a fixed `shuffle_down` tree (16, 8, 4, 2, 1). Every lane must call it.
-/// [`rows_pass`] and [`rows_fused`] both fold with it, so they agree bit for bit.
+/// `unit % per_row` of [`ROW_UNIT`] items) at lane 0 of the calling warp.
+/// The unit's items are cut at the buffer's group boundaries (multiples of
+/// `W =` [`Items::WIDTH`]: the first and last groups may be partial); lane
+/// `lane` folds groups `lane, lane + 32, …` of the unit in order, each group's
+/// items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1). With
+/// `W = 1` (states) that is items `lane, lane + 32, …`. Every lane must call
+/// it. [`rows_pass`] and [`rows_fused`] both fold with it, so they agree bit
+/// for bit; the order depends on the shape alone (every buffer starts at a
+/// group boundary), not on which loads are vectors.
 #[inline(always)]
-fn fold_unit<S: State>(
+fn fold_unit<S: State, I: Items<S>>(
     unit: u64,
     per_row: u64,
     len: u64,
     lane: u64,
-    mut item: impl FnMut(usize, u64) -> S,
+    items: &mut I,
 ) -> S {
+    let w = I::WIDTH;
     let (row, c) = (unit / per_row, unit % per_row);
     let start = c * ROW_UNIT;
     let end = len.min(start + ROW_UNIT);
     let base = row * len;
+    let (first, last) = (base + start, base + end);
     let mut acc = S::empty();
-    if end - start == ROW_UNIT {
-        // A full unit: a constant trip count, which the compiler unrolls.
-        for i in 0..LANE_ITEMS {
-            let j = start + lane + WARP * i;
-            acc = S::combine(acc, item((base + j) as usize, j));
-        }
+    if end - start == ROW_UNIT && first % w == 0 {
+        // A full, aligned unit: whole groups and a constant trip count, which
+        // the compiler unrolls, so all of a lane's loads are in flight at once.
+        let k = first + w * lane;
+        acc = items.fold_lane_unit(acc, k, k - base);
     } else {
-        let mut j = start + lane;
-        while j < end {
-            acc = S::combine(acc, item((base + j) as usize, j));
-            j += WARP;
+        let mut g = first / w + lane;
+        while g * w < last {
+            let lo = (g * w).max(first);
+            let hi = (g * w + w).min(last);
+            acc = items.fold(acc, lo, lo - base, hi - lo);
+            g += WARP;
         }
     }
     let mut delta = 16;
@@ -184,11 +300,11 @@ pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
 pub fn rows_fused<S: State>(
     rows: u64,
     len: u64,
-    item: impl Fn(usize, u64) -> S,
+    items: impl Items<S>,
     scratch: &mut Out<u64>,
     finals: &mut Out<u64>,
 ) {
-    rows_fused_fenced::<S, true>(rows, len, item, scratch, finals);
+    rows_fused_fenced::<S, true>(rows, len, items, scratch, finals);
 }
 
 /// [`rows_fused`] without its two fences: a broken kernel, for the test that
@@ -198,18 +314,18 @@ pub fn rows_fused<S: State>(
 pub fn rows_fused_without_fences<S: State>(
     rows: u64,
     len: u64,
-    item: impl Fn(usize, u64) -> S,
+    items: impl Items<S>,
     scratch: &mut Out<u64>,
     finals: &mut Out<u64>,
 ) {
-    rows_fused_fenced::<S, false>(rows, len, item, scratch, finals);
+    rows_fused_fenced::<S, false>(rows, len, items, scratch, finals);
 }
 
 #[inline(always)]
 fn rows_fused_fenced<S: State, const FENCE: bool>(
     rows: u64,
     len: u64,
-    item: impl Fn(usize, u64) -> S,
+    mut items: impl Items<S>,
     scratch: &mut Out<u64>,
     finals: &mut Out<u64>,
 ) {
@@ -225,7 +341,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
     // walk depends on the warp alone, so the shuffles have the full warp).
     let mut unit = block * warps_per_block + warp_in_block;
     while unit < units {
-        let acc = fold_unit(unit, per_row, len, lane, &item);
+        let acc = fold_unit(unit, per_row, len, lane, &mut items);
         if lane == 0 {
             write_state(scratch, region(0) + 2 * unit, acc);
         }
@@ -260,10 +376,11 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
         let mut unit = warp_in_block;
         while unit < level_units {
             let from = region(src) as usize;
-            let acc = fold_unit(unit, next, level_len, lane, |k, _| {
+            let mut level = Scalar(|k: usize, _| {
                 let mut word = |i: usize| scratch.at(from + i).map_or(0, |w| w.get());
                 S::decode([word(2 * k), word(2 * k + 1)])
             });
+            let acc = fold_unit(unit, next, level_len, lane, &mut level);
             if lane == 0 {
                 if next == 1 {
                     write_state(finals, 2 * unit, acc);
@@ -306,7 +423,7 @@ pub fn cols_pass<S: State>(
         let end = len.min(start + COL_UNIT);
         let mut acc = S::empty();
         for j in start..end {
-            acc = S::combine(acc, item(((o * len + j) * inner + i) as usize, j));
+            acc = S::push(acc, item(((o * len + j) * inner + i) as usize, j));
         }
         owned.write(acc.encode());
     });

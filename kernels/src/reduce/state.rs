@@ -6,6 +6,7 @@
 //! [`Reduction`] that turns one element into a state. The kernels in
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
+use warpforge_device::global::{Plain, Vector16, vectors16};
 use warpforge_device::num;
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
 use warpforge_device::{bf16, f16};
@@ -21,6 +22,13 @@ pub trait State: Copy {
     fn empty() -> Self;
     /// The state of `a`'s elements followed by `b`'s.
     fn combine(a: Self, b: Self) -> Self;
+    /// `combine(a, b)` where every index in `b` is larger than every index in
+    /// `a` (a lane's own fold, in index order): the same state, possibly in
+    /// fewer instructions ([`ArgState`] need not compare indices).
+    #[inline(always)]
+    fn push(a: Self, b: Self) -> Self {
+        Self::combine(a, b)
+    }
     /// The state held by lane `lane + delta` (`warp::shuffle_down`; lanes past
     /// the end keep their own). Every lane of the warp must call it.
     fn shuffle_down(self, delta: u32) -> Self;
@@ -41,6 +49,8 @@ pub trait Reduction<T: Input> {
 
 /// The scalars states accumulate in: `f32`, `f64`, `i32`, `i64`, `u32`.
 pub trait Acc: ShuffleValue + PartialOrd {
+    /// An integer whose order on non-NaN values is [`Acc::below`]'s.
+    type Key: Key;
     /// The exact identity of `add`: `-0.0` for floats (`-0 + x` is `x` for
     /// every `x`, `+0` included), `0` for integers.
     const ADD_IDENTITY: Self;
@@ -57,11 +67,48 @@ pub trait Acc: ShuffleValue + PartialOrd {
     /// `self` orders strictly below `other` (neither a NaN), with `-0 < +0`:
     /// a total order, so the extreme of a set does not depend on fold order.
     fn below(self, other: Self) -> bool;
+    /// The value's [`Acc::Key`]: `-0 < +0` (a NaN's key is meaningless).
+    fn key(self) -> Self::Key;
+    /// The value whose [`Acc::key`] is `key`.
+    fn from_key(key: Self::Key) -> Self;
+    /// The key [`ArgState`] compares: like [`Acc::key`] but `-0 == +0`.
+    fn arg_key(self) -> Self::Key;
     /// The value's bits in a word.
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
     fn from_word(word: u64) -> Self;
 }
+
+/// A signed or unsigned integer that orders accumulator values
+/// ([`Acc::Key`]): min/max are one integer instruction each.
+pub trait Key: ShuffleValue + Ord {
+    /// The smallest key.
+    const MIN: Self;
+    /// The largest key.
+    const MAX: Self;
+    /// The key's bits in a word.
+    fn to_word(self) -> u64;
+    /// The key [`Key::to_word`] wrote.
+    fn from_word(word: u64) -> Self;
+}
+
+macro_rules! key {
+    ($($t:ty, $unsigned:ty);*) => { $(
+        impl Key for $t {
+            const MIN: Self = <$t>::MIN;
+            const MAX: Self = <$t>::MAX;
+            #[inline(always)]
+            fn to_word(self) -> u64 {
+                u64::from(self as $unsigned)
+            }
+            #[inline(always)]
+            fn from_word(word: u64) -> Self {
+                word as $unsigned as $t
+            }
+        }
+    )* };
+}
+key!(i32, u32; i64, u64; u32, u32);
 
 /// The float accumulators, with what `sum_of_squares`, `mean`, `norm2` and
 /// `logsumexp` need.
@@ -87,8 +134,28 @@ pub trait Float: Acc {
 }
 
 macro_rules! float_acc {
-    ($($t:ty, $bits:ty, $exp:path, $ln:path, $sqrt:path);*) => { $(
+    ($($t:ty, $bits:ty, $key:ty, $exp:path, $ln:path, $sqrt:path);*) => { $(
         impl Acc for $t {
+            type Key = $key;
+            // The bits as a signed integer, with the magnitude bits flipped
+            // when negative: more negative values get smaller keys, and
+            // `-0` (all magnitude bits set after the flip: -1) sorts below `+0` (0).
+            #[inline(always)]
+            fn key(self) -> $key {
+                let bits = self.to_bits() as $key;
+                // One shift and one three-input logic op (`LOP3`).
+                bits ^ ((bits >> (<$key>::BITS - 1)) & <$key>::MAX)
+            }
+            #[inline(always)]
+            fn from_key(key: $key) -> Self {
+                // The flip is its own inverse (it keeps the sign bit).
+                let bits = key ^ ((key >> (<$key>::BITS - 1)) & <$key>::MAX);
+                <$t>::from_bits(bits as $bits)
+            }
+            #[inline(always)]
+            fn arg_key(self) -> $key {
+                (self + 0.0).key() // -0 + 0 = +0; every other value unchanged
+            }
             const ADD_IDENTITY: Self = -0.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
@@ -149,11 +216,24 @@ macro_rules! float_acc {
         }
     )* };
 }
-float_acc!(f32, u32, num::exp, num::log, num::sqrt_f32; f64, u64, num::exp_f64, num::log_f64, num::sqrt_f64);
+float_acc!(f32, u32, i32, num::exp, num::log, num::sqrt_f32; f64, u64, i64, num::exp_f64, num::log_f64, num::sqrt_f64);
 
 macro_rules! int_acc {
     ($($t:ty, $unsigned:ty);*) => { $(
         impl Acc for $t {
+            type Key = $t;
+            #[inline(always)]
+            fn key(self) -> $t {
+                self
+            }
+            #[inline(always)]
+            fn from_key(key: $t) -> Self {
+                key
+            }
+            #[inline(always)]
+            fn arg_key(self) -> $t {
+                self
+            }
             const ADD_IDENTITY: Self = 0;
             const LOWEST: Self = <$t>::MIN;
             const HIGHEST: Self = <$t>::MAX;
@@ -189,32 +269,78 @@ int_acc!(i32, u32; i64, u64; u32, u32);
 /// Element types a reduction reads, and the accumulator each widens to:
 /// f16, bf16 and f32 accumulate in f32 (both conversions are exact), f64 in
 /// f64, integers in their own type.
-pub trait Input: Copy {
+pub trait Input: Plain {
     /// The accumulator type.
     type Acc: Acc;
+    /// Elements per 16-byte vector load: 2 (f64, i64), 4 (f32, i32, u32),
+    /// 8 (f16, bf16).
+    const WIDTH: u64;
+    /// [`Self::WIDTH`] elements at a 16-byte boundary.
+    type Vector: Copy;
     /// The element as an accumulator value (exact).
     fn widen(self) -> Self::Acc;
+    /// `x` as its unaligned head's length and its aligned vectors ([`vectors16`]).
+    fn vectors(x: &[Self]) -> (usize, &[Self::Vector]);
+    /// Element `i` of `v`.
+    fn lane(v: &Self::Vector, i: usize) -> Self;
+    /// `acc` pushed with the elements of vectors `0, 32, 64, …` of `v` (a
+    /// lane's share of a full rows unit: `16 / WIDTH` vectors), in order, the
+    /// first element at position `j` along the axis and vector `i` at
+    /// `j + 32·WIDTH·i`. All the loads are issued before the first fold;
+    /// `None` if `v` is shorter than `32·(16 / WIDTH − 1) + 1`.
+    fn fold_lane_unit<R: Reduction<Self>>(
+        v: &[Self::Vector],
+        acc: R::State,
+        j: u64,
+    ) -> Option<R::State>;
 }
 
 macro_rules! input {
-    ($($t:ty => $acc:ty, $widen:expr);*) => { $(
+    ($($t:ty => $acc:ty, $n:literal, $widen:expr);*) => { $(
         impl Input for $t {
             type Acc = $acc;
+            const WIDTH: u64 = $n;
+            type Vector = Vector16<$t, $n>;
             #[inline(always)]
             fn widen(self) -> $acc {
                 $widen(self)
+            }
+            #[inline(always)]
+            fn vectors(x: &[Self]) -> (usize, &[Self::Vector]) {
+                vectors16(x)
+            }
+            #[inline(always)]
+            fn lane(v: &Self::Vector, i: usize) -> Self {
+                v.0[i]
+            }
+            #[inline(always)]
+            fn fold_lane_unit<R: Reduction<Self>>(
+                v: &[Self::Vector],
+                mut acc: R::State,
+                j: u64,
+            ) -> Option<R::State> {
+                const VECTORS: usize = 16 / $n;
+                let v = v.get(..32 * (VECTORS - 1) + 1)?;
+                let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| v[32 * i]);
+                for (i, vector) in loaded.iter().enumerate() {
+                    for (e, &x) in vector.0.iter().enumerate() {
+                        let index = j + (32 * $n * i + e) as u64;
+                        acc = R::State::push(acc, R::load(x, index));
+                    }
+                }
+                Some(acc)
             }
         }
     )* };
 }
 input!(
-    f32 => f32, |x| x;
-    f64 => f64, |x| x;
-    f16 => f32, num::f16_to_f32;
-    bf16 => f32, num::bf16_to_f32;
-    i32 => i32, |x| x;
-    i64 => i64, |x| x;
-    u32 => u32, |x| x
+    f32 => f32, 4, |x| x;
+    f64 => f64, 2, |x| x;
+    f16 => f32, 8, num::f16_to_f32;
+    bf16 => f32, 8, num::bf16_to_f32;
+    i32 => i32, 4, |x| x;
+    i64 => i64, 2, |x| x;
+    u32 => u32, 4, |x| x
 );
 
 /// A running sum (also of squares). Empty: `-0.0`, the exact identity, so a
@@ -246,23 +372,41 @@ impl<A: Acc> State for SumState<A> {
 }
 
 /// The smallest (`MAX = false`) or largest (`MAX = true`) value so far, in the
-/// total order with `-0 < +0`; a canonical NaN as soon as any NaN is seen.
-/// Empty: `+inf` (min) or `-inf` (max), or the integer extremes.
+/// total order with `-0 < +0`; NaN as soon as any NaN is seen (the canonical
+/// NaN when encoded). Held as its [`Acc::key`], a NaN as the key that beats
+/// every other ([`Key::MAX`] for max, [`Key::MIN`] for min), so a fold is one
+/// integer min/max per element and the NaN test is off the comparison.
+/// Empty: the key of `+inf` (min) or `-inf` (max), or the integer extremes.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ExtremeState<A, const MAX: bool>(pub A);
+pub struct ExtremeState<A: Acc, const MAX: bool>(pub A::Key);
+
+impl<A: Acc, const MAX: bool> ExtremeState<A, MAX> {
+    /// The state of the single value `x`.
+    #[inline(always)]
+    pub fn of(x: A) -> Self {
+        match (x.is_nan(), MAX) {
+            (true, true) => ExtremeState(A::Key::MAX),
+            (true, false) => ExtremeState(A::Key::MIN),
+            (false, _) => ExtremeState(x.key()),
+        }
+    }
+
+    /// The value (the canonical NaN for a NaN).
+    #[inline(always)]
+    pub fn value(self) -> A {
+        let v = A::from_key(self.0);
+        A::nan_of(v, v).unwrap_or(v)
+    }
+}
 
 impl<A: Acc, const MAX: bool> State for ExtremeState<A, MAX> {
     #[inline(always)]
     fn empty() -> Self {
-        ExtremeState(if MAX { A::LOWEST } else { A::HIGHEST })
+        Self::of(if MAX { A::LOWEST } else { A::HIGHEST })
     }
     #[inline(always)]
     fn combine(a: Self, b: Self) -> Self {
-        if let Some(nan) = A::nan_of(a.0, b.0) {
-            return ExtremeState(nan);
-        }
-        let b_wins = if MAX { a.0.below(b.0) } else { b.0.below(a.0) };
-        if b_wins { b } else { a }
+        ExtremeState(if MAX { a.0.max(b.0) } else { a.0.min(b.0) })
     }
     #[inline(always)]
     fn shuffle_down(self, delta: u32) -> Self {
@@ -270,11 +414,11 @@ impl<A: Acc, const MAX: bool> State for ExtremeState<A, MAX> {
     }
     #[inline(always)]
     fn encode(self) -> [u64; 2] {
-        [self.0.to_word(), 0]
+        [self.value().to_word(), 0]
     }
     #[inline(always)]
     fn decode(words: [u64; 2]) -> Self {
-        ExtremeState(A::from_word(words[0]))
+        Self::of(A::from_word(words[0]))
     }
 }
 
@@ -283,54 +427,77 @@ pub const EMPTY_INDEX: u64 = u64::MAX;
 
 /// The extreme value so far and the index where it first occurs. NaN counts
 /// as the extreme (the first NaN wins); `-0 == +0` (ties go to the smaller
-/// index), like numpy. Empty: index [`EMPTY_INDEX`] with the value `+inf`
-/// (argmin) or `-inf` (argmax): every element beats it, by value or, at an
-/// equal value, by its smaller index.
+/// index), like numpy. The value is held as its [`Acc::arg_key`], a NaN as
+/// the key that beats every other, so a comparison is one integer compare.
+/// Empty: index [`EMPTY_INDEX`] with the key every value beats or ties
+/// ([`Key::MIN`] for argmax, [`Key::MAX`] for argmin); an equal key loses to
+/// it by index in `combine`, and `push` checks for it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ArgState<A, const MAX: bool> {
-    /// The extreme value.
-    pub value: A,
+pub struct ArgState<A: Acc, const MAX: bool> {
+    /// The extreme value's key.
+    pub key: A::Key,
     /// Its first index along the reduced axis.
     pub index: u64,
+}
+
+impl<A: Acc, const MAX: bool> ArgState<A, MAX> {
+    /// The state of the single value `x` at `index`.
+    #[inline(always)]
+    pub fn of(x: A, index: u64) -> Self {
+        let key = match (x.is_nan(), MAX) {
+            (true, true) => A::Key::MAX,
+            (true, false) => A::Key::MIN,
+            (false, _) => x.arg_key(),
+        };
+        ArgState { key, index }
+    }
 }
 
 impl<A: Acc, const MAX: bool> State for ArgState<A, MAX> {
     #[inline(always)]
     fn empty() -> Self {
         ArgState {
-            value: if MAX { A::LOWEST } else { A::HIGHEST },
+            key: if MAX { A::Key::MIN } else { A::Key::MAX },
             index: EMPTY_INDEX,
         }
     }
     #[inline(always)]
     fn combine(a: Self, b: Self) -> Self {
-        let (a_nan, b_nan) = (a.value.is_nan(), b.value.is_nan());
-        let b_wins = if a_nan || b_nan {
-            b_nan && (!a_nan || b.index < a.index)
-        } else if b.value == a.value {
+        let b_wins = if b.key == a.key {
             b.index < a.index
         } else if MAX {
-            b.value > a.value
+            b.key > a.key
         } else {
-            b.value < a.value
+            b.key < a.key
         };
         if b_wins { b } else { a }
     }
     #[inline(always)]
+    fn push(a: Self, b: Self) -> Self {
+        // b's index is the larger: it wins only by a strictly better key,
+        // or against the empty state.
+        let better = if MAX { b.key > a.key } else { b.key < a.key };
+        if better || a.index == EMPTY_INDEX {
+            b
+        } else {
+            a
+        }
+    }
+    #[inline(always)]
     fn shuffle_down(self, delta: u32) -> Self {
         ArgState {
-            value: warp::shuffle_down(FULL_MASK, self.value, delta),
+            key: warp::shuffle_down(FULL_MASK, self.key, delta),
             index: warp::shuffle_down(FULL_MASK, self.index, delta),
         }
     }
     #[inline(always)]
     fn encode(self) -> [u64; 2] {
-        [self.value.to_word(), self.index]
+        [self.key.to_word(), self.index]
     }
     #[inline(always)]
     fn decode(words: [u64; 2]) -> Self {
         ArgState {
-            value: A::from_word(words[0]),
+            key: A::Key::from_word(words[0]),
             index: words[1],
         }
     }
@@ -459,7 +626,7 @@ impl<T: Input> Reduction<T> for Min {
     type State = ExtremeState<T::Acc, false>;
     #[inline(always)]
     fn load(x: T, _: u64) -> Self::State {
-        ExtremeState(x.widen())
+        ExtremeState::of(x.widen())
     }
 }
 
@@ -467,7 +634,7 @@ impl<T: Input> Reduction<T> for Max {
     type State = ExtremeState<T::Acc, true>;
     #[inline(always)]
     fn load(x: T, _: u64) -> Self::State {
-        ExtremeState(x.widen())
+        ExtremeState::of(x.widen())
     }
 }
 
@@ -475,10 +642,7 @@ impl<T: Input> Reduction<T> for ArgMin {
     type State = ArgState<T::Acc, false>;
     #[inline(always)]
     fn load(x: T, index: u64) -> Self::State {
-        ArgState {
-            value: x.widen(),
-            index,
-        }
+        ArgState::of(x.widen(), index)
     }
 }
 
@@ -486,10 +650,7 @@ impl<T: Input> Reduction<T> for ArgMax {
     type State = ArgState<T::Acc, true>;
     #[inline(always)]
     fn load(x: T, index: u64) -> Self::State {
-        ArgState {
-            value: x.widen(),
-            index,
-        }
+        ArgState::of(x.widen(), index)
     }
 }
 

@@ -57,7 +57,13 @@
 //! middle (a whole-tensor reduction is `[1, n, 1]`). The axis is cut into
 //! fixed units: 512 items per warp when `inner == 1` (the rows kernel:
 //! whole-tensor and inner-axis reductions), 64 items per thread otherwise (the
-//! columns kernel: outer and middle axes). Each unit is folded in a fixed order
+//! columns kernel: outer and middle axes). In the rows kernel's first pass a
+//! unit is cut at the buffer's multiples of `W = 16 / element bytes` into
+//! groups (the first and last may be partial when rows start mid-vector); lane
+//! `l` folds groups `l, l + 32, …` in order, each group's elements in order
+//! (later passes: `W = 1`, items `l, l + 32, …`); then a `shuffle_down` tree
+//! over 16, 8, 4, 2, 1 lanes (tested bit for bit against a CPU model of this
+//! order in `tests/reduce_vector.rs`). Each unit is folded in a fixed order
 //! and writes one partial state; passes over the partials repeat until one
 //! state per output is left. The grid only decides which warp or thread
 //! handles which unit, so the order of every float operation depends only on
@@ -86,10 +92,12 @@
 //!
 //! # Why these kernel shapes
 //!
-//! - Rows kernel (`inner == 1`): a row is contiguous, so one warp reads 32
-//!   consecutive elements per step (coalesced), each lane folds 16 of them, and a
-//!   5-level `shuffle_down` tree combines the lanes. No shared memory and no
-//!   barriers: every warp is independent, so all of them stream memory at once.
+//! - Rows kernel (`inner == 1`): a row is contiguous, so each lane reads 16
+//!   bytes at a time (one vector load: 4 f32, 8 f16/bf16, 2 f64) and a warp
+//!   512 consecutive bytes per load; a lane folds 16 elements of its unit, all
+//!   its loads in flight at once, and a 5-level `shuffle_down` tree combines the
+//!   lanes. No shared memory and no barriers: every warp is independent, so all
+//!   of them stream memory at once.
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
 //!   different cache lines. Instead consecutive threads take consecutive outputs
@@ -99,9 +107,10 @@
 //! # Error bounds
 //!
 //! [`Layout::fold_depth`] is `D`, the most roundings any element goes through
-//! on its way to its output: per rows pass over `L` items,
-//! `⌈min(L, 512)/32⌉ − 1` sequential folds in a lane plus `⌈log₂ min(L, 32)⌉`
-//! tree levels; per columns pass, `min(L, 64) − 1` sequential folds; passes
+//! on its way to its output: per rows pass over `L` items in groups of `W`
+//! (see Determinism), with `G = ⌈min(L, 512)/W⌉` groups per unit (one more,
+//! up to `min(L, 512)`, when rows start mid-vector), `min(L, W·⌈G/32⌉) − 1`
+//! sequential folds in a lane plus `⌈log₂ min(G, 32)⌉` tree levels; per columns pass, `min(L, 64) − 1` sequential folds; passes
 //! repeat with `L ← ⌈L/512⌉` (rows) or `⌈L/64⌉` (columns) while `L > 1`. With
 //! `u` the accumulator's unit roundoff (2⁻²⁴ for f32, f16 and bf16 inputs,
 //! 2⁻⁵³ for f64) and `γ(k) = k·u / (1 − k·u)`, the value before the final
@@ -960,25 +969,40 @@ impl Layout {
     }
 
     /// `D`: the most float roundings on any element's way to its output (see
-    /// the module docs' error bounds); 0 if nothing is reduced.
+    /// the module docs' error bounds) for elements of `element_bytes` bytes;
+    /// 0 if nothing is reduced.
     ///
     /// ```
     /// use warpforge::reduce::Layout;
-    /// // 1000 elements, rows kernel: 2 units of 512; a lane folds 16 (15
-    /// // roundings), 5 tree levels; then 2 states: 0 + 1 level.
-    /// assert_eq!(Layout::new(1000, &[1000], None)?.fold_depth(), 21);
+    /// // 1000 f32s, rows kernel: 2 units of 512; a lane folds 4 vectors of 4
+    /// // (15 roundings), 5 tree levels; then 2 states: 0 + 1 level.
+    /// assert_eq!(Layout::new(1000, &[1000], None)?.fold_depth(4), 21);
+    /// // 3 rows of 100 bf16s: rows start mid-vector, so a unit has up to 14
+    /// // groups of 8 (the first and last partial): 7 roundings, 4 levels.
+    /// assert_eq!(Layout::new(300, &[3, 100], Some(1))?.fold_depth(2), 11);
     /// // 100 rows along a column: 64 + 36, then 2 states: 63 + 1.
-    /// assert_eq!(Layout::new(200, &[100, 2], Some(0))?.fold_depth(), 64);
+    /// assert_eq!(Layout::new(200, &[100, 2], Some(0))?.fold_depth(4), 64);
     /// # Ok::<(), warpforge::Error>(())
     /// ```
-    pub fn fold_depth(&self) -> u32 {
+    pub fn fold_depth(&self, element_bytes: usize) -> u32 {
         self.passes()
             .into_iter()
-            .map(|pass| match pass {
-                Pass::Rows { len, .. } => {
-                    let per_lane = len.min(ROW_UNIT).div_ceil(32) - 1;
-                    let lanes = len.min(32);
-                    per_lane as u32 + lanes.next_power_of_two().trailing_zeros()
+            .enumerate()
+            .map(|(i, pass)| match pass {
+                Pass::Rows { rows, len } => {
+                    // The element pass folds groups of one 16-byte vector
+                    // (see `warpforge_kernels::reduce::Items`); state passes
+                    // single items.
+                    let width = match i {
+                        0 => (16 / element_bytes.max(1)).max(1) as u64,
+                        _ => 1,
+                    };
+                    let items = len.min(ROW_UNIT);
+                    // Rows that start mid-group add a partial group.
+                    let aligned = rows == 1 || len % width == 0;
+                    let groups = (items.div_ceil(width) + u64::from(!aligned)).min(items);
+                    let per_lane = (width * groups.div_ceil(32)).min(items) - 1;
+                    per_lane as u32 + groups.min(32).next_power_of_two().trailing_zeros()
                 }
                 Pass::Cols { len, .. } => (len.min(COL_UNIT) - 1) as u32,
             })

@@ -317,7 +317,7 @@ pub fn expected<T: RefElement>(op: Op, x: &[T], layout: Layout) -> Result<Vec<Ex
     if len == 0 && layout.outputs() > 0 && T::empty_result(op).is_none() {
         return Err(Error::EmptyReduction { op: op.name() });
     }
-    let depth = layout.fold_depth();
+    let depth = layout.fold_depth(size_of::<T>());
     let mut out = Vec::with_capacity(layout.outputs());
     for o in 0..outer {
         for i in 0..inner {

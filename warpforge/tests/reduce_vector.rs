@@ -1,0 +1,491 @@
+//! The rows kernels' 16-byte vector loads (`warpforge_kernels::reduce::Items`):
+//! every op × dtype against the CPU reference at lengths around every vector
+//! width and unit boundary, with rows that start at every element offset mod 8
+//! (so units begin mid-vector: a partial head group, scalar loads, then
+//! vectors), NaN at a row's head, body and tail, and ties; the sum's bits
+//! against a CPU model of the documented fold order; the same bits at several
+//! grid sizes and on the one-launch and multi-pass paths; and the vector and
+//! scalar loads of one group agreeing bit for bit.
+
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use warpforge::Device;
+use warpforge::reduce::{self, Layout, Op, ReduceOptions, Reduced};
+use warpforge::reference::reduce::{RefElement, Value, expected};
+use warpforge_device::global::vectors16;
+use warpforge_kernels::reduce::state::{ArgMax, Max, Sum};
+use warpforge_kernels::reduce::{Items, Reduction, State, vectored};
+
+/// Element types built from small integers (every partial sum exact).
+trait Small: RefElement + Copy {
+    fn small(v: i32) -> Self;
+    /// A NaN, for float types.
+    fn nan() -> Option<Self>;
+}
+
+macro_rules! small_float {
+    ($($t:ty: $from:expr, $nan:expr;)*) => { $(
+        impl Small for $t {
+            fn small(v: i32) -> Self {
+                $from(v)
+            }
+            fn nan() -> Option<Self> {
+                Some($nan)
+            }
+        }
+    )* };
+}
+small_float! {
+    f32: |v| v as f32, f32::NAN;
+    f64: f64::from, f64::NAN;
+    f16: |v| f16::from_f32(v as f32), f16::NAN;
+    bf16: |v| bf16::from_f32(v as f32), bf16::NAN;
+}
+macro_rules! small_int {
+    ($($t:ty),*) => { $(
+        impl Small for $t {
+            fn small(v: i32) -> Self {
+                v as $t
+            }
+            fn nan() -> Option<Self> {
+                None
+            }
+        }
+    )* };
+}
+small_int!(i32, i64, u32);
+
+/// Lengths around every vector width (2, 4, 8), the warp's 32 groups and the
+/// 512-item unit.
+const LENGTHS: &[usize] = &[
+    0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 511, 512, 513, 1031,
+];
+
+/// Nine rows: row `r` starts at element `r·len`, so an odd `len` puts the row
+/// starts at every offset mod 8 (every misaligned head a vector can have).
+const ROWS: usize = 9;
+
+/// `op` over `x` with `shape`/`axis`, checked against the reference; for a
+/// sum of small integers also exactly (the f32/f64 accumulator is exact, then
+/// one rounding to the output).
+fn check<T: Small>(dev: &Device, op: Op, x: &[T], shape: &[usize], axis: Option<usize>) {
+    let ctx = || format!("{op} of {:?} {shape:?} along {axis:?}", T::DTYPE);
+    let layout = Layout::new(x.len(), shape, axis).unwrap();
+    let want = expected(op, x, layout);
+    let buf = dev.upload(x).unwrap();
+    let got = reduce::reduce(op, &buf, shape, axis);
+    let (want, got) = match (want, got) {
+        (Ok(w), Ok(g)) => (w, g),
+        (Err(_), Err(_)) => return, // both refuse an empty min/max/arg*
+        (w, g) => panic!("{}: reference {w:?}, kernel {g:?}", ctx()),
+    };
+    let got: Vec<Value> = match got {
+        Reduced::Values(v) => v.to_host().unwrap().into_iter().map(T::value).collect(),
+        Reduced::Indices(v) => v
+            .to_host()
+            .unwrap()
+            .into_iter()
+            .map(|i| Value::Int(i.into()))
+            .collect(),
+    };
+    assert_eq!(got.len(), want.len(), "{}", ctx());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        if let Err(e) = w.check(*g) {
+            panic!("{}: output {k}: {e}", ctx());
+        }
+        if op == Op::Sum
+            && let (Value::Float(g), reference) = (*g, w.reference())
+            && !reference.is_nan()
+        {
+            let exact = T::round_out(reference);
+            assert_eq!(
+                g.to_bits(),
+                exact.to_bits(),
+                "{}: output {k} exactly",
+                ctx()
+            );
+        }
+    }
+}
+
+/// Small integers in `-8..=8` (many ties at the extremes), with, for floats,
+/// NaN at the head of row 1, the middle of row 4, the tail of row 7 and two
+/// NaNs in row 8 (the first must win argmin/argmax).
+fn inputs<T: Small>(rng: &mut StdRng, len: usize, with_nan: bool) -> Vec<T> {
+    let mut x: Vec<T> = (0..ROWS * len)
+        .map(|_| T::small(rng.random_range(-8..=8)))
+        .collect();
+    if let (true, Some(nan), true) = (with_nan, T::nan(), len > 0) {
+        for (row, j) in [
+            (1, 0),
+            (4, len / 2),
+            (7, len - 1),
+            (8, len / 3),
+            (8, len - 1),
+        ] {
+            x[row * len + j] = nan;
+        }
+    }
+    x
+}
+
+fn every_op<T: Small>(ops: &[Op], seed: u64) {
+    let dev = Device::emulator();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &len in LENGTHS {
+        for with_nan in [false, true] {
+            let x = inputs::<T>(&mut rng, len, with_nan);
+            for &op in ops {
+                check(&dev, op, &x, &[ROWS, len], Some(1));
+                check(&dev, op, &x, &[ROWS * len], None);
+            }
+        }
+    }
+}
+
+const INT_OPS: &[Op] = &[Op::Sum, Op::Min, Op::Max, Op::ArgMin, Op::ArgMax];
+
+#[test]
+fn f32_rows_at_every_vector_boundary_in_emulator() {
+    every_op::<f32>(&Op::ALL, 1);
+}
+#[test]
+fn f64_rows_at_every_vector_boundary_in_emulator() {
+    every_op::<f64>(&Op::ALL, 2);
+}
+#[test]
+fn f16_rows_at_every_vector_boundary_in_emulator() {
+    every_op::<f16>(&Op::ALL, 3);
+}
+#[test]
+fn bf16_rows_at_every_vector_boundary_in_emulator() {
+    every_op::<bf16>(&Op::ALL, 4);
+}
+#[test]
+fn integer_rows_at_every_vector_boundary_in_emulator() {
+    every_op::<i32>(INT_OPS, 5);
+    every_op::<i64>(INT_OPS, 6);
+    every_op::<u32>(INT_OPS, 7);
+}
+
+/// The documented fold order of a rows reduction's sum, on the CPU: units of
+/// 512 items, cut at multiples of `width` in the buffer; lane `l` folds groups
+/// `l, l + 32, …` in order from `-0.0`; a `shuffle_down` tree (lanes past the
+/// end keep their own value); then passes over the states (width 1) until
+/// one per row is left.
+fn model_sum<A: Copy + core::ops::Add<Output = A>>(
+    mut values: Vec<A>,
+    rows: usize,
+    mut len: usize,
+    width: usize,
+    zero: A,
+) -> Vec<A> {
+    let mut w = width;
+    loop {
+        let per_row = len.div_ceil(512);
+        let mut states = Vec::with_capacity(rows * per_row);
+        for row in 0..rows {
+            for c in 0..per_row {
+                let base = row * len;
+                let (first, last) = (base + c * 512, base + len.min(c * 512 + 512));
+                let mut lanes = [zero; 32];
+                for (lane, acc) in lanes.iter_mut().enumerate() {
+                    let mut g = first / w + lane;
+                    while g * w < last {
+                        for &v in &values[(g * w).max(first)..(g * w + w).min(last)] {
+                            *acc = *acc + v;
+                        }
+                        g += 32;
+                    }
+                }
+                for delta in [16, 8, 4, 2, 1] {
+                    let old = lanes;
+                    for (l, acc) in lanes.iter_mut().enumerate() {
+                        *acc = old[l] + old.get(l + delta).copied().unwrap_or(old[l]);
+                    }
+                }
+                states.push(lanes[0]);
+            }
+        }
+        values = states;
+        w = 1;
+        if per_row <= 1 {
+            return values;
+        }
+        len = per_row;
+    }
+}
+
+/// Values with magnitudes from 2⁻²⁰ to 2²⁰ and both signs: almost every
+/// reassociation changes the sum's bits.
+fn wide(rng: &mut StdRng) -> f64 {
+    let m: f64 = rng.random_range(1.0..2.0);
+    let e = rng.random_range(-20..=20);
+    let s = if rng.random() { 1.0 } else { -1.0 };
+    s * m * 2f64.powi(e)
+}
+
+fn sum_bits<T: Small>(dev: &Device, x: &[T], shape: &[usize], options: ReduceOptions) -> Vec<f64> {
+    let buf = dev.upload(x).unwrap();
+    let axis = (shape.len() == 2).then_some(1);
+    match reduce::reduce_with(Op::Sum, &buf, shape, axis, options).unwrap() {
+        Reduced::Values(v) => v
+            .to_host()
+            .unwrap()
+            .into_iter()
+            .map(|v| match v.value() {
+                Value::Float(f) => f,
+                Value::Int(_) => unreachable!("floats"),
+            })
+            .collect(),
+        Reduced::Indices(_) => unreachable!("sum returns values"),
+    }
+}
+
+/// The kernel's sums against [`model_sum`], bit for bit, at `options`'
+/// grid sizes and on both the one-launch and the multi-pass paths.
+fn sums_follow_the_model<T: Small, A: Copy + core::ops::Add<Output = A>>(
+    to_t: impl Fn(f64) -> T,
+    widen: impl Fn(T) -> A,
+    out: impl Fn(A) -> f64,
+    zero: A,
+) {
+    let dev = Device::emulator();
+    let mut rng = StdRng::seed_from_u64(11);
+    let width = 16 / size_of::<T>();
+    for (rows, len) in [
+        (1, 1000),
+        (1, 40_003),
+        (5, 1031),
+        (7, 2053),
+        (3, 513),
+        (9, 77),
+    ] {
+        let x: Vec<T> = (0..rows * len).map(|_| to_t(wide(&mut rng))).collect();
+        let model = model_sum(
+            x.iter().map(|&v| widen(v)).collect(),
+            rows,
+            len,
+            width,
+            zero,
+        );
+        let want: Vec<u64> = model.into_iter().map(|a| out(a).to_bits()).collect();
+        let shape: Vec<usize> = if rows == 1 {
+            vec![len]
+        } else {
+            vec![rows, len]
+        };
+        for max_blocks in [1, 3, 64, ReduceOptions::AUTO] {
+            for multi_pass in [false, true] {
+                let options = ReduceOptions {
+                    max_blocks,
+                    multi_pass,
+                };
+                let got: Vec<u64> = sum_bits(&dev, &x, &shape, options)
+                    .into_iter()
+                    .map(f64::to_bits)
+                    .collect();
+                assert_eq!(
+                    got,
+                    want,
+                    "{:?} sum of {shape:?}, {max_blocks} blocks, multi_pass {multi_pass}",
+                    T::DTYPE
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
+    sums_follow_the_model::<f32, f32>(|v| v as f32, |v| v, f64::from, -0.0);
+}
+#[test]
+fn f64_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
+    sums_follow_the_model::<f64, f64>(|v| v, |v| v, |v| v, -0.0);
+}
+#[test]
+fn bf16_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
+    sums_follow_the_model::<bf16, f32>(
+        bf16::from_f64,
+        f32::from,
+        |a| bf16::from_f32(a).to_f64(),
+        -0.0,
+    );
+}
+#[test]
+fn f16_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
+    // Scaled into f16's range: no ±inf elements, so no inf − inf NaN.
+    sums_follow_the_model::<f16, f32>(
+        |v| f16::from_f64(v / 64.0),
+        f32::from,
+        |a| f16::from_f32(a).to_f64(),
+        -0.0,
+    );
+}
+
+/// Folds `x` group by group (`width` items at multiples of `width` of the
+/// slice) through `R`'s [`Items`] (vector loads where the group is aligned,
+/// scalar ones otherwise) and encodes the result.
+fn fold_groups<T, R>(x: &[T], width: u64) -> [u64; 2]
+where
+    T: warpforge_kernels::reduce::Input,
+    R: Reduction<T>,
+{
+    let mut items = vectored::<T, R>(x);
+    let mut acc = R::State::empty();
+    let mut k = 0;
+    while k < x.len() as u64 {
+        let n = width.min(x.len() as u64 - k);
+        acc = items.fold(acc, k, k, n);
+        k += width;
+    }
+    acc.encode()
+}
+
+/// The same groups at every offset of a buffer: one offset is 16-byte
+/// aligned (vector loads), the others are not (scalar loads); the folds
+/// agree bit for bit, sums included.
+#[test]
+fn vector_and_scalar_loads_fold_the_same_bits() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let n = 203;
+    let data: Vec<f32> = (0..n).map(|_| wide(&mut rng) as f32).collect();
+    let halves: Vec<bf16> = data.iter().map(|&v| bf16::from_f32(v)).collect();
+    let mut buf = vec![0f32; n + 8];
+    let mut hbuf = vec![bf16::ZERO; n + 8];
+    let (mut aligned, mut h_aligned) = (0, 0);
+    let mut first: Option<[[u64; 2]; 4]> = None;
+    for off in 0..8 {
+        buf[off..off + n].copy_from_slice(&data);
+        hbuf[off..off + n].copy_from_slice(&halves);
+        let (x, h) = (&buf[off..off + n], &hbuf[off..off + n]);
+        aligned += usize::from(vectors16::<f32, 4>(x).0 == 0);
+        h_aligned += usize::from(vectors16::<bf16, 8>(h).0 == 0);
+        let bits = [
+            fold_groups::<f32, Sum>(x, 4),
+            fold_groups::<f32, Max>(x, 4),
+            fold_groups::<f32, ArgMax>(x, 4),
+            fold_groups::<bf16, Sum>(h, 8),
+        ];
+        match first {
+            None => first = Some(bits),
+            Some(f) => assert_eq!(bits, f, "offset {off}"),
+        }
+    }
+    assert_eq!((aligned, h_aligned), (2, 1), "both paths ran");
+}
+
+/// Floats at every edge of the order: NaNs of both signs, ±inf, ±0,
+/// subnormals, ties.
+fn edge_values() -> Vec<f32> {
+    let sub = f32::from_bits(1);
+    vec![
+        f32::NAN,
+        -f32::NAN,
+        f32::NEG_INFINITY,
+        -1e30,
+        -1.0,
+        -sub,
+        -0.0,
+        0.0,
+        sub,
+        1.0,
+        1.0,
+        1e30,
+        f32::INFINITY,
+    ]
+}
+
+/// The integer keys order non-NaN values like `Acc::below` (`-0 < +0`), the
+/// arg keys like `==` (`-0 == +0`), and keys round-trip; for f32 and f64.
+#[test]
+fn keys_order_values_like_the_float_order() {
+    use warpforge_kernels::reduce::Acc;
+    let vals = edge_values();
+    for &a in vals.iter().filter(|v| !v.is_nan()) {
+        assert_eq!(f32::from_key(a.key()).to_bits(), a.to_bits());
+        let (wa, wide_a) = (a, f64::from(a));
+        assert_eq!(f64::from_key(wide_a.key()).to_bits(), wide_a.to_bits());
+        for &b in vals.iter().filter(|v| !v.is_nan()) {
+            assert_eq!(wa.key() < b.key(), wa.below(b), "{a} < {b}");
+            assert_eq!(wa.arg_key() == b.arg_key(), a == b, "{a} == {b}");
+            let wide_b = f64::from(b);
+            assert_eq!(wide_a.key() < wide_b.key(), wide_a.below(wide_b));
+            assert_eq!(wide_a.arg_key() == wide_b.arg_key(), a == b);
+        }
+    }
+}
+
+/// numpy's argmin/argmax: the first NaN, else the first extreme (`-0 == +0`).
+fn numpy_arg(xs: &[f32], max: bool) -> u64 {
+    if let Some(i) = xs.iter().position(|v| v.is_nan()) {
+        return i as u64;
+    }
+    let mut best = 0;
+    for (i, &v) in xs.iter().enumerate() {
+        if (max && v > xs[best]) || (!max && v < xs[best]) {
+            best = i;
+        }
+    }
+    best as u64
+}
+
+/// numpy's min/max with `-0 < +0` and NaN propagating, as bits (NaN canonical).
+fn numpy_extreme(xs: &[f32], max: bool) -> u32 {
+    if xs.iter().any(|v| v.is_nan()) {
+        return f32::NAN.to_bits();
+    }
+    let total = |v: &f32| {
+        let b = v.to_bits() as i32;
+        b ^ (((b >> 31) as u32) >> 1) as i32
+    };
+    let pick = if max {
+        xs.iter().max_by_key(|v| total(v))
+    } else {
+        xs.iter().min_by_key(|v| total(v))
+    };
+    pick.map_or(0, |v| v.to_bits())
+}
+
+/// The min/max/argmin/argmax states over random lists of edge values: a
+/// lane's in-order `push` fold and a `combine` tree over an arbitrary split
+/// both give numpy's answer (first index of ties and of NaN).
+#[test]
+fn extreme_and_arg_states_follow_numpy_in_push_and_combine() {
+    use warpforge_kernels::reduce::state::{ArgMin, Min};
+    let vals = edge_values();
+    let mut rng = StdRng::seed_from_u64(9);
+    for _ in 0..3000 {
+        let n = rng.random_range(1..12);
+        let xs: Vec<f32> = (0..n)
+            .map(|_| vals[rng.random_range(0..vals.len())])
+            .collect();
+        let split = rng.random_range(0..=n);
+        macro_rules! both {
+            ($r:ty) => {{
+                let load = |i: usize| <$r as Reduction<f32>>::load(xs[i], i as u64);
+                let pushed = (0..n).fold(State::empty(), |a, i| State::push(a, load(i)));
+                let left = (0..split).fold(State::empty(), |a, i| State::combine(a, load(i)));
+                let right = (split..n)
+                    .rev()
+                    .fold(State::empty(), |a, i| State::combine(load(i), a));
+                let combined = State::combine(left, right);
+                let (p, c): ([u64; 2], [u64; 2]) = (State::encode(pushed), State::encode(combined));
+                (p, c)
+            }};
+        }
+        for max in [false, true] {
+            let ((p, c), (ap, ac)) = if max {
+                (both!(Max), both!(ArgMax))
+            } else {
+                (both!(Min), both!(ArgMin))
+            };
+            let want = u64::from(numpy_extreme(&xs, max));
+            assert_eq!((p[0], c[0]), (want, want), "{xs:?} max {max}");
+            let want = numpy_arg(&xs, max);
+            assert_eq!((ap[1], ac[1]), (want, want), "{xs:?} arg max {max}");
+        }
+    }
+}

@@ -339,6 +339,27 @@ fn tensor_core_nhwc_across_tiles() {
     }
 }
 
+/// The tensor-core NCHW kernel across tiles, dense and grouped: `K/G` of
+/// 67 and 66 (2 row tiles), `P·Q` = 81 (2 column tiles, ragged), several
+/// k-steps; stride 1 (the `cp.async` gather where 8 output columns are
+/// contiguous and aligned) and stride 2 with dilation (element loads).
+#[test]
+fn tensor_core_nchw_across_tiles() {
+    let dev = Device::emulator();
+    for (c, k, groups) in [(16, 67, 1), (12, 132, 2)] {
+        let conv = Conv2d::new(Layout::Nchw, [2, c, 9, 16], [k, c / groups, 3, 3])
+            .padding(Padding::uniform(1))
+            .groups(groups)
+            .relu(true);
+        assert_eq!(check::<f16>(&dev, &conv, true, 23), Algorithm::ImplicitGemm);
+        let conv = conv.stride(2, 2).dilation(2, 1);
+        assert_eq!(
+            check::<bf16>(&dev, &conv, true, 24),
+            Algorithm::ImplicitGemm
+        );
+    }
+}
+
 #[test]
 fn algorithm_rule() {
     let nchw = |c, k, g| Conv2d::new(Layout::Nchw, [1, c, 8, 8], [k, c / g, 3, 3]).groups(g);
@@ -364,7 +385,14 @@ fn algorithm_rule() {
         nhwc(4, 4, 4).algorithm::<f16>().unwrap(),
         Algorithm::Depthwise
     );
-    assert_eq!(nchw(4, 8, 1).algorithm::<f16>().unwrap(), Algorithm::Direct);
+    assert_eq!(
+        nchw(4, 8, 1).algorithm::<f16>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nchw(4, 8, 2).kernel_name::<bf16>().unwrap(),
+        "conv2d_nchw_bf16_64x64x32_s3"
+    );
     assert_eq!(
         nhwc(4, 8, 1).algorithm::<f16>().unwrap(),
         Algorithm::ImplicitGemm

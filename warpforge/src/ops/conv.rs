@@ -30,18 +30,14 @@
 //! 3. [`Algorithm::ImplicitGemm`]: the input gathered on the fly (im2col,
 //!    never materialised; `warpforge_kernels::conv`) into a GEMM main loop:
 //!    f32 NCHW (any `G`) or NHWC with `G = 1` on the SIMT GEMM's
-//!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16 NHWC with `G = 1` on the
-//!    tensor-core GEMM's (`conv2d_nhwc_{f16,bf16}_64x64x32_s3`: `cp.async`
-//!    chunks of 8 channels when `C % 8 == 0`, f32 accumulation, bias + ReLU
-//!    in f32 and one rounding).
-//! 4. [`Algorithm::Direct`] otherwise (f16/bf16 NCHW outside rule 2, and
-//!    NHWC with `1 < G < C`).
+//!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16, same layouts and groups,
+//!    on the tensor-core GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`:
+//!    `cp.async` gather chunks where the 8 elements are contiguous — NHWC
+//!    when `C % 8 == 0`, NCHW at column stride 1 — in the image and
+//!    aligned; f32 accumulation, bias + ReLU in f32 and one rounding).
+//! 4. [`Algorithm::Direct`] otherwise (NHWC with `1 < G < C`).
 //!
-//! **Deviations from the plan, and why.** The f16/bf16 NCHW implicit GEMM
-//! (per image, weights as `A`, the gathered image as `B`) is not written
-//! yet: NCHW f16/bf16 runs the direct kernel (f32 accumulation, correct for
-//! every shape, not fast) except for 1×1 convolutions, which take the
-//! tensor-core GEMM. Grouped NHWC
+//! **Deviations from the plan, and why.** Grouped NHWC
 //! (`1 < G < C`) needs an owned output mapping for a group's column range of
 //! `[N·P·Q × K]` that `own.rs` does not have yet, so it runs the direct
 //! kernel (sound by construction: one thread per element). `Algorithm::Direct`
@@ -170,9 +166,9 @@ mod sealed {
 pub struct ConvKernels {
     direct_nchw: &'static str,
     direct_nhwc: &'static str,
-    /// The implicit-GEMM kernels, where the type has them.
-    implicit_nchw: Option<&'static str>,
-    implicit_nhwc: Option<&'static str>,
+    /// The implicit-GEMM kernels.
+    implicit_nchw: &'static str,
+    implicit_nhwc: &'static str,
     /// The implicit GEMM's block tile `(BM, BN)` and threads per block.
     implicit_tile: (usize, usize, usize),
 }
@@ -197,7 +193,7 @@ pub trait ConvElement: Element + sealed::Sealed {
         y: &mut DeviceBuffer<Self>,
         g: [u64; 8],
     ) -> Result<()>;
-    /// Launches an implicit-GEMM kernel (only the layouts `KERNELS` names).
+    /// Launches an implicit-GEMM kernel.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_implicit(
@@ -247,8 +243,8 @@ impl ConvElement for f32 {
     const KERNELS: ConvKernels = ConvKernels {
         direct_nchw: kc::conv2d_direct_nchw_f32::NAME,
         direct_nhwc: kc::conv2d_direct_nhwc_f32::NAME,
-        implicit_nchw: Some(kc::conv2d_nchw_f32_64x64x16::NAME),
-        implicit_nhwc: Some(kc::conv2d_nhwc_f32_64x64x16::NAME),
+        implicit_nchw: kc::conv2d_nchw_f32_64x64x16::NAME,
+        implicit_nhwc: kc::conv2d_nhwc_f32_64x64x16::NAME,
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
     };
     fn gemm_name(trans_b: bool) -> &'static str {
@@ -284,13 +280,13 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $nchw:ident, $nhwc:ident, $tc_nhwc:ident) => {
+    ($t:ty, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 direct_nchw: kc::$nchw::NAME,
                 direct_nhwc: kc::$nhwc::NAME,
-                implicit_nchw: None,
-                implicit_nhwc: Some(kc::$tc_nhwc::NAME),
+                implicit_nchw: kc::$tc_nchw::NAME,
+                implicit_nhwc: kc::$tc_nhwc::NAME,
                 implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
             };
             fn gemm_name(trans_b: bool) -> &'static str {
@@ -309,9 +305,12 @@ macro_rules! half_element {
                 y: crate::MatrixMut<'_, $t>,
                 [a, b, c, d, e, f, g, h]: [u64; 8],
             ) -> Result<()> {
-                // The rule routes only NHWC here (KERNELS.implicit_nchw is None).
-                debug_assert!(nhwc, "conv2d: no NCHW implicit GEMM for this type");
-                dev.launch(kc::$tc_nhwc, cfg, (x, w, bias, y, a, b, c, d, e, f, g, h))
+                let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
+                if nhwc {
+                    dev.launch(kc::$tc_nhwc, cfg, args)
+                } else {
+                    dev.launch(kc::$tc_nchw, cfg, args)
+                }
             }
             fn run_gemm(
                 dev: &Device,
@@ -330,12 +329,14 @@ half_element!(
     f16,
     conv2d_direct_nchw_f16,
     conv2d_direct_nhwc_f16,
+    conv2d_nchw_f16_64x64x32_s3,
     conv2d_nhwc_f16_64x64x32_s3
 );
 half_element!(
     bf16,
     conv2d_direct_nchw_bf16,
     conv2d_direct_nhwc_bf16,
+    conv2d_nchw_bf16_64x64x32_s3,
     conv2d_nhwc_bf16_64x64x32_s3
 );
 
@@ -663,11 +664,7 @@ impl Conv2d {
         {
             return Ok(Algorithm::Gemm1x1);
         }
-        let implicit = match self.layout {
-            Layout::Nchw => T::KERNELS.implicit_nchw.is_some(),
-            Layout::Nhwc => T::KERNELS.implicit_nhwc.is_some() && g == 1,
-        };
-        if implicit {
+        if self.layout == Layout::Nchw || g == 1 {
             return Ok(Algorithm::ImplicitGemm);
         }
         Ok(Algorithm::Direct)
@@ -686,12 +683,8 @@ impl Conv2d {
             Algorithm::Depthwise | Algorithm::Direct if nhwc => kernels.direct_nhwc,
             Algorithm::Depthwise | Algorithm::Direct => kernels.direct_nchw,
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
-            Algorithm::ImplicitGemm => if nhwc {
-                kernels.implicit_nhwc
-            } else {
-                kernels.implicit_nchw
-            }
-            .expect("the rule picks ImplicitGemm only where the kernel exists"),
+            Algorithm::ImplicitGemm if nhwc => kernels.implicit_nhwc,
+            Algorithm::ImplicitGemm => kernels.implicit_nchw,
         })
     }
 

@@ -15,7 +15,7 @@
 //! - **Implicit GEMM** (`conv2d_{nchw,nhwc}_f32_64x64x16`): the SIMT GEMM's
 //!   main loop ([`crate::gemm::main_loop`], its tile [`F32_TILE`]) with an
 //!   operand gathered on the fly (im2col, never materialised) — a
-//!   [`Source`](crate::gemm::Source) like the GEMM's stored matrices, so
+//!   [`Source`] like the GEMM's stored matrices, so
 //!   there is one GEMM main loop, not two.
 //!   - NHWC, `G = 1`: `GEMM_M = N·P·Q` (output pixels), `GEMM_N = K`,
 //!     `GEMM_K = R·S·C` in `(r, s, c)` order (channels innermost: consecutive

@@ -244,7 +244,7 @@ impl Output for bf16 {
 
 /// Where a stage's operand slice comes from: a stored row-major matrix
 /// ([`Stored`], the GEMM's `A` and `B`) or a matrix computed on the fly (the
-/// convolution's im2col gather, `crate::conv`). [`load_tile`] walks a slice in
+/// convolution's im2col gather, `crate::conv`). `load_tile` walks a slice in
 /// 8-element chunks of a stored row and asks the source for each one.
 pub trait TileSource<T: Input> {
     /// Copies stored row `row`, columns `col .. col + CHUNK` to

@@ -255,6 +255,111 @@ fn implicit_gemm_across_tiles() {
     }
 }
 
+/// NHWC, groups 1, f16/bf16: the tensor-core implicit GEMM, with the
+/// channel counts that take each gather path (`C % 8 == 0`: `cp.async`
+/// chunks; otherwise element loads), padding on every side, stride and
+/// dilation, and sizes that leave ragged tiles in `N·P·Q`, `K` and `R·S·C`
+/// (several k-steps of 32).
+fn tensor_core_cases() -> impl Strategy<Value = Case> {
+    (
+        (1usize..=2, prop::sample::select(vec![3usize, 8, 16, 13])),
+        (1usize..=70, 1usize..=3, 1usize..=3),
+        (1usize..=2, 1usize..=2, 1usize..=2, 1usize..=2),
+        (0usize..=2, 0usize..=2, 0usize..=2, 0usize..=2),
+        (3usize..=9, 3usize..=9),
+        (any::<bool>(), any::<bool>(), any::<u64>()),
+    )
+        .prop_map(
+            |(
+                (n, c),
+                (k, r, s),
+                (sh, sw, dh, dw),
+                (top, bottom, left, right),
+                (eh, ew),
+                (bias, relu, seed),
+            )| {
+                let (er, es) = (dh * (r - 1) + 1, dw * (s - 1) + 1);
+                Case {
+                    layout: Layout::Nhwc,
+                    n,
+                    c,
+                    k,
+                    groups: 1,
+                    h: er.saturating_sub(top + bottom).max(1) + eh,
+                    w: es.saturating_sub(left + right).max(1) + ew,
+                    r,
+                    s,
+                    stride: (sh, sw),
+                    pad: Padding {
+                        top,
+                        bottom,
+                        left,
+                        right,
+                    },
+                    dil: (dh, dw),
+                    bias,
+                    relu,
+                    seed,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn half_nhwc_tensor_core_matches_reference(case in tensor_core_cases()) {
+        let dev = Device::emulator();
+        let conv = case.conv();
+        // 1×1 unpadded stride-1 cases without bias/ReLU take the GEMM route.
+        let tc = conv.algorithm_for::<f16>(case.bias).unwrap() == Algorithm::ImplicitGemm;
+        let alg = check::<f16>(&dev, &conv, case.bias, case.seed);
+        prop_assert!(!tc || alg == Algorithm::ImplicitGemm);
+        check::<bf16>(&dev, &conv, case.bias, case.seed ^ 0x5a5a);
+    }
+}
+
+/// The tensor-core NHWC kernel across tiles: `N·P·Q = 2·9·9 = 162` output
+/// pixels (3 row tiles, the last ragged), `K = 67` (2 column tiles), and
+/// `R·S·C = 3·3·16 = 144` (5 k-steps, the last ragged), `C % 8 == 0` so the
+/// gather goes by `cp.async`; then `C = 12` (element loads).
+#[test]
+fn tensor_core_nhwc_across_tiles() {
+    let dev = Device::emulator();
+    for c in [16, 12] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [67, c, 3, 3])
+            .padding(Padding::uniform(1))
+            .relu(true);
+        assert_eq!(check::<f16>(&dev, &conv, true, 21), Algorithm::ImplicitGemm);
+        assert_eq!(
+            check::<bf16>(&dev, &conv, false, 22),
+            Algorithm::ImplicitGemm
+        );
+    }
+}
+
+/// The tensor-core NCHW kernel across tiles, dense and grouped: `K/G` of
+/// 67 and 66 (2 row tiles), `P·Q` = 81 (2 column tiles, ragged), several
+/// k-steps; stride 1 (the `cp.async` gather where 8 output columns are
+/// contiguous and aligned) and stride 2 with dilation (element loads).
+#[test]
+fn tensor_core_nchw_across_tiles() {
+    let dev = Device::emulator();
+    for (c, k, groups) in [(16, 67, 1), (12, 132, 2)] {
+        let conv = Conv2d::new(Layout::Nchw, [2, c, 9, 16], [k, c / groups, 3, 3])
+            .padding(Padding::uniform(1))
+            .groups(groups)
+            .relu(true);
+        assert_eq!(check::<f16>(&dev, &conv, true, 23), Algorithm::ImplicitGemm);
+        let conv = conv.stride(2, 2).dilation(2, 1);
+        assert_eq!(
+            check::<bf16>(&dev, &conv, true, 24),
+            Algorithm::ImplicitGemm
+        );
+    }
+}
+
 #[test]
 fn algorithm_rule() {
     let nchw = |c, k, g| Conv2d::new(Layout::Nchw, [1, c, 8, 8], [k, c / g, 3, 3]).groups(g);
@@ -280,7 +385,30 @@ fn algorithm_rule() {
         nhwc(4, 4, 4).algorithm::<f16>().unwrap(),
         Algorithm::Depthwise
     );
-    assert_eq!(nchw(4, 8, 1).algorithm::<f16>().unwrap(), Algorithm::Direct);
+    assert_eq!(
+        nchw(4, 8, 1).algorithm::<f16>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nchw(4, 8, 2).kernel_name::<bf16>().unwrap(),
+        "conv2d_nchw_bf16_64x64x32_s3"
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).algorithm::<f16>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nhwc(4, 8, 2).algorithm::<bf16>().unwrap(),
+        Algorithm::Direct
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).kernel_name::<f16>().unwrap(),
+        "conv2d_nhwc_f16_64x64x32_s3"
+    );
+    assert_eq!(
+        nhwc(16, 8, 1).kernel_name::<bf16>().unwrap(),
+        "conv2d_nhwc_bf16_64x64x32_s3"
+    );
     let one = Conv2d::new(Layout::Nhwc, [2, 4, 3, 3], [5, 4, 1, 1]);
     assert_eq!(one.algorithm::<f32>().unwrap(), Algorithm::Gemm1x1);
     assert_eq!(one.algorithm::<bf16>().unwrap(), Algorithm::Gemm1x1);

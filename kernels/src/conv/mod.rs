@@ -15,7 +15,7 @@
 //! - **Implicit GEMM** (`conv2d_{nchw,nhwc}_f32_64x64x16`): the SIMT GEMM's
 //!   main loop ([`crate::gemm::main_loop`], its tile [`F32_TILE`]) with an
 //!   operand gathered on the fly (im2col, never materialised) — a
-//!   [`Source`](crate::gemm::Source) like the GEMM's stored matrices, so
+//!   [`Source`] like the GEMM's stored matrices, so
 //!   there is one GEMM main loop, not two.
 //!   - NHWC, `G = 1`: `GEMM_M = N·P·Q` (output pixels), `GEMM_N = K`,
 //!     `GEMM_K = R·S·C` in `(r, s, c)` order (channels innermost: consecutive
@@ -31,6 +31,17 @@
 //!     rows `(n·G + g)·K/G ..` of the `[N·K × P·Q]` matrix that NCHW is:
 //!     exactly the batched GEMM's `OutMatrix::batch` binding, disjoint by
 //!     construction.
+//! - **Tensor-core implicit GEMM**
+//!   (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`): the same GEMMs as the
+//!   f32 kernels (NHWC `G = 1`; NCHW any `G`, per image and group) on the
+//!   tensor-core GEMM's main loop ([`tensor::main_loop`], its tile
+//!   [`TC_TILE`]), the gathered operand a [`TileSource`] that fills 16-byte
+//!   chunks: [`Im2colNhwcTc`] (`A`; `cp.async` when `C % 8 == 0`, the pixel
+//!   in the image and the address aligned) and [`Im2colNchwTc`] (`B`;
+//!   `cp.async` when 8 output columns read 8 contiguous in-image input
+//!   columns at an aligned address); zeros in the padding, element loads
+//!   otherwise. The weights are a [`Stored`] matrix (read transposed in
+//!   NHWC); the output goes through the owned `WarpTiles` epilogue.
 //! - **Direct** (`conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}`): one output
 //!   element per thread (`Out<T, Elements>`, grid-stride), consecutive
 //!   threads on the contiguous axis (channels in NHWC, width in NCHW), the
@@ -38,19 +49,21 @@
 //!   the depthwise kernel (`G = C`, any channel multiplier) and serves every
 //!   shape the implicit GEMMs do not take (NHWC with `1 < G < C`: a group's
 //!   outputs are a column range of `[N·P·Q × K]` that no owned tile mapping
-//!   describes yet, and the f16/bf16 dense path until the tensor-core
-//!   implicit GEMM exists).
+//!   describes yet).
 //!
-//! Epilogue (both): `acc (+ bias[k])`, then `max(·, 0)` with NaN kept (as
+//! Epilogue (all): `acc (+ bias[k])`, then `max(·, 0)` with NaN kept (as
 //! torch's ReLU), rounded once to the output type. Every output is one
 //! fused multiply-add chain in an order fixed by the sizes alone:
 //! deterministic, the same bits on every launch and grid.
 
-use crate::gemm::tensor::Output;
+use crate::gemm::tensor::{
+    self, CHUNK, Input, MmaTile, Output, Stored, TC_TILE, TileSource, is_aligned,
+};
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
-use warpforge_device::num;
-use warpforge_device::own::{Elements, MicroTiles};
-use warpforge_device::{Dim3, Out, OutMatrix, bf16, f16, thread};
+use warpforge_device::own::{Elements, MicroTiles, WarpTiles};
+use warpforge_device::shared::SharedArray;
+use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
+use warpforge_device::{mma, num};
 use warpforge_macros::kernel;
 
 /// The sizes one convolution kernel needs (module docs). Each field fits a
@@ -469,3 +482,367 @@ implicit_gemm_kernels!(
     conv2d_nchw_f32_64x64x16 = <false>,
     conv2d_nhwc_f32_64x64x16 = <true>,
 );
+
+/// The NHWC input as the tensor-core implicit GEMM's `A` (groups 1):
+/// `N·P·Q × R·S·C`, row = output pixel `(n, p, q)`, column = `(r, s, c)`,
+/// gathered a 16-byte chunk at a time. When `C % 8 == 0` a chunk is 8
+/// consecutive channels of one input pixel: `cp.async` when that pixel is in
+/// the image (not padding) and the address 16-byte aligned, zeros in the
+/// padding, element loads otherwise. Any other `C`: element by element,
+/// each column decomposed on its own, zeros outside the matrix and in the
+/// padding. Never reads outside `x`.
+pub struct Im2colNhwcTc<'a, T> {
+    /// The input, `N × H × W × C`.
+    pub x: Global<'a, T>,
+    /// The sizes.
+    pub g: Geometry,
+    /// `N·P·Q` and `R·S·C`: the matrix's rows and columns.
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl<T: Input + Element> Im2colNhwcTc<'_, T> {
+    /// Element `(pixel (n, p, q), column col)` of the gathered matrix.
+    #[inline(always)]
+    fn element(&self, (n, p, q): (usize, usize, usize), col: usize) -> T {
+        let g = &self.g;
+        let (c, rs) = (col % g.cg, col / g.cg);
+        let (r, s) = (rs / g.s, rs % g.s);
+        match (g.in_row(p, r), g.in_col(q, s)) {
+            (Some(ih), Some(iw)) => {
+                let at = ((n * g.h + ih) * g.w + iw) * g.cg + c;
+                self.x.get(at).copied().unwrap_or(<T as Input>::ZERO)
+            }
+            _ => <T as Input>::ZERO,
+        }
+    }
+}
+
+impl<T: Input + Element> TileSource<T> for Im2colNhwcTc<'_, T> {
+    #[inline(always)]
+    fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize) {
+        let g = &self.g;
+        let zero = <T as Input>::ZERO;
+        if row >= self.rows || col >= self.cols {
+            for i in 0..CHUNK {
+                smem.store(dst + i, zero);
+            }
+            return;
+        }
+        let pq = g.p * g.q;
+        let pix = (row / pq, (row % pq) / g.q, row % g.q);
+        if g.cg.is_multiple_of(CHUNK) {
+            // col is a multiple of 8, so the chunk is channels c .. c + 8 of
+            // one filter tap (r, s), contiguous in the input.
+            let (c, rs) = (col % g.cg, col / g.cg);
+            let (r, s) = (rs / g.s, rs % g.s);
+            if let (Some(ih), Some(iw)) = (g.in_row(pix.1, r), g.in_col(pix.2, s)) {
+                let at = ((pix.0 * g.h + ih) * g.w + iw) * g.cg + c;
+                if is_aligned(self.x, at) {
+                    mma::cp_async_16(smem, dst, self.x, at);
+                } else {
+                    for i in 0..CHUNK {
+                        let v = self.x.get(at + i).copied().unwrap_or(zero);
+                        smem.store(dst + i, v);
+                    }
+                }
+            } else {
+                for i in 0..CHUNK {
+                    smem.store(dst + i, zero);
+                }
+            }
+        } else {
+            for i in 0..CHUNK {
+                let v = if col + i < self.cols {
+                    self.element(pix, col + i)
+                } else {
+                    zero
+                };
+                smem.store(dst + i, v);
+            }
+        }
+    }
+}
+
+const TC_M: usize = TC_TILE.m;
+const TC_N: usize = TC_TILE.n;
+const TC_K: usize = TC_TILE.k;
+const TC_WN: usize = TC_TILE.warp_n;
+const TC_S: usize = TC_TILE.stages;
+const TC_MI: usize = TC_M / mma::M;
+const TC_NI: usize = TC_WN / mma::N;
+
+/// Implicit-GEMM NHWC convolution (groups 1) on the tensor cores (module
+/// docs): `A` the gathered input ([`Im2colNhwcTc`]), `B` the weights
+/// `K × RSC` read transposed (a [`Stored`] matrix), the GEMM's
+/// [`main_loop`](tensor::main_loop), and the output NHWC as the
+/// `[N·P·Q × K]` matrix `y` through the owned `WarpTiles` epilogue: in f32
+/// `acc (+ bias[k])`, ReLU keeping NaN, one rounding to `T`. Grid
+/// `⌈K/BN⌉ × ⌈NPQ/BM⌉ × 1`, blocks of `MmaTile::threads()` threads (1-D);
+/// any other block traps.
+#[kernel(
+    shared = [T; MmaTile::new(BM, BN, BK, WN, S).shared_len(false, true)],
+    instances(
+        conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_nhwc_tc<
+    T: Input + Element,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    x: Global<T>,
+    w: Global<T>,
+    bias: &[T],
+    mut y: OutMatrix<T, WarpTiles<BM, WN>>,
+    hw: u64,
+    rs: u64,
+    pq: u64,
+    stride: u64,
+    pad: u64,
+    dil: u64,
+    chans: u64,
+    groups: u64,
+) {
+    const {
+        assert!(
+            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            "an invalid tensor-core conv tile"
+        )
+    };
+    let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+    let threads = MmaTile::new(BM, BN, BK, WN, S).threads();
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "conv2d: launch with a 1-D block of MmaTile::threads() threads"
+    );
+    let t = thread::linear_thread_id() as usize;
+    let warp_col = thread::warp_id() as usize * WN;
+    let block = thread::block_idx();
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    let (m, n, k) = (y.rows(), y.cols(), g.r * g.s * g.cg);
+    let a = Im2colNhwcTc {
+        x,
+        g,
+        rows: m,
+        cols: k,
+    };
+    // The weights K × RSC: op(B) = Wᵀ, stored transposed.
+    let b = Stored {
+        src: w,
+        ld: k,
+        off: 0,
+        rows: n,
+        cols: k,
+    };
+    let mut acc = tensor::main_loop::<T, _, _, false, true, BM, BN, BK, WN, S, MI, NI>(
+        &a,
+        &b,
+        k.div_ceil(BK),
+        (row0, col0),
+        t,
+        warp_col,
+    );
+    let Some(mut out) = y.tile() else {
+        return;
+    };
+    let (_, tile_col) = out.origin();
+    let lane = thread::lane_id();
+    // Bias and ReLU in f32 on a copy of each fragment (its element i is at
+    // `c_coord(lane, i)`, so its column and bias are known), then one
+    // rounding per element through the owned view. Row `mi` is always
+    // `acc[0]`, the rows rotating one place per step (as in `gemm_tc`): a
+    // constant index, so the accumulators stay in registers.
+    for mi in 0..MI {
+        for (ni, frag) in acc[0].iter().enumerate() {
+            let mut done = *frag;
+            for (i, v) in done.regs.iter_mut().enumerate() {
+                let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
+                let b = if g.bias { read(bias, col) } else { 0.0 };
+                *v = g.finish(*v, b);
+            }
+            out.store_mma_c(mi, ni, &done, T::from_f32);
+        }
+        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
+    }
+}
+
+/// One image's group of the NCHW input as the tensor-core implicit GEMM's
+/// `B`: `(C/G)·R·S × P·Q`, row = `(c, r, s)`, column = output pixel
+/// `(p, q)`, zero in the padding; `off` is the first element of the image's
+/// group. A chunk is 8 consecutive output pixels of one row `(c, r, s)`:
+/// `cp.async` when they lie in one output row, the stride along columns is
+/// 1, all 8 input columns are in the image and the address is 16-byte
+/// aligned; element loads otherwise (zeros outside the matrix and in the
+/// padding). Never reads outside `x`.
+pub struct Im2colNchwTc<'a, T> {
+    /// The input, `N × C × H × W`.
+    pub x: Global<'a, T>,
+    /// Where channel 0 of this image's group starts.
+    pub off: usize,
+    /// The sizes.
+    pub g: Geometry,
+    /// `(C/G)·R·S` and `P·Q`: the matrix's rows and columns.
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
+    #[inline(always)]
+    fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize) {
+        let g = &self.g;
+        let zero = <T as Input>::ZERO;
+        if row >= self.rows {
+            for i in 0..CHUNK {
+                smem.store(dst + i, zero);
+            }
+            return;
+        }
+        let rs = g.r * g.s;
+        let (c, r, s) = (row / rs, (row % rs) / g.s, row % g.s);
+        let (p, q) = (col / g.q, col % g.q);
+        let plane = self.off.wrapping_add(c * g.h * g.w);
+        if g.stride_w == 1 && q + CHUNK <= g.q && col + CHUNK <= self.cols {
+            // One output row, unit column stride: input columns iw .. iw + 8.
+            let ih = g.in_row(p, r);
+            let iw = (q + s * g.dil_w).checked_sub(g.pad_left);
+            if let (Some(ih), Some(iw)) = (ih, iw)
+                && iw + CHUNK <= g.w
+            {
+                let at = plane.wrapping_add(ih * g.w + iw);
+                if is_aligned(self.x, at) {
+                    mma::cp_async_16(smem, dst, self.x, at);
+                    return;
+                }
+            }
+        }
+        for i in 0..CHUNK {
+            let col = col + i;
+            let (p, q) = (col / g.q, col % g.q);
+            let v = match (col < self.cols, g.in_row(p, r), g.in_col(q, s)) {
+                (true, Some(ih), Some(iw)) => self
+                    .x
+                    .get(plane.wrapping_add(ih * g.w + iw))
+                    .copied()
+                    .unwrap_or(zero),
+                _ => zero,
+            };
+            smem.store(dst + i, v);
+        }
+    }
+}
+
+/// Implicit-GEMM NCHW convolution (any groups) on the tensor cores (module
+/// docs): per image and group (`blockIdx.z = n·G + g`) `A` is group `g`'s
+/// weights `K/G × (C/G)·R·S` (a [`Stored`] matrix), `B` the gathered image
+/// ([`Im2colNchwTc`]), the GEMM's [`main_loop`](tensor::main_loop), and the
+/// output `y` bound as `[N·K × P·Q]` (batch `z` its rows `z·K/G ..`,
+/// `OutMatrix::batch`) through the owned `WarpTiles` epilogue: in f32
+/// `acc (+ bias[g·K/G + row])`, ReLU keeping NaN, one rounding to `T`. Grid
+/// `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`, blocks of `MmaTile::threads()` threads
+/// (1-D); any other block traps.
+#[kernel(
+    shared = [T; MmaTile::new(BM, BN, BK, WN, S).shared_len(false, false)],
+    instances(
+        conv2d_nchw_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nchw_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_nchw_tc<
+    T: Input + Element,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    x: Global<T>,
+    w: Global<T>,
+    bias: &[T],
+    mut y: OutMatrix<T, WarpTiles<BM, WN>>,
+    hw: u64,
+    rs: u64,
+    pq: u64,
+    stride: u64,
+    pad: u64,
+    dil: u64,
+    chans: u64,
+    groups: u64,
+) {
+    const {
+        assert!(
+            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            "an invalid tensor-core conv tile"
+        )
+    };
+    let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+    let threads = MmaTile::new(BM, BN, BK, WN, S).threads();
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "conv2d: launch with a 1-D block of MmaTile::threads() threads"
+    );
+    let t = thread::linear_thread_id() as usize;
+    let warp_col = thread::warp_id() as usize * WN;
+    let block = thread::block_idx();
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    // Batch z = n·G + gr: image n, group gr.
+    let z = block.z as usize;
+    let (n_img, gr) = (z / g.groups, z % g.groups);
+    let (_, m) = y.batch();
+    let (n, k) = (y.cols(), g.cg * g.r * g.s);
+    let a = Stored {
+        src: w,
+        ld: k,
+        off: gr * g.kg * k,
+        rows: m,
+        cols: k,
+    };
+    let b = Im2colNchwTc {
+        x,
+        off: (n_img * g.groups + gr) * g.cg * g.h * g.w,
+        g,
+        rows: k,
+        cols: n,
+    };
+    let mut acc = tensor::main_loop::<T, _, _, false, false, BM, BN, BK, WN, S, MI, NI>(
+        &a,
+        &b,
+        k.div_ceil(BK),
+        (row0, col0),
+        t,
+        warp_col,
+    );
+    let Some(mut out) = y.tile() else {
+        return;
+    };
+    let (tile_row, _) = out.origin();
+    let (lane, bias_base) = (thread::lane_id(), gr * g.kg);
+    // As in the NHWC kernel, with the bias by row (output channel); `acc[0]`
+    // is row `mi` (the rotation keeps the accumulators in registers).
+    for mi in 0..MI {
+        for (ni, frag) in acc[0].iter().enumerate() {
+            let mut done = *frag;
+            for (i, v) in done.regs.iter_mut().enumerate() {
+                let row = tile_row + mi * mma::M + mma::c_coord(lane, i).0;
+                let b = if g.bias {
+                    read(bias, bias_base + row)
+                } else {
+                    0.0
+                };
+                *v = g.finish(*v, b);
+            }
+            out.store_mma_c(mi, ni, &done, T::from_f32);
+        }
+        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
+    }
+}

@@ -18,14 +18,17 @@
 //! 1. **load stage** ([`load_tile`]): the block copies the `op(A)` and
 //!    `op(B)` slices of a k-step into a stage, each in its stored
 //!    orientation (rows padded by [`PAD`] elements against bank conflicts),
-//!    in chunks of 8 elements (16 bytes). A chunk wholly inside its matrix
+//!    in chunks of 8 elements (16 bytes), each asked of the operand's
+//!    [`TileSource`]. For the GEMM's stored matrices ([`Stored`]): a chunk wholly inside its matrix
 //!    whose global address is 16-byte aligned is copied by `cp.async`; any
 //!    other chunk (a ragged edge, an odd leading dimension or buffer offset)
 //!    is loaded element by element with plain shared stores, elements
 //!    outside the matrix as zero. So one kernel is both the aligned fast
 //!    path (every chunk a `cp.async` when `lda`/`ldb` are multiples of 8 and
 //!    the buffers 16-byte aligned) and the guarded path; the test is per
-//!    chunk and never reads outside `A` or `B`.
+//!    chunk and never reads outside `A` or `B`. The implicit-GEMM
+//!    convolutions (`crate::conv`) pass a gathering source instead; steps
+//!    1–3 are [`main_loop`], shared by both.
 //! 2. **pipeline**: `S − 1` k-steps are in flight; at step `kt` each thread
 //!    waits until at most `S − 2` of its groups are pending (step `kt` has
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
@@ -239,50 +242,198 @@ impl Output for bf16 {
     }
 }
 
-/// Copies the `ROWS × COLS` slice of a stored matrix (`rows × cols`, rows
-/// `ld` apart, starting `off` elements into `src`: its batch) at `(r0, c0)` to `smem[base..]` (rows `stride` apart), the
-/// block's `threads` threads taking consecutive 8-element chunks (coalesced).
-/// A chunk wholly inside the matrix at a 16-byte aligned address goes by
-/// `cp.async` (landing at the thread's wait); any other by plain stores, zero
-/// outside the matrix, without reading outside it.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn load_tile<T: Input, const ROWS: usize, const COLS: usize>(
-    smem: &SharedArray<T>,
-    base: usize,
-    stride: usize,
-    src: Global<'_, T>,
-    (ld, off): (usize, usize),
-    (r0, c0): (usize, usize),
-    (rows, cols): (usize, usize),
-    (t, threads): (usize, usize),
-) {
-    let per_row = COLS / CHUNK;
-    let mut e = t;
-    while e < ROWS * per_row {
-        let (r, c) = (e / per_row, (e % per_row) * CHUNK);
-        let (gr, gc) = (r0 + r, c0 + c);
-        let dst = base + r * stride + c;
+/// Where a stage's operand slice comes from: a stored row-major matrix
+/// ([`Stored`], the GEMM's `A` and `B`) or a matrix computed on the fly (the
+/// convolution's im2col gather, `crate::conv`). `load_tile` walks a slice in
+/// 8-element chunks of a stored row and asks the source for each one.
+pub trait TileSource<T: Input> {
+    /// Copies stored row `row`, columns `col .. col + CHUNK` to
+    /// `smem[dst .. dst + CHUNK]`: by `cp.async` where the source can (the
+    /// copy lands at the thread's next `cp.async` wait), else by plain
+    /// stores, zero for every element outside the matrix.
+    fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize);
+}
+
+/// A stored `rows × cols` matrix, rows `ld` apart, starting `off` elements
+/// into `src` (its batch).
+#[derive(Clone, Copy)]
+pub struct Stored<'a, T> {
+    /// The buffer.
+    pub src: Global<'a, T>,
+    /// Row stride (elements).
+    pub ld: usize,
+    /// First element (the batch's offset).
+    pub off: usize,
+    /// Stored rows and columns.
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl<T: Input> TileSource<T> for Stored<'_, T> {
+    /// A chunk wholly inside the matrix at a 16-byte aligned address goes by
+    /// `cp.async`; any other by plain stores, zero outside the matrix,
+    /// without reading outside it.
+    #[inline(always)]
+    fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, gr: usize, gc: usize) {
+        let (rows, cols) = (self.rows, self.cols);
         // gr < rows: gr·ld + gc is within the buffer the host checked.
         let whole = gr < rows && gc + CHUNK <= cols;
-        let at = off.wrapping_add(gr.wrapping_mul(ld)).wrapping_add(gc);
-        let aligned = (src.as_ptr() as usize)
-            .wrapping_add(at.wrapping_mul(core::mem::size_of::<T>()))
-            .is_multiple_of(16);
-        if whole && aligned {
-            mma::cp_async_16(smem, dst, src, at);
+        let at = self
+            .off
+            .wrapping_add(gr.wrapping_mul(self.ld))
+            .wrapping_add(gc);
+        if whole && is_aligned(self.src, at) {
+            mma::cp_async_16(smem, dst, self.src, at);
         } else {
             for q in 0..CHUNK {
                 let v = if gr < rows && gc + q < cols {
-                    src.get(at + q).copied().unwrap_or(T::ZERO)
+                    self.src.get(at + q).copied().unwrap_or(T::ZERO)
                 } else {
                     T::ZERO
                 };
                 smem.store(dst + q, v);
             }
         }
+    }
+}
+
+/// Whether element `at` of `src` is at a 16-byte aligned address (a
+/// `cp.async` of 16 bytes needs it).
+#[inline(always)]
+pub fn is_aligned<T>(src: Global<'_, T>, at: usize) -> bool {
+    (src.as_ptr() as usize)
+        .wrapping_add(at.wrapping_mul(core::mem::size_of::<T>()))
+        .is_multiple_of(16)
+}
+
+/// Copies the `ROWS × COLS` slice at stored `(r0, c0)` of `src` to
+/// `smem[base..]` (rows `stride` apart), the block's `threads` threads taking
+/// consecutive 8-element chunks (coalesced), each by
+/// [`TileSource::load_chunk`].
+#[inline(always)]
+fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>(
+    smem: &SharedArray<T>,
+    base: usize,
+    stride: usize,
+    src: &Src,
+    (r0, c0): (usize, usize),
+    (t, threads): (usize, usize),
+) {
+    let per_row = COLS / CHUNK;
+    let mut e = t;
+    while e < ROWS * per_row {
+        let (r, c) = (e / per_row, (e % per_row) * CHUNK);
+        src.load_chunk(smem, base + r * stride + c, r0 + r, c0 + c);
         e += threads;
     }
+}
+
+/// Steps 1–3 of the module docs for one block: `ktiles` k-steps of
+/// `op(A)·op(B)` for the `BM × BN` tile at `(row0, col0)`, `A` and `B` from
+/// any [`TileSource`] (stored as `TA`/`TB` say), into this warp's
+/// accumulators (its `BM × WN` tile at column `warp_col` of the block tile).
+/// Shared by the GEMM kernels and the implicit-GEMM convolutions, so there
+/// is one tensor-core main loop. Every thread of the block must call it
+/// (barriers); `t` is the thread's index in its 1-D block.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn main_loop<
+    TIn: Input,
+    A: TileSource<TIn>,
+    B: TileSource<TIn>,
+    const TA: bool,
+    const TB: bool,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    a: &A,
+    b: &B,
+    ktiles: usize,
+    (row0, col0): (usize, usize),
+    t: usize,
+    warp_col: usize,
+) -> [[FragC; NI]; MI] {
+    let tile = MmaTile::new(BM, BN, BK, WN, S);
+    let threads = tile.threads();
+    let smem = shared::dynamic::<TIn>();
+    let (_, sa) = tile.a_layout(TA);
+    let (_, sb) = tile.b_layout(TB);
+    let a_len = tile.a_len(TA);
+    let stage_len = tile.stage_len(TA, TB);
+
+    // Step 1, load stage: k-step `kt` into stage `stage`.
+    let load = |kt: usize, stage: usize| {
+        let (base, p0) = (stage * stage_len, kt * BK);
+        let me = (t, threads);
+        if TA {
+            load_tile::<TIn, A, BK, BM>(&smem, base, sa, a, (p0, row0), me);
+        } else {
+            load_tile::<TIn, A, BM, BK>(&smem, base, sa, a, (row0, p0), me);
+        }
+        let base = base + a_len;
+        if TB {
+            load_tile::<TIn, B, BN, BK>(&smem, base, sb, b, (col0, p0), me);
+        } else {
+            load_tile::<TIn, B, BK, BN>(&smem, base, sb, b, (p0, col0), me);
+        }
+    };
+
+    let mut acc = [[FragC::default(); NI]; MI];
+    // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
+    // (empty groups past the end keep the count uniform).
+    for s in 0..S - 1 {
+        if s < ktiles {
+            load(s, s);
+        }
+        mma::cp_async_commit();
+    }
+    // The main loop. A Hopper path replaces this loop and the prologue (TMA
+    // into the stages, `wgmma` from them); the epilogues stay.
+    let mut kt = 0;
+    while kt < ktiles {
+        // Step kt has landed (at most S − 2 newer groups pending) and the
+        // barrier publishes it; every warp is also done with step kt − 1.
+        mma::cp_async_wait_group((S - 2) as u32);
+        sync_threads();
+        let next = kt + S - 1;
+        if next < ktiles {
+            load(next, next % S);
+        }
+        mma::cp_async_commit();
+        // Step 3, ldmatrix → mma over the stage's 16-deep slices.
+        let base = (kt % S) * stage_len;
+        for kk in 0..BK / mma::K {
+            let p = kk * mma::K;
+            let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
+                let i = mi * mma::M;
+                if TA {
+                    FragA::load_k_major(&smem, base + p * sa + i, sa)
+                } else {
+                    FragA::load(&smem, base + i * sa + p, sa)
+                }
+            });
+            let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
+                let j = warp_col + ni * mma::N;
+                if TB {
+                    FragB::load_n_major(&smem, base + a_len + j * sb + p, sb)
+                } else {
+                    FragB::load_k_major(&smem, base + a_len + p * sb + j, sb)
+                }
+            });
+            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                    *acc = mma::mma(*fa, *fb, *acc);
+                }
+            }
+        }
+        kt += 1;
+    }
+    acc
 }
 
 /// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
@@ -368,81 +519,30 @@ pub fn gemm_tc<
     let z = block.z as usize;
     let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
-    let smem = shared::dynamic::<TIn>();
-    let (_, sa) = tile.a_layout(TA);
-    let (_, sb) = tile.b_layout(TB);
-    let a_len = tile.a_len(TA);
-    let stage_len = tile.stage_len(TA, TB);
-
-    // Step 1, load stage: k-step `kt` into stage `stage`.
-    let load = |kt: usize, stage: usize| {
-        let (base, p0) = (stage * stage_len, kt * BK);
-        let me = (t, threads);
-        if TA {
-            load_tile::<TIn, BK, BM>(&smem, base, sa, a, (lda, a_off), (p0, row0), (k, m), me);
-        } else {
-            load_tile::<TIn, BM, BK>(&smem, base, sa, a, (lda, a_off), (row0, p0), (m, k), me);
-        }
-        let base = base + a_len;
-        if TB {
-            load_tile::<TIn, BN, BK>(&smem, base, sb, b, (ldb, b_off), (col0, p0), (n, k), me);
-        } else {
-            load_tile::<TIn, BK, BN>(&smem, base, sb, b, (ldb, b_off), (p0, col0), (k, n), me);
-        }
+    let a_src = Stored {
+        src: a,
+        ld: lda,
+        off: a_off,
+        rows: if TA { k } else { m },
+        cols: if TA { m } else { k },
     };
-
-    let mut acc = [[FragC::default(); NI]; MI];
+    let b_src = Stored {
+        src: b,
+        ld: ldb,
+        off: b_off,
+        rows: if TB { n } else { k },
+        cols: if TB { k } else { n },
+    };
     // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
     let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
-    // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
-    // (empty groups past the end keep the count uniform).
-    for s in 0..S - 1 {
-        if s < ktiles {
-            load(s, s);
-        }
-        mma::cp_async_commit();
-    }
-    // The main loop. A Hopper path replaces this loop and the prologue (TMA
-    // into the stages, `wgmma` from them); the epilogue below stays.
-    let mut kt = 0;
-    while kt < ktiles {
-        // Step kt has landed (at most S − 2 newer groups pending) and the
-        // barrier publishes it; every warp is also done with step kt − 1.
-        mma::cp_async_wait_group((S - 2) as u32);
-        sync_threads();
-        let next = kt + S - 1;
-        if next < ktiles {
-            load(next, next % S);
-        }
-        mma::cp_async_commit();
-        // Step 3, ldmatrix → mma over the stage's 16-deep slices.
-        let base = (kt % S) * stage_len;
-        for kk in 0..BK / mma::K {
-            let p = kk * mma::K;
-            let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
-                let i = mi * mma::M;
-                if TA {
-                    FragA::load_k_major(&smem, base + p * sa + i, sa)
-                } else {
-                    FragA::load(&smem, base + i * sa + p, sa)
-                }
-            });
-            let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
-                let j = warp_col + ni * mma::N;
-                if TB {
-                    FragB::load_n_major(&smem, base + a_len + j * sb + p, sb)
-                } else {
-                    FragB::load_k_major(&smem, base + a_len + p * sb + j, sb)
-                }
-            });
-            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                    *acc = mma::mma(*fa, *fb, *acc);
-                }
-            }
-        }
-        kt += 1;
-    }
+    let mut acc = main_loop::<TIn, _, _, TA, TB, BM, BN, BK, WN, S, MI, NI>(
+        &a_src,
+        &b_src,
+        ktiles,
+        (row0, col0),
+        t,
+        warp_col,
+    );
 
     // Epilogue: this warp's BM × WN tile, through its owned view.
     let Some(mut out) = c.tile() else {

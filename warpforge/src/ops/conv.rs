@@ -27,16 +27,17 @@
 //!    `G = 1`, no bias and no ReLU: [`crate::gemm::Gemm`] itself — NHWC
 //!    `Y[NHW × K] = X[NHW × C]·Wᵀ`; NCHW the batch `Y[n] = W[K × C]·X[n]`
 //!    (`stride_a = 0`). f16/bf16 run on the tensor cores there.
-//! 3. [`Algorithm::ImplicitGemm`]: f32, and NCHW (any `G`) or NHWC with
-//!    `G = 1`: the SIMT GEMM's main loop with the input gathered on the fly
-//!    (im2col, never materialised; `warpforge_kernels::conv`).
-//! 4. [`Algorithm::Direct`] otherwise (f16/bf16 outside rule 2, and NHWC
-//!    with `1 < G < C`).
+//! 3. [`Algorithm::ImplicitGemm`]: the input gathered on the fly (im2col,
+//!    never materialised; `warpforge_kernels::conv`) into a GEMM main loop:
+//!    f32 NCHW (any `G`) or NHWC with `G = 1` on the SIMT GEMM's
+//!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16, same layouts and groups,
+//!    on the tensor-core GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`:
+//!    `cp.async` gather chunks where the 8 elements are contiguous — NHWC
+//!    when `C % 8 == 0`, NCHW at column stride 1 — in the image and
+//!    aligned; f32 accumulation, bias + ReLU in f32 and one rounding).
+//! 4. [`Algorithm::Direct`] otherwise (NHWC with `1 < G < C`).
 //!
-//! **Deviations from the plan, and why.** The f16/bf16 implicit GEMM on the
-//! tensor-core main loop is not written yet: those dtypes run the direct
-//! kernel (f32 accumulation, correct for every shape, not fast) except for
-//! 1×1 convolutions, which take the tensor-core GEMM. Grouped NHWC
+//! **Deviations from the plan, and why.** Grouped NHWC
 //! (`1 < G < C`) needs an owned output mapping for a group's column range of
 //! `[N·P·Q × K]` that `own.rs` does not have yet, so it runs the direct
 //! kernel (sound by construction: one thread per element). `Algorithm::Direct`
@@ -55,7 +56,7 @@
 //! `Q` are at least 1 once the filter fits) is `Ok` with nothing launched.
 //!
 //! **Determinism**: every output is one f32 fused multiply-add chain in an
-//! order fixed by the sizes (the tensor-core 1×1 route: the hardware's `mma`
+//! order fixed by the sizes (the tensor-core routes: the hardware's `mma`
 //! order, also fixed), then the epilogue; the same bits on every run.
 //!
 //! ```
@@ -85,6 +86,7 @@ use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::conv::{self as kc, Geometry};
 use warpforge_kernels::gemm::F32_TILE;
+use warpforge_kernels::gemm::tensor::TC_TILE;
 
 const OP: &str = "conv2d";
 
@@ -164,8 +166,11 @@ mod sealed {
 pub struct ConvKernels {
     direct_nchw: &'static str,
     direct_nhwc: &'static str,
-    /// The implicit-GEMM kernels `(NCHW, NHWC)`, where the type has them.
-    implicit: Option<(&'static str, &'static str)>,
+    /// The implicit-GEMM kernels.
+    implicit_nchw: &'static str,
+    implicit_nhwc: &'static str,
+    /// The implicit GEMM's block tile `(BM, BN)` and threads per block.
+    implicit_tile: (usize, usize, usize),
 }
 
 /// Element types of [`Conv2d::run`]: `f32`, `f16`, `bf16` (sealed).
@@ -188,7 +193,7 @@ pub trait ConvElement: Element + sealed::Sealed {
         y: &mut DeviceBuffer<Self>,
         g: [u64; 8],
     ) -> Result<()>;
-    /// Launches an implicit-GEMM kernel (f32 only; never called for others).
+    /// Launches an implicit-GEMM kernel.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_implicit(
@@ -238,10 +243,9 @@ impl ConvElement for f32 {
     const KERNELS: ConvKernels = ConvKernels {
         direct_nchw: kc::conv2d_direct_nchw_f32::NAME,
         direct_nhwc: kc::conv2d_direct_nhwc_f32::NAME,
-        implicit: Some((
-            kc::conv2d_nchw_f32_64x64x16::NAME,
-            kc::conv2d_nhwc_f32_64x64x16::NAME,
-        )),
+        implicit_nchw: kc::conv2d_nchw_f32_64x64x16::NAME,
+        implicit_nhwc: kc::conv2d_nhwc_f32_64x64x16::NAME,
+        implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
     };
     fn gemm_name(trans_b: bool) -> &'static str {
         Gemm::<f32>::new(1, 1, 1).trans_b(trans_b).kernel_name()
@@ -276,12 +280,14 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $nchw:ident, $nhwc:ident) => {
+    ($t:ty, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 direct_nchw: kc::$nchw::NAME,
                 direct_nhwc: kc::$nhwc::NAME,
-                implicit: None,
+                implicit_nchw: kc::$tc_nchw::NAME,
+                implicit_nhwc: kc::$tc_nhwc::NAME,
+                implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
             };
             fn gemm_name(trans_b: bool) -> &'static str {
                 Gemm::<f32>::new(1, 1, 1)
@@ -290,16 +296,21 @@ macro_rules! half_element {
             }
             direct_launch!($nchw, $nhwc);
             fn launch_implicit(
-                _: &Device,
-                _: bool,
-                _: LaunchConfig,
-                _: &DeviceBuffer<$t>,
-                _: &DeviceBuffer<$t>,
-                _: &DeviceBuffer<$t>,
-                _: crate::MatrixMut<'_, $t>,
-                _: [u64; 8],
+                dev: &Device,
+                nhwc: bool,
+                cfg: LaunchConfig,
+                x: &DeviceBuffer<$t>,
+                w: &DeviceBuffer<$t>,
+                bias: &DeviceBuffer<$t>,
+                y: crate::MatrixMut<'_, $t>,
+                [a, b, c, d, e, f, g, h]: [u64; 8],
             ) -> Result<()> {
-                unreachable!("conv2d: no implicit-GEMM kernel for this type (KERNELS.implicit)")
+                let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
+                if nhwc {
+                    dev.launch(kc::$tc_nhwc, cfg, args)
+                } else {
+                    dev.launch(kc::$tc_nchw, cfg, args)
+                }
             }
             fn run_gemm(
                 dev: &Device,
@@ -314,8 +325,20 @@ macro_rules! half_element {
     };
 }
 
-half_element!(f16, conv2d_direct_nchw_f16, conv2d_direct_nhwc_f16);
-half_element!(bf16, conv2d_direct_nchw_bf16, conv2d_direct_nhwc_bf16);
+half_element!(
+    f16,
+    conv2d_direct_nchw_f16,
+    conv2d_direct_nhwc_f16,
+    conv2d_nchw_f16_64x64x32_s3,
+    conv2d_nhwc_f16_64x64x32_s3
+);
+half_element!(
+    bf16,
+    conv2d_direct_nchw_bf16,
+    conv2d_direct_nhwc_bf16,
+    conv2d_nchw_bf16_64x64x32_s3,
+    conv2d_nhwc_bf16_64x64x32_s3
+);
 
 /// The convolution's parameters (module docs); the builder never fails,
 /// [`validate`](Self::validate) and [`run`](Self::run) report errors.
@@ -641,7 +664,7 @@ impl Conv2d {
         {
             return Ok(Algorithm::Gemm1x1);
         }
-        if T::KERNELS.implicit.is_some() && (self.layout == Layout::Nchw || g == 1) {
+        if self.layout == Layout::Nchw || g == 1 {
             return Ok(Algorithm::ImplicitGemm);
         }
         Ok(Algorithm::Direct)
@@ -660,10 +683,8 @@ impl Conv2d {
             Algorithm::Depthwise | Algorithm::Direct if nhwc => kernels.direct_nhwc,
             Algorithm::Depthwise | Algorithm::Direct => kernels.direct_nchw,
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
-            Algorithm::ImplicitGemm => {
-                let (nchw_name, nhwc_name) = kernels.implicit.expect("ImplicitGemm has kernels");
-                if nhwc { nhwc_name } else { nchw_name }
-            }
+            Algorithm::ImplicitGemm if nhwc => kernels.implicit_nhwc,
+            Algorithm::ImplicitGemm => kernels.implicit_nchw,
         })
     }
 
@@ -764,7 +785,7 @@ impl Conv2d {
                 T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
             }
             Algorithm::ImplicitGemm => {
-                let tile = F32_TILE;
+                let (bm, bn, threads) = T::KERNELS.implicit_tile;
                 let (rows, cols, batches) = if nhwc {
                     (n * p * q, k, 1)
                 } else {
@@ -773,14 +794,7 @@ impl Conv2d {
                         .ok_or_else(|| overflow(format!("N·groups = {n}·{}", self.groups)))?;
                     (geo.kg, p * q, batches)
                 };
-                let cfg = grid(
-                    dev,
-                    kernel,
-                    tile.m,
-                    tile.n,
-                    tile.threads(),
-                    (rows, cols, batches),
-                )?;
+                let cfg = grid(dev, kernel, bm, bn, threads, (rows, cols, batches))?;
                 let total_rows = rows * batches; // = the output's rows: fits
                 let y = y.matrix_mut(total_rows, cols, cols)?;
                 T::launch_implicit(dev, nhwc, cfg, x, w, bias_buf, y, packed)

@@ -306,7 +306,7 @@ mod tests {
         let rows: Vec<&str> = table.lines().filter(|l| l.contains(" f16 [")).collect();
         assert_eq!(rows.len(), 4, "{table}");
         assert!(
-            rows[0].starts_with("conv1 7x7/2 nhwc conv2d_direct_nhwc_f16 f16 ["),
+            rows[0].starts_with("conv1 7x7/2 nhwc conv2d_nhwc_f16_64x64x32_s3 f16 ["),
             "{table}"
         );
         assert!(!rows[0].ends_with("GB/s"), "{table}");

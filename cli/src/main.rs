@@ -360,13 +360,15 @@ fn run_verify(
     println!("verifying on {}", dev.name());
     let reports =
         verify::run(&dev, &operations, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    // The name column as wide as the longest kernel name, so the columns line up.
+    let width = reports.iter().map(|r| r.kernel.len()).max().unwrap_or(0).max(6);
     println!(
-        "{:<20} {:>7} {:>12} {:>12} {:>10}  result",
+        "{:<width$} {:>7} {:>12} {:>12} {:>10}  result",
         "kernel", "cases", "max abs err", "max rel err", "worst/tol"
     );
     for r in &reports {
         println!(
-            "{:<20} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
+            "{:<width$} {:>7} {:>12.3e} {:>12.3e} {:>10.3}  {}",
             r.kernel,
             r.lengths.len(),
             r.max_abs_err,

@@ -20,8 +20,13 @@
 //! thread per output) turns states into values. No shared memory, no
 //! barriers, no atomics, except in the one-launch rows kernels
 //! (`reduce_fused_*`, [`rows_fused`]): their last block to take an atomic
-//! ticket runs the combine passes itself. Every kernel is launched with blocks of
-//! [`BLOCK_THREADS`] threads and grid-strides over its units.
+//! ticket runs the combine passes itself; and in the small kernels
+//! (`reduce_small_*`, [`rows_small`], rows of at most [`SMALL_MAX_UNITS`]
+//! units): a warp per row of one unit, or a block per longer row whose warps
+//! leave their units' states in shared memory for warp 0 to combine, then
+//! the finish step ([`Finish`]) in the same launch. Every kernel but the
+//! small ones is launched with blocks of [`BLOCK_THREADS`] threads (the small
+//! ones: [`SMALL_BLOCK_THREADS`]) and grid-strides over its units.
 //!
 //! The rows kernels read a whole group of elements with one 16-byte vector
 //! load ([`Vectored`], `LDG.E.128`): a full, aligned unit is 16 items per lane
@@ -32,9 +37,11 @@
 //! scalar loads is folded in the same order as by a vector, so which loads are
 //! vectors never changes a bit.
 //!
-//! Kernels are stamped per reduction and element type (`reduce_*`), per
-//! reduction and accumulator (`combine_*`: f16, bf16 and f32 share the f32
-//! ones), and per accumulator and output type (`finish_*`).
+//! Kernels are stamped per reduction and element type (`reduce_*`, and
+//! `reduce_small_*` with the output type and [`Finish`] step: 43 of them,
+//! sum serving mean and sum of squares serving norm2 through the runtime
+//! finish code), per reduction and accumulator (`combine_*`: f16, bf16 and
+//! f32 share the f32 ones), and per accumulator and output type (`finish_*`).
 
 mod kernels;
 #[doc(hidden)]
@@ -232,8 +239,8 @@ pub fn rows_pass<S: State>(
 /// `lane` folds groups `lane, lane + 32, …` of the unit in order, each group's
 /// items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1). With
 /// `W = 1` (states) that is items `lane, lane + 32, …`. Every lane must call
-/// it. [`rows_pass`] and [`rows_fused`] both fold with it, so they agree bit
-/// for bit; the order depends on the shape alone (every buffer starts at a
+/// it. [`rows_pass`], [`rows_fused`] and [`rows_small`] all fold with it, so
+/// they agree bit for bit; the order depends on the shape alone (every buffer starts at a
 /// group boundary), not on which loads are vectors.
 #[inline(always)]
 fn fold_unit<S: State, I: Items<S>>(

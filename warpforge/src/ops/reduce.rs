@@ -73,22 +73,39 @@
 //! occupancy, the default), on
 //! the GPU and in the emulator alike (NaN payloads aside: the GPU's float
 //! adds return the canonical NaN). The only atomic is the ticket of the
-//! one-launch path below, which decides which block combines, never in what
-//! order.
+//! fused path below, which decides which block combines, never in what
+//! order; the small path's block combines its warps' unit states in the
+//! combine pass's order, whichever warp folded them.
 //!
 //! # Launches and memory
 //!
-//! A rows reduction (whole tensor, or inner axis) with more than one unit per
-//! row and at most [`FUSED_MAX_UNITS`] units runs its main pass and every
-//! combine in one launch: each block writes its units' states, fences and
-//! takes an atomic ticket, and the last block to arrive runs the combine
-//! levels itself, the same units and folds as the combine passes (so the
-//! same bits: tested against [`ReduceOptions::multi_pass`] at every grid
-//! size); then one finish launch. Larger ones (and column reductions) launch
-//! a combine pass per level. The partial states live in scratch buffers the
-//! device keeps between calls (no allocation and no memset per call; the
-//! ticket is reset by the block that took the last one); only the result is
-//! allocated. [`crate::Device::release_scratch`] frees them.
+//! Three paths, the same bits on each (tested against each other for every
+//! op and dtype at the edges of each: [`ReduceOptions::path`] forces one);
+//! [`Layout::path`] says which one a shape takes:
+//!
+//! - **Small** ([`Path::Small`]): a rows reduction (whole tensor, or inner
+//!   axis) whose rows have at most [`SMALL_MAX_LEN`] = 2¹⁶ items runs in ONE
+//!   launch that writes the outputs, the finish included (mean's division,
+//!   norm2's root, logsumexp's `m + ln s`, f16/bf16 rounding, the arg
+//!   index), with no partial states in global memory and no scratch. Rows of
+//!   one unit (≤ 512 items) take a warp each, so many short rows (`[65536,
+//!   64]`) are one launch of warps that each fold one row; longer rows take a
+//!   block of 512 threads each, its 16 warps folding the row's units and
+//!   leaving their states in shared memory, where warp 0 folds them as the
+//!   combine pass would. Why 2¹⁶: see [`SMALL_MAX_LEN`].
+//! - **Fused** ([`Path::Fused`]): a longer rows reduction with at most
+//!   [`FUSED_MAX_UNITS`] units runs its main pass and every combine in one
+//!   launch: each block writes its units' states, fences and takes an atomic
+//!   ticket, and the last block to arrive runs the combine levels itself, the
+//!   same units and folds as the combine passes; then one finish launch.
+//! - **Multi-pass** ([`Path::MultiPass`]): everything else (larger rows
+//!   reductions, and column reductions) launches a pass per level, then the
+//!   finish.
+//!
+//! The partial states of the last two live in scratch buffers the device
+//! keeps between calls (no allocation and no memset per call; the ticket is
+//! reset by the block that took the last one); only the result is allocated.
+//! [`crate::Device::release_scratch`] frees them.
 //!
 //! # Why these kernel shapes
 //!
@@ -1409,13 +1426,6 @@ pub fn reduce_with<T: Reducible>(
     // From here on every output has at least one element, so `outputs` and
     // every pass's units are at most `x.len()`.
     let passes = layout.passes();
-    // The partial states live in two scratch buffers from the device's cache
-    // (no allocation and no memset per call: every pass writes each state it
-    // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
-    // others `odd`, each reading the other's states.
-    let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
-    let finish_cfg = config(dev, finish_blocks, 32, options);
-    let registers = pass_registers(op, T::DTYPE);
     let path = layout.path(options.path)?;
     if let (Path::Small, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
         // One launch, the finish included: a warp per row of one unit, else
@@ -1435,6 +1445,8 @@ pub fn reduce_with<T: Reducible>(
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(SMALL_BLOCK_THREADS));
         return T::pass_small(op, x, *rows, *len, cfg);
     }
+    let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
+    let finish_cfg = config(dev, finish_blocks, 32, options);
     if let (Path::Fused, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
         let (rows, len) = (*rows, *len);
         // One launch for the main pass and every combine (the last block
@@ -1451,6 +1463,11 @@ pub fn reduce_with<T: Reducible>(
         T::pass_fused(op, x, rows, len, &mut scratch, &mut finals, cfg)?;
         return finish(op, &layout, outputs, &finals, finish_cfg);
     }
+    // The partial states live in two scratch buffers from the device's cache
+    // (no allocation and no memset per call: every pass writes each state it
+    // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
+    // others `odd`, each reading the other's states.
+    let registers = pass_registers(op, T::DTYPE);
     let mut words = [0usize; 2];
     for (i, pass) in passes.iter().enumerate() {
         let slot = &mut words[i % 2];

@@ -548,8 +548,7 @@ const SMALL_LENGTHS: &[usize] = &[
 /// small one exactly up to the threshold, and it gives the multi-pass path's
 /// bits (NaN at a row's head and tail included), which also pass the
 /// reference check.
-fn small_path_matches_multi_pass<T: Small>(ops: &[Op], seed: u64) {
-    let dev = Device::emulator();
+fn small_path_matches_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     for &len in SMALL_LENGTHS {
         let rows = if len > 4096 { 2 } else { 3 };
@@ -577,38 +576,37 @@ fn small_path_matches_multi_pass<T: Small>(ops: &[Op], seed: u64) {
                 if len == 0 && op.returns_indices() || len == 0 && matches!(op, Op::Min | Op::Max) {
                     continue; // EmptyReduction on every path
                 }
-                let want = bits_with(&dev, op, x, &shape, axis, multi);
-                let got = bits_with(&dev, op, x, &shape, axis, ReduceOptions::default());
+                let want = bits_with(dev, op, x, &shape, axis, multi);
+                let got = bits_with(dev, op, x, &shape, axis, ReduceOptions::default());
                 assert_eq!(got, want, "{op} of {:?} {shape:?}", T::DTYPE);
                 if auto == Path::Small && len > 0 && len < THRESHOLD {
-                    check(&dev, op, x, &shape, axis); // against the reference
+                    check(dev, op, x, &shape, axis); // against the reference
                 }
             }
         }
     }
 }
 
-#[test]
-fn small_path_matches_multi_pass_f32_in_emulator() {
-    small_path_matches_multi_pass::<f32>(&Op::ALL, 21);
+/// Every dtype's ops on `dev` ([`small_path_matches_multi_pass`]).
+fn small_path_matches_multi_pass_every_dtype(dev: &Device) {
+    small_path_matches_multi_pass::<f32>(dev, &Op::ALL, 21);
+    small_path_matches_multi_pass::<f64>(dev, &Op::ALL, 22);
+    small_path_matches_multi_pass::<f16>(dev, &Op::ALL, 23);
+    small_path_matches_multi_pass::<bf16>(dev, &Op::ALL, 24);
+    small_path_matches_multi_pass::<i32>(dev, INT_OPS, 25);
+    small_path_matches_multi_pass::<i64>(dev, INT_OPS, 26);
+    small_path_matches_multi_pass::<u32>(dev, INT_OPS, 27);
 }
+
 #[test]
-fn small_path_matches_multi_pass_f64_in_emulator() {
-    small_path_matches_multi_pass::<f64>(&Op::ALL, 22);
+fn small_path_matches_multi_pass_in_emulator() {
+    small_path_matches_multi_pass_every_dtype(&Device::emulator());
 }
+
 #[test]
-fn small_path_matches_multi_pass_f16_in_emulator() {
-    small_path_matches_multi_pass::<f16>(&Op::ALL, 23);
-}
-#[test]
-fn small_path_matches_multi_pass_bf16_in_emulator() {
-    small_path_matches_multi_pass::<bf16>(&Op::ALL, 24);
-}
-#[test]
-fn small_path_matches_multi_pass_integers_in_emulator() {
-    small_path_matches_multi_pass::<i32>(INT_OPS, 25);
-    small_path_matches_multi_pass::<i64>(INT_OPS, 26);
-    small_path_matches_multi_pass::<u32>(INT_OPS, 27);
+#[ignore = "needs a CUDA GPU"]
+fn small_path_matches_multi_pass_on_gpu() {
+    small_path_matches_multi_pass_every_dtype(&Device::gpu(0).expect("this test needs a CUDA GPU"));
 }
 
 /// Many short rows (a warp per row) and a few long ones (a block per row):

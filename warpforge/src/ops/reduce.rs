@@ -930,7 +930,8 @@ impl ReduceOptions {
 /// That block reads every unit's 16-byte state alone, so this bounds its
 /// serial tail at 128 KiB (≈ 1 µs at one SM's bandwidth): whole-tensor
 /// reductions up to 2²² elements and rows reductions with at most this many
-/// units run in one launch plus the finish; larger ones run a combine pass
+/// units run in one launch plus the finish (rows of at most [`SMALL_MAX_LEN`]
+/// items take [`Path::Small`] instead, a single launch); larger ones run a combine pass
 /// per level, each over the whole grid.
 pub const FUSED_MAX_UNITS: u64 = 8192;
 

@@ -417,12 +417,12 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
 /// row, by lane 0 of the warp that holds the row's final state.
 ///
 /// - `len ≤ ROW_UNIT` (one unit per row): a warp per row, grid-striding over
-///   the rows; the unit's state is the row's ([`fold_unit`], as in the pass).
+///   the rows; the unit's state is the row's (`fold_unit`, as in the pass).
 /// - `ROW_UNIT < len ≤ SMALL_MAX_UNITS · ROW_UNIT`: a block per row,
 ///   grid-striding over the rows. Warp `w` folds units `w, w + 16, …` of the
-///   row ([`fold_unit`]) and lane 0 stores each state, encoded, in shared
+///   row (`fold_unit`) and lane 0 stores each state, encoded, in shared
 ///   memory; after a barrier warp 0 folds those states like the combine pass
-///   does (one unit of `⌈len / ROW_UNIT⌉ ≤ 512` states: [`fold_unit`] over
+///   does (one unit of `⌈len / ROW_UNIT⌉ ≤ 512` states: `fold_unit` over
 ///   [`Scalar`] items), then a barrier before the next row reuses them.
 ///
 /// Longer rows trap (the host never launches them). Needs a 1-D launch of

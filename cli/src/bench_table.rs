@@ -69,19 +69,21 @@ pub fn render(report: &BenchReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<34} {:>9} {:>10} {:>9} {:>10} {:>6}",
+        "{:<34} {:>9} {:>10} {:>9} {:>10} {:>6}  path",
         "case", "bytes", "time", "GB/s", "copy GB/s", "ratio"
     );
     for r in &report.rows {
+        let case = r.case();
         let _ = writeln!(
             out,
-            "{:<34} {:>9} {:>10} {:>9.2} {:>10.2} {:>6.3}",
-            r.case().to_string(),
+            "{:<34} {:>9} {:>10} {:>9.2} {:>10.2} {:>6.3}  {}",
+            case.to_string(),
             human_bytes(r.bytes),
             human_time(r.seconds),
             r.gbps,
             r.anchor_gbps,
-            r.ratio
+            r.ratio,
+            case.reduce_path().map_or("-", |p| p.name())
         );
     }
     for s in &report.skipped {
@@ -211,6 +213,21 @@ mod tests {
         let table = render(&report);
         assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
         assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
+        // Which kernels ran: the small path for the whole-tensor and rows
+        // cases (at most 2^16 items per row), a pass per level for columns.
+        let line = |case: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(case))
+                .unwrap_or_else(|| panic!("{case}: {table}"))
+        };
+        assert!(line("sum f32 [1024] ").ends_with("  small"), "{table}");
+        assert!(line("sum f32 [32×32] rows").ends_with("  small"), "{table}");
+        assert!(
+            line("sum f32 [32×32] cols").ends_with("  multi_pass"),
+            "{table}"
+        );
+        assert!(line("copy f32").ends_with("  -"), "{table}");
     }
 
     #[test]

@@ -132,6 +132,19 @@ impl Case {
                 what: format!("bench: {times} × {tensor_bytes} bytes"),
             })
     }
+
+    /// The path a reduction case takes with the default options
+    /// ([`reduce::Layout::path`]): `small`, `fused` or `multi_pass`; `None`
+    /// for the copy and axpy.
+    pub fn reduce_path(&self) -> Option<reduce::Path> {
+        Op::from_name(self.op)?;
+        let elements = self
+            .shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))?;
+        let layout = reduce::Layout::new(elements, &self.shape, self.axis).ok()?;
+        layout.path(reduce::Path::Auto).ok()
+    }
 }
 
 impl std::fmt::Display for Case {
@@ -1563,6 +1576,38 @@ mod tests {
             assert_eq!(r.anchor_gbps, anchor.gbps, "{}", r.case());
         }
         assert_eq!(report.device, dev.name());
+    }
+
+    /// The time-per-call cases of issue 16: the 2^16 whole-tensor reductions
+    /// take the small path (one launch), 2^20 the fused one (one launch and
+    /// the finish), the 8192×8192 rows the small one (8192 items per row), and
+    /// the copy and the columns no reduction path or the multi-pass one.
+    #[test]
+    fn the_bench_cases_name_their_reduction_path() {
+        let dev = Device::emulator();
+        let cases = ReduceBench::defaults(&dev)
+            .with_max_log2(GPU_MAX_LOG2)
+            .unwrap()
+            .cases()
+            .unwrap();
+        let path = |op: &str, shape: &[usize], axis| {
+            cases
+                .iter()
+                .find(|c| c.op == op && c.shape == shape && c.axis == axis)
+                .unwrap_or_else(|| panic!("{op} {shape:?} {axis:?}"))
+                .reduce_path()
+        };
+        for op in ["sum", "max", "argmax"] {
+            assert_eq!(path(op, &[1 << 16], None), Some(reduce::Path::Small));
+            assert_eq!(path(op, &[1 << 20], None), Some(reduce::Path::Fused));
+            assert_eq!(path(op, &[1 << 28], None), Some(reduce::Path::MultiPass));
+            assert_eq!(path(op, &[8192, 8192], Some(1)), Some(reduce::Path::Small));
+            assert_eq!(
+                path(op, &[8192, 8192], Some(0)),
+                Some(reduce::Path::MultiPass)
+            );
+        }
+        assert_eq!(path(COPY, &[1 << 16], None), None);
     }
 
     #[test]

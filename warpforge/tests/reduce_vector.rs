@@ -11,7 +11,7 @@ use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warpforge::Device;
-use warpforge::reduce::{self, Layout, Op, ReduceOptions, Reduced};
+use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced};
 use warpforge::reference::reduce::{RefElement, Value, expected};
 use warpforge_device::global::vectors16;
 use warpforge_kernels::reduce::state::{ArgMax, Max, Sum};
@@ -244,7 +244,7 @@ fn sum_bits<T: Small>(dev: &Device, x: &[T], shape: &[usize], options: ReduceOpt
 }
 
 /// The kernel's sums against [`model_sum`], bit for bit, at `options`'
-/// grid sizes and on both the one-launch and the multi-pass paths.
+/// grid sizes and on every path that applies (small, fused, multi-pass).
 fn sums_follow_the_model<T: Small, A: Copy + core::ops::Add<Output = A>>(
     to_t: impl Fn(f64) -> T,
     widen: impl Fn(T) -> A,
@@ -276,12 +276,15 @@ fn sums_follow_the_model<T: Small, A: Copy + core::ops::Add<Output = A>>(
         } else {
             vec![rows, len]
         };
+        let layout = Layout::new(x.len(), &shape, (shape.len() == 2).then_some(1)).unwrap();
+        let paths: Vec<Path> = [Path::Small, Path::Fused, Path::MultiPass]
+            .into_iter()
+            .filter(|&p| layout.path(p).is_ok())
+            .collect();
+        assert!(paths.len() >= 2, "{shape:?}: {paths:?}");
         for max_blocks in [1, 3, 64, ReduceOptions::AUTO] {
-            for multi_pass in [false, true] {
-                let options = ReduceOptions {
-                    max_blocks,
-                    multi_pass,
-                };
+            for &path in &paths {
+                let options = ReduceOptions { max_blocks, path };
                 let got: Vec<u64> = sum_bits(&dev, &x, &shape, options)
                     .into_iter()
                     .map(f64::to_bits)
@@ -289,7 +292,7 @@ fn sums_follow_the_model<T: Small, A: Copy + core::ops::Add<Output = A>>(
                 assert_eq!(
                     got,
                     want,
-                    "{:?} sum of {shape:?}, {max_blocks} blocks, multi_pass {multi_pass}",
+                    "{:?} sum of {shape:?}, {max_blocks} blocks, path {path:?}",
                     T::DTYPE
                 );
             }
@@ -486,6 +489,153 @@ fn extreme_and_arg_states_follow_numpy_in_push_and_combine() {
             assert_eq!((p[0], c[0]), (want, want), "{xs:?} max {max}");
             let want = numpy_arg(&xs, max);
             assert_eq!((ap[1], ac[1]), (want, want), "{xs:?} arg max {max}");
+        }
+    }
+}
+
+/// The output bits of `op` over `x` (`shape`, `axis`) with `options`.
+fn bits_with<T: Small>(
+    dev: &Device,
+    op: Op,
+    x: &[T],
+    shape: &[usize],
+    axis: Option<usize>,
+    options: ReduceOptions,
+) -> Vec<u64> {
+    let buf = dev.upload(x).unwrap();
+    match reduce::reduce_with(op, &buf, shape, axis, options) {
+        Ok(Reduced::Values(v)) => v
+            .to_host()
+            .unwrap()
+            .into_iter()
+            .map(|v| match v.value() {
+                Value::Float(f) => f.to_bits(),
+                Value::Int(i) => i as u64,
+            })
+            .collect(),
+        Ok(Reduced::Indices(v)) => v.to_host().unwrap().into_iter().map(|i| i as u64).collect(),
+        Err(e) => panic!("{op} of {:?} {shape:?}: {e}", T::DTYPE),
+    }
+}
+
+/// The small path's threshold (`SMALL_MAX_LEN`, 2¹⁶ items per row).
+const THRESHOLD: usize = 1 << 16;
+
+/// Row lengths at the small path's edges: empty, one item, a warp's lanes, a
+/// unit, two units, and the threshold.
+const SMALL_LENGTHS: &[usize] = &[
+    0,
+    1,
+    31,
+    32,
+    33,
+    511,
+    512,
+    513,
+    1023,
+    1024,
+    1025,
+    8 * 512 + 3,
+    16 * 512 + 1,
+    THRESHOLD - 1,
+    THRESHOLD,
+    THRESHOLD + 1,
+];
+
+/// Every op of `T` at every length of [`SMALL_LENGTHS`], whole and as 3 rows
+/// (rows 1 and 2 start mid-buffer, off the 16-byte vectors, for every length
+/// that is not a multiple of the vector width): the path `Auto` picks is the
+/// small one exactly up to the threshold, and it gives the multi-pass path's
+/// bits (NaN at a row's head and tail included), which also pass the
+/// reference check.
+fn small_path_matches_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &len in SMALL_LENGTHS {
+        let rows = if len > 4096 { 2 } else { 3 };
+        let mut x: Vec<T> = (0..rows * len)
+            .map(|_| T::small(rng.random_range(-8..=8)))
+            .collect();
+        if let (Some(nan), true) = (T::nan(), len > 0) {
+            x[len] = nan; // row 1's head
+            x[rows * len - 1] = nan; // the last row's tail
+        }
+        for (shape, axis) in [(vec![rows, len], Some(1)), (vec![len], None)] {
+            let x = &x[..shape.iter().product()];
+            let layout = Layout::new(x.len(), &shape, axis).unwrap();
+            let auto = layout.path(Path::Auto).unwrap();
+            assert_eq!(auto == Path::Small, len <= THRESHOLD, "{shape:?}: {auto:?}");
+            if len > THRESHOLD {
+                let e = layout.path(Path::Small).unwrap_err();
+                assert!(e.to_string().contains("`path`"), "{e}");
+            }
+            for &op in ops {
+                let multi = ReduceOptions {
+                    path: Path::MultiPass,
+                    ..Default::default()
+                };
+                if len == 0 && op.returns_indices() || len == 0 && matches!(op, Op::Min | Op::Max) {
+                    continue; // EmptyReduction on every path
+                }
+                let want = bits_with(dev, op, x, &shape, axis, multi);
+                let got = bits_with(dev, op, x, &shape, axis, ReduceOptions::default());
+                assert_eq!(got, want, "{op} of {:?} {shape:?}", T::DTYPE);
+                if auto == Path::Small && len > 0 && len < THRESHOLD {
+                    check(dev, op, x, &shape, axis); // against the reference
+                }
+            }
+        }
+    }
+}
+
+/// Every dtype's ops on `dev` ([`small_path_matches_multi_pass`]).
+fn small_path_matches_multi_pass_every_dtype(dev: &Device) {
+    small_path_matches_multi_pass::<f32>(dev, &Op::ALL, 21);
+    small_path_matches_multi_pass::<f64>(dev, &Op::ALL, 22);
+    small_path_matches_multi_pass::<f16>(dev, &Op::ALL, 23);
+    small_path_matches_multi_pass::<bf16>(dev, &Op::ALL, 24);
+    small_path_matches_multi_pass::<i32>(dev, INT_OPS, 25);
+    small_path_matches_multi_pass::<i64>(dev, INT_OPS, 26);
+    small_path_matches_multi_pass::<u32>(dev, INT_OPS, 27);
+}
+
+#[test]
+fn small_path_matches_multi_pass_in_emulator() {
+    small_path_matches_multi_pass_every_dtype(&Device::emulator());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_path_matches_multi_pass_on_gpu() {
+    small_path_matches_multi_pass_every_dtype(&Device::gpu(0).expect("this test needs a CUDA GPU"));
+}
+
+/// Many short rows (a warp per row) and a few long ones (a block per row):
+/// the same bits at every grid size (the warps and blocks grid-stride over
+/// the rows), equal to the multi-pass path's.
+#[test]
+fn small_path_has_the_same_bits_at_every_grid_size_in_emulator() {
+    let dev = Device::emulator();
+    let mut rng = StdRng::seed_from_u64(28);
+    for (rows, len) in [(2000, 64), (300, 511), (37, 1500)] {
+        let x: Vec<f32> = (0..rows * len).map(|_| wide(&mut rng) as f32).collect();
+        let shape = [rows, len];
+        for op in [Op::Sum, Op::LogSumExp, Op::ArgMin, Op::Mean] {
+            let multi = ReduceOptions {
+                path: Path::MultiPass,
+                ..Default::default()
+            };
+            let want = bits_with(&dev, op, &x, &shape, Some(1), multi);
+            for max_blocks in [1, 2, 7, 64, ReduceOptions::AUTO] {
+                let small = ReduceOptions {
+                    max_blocks,
+                    path: Path::Small,
+                };
+                assert_eq!(
+                    bits_with(&dev, op, &x, &shape, Some(1), small),
+                    want,
+                    "{op} of {shape:?} at {max_blocks} blocks"
+                );
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use half::{bf16, f16};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use warpforge::reduce::{self, Layout, Op, ReduceOptions, Reduced};
+use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced};
 use warpforge::reference::reduce::{RefElement, Value, expected};
 use warpforge::{Device, Error};
 
@@ -335,9 +335,10 @@ fn reductions_reuse_the_device_scratch_states_in_emulator() {
     assert_eq!(dev.memory_info().unwrap().0, total - 4 * n as u64);
 }
 
-/// The one-launch rows reduction (the last block combines) gives the bits of
-/// the multi-pass path (a combine launch per level) at every grid size, for
-/// whole tensors and rows, one combine level or two.
+/// The one-launch rows reduction (the last block combines) and, where the
+/// rows are short enough, the small one-launch path give the bits of the
+/// multi-pass path (a combine launch per level) at every grid size, for whole
+/// tensors and rows, one combine level or two.
 #[test]
 fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
     let dev = Device::emulator();
@@ -353,11 +354,9 @@ fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
             .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
             .collect();
         let buf = dev.upload(&x).unwrap();
-        let bits = |op, max_blocks, multi_pass| -> Vec<u64> {
-            let options = ReduceOptions {
-                max_blocks,
-                multi_pass,
-            };
+        let layout = Layout::new(n, &shape, axis).unwrap();
+        let bits = |op, max_blocks, path| -> Vec<u64> {
+            let options = ReduceOptions { max_blocks, path };
             match reduce::reduce_with(op, &buf, &shape, axis, options).unwrap() {
                 Reduced::Values(v) => v
                     .to_host()
@@ -368,14 +367,21 @@ fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
                 Reduced::Indices(v) => v.to_host().unwrap().iter().map(|&i| i as u64).collect(),
             }
         };
+        let one_launch: Vec<Path> = [Path::Small, Path::Fused]
+            .into_iter()
+            .filter(|&p| layout.path(p).is_ok())
+            .collect();
+        assert!(!one_launch.is_empty(), "{shape:?}");
         for op in [Op::Sum, Op::LogSumExp, Op::ArgMax, Op::Min] {
-            let multi = bits(op, 7, true);
-            for max_blocks in [1, 2, 3, 7, 64, 1024, ReduceOptions::AUTO] {
-                assert_eq!(
-                    bits(op, max_blocks, false),
-                    multi,
-                    "{op} of {shape:?} along {axis:?} at {max_blocks} blocks"
-                );
+            let multi = bits(op, 7, Path::MultiPass);
+            for &path in &one_launch {
+                for max_blocks in [1, 2, 3, 7, 64, 1024, ReduceOptions::AUTO] {
+                    assert_eq!(
+                        bits(op, max_blocks, path),
+                        multi,
+                        "{op} of {shape:?} along {axis:?} on {path:?} at {max_blocks} blocks"
+                    );
+                }
             }
         }
     }

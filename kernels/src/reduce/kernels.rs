@@ -3,15 +3,16 @@
 //! read the states of an earlier pass, `finish_*` turn states into outputs.
 
 use super::state::{
-    Acc, ArgMax, ArgMin, ArgState, ExtremeState, LogSumExp, LseState, Max, Min, Sum, SumOfSquares,
-    SumState,
+    ArgMax, ArgMin, ArgState, ExtremeState, LogSumExp, LseState, Max, Min, State, Sum,
+    SumOfSquares, SumState,
 };
 use super::{
-    Scalar, cols_pass, element, finish_float, finish_pass, rows_fused, rows_pass, stored, vectored,
+    Finish, FloatValue, Index, Input, IntValue, Reduction, SMALL_MAX_UNITS, Scalar, cols_pass,
+    element, finish_pass, rows_fused, rows_pass, rows_small, stored, vectored,
 };
 
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
-use warpforge_device::{Out, bf16, f16, num};
+use warpforge_device::{Out, bf16, f16};
 use warpforge_macros::kernel;
 
 macro_rules! element_passes {
@@ -82,6 +83,74 @@ element_passes! {
     reduce_rows_argmax_u32, reduce_cols_argmax_u32, reduce_fused_argmax_u32: ArgMax, u32;
 }
 
+/// `out[r]` = row `r` of `x` (`[rows, len]`, `len ≤ SMALL_MAX_UNITS · ROW_UNIT`)
+/// reduced by `R` and finished by `F` (`finish`: a [`super::finish`] code for
+/// float values, else unused) in one launch, with the bits of the rows pass,
+/// combine pass and `finish_*` kernel (see [`rows_small`]). Launch 1-D blocks
+/// of [`super::SMALL_BLOCK_THREADS`] threads.
+#[kernel(
+    block = 512,
+    shared = [u64; 2 * SMALL_MAX_UNITS as usize],
+    instances(
+        reduce_small_sum_f32 = <f32, Sum, f32, FloatValue>,
+        reduce_small_sumsq_f32 = <f32, SumOfSquares, f32, FloatValue>,
+        reduce_small_min_f32 = <f32, Min, f32, FloatValue>,
+        reduce_small_max_f32 = <f32, Max, f32, FloatValue>,
+        reduce_small_argmin_f32 = <f32, ArgMin, i64, Index>,
+        reduce_small_argmax_f32 = <f32, ArgMax, i64, Index>,
+        reduce_small_lse_f32 = <f32, LogSumExp, f32, FloatValue>,
+        reduce_small_sum_f64 = <f64, Sum, f64, FloatValue>,
+        reduce_small_sumsq_f64 = <f64, SumOfSquares, f64, FloatValue>,
+        reduce_small_min_f64 = <f64, Min, f64, FloatValue>,
+        reduce_small_max_f64 = <f64, Max, f64, FloatValue>,
+        reduce_small_argmin_f64 = <f64, ArgMin, i64, Index>,
+        reduce_small_argmax_f64 = <f64, ArgMax, i64, Index>,
+        reduce_small_lse_f64 = <f64, LogSumExp, f64, FloatValue>,
+        reduce_small_sum_f16 = <f16, Sum, f16, FloatValue>,
+        reduce_small_sumsq_f16 = <f16, SumOfSquares, f16, FloatValue>,
+        reduce_small_min_f16 = <f16, Min, f16, FloatValue>,
+        reduce_small_max_f16 = <f16, Max, f16, FloatValue>,
+        reduce_small_argmin_f16 = <f16, ArgMin, i64, Index>,
+        reduce_small_argmax_f16 = <f16, ArgMax, i64, Index>,
+        reduce_small_lse_f16 = <f16, LogSumExp, f16, FloatValue>,
+        reduce_small_sum_bf16 = <bf16, Sum, bf16, FloatValue>,
+        reduce_small_sumsq_bf16 = <bf16, SumOfSquares, bf16, FloatValue>,
+        reduce_small_min_bf16 = <bf16, Min, bf16, FloatValue>,
+        reduce_small_max_bf16 = <bf16, Max, bf16, FloatValue>,
+        reduce_small_argmin_bf16 = <bf16, ArgMin, i64, Index>,
+        reduce_small_argmax_bf16 = <bf16, ArgMax, i64, Index>,
+        reduce_small_lse_bf16 = <bf16, LogSumExp, bf16, FloatValue>,
+        reduce_small_sum_i32 = <i32, Sum, i32, IntValue>,
+        reduce_small_min_i32 = <i32, Min, i32, IntValue>,
+        reduce_small_max_i32 = <i32, Max, i32, IntValue>,
+        reduce_small_argmin_i32 = <i32, ArgMin, i64, Index>,
+        reduce_small_argmax_i32 = <i32, ArgMax, i64, Index>,
+        reduce_small_sum_i64 = <i64, Sum, i64, IntValue>,
+        reduce_small_min_i64 = <i64, Min, i64, IntValue>,
+        reduce_small_max_i64 = <i64, Max, i64, IntValue>,
+        reduce_small_argmin_i64 = <i64, ArgMin, i64, Index>,
+        reduce_small_argmax_i64 = <i64, ArgMax, i64, Index>,
+        reduce_small_sum_u32 = <u32, Sum, u32, IntValue>,
+        reduce_small_min_u32 = <u32, Min, u32, IntValue>,
+        reduce_small_max_u32 = <u32, Max, u32, IntValue>,
+        reduce_small_argmin_u32 = <u32, ArgMin, i64, Index>,
+        reduce_small_argmax_u32 = <u32, ArgMax, i64, Index>,
+    )
+)]
+pub fn reduce_small<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
+    x: &[T],
+    rows: u64,
+    len: u64,
+    finish: u32,
+    mut out: Out<O>,
+) {
+    rows_small(rows, len, vectored::<T, R>(x), |row, state: R::State| {
+        if let Some(mut slot) = out.at(row as usize) {
+            slot.set(F::value(finish, state.encode(), len));
+        }
+    });
+}
+
 macro_rules! state_passes {
     ($($rows:ident, $cols:ident: $s:ty;)*) => { $(
         #[doc = concat!("Rows pass combining `", stringify!($s), "` states `[rows, len]` (see [`rows_pass`]).")]
@@ -129,20 +198,20 @@ state_passes! {
 }
 
 macro_rules! float_finish {
-    ($($name:ident: $acc:ty => $t:ty, $round:expr;)*) => { $(
+    ($($name:ident: $acc:ty => $t:ty;)*) => { $(
         #[doc = concat!("`out[k]` = state `k` (`", stringify!($acc), "`) finished by `finish` (a [`super::finish`] code) as `", stringify!($t), "`; `count` elements per state.")]
         #[kernel(block = 256)]
         pub fn $name(states: &[u64], finish: u32, count: u64, mut out: Out<$t, Elements>) {
-            finish_pass(states, &mut out, |w| $round(finish_float::<$acc>(finish, w, count)));
+            finish_pass(states, &mut out, |w| <FloatValue as Finish<$t>>::value(finish, w, count));
         }
     )* };
 }
 
 float_finish! {
-    finish_f32: f32 => f32, core::convert::identity;
-    finish_f32_to_f16: f32 => f16, num::f16_from_f32;
-    finish_f32_to_bf16: f32 => bf16, num::bf16_from_f32;
-    finish_f64: f64 => f64, core::convert::identity;
+    finish_f32: f32 => f32;
+    finish_f32_to_f16: f32 => f16;
+    finish_f32_to_bf16: f32 => bf16;
+    finish_f64: f64 => f64;
 }
 
 macro_rules! int_finish {
@@ -150,7 +219,7 @@ macro_rules! int_finish {
         #[doc = concat!("`out[k]` = the `", stringify!($t), "` value of state `k` (sum, min or max).")]
         #[kernel(block = 256)]
         pub fn $name(states: &[u64], mut out: Out<$t, Elements>) {
-            finish_pass(states, &mut out, |w| <$t as Acc>::from_word(w[0]));
+            finish_pass(states, &mut out, |w| <IntValue as Finish<$t>>::value(0, w, 0));
         }
     )* };
 }
@@ -164,5 +233,5 @@ int_finish! {
 /// `out[k]` = the index of arg state `k` (argmin, argmax; any accumulator).
 #[kernel(block = 256)]
 pub fn finish_index(states: &[u64], mut out: Out<i64, Elements>) {
-    finish_pass(states, &mut out, |w| w[1] as i64);
+    finish_pass(states, &mut out, |w| Index::value(0, w, 0));
 }

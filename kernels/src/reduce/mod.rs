@@ -20,8 +20,13 @@
 //! thread per output) turns states into values. No shared memory, no
 //! barriers, no atomics, except in the one-launch rows kernels
 //! (`reduce_fused_*`, [`rows_fused`]): their last block to take an atomic
-//! ticket runs the combine passes itself. Every kernel is launched with blocks of
-//! [`BLOCK_THREADS`] threads and grid-strides over its units.
+//! ticket runs the combine passes itself; and in the small kernels
+//! (`reduce_small_*`, [`rows_small`], rows of at most [`SMALL_MAX_UNITS`]
+//! units): a warp per row of one unit, or a block per longer row whose warps
+//! leave their units' states in shared memory for warp 0 to combine, then
+//! the finish step ([`Finish`]) in the same launch. Every kernel but the
+//! small ones is launched with blocks of [`BLOCK_THREADS`] threads (the small
+//! ones: [`SMALL_BLOCK_THREADS`]) and grid-strides over its units.
 //!
 //! The rows kernels read a whole group of elements with one 16-byte vector
 //! load ([`Vectored`], `LDG.E.128`): a full, aligned unit is 16 items per lane
@@ -32,9 +37,11 @@
 //! scalar loads is folded in the same order as by a vector, so which loads are
 //! vectors never changes a bit.
 //!
-//! Kernels are stamped per reduction and element type (`reduce_*`), per
-//! reduction and accumulator (`combine_*`: f16, bf16 and f32 share the f32
-//! ones), and per accumulator and output type (`finish_*`).
+//! Kernels are stamped per reduction and element type (`reduce_*`, and
+//! `reduce_small_*` with the output type and [`Finish`] step: 43 of them,
+//! sum serving mean and sum of squares serving norm2 through the runtime
+//! finish code), per reduction and accumulator (`combine_*`: f16, bf16 and
+//! f32 share the f32 ones), and per accumulator and output type (`finish_*`).
 
 mod kernels;
 #[doc(hidden)]
@@ -45,7 +52,7 @@ pub use state::{Acc, Float, Input, Reduction, State};
 
 use core::marker::PhantomData;
 use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
-use warpforge_device::{Out, atomic, sync, thread};
+use warpforge_device::{Out, atomic, bf16, f16, num, shared, sync, thread};
 
 /// Threads per block of every reduction kernel (8 warps).
 pub const BLOCK_THREADS: u32 = 256;
@@ -55,6 +62,14 @@ pub const ROW_UNIT: u64 = 512;
 pub const LANE_ITEMS: u64 = ROW_UNIT / WARP;
 /// Items of a column one thread folds in a columns pass.
 pub const COL_UNIT: u64 = 64;
+/// Threads per block of the one-launch small kernels (`reduce_small_*`,
+/// [`rows_small`]): 16 warps, so one block has 16 units' loads in flight.
+/// (Not 1024: the arg kernels use up to 123 registers, and 1024 threads get
+/// at most 64.)
+pub const SMALL_BLOCK_THREADS: u32 = 512;
+/// The most [`ROW_UNIT`]s a row may have for [`rows_small`] (rows of up to
+/// 2¹⁶ items): one block folds a row, its unit states in shared memory.
+pub const SMALL_MAX_UNITS: u64 = 128;
 
 const WARP: u64 = thread::WARP_SIZE as u64;
 
@@ -224,8 +239,8 @@ pub fn rows_pass<S: State>(
 /// `lane` folds groups `lane, lane + 32, …` of the unit in order, each group's
 /// items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1). With
 /// `W = 1` (states) that is items `lane, lane + 32, …`. Every lane must call
-/// it. [`rows_pass`] and [`rows_fused`] both fold with it, so they agree bit
-/// for bit; the order depends on the shape alone (every buffer starts at a
+/// it. [`rows_pass`], [`rows_fused`] and [`rows_small`] all fold with it, so
+/// they agree bit for bit; the order depends on the shape alone (every buffer starts at a
 /// group boundary), not on which loads are vectors.
 #[inline(always)]
 fn fold_unit<S: State, I: Items<S>>(
@@ -393,6 +408,128 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
         sync::sync_threads();
         level_len = next;
         src = 1 - src;
+    }
+}
+
+/// A whole rows reduction in one launch, finished: the bits of [`rows_pass`]
+/// followed by the combine `rows_pass` (if any) and a `finish_*` kernel, with
+/// no partial states in global memory. `finish(row, state)` is called once per
+/// row, by lane 0 of the warp that holds the row's final state.
+///
+/// - `len ≤ ROW_UNIT` (one unit per row): a warp per row, grid-striding over
+///   the rows; the unit's state is the row's (`fold_unit`, as in the pass).
+/// - `ROW_UNIT < len ≤ SMALL_MAX_UNITS · ROW_UNIT`: a block per row,
+///   grid-striding over the rows. Warp `w` folds units `w, w + 16, …` of the
+///   row (`fold_unit`) and lane 0 stores each state, encoded, in shared
+///   memory; after a barrier warp 0 folds those states like the combine pass
+///   does (one unit of `⌈len / ROW_UNIT⌉ ≤ 512` states: `fold_unit` over
+///   [`Scalar`] items), then a barrier before the next row reuses them.
+///
+/// Longer rows trap (the host never launches them). Needs a 1-D launch of
+/// [`SMALL_BLOCK_THREADS`]-thread blocks and `2 · SMALL_MAX_UNITS` words of
+/// shared memory.
+#[inline(always)]
+pub fn rows_small<S: State>(
+    rows: u64,
+    len: u64,
+    mut items: impl Items<S>,
+    mut finish: impl FnMut(u64, S),
+) {
+    let per_row = len.div_ceil(ROW_UNIT);
+    // Uniform over the grid: every thread traps alike, before any barrier.
+    assert!(
+        per_row <= SMALL_MAX_UNITS,
+        "rows_small: a row has more than SMALL_MAX_UNITS units"
+    );
+    let lane = u64::from(thread::lane_id());
+    let warps_per_block = u64::from(thread::block_dim().x) / WARP;
+    let warp_in_block = u64::from(thread::thread_idx().x) / WARP;
+    let block = u64::from(thread::block_idx().x);
+    let blocks = u64::from(thread::grid_dim().x);
+    if per_row <= 1 {
+        // The walk depends on the warp alone, so the shuffles have the full warp.
+        let mut row = block * warps_per_block + warp_in_block;
+        while row < rows {
+            let acc = fold_unit(row, 1, len, lane, &mut items);
+            if lane == 0 {
+                finish(row, acc);
+            }
+            row += blocks * warps_per_block;
+        }
+        return;
+    }
+    let states = shared::array::<u64, { 2 * SMALL_MAX_UNITS as usize }>();
+    // The walk depends on the block alone, so every thread meets the barriers.
+    let mut row = block;
+    while row < rows {
+        let mut c = warp_in_block;
+        while c < per_row {
+            let acc = fold_unit(row * per_row + c, per_row, len, lane, &mut items);
+            if lane == 0 {
+                let [a, b] = acc.encode();
+                states.store(2 * c as usize, a);
+                states.store(2 * c as usize + 1, b);
+            }
+            c += warps_per_block;
+        }
+        sync::sync_threads();
+        if warp_in_block == 0 {
+            let mut level =
+                Scalar(|k: usize, _| S::decode([states.load(2 * k), states.load(2 * k + 1)]));
+            let acc = fold_unit(0, 1, per_row, lane, &mut level);
+            if lane == 0 {
+                finish(row, acc);
+            }
+        }
+        sync::sync_threads();
+        row += blocks;
+    }
+}
+
+/// How a final state's words become an output of type `O` (the `finish_*`
+/// kernels' step, which [`rows_small`]'s kernels apply themselves).
+pub trait Finish<O> {
+    /// The output of state `words`; `code` is a [`finish`] constant (float
+    /// values only), `count` the elements the state covers (for the mean).
+    fn value(code: u32, words: [u64; 2], count: u64) -> O;
+}
+
+/// A float state finished by its code ([`finish_float`]), rounded once to
+/// the output type (f16, bf16 from f32).
+pub struct FloatValue;
+/// An integer state's value (sum, min, max).
+pub struct IntValue;
+/// An arg state's index along the reduced axis (argmin, argmax).
+pub struct Index;
+
+macro_rules! float_value {
+    ($($o:ty: $acc:ty, $round:expr;)*) => { $(
+        impl Finish<$o> for FloatValue {
+            #[inline(always)]
+            fn value(code: u32, words: [u64; 2], count: u64) -> $o {
+                $round(finish_float::<$acc>(code, words, count))
+            }
+        }
+    )* };
+}
+float_value! {
+    f32: f32, core::convert::identity;
+    f16: f32, num::f16_from_f32;
+    bf16: f32, num::bf16_from_f32;
+    f64: f64, core::convert::identity;
+}
+
+impl<A: Acc> Finish<A> for IntValue {
+    #[inline(always)]
+    fn value(_: u32, words: [u64; 2], _: u64) -> A {
+        A::from_word(words[0])
+    }
+}
+
+impl Finish<i64> for Index {
+    #[inline(always)]
+    fn value(_: u32, words: [u64; 2], _: u64) -> i64 {
+        words[1] as i64
     }
 }
 

@@ -73,22 +73,39 @@
 //! occupancy, the default), on
 //! the GPU and in the emulator alike (NaN payloads aside: the GPU's float
 //! adds return the canonical NaN). The only atomic is the ticket of the
-//! one-launch path below, which decides which block combines, never in what
-//! order.
+//! fused path below, which decides which block combines, never in what
+//! order; the small path's block combines its warps' unit states in the
+//! combine pass's order, whichever warp folded them.
 //!
 //! # Launches and memory
 //!
-//! A rows reduction (whole tensor, or inner axis) with more than one unit per
-//! row and at most [`FUSED_MAX_UNITS`] units runs its main pass and every
-//! combine in one launch: each block writes its units' states, fences and
-//! takes an atomic ticket, and the last block to arrive runs the combine
-//! levels itself, the same units and folds as the combine passes (so the
-//! same bits: tested against [`ReduceOptions::multi_pass`] at every grid
-//! size); then one finish launch. Larger ones (and column reductions) launch
-//! a combine pass per level. The partial states live in scratch buffers the
-//! device keeps between calls (no allocation and no memset per call; the
-//! ticket is reset by the block that took the last one); only the result is
-//! allocated. [`crate::Device::release_scratch`] frees them.
+//! Three paths, the same bits on each (tested against each other for every
+//! op and dtype at the edges of each: [`ReduceOptions::path`] forces one);
+//! [`Layout::path`] says which one a shape takes:
+//!
+//! - **Small** ([`Path::Small`]): a rows reduction (whole tensor, or inner
+//!   axis) whose rows have at most [`SMALL_MAX_LEN`] = 2¹⁶ items runs in ONE
+//!   launch that writes the outputs, the finish included (mean's division,
+//!   norm2's root, logsumexp's `m + ln s`, f16/bf16 rounding, the arg
+//!   index), with no partial states in global memory and no scratch. Rows of
+//!   one unit (≤ 512 items) take a warp each, so many short rows (`[65536,
+//!   64]`) are one launch of warps that each fold one row; longer rows take a
+//!   block of 512 threads each, its 16 warps folding the row's units and
+//!   leaving their states in shared memory, where warp 0 folds them as the
+//!   combine pass would. Why 2¹⁶: see [`SMALL_MAX_LEN`].
+//! - **Fused** ([`Path::Fused`]): a longer rows reduction with at most
+//!   [`FUSED_MAX_UNITS`] units runs its main pass and every combine in one
+//!   launch: each block writes its units' states, fences and takes an atomic
+//!   ticket, and the last block to arrive runs the combine levels itself, the
+//!   same units and folds as the combine passes; then one finish launch.
+//! - **Multi-pass** ([`Path::MultiPass`]): everything else (larger rows
+//!   reductions, and column reductions) launches a pass per level, then the
+//!   finish.
+//!
+//! The partial states of the last two live in scratch buffers the device
+//! keeps between calls (no allocation and no memset per call; the ticket is
+//! reset by the block that took the last one); only the result is allocated.
+//! [`crate::Device::release_scratch`] frees them.
 //!
 //! # Why these kernel shapes
 //!
@@ -134,7 +151,9 @@
 use crate::{DeviceBuffer, Element, Error, LaunchConfig, Result};
 use half::{bf16, f16};
 use warpforge_device::Dim3;
-use warpforge_kernels::reduce::{self as k, BLOCK_THREADS, COL_UNIT, ROW_UNIT, finish};
+use warpforge_kernels::reduce::{
+    self as k, BLOCK_THREADS, COL_UNIT, ROW_UNIT, SMALL_BLOCK_THREADS, SMALL_MAX_UNITS, finish,
+};
 
 /// A reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -344,6 +363,17 @@ pub trait Reducible: Element + sealed::Sealed {
         cfg: LaunchConfig,
     ) -> Result<()>;
 
+    /// Launches the one-launch small reduction of `op` over `[rows, len]`
+    /// (`len ≤ SMALL_MAX_UNITS · ROW_UNIT`), finished: one output per row.
+    #[doc(hidden)]
+    fn pass_small(
+        op: Op,
+        x: &DeviceBuffer<Self>,
+        rows: u64,
+        len: u64,
+        cfg: LaunchConfig,
+    ) -> Result<Reduced<Self>>;
+
     /// Launches a pass of `op` over the states of an earlier one.
     #[doc(hidden)]
     fn pass_states(
@@ -452,7 +482,7 @@ fn finish_code(op: Op) -> u32 {
 }
 
 macro_rules! float_reducible {
-    ($($t:ty: $elements:ident, $fused:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
+    ($($t:ty: $elements:ident, $fused:ident, $small:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(_: Op) -> bool {
@@ -487,6 +517,15 @@ macro_rules! float_reducible {
             ) -> Result<()> {
                 $fused(op, x, rows, len, scratch, finals, cfg)
             }
+            fn pass_small(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                rows: u64,
+                len: u64,
+                cfg: LaunchConfig,
+            ) -> Result<Reduced<Self>> {
+                $small(op, x, rows, len, cfg)
+            }
             fn pass_states(
                 op: Op,
                 states: &DeviceBuffer<u64>,
@@ -511,14 +550,14 @@ macro_rules! float_reducible {
 }
 
 float_reducible! {
-    f32: elements_f32, fused_f32, combine_f32, k::finish_f32, std::convert::identity;
-    f64: elements_f64, fused_f64, combine_f64, k::finish_f64, f64::from;
-    f16: elements_f16, fused_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
-    bf16: elements_bf16, fused_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
+    f32: elements_f32, fused_f32, small_f32, combine_f32, k::finish_f32, std::convert::identity;
+    f64: elements_f64, fused_f64, small_f64, combine_f64, k::finish_f64, f64::from;
+    f16: elements_f16, fused_f16, small_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
+    bf16: elements_bf16, fused_bf16, small_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
 }
 
 macro_rules! int_reducible {
-    ($($t:ty: $elements:ident, $fused:ident, $combine:ident, $finish:path;)*) => { $(
+    ($($t:ty: $elements:ident, $fused:ident, $small:ident, $combine:ident, $finish:path;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(op: Op) -> bool {
@@ -548,6 +587,15 @@ macro_rules! int_reducible {
             ) -> Result<()> {
                 $fused(op, x, rows, len, scratch, finals, cfg)
             }
+            fn pass_small(
+                op: Op,
+                x: &DeviceBuffer<Self>,
+                rows: u64,
+                len: u64,
+                cfg: LaunchConfig,
+            ) -> Result<Reduced<Self>> {
+                $small(op, x, rows, len, cfg)
+            }
             fn pass_states(
                 op: Op,
                 states: &DeviceBuffer<u64>,
@@ -571,9 +619,9 @@ macro_rules! int_reducible {
 }
 
 int_reducible! {
-    i32: elements_i32, fused_i32, combine_i32, k::finish_i32;
-    i64: elements_i64, fused_i64, combine_i64, k::finish_i64;
-    u32: elements_u32, fused_u32, combine_u32, k::finish_u32;
+    i32: elements_i32, fused_i32, small_i32, combine_i32, k::finish_i32;
+    i64: elements_i64, fused_i64, small_i64, combine_i64, k::finish_i64;
+    u32: elements_u32, fused_u32, small_u32, combine_u32, k::finish_u32;
 }
 
 elements!(elements_f32, fused_f32, f32:
@@ -684,6 +732,103 @@ states!(combine_u32:
             Op::ArgMax => { k::combine_rows_argmax_u32, k::combine_cols_argmax_u32 }
 );
 
+macro_rules! small {
+    ($name:ident, $t:ty: values { $($op:pat => $values:path),* $(,)? }, indices { $($iop:pat => $indices:path),* $(,)? }) => {
+        fn $name(op: Op, x: &DeviceBuffer<$t>, rows: u64, len: u64, cfg: LaunchConfig) -> Result<Reduced<$t>> {
+            let dev = x.device();
+            // At most x.len() rows (every row has an element).
+            let outputs = usize::try_from(rows).map_err(|_| Error::SizeOverflow {
+                what: format!("reduce: {rows} outputs"),
+            })?;
+            #[allow(unreachable_patterns)]
+            match op {
+                $($op => {
+                    let mut out = dev.alloc_zeroed::<$t>(outputs)?;
+                    dev.launch($values, cfg, (x, rows, len, finish_code(op), &mut out))?;
+                    Ok(Reduced::Values(out))
+                })*
+                $($iop => {
+                    let mut out = dev.alloc_zeroed::<i64>(outputs)?;
+                    dev.launch($indices, cfg, (x, rows, len, finish_code(op), &mut out))?;
+                    Ok(Reduced::Indices(out))
+                })*
+                _ => Err(unsupported::<$t>(op)),
+            }
+        }
+    };
+}
+
+small!(small_f32, f32:
+    values {
+        Op::Sum | Op::Mean => k::reduce_small_sum_f32,
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f32,
+        Op::Min => k::reduce_small_min_f32,
+        Op::Max => k::reduce_small_max_f32,
+        Op::LogSumExp => k::reduce_small_lse_f32,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_f32, Op::ArgMax => k::reduce_small_argmax_f32 }
+);
+
+small!(small_f64, f64:
+    values {
+        Op::Sum | Op::Mean => k::reduce_small_sum_f64,
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f64,
+        Op::Min => k::reduce_small_min_f64,
+        Op::Max => k::reduce_small_max_f64,
+        Op::LogSumExp => k::reduce_small_lse_f64,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_f64, Op::ArgMax => k::reduce_small_argmax_f64 }
+);
+
+small!(small_f16, f16:
+    values {
+        Op::Sum | Op::Mean => k::reduce_small_sum_f16,
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f16,
+        Op::Min => k::reduce_small_min_f16,
+        Op::Max => k::reduce_small_max_f16,
+        Op::LogSumExp => k::reduce_small_lse_f16,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_f16, Op::ArgMax => k::reduce_small_argmax_f16 }
+);
+
+small!(small_bf16, bf16:
+    values {
+        Op::Sum | Op::Mean => k::reduce_small_sum_bf16,
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_bf16,
+        Op::Min => k::reduce_small_min_bf16,
+        Op::Max => k::reduce_small_max_bf16,
+        Op::LogSumExp => k::reduce_small_lse_bf16,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_bf16, Op::ArgMax => k::reduce_small_argmax_bf16 }
+);
+
+small!(small_i32, i32:
+    values {
+        Op::Sum => k::reduce_small_sum_i32,
+        Op::Min => k::reduce_small_min_i32,
+        Op::Max => k::reduce_small_max_i32,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_i32, Op::ArgMax => k::reduce_small_argmax_i32 }
+);
+
+small!(small_i64, i64:
+    values {
+        Op::Sum => k::reduce_small_sum_i64,
+        Op::Min => k::reduce_small_min_i64,
+        Op::Max => k::reduce_small_max_i64,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_i64, Op::ArgMax => k::reduce_small_argmax_i64 }
+);
+
+small!(small_u32, u32:
+    values {
+        Op::Sum => k::reduce_small_sum_u32,
+        Op::Min => k::reduce_small_min_u32,
+        Op::Max => k::reduce_small_max_u32,
+    },
+    indices { Op::ArgMin => k::reduce_small_argmin_u32, Op::ArgMax => k::reduce_small_argmax_u32 }
+);
+
 /// The result of an axis reduction: the input's dtype, or i64 indices for
 /// `argmin`/`argmax`.
 #[derive(Debug)]
@@ -717,11 +862,57 @@ pub struct ReduceOptions {
     /// [`ReduceOptions::AUTO`] (0, the default): one full wave on the device,
     /// [`wave_blocks`].
     pub max_blocks: u32,
-    /// Always run a combine pass per level (the multi-pass path) instead of
-    /// the one-launch rows reduction ([`FUSED_MAX_UNITS`]); the bits are the
-    /// same either way (tested). Default `false`.
-    pub multi_pass: bool,
+    /// Which kernels run ([`Path`]): [`Path::Auto`] (the default) picks the
+    /// fewest launches the shape allows; the others force one path, for the
+    /// tests that the bits are the same on every path, and for benches.
+    pub path: Path,
 }
+
+/// How a reduction runs (module docs, "Launches and memory"); every path
+/// gives the same bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// [`Path::Small`] where it applies, else [`Path::Fused`] where it
+    /// applies, else [`Path::MultiPass`]: see [`Layout::path`].
+    #[default]
+    Auto,
+    /// One launch, finish included, no partial states in global memory
+    /// (`reduce_small_*`): rows reductions (`inner == 1`) whose rows have at
+    /// most [`SMALL_MAX_LEN`] items.
+    Small,
+    /// The main pass and every combine in one launch (the last block
+    /// combines: `reduce_fused_*`), then the finish: rows reductions with
+    /// more than one unit per row and at most [`FUSED_MAX_UNITS`] units.
+    Fused,
+    /// A launch per pass (the main pass, then a combine pass per level), then
+    /// the finish: every shape.
+    MultiPass,
+}
+
+impl Path {
+    /// The path's name: `auto`, `small`, `fused` or `multi_pass`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Auto => "auto",
+            Path::Small => "small",
+            Path::Fused => "fused",
+            Path::MultiPass => "multi_pass",
+        }
+    }
+}
+
+/// The longest rows (items along the reduced axis) of a [`Path::Small`]
+/// reduction: `SMALL_MAX_UNITS` = 128 units of 512, 2¹⁶ items.
+///
+/// Rows of one unit (≤ 512 items) take a warp each; longer ones a block of
+/// 512 threads each, its 16 warps taking the units and warp 0 combining
+/// their states from shared memory (16 bytes per unit: 2 KiB). The bound is
+/// the work of one block: at 2¹⁶ f32 each warp folds 8 units one after the
+/// other, 8 round trips to memory of 16 warps × 2 KiB, a few µs, about what
+/// the second launch it saves costs (≈ 3 µs per launch on an H100 at this
+/// size); at 2¹⁷ that serial part doubles while the fused path spreads the
+/// same reads over 32 SMs.
+pub const SMALL_MAX_LEN: u64 = SMALL_MAX_UNITS * ROW_UNIT;
 
 impl ReduceOptions {
     /// `max_blocks` for one full wave on the device ([`wave_blocks`]): the default.
@@ -739,7 +930,8 @@ impl ReduceOptions {
 /// That block reads every unit's 16-byte state alone, so this bounds its
 /// serial tail at 128 KiB (≈ 1 µs at one SM's bandwidth): whole-tensor
 /// reductions up to 2²² elements and rows reductions with at most this many
-/// units run in one launch plus the finish; larger ones run a combine pass
+/// units run in one launch plus the finish (rows of at most [`SMALL_MAX_LEN`]
+/// items take [`Path::Small`] instead, a single launch); larger ones run a combine pass
 /// per level, each over the whole grid.
 pub const FUSED_MAX_UNITS: u64 = 8192;
 
@@ -748,6 +940,18 @@ pub const FUSED_MAX_UNITS: u64 = 8192;
 /// for every op and dtype on sm_80 and sm_90 (logsumexp of f64: 59 and 62),
 /// no spills; 64 gives the same 4 blocks per SM as any of those.
 const FUSED_REGISTERS: u32 = 64;
+
+/// Registers per thread that [`wave_blocks`] assumes for the small kernels
+/// (`reduce_small_*`) of `op` over `dtype`, from `warpforge ptx
+/// --deny-spills` (no spills; the most of sm_80 and sm_90): argmin, argmax
+/// 69 to 123 (f64 on sm_80); logsumexp of f64 111; every other one 54 to 67.
+fn small_registers(op: Op, dtype: crate::DType) -> u32 {
+    match op {
+        Op::ArgMin | Op::ArgMax => 128,
+        Op::LogSumExp if dtype == crate::DType::F64 => 112,
+        _ => 72,
+    }
+}
 
 /// Resident threads per SM of compute capability `cc` (CUDA's occupancy
 /// tables): 1536 on sm_86, sm_87, sm_89 and sm_12x, 1024 on sm_75, else 2048
@@ -941,6 +1145,63 @@ impl Layout {
     /// inner-axis reductions); otherwise the columns kernel does.
     pub fn uses_rows_kernel(&self) -> bool {
         self.inner == 1
+    }
+
+    /// The path a reduction of this layout takes with [`ReduceOptions::path`]
+    /// `requested`: [`Path::Auto`] resolves to [`Path::Small`] for rows
+    /// reductions (`inner == 1`) with rows of at most [`SMALL_MAX_LEN`] items
+    /// (a whole tensor of up to 2¹⁶ elements; any number of short rows), else
+    /// to [`Path::Fused`] for rows reductions of 2 to [`FUSED_MAX_UNITS`]
+    /// units of 512 items with more than one per row, else to
+    /// [`Path::MultiPass`]. A forced path is returned as it is where it
+    /// applies; `InvalidParameter` (naming `path`) where it does not.
+    ///
+    /// ```
+    /// use warpforge::reduce::{Layout, Path};
+    /// let whole = |n| Layout::new(n, &[n], None).unwrap().path(Path::Auto).unwrap();
+    /// assert_eq!(whole(1 << 16), Path::Small);
+    /// assert_eq!(whole((1 << 16) + 1), Path::Fused);
+    /// assert_eq!(whole(1 << 23), Path::MultiPass);
+    /// let short_rows = Layout::new(1 << 22, &[1 << 16, 64], Some(1))?;
+    /// assert_eq!(short_rows.path(Path::Auto)?, Path::Small);
+    /// assert!(short_rows.path(Path::Fused).is_err()); // one unit per row: nothing to combine
+    /// let columns = Layout::new(64, &[8, 8], Some(0))?;
+    /// assert_eq!(columns.path(Path::Auto)?, Path::MultiPass);
+    /// assert!(columns.path(Path::Small).is_err());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn path(&self, requested: Path) -> Result<Path> {
+        let (rows, len) = (self.outer as u64, self.len as u64);
+        let small = self.uses_rows_kernel() && len <= SMALL_MAX_LEN;
+        let fused = self.uses_rows_kernel()
+            && len > ROW_UNIT
+            && rows
+                .checked_mul(len.div_ceil(ROW_UNIT))
+                .is_some_and(|units| units <= FUSED_MAX_UNITS);
+        let refuse = |why: String| Error::InvalidParameter {
+            op: "reduce",
+            parameter: "path",
+            detail: format!(
+                "{} does not apply to [outer, len, inner] = [{}, {}, {}]: {why}",
+                requested.name(),
+                self.outer,
+                self.len,
+                self.inner
+            ),
+        };
+        match requested {
+            Path::Auto if small => Ok(Path::Small),
+            Path::Auto if fused => Ok(Path::Fused),
+            Path::Auto => Ok(Path::MultiPass),
+            Path::Small if !small => Err(refuse(format!(
+                "it needs a rows reduction (inner 1) of at most {SMALL_MAX_LEN} items per row"
+            ))),
+            Path::Fused if !fused => Err(refuse(format!(
+                "it needs a rows reduction (inner 1) of more than {ROW_UNIT} items per row \
+                 and at most {FUSED_MAX_UNITS} units of {ROW_UNIT}"
+            ))),
+            path => Ok(path),
+        }
     }
 
     /// The passes that run, first to last (none if there is nothing to reduce).
@@ -1166,17 +1427,29 @@ pub fn reduce_with<T: Reducible>(
     // From here on every output has at least one element, so `outputs` and
     // every pass's units are at most `x.len()`.
     let passes = layout.passes();
-    // The partial states live in two scratch buffers from the device's cache
-    // (no allocation and no memset per call: every pass writes each state it
-    // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
-    // others `odd`, each reading the other's states.
+    let path = layout.path(options.path)?;
+    if let (Path::Small, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
+        // One launch, the finish included: a warp per row of one unit, else
+        // a block per row.
+        let per_block = match len.div_ceil(ROW_UNIT) {
+            1 => u64::from(SMALL_BLOCK_THREADS / 32),
+            _ => 1,
+        };
+        let cap = match options.max_blocks {
+            ReduceOptions::AUTO => {
+                let registers = small_registers(op, T::DTYPE);
+                wave_blocks(dev, registers) / (SMALL_BLOCK_THREADS / BLOCK_THREADS)
+            }
+            cap => cap,
+        };
+        let blocks = rows.div_ceil(per_block).clamp(1, u64::from(cap.max(1))) as u32;
+        let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(SMALL_BLOCK_THREADS));
+        return T::pass_small(op, x, *rows, *len, cfg);
+    }
     let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
     let finish_cfg = config(dev, finish_blocks, 32, options);
-    let registers = pass_registers(op, T::DTYPE);
-    if let [Pass::Rows { rows, len }, _, ..] = passes[..]
-        && !options.multi_pass
-        && passes[0].units()?.0 <= FUSED_MAX_UNITS
-    {
+    if let (Path::Fused, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
+        let (rows, len) = (*rows, *len);
         // One launch for the main pass and every combine (the last block
         // combines), then the finish. The scratch keeps its ticket at 0
         // between launches (the last block resets it), so it has its own
@@ -1191,6 +1464,11 @@ pub fn reduce_with<T: Reducible>(
         T::pass_fused(op, x, rows, len, &mut scratch, &mut finals, cfg)?;
         return finish(op, &layout, outputs, &finals, finish_cfg);
     }
+    // The partial states live in two scratch buffers from the device's cache
+    // (no allocation and no memset per call: every pass writes each state it
+    // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
+    // others `odd`, each reading the other's states.
+    let registers = pass_registers(op, T::DTYPE);
     let mut words = [0usize; 2];
     for (i, pass) in passes.iter().enumerate() {
         let slot = &mut words[i % 2];

@@ -30,7 +30,7 @@
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batched by z ([`OutMatrix::batch`]) |
-//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`WarpGrid::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batched by z |
+//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batched by z |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the

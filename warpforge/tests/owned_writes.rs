@@ -293,7 +293,7 @@ proptest! {
         for lane in 0..32 {
             for i in 0..4 {
                 let (r, c) = c_coord(lane, i);
-                lane_of[r][c] = lane as u32;
+                lane_of[r][c] = lane;
             }
         }
         let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());

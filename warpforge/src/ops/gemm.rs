@@ -24,7 +24,7 @@
 //! packed, `stride_c = m·ldc` (the default): the kernel's output is one
 //! `OutMatrix` of the batches' rows stacked (`count·m × n`, row stride
 //! `ldc`), bound by the host like any other, and the owned tile views
-//! (`MicroTiles`, `WarpTiles`) give block (x, y, z) its tile of batch `z`
+//! (`MicroTiles`, `WarpGrid`) give block (x, y, z) its tile of batch `z`
 //! (`OutMatrix::batch`: rows `z·m ..`), so batches are disjoint rows and
 //! the epilogue stays race-free by construction. (A stride between batches
 //! that is not `m·ldc` would need a second host-bound number in the
@@ -222,11 +222,11 @@ pub struct BlockShape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileConfig {
     /// 64 × 64 × 32, four 64 × 16 warp tiles, 3 stages
-    /// ([`TC_TILE`](warpforge_kernels::gemm::tensor::TC_TILE)): many blocks,
+    /// ([`TC_TILE`]): many blocks,
     /// for small and skinny shapes. Every tensor-core pair has it.
     Small,
     /// 128 × 128 × 32, 2 × 4 warps of 64 × 32, 4 stages
-    /// ([`TC_TILE_LARGE`](warpforge_kernels::gemm::tensor::TC_TILE_LARGE)):
+    /// ([`TC_TILE_LARGE`]):
     /// for shapes that fill the GPU with its blocks. The pairs with output
     /// f32 or their input type have it.
     Large,

@@ -19,10 +19,10 @@
 //! | [`TC_TILE`] | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | f16/bf16 → f32/f16/bf16, 4 transposes: `gemm_*_64x64x32_s3` |
 //! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
 //!
-//! The large tile reads each loaded element of `A` and `B` for twice the
-//! `mma`s (a 64 × 32 warp tile: 4 A and 4 B fragments per 16 `mma`s, against
-//! 4 and 2 per 8), halving the shared-memory and global traffic per flop;
-//! it is instantiated for the pairs whose output is f32 or the input type
+//! Per `mma`, the large tile's 64 × 32 warp tile loads two thirds of the
+//! shared-memory fragments of the small one's 64 × 16 (4 A and 4 B per 16
+//! `mma`s, against 4 and 2 per 8), and its 128 × 128 block tile reads half
+//! the global bytes of a 64 × 64 one; it is instantiated for the pairs whose output is f32 or the input type
 //! (the mixed f16 → bf16 and bf16 → f16 outputs keep the 64 × 64 tile only,
 //! to keep the PTX module smaller).
 //!
@@ -220,7 +220,7 @@ impl MmaTile {
 pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 16, 3);
 
 /// The large tensor-core tile: 128 × 128 per block, k-step 32, eight 64 × 32
-/// warp tiles as 2 × 4 (256 threads), 4 stages: 74–80 KiB of shared memory
+/// warp tiles as 2 × 4 (256 threads), 4 stages: 68–80 KiB of shared memory
 /// (dynamic, above 48 KiB: the host opts in; every target from sm_80 allows
 /// it, sm_86/sm_89 up to 99 KiB). Twice the `mma`s per loaded fragment of
 /// the small tile: the tile for large GEMMs.

@@ -70,9 +70,9 @@
 //! kernels, the device allows their shared memory per block (every target
 //! from sm_80 does), and the large tile's grid, `⌈m/128⌉·⌈n/128⌉·batch`
 //! blocks, is at least one block per SM (132 on an H100); `Small`
-//! otherwise. The reasoning: per `mma` the large tile loads half the
-//! fragments and half the global bytes of the small one, so it is the
-//! faster tile whenever the GPU is full; but it makes a quarter as many
+//! otherwise. The reasoning: per `mma` the large tile loads two thirds of
+//! the small one's shared-memory fragments and half its global bytes, so it
+//! is the faster tile whenever the GPU is full; but it makes a quarter as many
 //! blocks, and below one block per SM some SMs would sit idle, where the
 //! small tile's 4× more blocks keep them busy (a 1024 × 1024 GEMM is 64
 //! large blocks, half an H100, or 256 small ones). `k` does not enter: both

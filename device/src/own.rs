@@ -29,12 +29,13 @@
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]) |
-//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the GEMM/conv epilogue; [`WarpTile::update_mma_c`] is the same map; batched by z ([`OutMatrix::batch`]) |
+//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batched by z ([`OutMatrix::batch`]) |
+//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batched by z |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
 //! 2-D forms use the z = 0 plane, except the GEMM tiles ([`MicroTiles`],
-//! [`WarpTiles`]), for which z is the batch: the bound matrix is `gridDim.z`
+//! [`WarpTiles`], [`WarpGrid`]), for which z is the batch: the bound matrix is `gridDim.z`
 //! stacked batches of `rows / gridDim.z` rows ([`OutMatrix::batch`]). Within it every thread has a distinct rank
 //! (or (y, x)), whatever the grid: a grid-stride walk `r + k·n` never meets
 //! another thread's, so there is no launch the host has to refuse.
@@ -129,6 +130,14 @@ pub enum MicroTiles<const TM: usize, const TN: usize, const MR: usize, const MC:
 /// write the accumulator layout.
 pub enum WarpTiles<const TM: usize, const TN: usize> {}
 
+/// Each block owns the `BM × BN` tile at its (y, x), cut into a
+/// `(BM / TM) × (BN / TN)` grid of `TM × TN` warp tiles (multiples of the
+/// `mma` 16 × 8) numbered row-major; warp `w` of the block owns warp tile
+/// `w`, its lanes writing the accumulator layout. The CUTLASS-style block
+/// tile with a 2-D grid of warps; `WarpTiles<TM, TN>` is the one-row case
+/// with the block's warp count as its width.
+pub enum WarpGrid<const BM: usize, const BN: usize, const TM: usize, const TN: usize> {}
+
 impl sealed::Sealed for Indexed {}
 impl sealed::Sealed for Elements {}
 impl<const N: usize> sealed::Sealed for ThreadChunks<N> {}
@@ -140,6 +149,10 @@ impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> sealed:
 {
 }
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize> sealed::Sealed
+    for WarpGrid<BM, BN, TM, TN>
+{
+}
 impl Mapping for Indexed {}
 impl Mapping for Elements {}
 impl<const N: usize> Mapping for ThreadChunks<N> {}
@@ -152,6 +165,10 @@ impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> Mapping
 {
 }
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize> Mapping2
+    for WarpGrid<BM, BN, TM, TN>
+{
+}
 
 // ---------------------------------------------------------------------------
 // Launch coordinates: the only source of what a thread owns.
@@ -650,7 +667,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     }
 
     /// This block's batch of a batched launch, for the tile mappings
-    /// ([`MicroTiles`], [`WarpTiles`]): the matrix is `gridDim.z` batches of
+    /// ([`MicroTiles`], [`WarpTiles`], [`WarpGrid`]): the matrix is `gridDim.z` batches of
     /// `rows / gridDim.z` rows each, stacked (batch `z` is rows
     /// `z·(rows / gridDim.z) ..`), and block (x, y, z) works in batch `z`.
     /// Returns the batch's first row and its rows. With `gridDim.z = 1` that
@@ -1079,8 +1096,9 @@ impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
     }
 }
 
-/// The `TM × TN` tile of an `OutMatrix<T, WarpTiles<TM, TN>>` that this
-/// thread's warp owns, written lane by lane in the `mma` accumulator layout.
+/// The `TM × TN` tile of an `OutMatrix<T, WarpTiles<TM, TN>>` (or
+/// `WarpGrid<_, _, TM, TN>`) that this thread's warp owns, written lane by
+/// lane in the `mma` accumulator layout.
 pub struct WarpTile<'v, T, const TM: usize, const TN: usize> {
     origin: *mut T,
     row_stride: usize,
@@ -1123,6 +1141,80 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
             col0,
             rows,
             cols,
+            _view: PhantomData,
+        })
+    }
+}
+
+impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: usize>
+    OutMatrix<'a, T, WarpGrid<BM, BN, TM, TN>>
+{
+    /// Where this warp's tile lies in its block's `BM × BN` tile: warp `w`
+    /// is at row `(w / (BN/TN))·TM` and column `(w mod (BN/TN))·TN`; `None`
+    /// for a warp past the `(BM/TM) × (BN/TN)` grid (a block with more
+    /// warps than warp tiles). The one warp → tile map of this mapping, for
+    /// the kernel to read the operands of the tile [`tile`](Self::tile)
+    /// writes (a function of the launch alone, the same whatever the matrix).
+    #[inline(always)]
+    pub fn warp_offset(&self) -> Option<(usize, usize)> {
+        const {
+            assert!(
+                TM > 0
+                    && TN > 0
+                    && TM.is_multiple_of(crate::mma::M)
+                    && TN.is_multiple_of(crate::mma::N)
+                    && BM.is_multiple_of(TM)
+                    && BN.is_multiple_of(TN),
+                "warp tiles are whole 16 × 8 mma tiles and divide the block tile"
+            )
+        };
+        let (per_row, per_col) = (BN / TN, BM / TM);
+        let w = thread::warp_id() as usize;
+        (w < per_row * per_col).then(|| ((w / per_row) * TM, (w % per_row) * TN))
+    }
+
+    /// This warp's tile: block (y, x) owns the `BM × BN` tile at
+    /// `(y·BM, x·BN)` of batch `z` ([`OutMatrix::batch`]; the whole matrix
+    /// when `gridDim.z = 1`), and the warp the `TM × TN` part of it at
+    /// [`warp_offset`](Self::warp_offset), clipped to the batch; `None` if
+    /// the warp has no warp tile or its tile starts outside the batch.
+    /// Coordinates are the batch's.
+    ///
+    /// Disjoint for any grid and block shape: batches are disjoint rows
+    /// (distinct z), block tiles of a batch are disjoint (distinct (y, x)),
+    /// `w ↦ (w / (BN/TN), w mod (BN/TN))` is one-to-one on the
+    /// `(BM/TM)·(BN/TN)` warps that get a tile (warp ids are distinct within
+    /// the block), and those warp tiles partition the block tile (`TM | BM`,
+    /// `TN | BN`, checked at compile time), so no element lies in two warps'
+    /// tiles; within a tile the lanes own distinct elements
+    /// ([`WarpTile::update_mma_c`]).
+    #[inline(always)]
+    pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
+        let (dr, dc) = self.warp_offset()?;
+        let b = thread::block_idx();
+        let (first, batch_rows) = self.batch();
+        // The block tile's corner, then the warp's inside it.
+        let (brow, bcol, brows, bcols) = tile_in(
+            u64::from(b.y),
+            u64::from(b.x),
+            BM,
+            BN,
+            batch_rows,
+            self.cols,
+        )?;
+        if dr >= brows || dc >= bcols {
+            return None;
+        }
+        let (row0, col0) = (brow + dr, bcol + dc);
+        Some(WarpTile {
+            // SAFETY: (row0, col0) is inside the clipped block tile (just
+            // checked), so in the batch's rows, so in the matrix.
+            origin: unsafe { self.element(first + row0, col0) },
+            row_stride: self.row_stride,
+            row0,
+            col0,
+            rows: TM.min(brows - dr),
+            cols: TN.min(bcols - dc),
             _view: PhantomData,
         })
     }

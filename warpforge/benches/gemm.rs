@@ -52,7 +52,10 @@ fn bench_shape<TIn: GemmTypes<TOut>, TOut: Element>(
 ) {
     let [m, n, k] = shape;
     let gemm = Gemm::<TIn::Scalar>::new(m, n, k);
-    let name = format!("{} [{m}×{n}×{k}]", gemm.kernel_name_for::<TIn, TOut>());
+    let kernel = gemm
+        .kernel_name_for::<TIn, TOut>(dev)
+        .expect("no tile is pinned");
+    let name = format!("{kernel} [{m}×{n}×{k}]");
     let (a, b, mut c) = match operands::<TIn, TOut>(dev, shape, from) {
         Ok(ops) => ops,
         Err(e @ Error::OutOfMemory { .. }) => {

@@ -876,7 +876,11 @@ impl GemmBench {
     /// The (input, output) pairs in order, with the cuBLAS case's and
     /// warpforge's kernel's names for the transposes.
     fn variants(&self) -> Result<Vec<GemmVariant>> {
+        use crate::gemm::{GemmTypes, TileConfig};
         use half::f16;
+        fn small<TIn: GemmTypes<TOut>, TOut: crate::Element>(ta: bool, tb: bool) -> &'static str {
+            TIn::kernel_name(ta, tb, Some(TileConfig::Small))
+        }
         let (ta, tb) = self.trans;
         let mut variants = Vec::new();
         for &input in &self.dtypes {
@@ -910,10 +914,13 @@ impl GemmBench {
                         .trans_a(ta)
                         .trans_b(tb)
                         .kernel_name(),
-                    (DType::F16, DType::F32) => g32.kernel_name_for::<f16, f32>(),
-                    (DType::F16, _) => g32.kernel_name_for::<f16, f16>(),
-                    (DType::BF16, DType::F32) => g32.kernel_name_for::<bf16, f32>(),
-                    _ => g32.kernel_name_for::<bf16, bf16>(),
+                    // The small tile's kernel; a shape the tile heuristic
+                    // gives the large tile is measured and named with its
+                    // kernel (`gemm_variant`).
+                    (DType::F16, DType::F32) => small::<f16, f32>(ta, tb),
+                    (DType::F16, _) => small::<f16, f16>(ta, tb),
+                    (DType::BF16, DType::F32) => small::<bf16, f32>(ta, tb),
+                    _ => small::<bf16, bf16>(ta, tb),
                 };
                 let anchors = CUBLAS_NAMES
                     .iter()
@@ -1016,6 +1023,11 @@ where
         let gemm = crate::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
             .trans_b(config.trans.1);
+        // The row names the kernel this shape runs (the tile heuristic's).
+        let kernel = &Case {
+            op: gemm.kernel_name_for::<TIn, TOut>(dev)?,
+            ..kernel.clone()
+        };
         // Out of memory allocating the operands skips the case as one in the run does.
         let seconds = buffers.and_then(|(a, b, mut c)| {
             seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c))

@@ -27,7 +27,7 @@
 //!
 //! conv2d ([`crate::conv2d`]): [`verify_conv2d`], whose module docs list its cases and tolerance.
 
-use crate::gemm::{Gemm, GemmElement, GemmTypes};
+use crate::gemm::{Gemm, GemmElement, GemmTypes, TileConfig};
 use crate::reduce::{self, Layout, Op, Reduced, Reducible};
 use crate::reference::gemm::{Problem, needed};
 use crate::reference::reduce::{RefElement, Value};
@@ -570,6 +570,7 @@ fn check_gemm<TIn, TOut, S>(
     rng: &mut StdRng,
     case: &GemmCase,
     accumulation: Accumulation,
+    tile: Option<TileConfig>,
 ) -> Result<()>
 where
     TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
@@ -643,8 +644,11 @@ where
     let a_buf = dev.upload(&a.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let b_buf = dev.upload(&b.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let mut c_buf = dev.upload(&c.iter().map(|&x| TOut::from_f64(x)).collect::<Vec<_>>())?;
-    Gemm::<S>::new(p.m, p.n, p.k)
-        .trans_a(p.trans_a)
+    let mut gemm = Gemm::<S>::new(p.m, p.n, p.k);
+    if let Some(tile) = tile {
+        gemm = gemm.tile(tile);
+    }
+    gemm.trans_a(p.trans_a)
         .trans_b(p.trans_b)
         .alpha(S::from_f64(case.alpha))
         .beta(S::from_f64(case.beta))
@@ -706,12 +710,13 @@ where
 }
 
 /// Every transpose combination of the `TIn → TOut` GEMM kernels with block
-/// tile `tile`, one report each.
+/// tile `tile` (`(m, n, k)`; the tensor-core configuration `config`, pinned,
+/// or `None` for SIMT), one report each.
 fn check_gemms<TIn, TOut, S>(
     dev: &Device,
     rng: &mut StdRng,
     lens: &[usize],
-    tile: (usize, usize, usize),
+    (tile, config): ((usize, usize, usize), Option<TileConfig>),
     accumulation: Accumulation,
     reports: &mut Vec<KernelReport>,
 ) -> Result<()>
@@ -721,13 +726,14 @@ where
     S: GemmElement + GemmValue,
 {
     for trans in [(false, false), (false, true), (true, false), (true, true)] {
-        let kernel = Gemm::<S>::new(0, 0, 0)
-            .trans_a(trans.0)
-            .trans_b(trans.1)
-            .kernel_name_for::<TIn, TOut>();
+        let mut gemm = Gemm::<S>::new(0, 0, 0).trans_a(trans.0).trans_b(trans.1);
+        if let Some(config) = config {
+            gemm = gemm.tile(config);
+        }
+        let kernel = gemm.kernel_name_for::<TIn, TOut>(dev)?;
         let mut report = KernelReport::default_for(kernel);
         for case in gemm_cases(rng, tile, trans, lens) {
-            check_gemm::<TIn, TOut, S>(dev, &mut report, rng, &case, accumulation)?;
+            check_gemm::<TIn, TOut, S>(dev, &mut report, rng, &case, accumulation, config)?;
         }
         reports.push(report);
     }
@@ -736,16 +742,21 @@ where
 
 /// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32 and
 /// f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
-/// outputs on the tensor cores, each × NN, NT, TN, TT: the edge shapes, then
+/// outputs on the tensor cores with the small tile, then the pairs with a
+/// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), each ×
+/// NN, NT, TN, TT: the edge shapes (the tile's), then
 /// one random shape per random length of `lens` (`m·n·k` about that length).
 /// Each report's `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     use Accumulation::{FmaChain, TensorCores};
-    let simt = |t: warpforge_kernels::gemm::Tile| (t.m, t.n, t.k);
+    let simt = |t: warpforge_kernels::gemm::Tile| ((t.m, t.n, t.k), None);
     let f32_tile = simt(<f32 as GemmElement>::TILE);
     let f64_tile = simt(<f64 as GemmElement>::TILE);
-    let tc = warpforge_kernels::gemm::tensor::TC_TILE;
-    let tc = (tc.m, tc.n, tc.k);
+    let config = |c: TileConfig| {
+        let t = c.tile();
+        ((t.m, t.n, t.k), Some(c))
+    };
+    let (tc, large) = (config(TileConfig::Small), config(TileConfig::Large));
     let mut r = Vec::new();
     check_gemms::<f32, f32, f32>(dev, rng, lens, f32_tile, FmaChain, &mut r)?;
     check_gemms::<f64, f64, f64>(dev, rng, lens, f64_tile, FmaChain, &mut r)?;
@@ -755,6 +766,10 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     check_gemms::<bf16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
     check_gemms::<bf16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
     check_gemms::<bf16, bf16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
+    check_gemms::<f16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
+    check_gemms::<f16, f16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
+    check_gemms::<bf16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
+    check_gemms::<bf16, bf16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     Ok(r)
 }
 

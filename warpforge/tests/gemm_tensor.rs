@@ -14,15 +14,21 @@
 //! with the reference rounded once to that type (the kernel rounds the exact
 //! f32 value once, so that is exact too). `C`'s padding must be untouched.
 //! Then one test with random floats, within a bound derived from `k`.
+//!
+//! Both tile configurations (`TileConfig::Small`, `Large`) run the same
+//! properties, pinned with `Gemm::tile`; the heuristic that picks between
+//! them is tested at its boundaries.
 
 mod common;
 
 use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
 use half::{bf16, f16};
 use proptest::prelude::*;
-use warpforge::gemm::{Gemm, GemmTypes};
-use warpforge::{Device, Element, Kernel};
-use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE};
+use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
+use warpforge::{Arch, Device, Element, Error, Kernel};
+use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE, TC_TILE_LARGE};
+
+use TileConfig::{Large, Small};
 
 /// Input element types, from f64 (exact on the values used).
 trait In:
@@ -119,9 +125,9 @@ impl Case {
         d
     }
 
-    /// Runs the case with `A`, `B` of `I` and `C` of `O` on `dev`; `C`
-    /// afterwards as f64.
-    fn run<I, O>(&self, dev: &Device) -> Vec<f64>
+    /// Runs the case with `A`, `B` of `I` and `C` of `O` on `dev` with the
+    /// tile configuration `tile`; `C` afterwards as f64.
+    fn run<I, O>(&self, dev: &Device, tile: TileConfig) -> Vec<f64>
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
@@ -142,26 +148,28 @@ impl Case {
             .lda(self.lda)
             .ldb(self.ldb)
             .ldc(self.ldc)
+            .tile(tile)
             .run(dev, &a, &b, &mut c)
             .unwrap();
         c.to_host().unwrap().into_iter().map(O::to_f64).collect()
     }
 
-    /// Runs the case as `I → O` and compares every element of `C` with the
-    /// reference rounded once to `O`, bit for bit (NaN matching NaN).
-    fn check<I, O>(&self, dev: &Device)
+    /// Runs the case as `I → O` with `tile` and compares every element of
+    /// `C` with the reference rounded once to `O`, bit for bit (NaN matching
+    /// NaN).
+    fn check<I, O>(&self, dev: &Device, tile: TileConfig)
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
     {
         let want = self.reference();
-        let got = self.run::<I, O>(dev);
+        let got = self.run::<I, O>(dev, tile);
         assert_eq!(got.len(), want.len());
         for (e, (&g, &(w, _))) in got.iter().zip(&want).enumerate() {
             let w = O::from_f64(w).to_f64();
             assert!(
                 g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-                "{} → {}: C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
+                "{} → {} ({tile:?} tile): C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
                 I::NAME,
                 O::NAME,
                 e / self.ldc.max(1),
@@ -171,11 +179,19 @@ impl Case {
         }
     }
 
-    /// [`check`](Self::check) for the input type and every output type.
+    /// [`check`](Self::check) for the input type and every output type with
+    /// the small tile, and with the large tile for the outputs that have it
+    /// (f32 and the input type).
     fn check_outputs<I: In>(&self, dev: &Device) {
-        self.check::<I, f32>(dev);
-        self.check::<I, f16>(dev);
-        self.check::<I, bf16>(dev);
+        self.check::<I, f32>(dev, Small);
+        self.check::<I, f16>(dev, Small);
+        self.check::<I, bf16>(dev, Small);
+        self.check::<I, f32>(dev, Large);
+        if I::NAME == "f16" {
+            self.check::<I, f16>(dev, Large);
+        } else {
+            self.check::<I, bf16>(dev, Large);
+        }
     }
 }
 
@@ -230,19 +246,23 @@ fn small_int(bits: u64) -> f64 {
     (bits % 9) as f64 - 4.0
 }
 
-/// A dimension: mostly edge values (0, 1, primes, tile sizes ± 1), sometimes
-/// any up to 80. Small: the emulator runs 128 threads per block tile.
+/// A dimension: mostly edge values (0, 1, primes, both tiles' sizes ± 1),
+/// sometimes any up to 140. Small: the emulator runs 128 or 256 threads per
+/// block tile.
 fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![
-        3 => prop::sample::select(vec![0usize, 1, 2, 7, 8, 13, 16, 17, 31, 33, 63, 64, 65]),
-        1 => 0usize..=80,
+        3 => prop::sample::select(vec![
+            0usize, 1, 2, 7, 8, 13, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129
+        ]),
+        1 => 0usize..=140,
     ]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
-    /// Random shapes, transposes, pads, factors and pair (input, output).
+    /// Random shapes, transposes, pads, factors, pair (input, output) and
+    /// tile configuration (the large one for the pairs that have it).
     #[test]
     fn tensor_gemm_matches_the_exact_reference(
         m in dim(),
@@ -254,26 +274,30 @@ proptest! {
         beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
         nan_c in any::<bool>(),
         pair in 0usize..6,
+        large in any::<bool>(),
         seed in any::<u64>(),
     ) {
         // A NaN-filled C only with beta = 0, where it must not be read.
         let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
         let c = case((m, n, k), trans, pad, alpha, beta, fill, seed, small_int);
         let dev = Device::emulator();
+        // The mixed f16 → bf16 and bf16 → f16 pairs have the small tile only.
+        let tile = if large && pair != 2 && pair != 4 { Large } else { Small };
         match pair {
-            0 => c.check::<f16, f32>(&dev),
-            1 => c.check::<f16, f16>(&dev),
-            2 => c.check::<f16, bf16>(&dev),
-            3 => c.check::<bf16, f32>(&dev),
-            4 => c.check::<bf16, f16>(&dev),
-            _ => c.check::<bf16, bf16>(&dev),
+            0 => c.check::<f16, f32>(&dev, tile),
+            1 => c.check::<f16, f16>(&dev, tile),
+            2 => c.check::<f16, bf16>(&dev, tile),
+            3 => c.check::<bf16, f32>(&dev, tile),
+            4 => c.check::<bf16, f16>(&dev, tile),
+            _ => c.check::<bf16, bf16>(&dev, tile),
         }
     }
 }
 
-/// Every one of the 24 kernels on a ragged shape (a partial tile in m, n
-/// and k, two k-steps plus a remainder so the pipeline wraps), with aligned
-/// and odd leading dimensions.
+/// Every one of the 24 small-tile kernels on a ragged shape (a partial tile
+/// in m, n and k, two k-steps plus a remainder so the pipeline wraps), with
+/// aligned and odd leading dimensions; the 16 large-tile kernels on it too
+/// (one block, k-steps fewer than the stages).
 #[test]
 fn every_kernel_on_a_ragged_shape() {
     let dev = Device::emulator();
@@ -283,6 +307,37 @@ fn every_kernel_on_a_ragged_shape() {
             let c = case((67, 70, 77), trans, pad, -1.0, 0.5, None, seed, small_int);
             c.check_outputs::<f16>(&dev);
             c.check_outputs::<bf16>(&dev);
+        }
+    }
+}
+
+/// Every one of the 16 large-tile kernels on a shape ragged in every
+/// dimension of its tile: 131 rows (a 128-row block tile and 3 rows; in the
+/// first block the second row of warps is full, in the second it is empty),
+/// 139 columns (one full block tile, then 11 columns: warp columns 1–3 of
+/// the second block own nothing), k = 173 (five 32-deep k-steps and 13: six
+/// steps through four stages, so the ring wraps), aligned and odd leading
+/// dimensions.
+#[test]
+fn every_large_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 3] {
+            let seed = (t * 16 + pad) as u64 + 500;
+            let c = case(
+                (131, 139, 173),
+                trans,
+                pad,
+                1.0,
+                -1.0,
+                None,
+                seed,
+                small_int,
+            );
+            c.check::<f16, f32>(&dev, Large);
+            c.check::<f16, f16>(&dev, Large);
+            c.check::<bf16, f32>(&dev, Large);
+            c.check::<bf16, bf16>(&dev, Large);
         }
     }
 }
@@ -298,7 +353,8 @@ fn edge_shapes() {
         (1, 1, 1),
         (2, 3, 5),
         (64, 64, 32),
-        (64, 64, 96), // three k-steps, all aligned: the pipeline's full ring
+        (64, 64, 96),    // three k-steps, all aligned: the pipeline's full ring
+        (128, 128, 160), // the large tile exactly, five k-steps through four stages
         (100, 1, 7),
         (1, 100, 7),
         (3, 2, 100),
@@ -316,9 +372,11 @@ fn edge_shapes() {
                 small_int,
             );
             if (s + t) % 2 == 0 {
-                c.check::<f16, f32>(&dev);
+                c.check::<f16, f32>(&dev, Small);
+                c.check::<bf16, bf16>(&dev, Large);
             } else {
-                c.check::<bf16, bf16>(&dev);
+                c.check::<bf16, bf16>(&dev, Small);
+                c.check::<f16, f32>(&dev, Large);
             }
         }
     }
@@ -341,10 +399,12 @@ fn beta_zero_never_reads_c_and_alpha_or_k_zero_scale_c() {
             small_int,
         );
         c.check_outputs::<bf16>(&dev);
-        let got = c.run::<f16, f32>(&dev);
-        for i in 0..c.m {
-            for j in 0..c.n {
-                assert!(!got[i * c.ldc + j].is_nan(), "NaN leaked at ({i}, {j})");
+        for tile in [Small, Large] {
+            let got = c.run::<f16, f32>(&dev, tile);
+            for i in 0..c.m {
+                for j in 0..c.n {
+                    assert!(!got[i * c.ldc + j].is_nan(), "NaN leaked at ({i}, {j})");
+                }
             }
         }
         for (shape, alpha) in [((5, 9, 40), 0.0), ((5, 9, 0), 1.0)] {
@@ -368,20 +428,22 @@ fn random_floats_are_within_the_error_bound() {
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
     {
-        let got = c.run::<I, O>(dev);
-        let u32_ = f32::EPSILON as f64 / 2.0;
-        for (e, (&g, &(w, mag))) in got.iter().zip(&c.reference()).enumerate() {
-            let bound = (mag + 1.0) * (2.0 * c.k as f64 * u32_ + 2.0 * u32_)
-                + (mag + 1.0) * O::UNIT_ROUNDOFF * f64::from(u8::from(O::NAME != "f32"))
-                + 6e-8;
-            assert!(
-                (g - w).abs() <= bound,
-                "{} → {}: C[{e}] = {g}, reference {w}, error {} > bound {bound}: {}",
-                I::NAME,
-                O::NAME,
-                (g - w).abs(),
-                c.describe()
-            );
+        for tile in [Small, Large] {
+            let got = c.run::<I, O>(dev, tile);
+            let u32_ = f32::EPSILON as f64 / 2.0;
+            for (e, (&g, &(w, mag))) in got.iter().zip(&c.reference()).enumerate() {
+                let bound = (mag + 1.0) * (2.0 * c.k as f64 * u32_ + 2.0 * u32_)
+                    + (mag + 1.0) * O::UNIT_ROUNDOFF * f64::from(u8::from(O::NAME != "f32"))
+                    + 6e-8;
+                assert!(
+                    (g - w).abs() <= bound,
+                    "{} → {} ({tile:?} tile): C[{e}] = {g}, reference {w}, error {} > bound {bound}: {}",
+                    I::NAME,
+                    O::NAME,
+                    (g - w).abs(),
+                    c.describe()
+                );
+            }
         }
     }
     let dev = Device::emulator();
@@ -421,32 +483,42 @@ fn random_floats_are_within_the_error_bound() {
     }
 }
 
-/// Names, block shape and shared memory come from the one tile definition.
+/// Names, block shape and shared memory come from the one definition of
+/// each tile, and `kernel_name_for` names the configuration `run` uses.
 #[test]
 fn kernel_names_and_resources_come_from_the_tile() {
+    let dev = Device::emulator();
     let t = |x: bool| if x { "t" } else { "n" };
-    let tile = format!(
-        "{}x{}x{}_s{}",
-        TC_TILE.m, TC_TILE.n, TC_TILE.k, TC_TILE.stages
+    let suffix = |tile: tc::MmaTile| format!("{}x{}x{}_s{}", tile.m, tile.n, tile.k, tile.stages);
+    let (small, large) = (suffix(TC_TILE), suffix(TC_TILE_LARGE));
+    assert_eq!(
+        (small.as_str(), large.as_str()),
+        ("64x64x32_s3", "128x128x32_s4")
     );
     for (ta, tb) in TRANSPOSES {
-        let g = Gemm::<f32>::new(1, 1, 1).trans_a(ta).trans_b(tb);
         let tr = format!("{}{}", t(ta), t(tb));
+        for (config, tile) in [(Small, &small), (Large, &large)] {
+            let g = Gemm::<f32>::new(1, 1, 1)
+                .trans_a(ta)
+                .trans_b(tb)
+                .tile(config);
+            assert_eq!(
+                g.kernel_name_for::<f16, f32>(&dev).unwrap(),
+                format!("gemm_f16_f32_{tr}_{tile}")
+            );
+            assert_eq!(
+                g.kernel_name_for::<f16, f16>(&dev).unwrap(),
+                format!("gemm_f16_f16_{tr}_{tile}")
+            );
+            assert_eq!(
+                g.kernel_name_for::<bf16, bf16>(&dev).unwrap(),
+                format!("gemm_bf16_bf16_{tr}_{tile}")
+            );
+        }
+        let g = Gemm::<f32>::new(1, 1, 1).trans_a(ta).trans_b(tb);
         assert_eq!(
-            g.kernel_name_for::<f16, f32>(),
-            format!("gemm_f16_f32_{tr}_{tile}")
-        );
-        assert_eq!(
-            g.kernel_name_for::<f16, f16>(),
-            format!("gemm_f16_f16_{tr}_{tile}")
-        );
-        assert_eq!(
-            g.kernel_name_for::<bf16, bf16>(),
-            format!("gemm_bf16_bf16_{tr}_{tile}")
-        );
-        assert_eq!(
-            g.kernel_name_for::<bf16, f16>(),
-            format!("gemm_bf16_f16_{tr}_{tile}")
+            g.kernel_name_for::<bf16, f16>(&dev).unwrap(),
+            format!("gemm_bf16_f16_{tr}_{small}")
         );
     }
     assert_eq!(
@@ -461,13 +533,187 @@ fn kernel_names_and_resources_come_from_the_tile() {
         tc::gemm_bf16_bf16_tn_64x64x32_s3::SHARED_BYTES,
         TC_TILE.shared_bytes(true, false)
     );
-    assert!(TC_TILE.shared_bytes(false, true) <= 48 * 1024);
+    assert!(TC_TILE.max_shared_bytes() <= 48 * 1024);
     assert_eq!(TC_TILE.threads(), 128);
-    // The SIMT path is unchanged.
+    // 128 × 40 + 32 × 136 = 9472 elements a stage (A then B), 4 stages, 2 bytes.
     assert_eq!(
-        Gemm::<f32>::new(1, 1, 1).kernel_name_for::<f32, f32>(),
+        tc::gemm_f16_f32_nn_128x128x32_s4::SHARED_BYTES,
+        9472 * 4 * 2
+    );
+    assert_eq!(
+        tc::gemm_bf16_bf16_nt_128x128x32_s4::SHARED_BYTES,
+        TC_TILE_LARGE.shared_bytes(false, true)
+    );
+    // NT is the largest: 128 × 40 for A and for B, 80 KiB in all.
+    assert_eq!(TC_TILE_LARGE.max_shared_bytes(), 80 * 1024);
+    assert_eq!((TC_TILE_LARGE.warps(), TC_TILE_LARGE.threads()), (8, 256));
+    // The SIMT path is unchanged, and has no tile choice.
+    let g = Gemm::<f32>::new(1, 1, 1).tile(Large);
+    assert_eq!(
+        g.kernel_name_for::<f32, f32>(&dev).unwrap(),
         "gemm_f32_nn_64x64x16"
     );
+    assert_eq!(g.tile_config_for::<f32, f32>(&dev).unwrap(), None);
+}
+
+/// The heuristic at its boundaries: the large tile exactly when its grid,
+/// `⌈m/128⌉·⌈n/128⌉·batch`, has a block for every SM of the device (132 on
+/// the sm_90 emulator, 108 on sm_80, as the GPUs they emulate), the pair has
+/// large-tile kernels and the device its shared memory; else the small tile.
+#[test]
+fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
+    let choice = |dev: &Device, g: Gemm<f32>| g.tile_config_for::<f16, f32>(dev).unwrap();
+    let h100 = Device::emulator();
+    let a100 = Device::emulator_for(Arch::Sm80);
+    // 12 × 11 = 132 large blocks: one per H100 SM; 12 × 10 = 120 is short.
+    assert_eq!(choice(&h100, Gemm::new(1536, 1408, 64)), Some(Large));
+    assert_eq!(choice(&h100, Gemm::new(1536, 1280, 64)), Some(Small));
+    // One row or column more is one more tile: 12 × 11 again.
+    assert_eq!(choice(&h100, Gemm::new(1536, 1281, 64)), Some(Large));
+    // 108 blocks (12 × 9): all of an A100's SMs, not an H100's.
+    assert_eq!(choice(&a100, Gemm::new(1536, 1152, 64)), Some(Large));
+    assert_eq!(choice(&h100, Gemm::new(1536, 1152, 64)), Some(Small));
+    assert_eq!(choice(&a100, Gemm::new(1536, 1024, 64)), Some(Small));
+    // The batch counts: 64 blocks a GEMM, ×3 = 192.
+    assert_eq!(choice(&h100, Gemm::new(1024, 1024, 64)), Some(Small));
+    assert_eq!(
+        choice(&h100, Gemm::new(1024, 1024, 64).batch(3)),
+        Some(Large)
+    );
+    // Skinny: 8192 × 64 is 64 large blocks (256 small ones): small.
+    assert_eq!(choice(&h100, Gemm::new(8192, 64, 4096)), Some(Small));
+    // k does not enter; the square benchmarks' shapes pick large.
+    assert_eq!(choice(&h100, Gemm::new(4096, 4096, 1)), Some(Large));
+    assert_eq!(choice(&h100, Gemm::new(8192, 8192, 8192)), Some(Large));
+    // A pair without large-tile kernels: small, whatever the shape; pinning
+    // the large tile there is refused, naming the parameter.
+    let big = Gemm::<f32>::new(4096, 4096, 64);
+    assert_eq!(
+        big.tile_config_for::<f16, bf16>(&h100).unwrap(),
+        Some(Small)
+    );
+    assert_eq!(
+        big.kernel_name_for::<bf16, bf16>(&h100).unwrap(),
+        "gemm_bf16_bf16_nn_128x128x32_s4"
+    );
+    let err = big
+        .tile(Large)
+        .tile_config_for::<bf16, f16>(&h100)
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::InvalidParameter {
+                parameter: "tile",
+                ..
+            }
+        ) && err.to_string().contains("bf16 → f16"),
+        "{err}"
+    );
+    let a = h100.upload(&[bf16::ZERO; 4]).unwrap();
+    let mut c = h100.upload(&[f16::ZERO; 4]).unwrap();
+    let err = Gemm::new(2, 2, 2)
+        .tile(Large)
+        .run(&h100, &a, &a, &mut c)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidParameter {
+                parameter: "tile",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The rule itself: shared memory the device cannot give keeps the small tile.
+    assert_eq!(
+        TileConfig::choose(4096, 4096, 1, true, 132, 99 * 1024),
+        Large
+    );
+    assert_eq!(
+        TileConfig::choose(4096, 4096, 1, true, 132, 64 * 1024),
+        Small
+    );
+    assert_eq!(
+        TileConfig::choose(4096, 4096, 1, false, 132, 227 * 1024),
+        Small
+    );
+    assert_eq!(TileConfig::choose(0, 4096, 1, true, 132, 227 * 1024), Small);
+}
+
+/// A batch on the large tile: each GEMM of the batch against its own
+/// reference, exact, ragged in m and n, with a NaN-filled C and beta = 0.
+#[test]
+fn a_batch_on_the_large_tile_is_each_gemm_of_the_batch() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let cases: Vec<Case> = (0..3)
+            .map(|z| {
+                let seed = 900 + (t * 3 + z) as u64;
+                case(
+                    (130, 129, 40),
+                    trans,
+                    0,
+                    1.0,
+                    0.0,
+                    Some(f64::NAN),
+                    seed,
+                    small_int,
+                )
+            })
+            .collect();
+        let c0 = &cases[0];
+        // Each matrix padded to its rows × leading dimension: the default strides.
+        let (ar, _) = if c0.ta { (c0.k, c0.m) } else { (c0.m, c0.k) };
+        let (br, _) = if c0.tb { (c0.n, c0.k) } else { (c0.k, c0.n) };
+        let stack = |v: &dyn Fn(&Case) -> &Vec<f64>, len: usize| -> Vec<f64> {
+            cases
+                .iter()
+                .flat_map(|c| {
+                    let mut x = v(c).clone();
+                    x.resize(len, 0.0);
+                    x
+                })
+                .collect()
+        };
+        let a = stack(&|c| &c.a, ar * c0.lda);
+        let b = stack(&|c| &c.b, br * c0.ldb);
+        let cc = stack(&|c| &c.c, c0.m * c0.ldc);
+        let a = dev
+            .upload(&a.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>())
+            .unwrap();
+        let b = dev
+            .upload(&b.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>())
+            .unwrap();
+        let mut c = dev
+            .upload(&cc.iter().map(|&x| x as f32).collect::<Vec<_>>())
+            .unwrap();
+        let g = Gemm::new(c0.m, c0.n, c0.k)
+            .trans_a(c0.ta)
+            .trans_b(c0.tb)
+            .batch(3)
+            .tile(Large);
+        assert_eq!(
+            g.kernel_name_for::<f16, f32>(&dev).unwrap(),
+            format!("gemm_f16_f32_{}_128x128x32_s4", ["nn", "nt", "tn", "tt"][t])
+        );
+        g.run(&dev, &a, &b, &mut c).unwrap();
+        let got = c.to_host().unwrap();
+        for (z, cs) in cases.iter().enumerate() {
+            let want = cs.reference();
+            let at = z * c0.m * c0.ldc;
+            for (e, &(w, _)) in want.iter().enumerate() {
+                let g = f64::from(got[at + e]);
+                assert_eq!(
+                    g.to_bits(),
+                    (w as f32 as f64).to_bits(),
+                    "batch {z}, C[{e}]: {}",
+                    cs.describe()
+                );
+            }
+        }
+    }
 }
 
 /// The checks before launching name the operand and the sizes, as for f32.

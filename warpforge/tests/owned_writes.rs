@@ -9,7 +9,7 @@ use warpforge::{Device, Dim3, LaunchConfig};
 use warpforge_device::atomic::Device as DeviceScope;
 use warpforge_device::mma::{FragC, c_coord};
 use warpforge_device::own::{
-    BlockChunks, BlockTiles, Elements, ThreadChunks, WarpChunks, WarpTiles,
+    BlockChunks, BlockTiles, Elements, ThreadChunks, WarpChunks, WarpGrid, WarpTiles,
 };
 use warpforge_device::thread::{global_index_x, global_index_y};
 use warpforge_device::{Out, OutMatrix};
@@ -118,6 +118,29 @@ fn own_warp_tiles(mut out: OutMatrix<f32, WarpTiles<16, 16>>) {
     }
     let poison = FragC::from_fn(|_, _| -1.0);
     tile.store_mma_c(1, 0, &poison, |v| v);
+}
+
+/// Each lane adds 1 to every element of its warp's tile in a 32 × 48 block
+/// tile of 2 × 3 warp tiles of 16 × 16 (each as two 16 × 8 `mma`
+/// sub-tiles), and records its warp's id + 1 as the owner; a sub-tile outside
+/// the warp tile is skipped.
+#[kernel]
+fn own_warp_grid(
+    mut count: OutMatrix<f32, WarpGrid<32, 48, 16, 16>>,
+    mut owner: OutMatrix<f32, WarpGrid<32, 48, 16, 16>>,
+) {
+    let warp = warpforge_device::thread::warp_id() as f32;
+    if let Some(mut tile) = count.tile() {
+        for sc in 0..3 {
+            let one = FragC::from_fn(|_, _| 1.0);
+            tile.update_mma_c(0, sc, &one, |v, slot| slot.set(slot.get() + v));
+        }
+    }
+    if let Some(mut tile) = owner.tile() {
+        for sc in 0..2 {
+            tile.store_mma_c(0, sc, &FragC::from_fn(|_, _| 0.0), |_| warp + 1.0);
+        }
+    }
 }
 
 fn dims() -> impl Strategy<Value = (Dim3, Dim3)> {
@@ -236,6 +259,61 @@ proptest! {
             prop_assert_eq!(count[k], u32::from(inside), "count at {}", k);
             let mine = inside && r < ny && c < nx;
             prop_assert_eq!(owner[k], if mine { (r * 1000 + c + 1) as u32 } else { 0 }, "owner at {}", k);
+        }
+    }
+
+    /// Any grid and 1-D block (partial warps, fewer or more warps than the
+    /// 6 warp tiles), a batch per z: every element is written at most once,
+    /// exactly by the warp an independent reference names (block (y, x) of
+    /// batch z, warp w < 6 at warp tile (w / 3, w mod 3), the lane that
+    /// holds the element in the accumulator layout), nothing else.
+    #[test]
+    fn warp_grid_tiles_are_written_once_by_the_warp_that_owns_them(
+        (gx, gy, gz) in (1u32..4, 1u32..4, 1u32..3),
+        threads in 1u32..300,
+        rows_per in 0usize..80,
+        cols in 0usize..120,
+        pad in 0usize..3,
+    ) {
+        let dev = Device::emulator();
+        let stride = cols + pad;
+        let rows = rows_per * gz as usize;
+        let len = if rows == 0 { 0 } else { (rows - 1) * stride + cols };
+        let mut count = dev.alloc_zeroed::<f32>(len).unwrap();
+        let mut owner = dev.alloc_zeroed::<f32>(len).unwrap();
+        dev.launch(
+            own_warp_grid,
+            LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(threads)),
+            (count.matrix_mut(rows, cols, stride).unwrap(), owner.matrix_mut(rows, cols, stride).unwrap()),
+        )
+        .unwrap();
+        let warps = threads.div_ceil(32) as usize;
+        // The lane that holds each element of a 16 × 8 accumulator.
+        let mut lane_of = [[0u32; 8]; 16];
+        for lane in 0..32 {
+            for i in 0..4 {
+                let (r, c) = c_coord(lane, i);
+                lane_of[r][c] = lane;
+            }
+        }
+        let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+        for e in 0..len {
+            let (row, c) = (e / stride, e % stride);
+            let r = row % rows_per.max(1); // the row in its batch
+            // The owner by the reference: block (r / 32, c / 48), warp tile
+            // ((r mod 32) / 16, (c mod 48) / 16), warp 3·row + col, if the
+            // grid and the block have them.
+            let (by, bx) = (r / 32, c / 48);
+            let w = ((r % 32) / 16) * 3 + (c % 48) / 16;
+            // … and if the lane that holds it is in the (last, maybe partial) warp.
+            let lane = lane_of[r % 16][c % 8];
+            let owned = c < cols
+                && by < gy as usize
+                && bx < gx as usize
+                && w < warps.min(6)
+                && 32 * w as u32 + lane < threads;
+            prop_assert_eq!(count[e], if owned { 1.0 } else { 0.0 }, "count at ({}, {})", row, c);
+            prop_assert_eq!(owner[e], if owned { w as f32 + 1.0 } else { 0.0 }, "owner at ({}, {})", row, c);
         }
     }
 

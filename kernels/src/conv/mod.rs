@@ -568,6 +568,9 @@ const TC_M: usize = TC_TILE.m;
 const TC_N: usize = TC_TILE.n;
 const TC_K: usize = TC_TILE.k;
 const TC_WN: usize = TC_TILE.warp_n;
+// The convolutions' epilogue (`WarpTiles`) is one row of warps, each warp
+// tile all of the block tile's rows: so they pass `BM` as the warp rows.
+const _: () = assert!(TC_TILE.warp_m == TC_TILE.m);
 const TC_S: usize = TC_TILE.stages;
 const TC_MI: usize = TC_M / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
@@ -581,7 +584,7 @@ const TC_NI: usize = TC_WN / mma::N;
 /// `⌈K/BN⌉ × ⌈NPQ/BM⌉ × 1`, blocks of `MmaTile::threads()` threads (1-D);
 /// any other block traps.
 #[kernel(
-    shared = [T; MmaTile::new(BM, BN, BK, WN, S).shared_len(false, true)],
+    shared = [T; MmaTile::new(BM, BN, BK, BM, WN, S).shared_len(false, true)],
     instances(
         conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
         conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
@@ -613,12 +616,14 @@ pub fn conv2d_nhwc_tc<
 ) {
     const {
         assert!(
-            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            MmaTile::new(BM, BN, BK, BM, WN, S).is_valid()
+                && MI * mma::M == BM
+                && NI * mma::N == WN,
             "an invalid tensor-core conv tile"
         )
     };
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let threads = MmaTile::new(BM, BN, BK, WN, S).threads();
+    let threads = MmaTile::new(BM, BN, BK, BM, WN, S).threads();
     assert!(
         thread::block_dim() == Dim3::x(threads as u32),
         "conv2d: launch with a 1-D block of MmaTile::threads() threads"
@@ -642,13 +647,13 @@ pub fn conv2d_nhwc_tc<
         rows: n,
         cols: k,
     };
-    let mut acc = tensor::main_loop::<T, _, _, false, true, BM, BN, BK, WN, S, MI, NI>(
+    let mut acc = tensor::main_loop::<T, _, _, false, true, BM, BN, BK, BM, WN, S, MI, NI>(
         &a,
         &b,
         k.div_ceil(BK),
         (row0, col0),
         t,
-        warp_col,
+        (0, warp_col), // one row of warps, as `WarpTiles` maps them
     );
     let Some(mut out) = y.tile() else {
         return;
@@ -749,7 +754,7 @@ impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
 /// `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`, blocks of `MmaTile::threads()` threads
 /// (1-D); any other block traps.
 #[kernel(
-    shared = [T; MmaTile::new(BM, BN, BK, WN, S).shared_len(false, false)],
+    shared = [T; MmaTile::new(BM, BN, BK, BM, WN, S).shared_len(false, false)],
     instances(
         conv2d_nchw_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
         conv2d_nchw_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
@@ -781,12 +786,14 @@ pub fn conv2d_nchw_tc<
 ) {
     const {
         assert!(
-            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            MmaTile::new(BM, BN, BK, BM, WN, S).is_valid()
+                && MI * mma::M == BM
+                && NI * mma::N == WN,
             "an invalid tensor-core conv tile"
         )
     };
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let threads = MmaTile::new(BM, BN, BK, WN, S).threads();
+    let threads = MmaTile::new(BM, BN, BK, BM, WN, S).threads();
     assert!(
         thread::block_dim() == Dim3::x(threads as u32),
         "conv2d: launch with a 1-D block of MmaTile::threads() threads"
@@ -814,13 +821,13 @@ pub fn conv2d_nchw_tc<
         rows: k,
         cols: n,
     };
-    let mut acc = tensor::main_loop::<T, _, _, false, false, BM, BN, BK, WN, S, MI, NI>(
+    let mut acc = tensor::main_loop::<T, _, _, false, false, BM, BN, BK, BM, WN, S, MI, NI>(
         &a,
         &b,
         k.div_ceil(BK),
         (row0, col0),
         t,
-        warp_col,
+        (0, warp_col), // one row of warps, as `WarpTiles` maps them
     );
     let Some(mut out) = y.tile() else {
         return;

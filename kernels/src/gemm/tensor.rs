@@ -6,11 +6,25 @@
 //! leading dimensions, `TA`/`TB` meaning `A`/`B` are stored transposed.
 //!
 //! One generic body ([`gemm_tc`]) serves every instance. An [`MmaTile`] —
-//! written once ([`TC_TILE`]) — fixes the block tile `BM × BN`, its k-step
-//! `BK`, the warp tile `BM × WN` (a block's warps side by side along the
-//! columns, as [`WarpTiles`] maps them) and the pipeline depth `S`; from it
-//! come the threads per block ([`MmaTile::threads`]), the shared memory
-//! ([`MmaTile::shared_len`]) and the host's grid (`warpforge::gemm`).
+//! written once per configuration ([`TC_TILE`], [`TC_TILE_LARGE`]) — fixes
+//! the block tile `BM × BN`, its k-step `BK`, the warp tile `WM × WN` (a
+//! block's warps in a `(BM/WM) × (BN/WN)` grid, numbered row-major, as
+//! [`WarpGrid`] maps them) and the pipeline depth `S`; from it come the
+//! threads per block ([`MmaTile::threads`]), the shared memory
+//! ([`MmaTile::shared_len`]), the kernel names (`_{BM}x{BN}x{BK}_s{S}`) and
+//! the host's grid (`warpforge::gemm`, which also picks the configuration).
+//!
+//! | configuration | block tile | warps (warp tile) | stages | instances |
+//! |---|---|---|---|---|
+//! | [`TC_TILE`] | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | f16/bf16 → f32/f16/bf16, 4 transposes: `gemm_*_64x64x32_s3` |
+//! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
+//!
+//! Per `mma`, the large tile's 64 × 32 warp tile loads two thirds of the
+//! shared-memory fragments of the small one's 64 × 16 (4 A and 4 B per 16
+//! `mma`s, against 4 and 2 per 8), and its 128 × 128 block tile reads half
+//! the global bytes of a 64 × 64 one; it is instantiated for the pairs whose output is f32 or the input type
+//! (the mixed f16 → bf16 and bf16 → f16 outputs keep the 64 × 64 tile only,
+//! to keep the PTX module smaller).
 //!
 //! Per block (`blockIdx = (x, y)` owns the `BM × BN` tile of `C` at
 //! `(y·BM, x·BN)`), k-steps of `BK` flow through an `S`-stage ring of
@@ -34,17 +48,18 @@
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
 //!    the block issues step `kt + S − 1` into that freed stage, then:
 //! 3. **ldmatrix → mma**: for each 16-deep slice of the stage, each warp
-//!    loads its `BM/16` A fragments and `WN/8` B fragments with `ldmatrix`
-//!    (`.trans` where the stored orientation asks for it) and issues
-//!    `BM/16 · WN/8` `mma.sync` into its f32 accumulators.
+//!    loads the `WM/16` A fragments of its own rows and the `WN/8` B
+//!    fragments of its own columns with `ldmatrix` (`.trans` where the
+//!    stored orientation asks for it) and issues `WM/16 · WN/8` `mma.sync`
+//!    into its f32 accumulators.
 //!
 //! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
 //! straight from shared memory) replaces steps 1–3 — the body of the
 //! `while kt < ktiles` loop and its prologue — and nothing else: the tile
 //! parameters, the epilogue and the host side stay as they are.
 //!
-//! The epilogue writes each warp's accumulators through
-//! [`WarpTile::update_mma_c`](warpforge_device::own::WarpTile::update_mma_c)
+//! The epilogue writes each warp's accumulators through its [`WarpGrid`]
+//! tile, [`WarpTile::update_mma_c`](warpforge_device::own::WarpTile::update_mma_c)
 //! (owned: no two lanes write one element): in f32, `d = alpha·acc` when
 //! `beta = 0` (C is never read, so NaN in C does not leak), else
 //! `fma(beta, c, alpha·acc)`; then rounded to the output type (nearest,
@@ -53,7 +68,7 @@
 
 use warpforge_device::mma::{self, FragA, FragB, FragC, MmaInput};
 use warpforge_device::num;
-use warpforge_device::own::WarpTiles;
+use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
@@ -67,18 +82,21 @@ pub const PAD: usize = 8;
 pub const CHUNK: usize = 8;
 
 /// A tensor-core block tile: `m × n` elements of `C` per block, `k` the depth
-/// of each pipeline stage, `warp_n` the columns of each warp's `m × warp_n`
-/// tile, `stages` the pipeline depth. Everything the kernel and the host
-/// derive from it is a `const fn` here.
+/// of each pipeline stage, `warp_m × warp_n` each warp's tile (the block's
+/// warps in an `(m / warp_m) × (n / warp_n)` grid, numbered row-major),
+/// `stages` the pipeline depth. Everything the kernel and the host derive
+/// from it is a `const fn` here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmaTile {
-    /// Rows of `C` per block (`BM`), also the rows of each warp tile.
+    /// Rows of `C` per block (`BM`).
     pub m: usize,
     /// Columns of `C` per block (`BN`).
     pub n: usize,
     /// Depth of one k-step (`BK`).
     pub k: usize,
-    /// Columns of each warp's tile (`WN`); `n / warp_n` warps per block.
+    /// Rows of each warp's tile (`WM`); `m / warp_m` rows of warps.
+    pub warp_m: usize,
+    /// Columns of each warp's tile (`WN`); `n / warp_n` warps per row.
     pub warp_n: usize,
     /// Shared-memory stages of the `cp.async` pipeline (`S`).
     pub stages: usize,
@@ -86,19 +104,27 @@ pub struct MmaTile {
 
 impl MmaTile {
     /// The tile with these parameters.
-    pub const fn new(m: usize, n: usize, k: usize, warp_n: usize, stages: usize) -> MmaTile {
+    pub const fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        warp_m: usize,
+        warp_n: usize,
+        stages: usize,
+    ) -> MmaTile {
         MmaTile {
             m,
             n,
             k,
+            warp_m,
             warp_n,
             stages,
         }
     }
 
-    /// Warps per block, side by side along the columns.
+    /// Warps per block: `(m / warp_m) · (n / warp_n)`.
     pub const fn warps(&self) -> usize {
-        self.n / self.warp_n
+        (self.m / self.warp_m) * (self.n / self.warp_n)
     }
 
     /// Threads per block.
@@ -148,14 +174,33 @@ impl MmaTile {
         self.shared_len(trans_a, trans_b) * 2
     }
 
-    /// Whether the kernel can use this tile: whole `mma` tiles per warp,
-    /// whole chunks per stored row, at most 1024 threads, and 2–9 stages
-    /// (`cp.async.wait_group` takes 0–7 pending groups).
+    /// Bytes of shared memory per block for the transposes that need the
+    /// most (what a device must allow for every instance of the tile).
+    pub const fn max_shared_bytes(&self) -> usize {
+        let (nn, nt) = (
+            self.shared_bytes(false, false),
+            self.shared_bytes(false, true),
+        );
+        let (tn, tt) = (
+            self.shared_bytes(true, false),
+            self.shared_bytes(true, true),
+        );
+        let a = if nn > nt { nn } else { nt };
+        let b = if tn > tt { tn } else { tt };
+        if a > b { a } else { b }
+    }
+
+    /// Whether the kernel can use this tile: warp tiles of whole `mma` tiles
+    /// that divide the block tile, whole chunks per stored row, at most 1024
+    /// threads, and 2–9 stages (`cp.async.wait_group` takes 0–7 pending
+    /// groups).
     pub const fn is_valid(&self) -> bool {
         self.m > 0
+            && self.warp_m > 0
             && self.warp_n > 0
             && self.k > 0
-            && self.m.is_multiple_of(mma::M)
+            && self.warp_m.is_multiple_of(mma::M)
+            && self.m.is_multiple_of(self.warp_m)
             && self.warp_n.is_multiple_of(mma::N)
             && self.n.is_multiple_of(self.warp_n)
             && self.n > 0
@@ -168,23 +213,41 @@ impl MmaTile {
     }
 }
 
-/// The tensor-core tile: 64 × 64 per block, k-step 32, four 64 × 16 warp
-/// tiles (128 threads), 3 stages: 27–30 KiB of shared memory (under the
-/// 48 KiB every launch gets without opting in).
-pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 16, 3);
+/// The small tensor-core tile: 64 × 64 per block, k-step 32, four 64 × 16
+/// warp tiles side by side (128 threads), 3 stages: 27–30 KiB of shared
+/// memory (under the 48 KiB every launch gets without opting in). Many
+/// blocks: the tile for shapes whose large-tile grid would leave SMs idle.
+pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 16, 3);
+
+/// The large tensor-core tile: 128 × 128 per block, k-step 32, eight 64 × 32
+/// warp tiles as 2 × 4 (256 threads), 4 stages: 68–80 KiB of shared memory
+/// (dynamic, above 48 KiB: the host opts in; every target from sm_80 allows
+/// it, sm_86/sm_89 up to 99 KiB). Twice the `mma`s per loaded fragment of
+/// the small tile: the tile for large GEMMs.
+pub const TC_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 32, 4);
 
 const _: () = assert!(TC_TILE.is_valid() && TC_TILE.shared_bytes(true, false) <= 48 * 1024);
+const _: () = assert!(TC_TILE_LARGE.is_valid() && TC_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
 
-// The tile's parameters as plain constants, the form `instances(...)` takes.
+// The tiles' parameters as plain constants, the form `instances(...)` takes,
+// with the fragments per warp tile (the accumulator array's shape; derived,
+// since array lengths cannot be computed from const generics).
 const TC_M: usize = TC_TILE.m;
 const TC_N: usize = TC_TILE.n;
 const TC_K: usize = TC_TILE.k;
+const TC_WM: usize = TC_TILE.warp_m;
 const TC_WN: usize = TC_TILE.warp_n;
 const TC_S: usize = TC_TILE.stages;
-// Fragments per warp tile (the accumulator array's shape; derived, since
-// array lengths cannot be computed from const generics).
-const TC_MI: usize = TC_M / mma::M;
+const TC_MI: usize = TC_WM / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
+const TL_M: usize = TC_TILE_LARGE.m;
+const TL_N: usize = TC_TILE_LARGE.n;
+const TL_K: usize = TC_TILE_LARGE.k;
+const TL_WM: usize = TC_TILE_LARGE.warp_m;
+const TL_WN: usize = TC_TILE_LARGE.warp_n;
+const TL_S: usize = TC_TILE_LARGE.stages;
+const TL_MI: usize = TL_WM / mma::M;
+const TL_NI: usize = TL_WN / mma::N;
 
 /// Input element types of the tensor-core kernels: f16, bf16.
 pub trait Input: MmaInput + Copy {
@@ -331,7 +394,8 @@ fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>
 /// Steps 1–3 of the module docs for one block: `ktiles` k-steps of
 /// `op(A)·op(B)` for the `BM × BN` tile at `(row0, col0)`, `A` and `B` from
 /// any [`TileSource`] (stored as `TA`/`TB` say), into this warp's
-/// accumulators (its `BM × WN` tile at column `warp_col` of the block tile).
+/// accumulators (its `WM × WN` tile at `(warp_row, warp_col)` of the block
+/// tile, `WM = 16·MI`, `WN = 8·NI`).
 /// Shared by the GEMM kernels and the implicit-GEMM convolutions, so there
 /// is one tensor-core main loop. Every thread of the block must call it
 /// (barriers); `t` is the thread's index in its 1-D block.
@@ -346,6 +410,7 @@ pub fn main_loop<
     const BM: usize,
     const BN: usize,
     const BK: usize,
+    const WM: usize,
     const WN: usize,
     const S: usize,
     const MI: usize,
@@ -356,9 +421,9 @@ pub fn main_loop<
     ktiles: usize,
     (row0, col0): (usize, usize),
     t: usize,
-    warp_col: usize,
+    (warp_row, warp_col): (usize, usize),
 ) -> [[FragC; NI]; MI] {
-    let tile = MmaTile::new(BM, BN, BK, WN, S);
+    let tile = MmaTile::new(BM, BN, BK, WM, WN, S);
     let threads = tile.threads();
     let smem = shared::dynamic::<TIn>();
     let (_, sa) = tile.a_layout(TA);
@@ -410,7 +475,7 @@ pub fn main_loop<
         for kk in 0..BK / mma::K {
             let p = kk * mma::K;
             let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
-                let i = mi * mma::M;
+                let i = warp_row + mi * mma::M;
                 if TA {
                     FragA::load_k_major(&smem, base + p * sa + i, sa)
                 } else {
@@ -438,36 +503,52 @@ pub fn main_loop<
 
 /// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
 /// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
-/// transposed; `BM, BN, BK, WN, S` the [`MmaTile`]; `MI = BM/16`,
+/// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`]; `MI = WM/16`,
 /// `NI = WN/8` (checked). Launch with blocks of `MmaTile::threads()`
 /// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
 #[kernel(
-    shared = [TIn; MmaTile::new(BM, BN, BK, WN, S).shared_len(TA, TB)],
+    shared = [TIn; MmaTile::new(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
-        gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_tn_64x64x32_s3 = <f16, f32, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_tt_64x64x32_s3 = <f16, f32, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_nn_64x64x32_s3 = <f16, f16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_nt_64x64x32_s3 = <f16, f16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_tn_64x64x32_s3 = <f16, f16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_tt_64x64x32_s3 = <f16, f16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_nn_64x64x32_s3 = <f16, bf16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_nt_64x64x32_s3 = <f16, bf16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_tn_64x64x32_s3 = <f16, bf16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_tt_64x64x32_s3 = <f16, bf16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_nn_64x64x32_s3 = <bf16, f32, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_nt_64x64x32_s3 = <bf16, f32, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_tn_64x64x32_s3 = <bf16, f32, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_tt_64x64x32_s3 = <bf16, f32, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_nn_64x64x32_s3 = <bf16, f16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_nt_64x64x32_s3 = <bf16, f16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_tn_64x64x32_s3 = <bf16, f16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_tt_64x64x32_s3 = <bf16, f16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_nn_64x64x32_s3 = <bf16, bf16, false, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_nt_64x64x32_s3 = <bf16, bf16, false, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_tn_64x64x32_s3 = <bf16, bf16, true, false, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_tt_64x64x32_s3 = <bf16, bf16, true, true, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_tn_64x64x32_s3 = <f16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_tt_64x64x32_s3 = <f16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_nn_64x64x32_s3 = <f16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_nt_64x64x32_s3 = <f16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_tn_64x64x32_s3 = <f16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f16_tt_64x64x32_s3 = <f16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_nn_64x64x32_s3 = <f16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_nt_64x64x32_s3 = <f16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_tn_64x64x32_s3 = <f16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_bf16_tt_64x64x32_s3 = <f16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_nn_64x64x32_s3 = <bf16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_nt_64x64x32_s3 = <bf16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_tn_64x64x32_s3 = <bf16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f32_tt_64x64x32_s3 = <bf16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_nn_64x64x32_s3 = <bf16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_nt_64x64x32_s3 = <bf16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_tn_64x64x32_s3 = <bf16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_f16_tt_64x64x32_s3 = <bf16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_nn_64x64x32_s3 = <bf16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_nt_64x64x32_s3 = <bf16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_tn_64x64x32_s3 = <bf16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_bf16_bf16_tt_64x64x32_s3 = <bf16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_f16_f32_nn_128x128x32_s4 = <f16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f32_nt_128x128x32_s4 = <f16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f32_tn_128x128x32_s4 = <f16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f32_tt_128x128x32_s4 = <f16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f16_nn_128x128x32_s4 = <f16, f16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f16_nt_128x128x32_s4 = <f16, f16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f16_tn_128x128x32_s4 = <f16, f16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f16_tt_128x128x32_s4 = <f16, f16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_f32_nn_128x128x32_s4 = <bf16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_f32_nt_128x128x32_s4 = <bf16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_f32_tn_128x128x32_s4 = <bf16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_f32_tt_128x128x32_s4 = <bf16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_bf16_nn_128x128x32_s4 = <bf16, bf16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_bf16_nt_128x128x32_s4 = <bf16, bf16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_bf16_tn_128x128x32_s4 = <bf16, bf16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_bf16_bf16_tt_128x128x32_s4 = <bf16, bf16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -479,6 +560,7 @@ pub fn gemm_tc<
     const BM: usize,
     const BN: usize,
     const BK: usize,
+    const WM: usize,
     const WN: usize,
     const S: usize,
     const MI: usize,
@@ -493,12 +575,14 @@ pub fn gemm_tc<
     b: Global<TIn>,
     ldb: usize,
     stride_b: usize,
-    mut c: OutMatrix<TOut, WarpTiles<BM, WN>>,
+    mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN>>,
 ) {
-    let tile = MmaTile::new(BM, BN, BK, WN, S);
+    let tile = MmaTile::new(BM, BN, BK, WM, WN, S);
     const {
         assert!(
-            MmaTile::new(BM, BN, BK, WN, S).is_valid() && MI * mma::M == BM && NI * mma::N == WN,
+            MmaTile::new(BM, BN, BK, WM, WN, S).is_valid()
+                && MI * mma::M == WM
+                && NI * mma::N == WN,
             "an invalid tensor-core GEMM tile"
         )
     };
@@ -514,7 +598,9 @@ pub fn gemm_tc<
     let (_, m) = c.batch();
     let n = c.cols();
     let t = thread::linear_thread_id() as usize;
-    let warp_col = thread::warp_id() as usize * WN;
+    // The warp's tile in the block tile, by the map its epilogue writes
+    // through (`WarpGrid`); with the checked block every warp has one.
+    let warp_at = c.warp_offset().unwrap_or((0, 0));
     let block = thread::block_idx();
     let z = block.z as usize;
     let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
@@ -535,25 +621,28 @@ pub fn gemm_tc<
     };
     // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
     let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
-    let mut acc = main_loop::<TIn, _, _, TA, TB, BM, BN, BK, WN, S, MI, NI>(
+    let mut acc = main_loop::<TIn, _, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
         &a_src,
         &b_src,
         ktiles,
         (row0, col0),
         t,
-        warp_col,
+        warp_at,
     );
 
-    // Epilogue: this warp's BM × WN tile, through its owned view.
+    // Epilogue: this warp's WM × WN tile, through its owned view.
     let Some(mut out) = c.tile() else {
         return;
     };
-    // Row `mi` is always `acc[0]`, the rows rotating one place per step: a
-    // constant index (and a fixed permutation), so the accumulators stay in
-    // registers even where the compiler keeps this loop rolled.
+    // Row `mi` is always `acc[0]` and column `ni` of it `row[0]`, rows and
+    // columns rotating one place per step: constant indices (and fixed
+    // permutations), so the accumulators stay in registers even where the
+    // compiler keeps these loops rolled (an indexed walk would put them in
+    // local memory: 512 bytes of stack in the 128 × 128 tile).
     for mi in 0..MI {
-        for (ni, frag) in acc[0].iter().enumerate() {
-            out.update_mma_c(mi, ni, frag, |v, d| {
+        let mut row = acc[0];
+        for ni in 0..NI {
+            out.update_mma_c(mi, ni, &row[0], |v, d| {
                 let prod = alpha * v;
                 // beta = 0: C is never read (NaN there must not leak).
                 let r = if beta == 0.0 {
@@ -563,6 +652,7 @@ pub fn gemm_tc<
                 };
                 d.set(TOut::from_f32(r));
             });
+            row = core::array::from_fn(|j| row[(j + 1) % NI]);
         }
         acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
     }

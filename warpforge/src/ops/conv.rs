@@ -77,7 +77,7 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, GemmTypes, TileConfig};
 use crate::ops::elementwise::grid_stride_config;
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, Result};
 use half::{bf16, f16};
@@ -289,10 +289,10 @@ macro_rules! half_element {
                 implicit_nhwc: kc::$tc_nhwc::NAME,
                 implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
             };
+            // The 1 × 1 GEMM path pins the small tile, so the name needs no
+            // device (the tile heuristic counts its SMs).
             fn gemm_name(trans_b: bool) -> &'static str {
-                Gemm::<f32>::new(1, 1, 1)
-                    .trans_b(trans_b)
-                    .kernel_name_for::<$t, $t>()
+                <$t as GemmTypes<$t>>::kernel_name(false, trans_b, Some(TileConfig::Small))
             }
             direct_launch!($nchw, $nhwc);
             fn launch_implicit(
@@ -319,7 +319,7 @@ macro_rules! half_element {
                 b: &DeviceBuffer<$t>,
                 c: &mut DeviceBuffer<$t>,
             ) -> Result<()> {
-                gemm.run(dev, a, b, c)
+                gemm.tile(TileConfig::Small).run(dev, a, b, c)
             }
         }
     };

@@ -24,7 +24,7 @@
 //! packed, `stride_c = m·ldc` (the default): the kernel's output is one
 //! `OutMatrix` of the batches' rows stacked (`count·m × n`, row stride
 //! `ldc`), bound by the host like any other, and the owned tile views
-//! (`MicroTiles`, `WarpTiles`) give block (x, y, z) its tile of batch `z`
+//! (`MicroTiles`, `WarpGrid`) give block (x, y, z) its tile of batch `z`
 //! (`OutMatrix::batch`: rows `z·m ..`), so batches are disjoint rows and
 //! the epilogue stays race-free by construction. (A stride between batches
 //! that is not `m·ldc` would need a second host-bound number in the
@@ -54,13 +54,38 @@
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
 //! **Tensor cores** (`warpforge_kernels::gemm::tensor`): `mma.sync`
-//! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a 3-stage
+//! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a multi-stage
 //! `cp.async` pipeline; the epilogue computes `alpha·acc + beta·c` in f32 and
-//! rounds once to `TOut` (nearest, ties to even). One configuration,
-//! [`TC_TILE`](warpforge_kernels::gemm::tensor::TC_TILE) (64 × 64 × 32 block
-//! tile, four 64 × 16 warp tiles, 3 stages), for every shape and arch
-//! (sm_80 and up). The heuristic between the aligned fast path and the
-//! guarded path is made per 16-byte chunk inside that one kernel, not by the
+//! rounds once to `TOut` (nearest, ties to even). Two configurations
+//! ([`TileConfig`]), from one generic kernel body, for every arch from sm_80:
+//!
+//! | [`TileConfig`] | block tile | warps (warp tile) | stages | threads | shared memory | kernels |
+//! |---|---|---|---|---|---|---|
+//! | `Small` | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | 128 | 27–30 KiB | every pair: `gemm_*_64x64x32_s3` |
+//! | `Large` | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | 256 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
+//!
+//! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
+//! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and
+//! [`Gemm::kernel_name_for`] say which): `Large` when the pair has large-tile
+//! kernels, the device allows their shared memory per block (every target
+//! from sm_80 does), and the large tile's grid, `⌈m/128⌉·⌈n/128⌉·batch`
+//! blocks, is at least one block per SM (132 on an H100); `Small`
+//! otherwise. The reasoning: per `mma` the large tile loads two thirds of
+//! the small one's shared-memory fragments and half its global bytes, so it
+//! is the faster tile whenever the GPU is full; but it makes a quarter as many
+//! blocks, and below one block per SM some SMs would sit idle, where the
+//! small tile's 4× more blocks keep them busy (a 1024 × 1024 GEMM is 64
+//! large blocks, half an H100, or 256 small ones). `k` does not enter: both
+//! tiles stream `k` the same way, so it scales both alike; nor does
+//! alignment: both tiles take the same per-chunk path (below), and an
+//! unaligned operand costs both the same per loaded element, of which the
+//! large tile loads fewer. The SM count is the GPU's; an emulator counts
+//! the SMs of its arch's flagship GPU (sm_80 A100: 108, sm_86: 84, sm_89:
+//! 128, sm_90 H100: 132), so it picks what that GPU picks and runs the same
+//! kernels.
+//!
+//! The heuristic between the aligned fast path and the
+//! guarded path is made per 16-byte chunk inside each kernel, not by the
 //! host: a chunk of 8 elements wholly inside `A` or `B` at a 16-byte aligned
 //! address is copied by `cp.async`, any other (ragged edges, leading
 //! dimensions not a multiple of 8, buffers not 16-byte aligned) by guarded
@@ -96,7 +121,7 @@ use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Resul
 use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
-use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE};
+use warpforge_kernels::gemm::tensor::{self as tc, MmaTile, TC_TILE, TC_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
 
 /// Element types with GEMM kernels: `f32` and `f64`.
@@ -192,6 +217,92 @@ pub struct BlockShape {
     pub threads: usize,
 }
 
+/// A tensor-core GEMM configuration: the block tile, warp grid and pipeline
+/// depth of the kernel (module docs, where the table and the heuristic are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileConfig {
+    /// 64 × 64 × 32, four 64 × 16 warp tiles, 3 stages
+    /// ([`TC_TILE`]): many blocks,
+    /// for small and skinny shapes. Every tensor-core pair has it.
+    Small,
+    /// 128 × 128 × 32, 2 × 4 warps of 64 × 32, 4 stages
+    /// ([`TC_TILE_LARGE`]):
+    /// for shapes that fill the GPU with its blocks. The pairs with output
+    /// f32 or their input type have it.
+    Large,
+}
+
+impl TileConfig {
+    /// The kernel's tile parameters.
+    pub const fn tile(self) -> MmaTile {
+        match self {
+            TileConfig::Small => TC_TILE,
+            TileConfig::Large => TC_TILE_LARGE,
+        }
+    }
+
+    /// The heuristic (module docs): [`Large`](Self::Large) if
+    /// `large_kernels` (the type pair has large-tile kernels), the device
+    /// allows `shared_optin` bytes of shared memory per block, at least the
+    /// large tile's, and the large tile's grid of `⌈m/128⌉·⌈n/128⌉·batch`
+    /// blocks has at least one block per SM (`multiprocessors`);
+    /// [`Small`](Self::Small) otherwise.
+    ///
+    /// ```
+    /// use warpforge::gemm::TileConfig;
+    /// // An H100: 132 SMs, 227 KiB of shared memory per block.
+    /// let h100 = |m, n, batch| TileConfig::choose(m, n, batch, true, 132, 227 * 1024);
+    /// assert_eq!(h100(4096, 4096, 1), TileConfig::Large); // 1024 blocks
+    /// assert_eq!(h100(1024, 1024, 1), TileConfig::Small); // 64 large blocks: half the GPU
+    /// assert_eq!(h100(1024, 1024, 4), TileConfig::Large); // 256 with the batch
+    /// assert_eq!(h100(65536, 64, 1), TileConfig::Large); // 512 row tiles
+    /// assert_eq!(h100(8192, 32, 1), TileConfig::Small); // skinny: 64 blocks
+    /// ```
+    pub fn choose(
+        m: usize,
+        n: usize,
+        batch: usize,
+        large_kernels: bool,
+        multiprocessors: u32,
+        shared_optin: u32,
+    ) -> TileConfig {
+        let large = TC_TILE_LARGE;
+        let fits = large.max_shared_bytes() <= shared_optin as usize;
+        let blocks = m
+            .div_ceil(large.m)
+            .saturating_mul(n.div_ceil(large.n))
+            .saturating_mul(batch);
+        if large_kernels && fits && blocks >= multiprocessors.max(1) as usize {
+            TileConfig::Large
+        } else {
+            TileConfig::Small
+        }
+    }
+
+    /// The launch shape of this configuration's kernels.
+    const fn shape(self) -> BlockShape {
+        let tile = self.tile();
+        BlockShape {
+            rows: tile.m,
+            cols: tile.n,
+            threads: tile.threads(),
+        }
+    }
+}
+
+/// The SMs [`TileConfig::choose`] counts on `dev`: the GPU's, or for the
+/// emulator those of its arch's flagship GPU (A100, A40, RTX 4090, H100), so
+/// that it picks the configuration that GPU would.
+fn multiprocessors(dev: &Device) -> u32 {
+    match (dev.gpu_info(), dev.emulated_arch()) {
+        (Some(info), _) => info.multiprocessors,
+        (None, Some(crate::Arch::Sm80)) => 108,
+        (None, Some(crate::Arch::Sm86)) => 84,
+        (None, Some(crate::Arch::Sm89)) => 128,
+        (None, _) => 132,
+    }
+}
+
 /// The supported pairs of input (`Self`, the type of `A` and `B`) and output
 /// (`TOut`, the type of `C`) element types, and the type of `alpha` and
 /// `beta` ([`Scalar`](Self::Scalar)): `(f32, f32)`, `(f64, f64)` on the SIMT
@@ -200,18 +311,23 @@ pub struct BlockShape {
 pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// The type of `alpha` and `beta`, and of the accumulation.
     type Scalar: GemmElement;
-    /// The launch shape of these kernels.
+    /// The tensor-core configurations with kernels for this pair; empty for
+    /// the SIMT pairs (one tile each, no choice).
+    const TILES: &'static [TileConfig];
+    /// The launch shape of the kernels of `tile` (`None` for SIMT, one of
+    /// [`TILES`](Self::TILES) for the tensor cores, as the caller checked).
     #[doc(hidden)]
-    const SHAPE: BlockShape;
-    /// The kernel's name for these transposes.
+    fn shape(tile: Option<TileConfig>) -> BlockShape;
+    /// The kernel's name for these transposes and `tile` (as for `shape`).
     #[doc(hidden)]
-    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
-    /// Launches the kernel for these transposes.
+    fn kernel_name(trans_a: bool, trans_b: bool, tile: Option<TileConfig>) -> &'static str;
+    /// Launches the kernel for these transposes and `tile` (as for `shape`).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_gemm(
         dev: &Device,
         cfg: LaunchConfig,
+        tile: Option<TileConfig>,
         trans: (bool, bool),
         mk: (usize, usize),
         alpha: Self::Scalar,
@@ -226,17 +342,21 @@ impl<T: GemmElement> sealed::Sealed<T> for T {}
 
 impl<T: GemmElement> GemmTypes<T> for T {
     type Scalar = T;
-    const SHAPE: BlockShape = BlockShape {
-        rows: T::TILE.m,
-        cols: T::TILE.n,
-        threads: T::TILE.threads(),
-    };
-    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+    const TILES: &'static [TileConfig] = &[];
+    fn shape(_: Option<TileConfig>) -> BlockShape {
+        BlockShape {
+            rows: T::TILE.m,
+            cols: T::TILE.n,
+            threads: T::TILE.threads(),
+        }
+    }
+    fn kernel_name(trans_a: bool, trans_b: bool, _: Option<TileConfig>) -> &'static str {
         <T as GemmElement>::kernel_name(trans_a, trans_b)
     }
     fn launch_gemm(
         dev: &Device,
         cfg: LaunchConfig,
+        _: Option<TileConfig>,
         trans: (bool, bool),
         mk: (usize, usize),
         alpha: T,
@@ -249,30 +369,28 @@ impl<T: GemmElement> GemmTypes<T> for T {
     }
 }
 
-/// The tensor-core launch shape, from [`TC_TILE`].
-const TC_SHAPE: BlockShape = BlockShape {
-    rows: TC_TILE.m,
-    cols: TC_TILE.n,
-    threads: TC_TILE.threads(),
-};
-
+/// The tensor-core pairs: `$small` the 64 × 64 kernels (nn, nt, tn, tt),
+/// `$large` the 128 × 128 ones where the pair has them.
 macro_rules! gemm_tensor {
-    ($tin:ty, $tout:ty, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+])?) => {
         impl sealed::Sealed<$tout> for $tin {}
         impl GemmTypes<$tout> for $tin {
             type Scalar = f32;
-            const SHAPE: BlockShape = TC_SHAPE;
-            fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
-                match (trans_a, trans_b) {
-                    (false, false) => tc::$nn::NAME,
-                    (false, true) => tc::$nt::NAME,
-                    (true, false) => tc::$tn::NAME,
-                    (true, true) => tc::$tt::NAME,
+            const TILES: &'static [TileConfig] = gemm_tensor!(@tiles $([$($large),+])?);
+            fn shape(tile: Option<TileConfig>) -> BlockShape {
+                tile.unwrap_or(TileConfig::Small).shape()
+            }
+            fn kernel_name(trans_a: bool, trans_b: bool, tile: Option<TileConfig>) -> &'static str {
+                let i = usize::from(trans_a) * 2 + usize::from(trans_b);
+                match tile {
+                    $(Some(TileConfig::Large) => [$(tc::$large::NAME),+][i],)?
+                    _ => [$(tc::$small::NAME),+][i],
                 }
             }
             fn launch_gemm(
                 dev: &Device,
                 cfg: LaunchConfig,
+                tile: Option<TileConfig>,
                 trans: (bool, bool),
                 (_, k): (usize, usize),
                 alpha: f32,
@@ -282,13 +400,21 @@ macro_rules! gemm_tensor {
                 c: MatrixMut<'_, $tout>,
             ) -> Result<()> {
                 let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-                match trans {
-                    (false, false) => dev.launch(tc::$nn, cfg, args),
-                    (false, true) => dev.launch(tc::$nt, cfg, args),
-                    (true, false) => dev.launch(tc::$tn, cfg, args),
-                    (true, true) => dev.launch(tc::$tt, cfg, args),
+                match tile {
+                    $(Some(TileConfig::Large) => gemm_tensor!(@launch dev, cfg, trans, args, $($large),+),)?
+                    _ => gemm_tensor!(@launch dev, cfg, trans, args, $($small),+),
                 }
             }
+        }
+    };
+    (@tiles) => { &[TileConfig::Small] };
+    (@tiles [$($large:ident),+]) => { &[TileConfig::Small, TileConfig::Large] };
+    (@launch $dev:ident, $cfg:ident, $trans:ident, $args:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+        match $trans {
+            (false, false) => $dev.launch(tc::$nn, $cfg, $args),
+            (false, true) => $dev.launch(tc::$nt, $cfg, $args),
+            (true, false) => $dev.launch(tc::$tn, $cfg, $args),
+            (true, true) => $dev.launch(tc::$tt, $cfg, $args),
         }
     };
 }
@@ -296,50 +422,86 @@ macro_rules! gemm_tensor {
 gemm_tensor!(
     f16,
     f32,
-    gemm_f16_f32_nn_64x64x32_s3,
-    gemm_f16_f32_nt_64x64x32_s3,
-    gemm_f16_f32_tn_64x64x32_s3,
-    gemm_f16_f32_tt_64x64x32_s3
+    [
+        gemm_f16_f32_nn_64x64x32_s3,
+        gemm_f16_f32_nt_64x64x32_s3,
+        gemm_f16_f32_tn_64x64x32_s3,
+        gemm_f16_f32_tt_64x64x32_s3
+    ],
+    [
+        gemm_f16_f32_nn_128x128x32_s4,
+        gemm_f16_f32_nt_128x128x32_s4,
+        gemm_f16_f32_tn_128x128x32_s4,
+        gemm_f16_f32_tt_128x128x32_s4
+    ]
 );
 gemm_tensor!(
     f16,
     f16,
-    gemm_f16_f16_nn_64x64x32_s3,
-    gemm_f16_f16_nt_64x64x32_s3,
-    gemm_f16_f16_tn_64x64x32_s3,
-    gemm_f16_f16_tt_64x64x32_s3
+    [
+        gemm_f16_f16_nn_64x64x32_s3,
+        gemm_f16_f16_nt_64x64x32_s3,
+        gemm_f16_f16_tn_64x64x32_s3,
+        gemm_f16_f16_tt_64x64x32_s3
+    ],
+    [
+        gemm_f16_f16_nn_128x128x32_s4,
+        gemm_f16_f16_nt_128x128x32_s4,
+        gemm_f16_f16_tn_128x128x32_s4,
+        gemm_f16_f16_tt_128x128x32_s4
+    ]
 );
 gemm_tensor!(
     f16,
     bf16,
-    gemm_f16_bf16_nn_64x64x32_s3,
-    gemm_f16_bf16_nt_64x64x32_s3,
-    gemm_f16_bf16_tn_64x64x32_s3,
-    gemm_f16_bf16_tt_64x64x32_s3
+    [
+        gemm_f16_bf16_nn_64x64x32_s3,
+        gemm_f16_bf16_nt_64x64x32_s3,
+        gemm_f16_bf16_tn_64x64x32_s3,
+        gemm_f16_bf16_tt_64x64x32_s3
+    ]
 );
 gemm_tensor!(
     bf16,
     f32,
-    gemm_bf16_f32_nn_64x64x32_s3,
-    gemm_bf16_f32_nt_64x64x32_s3,
-    gemm_bf16_f32_tn_64x64x32_s3,
-    gemm_bf16_f32_tt_64x64x32_s3
+    [
+        gemm_bf16_f32_nn_64x64x32_s3,
+        gemm_bf16_f32_nt_64x64x32_s3,
+        gemm_bf16_f32_tn_64x64x32_s3,
+        gemm_bf16_f32_tt_64x64x32_s3
+    ],
+    [
+        gemm_bf16_f32_nn_128x128x32_s4,
+        gemm_bf16_f32_nt_128x128x32_s4,
+        gemm_bf16_f32_tn_128x128x32_s4,
+        gemm_bf16_f32_tt_128x128x32_s4
+    ]
 );
 gemm_tensor!(
     bf16,
     f16,
-    gemm_bf16_f16_nn_64x64x32_s3,
-    gemm_bf16_f16_nt_64x64x32_s3,
-    gemm_bf16_f16_tn_64x64x32_s3,
-    gemm_bf16_f16_tt_64x64x32_s3
+    [
+        gemm_bf16_f16_nn_64x64x32_s3,
+        gemm_bf16_f16_nt_64x64x32_s3,
+        gemm_bf16_f16_tn_64x64x32_s3,
+        gemm_bf16_f16_tt_64x64x32_s3
+    ]
 );
 gemm_tensor!(
     bf16,
     bf16,
-    gemm_bf16_bf16_nn_64x64x32_s3,
-    gemm_bf16_bf16_nt_64x64x32_s3,
-    gemm_bf16_bf16_tn_64x64x32_s3,
-    gemm_bf16_bf16_tt_64x64x32_s3
+    [
+        gemm_bf16_bf16_nn_64x64x32_s3,
+        gemm_bf16_bf16_nt_64x64x32_s3,
+        gemm_bf16_bf16_tn_64x64x32_s3,
+        gemm_bf16_bf16_tt_64x64x32_s3
+    ],
+    [
+        gemm_bf16_bf16_nn_128x128x32_s4,
+        gemm_bf16_bf16_nt_128x128x32_s4,
+        gemm_bf16_bf16_tn_128x128x32_s4,
+        gemm_bf16_bf16_tt_128x128x32_s4
+    ]
 );
 
 /// A GEMM `C ← alpha·op(A)·op(B) + beta·C` of `op(A)`: `m × k`, `op(B)`:
@@ -376,6 +538,7 @@ pub struct Gemm<T> {
     stride_a: Option<usize>,
     stride_b: Option<usize>,
     stride_c: Option<usize>,
+    tile: Option<TileConfig>,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -514,6 +677,7 @@ impl<T: GemmElement> Gemm<T> {
             stride_a: None,
             stride_b: None,
             stride_c: None,
+            tile: None,
         }
     }
 
@@ -595,20 +759,71 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
+    /// Pins the tensor-core configuration (default: [`TileConfig::choose`]'s
+    /// pick for the shape and device, module docs). For the tensor-core
+    /// pairs only: the SIMT kernels (f32, f64) have one tile and ignore it;
+    /// [`run`](Self::run) refuses [`TileConfig::Large`] for a pair without
+    /// large-tile kernels (`InvalidParameter`).
+    pub fn tile(mut self, tile: TileConfig) -> Self {
+        self.tile = Some(tile);
+        self
+    }
+
     /// The name of the kernel [`run`](Self::run) launches on `A`, `B` and
     /// `C` of `T` (the SIMT kernels).
     pub fn kernel_name(&self) -> &'static str {
         <T as GemmElement>::kernel_name(self.trans_a, self.trans_b)
     }
 
-    /// The name of the kernel [`run`](Self::run) launches on `A` and `B` of
-    /// `TIn` and `C` of `TOut`.
-    pub fn kernel_name_for<TIn, TOut>(&self) -> &'static str
+    /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
+    /// `A` and `B` of `TIn` and `C` of `TOut`: the pinned one
+    /// ([`tile`](Self::tile)), else [`TileConfig::choose`]'s; `None` for the
+    /// SIMT pairs. `InvalidParameter` for a pinned configuration the pair
+    /// has no kernels for.
+    pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
-        TIn::kernel_name(self.trans_a, self.trans_b)
+        if TIn::TILES.is_empty() {
+            return Ok(None);
+        }
+        let tile = match self.tile {
+            Some(tile) if TIn::TILES.contains(&tile) => tile,
+            Some(tile) => {
+                return Err(Error::InvalidParameter {
+                    op: "gemm",
+                    parameter: "tile",
+                    detail: format!(
+                        "{tile:?}: the {} → {} tensor-core GEMM has kernels for {:?} only",
+                        TIn::DTYPE.name(),
+                        TOut::DTYPE.name(),
+                        TIn::TILES
+                    ),
+                });
+            }
+            None => TileConfig::choose(
+                self.m,
+                self.n,
+                self.batch,
+                TIn::TILES.contains(&TileConfig::Large),
+                multiprocessors(dev),
+                dev.limits().max_shared_per_block_optin,
+            ),
+        };
+        Ok(Some(tile))
+    }
+
+    /// The name of the kernel [`run`](Self::run) launches on `dev` on `A`
+    /// and `B` of `TIn` and `C` of `TOut` (its configuration:
+    /// [`tile_config_for`](Self::tile_config_for), whose errors it returns).
+    pub fn kernel_name_for<TIn, TOut>(&self, dev: &Device) -> Result<&'static str>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        let tile = self.tile_config_for::<TIn, TOut>(dev)?;
+        Ok(TIn::kernel_name(self.trans_a, self.trans_b, tile))
     }
 
     /// The launch [`run`](Self::run) makes for `C` of `m × n`: a 1-D block of
@@ -755,7 +970,9 @@ impl<T: GemmElement> Gemm<T> {
             .ok_or_else(|| Error::SizeOverflow {
                 what: format!("gemm: C, {count} batches of {rows_per} rows"),
             })?;
-        let cfg = self.config(dev, TIn::SHAPE, self.kernel_name_for::<TIn, TOut>())?;
+        let tile = self.tile_config_for::<TIn, TOut>(dev)?;
+        let kernel = TIn::kernel_name(trans_a, trans_b, tile);
+        let cfg = self.config(dev, TIn::shape(tile), kernel)?;
         let c = c.matrix_mut(rows, n, ldc).map_err(|e| match e {
             Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
                 op: "gemm",
@@ -769,6 +986,7 @@ impl<T: GemmElement> Gemm<T> {
         TIn::launch_gemm(
             dev,
             cfg,
+            tile,
             (trans_a, trans_b),
             (m, k),
             alpha,

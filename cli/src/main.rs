@@ -361,7 +361,12 @@ fn run_verify(
     let reports =
         verify::run(&dev, &operations, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
     // The name column as wide as the longest kernel name, so the columns line up.
-    let width = reports.iter().map(|r| r.kernel.len()).max().unwrap_or(0).max(6);
+    let width = reports
+        .iter()
+        .map(|r| r.kernel.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     println!(
         "{:<width$} {:>7} {:>12} {:>12} {:>10}  result",
         "kernel", "cases", "max abs err", "max rel err", "worst/tol"

@@ -570,12 +570,14 @@ impl Device {
     /// ```
     /// use warpforge::{Device, reduce};
     /// let dev = Device::emulator_with_memory(1 << 20);
-    /// let x = dev.upload(&vec![1.0f32; 4096])?;
-    /// assert_eq!(reduce::sum(&x)?, 4096.0);
+    /// // Above 2^16 elements (the one-launch small path, which needs none), a
+    /// // reduction keeps partial states in scratch.
+    /// let x = dev.upload(&vec![1.0f32; 1 << 17])?;
+    /// assert_eq!(reduce::sum(&x)?, 131072.0);
     /// let (free, total) = dev.memory_info()?;
-    /// assert!(free < total - 4096 * 4); // x, and the reduction's scratch states
+    /// assert!(free < total - (1 << 17) * 4); // x, and the reduction's scratch states
     /// dev.release_scratch();
-    /// assert_eq!(dev.memory_info()?.0, total - 4096 * 4);
+    /// assert_eq!(dev.memory_info()?.0, total - (1 << 17) * 4);
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn release_scratch(&self) {

@@ -57,7 +57,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Input element types of `mma.sync.m16n8k16`: [`f16`] and [`bf16`]. Sealed.
+/// Input element types of `mma.sync.m16n8k16`: [`f16`](struct@crate::f16) and [`bf16`](struct@crate::bf16). Sealed.
 pub trait MmaInput: SharedElement + sealed::Sealed {
     #[doc(hidden)]
     const KIND: MmaKind;

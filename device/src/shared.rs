@@ -3,7 +3,7 @@
 //! A kernel declares how much launch-sized shared memory it needs in its
 //! `#[kernel(shared = [T; N])]` attribute; the host launcher always provides at
 //! least that much, and a launch config may add more. [`dynamic`] views it as
-//! a typed array whose length is what the launch provided; [`array`] (and
+//! a typed array whose length is what the launch provided; [`array`](fn@array) (and
 //! [`SharedTile::after`] for the next one) view it as arrays whose lengths are
 //! compile-time constants, like CUDA's `__shared__ float tile[256]`.
 //!
@@ -41,7 +41,7 @@ use core::marker::PhantomData;
 ///   not `bool`, `char`, an enum or a reference), and has no padding bytes, so
 ///   storing a `T` writes only initialised bytes and reading any bytes of the
 ///   window as a `SharedElement` (the same bytes may be viewed as several
-///   types, e.g. through [`dynamic`] and [`array`]) yields a valid value;
+///   types, e.g. through [`dynamic`] and [`array`](fn@array)) yields a valid value;
 /// - has a size that is not 0 and divides 16, and an alignment equal to its
 ///   size, so that elements of a view are aligned (for plain and atomic
 ///   access) and 16-byte `cp.async` chunks hold whole elements.
@@ -115,7 +115,7 @@ pub fn dynamic<T: SharedElement>() -> SharedArray<T> {
 }
 
 /// A shared array of exactly `N` elements of `T`: the first `N` of the block's
-/// shared memory (from [`array`]), or the `N` after another tile (from
+/// shared memory (from [`array`](fn@array)), or the `N` after another tile (from
 /// [`SharedTile::after`]). Its bounds checks compare against the constant `N`.
 ///
 /// Declare the total in the kernel, e.g. `#[kernel(shared = [f32; 512])]` for

@@ -29,7 +29,7 @@
 //! Per block (`blockIdx = (x, y)` owns the `BM × BN` tile of `C` at
 //! `(y·BM, x·BN)`), k-steps of `BK` flow through an `S`-stage ring of
 //! shared-memory buffers:
-//! 1. **load stage** ([`load_tile`]): the block copies the `op(A)` and
+//! 1. **load stage** (`load_tile`): the block copies the `op(A)` and
 //!    `op(B)` slices of a k-step into a stage, each in its stored
 //!    orientation (rows padded by [`PAD`] elements against bank conflicts),
 //!    in chunks of 8 elements (16 bytes), each asked of the operand's

@@ -302,7 +302,7 @@ pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
 /// bits as [`rows_pass`] followed by `rows_pass`es over the states until one
 /// per row is left: those states are written to words `2r, 2r + 1` of `finals`.
 ///
-/// Each warp folds its units ([`fold_unit`]) into region 0 of `scratch` (see
+/// Each warp folds its units (`fold_unit`) into region 0 of `scratch` (see
 /// [`fused_scratch_words`]). Then the block publishes them: a barrier, and
 /// thread 0 fences (device scope) and takes a ticket (`scratch[0]`, an atomic
 /// add). The block that takes the last ticket fences again (acquire), resets

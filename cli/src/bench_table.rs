@@ -280,8 +280,9 @@ mod tests {
         };
         let report = gemm(&dev, &config).unwrap();
         let table = render(&report);
-        // Header, the note, column names, 4 warpforge rows, 4 skipped cuBLAS cases.
-        assert_eq!(table.lines().count(), 3 + 4 + 4, "{table}");
+        // Header, the note, column names, 4 shapes × (SIMT, TF32) warpforge
+        // rows, and as many skipped cuBLAS cases.
+        assert_eq!(table.lines().count(), 3 + 8 + 8, "{table}");
         assert!(
             table.contains("TFLOP/s") && !table.contains("GB/s"),
             "{table}"
@@ -290,11 +291,16 @@ mod tests {
             table.contains("gemm_f32_nn_64x64x16 f32 [16×16×43]"),
             "{table}"
         );
+        assert!(
+            table.contains("gemm_tf32_f32_nn_64x64x16_s3 f32 [16×16×43]")
+                && table.contains("cublas_gemmex_tf32_nn f32 [16×16×43]"),
+            "{table}"
+        );
         assert_eq!(
             table
                 .matches("skipped: cuBLAS: not available on the emulator")
                 .count(),
-            4,
+            8,
             "{table}"
         );
         // No anchor: its rate and the ratio read as a dash.

@@ -130,6 +130,10 @@ enum RunCommand {
         /// Compute in this dtype, converting the inputs (default: the files' dtype).
         #[arg(long, value_enum)]
         dtype: Option<run::GemmDType>,
+        /// f32 on the TF32 tensor cores: A and B rounded to tf32 (10 fraction bits),
+        /// f32 accumulation; f32 only (off: full-precision f32 FMA).
+        #[arg(long)]
+        tf32: bool,
         /// Where to write D (.npy).
         #[arg(long)]
         out: PathBuf,
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
             trans_a,
             trans_b,
             dtype,
+            tf32,
             out,
             backend,
         }) => run_gemm(
@@ -293,7 +298,7 @@ fn main() -> ExitCode {
             alpha,
             beta,
             (trans_a, trans_b),
-            dtype,
+            (dtype, tf32),
             backend,
         ),
         Command::Run(RunCommand::Conv2d {
@@ -440,7 +445,7 @@ fn run_gemm(
     alpha: f64,
     beta: Option<f64>,
     (trans_a, trans_b): (bool, bool),
-    dtype: Option<run::GemmDType>,
+    (dtype, tf32): (Option<run::GemmDType>, bool),
     backend: Backend,
 ) -> Result<ExitCode, String> {
     let read = |name: &str, path: &Path| {
@@ -458,12 +463,13 @@ fn run_gemm(
         trans_a,
         trans_b,
         dtype,
+        tf32,
     };
     let dev = open_backend(backend)?;
-    let d = run::gemm_npy(&dev, &request).map_err(|e| e.to_string())?;
+    let (d, kernel) = run::gemm_npy(&dev, &request).map_err(|e| e.to_string())?;
     d.write(files.out).map_err(|e| e.to_string())?;
     println!(
-        "gemm {}{} × {}{} on {}: {} {:?} -> {}",
+        "gemm {}{} × {}{} on {} ({kernel}): {} {:?} -> {}",
         a.data.dtype_name(),
         if trans_a { "ᵀ" } else { "" },
         b.data.dtype_name(),

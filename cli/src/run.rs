@@ -12,9 +12,9 @@
 use crate::npy::{NpyArray, NpyData, NpyError};
 use half::{bf16, f16};
 use warpforge::conv2d::{Conv2d, ConvElement, Layout, Padding};
-use warpforge::gemm::{Gemm, GemmElement};
+use warpforge::gemm::{Gemm, GemmElement, GemmTypes};
 use warpforge::reduce::{self, Op, Reduced, Reducible};
-use warpforge::{Device, DeviceBuffer, Element, Error};
+use warpforge::{Device, Element, Error};
 
 /// Why a `run` operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -178,6 +178,9 @@ pub struct GemmRequest<'a> {
     pub trans_b: bool,
     /// The computing dtype; `None`: the inputs' (they must agree).
     pub dtype: Option<GemmDType>,
+    /// f32 only: TF32 tensor cores ([`Gemm::tf32`]); refused for any other
+    /// dtype.
+    pub tf32: bool,
 }
 
 /// The dtype an `.npy` array computes in by default, if it is a float one.
@@ -232,7 +235,9 @@ fn matrix_dims(name: &str, x: &NpyArray) -> Result<(Option<usize>, usize, usize)
 /// only with `C`, one dtype for every operand unless `dtype` is given (then
 /// each is converted to it, rounding to nearest), and integer inputs only with
 /// an explicit `dtype`.
-pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunError> {
+///
+/// Returns `D` and the name of the kernel that computed it.
+pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<(NpyArray, &'static str), RunError> {
     let (a_batch, ar, ac) = matrix_dims("A", req.a)?;
     let (b_batch, br, bc) = matrix_dims("B", req.b)?;
     // A 3-D A or B is a batch; a 2-D one is broadcast to every batch.
@@ -337,6 +342,7 @@ pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunErro
         batch: batch.unwrap_or(1),
         stride_a: if a_batch.is_some() { ar * ac } else { 0 },
         stride_b: if b_batch.is_some() { br * bc } else { 0 },
+        tf32: req.tf32,
     };
     let [a, b] = [req.a, req.b].map(|x| as_f64(&x.data));
     let c = req.c.map(|c| as_f64(&c.data));
@@ -344,49 +350,39 @@ pub fn gemm_npy(dev: &Device, req: &GemmRequest<'_>) -> Result<NpyArray, RunErro
     let p = &problem;
     // One arm per computing dtype: the input type, the output type (what `D`
     // and `C` are held in) and the scalar type of `alpha`, `beta`.
-    let data = match dtype {
-        GemmDType::F32 => NpyData::F32(gemm_typed(
+    let (data, kernel) = match dtype {
+        GemmDType::F32 => gemm_typed(
             dev,
             p,
             (a, b, c),
             |v| v as f32,
             |v| v as f32,
             |v| v as f32,
-            |g, a, b, d| g.run(dev, a, b, d),
-        )?),
-        GemmDType::F64 => NpyData::F64(gemm_typed(
-            dev,
-            p,
-            (a, b, c),
-            |v| v,
-            |v| v,
-            |v| v,
-            |g, a, b, d| g.run(dev, a, b, d),
-        )?),
+            NpyData::F32,
+        )?,
+        GemmDType::F64 => gemm_typed(dev, p, (a, b, c), |v| v, |v| v, |v| v, NpyData::F64)?,
         // Tensor cores: f16/bf16 inputs, f32 accumulation and output.
-        GemmDType::F16 => NpyData::F32(gemm_typed(
+        GemmDType::F16 => gemm_typed(
             dev,
             p,
             (a, b, c),
             f16_from_f64,
             |v| v as f32,
             |v| v as f32,
-            |g, a, b, d| g.run(dev, a, b, d),
-        )?),
-        GemmDType::Bf16 => NpyData::F32(gemm_typed(
+            NpyData::F32,
+        )?,
+        GemmDType::Bf16 => gemm_typed(
             dev,
             p,
             (a, b, c),
             bf16_from_f64,
             |v| v as f32,
             |v| v as f32,
-            |g, a, b, d| g.run(dev, a, b, d),
-        )?),
+            NpyData::F32,
+        )?,
     };
-    Ok(NpyArray {
-        shape: batch.into_iter().chain([m, n]).collect(),
-        data,
-    })
+    let shape = batch.into_iter().chain([m, n]).collect();
+    Ok((NpyArray { shape, data }, kernel))
 }
 
 /// The sizes and factors of one `run gemm`.
@@ -403,29 +399,30 @@ struct Problem {
     batch: usize,
     stride_a: usize,
     stride_b: usize,
+    /// TF32 tensor cores for f32 ([`Gemm::tf32`]).
+    tf32: bool,
 }
 
 /// The operands as f64: `A`, `B` and `C` if given.
 type Operands<'a> = (Vec<f64>, Vec<f64>, Option<&'a [f64]>);
 
 /// Converts `A` and `B` to `TIn` and `C` to `TOut` (each to nearest), runs
-/// `launch` (the library's GEMM with `alpha`, `beta` in `S`) on `dev` and
-/// returns `D`, `batch × m × n`, as `TOut`.
-#[allow(clippy::type_complexity)]
-fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
+/// the library's GEMM (`alpha`, `beta` in `S`) on `dev` and returns `D`,
+/// `batch × m × n`, as `TOut` held by `wrap`, and the kernel's name.
+fn gemm_typed<TIn, TOut, S>(
     dev: &Device,
     p: &Problem,
     (a, b, c): Operands<'_>,
     to_in: impl Fn(f64) -> TIn,
     to_out: impl Fn(f64) -> TOut,
     to_scalar: impl Fn(f64) -> S,
-    launch: impl FnOnce(
-        &Gemm<S>,
-        &DeviceBuffer<TIn>,
-        &DeviceBuffer<TIn>,
-        &mut DeviceBuffer<TOut>,
-    ) -> Result<(), Error>,
-) -> Result<Vec<TOut>, RunError> {
+    wrap: impl FnOnce(Vec<TOut>) -> NpyData,
+) -> Result<(NpyData, &'static str), RunError>
+where
+    TIn: GemmTypes<TOut, Scalar = S>,
+    TOut: Element,
+    S: GemmElement,
+{
     let a = dev.upload(&a.iter().map(|&x| to_in(x)).collect::<Vec<_>>())?;
     let b = dev.upload(&b.iter().map(|&x| to_in(x)).collect::<Vec<_>>())?;
     let mut d = match c {
@@ -440,9 +437,11 @@ fn gemm_typed<TIn: Element, TOut: Element, S: GemmElement>(
         .stride_b(p.stride_b)
         .stride_c(p.m * p.n)
         .alpha(to_scalar(p.alpha))
-        .beta(to_scalar(p.beta));
-    launch(&gemm, &a, &b, &mut d)?;
-    Ok(d.to_host()?)
+        .beta(to_scalar(p.beta))
+        .tf32(p.tf32);
+    gemm.run(dev, &a, &b, &mut d)?;
+    let kernel = gemm.kernel_name_for::<TIn, TOut>(dev)?;
+    Ok((wrap(d.to_host()?), kernel))
 }
 
 /// `S` or `SH,SW` (`--stride`, `--dilation`): one value for both axes, or

@@ -47,21 +47,24 @@ fn verify_op_runs_that_operation_only() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let kernels = verified_kernels(&stdout);
     // f32 and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
-    // tile), f16 → f32/f16 and bf16 → f32/bf16 (large tile), × NN, NT, TN, TT.
-    assert_eq!(kernels.len(), 48, "{stdout}");
+    // tile), f16 → f32/f16 and bf16 → f32/bf16 (large tile), f32 through TF32
+    // (both tiles), × NN, NT, TN, TT.
+    assert_eq!(kernels.len(), 56, "{stdout}");
     assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
     for k in [
         "gemm_f32_tn_64x64x16",
         "gemm_f64_tt_64x64x8",
         "gemm_bf16_f16_nt_64x64x32_s3",
         "gemm_bf16_bf16_tn_128x128x32_s4",
+        "gemm_tf32_f32_nt_64x64x16_s3",
+        "gemm_tf32_f32_tt_128x128x16_s4",
     ] {
         assert!(
             kernels.iter().any(|name| name.starts_with(k)),
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 48 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 56 passed, 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -121,10 +124,11 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("TFLOP/s"), "{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("gemm_")).collect();
-    // f32, f64, and f16 and bf16 into f32 and into their own type × the
-    // square 16 and three rectangles.
-    assert_eq!(rows.len(), 24, "{stdout}");
+    // f32, f32 through TF32, f64, and f16 and bf16 into f32 and into their
+    // own type × the square 16 and three rectangles.
+    assert_eq!(rows.len(), 28, "{stdout}");
     for kernel in [
+        "gemm_tf32_f32_nn",
         "gemm_f16_f32_nn",
         "gemm_f16_f16_nn",
         "gemm_bf16_f32_nn",
@@ -144,7 +148,7 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
         stdout
             .matches("skipped: cuBLAS: not available on the emulator")
             .count(),
-        24,
+        28,
         "{stdout}"
     );
 }

@@ -444,3 +444,78 @@ fn a_missing_file_is_an_error_naming_the_operand() {
     assert!(!d.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn tf32_rounds_f32_inputs_on_the_tensor_cores_and_is_refused_elsewhere() {
+    // 1 + 2⁻¹² is an f32 but not a tf32 (it rounds to 1): the product shows
+    // which path ran.
+    let x = f32s(&[1, 1], &[1.0 + 2f64.powi(-12)]);
+    let one = f32s(&[1, 1], &[1.0]);
+    let d = gemm(&x, &one, None, &["--tf32"]).unwrap();
+    assert_eq!(d.data, NpyData::F32(vec![1.0]));
+    let d = gemm(&x, &one, None, &[]).unwrap();
+    assert_eq!(d.data, NpyData::F32(vec![1.0 + 2f32.powi(-12)]));
+    // Integers are tf32s: exact, on every transpose combination, with C.
+    let (m, k, n) = (37, 70, 19);
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        let a_shape = if ta { [k, m] } else { [m, k] };
+        let b_shape = if tb { [n, k] } else { [k, n] };
+        let (a, b, c) = (
+            ints(a_shape[0], a_shape[1], 1),
+            ints(b_shape[0], b_shape[1], 2),
+            ints(m, n, 3),
+        );
+        let mut args = vec!["--tf32", "--alpha", "-2"];
+        if ta {
+            args.push("--trans-a");
+        }
+        if tb {
+            args.push("--trans-b");
+        }
+        let d = gemm(
+            &f32s(&a_shape, &a),
+            &f32s(&b_shape, &b),
+            Some(&f32s(&[m, n], &c)),
+            &args,
+        )
+        .unwrap();
+        let (shape, want) = reference(&a, a_shape, ta, &b, b_shape, tb, -2.0, 1.0, Some(&c));
+        assert_eq!(d.shape, shape);
+        assert_eq!(
+            d.data,
+            NpyData::F32(want.iter().map(|&v| v as f32).collect()),
+            "ta {ta} tb {tb}"
+        );
+    }
+    // The summary line names the kernel that ran.
+    let dir = temp_dir("run-gemm-tf32");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (pa, pd) = (path("a.npy"), path("d.npy"));
+    f32s(&[2, 2], &ints(2, 2, 1)).write(&pa).unwrap();
+    let out = warpforge(&[
+        "run",
+        "gemm",
+        "--backend",
+        "emu",
+        "--a",
+        &pa,
+        "--b",
+        &pa,
+        "--tf32",
+        "--out",
+        &pd,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("(gemm_tf32_f32_nn_64x64x16_s3)"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Any other dtype: exit 2, naming the option.
+    let x64 = f64s(&[1, 1], &[1.0]);
+    expect_error(gemm(&x64, &x64, None, &["--tf32"]), &["tf32", "f64"]);
+    expect_error(
+        gemm(&x, &one, None, &["--tf32", "--dtype", "bf16"]),
+        &["tf32", "bf16"],
+    );
+}

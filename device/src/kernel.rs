@@ -29,7 +29,8 @@ mod host {
         /// `Out<T>`: guarded output buffer, passed as device pointer and length.
         Output,
         /// `OutMatrix<T>`: output matrix whose shape the host binds, passed as
-        /// device pointer, length, rows, columns and row stride (`usize` each).
+        /// device pointer, length, rows, columns, row stride, batches and
+        /// batch stride (`usize` each).
         OutputMatrix,
     }
 
@@ -78,6 +79,10 @@ mod host {
         pub cols: usize,
         /// Elements between the starts of consecutive rows.
         pub row_stride: usize,
+        /// Batches of the matrix (1 for a plain one).
+        pub batches: usize,
+        /// Elements between the starts of consecutive batches.
+        pub batch_stride: usize,
     }
 
     impl<T> Clone for RawOutMatrix<T> {
@@ -108,6 +113,8 @@ mod host {
                     self.rows,
                     self.cols,
                     self.row_stride,
+                    self.batches,
+                    self.batch_stride,
                 )
             }
         }
@@ -180,7 +187,8 @@ mod host {
     ///   declares them: each scalar by value with its type and size, each
     ///   `&[T]` as [`RawIn<T>`], each `Out<T>` as [`RawOut<T>`] (on the GPU a
     ///   device pointer then a `usize` element count) and each `OutMatrix<T>`
-    ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride),
+    ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride,
+    ///   batches, batch stride),
     ///   and the body touches a buffer only within the element count it is given;
     /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
     ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;

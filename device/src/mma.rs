@@ -1,20 +1,32 @@
-//! Warp-level tensor-core matrix multiply: `mma.sync.m16n8k16` (sm_80) with
-//! f16 or bf16 inputs and f32 accumulation, `ldmatrix` to load its fragments
-//! from shared memory, and `cp.async` to stage tiles from global memory into
+//! Warp-level tensor-core matrix multiply with f32 accumulation (sm_80):
+//! `mma.sync.m16n8k16` with f16 or bf16 inputs and `mma.sync.m16n8k8` with
+//! f32 inputs rounded to tf32, `ldmatrix` to load their fragments from
+//! shared memory, and `cp.async` to stage tiles from global memory into
 //! shared memory without passing through registers.
 //!
-//! The 32 lanes of a warp together hold one A (16×16), B (16×8) and C (16×8)
-//! tile; each lane holds a *fragment*: 8 elements of A, 4 of B, 4 of C, at
-//! coordinates fixed by the PTX ISA (§9.7.14.5.8). [`a_coord`], [`b_coord`]
-//! and [`c_coord`] are those tables as functions, so a kernel can load or
-//! store fragments from any layout, and the emulator computes `mma` with the
-//! same tables.
+//! The 32 lanes of a warp together hold one A (16 × [`MmaInput::K`]),
+//! B ([`MmaInput::K`] × 8) and C (16×8) tile; each lane holds a *fragment*:
+//! four registers of A, two of B, four f32 of C, at coordinates fixed by the
+//! PTX ISA (§9.7.14.5.8 and §9.7.14.5.6). For f16/bf16 a register holds two
+//! elements (8 of A, 4 of B per lane), for tf32 one (4 of A, 2 of B), and
+//! the tf32 tables are the 16-bit ones read in 32-bit units: register `r`
+//! holds the same bytes of a row-major tile either way, so one `ldmatrix`
+//! serves both wherever a lane's elements are contiguous along k.
+//! [`a_coord`], [`b_coord`] and [`c_coord`] are the 16-bit tables as
+//! functions, [`a_coord_tf32`] and [`b_coord_tf32`] the tf32 ones, so a kernel
+//! can load or store fragments from any layout, and the emulator computes
+//! `mma` with the same tables.
 //!
-//! Rounding: products of f16/bf16 are exact in f32. The GPU adds them in an
-//! unspecified order with at least single precision; the emulator adds each
-//! output's 16 products and its C element exactly (in f64) and rounds once,
-//! so the two can differ in the last bits of each output (tests allow
-//! 16 · 2⁻²⁴ · Σ|a·b| + |c|·2⁻²⁴).
+//! **tf32**: an f32 fragment ([`FragA<f32>`], [`FragB<f32>`]) always holds
+//! its elements rounded to tf32 (`cvt.rna.tf32.f32`: 10 fraction bits,
+//! nearest, ties away from zero, as cuBLAS rounds): its loads round, so an
+//! `mma` never sees the raw f32 bits (which the hardware would truncate).
+//!
+//! Rounding: products of f16/bf16/tf32 are exact in f32. The GPU adds them
+//! in an unspecified order with at least single precision; the emulator adds
+//! each output's `K` products and its C element exactly (in f64) and rounds
+//! once, so the two can differ in the last bits of each output (tests allow
+//! K · 2⁻²⁴ · Σ|a·b| + |c|·2⁻²⁴).
 
 use crate::arch;
 use crate::global::Global;
@@ -26,7 +38,8 @@ use half::{bf16, f16};
 pub const M: usize = 16;
 /// Columns of B and C/D.
 pub const N: usize = 8;
-/// Columns of A, rows of B.
+/// Columns of A, rows of B, for f16 and bf16 (`m16n8k16`); tf32's is 8
+/// (`m16n8k8`). Generic code uses [`MmaInput::K`].
 pub const K: usize = 16;
 
 /// (row, col) in A (16×16) of element `i` (0..8) of lane `lane`'s A fragment.
@@ -46,6 +59,23 @@ pub const fn b_coord(lane: u32, i: usize) -> (usize, usize) {
     (thread * 2 + (i & 1) + if i >= 2 { 8 } else { 0 }, group)
 }
 
+/// (row, col) in A (16×8) of element `i` (0..4) of lane `lane`'s tf32 A
+/// fragment, which is register `i`: the 16-bit table's register `i` read as
+/// one 32-bit element (its column halved).
+#[inline(always)]
+pub const fn a_coord_tf32(lane: u32, i: usize) -> (usize, usize) {
+    let (row, col) = a_coord(lane, 2 * i);
+    (row, col / 2)
+}
+
+/// (row, col) in B (8×8, k × n) of element `i` (0..2) of lane `lane`'s tf32
+/// B fragment, register `i` (as [`a_coord_tf32`]).
+#[inline(always)]
+pub const fn b_coord_tf32(lane: u32, i: usize) -> (usize, usize) {
+    let (k, n) = b_coord(lane, 2 * i);
+    (k / 2, n)
+}
+
 /// (row, col) in C and D (16×8) of element `i` (0..4) of lane `lane`'s fragment.
 #[inline(always)]
 pub const fn c_coord(lane: u32, i: usize) -> (usize, usize) {
@@ -57,12 +87,23 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Input element types of `mma.sync.m16n8k16`: [`f16`](struct@crate::f16) and [`bf16`](struct@crate::bf16). Sealed.
+/// Input element types of `mma.sync`: [`f16`](struct@crate::f16) and
+/// [`bf16`](struct@crate::bf16) (`m16n8k16`), and `f32`, which the fragments
+/// round to tf32 (`m16n8k8`). Sealed.
 pub trait MmaInput: SharedElement + sealed::Sealed {
+    /// Columns of A and rows of B of one `mma`: 16 for f16/bf16, 8 for tf32
+    /// (16 bytes of a stored row either way).
+    const K: usize;
     #[doc(hidden)]
     const KIND: MmaKind;
+    /// The register holding elements `elem(2r)`, `elem(2r + 1)` (16-bit
+    /// types, low half first) or `elem(r)` rounded to tf32 (f32).
     #[doc(hidden)]
-    fn bits(self) -> u16;
+    fn pack(r: usize, elem: impl Fn(usize) -> Self) -> u32;
+    /// A register as `ldmatrix` loaded it from a stored row: as is for the
+    /// 16-bit types, rounded to tf32 for f32.
+    #[doc(hidden)]
+    fn from_stored(reg: u32) -> u32;
 }
 
 #[doc(hidden)]
@@ -70,26 +111,75 @@ pub trait MmaInput: SharedElement + sealed::Sealed {
 pub enum MmaKind {
     F16,
     Bf16,
+    Tf32,
+}
+
+impl MmaKind {
+    /// Elements per register: 2 for f16/bf16, 1 for tf32.
+    pub const fn per_reg(self) -> usize {
+        match self {
+            MmaKind::Tf32 => 1,
+            _ => 2,
+        }
+    }
 }
 
 impl sealed::Sealed for f16 {}
 impl sealed::Sealed for bf16 {}
+impl sealed::Sealed for f32 {}
 impl MmaInput for f16 {
+    const K: usize = K;
     const KIND: MmaKind = MmaKind::F16;
     #[inline(always)]
-    fn bits(self) -> u16 {
-        self.to_bits()
+    fn pack(r: usize, elem: impl Fn(usize) -> f16) -> u32 {
+        u32::from(elem(2 * r).to_bits()) | u32::from(elem(2 * r + 1).to_bits()) << 16
+    }
+    #[inline(always)]
+    fn from_stored(reg: u32) -> u32 {
+        reg
     }
 }
 impl MmaInput for bf16 {
+    const K: usize = K;
     const KIND: MmaKind = MmaKind::Bf16;
     #[inline(always)]
-    fn bits(self) -> u16 {
-        self.to_bits()
+    fn pack(r: usize, elem: impl Fn(usize) -> bf16) -> u32 {
+        u32::from(elem(2 * r).to_bits()) | u32::from(elem(2 * r + 1).to_bits()) << 16
+    }
+    #[inline(always)]
+    fn from_stored(reg: u32) -> u32 {
+        reg
+    }
+}
+impl MmaInput for f32 {
+    const K: usize = 8;
+    const KIND: MmaKind = MmaKind::Tf32;
+    #[inline(always)]
+    fn pack(r: usize, elem: impl Fn(usize) -> f32) -> u32 {
+        arch::f32_to_tf32_bits(elem(r))
+    }
+    #[inline(always)]
+    fn from_stored(reg: u32) -> u32 {
+        arch::f32_to_tf32_bits(f32::from_bits(reg))
     }
 }
 
-/// This lane's 8 elements of A: four registers of two halves each.
+/// `x` rounded to tf32 (`cvt.rna.tf32.f32`: 10 fraction bits, nearest, ties
+/// away from zero; NaN to the canonical `0x7fff_ffff`), as an f32: what an
+/// f32 fragment holds.
+///
+/// ```
+/// # use warpforge_device::mma::round_tf32;
+/// assert_eq!(round_tf32(1.0 + 1.0 / 2048.0), 1.0 + 1.0 / 1024.0); // a tie: away from zero
+/// assert_eq!(round_tf32(1.0 + 1.0 / 4096.0), 1.0);
+/// ```
+#[inline(always)]
+pub fn round_tf32(x: f32) -> f32 {
+    f32::from_bits(arch::f32_to_tf32_bits(x))
+}
+
+/// This lane's fragment of A: four registers of two halves each (f16, bf16)
+/// or of one tf32 each (f32).
 #[derive(Clone, Copy, Debug)]
 pub struct FragA<T> {
     /// The registers, in the PTX operand order.
@@ -97,7 +187,8 @@ pub struct FragA<T> {
     _t: PhantomData<T>,
 }
 
-/// This lane's 4 elements of B: two registers of two halves each.
+/// This lane's fragment of B: two registers of two halves each (f16, bf16)
+/// or of one tf32 each (f32).
 #[derive(Clone, Copy, Debug)]
 pub struct FragB<T> {
     /// The registers, in the PTX operand order.
@@ -112,12 +203,10 @@ pub struct FragC {
     pub regs: [f32; 4],
 }
 
-/// Packs halves `2r`, `2r + 1` of `elem` into register `r`.
-#[inline(always)]
-fn pack_regs<T: MmaInput, const R: usize>(elem: impl Fn(usize) -> T) -> [u32; R] {
-    core::array::from_fn(|r| {
-        u32::from(elem(2 * r).bits()) | u32::from(elem(2 * r + 1).bits()) << 16
-    })
+/// Elements of a 16-byte stored row: what one `ldmatrix` row and one
+/// `cp.async` chunk hold (8 f16/bf16, 4 f32).
+pub const fn row_elems<T>() -> usize {
+    16 / core::mem::size_of::<T>()
 }
 
 impl<T: MmaInput> FragA<T> {
@@ -125,18 +214,22 @@ impl<T: MmaInput> FragA<T> {
     #[inline(always)]
     pub fn from_fn(a: impl Fn(usize, usize) -> T) -> Self {
         let lane = crate::thread::lane_id();
+        let at = |i| {
+            let (r, c) = match T::KIND {
+                MmaKind::Tf32 => a_coord_tf32(lane, i),
+                _ => a_coord(lane, i),
+            };
+            a(r, c)
+        };
         FragA {
-            regs: pack_regs(|i| {
-                let (r, c) = a_coord(lane, i);
-                a(r, c)
-            }),
+            regs: core::array::from_fn(|r| T::pack(r, at)),
             _t: PhantomData,
         }
     }
 
     /// Loads the A tile stored row-major at `tile[base..]` with `row_stride`
-    /// elements per row, by one `ldmatrix.x4`. Panics if a row is out of
-    /// bounds or not 16-byte aligned.
+    /// elements per row, by one `ldmatrix.x4` (for f32, then rounded to
+    /// tf32). Panics if a row is out of bounds or not 16-byte aligned.
     ///
     /// All 32 lanes of the warp must call it together: `ldmatrix` from part
     /// of a warp is undefined on the GPU. The types cannot check that (as
@@ -144,22 +237,27 @@ impl<T: MmaInput> FragA<T> {
     #[inline(always)]
     pub fn load(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         // Lane l supplies row l % 8 of 8×8 matrix l / 8; matrices 0–3 are the
-        // quadrants (rows 0–7 | 8–15) × (cols 0–7 | 8–15), which are registers 0–3.
+        // quadrants (rows 0–7 | 8–15) × (the first | second 16 bytes of k),
+        // which are registers 0–3, for 16- and 32-bit elements alike.
         let lane = crate::thread::lane_id() as usize;
         let (matrix, row) = (lane / 8, lane % 8);
-        let start = base + (row + (matrix % 2) * 8) * row_stride + (matrix / 2) * 8;
+        let start = base + (row + (matrix % 2) * 8) * row_stride + (matrix / 2) * row_elems::<T>();
         FragA {
-            regs: ldmatrix::<T, 4>(tile, start, false),
+            regs: ldmatrix::<T, 4>(tile, start, false).map(T::from_stored),
             _t: PhantomData,
         }
     }
 
     /// Loads the A tile stored k-major (transposed: element (row, col) of A
-    /// at `tile[base + col·row_stride + row]`, 16 rows of 16) by one
-    /// `ldmatrix.x4.trans`. All 32 lanes of the warp must call it together,
-    /// as [`FragA::load`].
+    /// at `tile[base + col·row_stride + row]`, K rows of 16) by one
+    /// `ldmatrix.x4.trans` (16-bit types), or for f32 by four shared loads
+    /// (`.trans` moves 16-bit elements only), rounded to tf32. All 32 lanes
+    /// of the warp must call it together, as [`FragA::load`].
     #[inline(always)]
     pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
+        if T::KIND == MmaKind::Tf32 {
+            return FragA::from_fn(|row, col| tile.load(base + col * row_stride + row));
+        }
         // Register r is the 8×8 quadrant (rows 8·(r % 2) ..) × (cols 8·(r / 2) ..)
         // of A, stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2);
         // lane l supplies stored row l % 8 of quadrant l / 8, and .trans hands
@@ -179,20 +277,28 @@ impl<T: MmaInput> FragB<T> {
     #[inline(always)]
     pub fn from_fn(b: impl Fn(usize, usize) -> T) -> Self {
         let lane = crate::thread::lane_id();
+        let at = |i| {
+            let (k, n) = match T::KIND {
+                MmaKind::Tf32 => b_coord_tf32(lane, i),
+                _ => b_coord(lane, i),
+            };
+            b(k, n)
+        };
         FragB {
-            regs: pack_regs(|i| {
-                let (k, n) = b_coord(lane, i);
-                b(k, n)
-            }),
+            regs: core::array::from_fn(|r| T::pack(r, at)),
             _t: PhantomData,
         }
     }
 
-    /// Loads the B tile stored row-major as k × n (16 rows of 8) at
-    /// `tile[base..]`, by one `ldmatrix.x2.trans`. All 32 lanes of the warp
-    /// must call it together, as [`FragA::load`].
+    /// Loads the B tile stored row-major as k × n (K rows of 8) at
+    /// `tile[base..]`, by one `ldmatrix.x2.trans` (16-bit types), or for f32
+    /// by two shared loads, rounded to tf32. All 32 lanes of the warp must
+    /// call it together, as [`FragA::load`].
     #[inline(always)]
     pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
+        if T::KIND == MmaKind::Tf32 {
+            return FragB::from_fn(|k, n| tile.load(base + k * row_stride + n));
+        }
         // Lanes 0–15 supply rows k = 0..16; .trans hands each lane the column n = lane / 4.
         let k = crate::thread::lane_id() as usize % 16;
         FragB {
@@ -204,17 +310,20 @@ impl<T: MmaInput> FragB<T> {
 
 impl<T: MmaInput> FragB<T> {
     /// Loads the B tile (k × n) stored n-major (transposed: element (k, n) at
-    /// `tile[base + n·row_stride + k]`, 8 rows of 16) by one `ldmatrix.x2`.
-    /// All 32 lanes of the warp must call it together, as [`FragA::load`].
+    /// `tile[base + n·row_stride + k]`, 8 rows of K) by one `ldmatrix.x2`
+    /// (for f32, then rounded to tf32). All 32 lanes of the warp must call it
+    /// together, as [`FragA::load`].
     #[inline(always)]
     pub fn load_n_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
-        // Register r is k = 8·r .. 8·r + 8: lanes 8·r .. supply stored rows
-        // n = 0..8 at column 8·r; without .trans lane l receives row n = l / 4,
-        // elements k = 2·(l % 4), +1, which is `b_coord`.
+        // Register r is the r-th 16 bytes of k: lanes 8·r .. supply stored
+        // rows n = 0..8 there; without .trans lane l receives row n = l / 4,
+        // its 32 bits l % 4 (elements k = 2·(l % 4), +1, or k = l % 4 for
+        // tf32), which is `b_coord` (`b_coord_tf32`).
         let lane = crate::thread::lane_id() as usize % 16;
         let (matrix, n) = (lane / 8, lane % 8);
+        let start = base + n * row_stride + matrix * row_elems::<T>();
         FragB {
-            regs: ldmatrix::<T, 2>(tile, base + n * row_stride + matrix * 8, false),
+            regs: ldmatrix::<T, 2>(tile, start, false).map(T::from_stored),
             _t: PhantomData,
         }
     }
@@ -244,19 +353,20 @@ impl FragC {
     }
 }
 
-/// `D = A·B + C` for the warp's 16×16 A, 16×8 B and 16×8 C tiles
-/// (`mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`).
+/// `D = A·B + C` for the warp's 16 × K A, K × 8 B and 16×8 C tiles
+/// (`mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`, or
+/// `m16n8k8….tf32.tf32…` for f32 fragments, which hold tf32).
 /// All 32 lanes of the warp must call it together: `mma.sync` from part of
 /// a warp is undefined on the GPU (the emulator reports it as a fault).
 #[inline(always)]
 pub fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
     FragC {
-        regs: arch::mma_m16n8k16(T::KIND, a.regs, b.regs, c.regs),
+        regs: arch::mma_sync(T::KIND, a.regs, b.regs, c.regs),
     }
 }
 
 /// `ldmatrix.sync.aligned.m8n8.xR{.trans}.shared.b16`: this lane supplies the
-/// row of 8 elements at `tile[row_start..]`; returns its R registers.
+/// 16-byte row at `tile[row_start..]`; returns its R registers.
 #[inline(always)]
 fn ldmatrix<T: MmaInput, const R: usize>(
     tile: &SharedArray<T>,
@@ -266,17 +376,17 @@ fn ldmatrix<T: MmaInput, const R: usize>(
     let lanes_supplying = 8 * R;
     let supplies = (crate::thread::lane_id() as usize) < lanes_supplying;
     let ptr = if supplies {
-        tile.row_ptr(row_start, 8, false)
+        tile.row_ptr(row_start, row_elems::<T>(), false)
     } else {
         tile.row_ptr(0, 0, false)
     };
     assert!(
         (ptr as usize).is_multiple_of(16),
-        "ldmatrix row is not 16-byte aligned: start rows at multiples of 8 elements"
+        "ldmatrix row is not 16-byte aligned: start rows at multiples of 16 bytes"
     );
-    // SAFETY: in a supplying lane `ptr` is the row `row_start .. row_start + 8`
-    // of a `SharedArray` (the block's shared memory), checked in bounds by
-    // `row_ptr`: 8 halves = 16 bytes, 16-byte aligned (checked above). Other
+    // SAFETY: in a supplying lane `ptr` is the 16-byte row starting at
+    // `row_start` of a `SharedArray` (the block's shared memory), checked in
+    // bounds by `row_ptr`, 16-byte aligned (checked above). Other
     // lanes pass the view's base, which `ldmatrix` ignores. Ordering against
     // other threads' writes of those rows is the kernel's barrier discipline
     // (see "Races" on `SharedArray`). All 32 lanes executing it together is
@@ -362,39 +472,61 @@ mod tests {
     use crate::{Dim3, shared, sync};
     use std::sync::Mutex;
 
-    /// One warp stores A (16×16) k-major and B (16×8) n-major in shared
-    /// memory, with row strides past the row length, loads them with
-    /// `load_k_major` / `load_n_major`, and compares each lane's registers
-    /// with `from_fn` on the same matrices (the layout tables).
+    /// One warp stores A (16 × K) row-major and k-major and B (K × 8)
+    /// k-major and n-major in shared memory, with row strides past the row
+    /// length, loads each with its `load*` and compares each lane's
+    /// registers with `from_fn` on the same matrices (the layout tables),
+    /// for f16, bf16 and f32 (tf32: the loads round as `from_fn` does, and
+    /// every register has its low 13 bits clear).
     #[test]
-    fn transposed_loads_match_the_layout_tables() {
+    fn fragment_loads_match_the_layout_tables() {
         fn check<T: MmaInput + Copy + Send + Sync>(of: fn(f32) -> T) {
-            let a = |r: usize, c: usize| of((r * 16 + c) as f32 - 100.0);
-            let b = |k: usize, n: usize| of((k * 8 + n) as f32 + 300.0);
-            // Rows of 24 (A, indexed by k) and of 40 (B, indexed by n).
-            let (sa, sb, b_base) = (24, 40, 16 * 24);
+            // Values with bits below tf32's precision, so the rounding shows.
+            let a = |r: usize, c: usize| of(((r * 16 + c) as f32 - 100.0) * 1.000_3);
+            let b = |k: usize, n: usize| of(((k * 8 + n) as f32 + 300.0) * 1.000_7);
+            let (sa, sb) = (24, 40);
+            let (a_rows, b_kmaj, b_nmaj) = (
+                T::K * sa,
+                T::K * sa + M * sa,
+                T::K * sa + M * sa + T::K * sb,
+            );
+            let len = b_nmaj + N * sb;
             let mismatches = Mutex::new(Vec::new());
             let shape = LaunchShape {
                 grid: Dim3::x(1),
                 block: Dim3::x(32),
-                dynamic_shared_bytes: (b_base + 8 * sb) * 2,
+                dynamic_shared_bytes: len * core::mem::size_of::<T>(),
             };
-            launch("mma_transposed_loads", shape, &|| {
+            launch("mma_fragment_loads", shape, &|| {
                 let tile = shared::dynamic::<T>();
                 if crate::thread::lane_id() == 0 {
-                    for k in 0..16 {
-                        for m in 0..16 {
+                    for k in 0..T::K {
+                        for m in 0..M {
                             tile.store(k * sa + m, a(m, k));
+                            tile.store(a_rows + m * sa + k, a(m, k));
                         }
-                        for n in 0..8 {
-                            tile.store(b_base + n * sb + k, b(k, n));
+                        for n in 0..N {
+                            tile.store(b_kmaj + k * sb + n, b(k, n));
+                            tile.store(b_nmaj + n * sb + k, b(k, n));
                         }
                     }
                 }
                 sync::sync_threads();
-                let (la, fa) = (FragA::load_k_major(&tile, 0, sa), FragA::from_fn(a));
-                let (lb, fb) = (FragB::load_n_major(&tile, b_base, sb), FragB::from_fn(b));
-                if la.regs != fa.regs || lb.regs != fb.regs {
+                let (fa, fb) = (FragA::from_fn(a), FragB::from_fn(b));
+                let loads_a = [
+                    FragA::load_k_major(&tile, 0, sa),
+                    FragA::load(&tile, a_rows, sa),
+                ];
+                let loads_b = [
+                    FragB::load_k_major(&tile, b_kmaj, sb),
+                    FragB::load_n_major(&tile, b_nmaj, sb),
+                ];
+                let rounded = T::KIND != MmaKind::Tf32
+                    || fa.regs.iter().chain(&fb.regs).all(|r| r & 0x1fff == 0);
+                if loads_a.iter().any(|l| l.regs != fa.regs)
+                    || loads_b.iter().any(|l| l.regs != fb.regs)
+                    || !rounded
+                {
                     mismatches.lock().unwrap().push(crate::thread::lane_id());
                 }
             })
@@ -403,5 +535,46 @@ mod tests {
         }
         check(f16::from_f32);
         check(bf16::from_f32);
+        check(|x| x);
+    }
+
+    /// A tf32 `mma` on the emulator against an f64 reference of the inputs
+    /// rounded to tf32 (`round_tf32`, checked against a hand-computed tie and
+    /// a value below half an ulp), with exact products and one rounding:
+    /// inputs whose rounding matters, and C added.
+    #[test]
+    fn tf32_mma_multiplies_the_rounded_inputs() {
+        assert_eq!(round_tf32(1.0 + 3.0 / 2048.0), 1.0 + 2.0 / 1024.0); // tie away
+        assert_eq!(round_tf32(-1.0 - 1.0 / 2048.0), -1.0 - 1.0 / 1024.0);
+        assert_eq!(round_tf32(1.0 + 1.0 / 2049.0), 1.0);
+        assert!(round_tf32(f32::NAN).is_nan());
+        assert_eq!(round_tf32(f32::INFINITY), f32::INFINITY);
+        let a = |r: usize, k: usize| (r as f32 - 7.5) * (1.0 + (k as f32) / 3000.0);
+        let b = |k: usize, n: usize| (n as f32 + 0.25) * (1.0 - (k as f32) / 5000.0);
+        let c = |r: usize, n: usize| (r * 8 + n) as f32 / 7.0;
+        let errors = Mutex::new(Vec::new());
+        let shape = LaunchShape {
+            grid: Dim3::x(1),
+            block: Dim3::x(32),
+            dynamic_shared_bytes: 0,
+        };
+        launch("mma_tf32", shape, &|| {
+            let d = mma(
+                FragA::<f32>::from_fn(a),
+                FragB::<f32>::from_fn(b),
+                FragC::from_fn(c),
+            );
+            d.for_each(|r, n, v| {
+                let exact = (0..8)
+                    .map(|k| f64::from(round_tf32(a(r, k))) * f64::from(round_tf32(b(k, n))))
+                    .sum::<f64>()
+                    + f64::from(c(r, n));
+                if v != exact as f32 {
+                    errors.lock().unwrap().push((r, n, v, exact));
+                }
+            });
+        })
+        .unwrap();
+        assert_eq!(*errors.lock().unwrap(), Vec::new());
     }
 }

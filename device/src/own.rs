@@ -29,21 +29,38 @@
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]) |
-//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batched by z ([`OutMatrix::batch`]) |
-//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batched by z |
+//! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
+//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
-//! 2-D forms use the z = 0 plane, except the GEMM tiles ([`MicroTiles`],
-//! [`WarpTiles`], [`WarpGrid`]), for which z is the batch: the bound matrix is `gridDim.z`
-//! stacked batches of `rows / gridDim.z` rows ([`OutMatrix::batch`]). Within it every thread has a distinct rank
-//! (or (y, x)), whatever the grid: a grid-stride walk `r + k·n` never meets
-//! another thread's, so there is no launch the host has to refuse.
+//! 2-D forms use the z = 0 plane (and the first batch), except the GEMM
+//! tiles ([`MicroTiles`], [`WarpTiles`], [`WarpGrid`]), for which z is the
+//! batch: blocks of z-index `z` write batch `z` of the bound batches, and
+//! blocks past the last batch nothing ([`OutMatrix::batch`]). Within it
+//! every thread has a distinct rank (or (y, x)), whatever the grid: a
+//! grid-stride walk `r + k·n` never meets another thread's, so there is no
+//! launch the host has to refuse.
+//!
+//! **Batches** are `batches` matrices of `rows × cols` (rows `row_stride`
+//! apart), batch `b` starting `b·batch_stride` elements in. The host binds
+//! them (`warpforge::DeviceBuffer::batched_matrix_mut`) only if no two can
+//! share an element, by one of two sufficient rules ([`batched_extent`],
+//! checked arithmetic throughout, re-checked by the kernel's view):
+//!
+//! | layout | condition | e.g. |
+//! | --- | --- | --- |
+//! | stacked | `batch_stride ≥ (rows − 1)·row_stride + cols` | a batched GEMM's C, packed (`m·ldc`) or padded |
+//! | side by side | `batch_stride ≥ cols` and `(batches − 1)·batch_stride + cols ≤ row_stride` | groups of an NHWC convolution: column ranges of one `[N·P·Q × K]` matrix |
+//!
+//! Anything else is refused with the sizes named; a plain binding
+//! (`matrix_mut`) is one batch.
 //!
 //! **What the mapping depends on comes from the host.** A 1-D output is the
 //! whole buffer the host passed. An [`OutMatrix`] is a kernel parameter whose
-//! rows, columns and row stride the host binds at launch
-//! (`warpforge::DeviceBuffer::matrix_mut`, checked there to fit the buffer),
+//! rows, columns, row stride, batch count and batch stride the host binds at
+//! launch (`warpforge::DeviceBuffer::matrix_mut` and `batched_matrix_mut`,
+//! checked there to fit the buffer with disjoint batches),
 //! so every thread sees the same shape; [`Out::into_2d`] views, whose shape
 //! each thread picks, have only the non-exclusive [`Out2::at`](crate::guard::Out2::at).
 //!
@@ -586,27 +603,104 @@ impl<'a, T: Copy, const N: usize> Out<'a, T, BlockChunks<N>> {
 // ---------------------------------------------------------------------------
 // 2-D: a matrix whose shape the host binds.
 
-/// A kernel's 2-D output whose shape the host binds at launch: `rows × cols`,
-/// rows `row_stride` elements apart, the same for every thread. `M` says how
-/// the threads share it ([`Elements`], [`BlockTiles`], [`MicroTiles`],
-/// [`WarpTiles`]).
+/// A kernel's 2-D output whose shape the host binds at launch: `batches`
+/// matrices of `rows × cols`, rows `row_stride` elements apart and batches
+/// `batch_stride` apart, the same for every thread. `M` says how the threads
+/// share it ([`Elements`], [`BlockTiles`], [`MicroTiles`], [`WarpTiles`],
+/// [`WarpGrid`]).
 ///
 /// As a kernel parameter (`y: OutMatrix<f32>`) it is passed as pointer,
-/// length, rows, cols and row stride; the host launches it with
-/// `buffer.matrix_mut(rows, cols, row_stride)?`, which checks the shape fits.
+/// length, rows, cols, row stride, batches and batch stride; the host
+/// launches it with `buffer.matrix_mut(rows, cols, row_stride)?` (one
+/// batch) or `buffer.batched_matrix_mut(rows, cols, row_stride, batches,
+/// batch_stride)?`, which check the shape fits and the batches are disjoint
+/// ([`batched_extent`]).
+///
+/// The view addresses the one batch its block writes (`blockIdx.z`): its
+/// rows are 0 when that batch does not exist, and the batch's first element
+/// is found from the launch's parameters only where an element is
+/// addressed (so ptxas can reload them rather than hold them in registers).
 pub struct OutMatrix<'a, T, M: Mapping2 = Elements> {
+    /// The buffer's first element.
     ptr: *mut T,
+    /// This block's batch's rows: 0 if the block's z has no batch.
     rows: usize,
     cols: usize,
     row_stride: usize,
+    /// Elements between consecutive batches (0 for a host slice).
+    batch_stride: usize,
     _buffer: PhantomData<&'a mut [T]>,
     _mapping: PhantomData<fn() -> M>,
 }
 
+/// Why a (batched) matrix binding is refused ([`batched_extent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindError {
+    /// A row of the matrix is longer than the row stride, so rows overlap.
+    RowLongerThanStride,
+    /// The elements the batches span overflow `usize`.
+    Overflow,
+    /// With more than one batch, the batch stride is neither stacked
+    /// (`batch_stride ≥ span`, the `span = (rows − 1)·row_stride + cols`
+    /// elements of one matrix) nor side by side (`batch_stride ≥ cols` and
+    /// `(batches − 1)·batch_stride + cols ≤ row_stride`): two batches could
+    /// share an element.
+    Overlap {
+        /// `(rows − 1)·row_stride + cols`: the elements one batch spans.
+        span: usize,
+    },
+}
+
+/// The elements that `batches` matrices of `rows × cols` need (rows
+/// `row_stride` apart, batch `b` starting at `b·batch_stride`), if no two
+/// batches share an element by one of two sufficient rules: stacked
+/// (`batch_stride ≥ (rows − 1)·row_stride + cols`, each batch after the
+/// previous one's last element) or side by side (`batch_stride ≥ cols` and
+/// `(batches − 1)·batch_stride + cols ≤ row_stride`: each batch a column
+/// range of one wider matrix). An empty binding (no rows, columns or
+/// batches) needs 0 elements; one batch needs no rule. Every size in
+/// checked arithmetic. The one definition of a sound binding, used by the
+/// host when it binds ([`OutMatrix`]'s docs) and by [`OutMatrix::from_raw`]
+/// in the kernel.
+#[inline(always)]
+pub fn batched_extent(
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    batches: usize,
+    batch_stride: usize,
+) -> Result<usize, BindError> {
+    if rows == 0 || cols == 0 || batches == 0 {
+        return Ok(0);
+    }
+    if cols > row_stride {
+        return Err(BindError::RowLongerThanStride);
+    }
+    let span = (rows - 1)
+        .checked_mul(row_stride)
+        .and_then(|n| n.checked_add(cols))
+        .ok_or(BindError::Overflow)?;
+    let last = (batches - 1)
+        .checked_mul(batch_stride)
+        .ok_or(BindError::Overflow)?;
+    if batches > 1 {
+        let stacked = batch_stride >= span;
+        let side_by_side =
+            batch_stride >= cols && last.checked_add(cols).is_some_and(|end| end <= row_stride);
+        if !stacked && !side_by_side {
+            return Err(BindError::Overlap { span });
+        }
+    }
+    last.checked_add(span).ok_or(BindError::Overflow)
+}
+
 impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
-    /// The `rows × cols` matrix (rows `row_stride` apart) in the `len`
-    /// elements at `ptr`; empty (0 × 0) if the shape does not fit, which the
-    /// host launcher has already refused.
+    /// `batches` matrices of `rows × cols` (rows `row_stride` apart, batch
+    /// `b` at element `b·batch_stride`) in the `len` elements at `ptr`, as
+    /// this block sees it: batch `blockIdx.z`, empty (0 × 0) if there is no
+    /// such batch, or if the binding does not fit or its batches could
+    /// overlap ([`batched_extent`]), which the host launcher has already
+    /// refused.
     ///
     /// # Safety
     /// As [`Out::from_raw`]: `ptr` valid for reads and writes of `len`
@@ -618,20 +712,27 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
         rows: usize,
         cols: usize,
         row_stride: usize,
+        batches: usize,
+        batch_stride: usize,
     ) -> Self {
-        let fits = fits_2d(len, rows, cols, row_stride);
+        let z = thread::block_idx().z as usize;
+        let fits = z < batches
+            && batched_extent(rows, cols, row_stride, batches, batch_stride)
+                .is_ok_and(|needed| needed <= len);
         OutMatrix {
             ptr,
             rows: if fits { rows } else { 0 },
             cols: if fits { cols } else { 0 },
             row_stride,
+            batch_stride,
             _buffer: PhantomData,
             _mapping: PhantomData,
         }
     }
 
-    /// A host slice as a matrix, for host-side code and tests; `None` if the
-    /// shape does not fit (sizes multiplied with overflow checks).
+    /// A host slice as one matrix (batch 0), for host-side code and tests;
+    /// `None` if the shape does not fit (sizes multiplied with overflow
+    /// checks).
     pub fn from_mut_slice(
         slice: &'a mut [T],
         rows: usize,
@@ -643,18 +744,19 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
             rows,
             cols,
             row_stride,
+            batch_stride: 0,
             _buffer: PhantomData,
             _mapping: PhantomData,
         })
     }
 
-    /// Rows of the matrix.
+    /// Rows of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn rows(&self) -> usize {
         self.rows
     }
 
-    /// Columns of the matrix.
+    /// Columns of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn cols(&self) -> usize {
         self.cols
@@ -666,35 +768,38 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
         self.row_stride
     }
 
-    /// This block's batch of a batched launch, for the tile mappings
-    /// ([`MicroTiles`], [`WarpTiles`], [`WarpGrid`]): the matrix is `gridDim.z` batches of
-    /// `rows / gridDim.z` rows each, stacked (batch `z` is rows
-    /// `z·(rows / gridDim.z) ..`), and block (x, y, z) works in batch `z`.
-    /// Returns the batch's first row and its rows. With `gridDim.z = 1` that
-    /// is the whole matrix. The host binds the stacked shape (rows = batch
-    /// count × rows per batch, so consecutive batches are `rows per batch ·
-    /// row_stride` elements apart), and the grid's z is the same for every
-    /// thread, so every thread cuts the matrix alike: batches are disjoint,
-    /// and a remainder of `rows mod gridDim.z` rows belongs to none.
+    /// This block's batch, for the tile mappings ([`MicroTiles`],
+    /// [`WarpTiles`], [`WarpGrid`]): block (x, y, z) works in batch
+    /// `z = blockIdx.z`, the `rows × cols` matrix starting `z·batch_stride`
+    /// elements into the buffer, which is what this view addresses. Returns
+    /// `z` and the batch's rows: 0 rows, an empty batch, for `z ≥ batches`
+    /// (so a grid taller in z than the binding writes nothing there). The
+    /// host binds the batches
+    /// (`warpforge::DeviceBuffer::batched_matrix_mut`), checked not to
+    /// overlap ([`batched_extent`]: stacked or side by side), and `z` is
+    /// the same for every thread of a block, so blocks of distinct z write
+    /// disjoint batches. A plain binding is one batch: the whole matrix for
+    /// `z = 0`.
     #[inline(always)]
     pub fn batch(&self) -> (usize, usize) {
-        let (z, nz) = (
-            thread::block_idx().z as usize,
-            thread::grid_dim().z as usize,
-        );
-        // nz ≥ 1; z < nz, so z·per + per ≤ rows: no overflow.
-        let per = self.rows / nz.max(1);
-        (z * per, per)
+        (thread::block_idx().z as usize, self.rows)
     }
 
-    /// The address of (`row`, `col`).
+    /// The address of (`row`, `col`) of this block's batch.
     ///
     /// # Safety
     /// `row < rows` and `col < cols`.
     #[inline(always)]
     unsafe fn element(&self, row: usize, col: usize) -> *mut T {
-        // SAFETY: row·stride + col < (rows − 1)·stride + cols ≤ len (`fits_2d`).
-        unsafe { self.ptr.add(row * self.row_stride + col) }
+        let z = thread::block_idx().z as usize;
+        // SAFETY: rows > 0, so z < batches and the binding fits (`from_raw`):
+        // z·batch_stride + row·stride + col < (batches − 1)·batch_stride +
+        // (rows − 1)·stride + cols ≤ len (`batched_extent`). A host slice
+        // has batch stride 0.
+        unsafe {
+            self.ptr
+                .add(z * self.batch_stride + row * self.row_stride + col)
+        }
     }
 }
 
@@ -836,6 +941,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
                 rows: self.rows,
                 cols: self.cols,
                 row_stride: self.row_stride,
+                batch_stride: self.batch_stride,
                 _buffer: PhantomData,
                 _mapping: PhantomData,
             },
@@ -959,14 +1065,12 @@ impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: u
     /// micro-tiles, numbered row-major; the thread whose linear id in the
     /// block is `t` owns micro-tile `t`: rows `(t / (TN / MC))·MR ..` and
     /// columns `(t % (TN / MC))·MC ..` of the tile, clipped to the matrix.
-    /// A batched launch (`gridDim.z > 1`) cuts the bound matrix into
-    /// `gridDim.z` batches of `rows / gridDim.z` rows ([`OutMatrix::batch`]):
-    /// block (x, y, z) works in batch `z`, and the coordinates are the
-    /// batch's. `None` if `t` is past the last micro-tile (a block with more threads than micro-tiles), or the
+    /// A batched binding ([`OutMatrix::batch`]): block (x, y, z) works in
+    /// batch `z`, and the coordinates are the batch's. `None` if `t` is past the last micro-tile (a block with more threads than micro-tiles), or the
     /// micro-tile starts outside the matrix.
     ///
-    /// Disjoint for any grid and block shape: batches are disjoint rows of
-    /// the matrix (distinct z), block tiles of a batch are disjoint
+    /// Disjoint for any grid and block shape: batches share no element
+    /// (distinct z; the binding is checked stacked or side by side), block tiles of a batch are disjoint
     /// (distinct (y, x)), `t ↦ (t / (TN/MC), t % (TN/MC))` is one-to-one on
     /// `t < (TM/MR)·(TN/MC)`, linear ids are distinct within the block, and
     /// the micro-tiles partition the tile (`MR | TM` and `MC | TN`, checked at
@@ -984,7 +1088,7 @@ impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: u
             )
         };
         let b = thread::block_idx();
-        let (first, batch_rows) = self.batch();
+        let (_, batch_rows) = self.batch();
         let (row0, col0, rows, cols) = tile_in(
             u64::from(b.y),
             u64::from(b.x),
@@ -1005,8 +1109,8 @@ impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: u
         let (row0, col0) = (row0 + r, col0 + c);
         Some(MicroTile {
             // SAFETY: (row0, col0) is inside the clipped tile (just checked),
-            // so in the batch's rows, so in the matrix.
-            origin: unsafe { self.element(first + row0, col0) },
+            // so in the batch, one of the bound batches (`batch`).
+            origin: unsafe { self.element(row0, col0) },
             row_stride: self.row_stride,
             row0,
             col0,
@@ -1112,9 +1216,9 @@ pub struct WarpTile<'v, T, const TM: usize, const TN: usize> {
 impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<TM, TN>> {
     /// This warp's tile: warp `w` of block (y, x) owns tile row `y`, tile
     /// column `x·warps_per_block + w` (a block's warps side by side along a
-    /// row) of batch `z` ([`OutMatrix::batch`]; the whole matrix when
-    /// `gridDim.z = 1`), if it starts inside the batch. Coordinates are the
-    /// batch's. Batches are disjoint rows, so tiles stay disjoint across z.
+    /// row) of batch `z` ([`OutMatrix::batch`]; the whole matrix for a
+    /// plain binding), if it starts inside the batch. Coordinates are the
+    /// batch's. Batches share no element, so tiles stay disjoint across z.
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         const {
@@ -1127,15 +1231,15 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
             )
         };
         let b = thread::block_idx();
-        let (first, batch_rows) = self.batch();
+        let (_, batch_rows) = self.batch();
         let per_block = u64::from(thread::warps_per_block());
         let tile_col = u64::from(b.x) * per_block + u64::from(thread::warp_id());
         let (row0, col0, rows, cols) =
             tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols)?;
         Some(WarpTile {
-            // SAFETY: (row0, col0) is in the batch's rows (`tile_in`), so in
-            // the matrix.
-            origin: unsafe { self.element(first + row0, col0) },
+            // SAFETY: (row0, col0) is in the batch (`tile_in`), which is one
+            // of the bound batches (`batch`), so in the buffer.
+            origin: unsafe { self.element(row0, col0) },
             row_stride: self.row_stride,
             row0,
             col0,
@@ -1175,12 +1279,12 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
 
     /// This warp's tile: block (y, x) owns the `BM × BN` tile at
     /// `(y·BM, x·BN)` of batch `z` ([`OutMatrix::batch`]; the whole matrix
-    /// when `gridDim.z = 1`), and the warp the `TM × TN` part of it at
+    /// for a plain binding), and the warp the `TM × TN` part of it at
     /// [`warp_offset`](Self::warp_offset), clipped to the batch; `None` if
     /// the warp has no warp tile or its tile starts outside the batch.
     /// Coordinates are the batch's.
     ///
-    /// Disjoint for any grid and block shape: batches are disjoint rows
+    /// Disjoint for any grid and block shape: batches share no element
     /// (distinct z), block tiles of a batch are disjoint (distinct (y, x)),
     /// `w ↦ (w / (BN/TN), w mod (BN/TN))` is one-to-one on the
     /// `(BM/TM)·(BN/TN)` warps that get a tile (warp ids are distinct within
@@ -1192,7 +1296,7 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         let (dr, dc) = self.warp_offset()?;
         let b = thread::block_idx();
-        let (first, batch_rows) = self.batch();
+        let (_, batch_rows) = self.batch();
         // The block tile's corner, then the warp's inside it.
         let (brow, bcol, brows, bcols) = tile_in(
             u64::from(b.y),
@@ -1208,8 +1312,8 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
         let (row0, col0) = (brow + dr, bcol + dc);
         Some(WarpTile {
             // SAFETY: (row0, col0) is inside the clipped block tile (just
-            // checked), so in the batch's rows, so in the matrix.
-            origin: unsafe { self.element(first + row0, col0) },
+            // checked), so in the batch, one of the bound batches (`batch`).
+            origin: unsafe { self.element(row0, col0) },
             row_stride: self.row_stride,
             row0,
             col0,

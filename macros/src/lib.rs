@@ -14,8 +14,8 @@
 //! read-only buffers `&[T]` (or `Global<T>`, the same buffer typed as being
 //! in global memory, which `cp.async` needs), guarded outputs `Out<T>` (or `Out<T, M>`, an
 //! owned mapping: `warpforge_device::own`), and output matrices
-//! `OutMatrix<T>` / `OutMatrix<T, M>`, whose rows, columns and row stride the
-//! host binds at launch (five PTX parameters). Anything else is a
+//! `OutMatrix<T>` / `OutMatrix<T, M>`, whose rows, columns, row stride,
+//! batches and batch stride the host binds at launch (seven PTX parameters). Anything else is a
 //! compile error that says what to write instead.
 //!
 //! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
@@ -284,7 +284,8 @@ enum Kind {
     Scalar,
     Input,
     Output,
-    /// `OutMatrix<T>`: an output whose shape (rows, cols, row stride) the host binds.
+    /// `OutMatrix<T>`: an output whose shape (rows, cols, row stride, batches,
+    /// batch stride) the host binds.
     OutputMatrix,
 }
 
@@ -804,15 +805,18 @@ fn instance_items(
             Kind::OutputMatrix => {
                 // The shape travels with the buffer, bound by the host at launch,
                 // so every thread sees the same one (`warpforge_device::own`).
-                let (rows, cols, stride) = (
+                let (rows, cols, stride, batches, batch_stride) = (
                     format_ident!("{}_rows", n),
                     format_ident!("{}_cols", n),
                     format_ident!("{}_row_stride", n),
+                    format_ident!("{}_batches", n),
+                    format_ident!("{}_batch_stride", n),
                 );
-                ptx_params.push(
-                    quote!(#ptr: *mut #t, #len: usize, #rows: usize, #cols: usize, #stride: usize),
-                );
-                ptx_args.push(quote_spanned!(ms=> unsafe { #dev::own::OutMatrix::from_raw(#ptr, #len, #rows, #cols, #stride) }));
+                ptx_params.push(quote!(
+                    #ptr: *mut #t, #len: usize, #rows: usize, #cols: usize, #stride: usize,
+                    #batches: usize, #batch_stride: usize
+                ));
+                ptx_args.push(quote_spanned!(ms=> unsafe { #dev::own::OutMatrix::from_raw(#ptr, #len, #rows, #cols, #stride, #batches, #batch_stride) }));
                 abi_types.push(quote!(#dev::kernel::RawOutMatrix<#t>));
                 host_args.push(quote_spanned!(ms=> unsafe { #n.as_matrix() }));
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::OutputMatrix, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));

@@ -1,5 +1,6 @@
-//! GEMM through criterion: warpforge's f32 and f64 kernels and its f16 and
-//! bf16 tensor-core kernels into f32 and into their own type (no transposes) on
+//! GEMM through criterion: warpforge's f32 and f64 kernels, its TF32 ones
+//! (`Gemm::tf32`) and its f16 and bf16 tensor-core kernels into f32 and
+//! into their own type (no transposes) on
 //! the shapes of `warpforge bench gemm` (squares 2^8 … 2^N and the three
 //! rectangles of `GemmBench::with_max_log2`), each with
 //! `Throughput::Elements(2·m·n·k)`, so criterion's "elements/s" reads as
@@ -43,15 +44,15 @@ fn operands<TIn: Element, TOut: Element>(
     ))
 }
 
-/// `A`, `B` of `TIn` into `C` of `TOut` at `shape`.
+/// `A`, `B` of `TIn` into `C` of `TOut` at `shape` (through TF32 if `tf32`).
 fn bench_shape<TIn: GemmTypes<TOut>, TOut: Element>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     dev: &Device,
-    shape: [usize; 3],
+    (shape, tf32): ([usize; 3], bool),
     from: impl Fn(f32) -> TIn + Copy,
 ) {
     let [m, n, k] = shape;
-    let gemm = Gemm::<TIn::Scalar>::new(m, n, k);
+    let gemm = Gemm::<TIn::Scalar>::new(m, n, k).tf32(tf32);
     let kernel = gemm
         .kernel_name_for::<TIn, TOut>(dev)
         .expect("no tile is pinned");
@@ -110,18 +111,21 @@ fn bench_gemm(c: &mut Criterion) {
         };
         for output in outputs {
             for &shape in &config.shapes {
-                let g = &mut group;
+                let (g, s) = (&mut group, (shape, false));
                 match (input, output) {
-                    (DType::F32, _) => bench_shape::<f32, f32>(g, &dev, shape, |v| v),
-                    (DType::F64, _) => bench_shape::<f64, f64>(g, &dev, shape, f64::from),
-                    (DType::F16, DType::F32) => {
-                        bench_shape::<f16, f32>(g, &dev, shape, f16::from_f32)
+                    (DType::F32, _) => {
+                        bench_shape::<f32, f32>(g, &dev, s, |v| v);
+                        if config.tf32 {
+                            bench_shape::<f32, f32>(g, &dev, (shape, true), |v| v);
+                        }
                     }
-                    (DType::F16, _) => bench_shape::<f16, f16>(g, &dev, shape, f16::from_f32),
+                    (DType::F64, _) => bench_shape::<f64, f64>(g, &dev, s, f64::from),
+                    (DType::F16, DType::F32) => bench_shape::<f16, f32>(g, &dev, s, f16::from_f32),
+                    (DType::F16, _) => bench_shape::<f16, f16>(g, &dev, s, f16::from_f32),
                     (DType::BF16, DType::F32) => {
-                        bench_shape::<bf16, f32>(g, &dev, shape, bf16::from_f32)
+                        bench_shape::<bf16, f32>(g, &dev, s, bf16::from_f32)
                     }
-                    (DType::BF16, _) => bench_shape::<bf16, bf16>(g, &dev, shape, bf16::from_f32),
+                    (DType::BF16, _) => bench_shape::<bf16, bf16>(g, &dev, s, bf16::from_f32),
                     (other, _) => eprintln!("no GEMM kernels for {}", other.name()),
                 }
             }

@@ -13,12 +13,14 @@
 //!   hope for. `ratio` is the reduction's GB/s ÷ that anchor.
 //! - [`axpy()`]: `axpy_f32` at each requested size, GB/s = (x read + y read
 //!   + y written) ÷ time, against the same copy anchor.
-//! - [`gemm()`]: `C = op(A)·op(B)` in f32 and f64, and f16 and bf16 (f32
-//!   accumulation) into f32 and into their own type, over square and
-//!   rectangular shapes ([`GemmBench`]); the rate is TFLOP/s = 2·m·n·k ÷
-//!   time ([`BenchRow::flops`], [`BenchRow::tflops`]), and the anchor is cuBLAS
-//!   (`cublasSgemm`/`cublasDgemm`, and `cublasGemmEx` with the same input and
-//!   output types and `CUBLAS_COMPUTE_32F` for f16/bf16, with the same
+//! - [`gemm()`]: `C = op(A)·op(B)` in f32 (SIMT, and through TF32 tensor
+//!   cores) and f64, and f16 and bf16 (f32 accumulation) into f32 and into
+//!   their own type, over square and rectangular shapes ([`GemmBench`]); the
+//!   rate is TFLOP/s = 2·m·n·k ÷ time ([`BenchRow::flops`],
+//!   [`BenchRow::tflops`]), and the anchor is cuBLAS (`cublasSgemm`/
+//!   `cublasDgemm` in the default math mode, so no TF32; `cublasGemmEx` with
+//!   the same input and output types and `CUBLAS_COMPUTE_32F` for f16/bf16,
+//!   and `CUBLAS_COMPUTE_32F_FAST_TF32` on f32 for the TF32 rows; the same
 //!   transposes, loaded at run time through cudarc) timed in the same run:
 //!   `ratio` is warpforge's rate ÷
 //!   cuBLAS's. Where cuBLAS cannot be used (the emulator, no `libcublas` on
@@ -723,9 +725,20 @@ pub enum HalfOutput {
 struct GemmVariant {
     input: DType,
     output: DType,
+    /// f32 through TF32 tensor cores, in both libraries.
+    tf32: bool,
     anchor: &'static str,
     kernel: &'static str,
 }
+
+/// The TF32 cuBLAS cases' names (`cublasGemmEx`, f32 in and out,
+/// `CUBLAS_COMPUTE_32F_FAST_TF32`), `nn`, `nt`, `tn`, `tt`.
+const CUBLAS_TF32_NAMES: [&str; 4] = [
+    "cublas_gemmex_tf32_nn",
+    "cublas_gemmex_tf32_nt",
+    "cublas_gemmex_tf32_tn",
+    "cublas_gemmex_tf32_tt",
+];
 
 /// The cuBLAS cases' names, per (input, output) and then `nn`, `nt`, `tn`, `tt`.
 const CUBLAS_NAMES: [(DType, DType, [&str; 4]); 6] = [
@@ -803,6 +816,10 @@ pub struct GemmBench {
     pub dtypes: Vec<DType>,
     /// The outputs of the f16 and bf16 cases: f32, and the input's own type.
     pub half_outputs: Vec<HalfOutput>,
+    /// With [`DType::F32`] in `dtypes`: also f32 through TF32 tensor cores
+    /// ([`crate::gemm::Gemm::tf32`]) against cuBLAS's `cublasGemmEx` with
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`.
+    pub tf32: bool,
     /// `(trans_a, trans_b)`, the same for both libraries.
     pub trans: (bool, bool),
     /// How each case is timed.
@@ -810,9 +827,10 @@ pub struct GemmBench {
 }
 
 impl GemmBench {
-    /// f32, f64, f16 and bf16 (into f32 and into their own type), no
-    /// transposes, squares 256 … 4096 and the three rectangular shapes of
-    /// N = 12 on a GPU; squares of 64 and the rectangles of N = 6 on the emulator.
+    /// f32 (SIMT and TF32), f64, f16 and bf16 (into f32 and into their own
+    /// type), no transposes, squares 256 … 4096 and the three rectangular
+    /// shapes of N = 12 on a GPU; squares of 64 and the rectangles of N = 6
+    /// on the emulator.
     pub fn defaults(dev: &Device) -> GemmBench {
         let max_log2 = if dev.is_gpu() {
             GEMM_GPU_MAX_LOG2
@@ -823,6 +841,7 @@ impl GemmBench {
             shapes: Vec::new(),
             dtypes: vec![DType::F32, DType::F64, DType::F16, DType::BF16],
             half_outputs: vec![HalfOutput::F32, HalfOutput::Input],
+            tf32: true,
             trans: (false, false),
             timing: Timing::defaults(dev),
         }
@@ -879,8 +898,9 @@ impl GemmBench {
         use crate::gemm::{GemmTypes, TileConfig};
         use half::f16;
         fn small<TIn: GemmTypes<TOut>, TOut: crate::Element>(ta: bool, tb: bool) -> &'static str {
-            TIn::kernel_name(ta, tb, Some(TileConfig::Small))
+            TIn::kernel_name(ta, tb, Some(TileConfig::Small), false)
         }
+        let which = usize::from(self.trans.0) * 2 + usize::from(self.trans.1);
         let (ta, tb) = self.trans;
         let mut variants = Vec::new();
         for &input in &self.dtypes {
@@ -930,8 +950,23 @@ impl GemmBench {
                 variants.push(GemmVariant {
                     input,
                     output,
-                    anchor: anchors[usize::from(ta) * 2 + usize::from(tb)],
+                    tf32: false,
+                    anchor: anchors[which],
                     kernel: name,
+                });
+            }
+            if input == DType::F32 && self.tf32 {
+                variants.push(GemmVariant {
+                    input,
+                    output: input,
+                    tf32: true,
+                    anchor: CUBLAS_TF32_NAMES[which],
+                    kernel: <f32 as GemmTypes<f32>>::kernel_name(
+                        ta,
+                        tb,
+                        Some(TileConfig::Small),
+                        true,
+                    ),
                 });
             }
         }
@@ -971,10 +1006,13 @@ fn gemm_row(case: &Case, flops: u64, bytes: u64, seconds: f64, anchor_gbps: f64)
 type Anchor<'a> = &'a dyn Fn(&cublas::Cublas, [usize; 3]) -> std::result::Result<f64, String>;
 
 /// Measures one (input, output) pair's cases (anchor and kernel per shape, in
-/// order) into `report`; `to_input` makes the inputs' elements.
+/// order) into `report`, through TF32 if `tf32`; `to_input` makes the
+/// inputs' elements.
+#[allow(clippy::too_many_arguments)]
 fn gemm_variant<TIn, TOut>(
     dev: &Device,
     config: &GemmBench,
+    tf32: bool,
     blas: &std::result::Result<cublas::Cublas, String>,
     anchor_time: Anchor<'_>,
     to_input: fn(f32) -> TIn,
@@ -1022,7 +1060,8 @@ where
         })();
         let gemm = crate::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
-            .trans_b(config.trans.1);
+            .trans_b(config.trans.1)
+            .tf32(tf32);
         // The row names the kernel this shape runs (the tile heuristic's).
         let kernel = &Case {
             op: gemm.kernel_name_for::<TIn, TOut>(dev)?,
@@ -1064,25 +1103,29 @@ pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
     for (v, cases) in variants.iter().zip(cases.chunks(per_variant)) {
         let ex = |b: &cublas::Cublas, shape| b.time_ex(timing, shape, trans, v.input, v.output);
         let r = &mut report;
+        let (c, tf32) = (config, v.tf32);
         match (v.input, v.output) {
+            (DType::F32, _) if tf32 => {
+                gemm_variant::<f32, f32>(dev, c, tf32, &blas, &ex, |v| v, cases, r)?
+            }
             (DType::F32, _) => {
                 let sgemm = |b: &cublas::Cublas, shape| b.time::<f32>(timing, shape, trans);
-                gemm_variant::<f32, f32>(dev, config, &blas, &sgemm, |v| v, cases, r)?
+                gemm_variant::<f32, f32>(dev, c, tf32, &blas, &sgemm, |v| v, cases, r)?
             }
             (DType::F64, _) => {
                 let dgemm = |b: &cublas::Cublas, shape| b.time::<f64>(timing, shape, trans);
-                gemm_variant::<f64, f64>(dev, config, &blas, &dgemm, f64::from, cases, r)?
+                gemm_variant::<f64, f64>(dev, c, tf32, &blas, &dgemm, f64::from, cases, r)?
             }
             (DType::F16, DType::F32) => {
-                gemm_variant::<f16, f32>(dev, config, &blas, &ex, f16::from_f32, cases, r)?
+                gemm_variant::<f16, f32>(dev, c, tf32, &blas, &ex, f16::from_f32, cases, r)?
             }
             (DType::F16, _) => {
-                gemm_variant::<f16, f16>(dev, config, &blas, &ex, f16::from_f32, cases, r)?
+                gemm_variant::<f16, f16>(dev, c, tf32, &blas, &ex, f16::from_f32, cases, r)?
             }
             (DType::BF16, DType::F32) => {
-                gemm_variant::<bf16, f32>(dev, config, &blas, &ex, bf16::from_f32, cases, r)?
+                gemm_variant::<bf16, f32>(dev, c, tf32, &blas, &ex, bf16::from_f32, cases, r)?
             }
-            _ => gemm_variant::<bf16, bf16>(dev, config, &blas, &ex, bf16::from_f32, cases, r)?,
+            _ => gemm_variant::<bf16, bf16>(dev, c, tf32, &blas, &ex, bf16::from_f32, cases, r)?,
         }
     }
     Ok(report)
@@ -1090,8 +1133,44 @@ pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
 
 /// cuBLAS through cudarc, loaded at run time: on its own stream of the same
 /// GPU (the primary context warpforge uses), timed with events on that stream.
+/// Median seconds per call of `once` on `stream`, the way the vendor anchors
+/// (cuBLAS, cuDNN; `library` names it in errors) are timed on their own
+/// stream: `timing.warmup` calls, a synchronise, then `timing.reps` samples of
+/// `timing.iters` calls each between two events.
+fn time_anchor_calls(
+    stream: &cudarc::driver::CudaStream,
+    timing: Timing,
+    library: &str,
+    mut once: impl FnMut() -> std::result::Result<(), String>,
+) -> std::result::Result<f64, String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{library}: {what}: {e}");
+    for _ in 0..timing.warmup {
+        once()?;
+    }
+    stream
+        .synchronize()
+        .map_err(|e| fail("synchronising", &e))?;
+    let iters = timing.iters.max(1);
+    let event = || {
+        stream
+            .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| fail("recording an event", &e))
+    };
+    let mut samples = Vec::new();
+    for _ in 0..timing.reps.max(1) {
+        let start = event()?;
+        for _ in 0..iters {
+            once()?;
+        }
+        let end = event()?;
+        let ms = start.elapsed_ms(&end).map_err(|e| fail("timing", &e))?;
+        samples.push(f64::from(ms) / 1e3 / iters as f64);
+    }
+    Ok(median(samples))
+}
+
 mod cublas {
-    use super::{Timing, median, sample};
+    use super::{Timing, sample};
     use crate::{DType, Device};
     use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
     use cudarc::driver::{
@@ -1217,35 +1296,14 @@ mod cublas {
             ))
         }
 
-        /// Median seconds per call of `once` (already set up), timed with
-        /// events on this handle's stream after `timing.warmup` calls.
+        /// Median seconds per call of `once` (already set up) on this
+        /// handle's stream ([`super::time_anchor_calls`]).
         fn time_calls(
             &self,
             timing: Timing,
-            mut once: impl FnMut() -> Result<(), String>,
+            once: impl FnMut() -> Result<(), String>,
         ) -> Result<f64, String> {
-            let fail = |what: &str, e: &dyn std::fmt::Display| format!("cuBLAS: {what}: {e}");
-            let s = &self.stream;
-            for _ in 0..timing.warmup {
-                once()?;
-            }
-            s.synchronize().map_err(|e| fail("synchronising", &e))?;
-            let iters = timing.iters.max(1);
-            let event = || {
-                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(|e| fail("recording an event", &e))
-            };
-            let mut samples = Vec::new();
-            for _ in 0..timing.reps.max(1) {
-                let start = event()?;
-                for _ in 0..iters {
-                    once()?;
-                }
-                let end = event()?;
-                let ms = start.elapsed_ms(&end).map_err(|e| fail("timing", &e))?;
-                samples.push(f64::from(ms) / 1e3 / iters as f64);
-            }
-            Ok(median(samples))
+            super::time_anchor_calls(&self.stream, timing, "cuBLAS", once)
         }
 
         /// Median seconds per `gemm` (`cublasSgemm`/`cublasDgemm`) of
@@ -1296,7 +1354,8 @@ mod cublas {
         /// Median seconds per `cublasGemmEx` of `shape` with `trans` on
         /// `input` (f16 or bf16) `A` and `B` into an `output` `D` (f32 or the
         /// input's type), accumulating in f32 (`CUBLAS_COMPUTE_32F`, the
-        /// default math mode: tensor cores), row-major as warpforge's.
+        /// default math mode: tensor cores), row-major as warpforge's; or on
+        /// f32 `A`, `B` and `D` through TF32 (`CUBLAS_COMPUTE_32F_FAST_TF32`).
         pub(super) fn time_ex(
             &self,
             timing: Timing,
@@ -1314,17 +1373,29 @@ mod cublas {
                 other => Err(format!("cuBLAS: no GemmEx case for {}", other.name())),
             };
             let (in_type, out_type) = (data_type(input)?, data_type(output)?);
-            if in_type == CUDA_R_32F {
-                return Err("cuBLAS: GemmEx cases take f16 or bf16 inputs".to_owned());
-            }
+            // f32 inputs: the TF32 case (f32 output).
+            let compute = if in_type == CUDA_R_32F {
+                if out_type != CUDA_R_32F {
+                    return Err("cuBLAS: the TF32 GemmEx case writes f32".to_owned());
+                }
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+            } else {
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+            };
             let (transa, transb, [cm, cn, ck], [lda, ldb, ldc]) =
                 Self::column_major([m, n, k], trans)?;
-            // The inputs as their bits (u16), the same values warpforge's run gets.
+            // The inputs as 16-bit words, the same values warpforge's run
+            // gets: an f32 as its two halves, low first (little-endian, as the
+            // host and the GPU store it).
             let bits = |len: usize| -> Vec<u16> {
                 (0..len)
-                    .map(|i| match input {
-                        DType::F16 => half::f16::from_f32(sample(i)).to_bits(),
-                        _ => half::bf16::from_f32(sample(i)).to_bits(),
+                    .flat_map(|i| match input {
+                        DType::F16 => vec![half::f16::from_f32(sample(i)).to_bits()],
+                        DType::BF16 => vec![half::bf16::from_f32(sample(i)).to_bits()],
+                        _ => {
+                            let w = sample(i).to_bits();
+                            vec![w as u16, (w >> 16) as u16]
+                        }
                     })
                     .collect()
             };
@@ -1345,9 +1416,10 @@ mod cublas {
                 let (b_ptr, _b) = b.device_ptr(s);
                 let (d_ptr, _d) = d.device_ptr_mut(s);
                 // SAFETY: the buffers hold the elements the shapes and leading
-                // dimensions name, in the types named (u16 bits of f16/bf16; D
-                // sized for f32 when the output is f32); alpha and beta are f32,
-                // as CUBLAS_COMPUTE_32F takes them, and live across the call.
+                // dimensions name, in the types named (u16 bits of f16/bf16, two
+                // u16 per f32; D sized for f32 when the output is f32); alpha and
+                // beta are f32, as both compute types take them, and live
+                // across the call.
                 unsafe {
                     cudarc::cublas::result::gemm_ex(
                         *self.blas.handle(),
@@ -1367,7 +1439,7 @@ mod cublas {
                         d_ptr as *mut std::ffi::c_void,
                         out_type,
                         ldc,
-                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        compute,
                         sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                     )
                 }
@@ -1591,8 +1663,8 @@ mod tests {
     }
 
     /// The time-per-call cases of issue 16: the 2^16 whole-tensor reductions
-    /// take the small path (one launch), 2^20 the fused one (one launch and
-    /// the finish), the 8192×8192 rows the small one (8192 items per row), and
+    /// take the small path (one launch), 2^20 the fused one (one launch,
+    /// the finish included), the 8192×8192 rows the small one (8192 items per row), and
     /// the copy and the columns no reduction path or the multi-pass one.
     #[test]
     fn the_bench_cases_name_their_reduction_path() {
@@ -1708,28 +1780,24 @@ mod tests {
         let squares = [256, 512, 1024, 2048, 4096].map(|s| [s, s, s]);
         let transformer = [[4096, 4096, 11008], [8192, 1024, 4096], [128, 4096, 4096]];
         assert_eq!(config.shapes, [&squares[..], &transformer[..]].concat());
+        // (input dtype, kernel prefix, anchor), TF32 after SIMT f32.
         let pairs = [
-            ("f32", "f32", "cublas_sgemm_nn"),
-            ("f64", "f64", "cublas_dgemm_nn"),
-            ("f16", "f32", "cublas_gemmex_f16_f32_nn"),
-            ("f16", "f16", "cublas_gemmex_f16_f16_nn"),
-            ("bf16", "f32", "cublas_gemmex_bf16_f32_nn"),
-            ("bf16", "bf16", "cublas_gemmex_bf16_bf16_nn"),
+            ("f32", "gemm_f32_nn_", "cublas_sgemm_nn"),
+            ("f32", "gemm_tf32_f32_nn_", "cublas_gemmex_tf32_nn"),
+            ("f64", "gemm_f64_nn_", "cublas_dgemm_nn"),
+            ("f16", "gemm_f16_f32_nn_", "cublas_gemmex_f16_f32_nn"),
+            ("f16", "gemm_f16_f16_nn_", "cublas_gemmex_f16_f16_nn"),
+            ("bf16", "gemm_bf16_f32_nn_", "cublas_gemmex_bf16_f32_nn"),
+            ("bf16", "gemm_bf16_bf16_nn_", "cublas_gemmex_bf16_bf16_nn"),
         ];
         let cases = config.cases().unwrap();
         assert_eq!(cases.len(), pairs.len() * config.shapes.len() * 2);
         let per_pair = cases.chunks(2 * config.shapes.len());
-        for ((input, output, anchor), cases) in pairs.into_iter().zip(per_pair) {
+        for ((input, prefix, anchor), cases) in pairs.into_iter().zip(per_pair) {
             for (pair, shape) in cases.chunks(2).zip(&config.shapes) {
                 assert_eq!(pair[0].op, anchor);
-                // The kernel: `gemm_f32_nn_…` (same output) or `gemm_f16_f32_nn_…`.
-                let prefix = if input == output && !input.ends_with("16") {
-                    format!("gemm_{input}_nn_")
-                } else {
-                    format!("gemm_{input}_{output}_nn_")
-                };
                 assert!(
-                    pair[1].op.starts_with(&prefix),
+                    pair[1].op.starts_with(prefix),
                     "{} for {prefix}",
                     pair[1].op
                 );

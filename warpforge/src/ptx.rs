@@ -674,13 +674,14 @@ fn expected(params: &[Param]) -> Vec<Expected> {
                     pointer: false,
                 },
             ]),
-            // Pointer, length, rows, cols, row stride: the shape the host binds.
+            // Pointer, length, rows, cols, row stride, batches, batch stride:
+            // the shape the host binds.
             ParamKind::OutputMatrix => {
                 out.push(Expected {
                     bytes: POINTER_BYTES,
                     pointer: true,
                 });
-                out.extend((0..4).map(|_| Expected {
+                out.extend((0..6).map(|_| Expected {
                     bytes: LENGTH_BYTES,
                     pointer: false,
                 }));
@@ -705,7 +706,8 @@ fn show_expected(params: &[Param]) -> String {
                 p.name, p.ty
             ),
             ParamKind::OutputMatrix => format!(
-                "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride",
+                "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride, \
+                 batches, batch stride",
                 p.name, p.ty
             ),
         })

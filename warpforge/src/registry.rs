@@ -89,15 +89,16 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         name: "gemm",
-        summary: "gemm f32, f64 (SIMT) and f16/bf16 into f32/f16/bf16 (tensor cores) × NN, NT, \
-                  TN, TT: edge shapes around the tile, leading \
+        summary: "gemm f32, f64 (SIMT), f32 through TF32 and f16/bf16 into f32/f16/bf16 \
+                  (tensor cores) × NN, NT, TN, TT: edge shapes around the tile, leading \
                   dimensions past the row length, beta = 0 over a NaN C, against an f64 \
                   reference (exact for integer inputs, else within a bound from k and dtype)",
         verify: verify::verify_gemm,
         bench: Some(Bench {
-            summary: "gemm f32 and f64 (NN), squares 2^8 … 2^N and three rectangular shapes \
-                      (N = 12: 4096×4096×11008, 8192×1024×4096, 128×4096×4096), TFLOP/s \
-                      (2·m·n·k / time) against cuBLAS sgemm/dgemm in the same run where it loads",
+            summary: "gemm f32 (SIMT and TF32), f64, f16 and bf16 (NN), squares 2^8 … 2^N and \
+                      three rectangular shapes (N = 12: 4096×4096×11008, 8192×1024×4096, \
+                      128×4096×4096), TFLOP/s (2·m·n·k / time) against cuBLAS (sgemm, dgemm, \
+                      GemmEx) in the same run where it loads",
             run: |dev, max_log2, timing| {
                 let mut config = GemmBench::defaults(dev);
                 if let Some(n) = max_log2 {
@@ -249,6 +250,8 @@ mod tests {
             ("f16_f16", "128x128x32_s4"),
             ("bf16_f32", "128x128x32_s4"),
             ("bf16_bf16", "128x128x32_s4"),
+            ("tf32_f32", "64x64x16_s3"),
+            ("tf32_f32", "128x128x16_s4"),
         ] {
             for t in ["nn", "nt", "tn", "tt"] {
                 expected.push(format!("gemm_{types}_{t}_{tile}"));
@@ -265,7 +268,7 @@ mod tests {
         // A random length adds one random shape per kernel.
         let reports =
             verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
-        assert_eq!(reports.len(), 48);
+        assert_eq!(reports.len(), 56);
         assert!(reports.iter().all(|r| r.passed() && r.lengths.len() == 11));
     }
 
@@ -279,8 +282,8 @@ mod tests {
         };
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
         let report = run(&dev, Some(4), timing).unwrap();
-        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32, f64, then
-        // f16 and bf16 into f32 and into their own type.
+        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32, f32
+        // through TF32, f64, then f16 and bf16 into f32 and into their own type.
         let shapes = [[16, 16, 16], [16, 16, 43], [32, 4, 16], [1, 16, 16]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
@@ -289,6 +292,7 @@ mod tests {
             .collect();
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
+            "gemm_tf32_f32_nn_64x64x16_s3",
             "gemm_f64_nn_64x64x8",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
@@ -304,13 +308,13 @@ mod tests {
             // A and B read in the input type, C written in the output type.
             let size = |t: &str| match t {
                 "f64" => 8,
-                "f32" => 4,
+                "f32" | "tf32" => 4,
                 _ => 2,
             };
             let types: Vec<&str> =
                 r.op.split('_')
                     .skip(1)
-                    .take_while(|t| t.starts_with(['f', 'b']))
+                    .take_while(|t| t.starts_with(['f', 'b', 't']))
                     .collect();
             let (input, output) = (types[0], *types.last().unwrap());
             assert_eq!(r.flops, Some(2 * (m * n * k) as u64), "{r:?}");
@@ -327,7 +331,7 @@ mod tests {
             );
         }
         // Every cuBLAS case is a skip that says why, and the report says it once.
-        assert_eq!(report.skipped.len(), 24);
+        assert_eq!(report.skipped.len(), 28);
         for s in &report.skipped {
             assert!(s.case.op.starts_with("cublas_"), "{s:?}");
             assert_eq!(s.reason, "cuBLAS: not available on the emulator");

@@ -13,16 +13,18 @@
 //! random lengths.
 //!
 //! GEMM ([`crate::gemm`]) is checked per kernel (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`
-//! on the SIMT cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` on the tensor cores,
-//! one report each) on shapes around its block tile (0, 1, primes, one past
+//! on the SIMT cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` and, with
+//! [`Gemm::tf32`], `gemm_tf32_f32_*` on the tensor cores, one report each) on shapes around its block tile (0, 1, primes, one past
 //! and one short of the tile, tall-skinny and short-wide, `k = 0`), with
 //! leading dimensions past the row length, `alpha`/`beta` including 0 and a
 //! NaN-filled `C` with `beta = 0`, strided batches of 2 and 3 with `A` or
-//! `B` broadcast, against [`reference::gemm`]: small-integer
+//! `B` broadcast and `C` packed, padded between batches or side by side in
+//! each row (its padding must stay), against [`reference::gemm`]: small-integer
 //! inputs must match exactly (the exact result rounded once to the output
 //! type), random ones within [`reference::gemm::tolerance`] (derived from `k`
 //! and the dtype; doubled for the tensor cores' accumulation, plus the
-//! rounding to a narrower output); `C`'s padding must be left untouched and
+//! rounding to a narrower output; for TF32 the reference rounds the
+//! operands to tf32 first, [`reference::gemm::tf32`]); `C`'s padding must be left untouched and
 //! the padding of `A` and `B` (NaN) must not leak.
 //!
 //! conv2d ([`crate::conv2d`]): [`verify_conv2d`], whose module docs list its cases and tolerance.
@@ -447,21 +449,35 @@ struct GemmCase {
     integers: bool,
     /// `C` is all NaN (with `beta = 0` it must not leak).
     nan_c: bool,
-    /// A strided batch of this many GEMMs (1: none); `C` packed
-    /// (`stride_c = m·ldc`), `A` and `B` apart by their extent plus a NaN gap.
+    /// A strided batch of this many GEMMs (1: none); `A` and `B` apart by
+    /// their extent plus a NaN gap, `C` as `c_layout` says.
     batch: usize,
     /// 1: `A` broadcast (`stride_a = 0`); 2: `B` broadcast; 0: neither.
     broadcast: u8,
+    /// Where a batch's `C` starts.
+    c_layout: CLayout,
 }
 
-/// The value `C`'s padding (between `n` and `ldc`) holds; it must stay.
+/// How a batch of `C` matrices is laid out (`stride_c`); every element no
+/// batch owns holds [`C_PADDING`] and must keep it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CLayout {
+    /// Stacked, `stride_c = m·ldc`.
+    Packed,
+    /// Stacked with a gap, `stride_c = m·ldc + 5`.
+    Padded,
+    /// Side by side in each row, `stride_c = n` (`ldc ≥ batch·n`).
+    SideBySide,
+}
+
+/// The value `C`'s padding (between `n` and `ldc`, and between batches) holds; it must stay.
 const C_PADDING: f64 = 7.0;
 
 impl GemmCase {
     fn describe(&self) -> String {
         let p = &self.p;
         format!(
-            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}",
+            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}{}",
             p.m,
             p.n,
             p.k,
@@ -477,6 +493,11 @@ impl GemmCase {
                 (b, 1) => format!(" batch={b} (A broadcast)"),
                 (b, 2) => format!(" batch={b} (B broadcast)"),
                 (b, _) => format!(" batch={b}"),
+            },
+            match (self.batch, self.c_layout) {
+                (1, _) | (_, CLayout::Packed) => "",
+                (_, CLayout::Padded) => " (C padded)",
+                (_, CLayout::SideBySide) => " (C side by side)",
             }
         )
     }
@@ -525,6 +546,23 @@ fn gemm_cases(
             let (alpha, beta, nan_c) = factors[i % factors.len()];
             let a_cols = if trans_a { m } else { k };
             let b_cols = if trans_b { k } else { n };
+            // Some shapes as a strided batch, with A or B broadcast, and C
+            // packed, padded or side by side.
+            let batch = match i % 4 {
+                1 => 2,
+                3 => 3,
+                _ => 1,
+            };
+            let c_layout = match (i / 2) % 3 {
+                0 => CLayout::Packed,
+                1 => CLayout::Padded,
+                _ => CLayout::SideBySide,
+            };
+            let c_row = if c_layout == CLayout::SideBySide {
+                batch * n
+            } else {
+                n
+            };
             GemmCase {
                 p: Problem {
                     m,
@@ -534,19 +572,15 @@ fn gemm_cases(
                     trans_b,
                     lda: a_cols + pad,
                     ldb: b_cols + 2 * pad,
-                    ldc: n + pad,
+                    ldc: c_row + pad,
                 },
                 alpha,
                 beta,
                 integers: i % 3 != 2,
                 nan_c,
-                // Some shapes as a strided batch, with A or B broadcast.
-                batch: match i % 4 {
-                    1 => 2,
-                    3 => 3,
-                    _ => 1,
-                },
+                batch,
                 broadcast: ((i / 4) % 3) as u8,
+                c_layout,
             }
         })
         .collect()
@@ -560,6 +594,10 @@ enum Accumulation {
     /// Tensor-core `mma` in f32, in the hardware's order and rounding: twice
     /// the fused chain's bound.
     TensorCores,
+    /// f32 operands rounded to tf32 ([`Gemm::tf32`]), then as
+    /// `TensorCores`: the reference rounds them too
+    /// ([`reference::gemm::tf32`]).
+    Tf32,
 }
 
 /// Runs one case on `dev` and checks it into `report`: every element of the
@@ -615,27 +653,53 @@ where
     let (br, bc) = p.b_stored();
     let (a, stride_a) = stored(ar, ac, p.lda, case.broadcast == 1);
     let (b, stride_b) = stored(br, bc, p.ldb, case.broadcast == 2);
-    // C: the batches' m × n matrices stacked, `m·ldc` apart.
-    let c: Vec<f64> = (0..needed(nb * p.m, p.n, p.ldc))
-        .map(|i| {
-            if i % p.ldc >= p.n {
-                C_PADDING
-            } else if case.nan_c {
-                f64::NAN
-            } else {
-                TOut::from_f64(draw(case.integers)).to_f64()
+    // C: the batches' m × n matrices `stride_c` apart; `owner` maps each
+    // element to its (batch, row, column), `None` for the padding.
+    let stride_c = match case.c_layout {
+        CLayout::Packed => p.m * p.ldc,
+        CLayout::Padded => p.m * p.ldc + 5,
+        CLayout::SideBySide => p.n,
+    };
+    let extent = needed(p.m, p.n, p.ldc);
+    let c_len = if extent == 0 {
+        0
+    } else {
+        (nb - 1) * stride_c + extent
+    };
+    let mut owner = vec![None; c_len];
+    for z in 0..nb {
+        for i in 0..p.m {
+            for j in 0..p.n {
+                owner[z * stride_c + i * p.ldc + j] = Some((z, i, j));
             }
+        }
+    }
+    let c: Vec<f64> = owner
+        .iter()
+        .map(|o| match o {
+            None => C_PADDING,
+            Some(_) if case.nan_c => f64::NAN,
+            Some(_) => TOut::from_f64(draw(case.integers)).to_f64(),
         })
         .collect();
-    let stride_c = p.m * p.ldc;
+    // TF32: the reference multiplies the operands as the kernel rounds them.
+    let tf32 = matches!(accumulation, Accumulation::Tf32);
+    let operand = |v: &[f64]| -> Vec<f64> {
+        if tf32 {
+            v.iter().map(|&x| reference::gemm::tf32(x)).collect()
+        } else {
+            v.to_vec()
+        }
+    };
+    let (ra, rb) = (operand(&a), operand(&b));
     let want: Vec<_> = (0..nb)
         .map(|z| {
             let c = c.get(z * stride_c..).unwrap_or(&[]);
             reference::gemm::gemm(
                 p,
                 case.alpha,
-                &a[z * stride_a..],
-                &b[z * stride_b..],
+                &ra[z * stride_a..],
+                &rb[z * stride_b..],
                 case.beta,
                 Some(c),
             )
@@ -650,6 +714,7 @@ where
     }
     gemm.trans_a(p.trans_a)
         .trans_b(p.trans_b)
+        .tf32(tf32)
         .alpha(S::from_f64(case.alpha))
         .beta(S::from_f64(case.beta))
         .lda(p.lda)
@@ -662,21 +727,18 @@ where
         .run(dev, &a_buf, &b_buf, &mut c_buf)?;
     let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
     for (index, &g) in got.iter().enumerate() {
-        // Row `row` of the stack is row `i` of batch `z` (m > 0 here: C has rows).
-        let (row, j) = (index / p.ldc, index % p.ldc);
-        let (z, i) = (row / p.m, row % p.m);
-        let want = &want[z];
-        if j >= p.n {
+        let Some((z, i, j)) = owner[index] else {
             let outcome = if g == C_PADDING {
                 Ok(0.0)
             } else {
                 Err(format!(
-                    "C's padding at batch {z}, row {i}, column {j} was overwritten: {g:e}"
+                    "C's padding at element {index} (no batch's) was overwritten: {g:e}"
                 ))
             };
             report.record(&name, index, g, C_PADDING, outcome);
             continue;
-        }
+        };
+        let want = &want[z];
         let exact = want.values[i * p.n + j];
         // Exact inputs: the exact result rounded once to the output type.
         let (w, tolerance) = if case.integers {
@@ -684,7 +746,7 @@ where
         } else {
             let mag = want.magnitudes[i * p.n + j];
             let mut tol = reference::gemm::tolerance(mag, p.k, S::UNIT_ROUNDOFF);
-            if let Accumulation::TensorCores = accumulation {
+            if let Accumulation::TensorCores | Accumulation::Tf32 = accumulation {
                 tol *= 2.0;
             }
             if TOut::UNIT_ROUNDOFF > S::UNIT_ROUNDOFF {
@@ -726,7 +788,10 @@ where
     S: GemmElement + GemmValue,
 {
     for trans in [(false, false), (false, true), (true, false), (true, true)] {
-        let mut gemm = Gemm::<S>::new(0, 0, 0).trans_a(trans.0).trans_b(trans.1);
+        let mut gemm = Gemm::<S>::new(0, 0, 0)
+            .trans_a(trans.0)
+            .trans_b(trans.1)
+            .tf32(matches!(accumulation, Accumulation::Tf32));
         if let Some(config) = config {
             gemm = gemm.tile(config);
         }
@@ -743,12 +808,13 @@ where
 /// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32 and
 /// f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
 /// outputs on the tensor cores with the small tile, then the pairs with a
-/// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), each ×
+/// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), then f32
+/// through TF32 ([`Gemm::tf32`]) with both tiles, each ×
 /// NN, NT, TN, TT: the edge shapes (the tile's), then
 /// one random shape per random length of `lens` (`m·n·k` about that length).
 /// Each report's `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
-    use Accumulation::{FmaChain, TensorCores};
+    use Accumulation::{FmaChain, TensorCores, Tf32};
     let simt = |t: warpforge_kernels::gemm::Tile| ((t.m, t.n, t.k), None);
     let f32_tile = simt(<f32 as GemmElement>::TILE);
     let f64_tile = simt(<f64 as GemmElement>::TILE);
@@ -757,6 +823,14 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
         ((t.m, t.n, t.k), Some(c))
     };
     let (tc, large) = (config(TileConfig::Small), config(TileConfig::Large));
+    let tf32_config = |c: TileConfig| {
+        let t = c.tf32_tile();
+        ((t.m, t.n, t.k), Some(c))
+    };
+    let (tf32, tf32_large) = (
+        tf32_config(TileConfig::Small),
+        tf32_config(TileConfig::Large),
+    );
     let mut r = Vec::new();
     check_gemms::<f32, f32, f32>(dev, rng, lens, f32_tile, FmaChain, &mut r)?;
     check_gemms::<f64, f64, f64>(dev, rng, lens, f64_tile, FmaChain, &mut r)?;
@@ -770,6 +844,8 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     check_gemms::<f16, f16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     check_gemms::<bf16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     check_gemms::<bf16, bf16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
+    check_gemms::<f32, f32, f32>(dev, rng, lens, tf32, Tf32, &mut r)?;
+    check_gemms::<f32, f32, f32>(dev, rng, lens, tf32_large, Tf32, &mut r)?;
     Ok(r)
 }
 

@@ -255,14 +255,46 @@ fn implicit_gemm_across_tiles() {
     }
 }
 
-/// NHWC, groups 1, f16/bf16: the tensor-core implicit GEMM, with the
-/// channel counts that take each gather path (`C % 8 == 0`: `cp.async`
-/// chunks; otherwise element loads), padding on every side, stride and
-/// dilation, and sizes that leave ragged tiles in `N·P·Q`, `K` and `R·S·C`
-/// (several k-steps of 32).
+/// Grouped NHWC (`1 < G < C`) on the implicit GEMMs, one grid z per group:
+/// `C/G` and `K/G` not multiples of 8 (3 and 67: two column tiles, the last
+/// ragged, so a group's tiles end inside the next group's columns' row) and
+/// multiples (16 and 24, the tensor-core gather's `cp.async` chunks at a
+/// group's channel offset), bias (the group's slice of it) and ReLU, on the
+/// SIMT f32 and tensor-core f16/bf16 kernels; exact against the reference.
+#[test]
+fn grouped_nhwc_runs_per_group_on_the_implicit_gemm() {
+    let dev = Device::emulator();
+    for (c, k, groups) in [(6, 134, 2), (15, 21, 3), (48, 72, 3), (10, 25, 5)] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, c, 7, 9], [k, c / groups, 3, 2])
+            .padding(Padding::uniform(1))
+            .stride(1, 2)
+            .groups(groups)
+            .relu(true);
+        assert_eq!(
+            conv.kernel_name::<f32>().unwrap(),
+            "conv2d_nhwc_f32_64x64x16"
+        );
+        assert_eq!(check::<f32>(&dev, &conv, true, 31), Algorithm::ImplicitGemm);
+        assert_eq!(check::<f16>(&dev, &conv, true, 32), Algorithm::ImplicitGemm);
+        assert_eq!(
+            check::<bf16>(&dev, &conv, false, 33),
+            Algorithm::ImplicitGemm
+        );
+    }
+}
+
+/// NHWC, 1–3 groups, f16/bf16: the tensor-core implicit GEMM (one grid z
+/// per group), with the channel counts per group that take each gather
+/// path (`C/G % 8 == 0`: `cp.async` chunks; otherwise element loads),
+/// padding on every side, stride and dilation, and sizes that leave ragged
+/// tiles in `N·P·Q`, `K/G` and `R·S·C/G` (several k-steps of 32).
 fn tensor_core_cases() -> impl Strategy<Value = Case> {
     (
-        (1usize..=2, prop::sample::select(vec![3usize, 8, 16, 13])),
+        (
+            1usize..=2,
+            prop::sample::select(vec![3usize, 8, 16, 13]),
+            1usize..=3,
+        ),
         (1usize..=70, 1usize..=3, 1usize..=3),
         (1usize..=2, 1usize..=2, 1usize..=2, 1usize..=2),
         (0usize..=2, 0usize..=2, 0usize..=2, 0usize..=2),
@@ -271,8 +303,8 @@ fn tensor_core_cases() -> impl Strategy<Value = Case> {
     )
         .prop_map(
             |(
-                (n, c),
-                (k, r, s),
+                (n, cg, groups),
+                (kg, r, s),
                 (sh, sw, dh, dw),
                 (top, bottom, left, right),
                 (eh, ew),
@@ -282,9 +314,9 @@ fn tensor_core_cases() -> impl Strategy<Value = Case> {
                 Case {
                     layout: Layout::Nhwc,
                     n,
-                    c,
-                    k,
-                    groups: 1,
+                    c: cg * groups,
+                    k: kg * groups,
+                    groups,
                     h: er.saturating_sub(top + bottom).max(1) + eh,
                     w: es.saturating_sub(left + right).max(1) + ew,
                     r,
@@ -376,7 +408,16 @@ fn algorithm_rule() {
         nhwc(4, 8, 1).algorithm::<f32>().unwrap(),
         Algorithm::ImplicitGemm
     );
-    assert_eq!(nhwc(4, 8, 2).algorithm::<f32>().unwrap(), Algorithm::Direct);
+    // Grouped NHWC: one implicit GEMM per group (its output channels a
+    // side-by-side batch of columns).
+    assert_eq!(
+        nhwc(4, 8, 2).algorithm::<f32>().unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nhwc(4, 8, 2).kernel_name::<f32>().unwrap(),
+        "conv2d_nhwc_f32_64x64x16"
+    );
     assert_eq!(
         nchw(4, 8, 4).algorithm::<f32>().unwrap(),
         Algorithm::Depthwise
@@ -399,7 +440,11 @@ fn algorithm_rule() {
     );
     assert_eq!(
         nhwc(4, 8, 2).algorithm::<bf16>().unwrap(),
-        Algorithm::Direct
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        nhwc(6, 9, 3).kernel_name::<f16>().unwrap(),
+        "conv2d_nhwc_f16_64x64x32_s3"
     );
     assert_eq!(
         nhwc(4, 8, 1).kernel_name::<f16>().unwrap(),

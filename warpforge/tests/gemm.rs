@@ -528,8 +528,7 @@ fn micro_tiles_partition_each_block_tile_for_any_block() {
     // 6 × 8 tiles of 3 × 2 micro-tiles of 2 × 4: threads 0..6 own them.
     for (rows, cols, stride) in [(6usize, 8usize, 8usize), (13, 17, 20), (1, 1, 1), (5, 9, 9)] {
         // One matrix, and a batch of 3 stacked (`OutMatrix::batch`: block z
-        // works in rows z·rows ..), plus a last row that no batch owns
-        // (3·rows + 1 rows cut in 3: rows each, 1 left over).
+        // works in rows z·rows ..), plus a last row that no batch owns.
         for nz in [1usize, 3] {
             let grid = Dim3::new(cols.div_ceil(8) as u32, rows.div_ceil(6) as u32, nz as u32);
             let all = nz * rows + usize::from(nz > 1);
@@ -548,8 +547,12 @@ fn micro_tiles_partition_each_block_tile_for_any_block() {
                     own_micro_tiles,
                     cfg,
                     (
-                        count.matrix_mut(all, cols, stride).unwrap(),
-                        owner.matrix_mut(all, cols, stride).unwrap(),
+                        count
+                            .batched_matrix_mut(rows, cols, stride, nz, rows * stride)
+                            .unwrap(),
+                        owner
+                            .batched_matrix_mut(rows, cols, stride, nz, rows * stride)
+                            .unwrap(),
                     ),
                 )
                 .unwrap();
@@ -573,6 +576,31 @@ fn micro_tiles_partition_each_block_tile_for_any_block() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// On a GPU: the exact property (f32 and f64, bit for bit, padding kept)
+/// on every transpose, at the edge shapes and at large ragged ones (two
+/// grid columns and many rows of tiles, a deep k), with a NaN-filled `C`
+/// and `beta = 0` among them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_gemm_matches_the_exact_reference() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let shapes = [
+        (0, 5, 3),
+        (1, 1, 1),
+        (65, 63, 17),
+        (1000, 130, 77),
+        (129, 1030, 40),
+        (70, 66, 2000),
+    ];
+    for (s, &shape) in shapes.iter().enumerate() {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            let seed = (s * 4 + t) as u64 + 7000;
+            case(shape, trans, (s + t) % 4, 2.0, -0.5, None, seed).check(&gpu);
+            case(shape, trans, 1, 1.0, 0.0, Some(f64::NAN), seed).check(&gpu);
         }
     }
 }

@@ -1,8 +1,11 @@
 //! Strided batched `warpforge::gemm` (`Gemm::batch`, `stride_a/b/c`) on the
 //! emulator, every dtype path (SIMT f32 and f64, tensor-core f16 and bf16
 //! inputs), against a CPU reference in f64: batch counts 1–4, A or B
-//! broadcast (stride 0) or strided (strides past the extent too), random
-//! transposes, `beta` 0 (C NaN-filled: never read) or not; then the errors.
+//! broadcast (stride 0) or strided (strides past the extent too), C's
+//! batches packed, stacked with padding (`ldc > n`, `stride_c` past the
+//! extent) or side by side (column ranges of one wider matrix), random
+//! transposes, `beta` 0 (C NaN-filled: never read) or not, every element of
+//! C outside the batches a sentinel that must survive; then the errors.
 //!
 //! Exact cases, as in `gemm_tensor.rs`: small integer operands, `k ≤ 24`,
 //! `alpha`, `beta` small integers, so every partial sum is an integer far
@@ -39,6 +42,38 @@ val!(f64, |x| x, |x| x);
 val!(f16, f16::from_f64, f16::to_f64);
 val!(bf16, bf16::from_f64, bf16::to_f64);
 
+#[derive(Clone, Copy, Debug)]
+enum CLayout {
+    /// `ldc = n`, `stride_c = m·n` (the default).
+    Packed,
+    /// `ldc = n + c_pad`, `stride_c = (m − 1)·ldc + n + c_gap`.
+    Stacked,
+    /// `stride_c = n + c_gap`, `ldc = (batch − 1)·stride_c + n + c_pad`.
+    SideBySide,
+}
+
+impl CLayout {
+    /// `(ldc, stride_c)` for an `m × n` C of `batch` batches.
+    fn strides(
+        self,
+        (m, n, batch): (usize, usize, usize),
+        pad: usize,
+        gap: usize,
+    ) -> (usize, usize) {
+        match self {
+            CLayout::Packed => (n, m * n),
+            CLayout::Stacked => {
+                let ldc = n + pad;
+                (ldc, (m - 1) * ldc + n + gap)
+            }
+            CLayout::SideBySide => {
+                let stride = n + gap;
+                ((batch - 1) * stride + n + pad, stride)
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Case {
     m: usize,
@@ -51,6 +86,12 @@ struct Case {
     broadcast: u8,
     /// Extra elements between batches of A and B beyond the extent.
     gap: usize,
+    /// C's batches: packed, stacked with padding, or side by side.
+    c_layout: CLayout,
+    /// C's padding: extra elements per row (`ldc − ` the rows' need) and
+    /// between batches.
+    c_pad: usize,
+    c_gap: usize,
     alpha: i8,
     beta: i8,
     seed: u64,
@@ -61,13 +102,27 @@ fn cases() -> impl Strategy<Value = Case> {
         (1usize..20, 1usize..20, 0usize..24, 1usize..=4),
         (any::<bool>(), any::<bool>(), 0u8..3, 0usize..3),
         (
+            prop_oneof![
+                Just(CLayout::Packed),
+                Just(CLayout::Stacked),
+                Just(CLayout::SideBySide)
+            ],
+            0usize..3,
+            0usize..3,
+        ),
+        (
             -2i8..=2,
             prop_oneof![Just(0i8), Just(1i8), Just(-2i8)],
             any::<u64>(),
         ),
     )
         .prop_map(
-            |((m, n, k, batch), (trans_a, trans_b, broadcast, gap), (alpha, beta, seed))| Case {
+            |(
+                (m, n, k, batch),
+                (trans_a, trans_b, broadcast, gap),
+                (c_layout, c_pad, c_gap),
+                (alpha, beta, seed),
+            )| Case {
                 m,
                 n,
                 k,
@@ -76,12 +131,18 @@ fn cases() -> impl Strategy<Value = Case> {
                 trans_b,
                 broadcast,
                 gap,
+                c_layout,
+                c_pad,
+                c_gap,
                 alpha,
                 beta,
                 seed,
             },
         )
 }
+
+/// C's elements outside every batch: exact in f16, bf16, f32 and f64.
+const SENTINEL: f64 = -77.0;
 
 /// Small integers in [-3, 3] from a seed (xorshift).
 fn ints(len: usize, seed: &mut u64) -> Vec<f64> {
@@ -107,6 +168,9 @@ where
         trans_b,
         broadcast,
         gap,
+        c_layout,
+        c_pad,
+        c_gap,
         alpha,
         beta,
         seed,
@@ -118,14 +182,26 @@ where
     let stride_b = if broadcast == 2 { 0 } else { b_ext + gap };
     let a_len = (batch - 1) * stride_a + a_ext;
     let b_len = (batch - 1) * stride_b + b_ext;
-    let c_len = batch * m * n;
+    let (ldc, stride_c) = c_layout.strides((m, n, batch), c_pad, c_gap);
+    let c_len = (batch - 1) * stride_c + (m - 1) * ldc + n;
+    let c_at = |z: usize, i: usize, j: usize| z * stride_c + i * ldc + j;
     let a = ints(a_len, &mut seed);
     let b = ints(b_len, &mut seed);
-    let c0 = if beta == 0 {
-        vec![f64::NAN; c_len]
-    } else {
-        ints(c_len, &mut seed)
-    };
+    // Outside the batches a sentinel (exact in every type) that no write
+    // may touch; inside NaN when beta = 0 (never read), else integers.
+    let mut c0 = vec![SENTINEL; c_len];
+    let mut in_batch = vec![false; c_len];
+    let fill = ints(c_len, &mut seed);
+    for z in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let e = c_at(z, i, j);
+                assert!(!in_batch[e], "the test's C layout overlaps at {e}");
+                in_batch[e] = true;
+                c0[e] = if beta == 0 { f64::NAN } else { fill[e] };
+            }
+        }
+    }
     let da = dev
         .upload(&a.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())
         .unwrap();
@@ -143,10 +219,20 @@ where
         .batch(batch)
         .stride_a(stride_a)
         .stride_b(stride_b)
-        .stride_c(m * n)
+        .ldc(ldc)
+        .stride_c(stride_c)
         .run(dev, &da, &db, &mut dc)
         .unwrap();
     let got = dc.to_host().unwrap();
+    for (e, &inside) in in_batch.iter().enumerate() {
+        if !inside {
+            assert_eq!(
+                got[e].to_f64(),
+                SENTINEL,
+                "C[{e}] between batches, {case:?}"
+            );
+        }
+    }
     for z in 0..batch {
         for i in 0..m {
             for j in 0..n {
@@ -156,7 +242,7 @@ where
                     let bv = b[z * stride_b + if trans_b { j * ldb + p } else { p * ldb + j }];
                     acc += av * bv;
                 }
-                let e = z * m * n + i * n + j;
+                let e = c_at(z, i, j);
                 let mut want = f64::from(alpha) * acc;
                 if beta != 0 {
                     want += f64::from(beta) * c0[e];
@@ -204,7 +290,7 @@ fn batched_error_messages_have_no_runs_of_spaces() {
     let messages = [
         // "B: a batch of 2 with stride_b = 20 needs (2 − 1)·20 + 20 = 40 elements …"
         err(g.run(&dev, &a, &b, &mut c)),
-        // C's batches overlapping: "… (3 × 5 with ldc = 5): … two batches write one element …"
+        // C's batches overlapping: "C, 2 batches of 3 × 5 with ldc = 5, … (two batches would write one element) …"
         err(g.stride_b(0).stride_c(7).run(&dev, &a, &b, &mut c)),
         err(g.stride_b(0).run(&dev, &a, &b, &mut short)),
     ];
@@ -214,7 +300,7 @@ fn batched_error_messages_have_no_runs_of_spaces() {
         messages[0]
     );
     assert!(
-        messages[1].contains("with ldc = 5") && messages[1].contains("two batches write"),
+        messages[1].contains("with ldc = 5") && messages[1].contains("two batches would write"),
         "{}",
         messages[1]
     );
@@ -257,10 +343,17 @@ fn batched_errors_name_the_operand_and_sizes() {
         .stride_c(0)
         .run(&dev, &a, &b, &mut c)
         .unwrap();
-    // A C stride past the packed one: not supported, said so.
+    // A C stride past the packed one: stacked with a gap, accepted (its
+    // results are checked in `gemm_strided_c.rs`).
     let mut big = dev.alloc_zeroed::<f32>(100).unwrap();
-    let e = err(g.stride_b(0).stride_c(20).run(&dev, &a, &b, &mut big));
-    assert!(e.contains("stride_c = 20") && e.contains("m·ldc"), "{e}");
+    g.stride_b(0)
+        .stride_c(20)
+        .run(&dev, &a, &b, &mut big)
+        .unwrap();
+    // Side by side needs the batches within one row of ldc: with ldc = 5
+    // there is no room for a second 5-column batch.
+    let e = err(g.stride_b(0).stride_c(5).ldc(5).run(&dev, &a, &b, &mut c));
+    assert!(e.contains("stride_c = 5") && e.contains("overlap"), "{e}");
     // C too short.
     let mut short = dev.alloc_zeroed::<f32>(29).unwrap();
     let e = err(g.stride_b(0).run(&dev, &a, &b, &mut short));
@@ -293,4 +386,35 @@ fn batched_errors_name_the_operand_and_sizes() {
         .batch(0)
         .run(&dev, &a, &b, &mut c)
         .unwrap();
+}
+
+/// C's batches padded or side by side across several block tiles in both
+/// directions (m, n past every tile configuration's block tile), on the SIMT
+/// and tensor-core kernels, beta ≠ 0 (C read) and beta = 0 (never read).
+#[test]
+fn strided_c_batches_span_several_tiles() {
+    let dev = Device::emulator();
+    for c_layout in [CLayout::Stacked, CLayout::SideBySide] {
+        for beta in [0i8, -2] {
+            let case = Case {
+                m: 133,
+                n: 141,
+                k: 19,
+                batch: 3,
+                trans_a: false,
+                trans_b: true,
+                broadcast: 0,
+                gap: 1,
+                c_layout,
+                c_pad: 3,
+                c_gap: 5,
+                alpha: 2,
+                beta,
+                seed: 0x5eed,
+            };
+            check::<f32, f32>(&dev, &case);
+            check::<f16, f32>(&dev, &case);
+            check::<bf16, bf16>(&dev, &case);
+        }
+    }
 }

@@ -744,3 +744,39 @@ fn shapes_are_checked_before_launching() {
         .to_string();
     assert!(err.contains("B is stored 3 × 3"), "{err}");
 }
+
+/// On a GPU: the exact property on every input × output pair, every
+/// transpose and both tiles, at ragged shapes, a grid of many large tiles
+/// and a deep k (every partial sum still an integer below 2²⁴), plus `beta
+/// = 0` over a NaN-filled `C`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tensor_gemm_matches_the_exact_reference() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let shapes = [
+        (67, 70, 77),
+        (131, 139, 173),
+        (1030, 1000, 40),
+        (257, 263, 1100),
+    ];
+    for (s, &shape) in shapes.iter().enumerate() {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            let seed = (s * 4 + t) as u64 + 8000;
+            let c = case(
+                shape,
+                trans,
+                (s + t) % 2 * 3,
+                -1.0,
+                0.5,
+                None,
+                seed,
+                small_int,
+            );
+            c.check_outputs::<f16>(&gpu);
+            c.check_outputs::<bf16>(&gpu);
+            let nan = case(shape, trans, 0, 1.0, 0.0, Some(f64::NAN), seed, small_int);
+            nan.check::<f16, f32>(&gpu, Large);
+            nan.check::<bf16, bf16>(&gpu, Small);
+        }
+    }
+}

@@ -263,28 +263,58 @@ proptest! {
     }
 
     /// Any grid and 1-D block (partial warps, fewer or more warps than the
-    /// 6 warp tiles), a batch per z: every element is written at most once,
-    /// exactly by the warp an independent reference names (block (y, x) of
-    /// batch z, warp w < 6 at warp tile (w / 3, w mod 3), the lane that
-    /// holds the element in the accumulator layout), nothing else.
+    /// 6 warp tiles), batches stacked (packed or padded) or side by side
+    /// (column ranges of one wider matrix, with or without gaps), a grid
+    /// with fewer, as many or more z than batches: every element is written
+    /// at most once, exactly by the warp an independent reference names
+    /// (block (y, x) of batch z < batches and z < gridDim.z, warp w < 6 at
+    /// warp tile (w / 3, w mod 3), the lane that holds the element in the
+    /// accumulator layout), nothing else (the gaps between batches and
+    /// rows stay 0).
     #[test]
     fn warp_grid_tiles_are_written_once_by_the_warp_that_owns_them(
-        (gx, gy, gz) in (1u32..4, 1u32..4, 1u32..3),
+        (gx, gy, gz) in (1u32..4, 1u32..4, 1u32..4),
         threads in 1u32..300,
-        rows_per in 0usize..80,
-        cols in 0usize..120,
-        pad in 0usize..3,
+        rows in 0usize..70,
+        cols in 0usize..100,
+        batches in 1usize..4,
+        side_by_side in any::<bool>(),
+        (pad, gap) in (0usize..3, 0usize..3),
     ) {
         let dev = Device::emulator();
-        let stride = cols + pad;
-        let rows = rows_per * gz as usize;
-        let len = if rows == 0 { 0 } else { (rows - 1) * stride + cols };
+        // Stacked: rows `cols + pad` apart, batches the span + gap apart.
+        // Side by side: batches `cols + gap` apart along one row.
+        let (stride, batch_stride) = if side_by_side {
+            ((batches - 1) * (cols + gap) + cols + pad, cols + gap)
+        } else {
+            let stride = cols + pad;
+            (stride, rows.saturating_sub(1) * stride + cols + gap)
+        };
+        let len = if rows == 0 || cols == 0 {
+            0
+        } else {
+            (batches - 1) * batch_stride + (rows - 1) * stride + cols
+        };
+        // The independent reference's address map: (batch, row, col) of each element.
+        let mut at = vec![None; len];
+        for b in 0..batches {
+            for r in 0..rows {
+                for c in 0..cols {
+                    let e = b * batch_stride + r * stride + c;
+                    prop_assert!(at[e].is_none(), "the test's layout overlaps at {}", e);
+                    at[e] = Some((b, r, c));
+                }
+            }
+        }
         let mut count = dev.alloc_zeroed::<f32>(len).unwrap();
         let mut owner = dev.alloc_zeroed::<f32>(len).unwrap();
         dev.launch(
             own_warp_grid,
             LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(threads)),
-            (count.matrix_mut(rows, cols, stride).unwrap(), owner.matrix_mut(rows, cols, stride).unwrap()),
+            (
+                count.batched_matrix_mut(rows, cols, stride, batches, batch_stride).unwrap(),
+                owner.batched_matrix_mut(rows, cols, stride, batches, batch_stride).unwrap(),
+            ),
         )
         .unwrap();
         let warps = threads.div_ceil(32) as usize;
@@ -298,23 +328,60 @@ proptest! {
         }
         let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
         for e in 0..len {
-            let (row, c) = (e / stride, e % stride);
-            let r = row % rows_per.max(1); // the row in its batch
-            // The owner by the reference: block (r / 32, c / 48), warp tile
-            // ((r mod 32) / 16, (c mod 48) / 16), warp 3·row + col, if the
-            // grid and the block have them.
-            let (by, bx) = (r / 32, c / 48);
-            let w = ((r % 32) / 16) * 3 + (c % 48) / 16;
-            // … and if the lane that holds it is in the (last, maybe partial) warp.
-            let lane = lane_of[r % 16][c % 8];
-            let owned = c < cols
-                && by < gy as usize
-                && bx < gx as usize
-                && w < warps.min(6)
-                && 32 * w as u32 + lane < threads;
-            prop_assert_eq!(count[e], if owned { 1.0 } else { 0.0 }, "count at ({}, {})", row, c);
-            prop_assert_eq!(owner[e], if owned { w as f32 + 1.0 } else { 0.0 }, "owner at ({}, {})", row, c);
+            // The owner by the reference: batch z = b's block (r / 32, c / 48),
+            // warp tile ((r mod 32) / 16, (c mod 48) / 16), warp 3·row + col,
+            // if the grid and the block have them, and the lane that holds
+            // it is in the (last, maybe partial) warp.
+            let owned = at[e].is_some_and(|(b, r, c)| {
+                let (by, bx) = (r / 32, c / 48);
+                let w = ((r % 32) / 16) * 3 + (c % 48) / 16;
+                let lane = lane_of[r % 16][c % 8];
+                b < gz as usize
+                    && by < gy as usize
+                    && bx < gx as usize
+                    && w < warps.min(6)
+                    && 32 * w as u32 + lane < threads
+            });
+            let w = at[e].map_or(0, |(_, r, c)| ((r % 32) / 16) * 3 + (c % 48) / 16);
+            prop_assert_eq!(count[e], if owned { 1.0 } else { 0.0 }, "count at {} ({:?})", e, at[e]);
+            prop_assert_eq!(owner[e], if owned { w as f32 + 1.0 } else { 0.0 }, "owner at {} ({:?})", e, at[e]);
         }
+    }
+
+    /// Batches that could share an element are refused at binding, naming
+    /// the sizes; the two sufficient layouts at their limits are accepted;
+    /// the binding's arithmetic never wraps.
+    #[test]
+    fn a_batch_binding_that_could_overlap_is_refused(
+        rows in 1usize..20, cols in 1usize..20, pad in 0usize..4, batches in 2usize..5,
+    ) {
+        let dev = Device::emulator();
+        let stride = cols + pad;
+        let span = (rows - 1) * stride + cols;
+        let mut y = dev.alloc_zeroed::<f32>((batches - 1) * span.max(stride) + span).unwrap();
+        // Stacked: a batch stride of the span exactly fits; one less overlaps
+        // (unless it is still side by side: one row, batches along it).
+        prop_assert!(y.batched_matrix_mut(rows, cols, stride, batches, span).is_ok());
+        let short = y.batched_matrix_mut(rows, cols, stride, batches, span - 1);
+        let side_fits = span > cols && (batches - 1) * (span - 1) + cols <= stride;
+        prop_assert_eq!(short.is_ok(), side_fits);
+        if let Err(e) = short {
+            let msg = e.to_string();
+            prop_assert!(msg.contains(&format!("batch stride {}", span - 1)), "{}", msg);
+            prop_assert!(msg.contains(&format!("{span} elements")), "{}", msg);
+        }
+        // Side by side: the batches across one row of `batches·cols`.
+        let wide = batches * cols;
+        let mut z = dev.alloc_zeroed::<f32>(rows * wide + batches).unwrap();
+        prop_assert!(z.batched_matrix_mut(rows, cols, wide, batches, cols).is_ok());
+        // A batch stride under the columns overlaps, with several rows or one.
+        prop_assert!(z.batched_matrix_mut(rows, cols, wide, batches, cols - 1).is_err());
+        // The last batch past the row end: not side by side; stacked only
+        // with one row (then the batches follow each other along it).
+        let past = z.batched_matrix_mut(rows, cols, wide, batches, cols + 1);
+        prop_assert_eq!(past.is_ok(), rows == 1);
+        // Sizes whose extent wraps a usize are refused, not wrapped.
+        prop_assert!(z.batched_matrix_mut(rows, cols, stride, usize::MAX, usize::MAX).is_err());
     }
 
     #[test]
@@ -380,4 +447,15 @@ fn a_matrix_that_does_not_fit_its_buffer_is_refused_before_launch() {
     assert!(y.matrix_mut(1, 6, 5).is_err());
     assert!(y.matrix_mut(usize::MAX, 2, usize::MAX).is_err());
     assert!(y.matrix_mut(0, 0, 0).is_ok());
+    // Two 1 × 5 batches: stacked 5 apart fit exactly in 10; 6 apart need 11.
+    assert!(y.batched_matrix_mut(1, 5, 5, 2, 5).is_ok());
+    let e = y
+        .batched_matrix_mut(1, 5, 5, 2, 6)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("needs 11 elements") && e.contains("has 10"),
+        "{e}"
+    );
 }

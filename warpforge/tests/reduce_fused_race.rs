@@ -1,11 +1,13 @@
 //! The one-launch rows reduction publishes its partial states with a fence
-//! and an atomic ticket (the "last block" pattern): the emulator's race
+//! and an atomic ticket (the "last block" pattern), and its last block
+//! combines them and writes the finished outputs: the emulator's race
 //! detector accepts it, and reports the same kernel without its fences.
 
 use warpforge::{Device, Dim3, Error, Fault, LaunchConfig};
 use warpforge_device::Out;
-use warpforge_kernels::reduce::state::Sum;
-use warpforge_kernels::reduce::{BLOCK_THREADS, reduce_fused_sum_f32};
+use warpforge_kernels::reduce::State;
+use warpforge_kernels::reduce::state::{Sum, SumState};
+use warpforge_kernels::reduce::{BLOCK_THREADS, finish, reduce_fused_sum_f32};
 use warpforge_kernels::reduce::{fused_scratch_words, rows_fused_without_fences, vectored};
 use warpforge_macros::kernel;
 
@@ -15,14 +17,18 @@ fn fused_sum_without_fences(
     rows: u64,
     len: u64,
     mut scratch: Out<u64>,
-    mut finals: Out<u64>,
+    mut out: Out<f32>,
 ) {
     rows_fused_without_fences(
         rows,
         len,
         vectored::<f32, Sum>(x),
         &mut scratch,
-        &mut finals,
+        |row, state: SumState<f32>| {
+            if let Some(mut slot) = out.at(row as usize) {
+                slot.set(f32::from_bits(state.encode()[0] as u32));
+            }
+        },
     );
 }
 
@@ -34,25 +40,24 @@ fn the_last_block_pattern_is_race_free_and_without_fences_a_race() {
     let words = fused_scratch_words(1, len) as usize;
     let cfg = LaunchConfig::new(Dim3::x(4), Dim3::x(BLOCK_THREADS));
     let mut scratch = dev.alloc_zeroed::<u64>(words).unwrap();
-    let mut finals = dev.alloc_zeroed::<u64>(2).unwrap();
-    for _ in 0..3 {
+    let mut out = dev.alloc_zeroed::<f32>(1).unwrap();
+    for mean in [false, true, false] {
         // The ticket is back at 0 after each launch: no memset between them.
+        let code = if mean { finish::MEAN } else { finish::VALUE };
         dev.launch(
             reduce_fused_sum_f32,
             cfg,
-            (&x, 1u64, len, &mut scratch, &mut finals),
+            (&x, 1u64, len, code, &mut scratch, &mut out),
         )
         .unwrap();
-        assert_eq!(
-            f32::from_bits(finals.to_host().unwrap()[0] as u32),
-            40_000.0
-        );
+        let want = if mean { 1.0 } else { 40_000.0 };
+        assert_eq!(out.to_host().unwrap(), [want], "mean {mean}");
         assert_eq!(scratch.to_host().unwrap()[0], 0);
     }
     let e = match dev.launch(
         fused_sum_without_fences,
         cfg,
-        (&x, 1u64, len, &mut scratch, &mut finals),
+        (&x, 1u64, len, &mut scratch, &mut out),
     ) {
         Err(Error::KernelFault {
             emulated: Some(e), ..

@@ -639,3 +639,248 @@ fn small_path_has_the_same_bits_at_every_grid_size_in_emulator() {
         }
     }
 }
+
+/// Row lengths of the fused path (more than one unit per row): a unit and
+/// one item, two units and 7, eight and 3 (none a multiple of a vector
+/// width, so rows after the first start mid-vector), one past the small
+/// path's threshold, and 512² + 1 (two combine levels in the last block).
+const FUSED_LENGTHS: &[usize] = &[513, 1031, 8 * 512 + 3, THRESHOLD + 1, 512 * 512 + 1];
+
+/// Every op of `T` on the one-launch fused path (forced, where the rows are
+/// short enough for the small path) against the multi-pass path, bit for
+/// bit, at 1, 2, 3, 64 blocks and the device's wave: whole tensors and 3
+/// rows (2 for the longer lengths), small integers (exact sums, ties at the
+/// extremes), then, for floats, the same with NaN at a row's head, in the
+/// middle and at the tail (two in row 0: the first wins argmin/argmax). Where `Auto` takes the fused path it is also checked against
+/// the reference.
+fn fused_path_matches_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (&len, with_nan) in FUSED_LENGTHS.iter().flat_map(|l| [(l, false), (l, true)]) {
+        if with_nan && T::nan().is_none() {
+            continue;
+        }
+        let rows = match len {
+            ..=4096 => 3,
+            4097..=THRESHOLD => 2,
+            _ => 1, // the whole tensor alone: rows would only repeat it
+        };
+        let mut x: Vec<T> = (0..rows * len)
+            .map(|_| T::small(rng.random_range(-8..=8)))
+            .collect();
+        if let (true, Some(nan)) = (with_nan, T::nan()) {
+            x[len / 3] = nan; // row 0: the first NaN wins
+            x[len - 1] = nan;
+            x[rows * len - 1] = nan; // the last row's tail
+            if rows > 1 {
+                x[len] = nan; // row 1's head
+            }
+        }
+        let mut shapes = vec![(vec![len], None)];
+        if rows > 1 {
+            shapes.push((vec![rows, len], Some(1)));
+        }
+        for (shape, axis) in shapes {
+            let x = &x[..shape.iter().product()];
+            let layout = Layout::new(x.len(), &shape, axis).unwrap();
+            let auto = layout.path(Path::Auto).unwrap();
+            assert_eq!(auto == Path::Fused, len > THRESHOLD, "{shape:?}: {auto:?}");
+            assert_eq!(layout.path(Path::Fused).unwrap(), Path::Fused, "{shape:?}");
+            for &op in ops {
+                let ctx = format!("{op} of {:?} {shape:?}, NaN {with_nan}", T::DTYPE);
+                let with = |max_blocks, path| ReduceOptions { max_blocks, path };
+                let want = bits_with(dev, op, x, &shape, axis, with(7, Path::MultiPass));
+                for max_blocks in [1, 2, 3, 64, ReduceOptions::AUTO] {
+                    let got = bits_with(dev, op, x, &shape, axis, with(max_blocks, Path::Fused));
+                    assert_eq!(got, want, "{ctx} at {max_blocks} blocks");
+                }
+                if auto == Path::Fused {
+                    check(dev, op, x, &shape, axis); // against the reference
+                }
+            }
+        }
+    }
+}
+
+/// Every dtype's ops on `dev` ([`fused_path_matches_multi_pass`]).
+fn fused_path_matches_multi_pass_every_dtype(dev: &Device) {
+    fused_path_matches_multi_pass::<f32>(dev, &Op::ALL, 31);
+    fused_path_matches_multi_pass::<f64>(dev, &Op::ALL, 32);
+    fused_path_matches_multi_pass::<f16>(dev, &Op::ALL, 33);
+    fused_path_matches_multi_pass::<bf16>(dev, &Op::ALL, 34);
+    fused_path_matches_multi_pass::<i32>(dev, INT_OPS, 35);
+    fused_path_matches_multi_pass::<i64>(dev, INT_OPS, 36);
+    fused_path_matches_multi_pass::<u32>(dev, INT_OPS, 37);
+}
+
+#[test]
+fn fused_path_matches_multi_pass_in_emulator() {
+    fused_path_matches_multi_pass_every_dtype(&Device::emulator());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_path_matches_multi_pass_on_gpu() {
+    fused_path_matches_multi_pass_every_dtype(&Device::gpu(0).expect("this test needs a CUDA GPU"));
+}
+
+/// Column counts around every vector width (2, 4, 8) and a warp's 32
+/// groups: most are not multiples of the width, so most rows' column groups
+/// start mid-vector (scalar loads) and the last group of a row is partial.
+const INNERS: &[usize] = &[
+    1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    33,
+    37,
+    67,
+    256 + 8,
+    256 + 3,
+];
+
+/// Lengths of the reduced axis around the 64-item column unit.
+const COL_LENGTHS: &[usize] = &[1, 2, 63, 64, 65, 129];
+
+/// Every op of `T` along an outer axis (`[len, inner]`, axis 0) and a middle
+/// one (`[3, len, inner]`, axis 1) at every column count of [`INNERS`],
+/// against the reference (sums of small integers exactly): ties at the
+/// extremes, and for floats NaN at column 0's head, the last column's tail
+/// and twice in column 1 (the first wins argmin/argmax).
+fn every_op_along_columns<T: Small>(ops: &[Op], seed: u64) {
+    let dev = Device::emulator();
+    let mut rng = StdRng::seed_from_u64(seed);
+    for &inner in INNERS {
+        for &len in COL_LENGTHS {
+            for with_nan in [false, true] {
+                if with_nan && T::nan().is_none() {
+                    continue;
+                }
+                for (shape, axis) in [(vec![len, inner], 0), (vec![3, len, inner], 1)] {
+                    let n: usize = shape.iter().product();
+                    let mut x: Vec<T> =
+                        (0..n).map(|_| T::small(rng.random_range(-8..=8))).collect();
+                    if let (true, Some(nan)) = (with_nan, T::nan()) {
+                        x[0] = nan;
+                        x[n - 1] = nan;
+                        if inner > 1 {
+                            x[(len / 2) * inner + 1] = nan;
+                            x[(len - 1) * inner + 1] = nan;
+                        }
+                    }
+                    for &op in ops {
+                        check(&dev, op, &x, &shape, Some(axis));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_columns_at_every_vector_boundary_in_emulator() {
+    every_op_along_columns::<f32>(&Op::ALL, 41);
+}
+#[test]
+fn f64_columns_at_every_vector_boundary_in_emulator() {
+    every_op_along_columns::<f64>(&Op::ALL, 42);
+}
+#[test]
+fn f16_columns_at_every_vector_boundary_in_emulator() {
+    every_op_along_columns::<f16>(&Op::ALL, 43);
+}
+#[test]
+fn bf16_columns_at_every_vector_boundary_in_emulator() {
+    every_op_along_columns::<bf16>(&Op::ALL, 44);
+}
+#[test]
+fn integer_columns_at_every_vector_boundary_in_emulator() {
+    every_op_along_columns::<i32>(INT_OPS, 45);
+    every_op_along_columns::<i64>(INT_OPS, 46);
+    every_op_along_columns::<u32>(INT_OPS, 47);
+}
+
+/// The documented fold order of a columns reduction's sum, on the CPU: each
+/// output's `len` items (`values`, in order along the axis) in units of 64,
+/// folded in order from `-0.0`; then passes over the unit states in units of
+/// 64 until one is left.
+fn model_column_sum<A: Copy + core::ops::Add<Output = A>>(mut values: Vec<A>, zero: A) -> A {
+    loop {
+        values = values
+            .chunks(64)
+            .map(|unit| unit.iter().fold(zero, |acc, &v| acc + v))
+            .collect();
+        if values.len() == 1 {
+            return values[0];
+        }
+    }
+}
+
+/// The kernel's column sums against [`model_column_sum`], bit for bit, at
+/// several grid sizes: ragged column counts (rows start mid-vector), one
+/// columns pass and two (a combine pass), an outer and a middle axis.
+fn column_sums_follow_the_model<T: Small, A: Copy + core::ops::Add<Output = A>>(
+    to_t: impl Fn(f64) -> T,
+    widen: impl Fn(T) -> A,
+    out: impl Fn(A) -> f64,
+    zero: A,
+) {
+    let dev = Device::emulator();
+    let mut rng = StdRng::seed_from_u64(12);
+    for (outer, len, inner) in [(1, 4097, 37), (1, 200, 264), (3, 130, 9), (2, 65, 5)] {
+        let x: Vec<T> = (0..outer * len * inner)
+            .map(|_| to_t(wide(&mut rng)))
+            .collect();
+        let want: Vec<u64> = (0..outer * inner)
+            .map(|k| {
+                let (o, i) = (k / inner, k % inner);
+                let line = (0..len)
+                    .map(|j| widen(x[(o * len + j) * inner + i]))
+                    .collect();
+                out(model_column_sum(line, zero)).to_bits()
+            })
+            .collect();
+        let (shape, axis) = match outer {
+            1 => (vec![len, inner], 0),
+            _ => (vec![outer, len, inner], 1),
+        };
+        for max_blocks in [1, 3, 64, ReduceOptions::AUTO] {
+            let options = ReduceOptions {
+                max_blocks,
+                path: Path::Auto,
+            };
+            let got = bits_with(&dev, Op::Sum, &x, &shape, Some(axis), options);
+            assert_eq!(
+                got,
+                want,
+                "{:?} sum of {shape:?} along {axis}, {max_blocks} blocks",
+                T::DTYPE
+            );
+        }
+    }
+}
+
+#[test]
+fn column_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
+    column_sums_follow_the_model::<f32, f32>(|v| v as f32, |v| v, f64::from, -0.0);
+    column_sums_follow_the_model::<f64, f64>(|v| v, |v| v, |v| v, -0.0);
+    column_sums_follow_the_model::<bf16, f32>(
+        bf16::from_f64,
+        f32::from,
+        |a| bf16::from_f32(a).to_f64(),
+        -0.0,
+    );
+    // Scaled into f16's range: no ±inf elements, so no inf − inf NaN.
+    column_sums_follow_the_model::<f16, f32>(
+        |v| f16::from_f64(v / 64.0),
+        f32::from,
+        |a| f16::from_f32(a).to_f64(),
+        -0.0,
+    );
+}

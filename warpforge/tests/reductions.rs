@@ -335,10 +335,11 @@ fn reductions_reuse_the_device_scratch_states_in_emulator() {
     assert_eq!(dev.memory_info().unwrap().0, total - 4 * n as u64);
 }
 
-/// The one-launch rows reduction (the last block combines) and, where the
-/// rows are short enough, the small one-launch path give the bits of the
-/// multi-pass path (a combine launch per level) at every grid size, for whole
-/// tensors and rows, one combine level or two.
+/// The one-launch rows reduction (the last block combines and finishes) and,
+/// where the rows are short enough, the small one-launch path give the bits
+/// of the multi-pass path (a combine launch per level, then the finish) at
+/// every grid size, for every op (mean and norm2 through the runtime finish
+/// code), whole tensors and rows, one combine level or two.
 #[test]
 fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
     let dev = Device::emulator();
@@ -372,7 +373,7 @@ fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
             .filter(|&p| layout.path(p).is_ok())
             .collect();
         assert!(!one_launch.is_empty(), "{shape:?}");
-        for op in [Op::Sum, Op::LogSumExp, Op::ArgMax, Op::Min] {
+        for op in Op::ALL {
             let multi = bits(op, 7, Path::MultiPass);
             for &path in &one_launch {
                 for max_blocks in [1, 2, 3, 7, 64, 1024, ReduceOptions::AUTO] {

@@ -566,7 +566,18 @@ pub(crate) unsafe fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u
     core::array::from_fn(|i| out[i])
 }
 
-pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+/// `cvt.rna.tf32.f32`: round to 10 fraction bits, nearest with ties away
+/// from zero (half an ulp added to the magnitude, then truncated; overflow
+/// rounds to ±inf as on the GPU); a NaN becomes the canonical f32 NaN.
+pub(crate) fn f32_to_tf32_bits(x: f32) -> u32 {
+    if x.is_nan() {
+        crate::arch::CANONICAL_NAN_F32
+    } else {
+        x.to_bits().wrapping_add(0x1000) & !0x1fff
+    }
+}
+
+pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut operands = [0u32; 10];
     operands[..4].copy_from_slice(&a);
     operands[4..6].copy_from_slice(&b);

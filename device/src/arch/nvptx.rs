@@ -578,12 +578,26 @@ pub(crate) unsafe fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u
     d
 }
 
+/// `cvt.rna.tf32.f32`: `x` rounded to tf32 (10 fraction bits, nearest with
+/// ties away from zero), as the `.b32` an `mma` takes (sm_80, PTX 7.0).
 #[inline(always)]
-pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+pub(crate) fn f32_to_tf32_bits(x: f32) -> u32 {
+    let d: u32;
+    // SAFETY: register conversion.
+    unsafe {
+        asm!("cvt.rna.tf32.f32 {d}, {x};", d = out(reg32) d, x = in(reg32) x, options(pure, nomem, nostack))
+    };
+    d
+}
+
+/// `mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32.T.T.f32` for `kind`
+/// (f16/bf16: m16n8k16; tf32: m16n8k8, the same registers per lane).
+#[inline(always)]
+pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut d = [0f32; 4];
     macro_rules! mma {
-        ($ty:literal) => {
-            asm!(concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+        ($shape:literal, $ty:literal) => {
+            asm!(concat!("mma.sync.aligned.", $shape, ".row.col.f32.", $ty, ".", $ty, ".f32 ",
                     "{{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};"),
                 d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3],
                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
@@ -599,8 +613,9 @@ pub(crate) fn mma_m16n8k16(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4])
     // caller's rule (`mma::mma`); the emulator checks it.
     unsafe {
         match kind {
-            MmaKind::F16 => mma!("f16"),
-            MmaKind::Bf16 => mma!("bf16"),
+            MmaKind::F16 => mma!("m16n8k16", "f16"),
+            MmaKind::Bf16 => mma!("m16n8k16", "bf16"),
+            MmaKind::Tf32 => mma!("m16n8k8", "tf32"),
         }
     }
     d

@@ -3,9 +3,12 @@
 
 use super::fiber::WarpOp;
 use super::scheduler::EmulatedThread;
-use crate::mma::{K, M, MmaKind, N, a_coord, b_coord, c_coord};
+use crate::mma::{K, M, MmaKind, N, a_coord, a_coord_tf32, b_coord, b_coord_tf32, c_coord};
 
 const LANES: usize = 32;
+
+/// A fragment layout table: `(lane, element)` → `(row, column)`.
+type Coord = fn(u32, usize) -> (usize, usize);
 
 /// Completes `op` for a full warp whose lanes brought `value` (ldmatrix: row
 /// addresses) and `collective_in` (mma: fragments): sets every lane's `collective_out`.
@@ -44,26 +47,38 @@ fn ldmatrix(warp: &[EmulatedThread], matrices: usize, trans: bool, rows: &[u64; 
     }
 }
 
-/// `mma.sync.m16n8k16`: assembles A, B and C from the lanes' fragments, computes
-/// each D element in f64 (products of halves are exact), rounds once to f32; a
-/// NaN element is the canonical `0x7fff_ffff` (`crate::num`, "NaN results").
+/// `mma.sync` (`m16n8k16` for f16/bf16, `m16n8k8` for tf32): assembles A,
+/// B and C from the lanes' fragments, computes each D element in f64
+/// (products of halves and of tf32 are exact), rounds once to f32; a NaN
+/// element is the canonical `0x7fff_ffff` (`crate::num`, "NaN results").
 fn mma(warp: &[EmulatedThread], kind: MmaKind) {
-    let widen = |bits: u32| match kind {
-        MmaKind::F16 => half::f16::from_bits(bits as u16).to_f64(),
-        MmaKind::Bf16 => f64::from(f32::from_bits((bits & 0xffff) << 16)),
+    // Element i of a fragment's registers: a half of register i / 2, or
+    // (tf32) register i, whose low 13 bits the hardware ignores.
+    let elem = |regs: &[u32], i: usize| match kind {
+        MmaKind::F16 => half::f16::from_bits((regs[i / 2] >> (16 * (i % 2))) as u16).to_f64(),
+        MmaKind::Bf16 => f64::from(f32::from_bits((regs[i / 2] >> (16 * (i % 2))) << 16)),
+        MmaKind::Tf32 => f64::from(f32::from_bits(regs[i] & !0x1fff)),
     };
-    let half_of = |regs: &[u32], i: usize| widen(regs[i / 2] >> (16 * (i % 2)));
+    let (a_at, b_at): (Coord, Coord) = match kind {
+        MmaKind::Tf32 => (a_coord_tf32, b_coord_tf32),
+        _ => (a_coord, b_coord),
+    };
+    // k of one mma: 16 for two elements per register, 8 for one.
+    let per_reg = kind.per_reg();
+    let depth = 8 * per_reg;
     let (mut a, mut b, mut c) = ([[0f64; K]; M], [[0f64; N]; K], [[0f64; N]; M]);
     for (lane, t) in warp.iter().enumerate() {
         let operands = t.state.collective_in.get();
         let lane = lane as u32;
-        for i in 0..8 {
-            let (r, k) = a_coord(lane, i);
-            a[r][k] = half_of(&operands[0..4], i);
+        for i in 0..4 * per_reg {
+            let (r, k) = a_at(lane, i);
+            a[r][k] = elem(&operands[0..4], i);
+        }
+        for i in 0..2 * per_reg {
+            let (k, n) = b_at(lane, i);
+            b[k][n] = elem(&operands[4..6], i);
         }
         for i in 0..4 {
-            let (k, n) = b_coord(lane, i);
-            b[k][n] = half_of(&operands[4..6], i);
             let (r, n) = c_coord(lane, i);
             c[r][n] = f64::from(f32::from_bits(operands[6 + i]));
         }
@@ -71,7 +86,7 @@ fn mma(warp: &[EmulatedThread], kind: MmaKind) {
     for (lane, t) in warp.iter().enumerate() {
         let out = core::array::from_fn(|i| {
             let (r, n) = c_coord(lane as u32, i);
-            let d = (0..K).map(|k| a[r][k] * b[k][n]).sum::<f64>() + c[r][n];
+            let d = (0..depth).map(|k| a[r][k] * b[k][n]).sum::<f64>() + c[r][n];
             // An f32 accumulator: a NaN is the GPU's canonical f32 NaN.
             crate::arch::f32_op(d as f32).to_bits()
         });

@@ -17,26 +17,30 @@
 //!   operand gathered on the fly (im2col, never materialised) — a
 //!   [`Source`] like the GEMM's stored matrices, so
 //!   there is one GEMM main loop, not two.
-//!   - NHWC, `G = 1`: `GEMM_M = N·P·Q` (output pixels), `GEMM_N = K`,
-//!     `GEMM_K = R·S·C` in `(r, s, c)` order (channels innermost: consecutive
-//!     threads read consecutive channels). `A` is the gathered input
-//!     ([`Im2colNhwc`]), `B` the weights `K × RSC` read transposed, and the
-//!     output NHWC *is* the row-major `[N·P·Q × K]` matrix, written through
-//!     the GEMM's owned `MicroTiles` epilogue.
+//!   - NHWC, any `G`: per group (`blockIdx.z = g`) `GEMM_M = N·P·Q`
+//!     (output pixels), `GEMM_N = K/G`, `GEMM_K = R·S·(C/G)` in `(r, s, c)`
+//!     order (channels innermost: consecutive threads read consecutive
+//!     channels). `A` is the group's input channels gathered
+//!     ([`Im2colNhwc`]), `B` the group's weights `K/G × RS(C/G)` read
+//!     transposed, and the output NHWC *is* the row-major `[N·P·Q × K]`
+//!     matrix, group `g`'s outputs its columns `g·K/G ..`: `G` side-by-side
+//!     batches of the `OutMatrix` binding (batch stride `K/G`, row stride
+//!     `K`), disjoint by construction, written through the GEMM's owned
+//!     `MicroTiles` epilogue. `G = 1` is the plain GEMM.
 //!   - NCHW, any `G`: per image and group (`blockIdx.z = n·G + g`)
 //!     `GEMM_M = K/G`, `GEMM_N = P·Q`, `GEMM_K = (C/G)·R·S` in `(c, r, s)`
 //!     order; `A` is group `g`'s weights (a plain row-major matrix, the GEMM's
 //!     [`Strided`]), `B` the gathered image ([`Im2colNchw`], consecutive
 //!     threads on consecutive output columns). The outputs of `(n, g)` are
 //!     rows `(n·G + g)·K/G ..` of the `[N·K × P·Q]` matrix that NCHW is:
-//!     exactly the batched GEMM's `OutMatrix::batch` binding, disjoint by
-//!     construction.
+//!     `N·G` stacked batches of the `OutMatrix` binding (batch stride
+//!     `K/G·P·Q`), disjoint by construction.
 //! - **Tensor-core implicit GEMM**
 //!   (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`): the same GEMMs as the
-//!   f32 kernels (NHWC `G = 1`; NCHW any `G`, per image and group) on the
+//!   f32 kernels (NHWC per group; NCHW per image and group) on the
 //!   tensor-core GEMM's main loop ([`tensor::main_loop`], its tile
 //!   [`TC_TILE`]), the gathered operand a [`TileSource`] that fills 16-byte
-//!   chunks: [`Im2colNhwcTc`] (`A`; `cp.async` when `C % 8 == 0`, the pixel
+//!   chunks: [`Im2colNhwcTc`] (`A`; `cp.async` when `C/G % 8 == 0`, the pixel
 //!   in the image and the address aligned) and [`Im2colNchwTc`] (`B`;
 //!   `cp.async` when 8 output columns read 8 contiguous in-image input
 //!   columns at an aligned address); zeros in the padding, element loads
@@ -45,20 +49,15 @@
 //! - **Direct** (`conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}`): one output
 //!   element per thread (`Out<T, Elements>`, grid-stride), consecutive
 //!   threads on the contiguous axis (channels in NHWC, width in NCHW), the
-//!   `(C/G)·R·S` products accumulated in f32 by fused multiply-adds. It is
-//!   the depthwise kernel (`G = C`, any channel multiplier) and serves every
-//!   shape the implicit GEMMs do not take (NHWC with `1 < G < C`: a group's
-//!   outputs are a column range of `[N·P·Q × K]` that no owned tile mapping
-//!   describes yet).
+//!   `(C/G)·R·S` products accumulated in f32 by fused multiply-adds: the
+//!   depthwise kernel (`G = C`, any channel multiplier).
 //!
 //! Epilogue (all): `acc (+ bias[k])`, then `max(·, 0)` with NaN kept (as
 //! torch's ReLU), rounded once to the output type. Every output is one
 //! fused multiply-add chain in an order fixed by the sizes alone:
 //! deterministic, the same bits on every launch and grid.
 
-use crate::gemm::tensor::{
-    self, CHUNK, Input, MmaTile, Output, Stored, TC_TILE, TileSource, is_aligned,
-};
+use crate::gemm::tensor::{self, Input, MmaTile, Output, Stored, TC_TILE, TileSource, is_aligned};
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::own::{Elements, MicroTiles, WarpTiles};
 use warpforge_device::shared::SharedArray;
@@ -176,6 +175,13 @@ impl Geometry {
         (q * self.stride_w + s * self.dil_w)
             .checked_sub(self.pad_left)
             .filter(|&iw| iw < self.w)
+    }
+
+    /// The NHWC input's element of channel `c` at pixel `(n, ih, iw)`:
+    /// pixels `C = (C/G)·G` channels apart.
+    #[inline(always)]
+    fn nhwc_at(&self, (n, ih, iw): (usize, usize, usize), c: usize) -> usize {
+        ((n * self.h + ih) * self.w + iw) * (self.cg * self.groups) + c
     }
 
     /// The epilogue: `acc (+ bias)`, ReLU keeping NaN, in f32.
@@ -300,12 +306,14 @@ direct_kernels!(
     conv2d_direct_nhwc_bf16 = <bf16, true>,
 );
 
-/// The NHWC input as the implicit GEMM's `A`: `N·P·Q × R·S·C`, row = output
-/// pixel `(n, p, q)`, column = `(r, s, c)` (channels fastest), zero in the
-/// padding. Groups: 1.
+/// One group of the NHWC input as the implicit GEMM's `A`:
+/// `N·P·Q × R·S·(C/G)`, row = output pixel `(n, p, q)`, column = `(r, s, c)`
+/// (channels fastest), channel `c0 + c` of the input, zero in the padding.
 pub struct Im2colNhwc<'a> {
     /// The input, `N × H × W × C`.
     pub x: &'a [f32],
+    /// The group's first input channel (`g·C/G`).
+    pub c0: usize,
     /// The sizes.
     pub g: Geometry,
 }
@@ -320,7 +328,7 @@ impl Source<f32> for Im2colNhwc<'_> {
         let (c, rs) = (col % g.cg, col / g.cg);
         let (r, s) = (rs / g.s, rs % g.s);
         match (g.in_row(p, r), g.in_col(q, s)) {
-            (Some(ih), Some(iw)) => read(self.x, ((n * g.h + ih) * g.w + iw) * g.cg + c),
+            (Some(ih), Some(iw)) => read(self.x, g.nhwc_at((n, ih, iw), self.c0 + c)),
             _ => 0.0,
         }
     }
@@ -389,10 +397,11 @@ fn store_micro_tile<const BM: usize, const BN: usize>(
 }
 
 /// Implicit-GEMM convolution in f32 on the SIMT cores (module docs):
-/// `NHWC` picks the layout. NHWC: `y` bound as `[N·P·Q × K]` (row stride
-/// `K`), grid `⌈K/BN⌉ × ⌈NPQ/BM⌉ × 1`, groups 1. NCHW: `y` bound as
-/// `[N·K × P·Q]`, grid `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`. Blocks of
-/// `Tile::threads()` threads (1-D); any other block traps.
+/// `NHWC` picks the layout. NHWC: `y` bound as `G` side-by-side batches of
+/// `N·P·Q × K/G` (row stride `K`, batch stride `K/G`: group `g`'s output
+/// channels), grid `⌈(K/G)/BN⌉ × ⌈NPQ/BM⌉ × G`. NCHW: `y` bound as `N·G`
+/// stacked batches of `K/G × P·Q`, grid `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`.
+/// Blocks of `Tile::threads()` threads (1-D); any other block traps.
 #[inline(always)]
 fn implicit_gemm_f32<const NHWC: bool, const BM: usize, const BN: usize, const BK: usize>(
     x: &[f32],
@@ -411,16 +420,32 @@ fn implicit_gemm_f32<const NHWC: bool, const BM: usize, const BN: usize, const B
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     let rs = g.r * g.s;
     if NHWC {
+        // Batch z = group gr: its input channels, weights and output channels.
+        let gr = block.z as usize;
         let (m, n, k) = (y.rows(), y.cols(), rs * g.cg);
-        let a = Im2colNhwc { x, g };
-        // The weights K × RSC, read as op(B) = Wᵀ (RSC × K).
+        let a = Im2colNhwc {
+            x,
+            c0: gr * g.cg,
+            g,
+        };
+        // Group gr's weights, rows gr·K/G .. of K × RS(C/G), read as
+        // op(B) = Wᵀ (RS(C/G) × K/G).
         let b = Strided::<f32, true> {
             data: w,
             ld: k,
-            off: 0,
+            off: gr * g.kg * k,
         };
         let acc = gemm::main_loop::<f32, _, _, BM, BN, BK>(&a, &b, (m, n, k), (row0, col0), t);
-        store_micro_tile(&mut y, &acc, &g, bias, |_, col| col, (row0, col0), t);
+        let bias_base = gr * g.kg;
+        store_micro_tile(
+            &mut y,
+            &acc,
+            &g,
+            bias,
+            |_, col| bias_base + col,
+            (row0, col0),
+            t,
+        );
     } else {
         // Batch z = n·G + gr: image n, group gr.
         let z = block.z as usize;
@@ -483,20 +508,23 @@ implicit_gemm_kernels!(
     conv2d_nhwc_f32_64x64x16 = <true>,
 );
 
-/// The NHWC input as the tensor-core implicit GEMM's `A` (groups 1):
-/// `N·P·Q × R·S·C`, row = output pixel `(n, p, q)`, column = `(r, s, c)`,
-/// gathered a 16-byte chunk at a time. When `C % 8 == 0` a chunk is 8
-/// consecutive channels of one input pixel: `cp.async` when that pixel is in
-/// the image (not padding) and the address 16-byte aligned, zeros in the
-/// padding, element loads otherwise. Any other `C`: element by element,
-/// each column decomposed on its own, zeros outside the matrix and in the
-/// padding. Never reads outside `x`.
+/// One group of the NHWC input as the tensor-core implicit GEMM's `A`:
+/// `N·P·Q × R·S·(C/G)`, row = output pixel `(n, p, q)`, column =
+/// `(r, s, c)`, channel `c0 + c` of the input, gathered a 16-byte chunk at
+/// a time. When `C/G % 8 == 0` a chunk is 8 consecutive channels of one
+/// input pixel: `cp.async` when that pixel is in the image (not padding)
+/// and the address 16-byte aligned, zeros in the padding, element loads
+/// otherwise. Any other `C/G`: element by element, each column decomposed
+/// on its own, zeros outside the matrix and in the padding. Never reads
+/// outside `x`.
 pub struct Im2colNhwcTc<'a, T> {
     /// The input, `N × H × W × C`.
     pub x: Global<'a, T>,
+    /// The group's first input channel (`g·C/G`).
+    pub c0: usize,
     /// The sizes.
     pub g: Geometry,
-    /// `N·P·Q` and `R·S·C`: the matrix's rows and columns.
+    /// `N·P·Q` and `R·S·(C/G)`: the matrix's rows and columns.
     pub rows: usize,
     pub cols: usize,
 }
@@ -510,7 +538,7 @@ impl<T: Input + Element> Im2colNhwcTc<'_, T> {
         let (r, s) = (rs / g.s, rs % g.s);
         match (g.in_row(p, r), g.in_col(q, s)) {
             (Some(ih), Some(iw)) => {
-                let at = ((n * g.h + ih) * g.w + iw) * g.cg + c;
+                let at = g.nhwc_at((n, ih, iw), self.c0 + c);
                 self.x.get(at).copied().unwrap_or(<T as Input>::ZERO)
             }
             _ => <T as Input>::ZERO,
@@ -524,35 +552,35 @@ impl<T: Input + Element> TileSource<T> for Im2colNhwcTc<'_, T> {
         let g = &self.g;
         let zero = <T as Input>::ZERO;
         if row >= self.rows || col >= self.cols {
-            for i in 0..CHUNK {
+            for i in 0..T::CHUNK {
                 smem.store(dst + i, zero);
             }
             return;
         }
         let pq = g.p * g.q;
         let pix = (row / pq, (row % pq) / g.q, row % g.q);
-        if g.cg.is_multiple_of(CHUNK) {
+        if g.cg.is_multiple_of(T::CHUNK) {
             // col is a multiple of 8, so the chunk is channels c .. c + 8 of
             // one filter tap (r, s), contiguous in the input.
             let (c, rs) = (col % g.cg, col / g.cg);
             let (r, s) = (rs / g.s, rs % g.s);
             if let (Some(ih), Some(iw)) = (g.in_row(pix.1, r), g.in_col(pix.2, s)) {
-                let at = ((pix.0 * g.h + ih) * g.w + iw) * g.cg + c;
+                let at = g.nhwc_at((pix.0, ih, iw), self.c0 + c);
                 if is_aligned(self.x, at) {
                     mma::cp_async_16(smem, dst, self.x, at);
                 } else {
-                    for i in 0..CHUNK {
+                    for i in 0..T::CHUNK {
                         let v = self.x.get(at + i).copied().unwrap_or(zero);
                         smem.store(dst + i, v);
                     }
                 }
             } else {
-                for i in 0..CHUNK {
+                for i in 0..T::CHUNK {
                     smem.store(dst + i, zero);
                 }
             }
         } else {
-            for i in 0..CHUNK {
+            for i in 0..T::CHUNK {
                 let v = if col + i < self.cols {
                     self.element(pix, col + i)
                 } else {
@@ -575,14 +603,16 @@ const TC_S: usize = TC_TILE.stages;
 const TC_MI: usize = TC_M / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
 
-/// Implicit-GEMM NHWC convolution (groups 1) on the tensor cores (module
-/// docs): `A` the gathered input ([`Im2colNhwcTc`]), `B` the weights
-/// `K × RSC` read transposed (a [`Stored`] matrix), the GEMM's
-/// [`main_loop`](tensor::main_loop), and the output NHWC as the
-/// `[N·P·Q × K]` matrix `y` through the owned `WarpTiles` epilogue: in f32
-/// `acc (+ bias[k])`, ReLU keeping NaN, one rounding to `T`. Grid
-/// `⌈K/BN⌉ × ⌈NPQ/BM⌉ × 1`, blocks of `MmaTile::threads()` threads (1-D);
-/// any other block traps.
+/// Implicit-GEMM NHWC convolution (any groups but depthwise) on the tensor
+/// cores (module docs): per group (`blockIdx.z = g`) `A` the group's
+/// gathered input channels ([`Im2colNhwcTc`]), `B` the group's weights
+/// `K/G × RS(C/G)` read transposed (a [`Stored`] matrix), the GEMM's
+/// [`main_loop`](tensor::main_loop), and the output `y` bound as `G`
+/// side-by-side batches of `[N·P·Q × K/G]` (row stride `K`, batch stride
+/// `K/G`: the group's output channels of the NHWC output) through the owned
+/// `WarpTiles` epilogue: in f32 `acc (+ bias[g·K/G + col])`, ReLU keeping
+/// NaN, one rounding to `T`. Grid `⌈(K/G)/BN⌉ × ⌈NPQ/BM⌉ × G`, blocks of
+/// `MmaTile::threads()` threads (1-D); any other block traps.
 #[kernel(
     shared = [T; MmaTile::new(BM, BN, BK, BM, WN, S).shared_len(false, true)],
     instances(
@@ -614,36 +644,26 @@ pub fn conv2d_nhwc_tc<
     chans: u64,
     groups: u64,
 ) {
-    const {
-        assert!(
-            MmaTile::new(BM, BN, BK, BM, WN, S).is_valid()
-                && MI * mma::M == BM
-                && NI * mma::N == WN,
-            "an invalid tensor-core conv tile"
-        )
-    };
+    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, BM, WN, S, MI, NI>();
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let threads = MmaTile::new(BM, BN, BK, BM, WN, S).threads();
-    assert!(
-        thread::block_dim() == Dim3::x(threads as u32),
-        "conv2d: launch with a 1-D block of MmaTile::threads() threads"
-    );
-    let t = thread::linear_thread_id() as usize;
     let warp_col = thread::warp_id() as usize * WN;
     let block = thread::block_idx();
-    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    // Batch z = group gr: its input channels, weights and output channels.
+    let gr = block.z as usize;
     let (m, n, k) = (y.rows(), y.cols(), g.r * g.s * g.cg);
     let a = Im2colNhwcTc {
         x,
+        c0: gr * g.cg,
         g,
         rows: m,
         cols: k,
     };
-    // The weights K × RSC: op(B) = Wᵀ, stored transposed.
+    // Group gr's weights, rows gr·K/G .. of K × RS(C/G): op(B) = Wᵀ,
+    // stored transposed.
     let b = Stored {
         src: w,
         ld: k,
-        off: 0,
+        off: gr * g.kg * k,
         rows: n,
         cols: k,
     };
@@ -659,7 +679,7 @@ pub fn conv2d_nhwc_tc<
         return;
     };
     let (_, tile_col) = out.origin();
-    let lane = thread::lane_id();
+    let (lane, bias_base) = (thread::lane_id(), gr * g.kg);
     // Bias and ReLU in f32 on a copy of each fragment (its element i is at
     // `c_coord(lane, i)`, so its column and bias are known), then one
     // rounding per element through the owned view. Row `mi` is always
@@ -670,7 +690,11 @@ pub fn conv2d_nhwc_tc<
             let mut done = *frag;
             for (i, v) in done.regs.iter_mut().enumerate() {
                 let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
-                let b = if g.bias { read(bias, col) } else { 0.0 };
+                let b = if g.bias {
+                    read(bias, bias_base + col)
+                } else {
+                    0.0
+                };
                 *v = g.finish(*v, b);
             }
             out.store_mma_c(mi, ni, &done, T::from_f32);
@@ -705,7 +729,7 @@ impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
         let g = &self.g;
         let zero = <T as Input>::ZERO;
         if row >= self.rows {
-            for i in 0..CHUNK {
+            for i in 0..T::CHUNK {
                 smem.store(dst + i, zero);
             }
             return;
@@ -714,12 +738,12 @@ impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
         let (c, r, s) = (row / rs, (row % rs) / g.s, row % g.s);
         let (p, q) = (col / g.q, col % g.q);
         let plane = self.off.wrapping_add(c * g.h * g.w);
-        if g.stride_w == 1 && q + CHUNK <= g.q && col + CHUNK <= self.cols {
+        if g.stride_w == 1 && q + T::CHUNK <= g.q && col + T::CHUNK <= self.cols {
             // One output row, unit column stride: input columns iw .. iw + 8.
             let ih = g.in_row(p, r);
             let iw = (q + s * g.dil_w).checked_sub(g.pad_left);
             if let (Some(ih), Some(iw)) = (ih, iw)
-                && iw + CHUNK <= g.w
+                && iw + T::CHUNK <= g.w
             {
                 let at = plane.wrapping_add(ih * g.w + iw);
                 if is_aligned(self.x, at) {
@@ -728,7 +752,7 @@ impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
                 }
             }
         }
-        for i in 0..CHUNK {
+        for i in 0..T::CHUNK {
             let col = col + i;
             let (p, q) = (col / g.q, col % g.q);
             let v = match (col < self.cols, g.in_row(p, r), g.in_col(q, s)) {
@@ -784,24 +808,10 @@ pub fn conv2d_nchw_tc<
     chans: u64,
     groups: u64,
 ) {
-    const {
-        assert!(
-            MmaTile::new(BM, BN, BK, BM, WN, S).is_valid()
-                && MI * mma::M == BM
-                && NI * mma::N == WN,
-            "an invalid tensor-core conv tile"
-        )
-    };
+    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, BM, WN, S, MI, NI>();
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let threads = MmaTile::new(BM, BN, BK, BM, WN, S).threads();
-    assert!(
-        thread::block_dim() == Dim3::x(threads as u32),
-        "conv2d: launch with a 1-D block of MmaTile::threads() threads"
-    );
-    let t = thread::linear_thread_id() as usize;
     let warp_col = thread::warp_id() as usize * WN;
     let block = thread::block_idx();
-    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     // Batch z = n·G + gr: image n, group gr.
     let z = block.z as usize;
     let (n_img, gr) = (z / g.groups, z % g.groups);

@@ -141,9 +141,9 @@ impl Element for f64 {
 /// blocks of `Tile::new(BM, BN, BK).threads()` threads (1-D) and a
 /// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batch `z`
 /// reads `A` from `z·stride_a` and `B` from `z·stride_b` (stride 0: one
-/// matrix for all batches) and writes batch `z` of `c`, bound as the
-/// batches stacked (`OutMatrix::batch`: `batch · m` rows, so batch matrices
-/// `m·ldc` apart).
+/// matrix for all batches) and writes batch `z` of `c`, bound by the host
+/// as `batch` matrices of `m × n`, `stride_c` apart (`OutMatrix::batch`;
+/// stacked or side by side, never overlapping).
 #[kernel(
     shared = [T; Tile::new(BM, BN, BK).shared_len()],
     instances(
@@ -186,9 +186,8 @@ pub fn gemm<
         "gemm: launch with a 1-D block of Tile::threads() threads"
     );
     // Batch z (`blockIdx.z`): A and B at z·stride_a and z·stride_b (0 =
-    // the same matrix for every batch), C the z-th of the stacked batches
-    // (`OutMatrix::batch`): the host binds the batches' m × n matrices
-    // stacked, `m·ldc` elements apart.
+    // the same matrix for every batch), C the z-th of the host-bound
+    // batches (`OutMatrix::batch`): m × n matrices stride_c elements apart.
     let (_, m) = c.batch();
     let n = c.cols();
     let t = thread::linear_thread_id() as usize;

@@ -1,6 +1,7 @@
 //! Tensor-core GEMM: `D = alpha·op(A)·op(B) + beta·C`, written in place of
-//! `C`, with f16 or bf16 `A` and `B`, f32 accumulation on the tensor cores
-//! (`mma.sync.m16n8k16`), and `C`/`D` in f32, f16 or bf16.
+//! `C`, with f16 or bf16 `A` and `B` (`mma.sync.m16n8k16`) or f32 `A` and
+//! `B` rounded to tf32 (`mma.sync.m16n8k8`, the opt-in TF32 path), f32
+//! accumulation on the tensor cores, and `C`/`D` in f32, f16 or bf16.
 //!
 //! Layouts and `op` are as for the SIMT kernels ([`super`]): row-major with
 //! leading dimensions, `TA`/`TB` meaning `A`/`B` are stored transposed.
@@ -18,6 +19,18 @@
 //! |---|---|---|---|---|
 //! | [`TC_TILE`] | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | f16/bf16 → f32/f16/bf16, 4 transposes: `gemm_*_64x64x32_s3` |
 //! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
+//! | [`TF32_TILE`] | 64 × 64 × 16 | 1 × 4 (64 × 16) | 3 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_64x64x16_s3` |
+//! | [`TF32_TILE_LARGE`] | 128 × 128 × 16 | 2 × 4 (64 × 32) | 4 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_128x128x16_s4` |
+//!
+//! The tf32 tiles are the 16-bit ones with half the k-step: a stored row of
+//! `BK` f32 is as long as one of `2·BK` halves, and copy chunks and padding
+//! are alike in bytes, so a stage takes the same bytes where its rows run
+//! along k (the largest layout, NT) and less where k counts rows (their
+//! padding is counted half as often); each k-step is two `m16n8k8` slices
+//! instead of two `m16n8k16`.
+//! Each tile is written in elements of its input type ([`MmaTile::of`]):
+//! [`MmaTile::chunk`] elements are one 16-byte copy chunk, [`MmaTile::pad`]
+//! elements pad each stored row.
 //!
 //! Per `mma`, the large tile's 64 × 32 warp tile loads two thirds of the
 //! shared-memory fragments of the small one's 64 × 16 (4 A and 4 B per 16
@@ -31,8 +44,8 @@
 //! shared-memory buffers:
 //! 1. **load stage** (`load_tile`): the block copies the `op(A)` and
 //!    `op(B)` slices of a k-step into a stage, each in its stored
-//!    orientation (rows padded by [`PAD`] elements against bank conflicts),
-//!    in chunks of 8 elements (16 bytes), each asked of the operand's
+//!    orientation (rows padded by 16 bytes against bank conflicts), in
+//!    chunks of 16 bytes (8 halves, 4 f32), each asked of the operand's
 //!    [`TileSource`]. For the GEMM's stored matrices ([`Stored`]): a chunk wholly inside its matrix
 //!    whose global address is 16-byte aligned is copied by `cp.async`; any
 //!    other chunk (a ragged edge, an odd leading dimension or buffer offset)
@@ -47,11 +60,14 @@
 //!    waits until at most `S − 2` of its groups are pending (step `kt` has
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
 //!    the block issues step `kt + S − 1` into that freed stage, then:
-//! 3. **ldmatrix → mma**: for each 16-deep slice of the stage, each warp
-//!    loads the `WM/16` A fragments of its own rows and the `WN/8` B
-//!    fragments of its own columns with `ldmatrix` (`.trans` where the
-//!    stored orientation asks for it) and issues `WM/16 · WN/8` `mma.sync`
-//!    into its f32 accumulators.
+//! 3. **ldmatrix → mma**: for each `K`-deep slice of the stage (`K` =
+//!    [`MmaInput::K`]: 16, or 8 for
+//!    tf32), each warp loads the `WM/16` A fragments of its own rows and the
+//!    `WN/8` B fragments of its own columns with `ldmatrix` (`.trans` where
+//!    the stored orientation asks for it; for f32, plain shared loads there,
+//!    since `.trans` moves 16-bit elements only, and every f32 fragment
+//!    rounded to tf32) and issues `WM/16 · WN/8` `mma.sync` into its f32
+//!    accumulators.
 //!
 //! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
 //! straight from shared memory) replaces steps 1–3 — the body of the
@@ -66,7 +82,7 @@
 //! ties to even). When `alpha = 0` the k-loop is skipped (`D = beta·C`, A and
 //! B not read).
 
-use warpforge_device::mma::{self, FragA, FragB, FragC, MmaInput};
+use warpforge_device::mma::{self, FragA, FragB, FragC, MmaInput, row_elems};
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray};
@@ -74,18 +90,12 @@ use warpforge_device::sync::sync_threads;
 use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
 use warpforge_macros::kernel;
 
-/// Elements of padding after each stored row of a stage (16 bytes: the 8
-/// rows an `ldmatrix` reads fall in distinct banks).
-pub const PAD: usize = 8;
-
-/// Elements per copy chunk: 16 bytes of f16/bf16, one `cp.async`.
-pub const CHUNK: usize = 8;
-
 /// A tensor-core block tile: `m × n` elements of `C` per block, `k` the depth
 /// of each pipeline stage, `warp_m × warp_n` each warp's tile (the block's
 /// warps in an `(m / warp_m) × (n / warp_n)` grid, numbered row-major),
-/// `stages` the pipeline depth. Everything the kernel and the host derive
-/// from it is a `const fn` here.
+/// `stages` the pipeline depth, all counted in elements of the input type,
+/// whose size is `elem_bytes` (2 for f16/bf16, 4 for tf32). Everything the
+/// kernel and the host derive from it is a `const fn` here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmaTile {
     /// Rows of `C` per block (`BM`).
@@ -100,10 +110,12 @@ pub struct MmaTile {
     pub warp_n: usize,
     /// Shared-memory stages of the `cp.async` pipeline (`S`).
     pub stages: usize,
+    /// Bytes of one input element: 2 (f16, bf16) or 4 (f32 as tf32).
+    pub elem_bytes: usize,
 }
 
 impl MmaTile {
-    /// The tile with these parameters.
+    /// The tile with these parameters, for 16-bit (f16, bf16) inputs.
     pub const fn new(
         m: usize,
         n: usize,
@@ -119,7 +131,41 @@ impl MmaTile {
             warp_m,
             warp_n,
             stages,
+            elem_bytes: 2,
         }
+    }
+
+    /// The tile with these parameters for inputs of type `T`.
+    pub const fn of<T>(
+        m: usize,
+        n: usize,
+        k: usize,
+        warp_m: usize,
+        warp_n: usize,
+        stages: usize,
+    ) -> MmaTile {
+        MmaTile {
+            elem_bytes: core::mem::size_of::<T>(),
+            ..MmaTile::new(m, n, k, warp_m, warp_n, stages)
+        }
+    }
+
+    /// Elements of one 16-byte copy chunk (one `cp.async`, one `ldmatrix`
+    /// row): 8 halves or 4 f32.
+    pub const fn chunk(&self) -> usize {
+        16 / self.elem_bytes
+    }
+
+    /// Elements of padding after each stored row of a stage: 16 bytes, so
+    /// that the 8 rows an `ldmatrix` reads fall in distinct banks (and, for
+    /// tf32's plain loads, the 4 rows of a fragment's k fall 4 banks apart).
+    pub const fn pad(&self) -> usize {
+        self.chunk()
+    }
+
+    /// Depth of one `mma`: 16 (`m16n8k16`, 16-bit inputs) or 8 (`m16n8k8`, tf32).
+    pub const fn mma_k(&self) -> usize {
+        if self.elem_bytes == 4 { 8 } else { mma::K }
     }
 
     /// Warps per block: `(m / warp_m) · (n / warp_n)`.
@@ -136,9 +182,9 @@ impl MmaTile {
     /// `A` is: `BM × BK`, or `BK × BM` when transposed.
     pub const fn a_layout(&self, trans_a: bool) -> (usize, usize) {
         if trans_a {
-            (self.k, self.m + PAD)
+            (self.k, self.m + self.pad())
         } else {
-            (self.m, self.k + PAD)
+            (self.m, self.k + self.pad())
         }
     }
 
@@ -146,9 +192,9 @@ impl MmaTile {
     /// when transposed.
     pub const fn b_layout(&self, trans_b: bool) -> (usize, usize) {
         if trans_b {
-            (self.n, self.k + PAD)
+            (self.n, self.k + self.pad())
         } else {
-            (self.k, self.n + PAD)
+            (self.k, self.n + self.pad())
         }
     }
 
@@ -164,14 +210,14 @@ impl MmaTile {
         self.a_len(trans_a) + rows * stride
     }
 
-    /// Elements (f16/bf16) of shared memory per block: every stage.
+    /// Elements (of the input type) of shared memory per block: every stage.
     pub const fn shared_len(&self, trans_a: bool, trans_b: bool) -> usize {
         self.stages * self.stage_len(trans_a, trans_b)
     }
 
     /// Bytes of shared memory per block.
     pub const fn shared_bytes(&self, trans_a: bool, trans_b: bool) -> usize {
-        self.shared_len(trans_a, trans_b) * 2
+        self.shared_len(trans_a, trans_b) * self.elem_bytes
     }
 
     /// Bytes of shared memory per block for the transposes that need the
@@ -190,12 +236,13 @@ impl MmaTile {
         if a > b { a } else { b }
     }
 
-    /// Whether the kernel can use this tile: warp tiles of whole `mma` tiles
-    /// that divide the block tile, whole chunks per stored row, at most 1024
-    /// threads, and 2–9 stages (`cp.async.wait_group` takes 0–7 pending
-    /// groups).
+    /// Whether the kernel can use this tile: 2- or 4-byte inputs, warp tiles
+    /// of whole `mma` tiles that divide the block tile, whole chunks per
+    /// stored row, at most 1024 threads, and 2–9 stages
+    /// (`cp.async.wait_group` takes 0–7 pending groups).
     pub const fn is_valid(&self) -> bool {
-        self.m > 0
+        (self.elem_bytes == 2 || self.elem_bytes == 4)
+            && self.m > 0
             && self.warp_m > 0
             && self.warp_n > 0
             && self.k > 0
@@ -204,9 +251,10 @@ impl MmaTile {
             && self.warp_n.is_multiple_of(mma::N)
             && self.n.is_multiple_of(self.warp_n)
             && self.n > 0
-            && self.k.is_multiple_of(mma::K)
-            && self.m.is_multiple_of(CHUNK)
-            && self.n.is_multiple_of(CHUNK)
+            && self.k.is_multiple_of(self.mma_k())
+            && self.k.is_multiple_of(self.chunk())
+            && self.m.is_multiple_of(self.chunk())
+            && self.n.is_multiple_of(self.chunk())
             && self.threads() <= 1024
             && self.stages >= 2
             && self.stages <= 9
@@ -226,8 +274,21 @@ pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 16, 3);
 /// the small tile: the tile for large GEMMs.
 pub const TC_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 32, 4);
 
+/// The small tf32 tile: [`TC_TILE`]'s blocks and warps with a k-step of 16
+/// f32, no more bytes per stage (27–30 KiB in all).
+pub const TF32_TILE: MmaTile = MmaTile::of::<f32>(64, 64, 16, 64, 16, 3);
+
+/// The large tf32 tile: [`TC_TILE_LARGE`]'s blocks and warps with a k-step
+/// of 16 f32, no more bytes per stage (68–80 KiB, dynamic: the host opts in).
+pub const TF32_TILE_LARGE: MmaTile = MmaTile::of::<f32>(128, 128, 16, 64, 32, 4);
+
 const _: () = assert!(TC_TILE.is_valid() && TC_TILE.shared_bytes(true, false) <= 48 * 1024);
 const _: () = assert!(TC_TILE_LARGE.is_valid() && TC_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
+const _: () = assert!(TF32_TILE.is_valid() && TF32_TILE.max_shared_bytes() <= 48 * 1024);
+const _: () = assert!(
+    TF32_TILE_LARGE.is_valid()
+        && TF32_TILE_LARGE.max_shared_bytes() == TC_TILE_LARGE.max_shared_bytes()
+);
 
 // The tiles' parameters as plain constants, the form `instances(...)` takes,
 // with the fragments per warp tile (the accumulator array's shape; derived,
@@ -248,11 +309,29 @@ const TL_WN: usize = TC_TILE_LARGE.warp_n;
 const TL_S: usize = TC_TILE_LARGE.stages;
 const TL_MI: usize = TL_WM / mma::M;
 const TL_NI: usize = TL_WN / mma::N;
+// The tf32 tiles differ from the 16-bit ones in k only (asserted).
+const TF_K: usize = TF32_TILE.k;
+const TFL_K: usize = TF32_TILE_LARGE.k;
+const _: () = assert!(
+    TF32_TILE.m == TC_M
+        && TF32_TILE.n == TC_N
+        && TF32_TILE.warp_m == TC_WM
+        && TF32_TILE.warp_n == TC_WN
+        && TF32_TILE.stages == TC_S
+        && TF32_TILE_LARGE.m == TL_M
+        && TF32_TILE_LARGE.n == TL_N
+        && TF32_TILE_LARGE.warp_m == TL_WM
+        && TF32_TILE_LARGE.warp_n == TL_WN
+        && TF32_TILE_LARGE.stages == TL_S
+);
 
-/// Input element types of the tensor-core kernels: f16, bf16.
+/// Input element types of the tensor-core kernels: f16, bf16, and f32
+/// (rounded to tf32 as its fragments load).
 pub trait Input: MmaInput + Copy {
     /// `0`.
     const ZERO: Self;
+    /// Elements of one 16-byte copy chunk (one `cp.async`): 8 halves, 4 f32.
+    const CHUNK: usize = row_elems::<Self>();
 }
 
 impl Input for f16 {
@@ -261,6 +340,10 @@ impl Input for f16 {
 
 impl Input for bf16 {
     const ZERO: bf16 = bf16::ZERO;
+}
+
+impl Input for f32 {
+    const ZERO: f32 = 0.0;
 }
 
 /// Output element types of the tensor-core kernels: f32, f16, bf16, to and
@@ -308,10 +391,12 @@ impl Output for bf16 {
 /// Where a stage's operand slice comes from: a stored row-major matrix
 /// ([`Stored`], the GEMM's `A` and `B`) or a matrix computed on the fly (the
 /// convolution's im2col gather, `crate::conv`). `load_tile` walks a slice in
-/// 8-element chunks of a stored row and asks the source for each one.
+/// 16-byte chunks of a stored row (`T::CHUNK` elements: 8 halves, 4
+/// f32) and asks the source for each one.
 pub trait TileSource<T: Input> {
-    /// Copies stored row `row`, columns `col .. col + CHUNK` to
-    /// `smem[dst .. dst + CHUNK]`: by `cp.async` where the source can (the
+    /// Copies stored row `row`, columns `col .. col + c` to
+    /// `smem[dst .. dst + c]`, `c = T::CHUNK` (16 bytes): by
+    /// `cp.async` where the source can (the
     /// copy lands at the thread's next `cp.async` wait), else by plain
     /// stores, zero for every element outside the matrix.
     fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize);
@@ -338,9 +423,9 @@ impl<T: Input> TileSource<T> for Stored<'_, T> {
     /// without reading outside it.
     #[inline(always)]
     fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, gr: usize, gc: usize) {
-        let (rows, cols) = (self.rows, self.cols);
+        let (rows, cols, chunk) = (self.rows, self.cols, T::CHUNK);
         // gr < rows: gr·ld + gc is within the buffer the host checked.
-        let whole = gr < rows && gc + CHUNK <= cols;
+        let whole = gr < rows && gc + chunk <= cols;
         let at = self
             .off
             .wrapping_add(gr.wrapping_mul(self.ld))
@@ -348,7 +433,7 @@ impl<T: Input> TileSource<T> for Stored<'_, T> {
         if whole && is_aligned(self.src, at) {
             mma::cp_async_16(smem, dst, self.src, at);
         } else {
-            for q in 0..CHUNK {
+            for q in 0..chunk {
                 let v = if gr < rows && gc + q < cols {
                     self.src.get(at + q).copied().unwrap_or(T::ZERO)
                 } else {
@@ -371,7 +456,7 @@ pub fn is_aligned<T>(src: Global<'_, T>, at: usize) -> bool {
 
 /// Copies the `ROWS × COLS` slice at stored `(r0, c0)` of `src` to
 /// `smem[base..]` (rows `stride` apart), the block's `threads` threads taking
-/// consecutive 8-element chunks (coalesced), each by
+/// consecutive 16-byte chunks (coalesced), each by
 /// [`TileSource::load_chunk`].
 #[inline(always)]
 fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>(
@@ -382,20 +467,61 @@ fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>
     (r0, c0): (usize, usize),
     (t, threads): (usize, usize),
 ) {
-    let per_row = COLS / CHUNK;
+    let chunk = T::CHUNK;
+    let per_row = COLS / chunk;
     let mut e = t;
     while e < ROWS * per_row {
-        let (r, c) = (e / per_row, (e % per_row) * CHUNK);
+        let (r, c) = (e / per_row, (e % per_row) * chunk);
         src.load_chunk(smem, base + r * stride + c, r0 + r, c0 + c);
         e += threads;
     }
+}
+
+/// The entry of every tensor-core kernel (the GEMM and the implicit-GEMM
+/// convolutions): checks at compile time that `MmaTile::of::<T>(BM, BN, BK,
+/// WM, WN, S)` is a valid tile whose warp tiles are `MI × NI` `mma`
+/// fragments, and at run time that the block is the 1-D block of its
+/// threads which the thread → chunk and warp → tile maps assume (a uniform
+/// check: every thread traps alike, before any barrier). Returns this
+/// thread's index in the block and the origin `(blockIdx.y·BM,
+/// blockIdx.x·BN)` of the block's tile.
+#[inline(always)]
+pub fn enter_block_tile<
+    T,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>() -> (usize, (usize, usize)) {
+    const {
+        assert!(
+            MmaTile::of::<T>(BM, BN, BK, WM, WN, S).is_valid()
+                && MI * mma::M == WM
+                && NI * mma::N == WN,
+            "an invalid tensor-core tile"
+        )
+    };
+    let threads = MmaTile::of::<T>(BM, BN, BK, WM, WN, S).threads();
+    assert!(
+        thread::block_dim() == Dim3::x(threads as u32),
+        "tensor-core kernel: launch with a 1-D block of MmaTile::threads() threads"
+    );
+    let block = thread::block_idx();
+    (
+        thread::linear_thread_id() as usize,
+        (block.y as usize * BM, block.x as usize * BN),
+    )
 }
 
 /// Steps 1–3 of the module docs for one block: `ktiles` k-steps of
 /// `op(A)·op(B)` for the `BM × BN` tile at `(row0, col0)`, `A` and `B` from
 /// any [`TileSource`] (stored as `TA`/`TB` say), into this warp's
 /// accumulators (its `WM × WN` tile at `(warp_row, warp_col)` of the block
-/// tile, `WM = 16·MI`, `WN = 8·NI`).
+/// tile, `WM = 16·MI`, `WN = 8·NI`); the tile is [`MmaTile::of`]`::<TIn>`.
 /// Shared by the GEMM kernels and the implicit-GEMM convolutions, so there
 /// is one tensor-core main loop. Every thread of the block must call it
 /// (barriers); `t` is the thread's index in its 1-D block.
@@ -423,7 +549,7 @@ pub fn main_loop<
     t: usize,
     (warp_row, warp_col): (usize, usize),
 ) -> [[FragC; NI]; MI] {
-    let tile = MmaTile::new(BM, BN, BK, WM, WN, S);
+    let tile = MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S);
     let threads = tile.threads();
     let smem = shared::dynamic::<TIn>();
     let (_, sa) = tile.a_layout(TA);
@@ -470,10 +596,10 @@ pub fn main_loop<
             load(next, next % S);
         }
         mma::cp_async_commit();
-        // Step 3, ldmatrix → mma over the stage's 16-deep slices.
+        // Step 3, ldmatrix → mma over the stage's K-deep slices.
         let base = (kt % S) * stage_len;
-        for kk in 0..BK / mma::K {
-            let p = kk * mma::K;
+        for kk in 0..BK / TIn::K {
+            let p = kk * TIn::K;
             let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
                 let i = warp_row + mi * mma::M;
                 if TA {
@@ -503,11 +629,11 @@ pub fn main_loop<
 
 /// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
 /// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
-/// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`]; `MI = WM/16`,
+/// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`] (of `TIn`); `MI = WM/16`,
 /// `NI = WN/8` (checked). Launch with blocks of `MmaTile::threads()`
 /// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
 #[kernel(
-    shared = [TIn; MmaTile::new(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
+    shared = [TIn; MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
         gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
         gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
@@ -549,6 +675,14 @@ pub fn main_loop<
         gemm_bf16_bf16_nt_128x128x32_s4 = <bf16, bf16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
         gemm_bf16_bf16_tn_128x128x32_s4 = <bf16, bf16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
         gemm_bf16_bf16_tt_128x128x32_s4 = <bf16, bf16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_tf32_f32_nn_64x64x16_s3 = <f32, f32, false, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_tf32_f32_nt_64x64x16_s3 = <f32, f32, false, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_tf32_f32_tn_64x64x16_s3 = <f32, f32, true, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_tf32_f32_tt_64x64x16_s3 = <f32, f32, true, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        gemm_tf32_f32_nn_128x128x16_s4 = <f32, f32, false, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_tf32_f32_nt_128x128x16_s4 = <f32, f32, false, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_tf32_f32_tn_128x128x16_s4 = <f32, f32, true, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_tf32_f32_tt_128x128x16_s4 = <f32, f32, true, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -577,34 +711,16 @@ pub fn gemm_tc<
     stride_b: usize,
     mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN>>,
 ) {
-    let tile = MmaTile::new(BM, BN, BK, WM, WN, S);
-    const {
-        assert!(
-            MmaTile::new(BM, BN, BK, WM, WN, S).is_valid()
-                && MI * mma::M == WM
-                && NI * mma::N == WN,
-            "an invalid tensor-core GEMM tile"
-        )
-    };
-    let threads = tile.threads();
-    // The thread → chunk and warp → tile maps assume exactly this block; a
-    // uniform check (every thread traps alike, before any barrier).
-    assert!(
-        thread::block_dim() == Dim3::x(threads as u32),
-        "gemm_tc: launch with a 1-D block of MmaTile::threads() threads"
-    );
+    let (t, (row0, col0)) = enter_block_tile::<TIn, BM, BN, BK, WM, WN, S, MI, NI>();
     // Batch z (`blockIdx.z`), as in the SIMT kernel: A and B at z·stride_a
-    // and z·stride_b, C the z-th of the stacked batches (m rows each).
+    // and z·stride_b, C the z-th of the host-bound batches (m rows each).
     let (_, m) = c.batch();
     let n = c.cols();
-    let t = thread::linear_thread_id() as usize;
     // The warp's tile in the block tile, by the map its epilogue writes
     // through (`WarpGrid`); with the checked block every warp has one.
     let warp_at = c.warp_offset().unwrap_or((0, 0));
-    let block = thread::block_idx();
-    let z = block.z as usize;
+    let z = thread::block_idx().z as usize;
     let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
-    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     let a_src = Stored {
         src: a,
         ld: lda,

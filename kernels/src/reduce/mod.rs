@@ -11,7 +11,7 @@
 //! | kernel shape | unit | fold |
 //! | --- | --- | --- |
 //! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | the unit is cut into groups at multiples of [`Items::WIDTH`] in the buffer (16 bytes of elements; 1 state); lane `l` folds groups `l, l+32, …` in order, each group's items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
-//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of one column | sequentially, in index order; consecutive threads take consecutive columns, so the loads coalesce |
+//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of a group of [`Items::WIDTH`] adjacent columns (16 bytes of elements; 1 state) | each column sequentially, in index order; consecutive threads take consecutive groups, so a warp reads 512 consecutive bytes of a row per load |
 //!
 //! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
 //! units]` or `[outer, units, inner]`, the same layout as its input with a
@@ -20,7 +20,8 @@
 //! thread per output) turns states into values. No shared memory, no
 //! barriers, no atomics, except in the one-launch rows kernels
 //! (`reduce_fused_*`, [`rows_fused`]): their last block to take an atomic
-//! ticket runs the combine passes itself; and in the small kernels
+//! ticket runs the combine passes and the finish step ([`Finish`]) itself,
+//! writing the outputs; and in the small kernels
 //! (`reduce_small_*`, [`rows_small`], rows of at most [`SMALL_MAX_UNITS`]
 //! units): a warp per row of one unit, or a block per longer row whose warps
 //! leave their units' states in shared memory for warp 0 to combine, then
@@ -37,11 +38,20 @@
 //! scalar loads is folded in the same order as by a vector, so which loads are
 //! vectors never changes a bit.
 //!
-//! Kernels are stamped per reduction and element type (`reduce_*`, and
-//! `reduce_small_*` with the output type and [`Finish`] step: 43 of them,
-//! sum serving mean and sum of squares serving norm2 through the runtime
-//! finish code), per reduction and accumulator (`combine_*`: f16, bf16 and
-//! f32 share the f32 ones), and per accumulator and output type (`finish_*`).
+//! The columns kernels read the same 16-byte groups: a thread's `W` columns
+//! of one row are one vector load when they are a whole group (every row's
+//! are when `inner` is a multiple of `W`), else `W` scalar loads (the last
+//! group of a row may be partial); a column's fold is the same either way,
+//! and the same as with a thread per column. The combine passes read each
+//! state (two words) with one 16-byte load ([`stored`]; states whose decode
+//! uses one word load 8 bytes).
+//!
+//! Kernels are stamped per reduction and element type (`reduce_*`, and the
+//! one-launch `reduce_small_*` and `reduce_fused_*` with the output type and
+//! [`Finish`] step: 43 of each, from one table, sum serving mean and sum of
+//! squares serving norm2 through the runtime finish code), per reduction and
+//! accumulator (`combine_*`: f16, bf16 and f32 share the f32 ones), and per
+//! accumulator and output type (`finish_*`).
 
 mod kernels;
 #[doc(hidden)]
@@ -51,7 +61,8 @@ pub use kernels::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
 use core::marker::PhantomData;
-use warpforge_device::own::{Elements, ThreadChunks, WarpChunks};
+use warpforge_device::global::vectors16;
+use warpforge_device::own::{Elements, WarpChunks};
 use warpforge_device::{Out, atomic, bf16, f16, num, shared, sync, thread};
 
 /// Threads per block of every reduction kernel (8 warps).
@@ -85,23 +96,18 @@ pub mod finish {
     pub const LOGSUMEXP: u32 = 3;
 }
 
-/// Item `k` of an element buffer as a state (`index` is its position along
-/// the reduced axis); the empty state past the end.
-#[inline(always)]
-pub fn element<T: Input, R: Reduction<T>>(x: &[T]) -> impl Fn(usize, u64) -> R::State + '_ {
-    move |k, index| {
-        x.get(k)
-            .map_or_else(R::State::empty, |&v| R::load(v, index))
-    }
-}
-
-/// What a rows pass folds: items in groups of [`Items::WIDTH`] consecutive
-/// ones, group `g` being items `g·WIDTH .. (g + 1)·WIDTH` of the buffer (so a
-/// whole group of elements is one aligned 16-byte vector).
+/// What a rows or columns pass reads: items in groups of [`Items::WIDTH`]
+/// consecutive ones, group `g` being items `g·WIDTH .. (g + 1)·WIDTH` of the
+/// buffer (so a whole group of elements is one aligned 16-byte vector).
 pub trait Items<S: State> {
     /// Items per group: one 16-byte vector of elements ([`Input::WIDTH`]),
     /// or 1 (states, [`Scalar`]).
     const WIDTH: u64;
+    /// `f(c, item k + c)` for `c = 0, 1, …, n − 1` in order, item `k + c` at
+    /// position `index(c)` along the reduced axis, items past the end
+    /// skipped; `n ≤ WIDTH`, and `k` is a multiple of `WIDTH` when `n ==
+    /// WIDTH` (a whole group: one vector load where the buffer has it).
+    fn each(&mut self, k: u64, n: u64, index: impl Fn(u64) -> u64, f: impl FnMut(usize, S));
     /// `acc` combined with items `k, k + 1, …, k + n − 1` (at positions `j, j +
     /// 1, …` along the reduced axis), in that order; `n ≤ WIDTH`, and `k` is
     /// a multiple of `WIDTH` when `n == WIDTH`. Items past the end are skipped.
@@ -142,25 +148,39 @@ pub fn vectored<T: Input, R: Reduction<T>>(x: &[T]) -> Vectored<'_, T, R> {
 impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
     const WIDTH: u64 = T::WIDTH;
     #[inline(always)]
-    fn fold(&mut self, mut acc: R::State, k: u64, j: u64, n: u64) -> R::State {
+    fn each(
+        &mut self,
+        k: u64,
+        n: u64,
+        index: impl Fn(u64) -> u64,
+        mut f: impl FnMut(usize, R::State),
+    ) {
         // A whole group at a 16-byte boundary: one vector load (on the GPU
         // every buffer starts at one, so every whole group does).
         if n == T::WIDTH
             && let Some(rel) = k.checked_sub(self.head)
             && rel % T::WIDTH == 0
-            && let Some(v) = self.vectors.get((rel / T::WIDTH) as usize)
+            && let Some(&v) = self.vectors.get((rel / T::WIDTH) as usize)
         {
-            for i in 0..T::WIDTH {
-                acc = R::State::push(acc, R::load(T::lane(v, i as usize), j + i));
+            // `v` copied whole: one 16-byte load, not one per element.
+            for c in 0..T::WIDTH {
+                f(c as usize, R::load(T::lane(&v, c as usize), index(c)));
             }
-            return acc;
+            return;
         }
-        // The same items in the same order, one scalar load each.
-        for i in 0..n {
-            if let Some(&x) = self.x.get((k + i) as usize) {
-                acc = R::State::push(acc, R::load(x, j + i));
+        // The same items in the same order, one scalar load each (a constant
+        // trip count, so that `c` is a constant for `f` once unrolled).
+        for c in 0..T::WIDTH {
+            if c < n
+                && let Some(&x) = self.x.get((k + c) as usize)
+            {
+                f(c as usize, R::load(x, index(c)));
             }
         }
+    }
+    #[inline(always)]
+    fn fold(&mut self, mut acc: R::State, k: u64, j: u64, n: u64) -> R::State {
+        self.each(k, n, |c| j + c, |_, s| acc = R::State::push(acc, s));
         acc
     }
     #[inline(always)]
@@ -188,17 +208,33 @@ pub struct Scalar<F>(pub F);
 impl<S: State, F: FnMut(usize, u64) -> S> Items<S> for Scalar<F> {
     const WIDTH: u64 = 1;
     #[inline(always)]
+    fn each(&mut self, k: u64, n: u64, index: impl Fn(u64) -> u64, mut f: impl FnMut(usize, S)) {
+        if n > 0 {
+            f(0, (self.0)(k as usize, index(0)));
+        }
+    }
+    #[inline(always)]
     fn fold(&mut self, acc: S, k: u64, j: u64, _: u64) -> S {
         S::combine(acc, (self.0)(k as usize, j))
     }
 }
 
-/// Item `k` of a state buffer (words `2k`, `2k + 1`); the empty state past the end.
+/// Item `k` of a state buffer (words `2k`, `2k + 1`: one 16-byte vector
+/// load, the buffer starting at a 16-byte boundary as every one does on the
+/// GPU; two scalar loads otherwise); the empty state past the end.
 #[inline(always)]
 pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
-    move |k, _| match (words.get(2 * k), words.get(2 * k + 1)) {
-        (Some(&a), Some(&b)) => S::decode([a, b]),
-        _ => S::empty(),
+    let (head, pairs) = vectors16::<u64, 2>(words);
+    move |k, _| {
+        if head == 0
+            && let Some(pair) = pairs.get(k)
+        {
+            return S::decode(pair.0);
+        }
+        match (words.get(2 * k), words.get(2 * k + 1)) {
+            (Some(&a), Some(&b)) => S::decode([a, b]),
+            _ => S::empty(),
+        }
     }
 }
 
@@ -298,9 +334,10 @@ pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
     2 + 4 * rows * len.div_ceil(ROW_UNIT)
 }
 
-/// A rows pass and every combine pass after it in one launch, with the same
-/// bits as [`rows_pass`] followed by `rows_pass`es over the states until one
-/// per row is left: those states are written to words `2r, 2r + 1` of `finals`.
+/// A whole rows reduction in one launch, finished: the bits of [`rows_pass`]
+/// followed by `rows_pass`es over the states until one per row is left and a
+/// `finish_*` kernel. `finish(row, state)` is called once per row with the
+/// row's final state, by lane 0 of a warp of the last block.
 ///
 /// Each warp folds its units (`fold_unit`) into region 0 of `scratch` (see
 /// [`fused_scratch_words`]). Then the block publishes them: a barrier, and
@@ -309,17 +346,18 @@ pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
 /// the ticket to 0 for the next launch, and runs the combine levels itself:
 /// its 8 warps stride over the level's units (the same units and fold as a
 /// combine pass, so the grid still decides nothing), a barrier between levels,
-/// the last level writing `finals`. Needs `len > ROW_UNIT` (at least one
-/// combine level) and a 1-D launch of [`BLOCK_THREADS`]-thread blocks.
+/// the last level handing each row's state to `finish`. Needs `len >
+/// ROW_UNIT` (at least one combine level) and a 1-D launch of
+/// [`BLOCK_THREADS`]-thread blocks.
 #[inline(always)]
 pub fn rows_fused<S: State>(
     rows: u64,
     len: u64,
     items: impl Items<S>,
     scratch: &mut Out<u64>,
-    finals: &mut Out<u64>,
+    finish: impl FnMut(u64, S),
 ) {
-    rows_fused_fenced::<S, true>(rows, len, items, scratch, finals);
+    rows_fused_fenced::<S, true>(rows, len, items, scratch, finish);
 }
 
 /// [`rows_fused`] without its two fences: a broken kernel, for the test that
@@ -331,9 +369,9 @@ pub fn rows_fused_without_fences<S: State>(
     len: u64,
     items: impl Items<S>,
     scratch: &mut Out<u64>,
-    finals: &mut Out<u64>,
+    finish: impl FnMut(u64, S),
 ) {
-    rows_fused_fenced::<S, false>(rows, len, items, scratch, finals);
+    rows_fused_fenced::<S, false>(rows, len, items, scratch, finish);
 }
 
 #[inline(always)]
@@ -342,7 +380,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
     len: u64,
     mut items: impl Items<S>,
     scratch: &mut Out<u64>,
-    finals: &mut Out<u64>,
+    mut finish: impl FnMut(u64, S),
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
     let units = rows.saturating_mul(per_row);
@@ -398,7 +436,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
             let acc = fold_unit(unit, next, level_len, lane, &mut level);
             if lane == 0 {
                 if next == 1 {
-                    write_state(finals, 2 * unit, acc);
+                    finish(unit, acc); // the level's units are the rows
                 } else {
                     write_state(scratch, region(1 - src) + 2 * unit, acc);
                 }
@@ -487,7 +525,8 @@ pub fn rows_small<S: State>(
 }
 
 /// How a final state's words become an output of type `O` (the `finish_*`
-/// kernels' step, which [`rows_small`]'s kernels apply themselves).
+/// kernels' step, which the one-launch kernels, over [`rows_small`] and
+/// [`rows_fused`], apply themselves).
 pub trait Finish<O> {
     /// The output of state `words`; `code` is a [`finish`] constant (float
     /// values only), `count` the elements the state covers (for the mean).
@@ -533,37 +572,74 @@ impl Finish<i64> for Index {
     }
 }
 
-/// A columns pass: items `[outer, len, inner]` (`item(k, j)` is item
-/// `k = (o·len + j)·inner + i`), one thread per unit `(o, c, i)` folding items
-/// `j ∈ [c·COL_UNIT, min(len, (c+1)·COL_UNIT))` in order, grid-striding over
-/// the `outer · ⌈len / COL_UNIT⌉ · inner` units; unit `u = (o·units + c)·inner + i`
-/// writes its state to words `2u, 2u + 1` of `states`, which the thread owns
-/// (`Out<u64, ThreadChunks<2>>`).
+/// The most items of a group ([`Items::WIDTH`]): 8 (f16, bf16 elements).
+const MAX_WIDTH: usize = 8;
+
+/// A columns pass: items `[outer, len, inner]` (item
+/// `k = (o·len + j)·inner + i` at position `j`), one thread per unit
+/// `(o, c, g)` folding items `j ∈ [c·COL_UNIT, min(len, (c+1)·COL_UNIT))`
+/// in order for each of the columns `i ∈ [g·W, min(inner, (g+1)·W))`
+/// (`W =` [`Items::WIDTH`]: 16 bytes of elements, one state), grid-striding
+/// over the `outer · ⌈len / COL_UNIT⌉ · ⌈inner / W⌉` units; column `i` of
+/// unit `(o, c, g)` writes its state to words `2u, 2u + 1` of `states`, with
+/// `u = (o·⌈len / COL_UNIT⌉ + c)·inner + i`.
+///
+/// Consecutive threads take consecutive groups of a row, so a warp reads
+/// `32 · 16` consecutive bytes (four whole 128-byte lines) per `j`, each
+/// group with one 16-byte vector load where it is aligned (a whole group at
+/// a multiple of `W` in the buffer: every one when `inner` is a multiple of
+/// `W`), else with scalar loads, the columns' order of folds the same
+/// either way. Each column's fold is the one a thread per column would do,
+/// so the grouping never changes a bit.
 #[inline(always)]
 pub fn cols_pass<S: State>(
     outer: u64,
     len: u64,
     inner: u64,
-    item: impl Fn(usize, u64) -> S,
-    states: &mut Out<u64, ThreadChunks<2>>,
+    mut items: impl Items<S>,
+    states: &mut Out<u64>,
 ) {
+    let w = items_width(&items);
     let chunks = len.div_ceil(COL_UNIT);
     if chunks == 0 || inner == 0 {
         return; // nothing to reduce (and no division by zero below)
     }
-    let units = outer.saturating_mul(chunks).saturating_mul(inner);
-    states.chunks(units).for_each(|mut owned| {
-        let unit = owned.unit();
-        let (rest, i) = (unit / inner, unit % inner);
+    let groups = inner.div_ceil(w);
+    let units = outer.saturating_mul(chunks).saturating_mul(groups);
+    let mut unit = thread::global_index_x() as u64;
+    while unit < units {
+        let (rest, g) = (unit / groups, unit % groups);
         let (o, c) = (rest / chunks, rest % chunks);
+        let i = g * w;
+        let n = w.min(inner - i);
         let start = c * COL_UNIT;
         let end = len.min(start + COL_UNIT);
-        let mut acc = S::empty();
+        let mut acc = [S::empty(); MAX_WIDTH];
         for j in start..end {
-            acc = S::push(acc, item(((o * len + j) * inner + i) as usize, j));
+            let k = (o * len + j) * inner + i;
+            items.each(k, n, |_| j, |col, s| acc[col] = S::push(acc[col], s));
         }
-        owned.write(acc.encode());
-    });
+        // A constant trip count again: `acc` stays in registers.
+        let first = (o * chunks + c) * inner + i;
+        for col in 0..w {
+            if col < n {
+                write_state(states, 2 * (first + col), acc[col as usize]);
+            }
+        }
+        unit += thread::grid_stride_x() as u64;
+    }
+}
+
+/// `I::WIDTH`, checked at compile time to fit [`cols_pass`]'s accumulators.
+#[inline(always)]
+fn items_width<S: State, I: Items<S>>(_: &I) -> u64 {
+    const {
+        assert!(
+            I::WIDTH as usize <= MAX_WIDTH,
+            "a group has at most MAX_WIDTH items"
+        )
+    };
+    I::WIDTH
 }
 
 /// Output `k` = `value(words of state k)` for every `k < out.len()`, one

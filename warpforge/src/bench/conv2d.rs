@@ -447,7 +447,7 @@ pub fn conv2d(dev: &Device, config: &ConvBench) -> Result<BenchReport> {
 /// (`cudnnFindConvolutionForwardAlgorithm`) needs the handle and
 /// descriptors, which cudarc's safe wrappers keep private.
 mod cudnn {
-    use super::super::{Timing, median, sample};
+    use super::super::{Timing, sample};
     use crate::Device;
     use crate::conv2d::{Conv2d, Layout};
     use cudarc::cudnn::result::{self, CudnnError};
@@ -775,7 +775,7 @@ mod cudnn {
             unsafe { result::set_convolution_math_type(c_desc.raw, p.mathType) }
                 .map_err(make("the math type"))?;
             let (alpha, beta) = T::one_zero();
-            let mut once = || {
+            let once = || {
                 let (xp, _rx) = x.device_ptr(s);
                 let (wp, _rw) = w.device_ptr(s);
                 let (yp, _ry) = y.device_ptr_mut(s);
@@ -803,27 +803,9 @@ mod cudnn {
                 }
                 .map_err(make("cudnnConvolutionForward"))
             };
-            for _ in 0..timing.warmup {
-                once()?;
-            }
-            s.synchronize().map_err(|e| fail("synchronising", &e))?;
-            let iters = timing.iters.max(1);
-            let event = || {
-                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(|e| fail("recording an event", &e))
-            };
-            let mut samples = Vec::new();
-            for _ in 0..timing.reps.max(1) {
-                let start = event()?;
-                for _ in 0..iters {
-                    once()?;
-                }
-                let end = event()?;
-                let ms = start.elapsed_ms(&end).map_err(|e| fail("timing", &e))?;
-                samples.push(f64::from(ms) / 1e3 / iters as f64);
-            }
+            let seconds = super::super::time_anchor_calls(s, timing, "cuDNN", once)?;
             Ok(Timed {
-                seconds: median(samples),
+                seconds,
                 algorithm: format!(
                     "{:?}, {:?}, workspace {ws_bytes} B ({how})",
                     p.algo, p.mathType

@@ -27,21 +27,19 @@
 //!    `G = 1`, no bias and no ReLU: [`crate::gemm::Gemm`] itself — NHWC
 //!    `Y[NHW × K] = X[NHW × C]·Wᵀ`; NCHW the batch `Y[n] = W[K × C]·X[n]`
 //!    (`stride_a = 0`). f16/bf16 run on the tensor cores there.
-//! 3. [`Algorithm::ImplicitGemm`]: the input gathered on the fly (im2col,
-//!    never materialised; `warpforge_kernels::conv`) into a GEMM main loop:
-//!    f32 NCHW (any `G`) or NHWC with `G = 1` on the SIMT GEMM's
-//!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16, same layouts and groups,
-//!    on the tensor-core GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`:
-//!    `cp.async` gather chunks where the 8 elements are contiguous — NHWC
-//!    when `C % 8 == 0`, NCHW at column stride 1 — in the image and
-//!    aligned; f32 accumulation, bias + ReLU in f32 and one rounding).
-//! 4. [`Algorithm::Direct`] otherwise (NHWC with `1 < G < C`).
-//!
-//! **Deviations from the plan, and why.** Grouped NHWC
-//! (`1 < G < C`) needs an owned output mapping for a group's column range of
-//! `[N·P·Q × K]` that `own.rs` does not have yet, so it runs the direct
-//! kernel (sound by construction: one thread per element). `Algorithm::Direct`
-//! names that case, so `algorithm()` never claims a GEMM that does not run.
+//! 3. [`Algorithm::ImplicitGemm`] otherwise (dense and grouped, `G < C`,
+//!    both layouts): the input gathered on the fly (im2col, never
+//!    materialised; `warpforge_kernels::conv`) into a GEMM main loop, one
+//!    grid z per GEMM: NCHW per image and group (`N·G`, each group's output
+//!    channels a stacked batch of rows of `[N·K × P·Q]`), NHWC per group
+//!    (`G`, the group's input channels gathered, its weight rows as `B`,
+//!    its output channels a side-by-side batch of columns of
+//!    `[N·P·Q × K]`). f32 on the SIMT GEMM's main loop
+//!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16 on the tensor-core
+//!    GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`: `cp.async`
+//!    gather chunks where the 8 elements are contiguous — NHWC when
+//!    `C/G % 8 == 0`, NCHW at column stride 1 — in the image and aligned;
+//!    f32 accumulation, bias + ReLU in f32 and one rounding).
 //!
 //! **Checked before anything runs** ([`Conv2d::validate`] and
 //! [`Conv2d::run`]), each a clear [`Error`] naming the parameter: zero
@@ -139,8 +137,6 @@ pub enum Algorithm {
     Gemm1x1,
     /// The direct kernel on a depthwise convolution (`G = C`).
     Depthwise,
-    /// The direct kernel on a shape no GEMM path takes yet (module docs).
-    Direct,
 }
 
 impl fmt::Display for Algorithm {
@@ -149,7 +145,6 @@ impl fmt::Display for Algorithm {
             Algorithm::ImplicitGemm => "implicit GEMM",
             Algorithm::Gemm1x1 => "1x1 as GEMM",
             Algorithm::Depthwise => "depthwise (direct)",
-            Algorithm::Direct => "direct",
         })
     }
 }
@@ -292,7 +287,7 @@ macro_rules! half_element {
             // The 1 × 1 GEMM path pins the small tile, so the name needs no
             // device (the tile heuristic counts its SMs).
             fn gemm_name(trans_b: bool) -> &'static str {
-                <$t as GemmTypes<$t>>::kernel_name(false, trans_b, Some(TileConfig::Small))
+                <$t as GemmTypes<$t>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
             }
             direct_launch!($nchw, $nhwc);
             fn launch_implicit(
@@ -664,10 +659,7 @@ impl Conv2d {
         {
             return Ok(Algorithm::Gemm1x1);
         }
-        if self.layout == Layout::Nchw || g == 1 {
-            return Ok(Algorithm::ImplicitGemm);
-        }
-        Ok(Algorithm::Direct)
+        Ok(Algorithm::ImplicitGemm)
     }
 
     /// The main kernel [`run`](Self::run) launches for `T` without a bias.
@@ -680,8 +672,8 @@ impl Conv2d {
         let kernels = T::KERNELS;
         let nhwc = self.layout == Layout::Nhwc;
         Ok(match self.algorithm_for::<T>(bias)? {
-            Algorithm::Depthwise | Algorithm::Direct if nhwc => kernels.direct_nhwc,
-            Algorithm::Depthwise | Algorithm::Direct => kernels.direct_nchw,
+            Algorithm::Depthwise if nhwc => kernels.direct_nhwc,
+            Algorithm::Depthwise => kernels.direct_nchw,
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
             Algorithm::ImplicitGemm if nhwc => kernels.implicit_nhwc,
             Algorithm::ImplicitGemm => kernels.implicit_nchw,
@@ -780,23 +772,26 @@ impl Conv2d {
                     T::run_gemm(dev, gemm, w, x, y)
                 }
             }
-            Algorithm::Depthwise | Algorithm::Direct => {
+            Algorithm::Depthwise => {
                 let cfg = grid_stride_config(y.len());
                 T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
             }
             Algorithm::ImplicitGemm => {
                 let (bm, bn, threads) = T::KERNELS.implicit_tile;
-                let (rows, cols, batches) = if nhwc {
-                    (n * p * q, k, 1)
+                // One batch per grid z (sizes fit: the output's element
+                // count does). NHWC: group g's output channels, columns
+                // g·K/G .. of [N·P·Q × K], side by side. NCHW: image n's
+                // group g, rows (n·G + g)·K/G .. of [N·K × P·Q], stacked.
+                let (rows, cols, row_stride, batches, batch_stride) = if nhwc {
+                    (n * p * q, geo.kg, k, self.groups, geo.kg)
                 } else {
                     let batches = n
                         .checked_mul(self.groups)
                         .ok_or_else(|| overflow(format!("N·groups = {n}·{}", self.groups)))?;
-                    (geo.kg, p * q, batches)
+                    (geo.kg, p * q, p * q, batches, geo.kg * p * q)
                 };
                 let cfg = grid(dev, kernel, bm, bn, threads, (rows, cols, batches))?;
-                let total_rows = rows * batches; // = the output's rows: fits
-                let y = y.matrix_mut(total_rows, cols, cols)?;
+                let y = y.batched_matrix_mut(rows, cols, row_stride, batches, batch_stride)?;
                 T::launch_implicit(dev, nhwc, cfg, x, w, bias_buf, y, packed)
             }
         }
@@ -839,10 +834,10 @@ fn grid(
         "split the batch over several calls",
     )?;
     let z = axis(
-        "grid.z (images × groups)",
+        "grid.z (groups in NHWC, images × groups in NCHW)",
         batches,
         limits[2].min(65535),
-        "split the batch over several calls",
+        "split the batch (NCHW) or the groups (NHWC) over several calls",
     )?;
     Ok(LaunchConfig::new(
         Dim3::new(x, y, z),

@@ -1,6 +1,7 @@
 //! GEMM: `C ← alpha·op(A)·op(B) + beta·C`: f32 and f64 on the SIMT cores,
 //! f16 and bf16 inputs on the tensor cores (f32 accumulation, output f32,
-//! f16 or bf16).
+//! f16 or bf16), and f32 through TF32 tensor cores when asked
+//! ([`Gemm::tf32`]).
 //!
 //! BLAS-style: row-major matrices with leading dimensions, `op(X)` = `X` or
 //! `Xᵀ`, and the result written in place of `C` (one input-and-output buffer
@@ -19,16 +20,16 @@
 //! every batch: broadcast) and `C` at `z·stride_c`, one batch per
 //! `blockIdx.z` (so `count ≤ 65535`, else `LaunchConfig`). Each operand's
 //! buffer must hold `(count − 1)·stride + its extent` (checked arithmetic).
-//! `C`'s batches must not overlap (`stride_c ≥ (m − 1)·ldc + n`, refused
-//! otherwise: two batches would write one element) and, today, must be
-//! packed, `stride_c = m·ldc` (the default): the kernel's output is one
-//! `OutMatrix` of the batches' rows stacked (`count·m × n`, row stride
-//! `ldc`), bound by the host like any other, and the owned tile views
-//! (`MicroTiles`, `WarpGrid`) give block (x, y, z) its tile of batch `z`
-//! (`OutMatrix::batch`: rows `z·m ..`), so batches are disjoint rows and
-//! the epilogue stays race-free by construction. (A stride between batches
-//! that is not `m·ldc` would need a second host-bound number in the
-//! kernel's output binding.)
+//! `C`'s batches must not overlap, by one of two rules (refused otherwise,
+//! naming the sizes: two batches would write one element): stacked,
+//! `stride_c ≥ (m − 1)·ldc + n` (packed `m·ldc`, the default, or padded);
+//! or side by side, column ranges of one wider matrix, `stride_c ≥ n` and
+//! `(count − 1)·stride_c + n ≤ ldc`. The kernel's output is one `OutMatrix`
+//! bound with the batch count and `stride_c`
+//! (`DeviceBuffer::batched_matrix_mut`, which checks those rules), and the
+//! owned tile views (`MicroTiles`, `WarpGrid`) give block (x, y, z) its
+//! tile of batch `z` (`OutMatrix::batch`), so the epilogue stays race-free
+//! by construction.
 //!
 //! Everything is checked before anything runs, with overflow-checked sizes:
 //! every buffer on the device (`DeviceMismatch`), each leading dimension at
@@ -49,7 +50,7 @@
 //!
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
-//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` |
+//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*`; with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
 //! | `f64` | `f64` | `f64` | SIMT, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
@@ -63,6 +64,17 @@
 //! |---|---|---|---|---|---|---|
 //! | `Small` | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | 128 | 27–30 KiB | every pair: `gemm_*_64x64x32_s3` |
 //! | `Large` | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | 256 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
+//!
+//! **TF32** ([`Gemm::tf32`], off by default, as in cuBLAS and torch): f32
+//! `A` and `B` rounded to tf32 as the fragments load (`cvt.rna`, 10
+//! fraction bits) and multiplied by `mma.sync.m16n8k8` with f32
+//! accumulation, from the same generic kernel body with the same two
+//! configurations at half the k-step in elements (16 f32 = 32 halves in
+//! bytes: at most the same shared memory, [`TileConfig::tf32_tile`]),
+//! `gemm_tf32_f32_*_64x64x16_s3` and `gemm_tf32_f32_*_128x128x16_s4`, chosen
+//! by the same heuristic. Where a fragment's elements are not contiguous
+//! along k (`A` transposed, `B` not), f32 fragments load with plain shared
+//! loads, since `ldmatrix.trans` moves 16-bit elements only.
 //!
 //! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
 //! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and
@@ -121,7 +133,9 @@ use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Resul
 use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
-use warpforge_kernels::gemm::tensor::{self as tc, MmaTile, TC_TILE, TC_TILE_LARGE};
+use warpforge_kernels::gemm::tensor::{
+    self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
+};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
 
 /// Element types with GEMM kernels: `f32` and `f64`.
@@ -148,13 +162,50 @@ pub trait GemmElement: Element + k::Element {
         b: (&DeviceBuffer<Self>, usize, usize),
         c: MatrixMut<'_, Self>,
     ) -> Result<()>;
+    /// The tensor-core configurations with TF32 kernels ([`Gemm::tf32`]):
+    /// both for f32, none for f64.
+    #[doc(hidden)]
+    const TF32_TILES: &'static [TileConfig];
+    /// The TF32 kernel's name for these transposes and `tile` (one of
+    /// [`TF32_TILES`](Self::TF32_TILES)).
+    #[doc(hidden)]
+    fn tf32_kernel_name(trans_a: bool, trans_b: bool, tile: TileConfig) -> &'static str;
+    /// Launches the TF32 kernel for these transposes and `tile` (one of
+    /// [`TF32_TILES`](Self::TF32_TILES), as the caller checked).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_tf32(
+        dev: &Device,
+        cfg: LaunchConfig,
+        tile: TileConfig,
+        trans: (bool, bool),
+        mk: (usize, usize),
+        alpha: Self,
+        beta: Self,
+        a: (&DeviceBuffer<Self>, usize, usize),
+        b: (&DeviceBuffer<Self>, usize, usize),
+        c: MatrixMut<'_, Self>,
+    ) -> Result<()>;
+}
+
+/// Launches the tensor-core kernel of these transposes: `nn, nt, tn, tt`.
+macro_rules! launch_tc {
+    ($dev:ident, $cfg:ident, $trans:ident, $args:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+        match $trans {
+            (false, false) => $dev.launch(tc::$nn, $cfg, $args),
+            (false, true) => $dev.launch(tc::$nt, $cfg, $args),
+            (true, false) => $dev.launch(tc::$tn, $cfg, $args),
+            (true, true) => $dev.launch(tc::$tt, $cfg, $args),
+        }
+    };
 }
 
 macro_rules! gemm_element {
-    ($t:ty, $tile:expr, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+    ($t:ty, $tile:expr, [$nn:ident, $nt:ident, $tn:ident, $tt:ident], { $($tf32:tt)* }) => {
         impl GemmElement for $t {
             const TILE: Tile = $tile;
             const ONE: $t = 1.0;
+            $($tf32)*
             fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
                 match (trans_a, trans_b) {
                     (false, false) => k::$nn::NAME,
@@ -189,19 +240,113 @@ macro_rules! gemm_element {
 gemm_element!(
     f32,
     F32_TILE,
-    gemm_f32_nn_64x64x16,
-    gemm_f32_nt_64x64x16,
-    gemm_f32_tn_64x64x16,
-    gemm_f32_tt_64x64x16
+    [
+        gemm_f32_nn_64x64x16,
+        gemm_f32_nt_64x64x16,
+        gemm_f32_tn_64x64x16,
+        gemm_f32_tt_64x64x16
+    ],
+    {
+        const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
+        fn tf32_kernel_name(trans_a: bool, trans_b: bool, tile: TileConfig) -> &'static str {
+            let i = usize::from(trans_a) * 2 + usize::from(trans_b);
+            match tile {
+                TileConfig::Small => [
+                    tc::gemm_tf32_f32_nn_64x64x16_s3::NAME,
+                    tc::gemm_tf32_f32_nt_64x64x16_s3::NAME,
+                    tc::gemm_tf32_f32_tn_64x64x16_s3::NAME,
+                    tc::gemm_tf32_f32_tt_64x64x16_s3::NAME,
+                ][i],
+                TileConfig::Large => [
+                    tc::gemm_tf32_f32_nn_128x128x16_s4::NAME,
+                    tc::gemm_tf32_f32_nt_128x128x16_s4::NAME,
+                    tc::gemm_tf32_f32_tn_128x128x16_s4::NAME,
+                    tc::gemm_tf32_f32_tt_128x128x16_s4::NAME,
+                ][i],
+            }
+        }
+        fn launch_tf32(
+            dev: &Device,
+            cfg: LaunchConfig,
+            tile: TileConfig,
+            trans: (bool, bool),
+            (_, k): (usize, usize),
+            alpha: f32,
+            beta: f32,
+            (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
+            (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
+            c: MatrixMut<'_, f32>,
+        ) -> Result<()> {
+            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+            match tile {
+                TileConfig::Small => launch_tc!(
+                    dev,
+                    cfg,
+                    trans,
+                    args,
+                    gemm_tf32_f32_nn_64x64x16_s3,
+                    gemm_tf32_f32_nt_64x64x16_s3,
+                    gemm_tf32_f32_tn_64x64x16_s3,
+                    gemm_tf32_f32_tt_64x64x16_s3
+                ),
+                TileConfig::Large => launch_tc!(
+                    dev,
+                    cfg,
+                    trans,
+                    args,
+                    gemm_tf32_f32_nn_128x128x16_s4,
+                    gemm_tf32_f32_nt_128x128x16_s4,
+                    gemm_tf32_f32_tn_128x128x16_s4,
+                    gemm_tf32_f32_tt_128x128x16_s4
+                ),
+            }
+        }
+    }
 );
 gemm_element!(
     f64,
     F64_TILE,
-    gemm_f64_nn_64x64x8,
-    gemm_f64_nt_64x64x8,
-    gemm_f64_tn_64x64x8,
-    gemm_f64_tt_64x64x8
+    [
+        gemm_f64_nn_64x64x8,
+        gemm_f64_nt_64x64x8,
+        gemm_f64_tn_64x64x8,
+        gemm_f64_tt_64x64x8
+    ],
+    {
+        const TF32_TILES: &'static [TileConfig] = &[];
+        fn tf32_kernel_name(trans_a: bool, trans_b: bool, _: TileConfig) -> &'static str {
+            <f64 as GemmElement>::kernel_name(trans_a, trans_b)
+        }
+        fn launch_tf32(
+            _: &Device,
+            _: LaunchConfig,
+            _: TileConfig,
+            _: (bool, bool),
+            _: (usize, usize),
+            _: f64,
+            _: f64,
+            _: (&DeviceBuffer<f64>, usize, usize),
+            _: (&DeviceBuffer<f64>, usize, usize),
+            _: MatrixMut<'_, f64>,
+        ) -> Result<()> {
+            Err(tf32_refused(crate::DType::F64, crate::DType::F64))
+        }
+    }
 );
+
+/// The error for [`Gemm::tf32`] on a pair without TF32 kernels.
+fn tf32_refused(tin: crate::DType, tout: crate::DType) -> Error {
+    Error::InvalidParameter {
+        op: "gemm",
+        parameter: "tf32",
+        detail: format!(
+            "TF32 rounds f32 inputs for the tensor cores: it applies to f32 A and B into an \
+             f32 C only, not to {} → {}; drop .tf32(true)",
+            tin.name(),
+            tout.name()
+        ),
+    }
+}
 
 mod sealed {
     pub trait Sealed<TOut> {}
@@ -233,11 +378,21 @@ pub enum TileConfig {
 }
 
 impl TileConfig {
-    /// The kernel's tile parameters.
+    /// The kernel's tile parameters (f16 and bf16 inputs).
     pub const fn tile(self) -> MmaTile {
         match self {
             TileConfig::Small => TC_TILE,
             TileConfig::Large => TC_TILE_LARGE,
+        }
+    }
+
+    /// The TF32 kernel's tile parameters ([`Gemm::tf32`]): the same blocks
+    /// and warps as [`tile`](Self::tile), half its k-step in f32 elements,
+    /// at most its bytes of shared memory (the same at the largest layout).
+    pub const fn tf32_tile(self) -> MmaTile {
+        match self {
+            TileConfig::Small => TF32_TILE,
+            TileConfig::Large => TF32_TILE_LARGE,
         }
     }
 
@@ -314,20 +469,32 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// The tensor-core configurations with kernels for this pair; empty for
     /// the SIMT pairs (one tile each, no choice).
     const TILES: &'static [TileConfig];
+    /// The configurations with TF32 kernels for this pair ([`Gemm::tf32`]):
+    /// both for f32 → f32, none for the others.
+    const TF32_TILES: &'static [TileConfig];
     /// The launch shape of the kernels of `tile` (`None` for SIMT, one of
     /// [`TILES`](Self::TILES) for the tensor cores, as the caller checked).
     #[doc(hidden)]
     fn shape(tile: Option<TileConfig>) -> BlockShape;
-    /// The kernel's name for these transposes and `tile` (as for `shape`).
+    /// The kernel's name for these transposes and `tile` (as for `shape`;
+    /// with `tf32`, the TF32 kernel of `tile`, one of
+    /// [`TF32_TILES`](Self::TF32_TILES)).
     #[doc(hidden)]
-    fn kernel_name(trans_a: bool, trans_b: bool, tile: Option<TileConfig>) -> &'static str;
-    /// Launches the kernel for these transposes and `tile` (as for `shape`).
+    fn kernel_name(
+        trans_a: bool,
+        trans_b: bool,
+        tile: Option<TileConfig>,
+        tf32: bool,
+    ) -> &'static str;
+    /// Launches the kernel for these transposes and `tile` (as for
+    /// `kernel_name`).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_gemm(
         dev: &Device,
         cfg: LaunchConfig,
         tile: Option<TileConfig>,
+        tf32: bool,
         trans: (bool, bool),
         mk: (usize, usize),
         alpha: Self::Scalar,
@@ -343,20 +510,33 @@ impl<T: GemmElement> sealed::Sealed<T> for T {}
 impl<T: GemmElement> GemmTypes<T> for T {
     type Scalar = T;
     const TILES: &'static [TileConfig] = &[];
-    fn shape(_: Option<TileConfig>) -> BlockShape {
-        BlockShape {
-            rows: T::TILE.m,
-            cols: T::TILE.n,
-            threads: T::TILE.threads(),
+    const TF32_TILES: &'static [TileConfig] = T::TF32_TILES;
+    fn shape(tile: Option<TileConfig>) -> BlockShape {
+        match tile {
+            Some(tile) => tile.shape(),
+            None => BlockShape {
+                rows: T::TILE.m,
+                cols: T::TILE.n,
+                threads: T::TILE.threads(),
+            },
         }
     }
-    fn kernel_name(trans_a: bool, trans_b: bool, _: Option<TileConfig>) -> &'static str {
-        <T as GemmElement>::kernel_name(trans_a, trans_b)
+    fn kernel_name(
+        trans_a: bool,
+        trans_b: bool,
+        tile: Option<TileConfig>,
+        tf32: bool,
+    ) -> &'static str {
+        match tile {
+            Some(tile) if tf32 => T::tf32_kernel_name(trans_a, trans_b, tile),
+            _ => <T as GemmElement>::kernel_name(trans_a, trans_b),
+        }
     }
     fn launch_gemm(
         dev: &Device,
         cfg: LaunchConfig,
-        _: Option<TileConfig>,
+        tile: Option<TileConfig>,
+        tf32: bool,
         trans: (bool, bool),
         mk: (usize, usize),
         alpha: T,
@@ -365,7 +545,10 @@ impl<T: GemmElement> GemmTypes<T> for T {
         b: (&DeviceBuffer<T>, usize, usize),
         c: MatrixMut<'_, T>,
     ) -> Result<()> {
-        <T as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c)
+        match tile {
+            Some(tile) if tf32 => T::launch_tf32(dev, cfg, tile, trans, mk, alpha, beta, a, b, c),
+            _ => <T as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c),
+        }
     }
 }
 
@@ -377,10 +560,16 @@ macro_rules! gemm_tensor {
         impl GemmTypes<$tout> for $tin {
             type Scalar = f32;
             const TILES: &'static [TileConfig] = gemm_tensor!(@tiles $([$($large),+])?);
+            const TF32_TILES: &'static [TileConfig] = &[];
             fn shape(tile: Option<TileConfig>) -> BlockShape {
                 tile.unwrap_or(TileConfig::Small).shape()
             }
-            fn kernel_name(trans_a: bool, trans_b: bool, tile: Option<TileConfig>) -> &'static str {
+            fn kernel_name(
+                trans_a: bool,
+                trans_b: bool,
+                tile: Option<TileConfig>,
+                _: bool,
+            ) -> &'static str {
                 let i = usize::from(trans_a) * 2 + usize::from(trans_b);
                 match tile {
                     $(Some(TileConfig::Large) => [$(tc::$large::NAME),+][i],)?
@@ -391,6 +580,7 @@ macro_rules! gemm_tensor {
                 dev: &Device,
                 cfg: LaunchConfig,
                 tile: Option<TileConfig>,
+                _: bool,
                 trans: (bool, bool),
                 (_, k): (usize, usize),
                 alpha: f32,
@@ -401,22 +591,14 @@ macro_rules! gemm_tensor {
             ) -> Result<()> {
                 let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
                 match tile {
-                    $(Some(TileConfig::Large) => gemm_tensor!(@launch dev, cfg, trans, args, $($large),+),)?
-                    _ => gemm_tensor!(@launch dev, cfg, trans, args, $($small),+),
+                    $(Some(TileConfig::Large) => launch_tc!(dev, cfg, trans, args, $($large),+),)?
+                    _ => launch_tc!(dev, cfg, trans, args, $($small),+),
                 }
             }
         }
     };
     (@tiles) => { &[TileConfig::Small] };
     (@tiles [$($large:ident),+]) => { &[TileConfig::Small, TileConfig::Large] };
-    (@launch $dev:ident, $cfg:ident, $trans:ident, $args:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
-        match $trans {
-            (false, false) => $dev.launch(tc::$nn, $cfg, $args),
-            (false, true) => $dev.launch(tc::$nt, $cfg, $args),
-            (true, false) => $dev.launch(tc::$tn, $cfg, $args),
-            (true, true) => $dev.launch(tc::$tt, $cfg, $args),
-        }
-    };
 }
 
 gemm_tensor!(
@@ -539,6 +721,7 @@ pub struct Gemm<T> {
     stride_b: Option<usize>,
     stride_c: Option<usize>,
     tile: Option<TileConfig>,
+    tf32: bool,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -678,6 +861,7 @@ impl<T: GemmElement> Gemm<T> {
             stride_b: None,
             stride_c: None,
             tile: None,
+            tf32: false,
         }
     }
 
@@ -749,11 +933,10 @@ impl<T: GemmElement> Gemm<T> {
     }
 
     /// Elements between consecutive batches' `C` (default `m·ldc`). With
-    /// more than one batch it must be at least `C`'s extent
-    /// `(m − 1)·ldc + n` (overlapping outputs would be written by two
-    /// batches at once: refused), and, today, exactly `m·ldc`: the kernel's
-    /// owned output is bound as the batches' rows stacked
-    /// (`OutMatrix::batch`), `m` rows each.
+    /// more than one batch the batches must not overlap (two batches would
+    /// write one element: refused): stacked, at least `C`'s extent
+    /// `(m − 1)·ldc + n`; or side by side in one wider matrix, at least `n`
+    /// with `(count − 1)·stride_c + n ≤ ldc`.
     pub fn stride_c(mut self, stride: usize) -> Self {
         self.stride_c = Some(stride);
         self
@@ -769,6 +952,41 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
+    /// Allows TF32 tensor cores for an f32 GEMM (default `false`: f32 runs
+    /// on the SIMT cores in full f32 FMA, as cuBLAS does by default).
+    ///
+    /// With it, `A` and `B` are rounded to tf32 (10 fraction bits, nearest,
+    /// ties away from zero, as cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32`
+    /// rounds) and multiplied on the tensor cores (`mma.sync.m16n8k8`) with
+    /// f32 accumulation; `alpha`, `beta`, `C` and the epilogue stay f32.
+    /// Each product then carries a relative error up to about 2⁻¹⁰ (the two
+    /// roundings, 2⁻¹¹ each), so results differ from the f32 ones by about
+    /// `2⁻¹⁰·Σ|a·b|` per element: for training and inference, not where
+    /// f32 accuracy is needed. The configurations and their heuristic are
+    /// the f16 ones ([`TileConfig`], [`TileConfig::tf32_tile`]). Only for
+    /// f32 `A`, `B` and `C`: [`run`](Self::run) refuses it for any other
+    /// pair (`InvalidParameter` naming `tf32`).
+    ///
+    /// ```
+    /// use warpforge::{Device, gemm::Gemm};
+    /// let dev = Device::emulator();
+    /// // 1 + 2⁻¹² is not a tf32: it rounds to 1.
+    /// let a = dev.upload(&[1.0f32 + 1.0 / 4096.0; 4])?; // 2 × 2
+    /// let b = dev.upload(&[1.0f32; 4])?;
+    /// let mut c = dev.upload(&[0.0f32; 4])?;
+    /// let gemm = Gemm::new(2, 2, 2).tf32(true);
+    /// assert_eq!(gemm.kernel_name_for::<f32, f32>(&dev)?, "gemm_tf32_f32_nn_64x64x16_s3");
+    /// gemm.run(&dev, &a, &b, &mut c)?;
+    /// assert_eq!(c.to_host()?, [2.0; 4]);
+    /// Gemm::new(2, 2, 2).run(&dev, &a, &b, &mut c)?; // f32 SIMT
+    /// assert_eq!(c.to_host()?, [2.0 + 2.0 / 4096.0; 4]);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn tf32(mut self, allow: bool) -> Self {
+        self.tf32 = allow;
+        self
+    }
+
     /// The name of the kernel [`run`](Self::run) launches on `A`, `B` and
     /// `C` of `T` (the SIMT kernels).
     pub fn kernel_name(&self) -> &'static str {
@@ -776,20 +994,29 @@ impl<T: GemmElement> Gemm<T> {
     }
 
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
-    /// `A` and `B` of `TIn` and `C` of `TOut`: the pinned one
-    /// ([`tile`](Self::tile)), else [`TileConfig::choose`]'s; `None` for the
-    /// SIMT pairs. `InvalidParameter` for a pinned configuration the pair
-    /// has no kernels for.
+    /// `A` and `B` of `TIn` and `C` of `TOut` (the TF32 one with
+    /// [`tf32`](Self::tf32)): the pinned one ([`tile`](Self::tile)), else
+    /// [`TileConfig::choose`]'s; `None` for the SIMT pairs.
+    /// `InvalidParameter` for a pinned configuration the pair has no kernels
+    /// for, and for `tf32` on a pair other than f32 → f32.
     pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
-        if TIn::TILES.is_empty() {
+        let tiles = if self.tf32 {
+            if TIn::TF32_TILES.is_empty() {
+                return Err(tf32_refused(TIn::DTYPE, TOut::DTYPE));
+            }
+            TIn::TF32_TILES
+        } else {
+            TIn::TILES
+        };
+        if tiles.is_empty() {
             return Ok(None);
         }
         let tile = match self.tile {
-            Some(tile) if TIn::TILES.contains(&tile) => tile,
+            Some(tile) if tiles.contains(&tile) => tile,
             Some(tile) => {
                 return Err(Error::InvalidParameter {
                     op: "gemm",
@@ -798,7 +1025,7 @@ impl<T: GemmElement> Gemm<T> {
                         "{tile:?}: the {} → {} tensor-core GEMM has kernels for {:?} only",
                         TIn::DTYPE.name(),
                         TOut::DTYPE.name(),
-                        TIn::TILES
+                        tiles
                     ),
                 });
             }
@@ -806,7 +1033,7 @@ impl<T: GemmElement> Gemm<T> {
                 self.m,
                 self.n,
                 self.batch,
-                TIn::TILES.contains(&TileConfig::Large),
+                tiles.contains(&TileConfig::Large),
                 multiprocessors(dev),
                 dev.limits().max_shared_per_block_optin,
             ),
@@ -823,7 +1050,12 @@ impl<T: GemmElement> Gemm<T> {
         TOut: Element,
     {
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
-        Ok(TIn::kernel_name(self.trans_a, self.trans_b, tile))
+        Ok(TIn::kernel_name(
+            self.trans_a,
+            self.trans_b,
+            tile,
+            self.tf32,
+        ))
     }
 
     /// The launch [`run`](Self::run) makes for `C` of `m × n`: a 1-D block of
@@ -935,58 +1167,32 @@ impl<T: GemmElement> Gemm<T> {
         if m == 0 || n == 0 || count == 0 {
             return Ok(());
         }
-        // C's batches, bound as one matrix of stacked rows (`OutMatrix::batch`
-        // in the kernel: batch z is rows z·rows_per ..): disjoint outputs.
+        // C's batches, bound as `count` matrices stride_c apart
+        // (`OutMatrix::batch` in the kernel: batch z at z·stride_c), refused
+        // unless they cannot overlap: stacked (stride_c ≥ C's extent,
+        // (m − 1)·ldc + n) or side by side (column ranges of one row:
+        // stride_c ≥ n and (count − 1)·stride_c + n ≤ ldc).
         let ldc = c_shape.ld;
-        let rows_per = if count == 1 {
-            m
-        } else {
-            let extent = c_shape.needed()?;
-            if stride_c < extent {
-                return Err(Error::ShapeMismatch {
-                    op: "gemm",
-                    detail: format!(
-                        "stride_c = {stride_c} is less than C's extent {extent} ({m} × {n} with \
-                         ldc = {ldc}): the {count} output matrices would overlap and two \
-                         batches write one element; stride_c must be at least {extent}"
-                    ),
-                });
-            }
-            let packed = m.checked_mul(ldc);
-            if packed != Some(stride_c) {
-                return Err(Error::ShapeMismatch {
-                    op: "gemm",
-                    detail: format!(
-                        "stride_c = {stride_c} with {count} batches: a batched C must be packed, \
-                         stride_c = m·ldc = {m}·{ldc} (its batches are bound as one stack of \
-                         rows, which keeps every batch's output its own)"
-                    ),
-                });
-            }
-            m
-        };
-        let rows = count
-            .checked_mul(rows_per)
-            .ok_or_else(|| Error::SizeOverflow {
-                what: format!("gemm: C, {count} batches of {rows_per} rows"),
-            })?;
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
-        let kernel = TIn::kernel_name(trans_a, trans_b, tile);
+        let kernel = TIn::kernel_name(trans_a, trans_b, tile, self.tf32);
         let cfg = self.config(dev, TIn::shape(tile), kernel)?;
-        let c = c.matrix_mut(rows, n, ldc).map_err(|e| match e {
-            Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
-                op: "gemm",
-                detail: format!(
-                    "C, {count} batches stride_c = {stride_c} apart ({rows} rows of ldc = {ldc}, \
-                     the last padded to a whole stride's rows): {detail}"
-                ),
-            },
-            e => e,
-        })?;
+        let c = c
+            .batched_matrix_mut(m, n, ldc, count, stride_c)
+            .map_err(|e| match e {
+                Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
+                    op: "gemm",
+                    detail: format!(
+                        "C, {count} batches of {m} × {n} with ldc = {ldc}, stride_c = \
+                         {stride_c} apart: {detail}"
+                    ),
+                },
+                e => e,
+            })?;
         TIn::launch_gemm(
             dev,
             cfg,
             tile,
+            self.tf32,
             (trans_a, trans_b),
             (m, k),
             alpha,

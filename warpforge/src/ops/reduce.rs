@@ -94,13 +94,14 @@
 //!   leaving their states in shared memory, where warp 0 folds them as the
 //!   combine pass would. Why 2¹⁶: see [`SMALL_MAX_LEN`].
 //! - **Fused** ([`Path::Fused`]): a longer rows reduction with at most
-//!   [`FUSED_MAX_UNITS`] units runs its main pass and every combine in one
-//!   launch: each block writes its units' states, fences and takes an atomic
-//!   ticket, and the last block to arrive runs the combine levels itself, the
-//!   same units and folds as the combine passes; then one finish launch.
+//!   [`FUSED_MAX_UNITS`] units runs in ONE launch too: each block writes
+//!   its units' states to the scratch, fences and takes an atomic ticket,
+//!   and the last block to arrive runs the combine levels itself (the same
+//!   units and folds as the combine passes) and the finish, writing the
+//!   outputs.
 //! - **Multi-pass** ([`Path::MultiPass`]): everything else (larger rows
-//!   reductions, and column reductions) launches a pass per level, then the
-//!   finish.
+//!   reductions, and column reductions) launches a pass per level, then a
+//!   `finish_*` kernel (one thread per output).
 //!
 //! The partial states of the last two live in scratch buffers the device
 //! keeps between calls (no allocation and no memset per call; the ticket is
@@ -117,9 +118,14 @@
 //!   of them stream memory at once.
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
-//!   different cache lines. Instead consecutive threads take consecutive outputs
-//!   (`i`), and each folds 64 rows of its column: every load of a warp is 32
-//!   consecutive elements again.
+//!   different cache lines. Instead each thread takes 16 bytes of adjacent
+//!   outputs (4 f32, 8 f16/bf16, 2 f64: one vector load per row where the
+//!   row's columns start at a 16-byte boundary, as they all do when `inner`
+//!   is a multiple of that count; scalar loads otherwise), consecutive
+//!   threads the next 16 bytes, and each folds 64 rows of its columns: a
+//!   warp reads 512 consecutive bytes, four whole 128-byte lines, per row.
+//!   Each column is folded alone in index order, so the grouping changes no
+//!   bit.
 //!
 //! # Error bounds
 //!
@@ -275,10 +281,12 @@ pub enum Pass {
 }
 
 impl Pass {
-    /// Units of work, and the blocks that would give each its warp or thread.
-    /// (At most the input's element count for a pass [`reduce_with`] runs;
-    /// checked all the same.)
-    fn units(self) -> Result<(u64, u64)> {
+    /// States the pass writes (one per unit of work), and the blocks that
+    /// would give each unit its warp (rows) or each group of `width` columns
+    /// its thread (columns: `width` is 16 bytes of the pass's items, 1 for
+    /// states). (At most the input's element count for a pass
+    /// [`reduce_with`] runs; checked all the same.)
+    fn units(self, width: u64) -> Result<(u64, u64)> {
         let overflow = || Error::SizeOverflow {
             what: format!("reduce: the units of work of {self:?}"),
         };
@@ -290,11 +298,12 @@ impl Pass {
                 Ok((units, units.div_ceil(u64::from(BLOCK_THREADS) / 32)))
             }
             Pass::Cols { outer, len, inner } => {
-                let units = outer
+                let rows = outer
                     .checked_mul(len.div_ceil(COL_UNIT))
-                    .and_then(|u| u.checked_mul(inner))
                     .ok_or_else(overflow)?;
-                Ok((units, units.div_ceil(u64::from(BLOCK_THREADS))))
+                let units = rows.checked_mul(inner).ok_or_else(overflow)?;
+                let threads = rows * inner.div_ceil(width.max(1)); // at most `units`
+                Ok((units, threads.div_ceil(u64::from(BLOCK_THREADS))))
             }
         }
     }
@@ -350,27 +359,15 @@ pub trait Reducible: Element + sealed::Sealed {
         cfg: LaunchConfig,
     ) -> Result<()>;
 
-    /// Launches the fused rows pass of `op` (elements → one state per row in
-    /// `finals`, `scratch` holding the ticket and the partial states).
+    /// Launches the one-launch reduction of `op` over `[rows, len]` on
+    /// `path` ([`OneLaunch`]), finished: one output per row.
     #[doc(hidden)]
-    fn pass_fused(
+    fn pass_one_launch(
         op: Op,
         x: &DeviceBuffer<Self>,
         rows: u64,
         len: u64,
-        scratch: &mut DeviceBuffer<u64>,
-        finals: &mut DeviceBuffer<u64>,
-        cfg: LaunchConfig,
-    ) -> Result<()>;
-
-    /// Launches the one-launch small reduction of `op` over `[rows, len]`
-    /// (`len ≤ SMALL_MAX_UNITS · ROW_UNIT`), finished: one output per row.
-    #[doc(hidden)]
-    fn pass_small(
-        op: Op,
-        x: &DeviceBuffer<Self>,
-        rows: u64,
-        len: u64,
+        path: OneLaunch<'_>,
         cfg: LaunchConfig,
     ) -> Result<Reduced<Self>>;
 
@@ -404,24 +401,7 @@ fn unsupported<T: Reducible>(op: Op) -> Error {
 }
 
 macro_rules! elements {
-    ($name:ident, $fused_name:ident, $t:ty: $($op:pat => { $rows:path, $cols:path, $fused:path }),* $(,)?) => {
-        fn $fused_name(
-            op: Op,
-            x: &DeviceBuffer<$t>,
-            rows: u64,
-            len: u64,
-            scratch: &mut DeviceBuffer<u64>,
-            finals: &mut DeviceBuffer<u64>,
-            cfg: LaunchConfig,
-        ) -> Result<()> {
-            let dev = x.device();
-            #[allow(unreachable_patterns)]
-            match op {
-                $($op => dev.launch($fused, cfg, (x, rows, len, scratch, finals)),)*
-                _ => Err(unsupported::<$t>(op)),
-            }
-        }
-
+    ($name:ident, $t:ty: $($op:pat => { $rows:path, $cols:path }),* $(,)?) => {
         fn $name(
             op: Op,
             x: &DeviceBuffer<$t>,
@@ -482,7 +462,7 @@ fn finish_code(op: Op) -> u32 {
 }
 
 macro_rules! float_reducible {
-    ($($t:ty: $elements:ident, $fused:ident, $small:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
+    ($($t:ty: $elements:ident, $one_launch:ident, $combine:ident, $finish:path, $from_f32:expr;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(_: Op) -> bool {
@@ -506,25 +486,15 @@ macro_rules! float_reducible {
             ) -> Result<()> {
                 $elements(op, x, pass, out, cfg)
             }
-            fn pass_fused(
+            fn pass_one_launch(
                 op: Op,
                 x: &DeviceBuffer<Self>,
                 rows: u64,
                 len: u64,
-                scratch: &mut DeviceBuffer<u64>,
-                finals: &mut DeviceBuffer<u64>,
-                cfg: LaunchConfig,
-            ) -> Result<()> {
-                $fused(op, x, rows, len, scratch, finals, cfg)
-            }
-            fn pass_small(
-                op: Op,
-                x: &DeviceBuffer<Self>,
-                rows: u64,
-                len: u64,
+                path: OneLaunch<'_>,
                 cfg: LaunchConfig,
             ) -> Result<Reduced<Self>> {
-                $small(op, x, rows, len, cfg)
+                $one_launch(op, x, rows, len, path, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -550,14 +520,14 @@ macro_rules! float_reducible {
 }
 
 float_reducible! {
-    f32: elements_f32, fused_f32, small_f32, combine_f32, k::finish_f32, std::convert::identity;
-    f64: elements_f64, fused_f64, small_f64, combine_f64, k::finish_f64, f64::from;
-    f16: elements_f16, fused_f16, small_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
-    bf16: elements_bf16, fused_bf16, small_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
+    f32: elements_f32, one_launch_f32, combine_f32, k::finish_f32, std::convert::identity;
+    f64: elements_f64, one_launch_f64, combine_f64, k::finish_f64, f64::from;
+    f16: elements_f16, one_launch_f16, combine_f32, k::finish_f32_to_f16, f16::from_f32;
+    bf16: elements_bf16, one_launch_bf16, combine_f32, k::finish_f32_to_bf16, bf16::from_f32;
 }
 
 macro_rules! int_reducible {
-    ($($t:ty: $elements:ident, $fused:ident, $small:ident, $combine:ident, $finish:path;)*) => { $(
+    ($($t:ty: $elements:ident, $one_launch:ident, $combine:ident, $finish:path;)*) => { $(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             fn supports(op: Op) -> bool {
@@ -576,25 +546,15 @@ macro_rules! int_reducible {
             ) -> Result<()> {
                 $elements(op, x, pass, out, cfg)
             }
-            fn pass_fused(
+            fn pass_one_launch(
                 op: Op,
                 x: &DeviceBuffer<Self>,
                 rows: u64,
                 len: u64,
-                scratch: &mut DeviceBuffer<u64>,
-                finals: &mut DeviceBuffer<u64>,
-                cfg: LaunchConfig,
-            ) -> Result<()> {
-                $fused(op, x, rows, len, scratch, finals, cfg)
-            }
-            fn pass_small(
-                op: Op,
-                x: &DeviceBuffer<Self>,
-                rows: u64,
-                len: u64,
+                path: OneLaunch<'_>,
                 cfg: LaunchConfig,
             ) -> Result<Reduced<Self>> {
-                $small(op, x, rows, len, cfg)
+                $one_launch(op, x, rows, len, path, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -619,73 +579,73 @@ macro_rules! int_reducible {
 }
 
 int_reducible! {
-    i32: elements_i32, fused_i32, small_i32, combine_i32, k::finish_i32;
-    i64: elements_i64, fused_i64, small_i64, combine_i64, k::finish_i64;
-    u32: elements_u32, fused_u32, small_u32, combine_u32, k::finish_u32;
+    i32: elements_i32, one_launch_i32, combine_i32, k::finish_i32;
+    i64: elements_i64, one_launch_i64, combine_i64, k::finish_i64;
+    u32: elements_u32, one_launch_u32, combine_u32, k::finish_u32;
 }
 
-elements!(elements_f32, fused_f32, f32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f32, k::reduce_cols_sum_f32, k::reduce_fused_sum_f32 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f32, k::reduce_cols_sumsq_f32, k::reduce_fused_sumsq_f32 },
-            Op::Min => { k::reduce_rows_min_f32, k::reduce_cols_min_f32, k::reduce_fused_min_f32 },
-            Op::Max => { k::reduce_rows_max_f32, k::reduce_cols_max_f32, k::reduce_fused_max_f32 },
-            Op::ArgMin => { k::reduce_rows_argmin_f32, k::reduce_cols_argmin_f32, k::reduce_fused_argmin_f32 },
-            Op::ArgMax => { k::reduce_rows_argmax_f32, k::reduce_cols_argmax_f32, k::reduce_fused_argmax_f32 },
-            Op::LogSumExp => { k::reduce_rows_lse_f32, k::reduce_cols_lse_f32, k::reduce_fused_lse_f32 }
+elements!(elements_f32, f32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f32, k::reduce_cols_sum_f32 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f32, k::reduce_cols_sumsq_f32 },
+            Op::Min => { k::reduce_rows_min_f32, k::reduce_cols_min_f32 },
+            Op::Max => { k::reduce_rows_max_f32, k::reduce_cols_max_f32 },
+            Op::ArgMin => { k::reduce_rows_argmin_f32, k::reduce_cols_argmin_f32 },
+            Op::ArgMax => { k::reduce_rows_argmax_f32, k::reduce_cols_argmax_f32 },
+            Op::LogSumExp => { k::reduce_rows_lse_f32, k::reduce_cols_lse_f32 }
 );
 
-elements!(elements_f64, fused_f64, f64:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f64, k::reduce_cols_sum_f64, k::reduce_fused_sum_f64 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f64, k::reduce_cols_sumsq_f64, k::reduce_fused_sumsq_f64 },
-            Op::Min => { k::reduce_rows_min_f64, k::reduce_cols_min_f64, k::reduce_fused_min_f64 },
-            Op::Max => { k::reduce_rows_max_f64, k::reduce_cols_max_f64, k::reduce_fused_max_f64 },
-            Op::ArgMin => { k::reduce_rows_argmin_f64, k::reduce_cols_argmin_f64, k::reduce_fused_argmin_f64 },
-            Op::ArgMax => { k::reduce_rows_argmax_f64, k::reduce_cols_argmax_f64, k::reduce_fused_argmax_f64 },
-            Op::LogSumExp => { k::reduce_rows_lse_f64, k::reduce_cols_lse_f64, k::reduce_fused_lse_f64 }
+elements!(elements_f64, f64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f64, k::reduce_cols_sum_f64 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f64, k::reduce_cols_sumsq_f64 },
+            Op::Min => { k::reduce_rows_min_f64, k::reduce_cols_min_f64 },
+            Op::Max => { k::reduce_rows_max_f64, k::reduce_cols_max_f64 },
+            Op::ArgMin => { k::reduce_rows_argmin_f64, k::reduce_cols_argmin_f64 },
+            Op::ArgMax => { k::reduce_rows_argmax_f64, k::reduce_cols_argmax_f64 },
+            Op::LogSumExp => { k::reduce_rows_lse_f64, k::reduce_cols_lse_f64 }
 );
 
-elements!(elements_f16, fused_f16, f16:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_f16, k::reduce_cols_sum_f16, k::reduce_fused_sum_f16 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f16, k::reduce_cols_sumsq_f16, k::reduce_fused_sumsq_f16 },
-            Op::Min => { k::reduce_rows_min_f16, k::reduce_cols_min_f16, k::reduce_fused_min_f16 },
-            Op::Max => { k::reduce_rows_max_f16, k::reduce_cols_max_f16, k::reduce_fused_max_f16 },
-            Op::ArgMin => { k::reduce_rows_argmin_f16, k::reduce_cols_argmin_f16, k::reduce_fused_argmin_f16 },
-            Op::ArgMax => { k::reduce_rows_argmax_f16, k::reduce_cols_argmax_f16, k::reduce_fused_argmax_f16 },
-            Op::LogSumExp => { k::reduce_rows_lse_f16, k::reduce_cols_lse_f16, k::reduce_fused_lse_f16 }
+elements!(elements_f16, f16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_f16, k::reduce_cols_sum_f16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_f16, k::reduce_cols_sumsq_f16 },
+            Op::Min => { k::reduce_rows_min_f16, k::reduce_cols_min_f16 },
+            Op::Max => { k::reduce_rows_max_f16, k::reduce_cols_max_f16 },
+            Op::ArgMin => { k::reduce_rows_argmin_f16, k::reduce_cols_argmin_f16 },
+            Op::ArgMax => { k::reduce_rows_argmax_f16, k::reduce_cols_argmax_f16 },
+            Op::LogSumExp => { k::reduce_rows_lse_f16, k::reduce_cols_lse_f16 }
 );
 
-elements!(elements_bf16, fused_bf16, bf16:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_bf16, k::reduce_cols_sum_bf16, k::reduce_fused_sum_bf16 },
-            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_bf16, k::reduce_cols_sumsq_bf16, k::reduce_fused_sumsq_bf16 },
-            Op::Min => { k::reduce_rows_min_bf16, k::reduce_cols_min_bf16, k::reduce_fused_min_bf16 },
-            Op::Max => { k::reduce_rows_max_bf16, k::reduce_cols_max_bf16, k::reduce_fused_max_bf16 },
-            Op::ArgMin => { k::reduce_rows_argmin_bf16, k::reduce_cols_argmin_bf16, k::reduce_fused_argmin_bf16 },
-            Op::ArgMax => { k::reduce_rows_argmax_bf16, k::reduce_cols_argmax_bf16, k::reduce_fused_argmax_bf16 },
-            Op::LogSumExp => { k::reduce_rows_lse_bf16, k::reduce_cols_lse_bf16, k::reduce_fused_lse_bf16 }
+elements!(elements_bf16, bf16:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_bf16, k::reduce_cols_sum_bf16 },
+            Op::SumOfSquares | Op::Norm2 => { k::reduce_rows_sumsq_bf16, k::reduce_cols_sumsq_bf16 },
+            Op::Min => { k::reduce_rows_min_bf16, k::reduce_cols_min_bf16 },
+            Op::Max => { k::reduce_rows_max_bf16, k::reduce_cols_max_bf16 },
+            Op::ArgMin => { k::reduce_rows_argmin_bf16, k::reduce_cols_argmin_bf16 },
+            Op::ArgMax => { k::reduce_rows_argmax_bf16, k::reduce_cols_argmax_bf16 },
+            Op::LogSumExp => { k::reduce_rows_lse_bf16, k::reduce_cols_lse_bf16 }
 );
 
-elements!(elements_i32, fused_i32, i32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_i32, k::reduce_cols_sum_i32, k::reduce_fused_sum_i32 },
-            Op::Min => { k::reduce_rows_min_i32, k::reduce_cols_min_i32, k::reduce_fused_min_i32 },
-            Op::Max => { k::reduce_rows_max_i32, k::reduce_cols_max_i32, k::reduce_fused_max_i32 },
-            Op::ArgMin => { k::reduce_rows_argmin_i32, k::reduce_cols_argmin_i32, k::reduce_fused_argmin_i32 },
-            Op::ArgMax => { k::reduce_rows_argmax_i32, k::reduce_cols_argmax_i32, k::reduce_fused_argmax_i32 }
+elements!(elements_i32, i32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i32, k::reduce_cols_sum_i32 },
+            Op::Min => { k::reduce_rows_min_i32, k::reduce_cols_min_i32 },
+            Op::Max => { k::reduce_rows_max_i32, k::reduce_cols_max_i32 },
+            Op::ArgMin => { k::reduce_rows_argmin_i32, k::reduce_cols_argmin_i32 },
+            Op::ArgMax => { k::reduce_rows_argmax_i32, k::reduce_cols_argmax_i32 }
 );
 
-elements!(elements_i64, fused_i64, i64:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_i64, k::reduce_cols_sum_i64, k::reduce_fused_sum_i64 },
-            Op::Min => { k::reduce_rows_min_i64, k::reduce_cols_min_i64, k::reduce_fused_min_i64 },
-            Op::Max => { k::reduce_rows_max_i64, k::reduce_cols_max_i64, k::reduce_fused_max_i64 },
-            Op::ArgMin => { k::reduce_rows_argmin_i64, k::reduce_cols_argmin_i64, k::reduce_fused_argmin_i64 },
-            Op::ArgMax => { k::reduce_rows_argmax_i64, k::reduce_cols_argmax_i64, k::reduce_fused_argmax_i64 }
+elements!(elements_i64, i64:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_i64, k::reduce_cols_sum_i64 },
+            Op::Min => { k::reduce_rows_min_i64, k::reduce_cols_min_i64 },
+            Op::Max => { k::reduce_rows_max_i64, k::reduce_cols_max_i64 },
+            Op::ArgMin => { k::reduce_rows_argmin_i64, k::reduce_cols_argmin_i64 },
+            Op::ArgMax => { k::reduce_rows_argmax_i64, k::reduce_cols_argmax_i64 }
 );
 
-elements!(elements_u32, fused_u32, u32:
-            Op::Sum | Op::Mean => { k::reduce_rows_sum_u32, k::reduce_cols_sum_u32, k::reduce_fused_sum_u32 },
-            Op::Min => { k::reduce_rows_min_u32, k::reduce_cols_min_u32, k::reduce_fused_min_u32 },
-            Op::Max => { k::reduce_rows_max_u32, k::reduce_cols_max_u32, k::reduce_fused_max_u32 },
-            Op::ArgMin => { k::reduce_rows_argmin_u32, k::reduce_cols_argmin_u32, k::reduce_fused_argmin_u32 },
-            Op::ArgMax => { k::reduce_rows_argmax_u32, k::reduce_cols_argmax_u32, k::reduce_fused_argmax_u32 }
+elements!(elements_u32, u32:
+            Op::Sum | Op::Mean => { k::reduce_rows_sum_u32, k::reduce_cols_sum_u32 },
+            Op::Min => { k::reduce_rows_min_u32, k::reduce_cols_min_u32 },
+            Op::Max => { k::reduce_rows_max_u32, k::reduce_cols_max_u32 },
+            Op::ArgMin => { k::reduce_rows_argmin_u32, k::reduce_cols_argmin_u32 },
+            Op::ArgMax => { k::reduce_rows_argmax_u32, k::reduce_cols_argmax_u32 }
 );
 
 states!(combine_f32:
@@ -732,101 +692,149 @@ states!(combine_u32:
             Op::ArgMax => { k::combine_rows_argmax_u32, k::combine_cols_argmax_u32 }
 );
 
-macro_rules! small {
-    ($name:ident, $t:ty: values { $($op:pat => $values:path),* $(,)? }, indices { $($iop:pat => $indices:path),* $(,)? }) => {
-        fn $name(op: Op, x: &DeviceBuffer<$t>, rows: u64, len: u64, cfg: LaunchConfig) -> Result<Reduced<$t>> {
+/// Which one-launch kernel [`Reducible::pass_one_launch`] runs.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum OneLaunch<'a> {
+    /// `reduce_small_*` ([`Path::Small`]).
+    Small,
+    /// `reduce_fused_*` ([`Path::Fused`]), with its scratch: the ticket (0
+    /// between launches) and the partial states.
+    Fused(&'a mut DeviceBuffer<u64>),
+}
+
+macro_rules! one_launch {
+    ($name:ident, $t:ty:
+        values { $($op:pat => $small:path, $fused:path;)* }
+        indices { $($iop:pat => $ismall:path, $ifused:path;)* }
+    ) => {
+        fn $name(
+            op: Op,
+            x: &DeviceBuffer<$t>,
+            rows: u64,
+            len: u64,
+            path: OneLaunch<'_>,
+            cfg: LaunchConfig,
+        ) -> Result<Reduced<$t>> {
             let dev = x.device();
             // At most x.len() rows (every row has an element).
             let outputs = usize::try_from(rows).map_err(|_| Error::SizeOverflow {
                 what: format!("reduce: {rows} outputs"),
             })?;
+            let code = finish_code(op);
+            // Allocates the output and launches `$small` or `$fused` into it.
+            macro_rules! launch {
+                ($out:ty, $s:path, $f:path) => {{
+                    let mut out = dev.alloc_zeroed::<$out>(outputs)?;
+                    match path {
+                        OneLaunch::Small => dev.launch($s, cfg, (x, rows, len, code, &mut out))?,
+                        OneLaunch::Fused(scratch) => {
+                            dev.launch($f, cfg, (x, rows, len, code, scratch, &mut out))?
+                        }
+                    }
+                    out
+                }};
+            }
             #[allow(unreachable_patterns)]
             match op {
-                $($op => {
-                    let mut out = dev.alloc_zeroed::<$t>(outputs)?;
-                    dev.launch($values, cfg, (x, rows, len, finish_code(op), &mut out))?;
-                    Ok(Reduced::Values(out))
-                })*
-                $($iop => {
-                    let mut out = dev.alloc_zeroed::<i64>(outputs)?;
-                    dev.launch($indices, cfg, (x, rows, len, finish_code(op), &mut out))?;
-                    Ok(Reduced::Indices(out))
-                })*
+                $($op => Ok(Reduced::Values(launch!($t, $small, $fused))),)*
+                $($iop => Ok(Reduced::Indices(launch!(i64, $ismall, $ifused))),)*
                 _ => Err(unsupported::<$t>(op)),
             }
         }
     };
 }
 
-small!(small_f32, f32:
+one_launch!(one_launch_f32, f32:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f32,
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f32,
-        Op::Min => k::reduce_small_min_f32,
-        Op::Max => k::reduce_small_max_f32,
-        Op::LogSumExp => k::reduce_small_lse_f32,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_f32, Op::ArgMax => k::reduce_small_argmax_f32 }
+        Op::Sum | Op::Mean => k::reduce_small_sum_f32, k::reduce_fused_sum_f32;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f32, k::reduce_fused_sumsq_f32;
+        Op::Min => k::reduce_small_min_f32, k::reduce_fused_min_f32;
+        Op::Max => k::reduce_small_max_f32, k::reduce_fused_max_f32;
+        Op::LogSumExp => k::reduce_small_lse_f32, k::reduce_fused_lse_f32;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_f32, k::reduce_fused_argmin_f32;
+        Op::ArgMax => k::reduce_small_argmax_f32, k::reduce_fused_argmax_f32;
+    }
 );
 
-small!(small_f64, f64:
+one_launch!(one_launch_f64, f64:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f64,
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f64,
-        Op::Min => k::reduce_small_min_f64,
-        Op::Max => k::reduce_small_max_f64,
-        Op::LogSumExp => k::reduce_small_lse_f64,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_f64, Op::ArgMax => k::reduce_small_argmax_f64 }
+        Op::Sum | Op::Mean => k::reduce_small_sum_f64, k::reduce_fused_sum_f64;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f64, k::reduce_fused_sumsq_f64;
+        Op::Min => k::reduce_small_min_f64, k::reduce_fused_min_f64;
+        Op::Max => k::reduce_small_max_f64, k::reduce_fused_max_f64;
+        Op::LogSumExp => k::reduce_small_lse_f64, k::reduce_fused_lse_f64;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_f64, k::reduce_fused_argmin_f64;
+        Op::ArgMax => k::reduce_small_argmax_f64, k::reduce_fused_argmax_f64;
+    }
 );
 
-small!(small_f16, f16:
+one_launch!(one_launch_f16, f16:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f16,
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f16,
-        Op::Min => k::reduce_small_min_f16,
-        Op::Max => k::reduce_small_max_f16,
-        Op::LogSumExp => k::reduce_small_lse_f16,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_f16, Op::ArgMax => k::reduce_small_argmax_f16 }
+        Op::Sum | Op::Mean => k::reduce_small_sum_f16, k::reduce_fused_sum_f16;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f16, k::reduce_fused_sumsq_f16;
+        Op::Min => k::reduce_small_min_f16, k::reduce_fused_min_f16;
+        Op::Max => k::reduce_small_max_f16, k::reduce_fused_max_f16;
+        Op::LogSumExp => k::reduce_small_lse_f16, k::reduce_fused_lse_f16;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_f16, k::reduce_fused_argmin_f16;
+        Op::ArgMax => k::reduce_small_argmax_f16, k::reduce_fused_argmax_f16;
+    }
 );
 
-small!(small_bf16, bf16:
+one_launch!(one_launch_bf16, bf16:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_bf16,
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_bf16,
-        Op::Min => k::reduce_small_min_bf16,
-        Op::Max => k::reduce_small_max_bf16,
-        Op::LogSumExp => k::reduce_small_lse_bf16,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_bf16, Op::ArgMax => k::reduce_small_argmax_bf16 }
+        Op::Sum | Op::Mean => k::reduce_small_sum_bf16, k::reduce_fused_sum_bf16;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_bf16, k::reduce_fused_sumsq_bf16;
+        Op::Min => k::reduce_small_min_bf16, k::reduce_fused_min_bf16;
+        Op::Max => k::reduce_small_max_bf16, k::reduce_fused_max_bf16;
+        Op::LogSumExp => k::reduce_small_lse_bf16, k::reduce_fused_lse_bf16;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_bf16, k::reduce_fused_argmin_bf16;
+        Op::ArgMax => k::reduce_small_argmax_bf16, k::reduce_fused_argmax_bf16;
+    }
 );
 
-small!(small_i32, i32:
+one_launch!(one_launch_i32, i32:
     values {
-        Op::Sum => k::reduce_small_sum_i32,
-        Op::Min => k::reduce_small_min_i32,
-        Op::Max => k::reduce_small_max_i32,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_i32, Op::ArgMax => k::reduce_small_argmax_i32 }
+        Op::Sum => k::reduce_small_sum_i32, k::reduce_fused_sum_i32;
+        Op::Min => k::reduce_small_min_i32, k::reduce_fused_min_i32;
+        Op::Max => k::reduce_small_max_i32, k::reduce_fused_max_i32;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_i32, k::reduce_fused_argmin_i32;
+        Op::ArgMax => k::reduce_small_argmax_i32, k::reduce_fused_argmax_i32;
+    }
 );
 
-small!(small_i64, i64:
+one_launch!(one_launch_i64, i64:
     values {
-        Op::Sum => k::reduce_small_sum_i64,
-        Op::Min => k::reduce_small_min_i64,
-        Op::Max => k::reduce_small_max_i64,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_i64, Op::ArgMax => k::reduce_small_argmax_i64 }
+        Op::Sum => k::reduce_small_sum_i64, k::reduce_fused_sum_i64;
+        Op::Min => k::reduce_small_min_i64, k::reduce_fused_min_i64;
+        Op::Max => k::reduce_small_max_i64, k::reduce_fused_max_i64;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_i64, k::reduce_fused_argmin_i64;
+        Op::ArgMax => k::reduce_small_argmax_i64, k::reduce_fused_argmax_i64;
+    }
 );
 
-small!(small_u32, u32:
+one_launch!(one_launch_u32, u32:
     values {
-        Op::Sum => k::reduce_small_sum_u32,
-        Op::Min => k::reduce_small_min_u32,
-        Op::Max => k::reduce_small_max_u32,
-    },
-    indices { Op::ArgMin => k::reduce_small_argmin_u32, Op::ArgMax => k::reduce_small_argmax_u32 }
+        Op::Sum => k::reduce_small_sum_u32, k::reduce_fused_sum_u32;
+        Op::Min => k::reduce_small_min_u32, k::reduce_fused_min_u32;
+        Op::Max => k::reduce_small_max_u32, k::reduce_fused_max_u32;
+    }
+    indices {
+        Op::ArgMin => k::reduce_small_argmin_u32, k::reduce_fused_argmin_u32;
+        Op::ArgMax => k::reduce_small_argmax_u32, k::reduce_fused_argmax_u32;
+    }
 );
 
 /// The result of an axis reduction: the input's dtype, or i64 indices for
@@ -880,9 +888,9 @@ pub enum Path {
     /// (`reduce_small_*`): rows reductions (`inner == 1`) whose rows have at
     /// most [`SMALL_MAX_LEN`] items.
     Small,
-    /// The main pass and every combine in one launch (the last block
-    /// combines: `reduce_fused_*`), then the finish: rows reductions with
-    /// more than one unit per row and at most [`FUSED_MAX_UNITS`] units.
+    /// One launch, combines and finish included (the last block to finish
+    /// its units does them: `reduce_fused_*`): rows reductions with more than
+    /// one unit per row and at most [`FUSED_MAX_UNITS`] units.
     Fused,
     /// A launch per pass (the main pass, then a combine pass per level), then
     /// the finish: every shape.
@@ -925,31 +933,39 @@ impl ReduceOptions {
 }
 
 /// The most units of work (512-item pieces of rows) a rows reduction may
-/// have to run in one launch: the main pass and every combine pass, the
-/// combines by the last block to finish ([`warpforge_kernels::reduce::rows_fused`]).
-/// That block reads every unit's 16-byte state alone, so this bounds its
-/// serial tail at 128 KiB (≈ 1 µs at one SM's bandwidth): whole-tensor
-/// reductions up to 2²² elements and rows reductions with at most this many
-/// units run in one launch plus the finish (rows of at most [`SMALL_MAX_LEN`]
-/// items take [`Path::Small`] instead, a single launch); larger ones run a combine pass
-/// per level, each over the whole grid.
+/// have to run in one launch: the main pass, every combine pass and the
+/// finish, the combines and finish by the last block to finish its units
+/// ([`warpforge_kernels::reduce::rows_fused`]). That block reads every
+/// unit's 16-byte state alone, so this bounds its serial tail at 128 KiB
+/// (≈ 1 µs at one SM's bandwidth): whole-tensor reductions up to 2²²
+/// elements and rows reductions with at most this many units run in one
+/// launch (rows of at most [`SMALL_MAX_LEN`] items take [`Path::Small`]
+/// instead, one launch without the scratch states); larger ones run a
+/// combine pass per level, each over the whole grid, then the finish.
 pub const FUSED_MAX_UNITS: u64 = 8192;
 
 /// Registers per thread that [`wave_blocks`] assumes for the one-launch rows
-/// kernels (`reduce_fused_*`): `warpforge ptx --deny-spills` reports 49 to 56
-/// for every op and dtype on sm_80 and sm_90 (logsumexp of f64: 59 and 62),
-/// no spills; 64 gives the same 4 blocks per SM as any of those.
-const FUSED_REGISTERS: u32 = 64;
+/// kernels (`reduce_fused_*`) of `op` over `dtype`, from `warpforge ptx
+/// --deny-spills` (no spills; the most of sm_80 and sm_90): logsumexp 61 to
+/// 65, of f64 97; every other one 48 to 56.
+fn fused_registers(op: Op, dtype: crate::DType) -> u32 {
+    match op {
+        Op::LogSumExp if dtype == crate::DType::F64 => 104,
+        Op::LogSumExp => 72,
+        _ => 64,
+    }
+}
 
 /// Registers per thread that [`wave_blocks`] assumes for the small kernels
 /// (`reduce_small_*`) of `op` over `dtype`, from `warpforge ptx
 /// --deny-spills` (no spills; the most of sm_80 and sm_90): argmin, argmax
-/// 69 to 123 (f64 on sm_80); logsumexp of f64 111; every other one 54 to 67.
+/// 56 to 74 (f64 and i64 on sm_80); logsumexp of f64 97; every other one 50
+/// to 57.
 fn small_registers(op: Op, dtype: crate::DType) -> u32 {
     match op {
-        Op::ArgMin | Op::ArgMax => 128,
-        Op::LogSumExp if dtype == crate::DType::F64 => 112,
-        _ => 72,
+        Op::ArgMin | Op::ArgMax => 80,
+        Op::LogSumExp if dtype == crate::DType::F64 => 104,
+        _ => 64,
     }
 }
 
@@ -1002,17 +1018,24 @@ pub fn wave_blocks(dev: &crate::Device, registers: u32) -> u32 {
 }
 
 /// Registers per thread that [`wave_blocks`] assumes for the passes of `op`
-/// over `dtype`: the most any of its rows, columns or combine kernels uses,
-/// on sm_80 or sm_90, from `warpforge ptx --deny-spills` (no spills):
-/// sum, mean, min, max (every dtype) and sum of squares, norm2 (but f64's 34)
-/// at most 32; argmin, argmax at most 35; logsumexp 36, f64's 48.
-fn pass_registers(op: Op, dtype: crate::DType) -> u32 {
-    let f64 = dtype == crate::DType::F64;
-    match op {
-        Op::Sum | Op::Mean | Op::Min | Op::Max => 32,
-        Op::SumOfSquares | Op::Norm2 if !f64 => 32,
-        Op::LogSumExp if f64 => 48,
-        Op::SumOfSquares | Op::Norm2 | Op::ArgMin | Op::ArgMax | Op::LogSumExp => 40,
+/// over elements of `element_bytes` bytes: the most any of its rows kernels
+/// (element and combine passes) or, with `columns`, its columns kernels use,
+/// on sm_80 or sm_90, from `warpforge ptx --deny-spills` (no spills). Rows:
+/// at most 32, but 34 to 36 for 8-byte elements, 40 for argmin, argmax and
+/// logsumexp, 56 for logsumexp of f64. Columns (a thread folds 16 bytes of
+/// adjacent columns, so 2-byte elements keep 8 states): at most 32, but 34
+/// to 36 for 8-byte elements and 38 to 46 for 2-byte ones; argmin, argmax
+/// 40 (2-byte: 62 to 64); logsumexp 47 (8-byte 60, 2-byte 62 to 64).
+fn pass_registers(op: Op, element_bytes: usize, columns: bool) -> u32 {
+    let (wide, half) = (element_bytes == 8, element_bytes == 2);
+    match (op, columns) {
+        (Op::ArgMin | Op::ArgMax | Op::LogSumExp, true) if half => 64,
+        (Op::LogSumExp, _) if wide => 64,
+        (Op::LogSumExp, true) => 48,
+        (Op::ArgMin | Op::ArgMax | Op::LogSumExp, _) => 40,
+        (_, true) if half => 48,
+        _ if wide => 40,
+        _ => 32,
     }
 }
 
@@ -1444,35 +1467,31 @@ pub fn reduce_with<T: Reducible>(
         };
         let blocks = rows.div_ceil(per_block).clamp(1, u64::from(cap.max(1))) as u32;
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(SMALL_BLOCK_THREADS));
-        return T::pass_small(op, x, *rows, *len, cfg);
+        return T::pass_one_launch(op, x, *rows, *len, OneLaunch::Small, cfg);
+    }
+    if let (Path::Fused, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
+        // One launch, the combines and the finish included (the last block
+        // does them). The scratch keeps its ticket at 0 between launches (the
+        // last block resets it), so it has its own cache key.
+        let (_, blocks) = passes[0].units(1)?;
+        let mut scratch = dev.scratch(
+            "reduce: fused rows",
+            k::fused_scratch_words(*rows, *len) as usize,
+        )?;
+        let cfg = config(dev, blocks, fused_registers(op, T::DTYPE), options);
+        return T::pass_one_launch(op, x, *rows, *len, OneLaunch::Fused(&mut scratch), cfg);
     }
     let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
     let finish_cfg = config(dev, finish_blocks, 32, options);
-    if let (Path::Fused, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
-        let (rows, len) = (*rows, *len);
-        // One launch for the main pass and every combine (the last block
-        // combines), then the finish. The scratch keeps its ticket at 0
-        // between launches (the last block resets it), so it has its own
-        // cache key.
-        let (_, blocks) = passes[0].units()?;
-        let mut scratch = dev.scratch(
-            "reduce: fused rows",
-            k::fused_scratch_words(rows, len) as usize,
-        )?;
-        let mut finals = dev.scratch(STATES, state_words(rows)?)?;
-        let cfg = config(dev, blocks, FUSED_REGISTERS, options);
-        T::pass_fused(op, x, rows, len, &mut scratch, &mut finals, cfg)?;
-        return finish(op, &layout, outputs, &finals, finish_cfg);
-    }
     // The partial states live in two scratch buffers from the device's cache
     // (no allocation and no memset per call: every pass writes each state it
     // leaves before the next reads it): passes 0, 2, 4, … write `even`, the
     // others `odd`, each reading the other's states.
-    let registers = pass_registers(op, T::DTYPE);
+    let registers = pass_registers(op, size_of::<T>(), !layout.uses_rows_kernel());
     let mut words = [0usize; 2];
     for (i, pass) in passes.iter().enumerate() {
         let slot = &mut words[i % 2];
-        *slot = (*slot).max(state_words(pass.units()?.0)?);
+        *slot = (*slot).max(state_words(pass.units(1)?.0)?);
     }
     let mut even = dev.scratch(STATES, words[0])?;
     let mut odd = match passes.len() {
@@ -1480,7 +1499,12 @@ pub fn reduce_with<T: Reducible>(
         _ => Some(dev.scratch(STATES, words[1])?),
     };
     for (i, &pass) in passes.iter().enumerate() {
-        let (_, blocks) = pass.units()?;
+        // The element pass's columns kernel reads 16 bytes of a row per thread.
+        let width = match i {
+            0 => (16 / size_of::<T>()) as u64,
+            _ => 1,
+        };
+        let (_, blocks) = pass.units(width)?;
         let cfg = config(dev, blocks, registers, options);
         match (i, &mut odd) {
             (0, _) => T::pass_elements(op, x, pass, &mut even, cfg)?,
@@ -1714,19 +1738,26 @@ mod tests {
             rows: u64::MAX,
             len: 1024,
         };
-        assert!(matches!(rows.units(), Err(Error::SizeOverflow { .. })));
+        assert!(matches!(rows.units(1), Err(Error::SizeOverflow { .. })));
         let cols = Pass::Cols {
             outer: 1 << 32,
             len: 64,
             inner: 1 << 32,
         };
-        assert!(matches!(cols.units(), Err(Error::SizeOverflow { .. })));
+        assert!(matches!(cols.units(1), Err(Error::SizeOverflow { .. })));
         let cols = Pass::Cols {
             outer: 3,
             len: 65,
             inner: 5,
         };
-        assert_eq!(cols.units().unwrap(), (30, 1));
+        assert_eq!(cols.units(1).unwrap(), (30, 1));
+        let cols = Pass::Cols {
+            outer: 3,
+            len: 65,
+            inner: 1000,
+        };
+        // 6000 states; 6 · 250 groups of 4 columns: 1500 threads.
+        assert_eq!(cols.units(4).unwrap(), (6000, 6));
     }
 
     /// The reduction of an empty axis that leaves more outputs than the device

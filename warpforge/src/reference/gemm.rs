@@ -147,3 +147,25 @@ pub fn tolerance(magnitude: f64, k: usize, unit_roundoff: f64) -> f64 {
     };
     (gamma(unit_roundoff) + gamma(f64::EPSILON / 2.0)) * magnitude
 }
+
+/// `x` rounded to tf32, as [`crate::gemm::Gemm::tf32`] rounds each operand:
+/// 10 fraction bits, to nearest, ties away from zero (in f64 arithmetic, a
+/// model independent of the kernels' bit manipulation). Zero, infinities and
+/// NaN are returned as they are; `x` is an f32 value (so normal or zero in
+/// tf32's range, or an f32 subnormal, whose ulp is fixed).
+///
+/// ```
+/// use warpforge::reference::gemm::tf32;
+/// assert_eq!(tf32(1.0 + 1.0 / 2048.0), 1.0 + 1.0 / 1024.0); // a tie: away from zero
+/// assert_eq!(tf32(-3.0 - 1.0 / 4096.0), -3.0);
+/// ```
+pub fn tf32(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // The ulp of a tf32 in x's binade; below f32's normal range, a subnormal
+    // tf32's (10 fraction bits of 2⁻¹²⁶).
+    let exponent = (x.abs().log2().floor() as i32).max(-126);
+    let ulp = 2f64.powi(exponent - 10);
+    (x / ulp).round() * ulp
+}

@@ -26,6 +26,7 @@ use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::emu::stream::Access;
 use warpforge_device::kernel::{RawIn, RawOut, RawOutMatrix};
+use warpforge_device::own::{BindError, batched_extent};
 
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -480,22 +481,28 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
     }
 }
 
-/// A device buffer as the `rows × cols` output matrix (rows `row_stride`
-/// elements apart) of a kernel's `OutMatrix<T>` parameter: the host binds the
-/// shape, so every thread of the launch maps (row, col) to the same element
-/// and the owned forms (`warpforge_device::own`) stay disjoint.
+/// A device buffer as the output matrix of a kernel's `OutMatrix<T>`
+/// parameter: `batches` matrices of `rows × cols` (rows `row_stride`
+/// elements apart, batch `b` at element `b·batch_stride`). The host binds
+/// the shape, so every thread of the launch maps (batch, row, col) to the
+/// same element and the owned forms (`warpforge_device::own`) stay disjoint.
 ///
-/// Made by [`DeviceBuffer::matrix_mut`], which checks that the shape fits.
+/// Made by [`DeviceBuffer::matrix_mut`] (one batch) and
+/// [`DeviceBuffer::batched_matrix_mut`], which check that the shape fits and
+/// the batches do not overlap.
 pub struct MatrixMut<'b, T: Element> {
     buffer: &'b mut DeviceBuffer<T>,
     rows: usize,
     cols: usize,
     row_stride: usize,
+    batches: usize,
+    batch_stride: usize,
 }
 
 impl<T: Element> DeviceBuffer<T> {
     /// The buffer as a `rows × cols` matrix with rows `row_stride` elements
-    /// apart (`row_stride >= cols`), for a kernel's `OutMatrix<T>` parameter.
+    /// apart (`row_stride >= cols`), for a kernel's `OutMatrix<T>` parameter:
+    /// one batch ([`batched_matrix_mut`](Self::batched_matrix_mut)).
     /// `ShapeMismatch` if the row is longer than the stride or the matrix
     /// needs more elements than the buffer has (sizes multiplied with
     /// overflow checks).
@@ -514,37 +521,92 @@ impl<T: Element> DeviceBuffer<T> {
         cols: usize,
         row_stride: usize,
     ) -> Result<MatrixMut<'_, T>> {
-        let needed = if rows == 0 || cols == 0 {
-            Some(0)
+        self.bind_matrix("DeviceBuffer::matrix_mut", rows, cols, row_stride, 1, 0)
+    }
+
+    /// The buffer as `batches` matrices of `rows × cols` (rows `row_stride`
+    /// apart, batch `b` starting at element `b·batch_stride`), for a
+    /// kernel's `OutMatrix<T>` written by batch (`blockIdx.z` = the batch:
+    /// `warpforge_device::own::OutMatrix::batch`). Refused unless the
+    /// batches are disjoint by one of two rules
+    /// (`warpforge_device::own::batched_extent`): stacked, `batch_stride ≥
+    /// (rows − 1)·row_stride + cols`; or side by side (column ranges of one
+    /// wider matrix), `batch_stride ≥ cols` and `(batches − 1)·batch_stride
+    /// + cols ≤ row_stride`. `ShapeMismatch` naming the sizes for an overlap,
+    /// a row longer than its stride or a buffer too short; `SizeOverflow`
+    /// when the extent does not fit a `usize`.
+    ///
+    /// ```
+    /// let dev = warpforge::Device::emulator();
+    /// let mut y = dev.alloc_zeroed::<f32>(2 * 12)?;
+    /// // Stacked: two 2 × 5 batches, rows 6 apart, a batch every 12.
+    /// assert!(y.batched_matrix_mut(2, 5, 6, 2, 12).is_ok());
+    /// // Side by side: three 2 × 4 column ranges of a 2 × 12 matrix.
+    /// assert!(y.batched_matrix_mut(2, 4, 12, 3, 4).is_ok());
+    /// // A batch stride of 3 < 4 columns: batches 0 and 1 share column 3.
+    /// assert!(y.batched_matrix_mut(2, 4, 12, 3, 3).is_err());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn batched_matrix_mut(
+        &mut self,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        batches: usize,
+        batch_stride: usize,
+    ) -> Result<MatrixMut<'_, T>> {
+        self.bind_matrix(
+            "DeviceBuffer::batched_matrix_mut",
+            rows,
+            cols,
+            row_stride,
+            batches,
+            batch_stride,
+        )
+    }
+
+    fn bind_matrix(
+        &mut self,
+        op: &'static str,
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        batches: usize,
+        batch_stride: usize,
+    ) -> Result<MatrixMut<'_, T>> {
+        let fail = |detail: String| Error::ShapeMismatch { op, detail };
+        let shape = if batches == 1 {
+            format!("a {rows} × {cols} matrix with row stride {row_stride}")
         } else {
-            (rows - 1)
-                .checked_mul(row_stride)
-                .and_then(|n| n.checked_add(cols))
+            format!(
+                "{batches} batches of {rows} × {cols} with row stride {row_stride} and batch \
+                 stride {batch_stride}"
+            )
         };
-        let fail = |why: String| Error::ShapeMismatch {
-            op: "DeviceBuffer::matrix_mut",
-            detail: why,
-        };
-        if cols > row_stride {
-            return Err(fail(format!(
-                "a row of {cols} elements does not fit in a row stride of {row_stride}"
-            )));
-        }
-        match needed {
-            Some(n) if n <= self.len => Ok(MatrixMut {
+        match batched_extent(rows, cols, row_stride, batches, batch_stride) {
+            Ok(n) if n <= self.len => Ok(MatrixMut {
                 buffer: self,
                 rows,
                 cols,
                 row_stride,
+                batches,
+                batch_stride,
             }),
-            Some(n) => Err(fail(format!(
-                "a {rows} × {cols} matrix with row stride {row_stride} needs {n} elements, \
-                 but the buffer has {}",
+            Ok(n) => Err(fail(format!(
+                "{shape} needs {n} elements, but the buffer has {}",
                 self.len
             ))),
-            None => Err(Error::SizeOverflow {
-                what: format!("a {rows} × {cols} matrix with row stride {row_stride}"),
-            }),
+            Err(BindError::RowLongerThanStride) => Err(fail(format!(
+                "a row of {cols} elements does not fit in a row stride of {row_stride}"
+            ))),
+            Err(BindError::Overlap { span }) => Err(fail(format!(
+                "{shape} could overlap (two batches would write one element): batch stride \
+                 {batch_stride} is neither stacked (≥ the \
+                 {span} elements a batch spans, (rows − 1)·row stride + cols) nor side by side \
+                 (≥ the {cols} columns, with (batches − 1)·batch stride + cols ≤ row stride \
+                 {row_stride})"
+            ))),
+            Err(BindError::Overflow) => Err(Error::SizeOverflow { what: shape }),
         }
     }
 }
@@ -556,8 +618,9 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
         Some(self.buffer.device())
     }
     fn output_len(&self) -> Option<usize> {
-        // Fits in the buffer (checked by `matrix_mut`), so no overflow.
-        Some(self.rows * self.cols)
+        // The batches are disjoint and fit in the buffer (checked by
+        // `bind_matrix`), so their elements fit in a usize.
+        Some(self.batches * self.rows * self.cols)
     }
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOutMatrix<T>> {
         match &self.buffer.memory {
@@ -567,6 +630,8 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
                 rows: self.rows,
                 cols: self.cols,
                 row_stride: self.row_stride,
+                batches: self.batches,
+                batch_stride: self.batch_stride,
             }),
             Memory::Gpu(_) => None,
         }
@@ -580,6 +645,8 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
             rows,
             cols,
             row_stride,
+            batches,
+            batch_stride,
         } = self;
         let DeviceBuffer { memory, len, .. } = &mut **buffer;
         if let Memory::Gpu(slice) = memory {
@@ -588,6 +655,8 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
             args.arg(&*rows);
             args.arg(&*cols);
             args.arg(&*row_stride);
+            args.arg(&*batches);
+            args.arg(&*batch_stride);
         }
     }
 }

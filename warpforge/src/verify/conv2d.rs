@@ -431,9 +431,9 @@ mod tests {
             assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
             assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
         }
-        // The tensor-core implicit GEMM sees the dense and dilated cases, the
-        // empty batch among them; the direct kernel the grouped and depthwise
-        // NHWC ones.
+        // The tensor-core implicit GEMM sees the dense, dilated and grouped
+        // cases, the empty batch among them; the direct kernel the two
+        // depthwise NHWC ones (and the random depthwise ones).
         let tensor_core = reports
             .iter()
             .find(|r| r.kernel == "conv2d_nhwc_bf16_64x64x32_s3")
@@ -444,13 +444,30 @@ mod tests {
             .iter()
             .find(|r| r.kernel == "conv2d_direct_nhwc_bf16")
             .unwrap();
-        assert!(direct.lengths.len() >= 3, "{direct:?}");
-        // Depthwise NHWC f32 runs the direct kernel, the dense f32 ones the implicit GEMM.
+        assert!(direct.lengths.len() >= 2, "{direct:?}");
+        // Depthwise NHWC f32 runs the direct kernel, the dense and grouped
+        // f32 ones the implicit GEMM.
         let f32_direct = reports
             .iter()
             .find(|r| r.kernel == "conv2d_direct_nhwc_f32")
             .unwrap();
-        assert!(f32_direct.lengths.len() >= 3, "{f32_direct:?}");
+        assert!(f32_direct.lengths.len() >= 2, "{f32_direct:?}");
+        // The fixed grouped case (2 groups of 2 channels) runs NHWC on the
+        // implicit GEMMs, per group, not on the direct kernel.
+        let grouped = cases(&mut StdRng::seed_from_u64(0), &[])
+            .into_iter()
+            .find(|c| c.groups == 2 && c.input[1] == 4)
+            .unwrap()
+            .macs();
+        for (kernel, runs) in [
+            ("conv2d_nhwc_f32_64x64x16", true),
+            ("conv2d_nhwc_bf16_64x64x32_s3", true),
+            ("conv2d_direct_nhwc_f32", false),
+            ("conv2d_direct_nhwc_bf16", false),
+        ] {
+            let r = reports.iter().find(|r| r.kernel == kernel).unwrap();
+            assert_eq!(r.lengths.contains(&grouped), runs, "{r:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,456 @@
+//! `warpforge::gemm` with TF32 tensor cores (`Gemm::tf32`): f32 `A` and `B`
+//! rounded to tf32, `mma.sync.m16n8k8` with f32 accumulation, f32 `C`.
+//!
+//! Exact cases: operands are small integers (tf32 holds them exactly), so
+//! the rounding changes nothing, every partial sum is an integer below 2²⁴
+//! (exact in any order) and the result must equal the f64 reference bit for
+//! bit, on every transpose, both tile configurations, ragged shapes, leading
+//! dimensions past the row length (odd ones too: guarded loads), `alpha`,
+//! `beta` including 0 and a NaN-filled `C` with `beta = 0`.
+//!
+//! Rounding: random f32 operands with all 24 bits of mantissa; the reference
+//! rounds each to tf32 with its own model (nearest multiple of the tf32 ulp,
+//! ties away from zero, in f64) and accumulates in f64: the result must be
+//! within the f32 accumulation bound of it, and (the property TF32 is about)
+//! farther than that bound from the unrounded f32 product somewhere.
+
+mod common;
+
+use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
+use half::f16;
+use proptest::prelude::*;
+use warpforge::gemm::{Gemm, TileConfig};
+use warpforge::{Device, Error, Kernel};
+use warpforge_kernels::gemm::tensor::{
+    self as tc, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
+};
+
+use TileConfig::{Large, Small};
+
+/// The value `C`'s padding (columns `n .. ldc`) holds and must keep.
+const PADDING: f64 = 99.0;
+
+/// `x` rounded to tf32 (10 fraction bits: nearest, ties away from zero), by
+/// arithmetic in f64, independent of the library's bit manipulation.
+fn tf32(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // The ulp of a tf32 in x's binade (x is an f32: normal here, |x| ≥ 2⁻¹²⁶).
+    let ulp = 2f64.powi(x.abs().log2().floor() as i32 - 10);
+    (x / ulp).round() * ulp
+}
+
+/// A case: operands from `draw`, leading dimensions `row length + pad`, `C`
+/// filled with `c_fill` where given, else integers; its padding [`PADDING`].
+#[allow(clippy::too_many_arguments)]
+fn case(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    pad: usize,
+    alpha: f64,
+    beta: f64,
+    c_fill: Option<f64>,
+    seed: u64,
+    draw: impl Fn(u64) -> f64,
+) -> Case {
+    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
+    let mut s = seeded(seed);
+    let mut next = move || xorshift(&mut s);
+    let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
+    let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
+    let c = (0..needed(m, n, ldc))
+        .map(|e| {
+            if e % ldc.max(1) >= n {
+                PADDING
+            } else {
+                c_fill.unwrap_or_else(|| (next() % 9) as f64 - 4.0)
+            }
+        })
+        .collect();
+    Case {
+        m,
+        n,
+        k,
+        ta,
+        tb,
+        lda,
+        ldb,
+        ldc,
+        alpha,
+        beta,
+        a,
+        b,
+        c,
+    }
+}
+
+/// Integers in `[-4, 4]`: exact in tf32; sums of up to 140 products exact in f32.
+fn small_int(bits: u64) -> f64 {
+    (bits % 9) as f64 - 4.0
+}
+
+/// An f32 in `[-1, 1]` with a full 24-bit mantissa (rarely a tf32).
+fn float(bits: u64) -> f64 {
+    f64::from((((bits >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0) as f32)
+}
+
+/// `(d, Σ|a·b|)` per element of `C` (padding: its value, 0) in f64, each
+/// operand first passed through `round`: `alpha·Σ a·b`, plus `beta·c` unless
+/// `beta = 0` (C not read).
+fn reference(c: &Case, round: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+    let mut d: Vec<(f64, f64)> = c.c.iter().map(|&x| (x, 0.0)).collect();
+    for i in 0..c.m {
+        for j in 0..c.n {
+            let (mut acc, mut mag) = (0.0f64, 0.0f64);
+            if c.alpha != 0.0 {
+                for p in 0..c.k {
+                    let prod = round(c.a_at(i, p)) * round(c.b_at(p, j));
+                    acc += prod;
+                    mag += prod.abs();
+                }
+            }
+            let e = &mut d[i * c.ldc + j];
+            let prod = c.alpha * acc;
+            e.0 = if c.beta == 0.0 {
+                prod
+            } else {
+                c.beta * e.0 + prod
+            };
+            e.1 = c.alpha.abs() * mag;
+        }
+    }
+    d
+}
+
+/// Runs the case with TF32 on `dev` with `tile`; `C` afterwards as f64.
+fn run(c: &Case, dev: &Device, tile: TileConfig) -> Vec<f64> {
+    let up = |v: &[f64]| {
+        dev.upload(&v.iter().map(|&x| x as f32).collect::<Vec<f32>>())
+            .unwrap()
+    };
+    let (a, b) = (up(&c.a), up(&c.b));
+    let mut out = up(&c.c);
+    Gemm::new(c.m, c.n, c.k)
+        .trans_a(c.ta)
+        .trans_b(c.tb)
+        .alpha(c.alpha as f32)
+        .beta(c.beta as f32)
+        .lda(c.lda)
+        .ldb(c.ldb)
+        .ldc(c.ldc)
+        .tf32(true)
+        .tile(tile)
+        .run(dev, &a, &b, &mut out)
+        .unwrap();
+    out.to_host().unwrap().into_iter().map(f64::from).collect()
+}
+
+/// Runs an integer case and compares every element of `C` (padding too)
+/// with the reference bit for bit (NaN matching NaN).
+fn check_exact(c: &Case, dev: &Device, tile: TileConfig) {
+    let want = reference(c, |x| x);
+    let got = run(c, dev, tile);
+    assert_eq!(got.len(), want.len());
+    for (e, (&g, &(w, _))) in got.iter().zip(&want).enumerate() {
+        let w = f64::from(w as f32);
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "tf32 ({tile:?} tile): C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
+            e / c.ldc.max(1),
+            e % c.ldc.max(1),
+            c.describe()
+        );
+    }
+}
+
+/// A dimension: mostly edge values (0, 1, primes, the tiles' sizes ± 1 and
+/// the k-step's), sometimes any up to 140.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            0usize, 1, 2, 3, 5, 8, 13, 15, 16, 17, 33, 47, 63, 64, 65, 127, 128, 129
+        ]),
+        1 => 0usize..=140,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random shapes, transposes, pads, factors and tile configuration on
+    /// integer operands: the exact reference, bit for bit.
+    #[test]
+    fn tf32_gemm_matches_the_exact_reference(
+        m in dim(),
+        n in dim(),
+        k in dim(),
+        trans in prop::sample::select(TRANSPOSES.to_vec()),
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..10],
+        alpha in prop::sample::select(vec![1.0, -1.0, 2.0, 0.5, 0.0]),
+        beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
+        nan_c in any::<bool>(),
+        large in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
+        let c = case((m, n, k), trans, pad, alpha, beta, fill, seed, small_int);
+        check_exact(&c, &Device::emulator(), if large { Large } else { Small });
+    }
+}
+
+/// Every one of the 8 TF32 kernels on shapes ragged in every dimension of
+/// its tile (k = 77 and 173: 16-deep k-steps with a remainder, through the
+/// 3- and 4-stage rings several times), with aligned and odd leading
+/// dimensions.
+#[test]
+fn every_tf32_kernel_on_a_ragged_shape() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 3] {
+            let seed = (t * 16 + pad) as u64;
+            let small = case((67, 70, 77), trans, pad, -1.0, 0.5, None, seed, small_int);
+            check_exact(&small, &dev, Small);
+            let large = case(
+                (131, 139, 173),
+                trans,
+                pad,
+                1.0,
+                -1.0,
+                None,
+                seed,
+                small_int,
+            );
+            check_exact(&large, &dev, Large);
+        }
+    }
+}
+
+/// `beta = 0` never reads C (NaN there does not leak); `alpha = 0` and
+/// `k = 0` give `beta·C`; empty shapes do nothing.
+#[test]
+fn tf32_edge_cases() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for tile in [Small, Large] {
+            let nan = case(
+                (9, 70, 33),
+                trans,
+                1,
+                2.0,
+                0.0,
+                Some(f64::NAN),
+                t as u64,
+                small_int,
+            );
+            check_exact(&nan, &dev, tile);
+            assert!(run(&nan, &dev, tile).iter().all(|x| !x.is_nan()));
+            for (shape, alpha) in [
+                ((5, 9, 40), 0.0),
+                ((5, 9, 0), 1.0),
+                ((0, 9, 4), 1.0),
+                ((5, 0, 4), 1.0),
+                ((1, 1, 1), 1.0),
+                ((64, 64, 48), 1.0), // exact tiles: every chunk by cp.async
+            ] {
+                check_exact(
+                    &case(shape, trans, 0, alpha, -0.5, None, t as u64, small_int),
+                    &dev,
+                    tile,
+                );
+            }
+        }
+    }
+}
+
+/// Random f32 operands: within the f32 accumulation bound of the reference
+/// on tf32-rounded inputs (`k` products, exact in f32, added in any order:
+/// `2·k·u₃₂·Σ|a·b|`, plus the epilogue's two roundings), and beyond that
+/// bound from the reference on the unrounded inputs for some element (the
+/// inputs were rounded: this is TF32, not f32 FMA).
+#[test]
+fn tf32_rounds_each_operand_to_tf32() {
+    // The test's model of the rounding, on values the doc names.
+    assert_eq!(tf32(1.0 + 1.0 / 2048.0), 1.0 + 1.0 / 1024.0);
+    assert_eq!(tf32(-(1.0 + 3.0 / 2048.0)), -(1.0 + 2.0 / 1024.0));
+    assert_eq!(tf32(1.0 + 1.0 / 4096.0), 1.0);
+    assert_eq!(tf32(0.75 + 1.0 / 8192.0), 0.75);
+    assert_eq!(tf32(0.75 + 1.0 / 4096.0), 0.75 + 1.0 / 2048.0); // a tie in [0.5, 1)
+    let dev = Device::emulator();
+    let u = f32::EPSILON as f64 / 2.0;
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for tile in [Small, Large] {
+            let c = case(
+                (33, 40, 100),
+                trans,
+                1,
+                1.0,
+                0.5,
+                None,
+                70 + t as u64,
+                float,
+            );
+            let got = run(&c, &dev, tile);
+            let want = reference(&c, tf32);
+            let unrounded = reference(&c, |x| x);
+            let mut beyond_f32 = 0;
+            for (e, (&g, (&(w, mag), &(f, _)))) in
+                got.iter().zip(want.iter().zip(&unrounded)).enumerate()
+            {
+                let bound = (mag + 4.0) * (2.0 * c.k as f64 * u + 2.0 * u) + 1e-30;
+                assert!(
+                    (g - w).abs() <= bound,
+                    "tf32 ({tile:?}): C[{e}] = {g}, tf32 reference {w}, error {} > {bound}: {}",
+                    (g - w).abs(),
+                    c.describe()
+                );
+                beyond_f32 += usize::from((g - f).abs() > bound);
+            }
+            assert!(
+                beyond_f32 > got.len() / 4,
+                "tf32 ({tile:?}): only {beyond_f32} of {} elements differ from f32 \
+                 beyond the bound: were the operands rounded?",
+                got.len()
+            );
+        }
+    }
+}
+
+/// Names and shared memory come from the TF32 tiles, which are the 16-bit
+/// tiles' blocks and warps at half the k-step, in no more bytes (the same
+/// for the largest layout, NT, whose rows are all k long); the
+/// heuristic picks as for f16; TF32 on any other pair is refused, naming the
+/// parameter.
+#[test]
+fn tf32_kernels_names_tiles_and_refusals() {
+    let dev = Device::emulator();
+    let t = |x: bool| if x { "t" } else { "n" };
+    for (ta, tb) in TRANSPOSES {
+        let tr = format!("{}{}", t(ta), t(tb));
+        for (config, tile) in [(Small, "64x64x16_s3"), (Large, "128x128x16_s4")] {
+            let g = Gemm::<f32>::new(1, 1, 1)
+                .trans_a(ta)
+                .trans_b(tb)
+                .tf32(true)
+                .tile(config);
+            assert_eq!(
+                g.kernel_name_for::<f32, f32>(&dev).unwrap(),
+                format!("gemm_tf32_f32_{tr}_{tile}")
+            );
+            assert_eq!(g.tile_config_for::<f32, f32>(&dev).unwrap(), Some(config));
+        }
+    }
+    for (tf, f16_tile) in [(TF32_TILE, TC_TILE), (TF32_TILE_LARGE, TC_TILE_LARGE)] {
+        assert_eq!(
+            (tf.m, tf.n, tf.threads(), tf.stages),
+            (f16_tile.m, f16_tile.n, f16_tile.threads(), f16_tile.stages)
+        );
+        assert_eq!(
+            (tf.k * 2, tf.elem_bytes, tf.chunk(), tf.mma_k()),
+            (f16_tile.k, 4, 4, 8)
+        );
+        for (ta, tb) in TRANSPOSES {
+            assert!(tf.shared_bytes(ta, tb) <= f16_tile.shared_bytes(ta, tb));
+        }
+        assert_eq!(tf.max_shared_bytes(), f16_tile.max_shared_bytes());
+        assert_eq!(
+            tf.shared_bytes(false, true),
+            f16_tile.shared_bytes(false, true)
+        );
+    }
+    assert_eq!(
+        tc::gemm_tf32_f32_nt_128x128x16_s4::SHARED_BYTES,
+        tc::gemm_f16_f32_nt_128x128x32_s4::SHARED_BYTES
+    );
+    // 64 × (16 + 4) for A, 16 × (64 + 4) for B: 2368 f32 a stage, 3 stages.
+    assert_eq!(tc::gemm_tf32_f32_nn_64x64x16_s3::SHARED_BYTES, 2368 * 3 * 4);
+    // The heuristic: as for f16 (1024² is half an H100 in large blocks).
+    let pick = |m, n| {
+        Gemm::<f32>::new(m, n, 64)
+            .tf32(true)
+            .tile_config_for::<f32, f32>(&dev)
+            .unwrap()
+    };
+    assert_eq!(pick(4096, 4096), Some(Large));
+    assert_eq!(pick(1024, 1024), Some(Small));
+    // Off by default: f32 stays on the SIMT cores.
+    assert_eq!(
+        Gemm::<f32>::new(4096, 4096, 64)
+            .kernel_name_for::<f32, f32>(&dev)
+            .unwrap(),
+        "gemm_f32_nn_64x64x16"
+    );
+    // Refused on f16 → f32 and on f64, before anything runs.
+    let refused = |err: Error| {
+        assert!(
+            matches!(
+                err,
+                Error::InvalidParameter {
+                    parameter: "tf32",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    };
+    let a = dev.upload(&[f16::ONE; 4]).unwrap();
+    let mut c = dev.upload(&[0.0f32; 4]).unwrap();
+    refused(
+        Gemm::new(2, 2, 2)
+            .tf32(true)
+            .run(&dev, &a, &a, &mut c)
+            .unwrap_err(),
+    );
+    let a = dev.upload(&[1.0f64; 4]).unwrap();
+    let mut c = dev.upload(&[7.0f64; 4]).unwrap();
+    refused(
+        Gemm::new(2, 2, 2)
+            .tf32(true)
+            .run(&dev, &a, &a, &mut c)
+            .unwrap_err(),
+    );
+    assert_eq!(c.to_host().unwrap(), [7.0; 4], "a refused GEMM wrote C");
+}
+
+/// On a GPU: the exact property on every transpose and both tiles, ragged
+/// large shapes among them, and the rounding property.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tf32_gemm_matches_the_references() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for (shape, pad) in [
+            ((67, 70, 77), 3),
+            ((131, 139, 173), 0),
+            ((1000, 1030, 1100), 1),
+            ((2048, 2048, 96), 0),
+        ] {
+            for tile in [Small, Large] {
+                let c = case(shape, trans, pad, 1.0, -0.5, None, t as u64, small_int);
+                check_exact(&c, &gpu, tile);
+            }
+        }
+        let c = case(
+            (256, 256, 512),
+            trans,
+            0,
+            1.0,
+            0.0,
+            Some(f64::NAN),
+            t as u64,
+            float,
+        );
+        let u = f32::EPSILON as f64 / 2.0;
+        for tile in [Small, Large] {
+            let got = run(&c, &gpu, tile);
+            for (e, (&g, &(w, mag))) in got.iter().zip(&reference(&c, tf32)).enumerate() {
+                let bound = (mag + 4.0) * (2.0 * c.k as f64 * u + 2.0 * u);
+                assert!(
+                    (g - w).abs() <= bound,
+                    "C[{e}] = {g}, tf32 reference {w}: {}",
+                    c.describe()
+                );
+            }
+        }
+    }
+}

@@ -28,7 +28,7 @@
 //! | [`BlockChunks<N>`] | `Out<T, BlockChunks<N>>` | the same per block: thread 0 of the block writes |
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
-//! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]) |
+//! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
 //!
@@ -141,7 +141,23 @@ pub enum BlockTiles<const TM: usize, const TN: usize> {}
 /// A mapping of its own, not a method of [`BlockTile`]: a tile that offered
 /// both this and the element walk would let two threads own one element
 /// (thread 4 by the walk, thread 1 by 4 × 4 micro-tiles, both (0, 4)).
-pub enum MicroTiles<const TM: usize, const TN: usize, const MR: usize, const MC: usize> {}
+///
+/// With `RI × RJ` other than the default `1 × 1`, the tile is first split
+/// into an `RI × RJ` grid of `(TM / RI) × (TN / RJ)` sub-tiles, each cut
+/// into `MR × MC` micro-tiles numbered row-major, and thread `t` owns
+/// micro-tile `t` of every sub-tile: an `RI·MR × RJ·MC` register tile whose
+/// pieces lie `TM / RI` rows and `TN / RJ` columns apart. That is the
+/// warp-tiled SIMT GEMM's layout: adjacent threads read adjacent 16-byte
+/// vectors of the shared tiles, free of bank conflicts.
+pub enum MicroTiles<
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize = 1,
+    const RJ: usize = 1,
+> {
+}
 
 /// Each warp owns a `TM × TN` tile (multiples of the `mma` 16 × 8); its lanes
 /// write the accumulator layout.
@@ -161,8 +177,14 @@ impl<const N: usize> sealed::Sealed for ThreadChunks<N> {}
 impl<const N: usize> sealed::Sealed for WarpChunks<N> {}
 impl<const N: usize> sealed::Sealed for BlockChunks<N> {}
 impl<const TM: usize, const TN: usize> sealed::Sealed for BlockTiles<TM, TN> {}
-impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> sealed::Sealed
-    for MicroTiles<TM, TN, MR, MC>
+impl<
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize,
+    const RJ: usize,
+> sealed::Sealed for MicroTiles<TM, TN, MR, MC, RI, RJ>
 {
 }
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
@@ -177,8 +199,14 @@ impl<const N: usize> Mapping for WarpChunks<N> {}
 impl<const N: usize> Mapping for BlockChunks<N> {}
 impl Mapping2 for Elements {}
 impl<const TM: usize, const TN: usize> Mapping2 for BlockTiles<TM, TN> {}
-impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize> Mapping2
-    for MicroTiles<TM, TN, MR, MC>
+impl<
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize,
+    const RJ: usize,
+> Mapping2 for MicroTiles<TM, TN, MR, MC, RI, RJ>
 {
 }
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
@@ -1053,38 +1081,57 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
     }
 }
 
-impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: usize>
-    OutMatrix<'a, T, MicroTiles<TM, TN, MR, MC>>
+impl<
+    'a,
+    T: Copy,
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize,
+    const RJ: usize,
+> OutMatrix<'a, T, MicroTiles<TM, TN, MR, MC, RI, RJ>>
 {
-    /// This thread's `MR × MC` micro-tile of its block's `TM × TN` tile, for
-    /// a kernel that keeps a register micro-tile per thread (the SIMT GEMM
-    /// epilogue).
+    /// This thread's `MR × MC` micro-tile of its block's `TM × TN` tile (with
+    /// `RI × RJ` sub-tiles: its micro-tile of each, an `RI·MR × RJ·MC`
+    /// register tile), for a kernel that keeps a register micro-tile per
+    /// thread (the SIMT GEMM epilogue).
     ///
     /// Block (y, x) owns the tile at (`blockIdx.y·TM`, `blockIdx.x·TN`), as
-    /// for [`BlockTiles`]. The tile is cut into `(TM / MR) × (TN / MC)`
+    /// for [`BlockTiles`]. The tile is cut into `RI × RJ` sub-tiles of
+    /// `SM × SN = (TM / RI) × (TN / RJ)`, each into `(SM / MR) × (SN / MC)`
     /// micro-tiles, numbered row-major; the thread whose linear id in the
-    /// block is `t` owns micro-tile `t`: rows `(t / (TN / MC))·MR ..` and
-    /// columns `(t % (TN / MC))·MC ..` of the tile, clipped to the matrix.
-    /// A batched binding ([`OutMatrix::batch`]): block (x, y, z) works in
-    /// batch `z`, and the coordinates are the batch's. `None` if `t` is past the last micro-tile (a block with more threads than micro-tiles), or the
-    /// micro-tile starts outside the matrix.
+    /// block is `t` owns micro-tile `t` of every sub-tile: rows
+    /// `qi·SM + (t / (SN / MC))·MR ..` and columns `qj·SN + (t % (SN /
+    /// MC))·MC ..` of the tile for `qi < RI`, `qj < RJ`, clipped to the
+    /// matrix. A batched binding ([`OutMatrix::batch`]): block (x, y, z)
+    /// works in batch `z`, and the coordinates are the batch's. `None` if
+    /// `t` is past the last micro-tile (a block with more threads than
+    /// micro-tiles), or the micro-tile starts outside the matrix.
     ///
     /// Disjoint for any grid and block shape: batches share no element
-    /// (distinct z; the binding is checked stacked or side by side), block tiles of a batch are disjoint
-    /// (distinct (y, x)), `t ↦ (t / (TN/MC), t % (TN/MC))` is one-to-one on
-    /// `t < (TM/MR)·(TN/MC)`, linear ids are distinct within the block, and
-    /// the micro-tiles partition the tile (`MR | TM` and `MC | TN`, checked at
-    /// compile time). This is the only way to write an output declared with
-    /// this mapping, so no thread can take the same tile by another
-    /// partition (a [`BlockTile::elements`] walk is only on [`BlockTiles`]
-    /// outputs). The micro-tile borrows the matrix mutably, so a thread holds
-    /// at most one at a time.
+    /// (distinct z; the binding is checked stacked or side by side), block
+    /// tiles of a batch are disjoint (distinct (y, x)), the sub-tiles
+    /// partition the tile and the micro-tiles each sub-tile (`RI·MR | TM`
+    /// and `RJ·MC | TN`, checked at compile time), `t ↦ (t / (SN/MC), t %
+    /// (SN/MC))` is one-to-one on `t < (SM/MR)·(SN/MC)`, and linear ids are
+    /// distinct within the block. This is the only way to write an output
+    /// declared with this mapping, so no thread can take the same tile by
+    /// another partition (a [`BlockTile::elements`] walk is only on
+    /// [`BlockTiles`] outputs). The micro-tile borrows the matrix mutably,
+    /// so a thread holds at most one at a time.
     #[inline(always)]
-    pub fn micro_tile(&mut self) -> Option<MicroTile<'_, T, MR, MC>> {
+    pub fn micro_tile(&mut self) -> Option<MicroTile<'_, T, MR, MC, RI, RJ>> {
         const {
             assert!(
-                MR > 0 && MC > 0 && TM.is_multiple_of(MR) && TN.is_multiple_of(MC),
-                "a micro-tile has at least one element and divides the block tile"
+                MR > 0
+                    && MC > 0
+                    && RI > 0
+                    && RJ > 0
+                    && TM.is_multiple_of(RI * MR)
+                    && TN.is_multiple_of(RJ * MC),
+                "a micro-tile has at least one element, and the sub-tiles and micro-tiles \
+                 divide the block tile"
             )
         };
         let b = thread::block_idx();
@@ -1097,9 +1144,9 @@ impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: u
             batch_rows,
             self.cols,
         )?;
-        let per_row = TN / MC;
+        let per_row = TN / RJ / MC;
         let t = thread::linear_thread_id() as usize;
-        if t >= (TM / MR) * per_row {
+        if t >= (TM / RI / MR) * per_row {
             return None;
         }
         let (r, c) = ((t / per_row) * MR, (t % per_row) * MC);
@@ -1114,54 +1161,73 @@ impl<'a, T: Copy, const TM: usize, const TN: usize, const MR: usize, const MC: u
             row_stride: self.row_stride,
             row0,
             col0,
-            rows: MR.min(rows - r),
-            cols: MC.min(cols - c),
+            rows: rows - r,
+            cols: cols - c,
+            sub: (TM / RI, TN / RJ),
             _view: PhantomData,
         })
     }
 }
 
-/// A thread's `MR × MC` micro-tile of an `OutMatrix<T, MicroTiles<TM, TN,
-/// MR, MC>>` ([`OutMatrix::micro_tile`]), clipped to the matrix.
-pub struct MicroTile<'v, T, const MR: usize, const MC: usize> {
+/// A thread's micro-tile of an `OutMatrix<T, MicroTiles<TM, TN, MR, MC, RI,
+/// RJ>>` ([`OutMatrix::micro_tile`]): an `RI·MR × RJ·MC` register tile whose
+/// `MR × MC` pieces lie `TM / RI` rows and `TN / RJ` columns apart, clipped
+/// to the matrix.
+pub struct MicroTile<'v, T, const MR: usize, const MC: usize, const RI: usize = 1, const RJ: usize = 1>
+{
     origin: *mut T,
     row_stride: usize,
     row0: usize,
     col0: usize,
+    /// Rows of the block tile (clipped to the matrix) from `row0` on.
     rows: usize,
+    /// Columns of the block tile (clipped to the matrix) from `col0` on.
     cols: usize,
+    /// Rows and columns between the pieces: the sub-tile, `TM / RI × TN / RJ`.
+    sub: (usize, usize),
     _view: PhantomData<&'v mut [T]>,
 }
 
 impl<'v, T: Copy, const MR: usize, const MC: usize> MicroTile<'v, T, MR, MC> {
-    /// The micro-tile's first row and column in the matrix.
-    #[inline(always)]
-    pub fn origin(&self) -> (usize, usize) {
-        (self.row0, self.col0)
-    }
-
     /// Rows of the micro-tile inside the matrix (`MR` except at the bottom edge).
     #[inline(always)]
     pub fn rows(&self) -> usize {
-        self.rows
+        MR.min(self.rows)
     }
 
     /// Columns of the micro-tile inside the matrix (`MC` except at the right edge).
     #[inline(always)]
     pub fn cols(&self) -> usize {
-        self.cols
+        MC.min(self.cols)
+    }
+}
+
+impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize, const RJ: usize>
+    MicroTile<'v, T, MR, MC, RI, RJ>
+{
+    /// The micro-tile's first row and column in the matrix (of its first
+    /// sub-tile's piece).
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
     }
 
-    /// Element (`i`, `j`) of the micro-tile (matrix element
-    /// `(origin.0 + i, origin.1 + j)`), if it is inside the matrix
-    /// (`i < rows()`, `j < cols()`).
+    /// Element (`i`, `j`) of the register tile, `i < RI·MR`, `j < RJ·MC`:
+    /// matrix element `(origin.0 + (i / MR)·(TM / RI) + i % MR, origin.1 +
+    /// (j / MC)·(TN / RJ) + j % MC)`, if it is inside the matrix. With the
+    /// default `1 × 1` sub-tiles: `(origin.0 + i, origin.1 + j)`, `i <
+    /// rows()`, `j < cols()`.
     #[inline(always)]
     pub fn slot(&mut self, i: usize, j: usize) -> Option<Slot<'_, T>> {
-        // SAFETY: (i, j) is inside the clipped micro-tile, so in the matrix;
-        // the micro-tile is this thread's alone (`OutMatrix::micro_tile`), and
-        // the slot borrows it mutably, so one slot at a time.
-        (i < self.rows && j < self.cols)
-            .then(|| unsafe { Slot::from_element(self.origin.add(i * self.row_stride + j)) })
+        let di = (i / MR) * self.sub.0 + i % MR;
+        let dj = (j / MC) * self.sub.1 + j % MC;
+        // SAFETY: (di, dj) is inside the matrix (rows and cols count from
+        // the origin), and in one of the thread's own pieces (i < RI·MR, j <
+        // RJ·MC, pieces a sub-tile apart), which are this thread's alone
+        // (`OutMatrix::micro_tile`); the slot borrows the micro-tile
+        // mutably, so one slot at a time.
+        (i < RI * MR && j < RJ * MC && di < self.rows && dj < self.cols)
+            .then(|| unsafe { Slot::from_element(self.origin.add(di * self.row_stride + dj)) })
     }
 }
 

@@ -16,6 +16,7 @@
 
 use crate::arch;
 use crate::atomic::{AtomicRef, AtomicScope};
+use crate::global::Vector16;
 use core::marker::PhantomData;
 
 /// Element types allowed in shared memory: plain data, no padding, no drop.
@@ -223,6 +224,53 @@ impl<T: SharedElement> SharedArray<T> {
         // writes them concurrently: the kernel's barriers order conflicting
         // accesses (see "Races" on `SharedArray`; checked by the emulator).
         unsafe { self.base.add(i).read() }
+    }
+
+    /// Reads elements `i .. i + N` (16 bytes) with one vector load
+    /// (`ld.shared.v4.b32` or `.v2.b64`, SASS `LDS.128`) instead of `N`
+    /// scalar ones. Panics (traps on the GPU) if they are not in bounds or
+    /// do not start on a 16-byte boundary; `N · size_of::<T>()` must be 16
+    /// (a compile-time error otherwise). Views from [`dynamic`] start on one.
+    #[inline(always)]
+    pub fn load16<const N: usize>(&self, i: usize) -> [T; N] {
+        let p = self.vector16::<N>(i, false);
+        // SAFETY: 16 in-bounds, 16-byte-aligned bytes of the block's shared
+        // memory (`vector16`), read as `N` elements of `T`: any bytes are a
+        // valid `T` (`SharedElement`), and `Vector16<T, N>` is exactly those
+        // `N` elements (`repr(C)`, no padding). Conflicting accesses are the
+        // kernel's barriers' to order, as for `load`.
+        unsafe { p.read().0 }
+    }
+
+    /// Writes elements `i .. i + N` (16 bytes) with one vector store
+    /// (`st.shared.v4.b32` or `.v2.b64`, SASS `STS.128`); the bounds,
+    /// alignment and size rules of [`load16`](Self::load16).
+    #[inline(always)]
+    pub fn store16<const N: usize>(&self, i: usize, values: [T; N]) {
+        let p = self.vector16::<N>(i, true);
+        // SAFETY: as in `load16`; the write invalidates no Rust reference
+        // (none to shared memory exists), and a concurrent access to these
+        // elements is the kernel's barriers' to order, as for `store`.
+        unsafe { p.write(Vector16(values)) }
+    }
+
+    /// Elements `i .. i + N` as a 16-byte vector's address, checked in
+    /// bounds and aligned, and recorded as one access.
+    #[inline(always)]
+    fn vector16<const N: usize>(&self, i: usize, write: bool) -> *mut Vector16<T, N> {
+        const {
+            assert!(
+                N * size_of::<T>() == 16,
+                "a shared-memory vector is 16 bytes"
+            )
+        };
+        let p = self.base.wrapping_add(i);
+        assert!(
+            i.checked_add(N).is_some_and(|end| end <= self.len) && (p as usize).is_multiple_of(16),
+            "shared memory vector access out of bounds or not 16-byte aligned"
+        );
+        arch::shared_access(p.cast(), 16, write);
+        p.cast()
     }
 
     /// The address of elements `start .. start + n`, checked in bounds and

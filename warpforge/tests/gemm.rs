@@ -11,7 +11,7 @@ mod common;
 
 use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
 use proptest::prelude::*;
-use warpforge::gemm::{Gemm, GemmElement};
+use warpforge::gemm::{Gemm, GemmElement, TileConfig};
 use warpforge::{Device, DeviceBuffer, Error, Kernel};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE};
 
@@ -43,7 +43,11 @@ impl Case {
     }
 
     fn gemm<T: GemmElement>(&self, cast: fn(f64) -> T) -> Gemm<T> {
-        Gemm::new(self.m, self.n, self.k)
+        let g = Gemm::new(self.m, self.n, self.k);
+        match self.tile {
+            Some(tile) => g.tile(tile),
+            None => g,
+        }
             .trans_a(self.ta)
             .trans_b(self.tb)
             .alpha(cast(self.alpha))
@@ -111,6 +115,7 @@ fn case(
         None => ints(needed(m, n, ldc)),
     };
     Case {
+        tile: None,
         m,
         n,
         k,
@@ -154,6 +159,94 @@ proptest! {
         let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
         case((m, n, k), trans, pad, alpha, beta, fill, seed).check(&Device::emulator());
     }
+}
+
+/// A dimension around the warp-tiled f32 tile's 128 × 128 × 8 edges.
+fn large_dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![1usize, 4, 7, 8, 9, 63, 64, 65, 127, 128, 129, 131, 193, 256, 257]),
+        1 => 0usize..=270,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// The warp-tiled f32 kernels (`TileConfig::Large`, pinned: the
+    /// heuristic keeps these shapes on the small tile), bit for bit against
+    /// the exact reference, ragged in every dimension, with odd leading
+    /// dimensions (scalar loads) beside aligned ones (16-byte loads).
+    #[test]
+    fn warp_tiled_f32_matches_the_exact_reference(
+        m in large_dim(),
+        n in large_dim(),
+        k in prop_oneof![3 => prop::sample::select(vec![0usize, 1, 3, 4, 8, 9, 16, 17, 40]), 1 => 0usize..=64],
+        trans in prop::sample::select(TRANSPOSES.to_vec()),
+        pad in prop_oneof![2 => Just(0usize), 1 => 1usize..5],
+        alpha in prop::sample::select(vec![1.0, -1.0, 0.5, 0.0]),
+        beta in prop::sample::select(vec![0.0, 1.0, -2.0]),
+        seed in any::<u64>(),
+    ) {
+        let fill = (beta == 0.0).then_some(f64::NAN);
+        let mut c = case((m, n, k), trans, pad, alpha, beta, fill, seed);
+        c.tile = Some(TileConfig::Large);
+        c.check(&Device::emulator());
+    }
+}
+
+/// The small and the warp-tiled f32 kernels compute every element with the
+/// same FMA chain: the same bits on random (inexact) floats, and the
+/// heuristic picks the large tile once its grid fills the GPU.
+#[test]
+fn warp_tiled_and_small_f32_tiles_agree_bit_for_bit() {
+    let dev = Device::emulator();
+    let mut s = seeded(7);
+    for (m, n, k, (ta, tb)) in [
+        (130, 129, 37, (false, false)),
+        (67, 200, 20, (true, false)),
+        (128, 128, 16, (false, true)),
+        (129, 77, 9, (true, true)),
+    ] {
+        let mut floats = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| (xorshift(&mut s) % 2001) as f32 / 997.0 - 1.0)
+                .collect()
+        };
+        let a = dev.upload(&floats(m * k)).unwrap();
+        let b = dev.upload(&floats(k * n)).unwrap();
+        let c0 = floats(m * n);
+        let g = Gemm::new(m, n, k)
+            .trans_a(ta)
+            .trans_b(tb)
+            .alpha(0.75f32)
+            .beta(-1.5);
+        let run = |tile| {
+            let mut c = dev.upload(&c0).unwrap();
+            g.tile(tile).run(&dev, &a, &b, &mut c).unwrap();
+            c.to_host().unwrap()
+        };
+        let (small, large) = (run(TileConfig::Small), run(TileConfig::Large));
+        for (e, (x, y)) in small.iter().zip(&large).enumerate() {
+            assert_eq!(x.to_bits(), y.to_bits(), "C[{e}] of {m}×{n}×{k} {ta}/{tb}");
+        }
+    }
+    // 12 × 11 = 132 large blocks fill an H100 (the default emulator's 132
+    // SMs); one row fewer does not.
+    let pick = |m: usize| {
+        Gemm::<f32>::new(m, 1408, 8)
+            .kernel_name_for::<f32, f32>(&dev)
+            .unwrap()
+    };
+    assert_eq!(pick(1536), "gemm_f32_nn_128x128x8");
+    assert_eq!(pick(1408), "gemm_f32_nn_64x64x16");
+    assert_eq!(
+        Gemm::<f64>::new(4096, 4096, 8)
+            .tile(TileConfig::Large)
+            .kernel_name_for::<f64, f64>(&dev)
+            .unwrap(),
+        "gemm_f64_nn_64x64x8",
+        "f64 has one tile"
+    );
 }
 
 #[test]
@@ -444,24 +537,33 @@ fn sizes_that_overflow_are_refused() {
 
 #[test]
 fn grids_past_the_limit_are_refused() {
-    // 65535 row tiles of 64 is the most grid.y holds; one more row is refused.
+    // 65535 row tiles is the most grid.y holds; one more row is refused,
+    // for the small tile (64 rows) and the warp-tiled one (128).
     let dev = Device::emulator();
-    let m = 65535 * F32_TILE.m + 1;
-    let [a, b, mut c] = buffers(&dev, 0, 0, m);
-    let e = Gemm::new(m, 1, 0).run(&dev, &a, &b, &mut c).unwrap_err();
-    match e {
-        Error::LaunchConfig {
-            kernel,
-            what,
-            value,
-            limit,
-            ..
-        } => {
-            assert_eq!(kernel, "gemm_f32_nn_64x64x16");
-            assert!(what.starts_with("grid.y"), "{what}");
-            assert_eq!((value, limit), (65536, 65535));
+    for (tile, rows, name) in [
+        (TileConfig::Small, F32_TILE.m, "gemm_f32_nn_64x64x16"),
+        (TileConfig::Large, 128, "gemm_f32_nn_128x128x8"),
+    ] {
+        let m = 65535 * rows + 1;
+        let [a, b, mut c] = buffers(&dev, 0, 0, m);
+        let e = Gemm::new(m, 1, 0)
+            .tile(tile)
+            .run(&dev, &a, &b, &mut c)
+            .unwrap_err();
+        match e {
+            Error::LaunchConfig {
+                kernel,
+                what,
+                value,
+                limit,
+                ..
+            } => {
+                assert_eq!(kernel, name);
+                assert!(what.starts_with("grid.y"), "{what}");
+                assert_eq!((value, limit), (65536, 65535));
+            }
+            e => panic!("expected LaunchConfig, got {e}"),
         }
-        e => panic!("expected LaunchConfig, got {e}"),
     }
 }
 
@@ -570,6 +672,89 @@ fn micro_tiles_partition_each_block_tile_for_any_block() {
                             want * (t + 1) * 1000,
                             "({r}, {c}), block {block:?}"
                         );
+                    }
+                    for c in cols..stride.min(len - r * stride) {
+                        assert_eq!(count[r * stride + c], 0, "padding ({r}, {c})");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds 1 to every element of this thread's split micro-tile of its block's
+/// 8 × 12 tile (2 × 2 sub-tiles of 4 × 6, micro-tiles of 2 × 3: a 4 × 6
+/// register tile in four pieces), and records its linear id + 1.
+#[warpforge_macros::kernel]
+fn own_split_micro_tiles(
+    mut count: warpforge_device::OutMatrix<
+        u32,
+        warpforge_device::own::MicroTiles<8, 12, 2, 3, 2, 2>,
+    >,
+    mut owner: warpforge_device::OutMatrix<
+        u32,
+        warpforge_device::own::MicroTiles<8, 12, 2, 3, 2, 2>,
+    >,
+) {
+    let t = warpforge_device::thread::linear_thread_id();
+    if let Some(mut mine) = count.micro_tile() {
+        for i in 0..4 {
+            for j in 0..6 {
+                if let Some(mut c) = mine.slot(i, j) {
+                    c.set(c.get() + 1);
+                }
+            }
+        }
+        assert!(mine.slot(4, 0).is_none() && mine.slot(0, 6).is_none());
+    }
+    if let Some(mut mine) = owner.micro_tile() {
+        for i in 0..4 {
+            for j in 0..6 {
+                if let Some(mut o) = mine.slot(i, j) {
+                    o.set(t + 1);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn split_micro_tiles_partition_each_block_tile_for_any_block() {
+    use warpforge::{Dim3, LaunchConfig};
+    let dev = Device::emulator();
+    // Each 4 × 6 sub-tile holds 2 × 2 micro-tiles: threads 0..4 own one
+    // of each sub-tile.
+    for (rows, cols, stride) in [(8usize, 12usize, 12usize), (13, 29, 31), (1, 1, 1), (6, 7, 7)] {
+        for nz in [1usize, 2] {
+            let grid = Dim3::new(cols.div_ceil(12) as u32, rows.div_ceil(8) as u32, nz as u32);
+            for block in [Dim3::x(4), Dim3::x(40), Dim3::new(2, 2, 1), Dim3::x(3)] {
+                let len = (nz * rows - 1) * stride + cols;
+                let mut count = dev.alloc_zeroed::<u32>(len).unwrap();
+                let mut owner = dev.alloc_zeroed::<u32>(len).unwrap();
+                dev.launch(
+                    own_split_micro_tiles,
+                    LaunchConfig::new(grid, block),
+                    (
+                        count
+                            .batched_matrix_mut(rows, cols, stride, nz, rows * stride)
+                            .unwrap(),
+                        owner
+                            .batched_matrix_mut(rows, cols, stride, nz, rows * stride)
+                            .unwrap(),
+                    ),
+                )
+                .unwrap();
+                let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+                for r in 0..nz * rows {
+                    for c in 0..cols {
+                        // Within the sub-tile: (row % 4, col % 6); its micro-tile
+                        // (row / 2, col / 3), numbered row-major, 2 per row.
+                        let (sr, sc) = ((r % rows) % 8 % 4, c % 12 % 6);
+                        let t = (sr / 2 * 2 + sc / 3) as u32;
+                        let want = u32::from(u64::from(t) < block.volume());
+                        let e = r * stride + c;
+                        assert_eq!(count[e], want, "({r}, {c}), block {block:?}");
+                        assert_eq!(owner[e], want * (t + 1), "({r}, {c}), block {block:?}");
                     }
                     for c in cols..stride.min(len - r * stride) {
                         assert_eq!(count[r * stride + c], 0, "padding ({r}, {c})");

@@ -17,7 +17,7 @@ mod common;
 use common::gemm::xorshift;
 use half::{bf16, f16};
 use proptest::prelude::*;
-use warpforge::gemm::{Gemm, GemmTypes};
+use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
 use warpforge::{Device, Element, Error};
 
 trait Val: Element {
@@ -153,7 +153,7 @@ fn ints(len: usize, seed: &mut u64) -> Vec<f64> {
 
 /// Runs the case for `TIn → TOut` and checks every batch against the f64
 /// reference, exactly after one rounding to `TOut`.
-fn check<TIn, TOut>(dev: &Device, case: &Case)
+fn check<TIn, TOut>(dev: &Device, case: &Case, tile: Option<TileConfig>)
 where
     TIn: Val + GemmTypes<TOut>,
     TOut: Val,
@@ -211,8 +211,12 @@ where
     let mut dc = dev
         .upload(&c0.iter().map(|&x| TOut::from_f64(x)).collect::<Vec<_>>())
         .unwrap();
-    Gemm::<TIn::Scalar>::new(m, n, k)
-        .trans_a(trans_a)
+    let gemm = Gemm::<TIn::Scalar>::new(m, n, k);
+    let gemm = match tile {
+        Some(tile) => gemm.tile(tile),
+        None => gemm,
+    };
+    gemm.trans_a(trans_a)
         .trans_b(trans_b)
         .alpha(<TIn::Scalar as Val>::from_f64(f64::from(alpha)))
         .beta(<TIn::Scalar as Val>::from_f64(f64::from(beta)))
@@ -260,11 +264,13 @@ proptest! {
     #[test]
     fn batched_matches_reference_every_dtype(case in cases()) {
         let dev = Device::emulator();
-        check::<f32, f32>(&dev, &case);
-        check::<f64, f64>(&dev, &case);
-        check::<f16, f32>(&dev, &case);
-        check::<bf16, bf16>(&dev, &case);
-        check::<f16, f16>(&dev, &case);
+        check::<f32, f32>(&dev, &case, None);
+        // The warp-tiled f32 kernels, pinned (these shapes are small).
+        check::<f32, f32>(&dev, &case, Some(TileConfig::Large));
+        check::<f64, f64>(&dev, &case, None);
+        check::<f16, f32>(&dev, &case, None);
+        check::<bf16, bf16>(&dev, &case, None);
+        check::<f16, f16>(&dev, &case, None);
     }
 }
 
@@ -412,9 +418,10 @@ fn strided_c_batches_span_several_tiles() {
                 beta,
                 seed: 0x5eed,
             };
-            check::<f32, f32>(&dev, &case);
-            check::<f16, f32>(&dev, &case);
-            check::<bf16, bf16>(&dev, &case);
+            check::<f32, f32>(&dev, &case, None);
+            check::<f32, f32>(&dev, &case, Some(TileConfig::Large));
+            check::<f16, f32>(&dev, &case, None);
+            check::<bf16, bf16>(&dev, &case, None);
         }
     }
 }

@@ -44,6 +44,7 @@
 //! [`tensor`].
 
 pub mod tensor;
+pub mod warp_tiled;
 
 use core::ops::Mul;
 use warpforge_device::OutMatrix;

@@ -50,9 +50,24 @@
 //!
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
-//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*`; with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
+//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations, below); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
 //! | `f64` | `f64` | `f64` | SIMT, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
+//!
+//! **f32 on the SIMT cores** has two configurations ([`TileConfig`]),
+//! chosen by the same rule as the tensor cores' (below), both computing
+//! every element with the same chain of FMAs, so the same bits:
+//!
+//! | [`TileConfig`] | block tile | per thread | threads | shared memory | kernels |
+//! |---|---|---|---|---|---|
+//! | `Small` | 64 × 64 × 16 | 4 × 4 | 256 | 8 KiB | `gemm_f32_*_64x64x16` |
+//! | `Large` | 128 × 128 × 8 | 2 × 2 micro-tiles of 4 × 4, a half tile apart | 256 | 16 KiB (two stages) | `gemm_f32_*_128x128x8` (`warpforge_kernels::gemm::warp_tiled`) |
+//!
+//! The large one is warp-tiled: 16-byte shared loads without bank
+//! conflicts, 64 FMAs per 16 shared values read (the small tile: 16 per
+//! 8), 16-byte global loads where aligned, and the next k-step fetched into
+//! registers while the current one computes (double-buffered shared
+//! stages). f64 has the one 64 × 64 × 8 tile.
 //!
 //! **Tensor cores** (`warpforge_kernels::gemm::tensor`): `mma.sync`
 //! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a multi-stage
@@ -79,8 +94,9 @@
 //! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
 //! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and
 //! [`Gemm::kernel_name_for`] say which): `Large` when the pair has large-tile
-//! kernels, the device allows their shared memory per block (every target
-//! from sm_80 does), and the large tile's grid, `⌈m/128⌉·⌈n/128⌉·batch`
+//! kernels (every tensor-core pair with output f32 or its input type, TF32,
+//! and f32 on the SIMT cores), the device allows their shared memory per
+//! block (every target from sm_80 does), and the large tile's grid, `⌈m/128⌉·⌈n/128⌉·batch`
 //! blocks, is at least one block per SM (132 on an H100); `Small`
 //! otherwise. The reasoning: per `mma` the large tile loads two thirds of
 //! the small one's shared-memory fragments and half its global bytes, so it
@@ -136,6 +152,7 @@ use warpforge_device::kernel::Kernel;
 use warpforge_kernels::gemm::tensor::{
     self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
 };
+use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
 
 /// Element types with GEMM kernels: `f32` and `f64`.
@@ -152,6 +169,30 @@ pub trait GemmElement: Element + k::Element {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_gemm(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        mk: (usize, usize),
+        alpha: Self,
+        beta: Self,
+        a: (&DeviceBuffer<Self>, usize, usize),
+        b: (&DeviceBuffer<Self>, usize, usize),
+        c: MatrixMut<'_, Self>,
+    ) -> Result<()>;
+    /// The SIMT configurations: for f32 `Small` (the [`TILE`](Self::TILE)
+    /// kernels) and `Large` (the warp-tiled 128 × 128 ones); none for f64,
+    /// whose one tile is not a choice.
+    #[doc(hidden)]
+    const SIMT_TILES: &'static [TileConfig];
+    /// The warp-tiled (`Large`) SIMT kernel's name for these transposes
+    /// (f32; f64 has none and names its one kernel).
+    #[doc(hidden)]
+    fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
+    /// Launches the warp-tiled (`Large`) SIMT kernel for these transposes
+    /// (f32, as the caller checked against [`SIMT_TILES`](Self::SIMT_TILES)).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_large(
         dev: &Device,
         cfg: LaunchConfig,
         trans: (bool, bool),
@@ -247,6 +288,34 @@ gemm_element!(
         gemm_f32_tt_64x64x16
     ],
     {
+        const SIMT_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
+        fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+            match (trans_a, trans_b) {
+                (false, false) => wt::gemm_f32_nn_128x128x8::NAME,
+                (false, true) => wt::gemm_f32_nt_128x128x8::NAME,
+                (true, false) => wt::gemm_f32_tn_128x128x8::NAME,
+                (true, true) => wt::gemm_f32_tt_128x128x8::NAME,
+            }
+        }
+        fn launch_large(
+            dev: &Device,
+            cfg: LaunchConfig,
+            trans: (bool, bool),
+            (_, k): (usize, usize),
+            alpha: f32,
+            beta: f32,
+            (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
+            (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
+            c: MatrixMut<'_, f32>,
+        ) -> Result<()> {
+            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+            match trans {
+                (false, false) => dev.launch(wt::gemm_f32_nn_128x128x8, cfg, args),
+                (false, true) => dev.launch(wt::gemm_f32_nt_128x128x8, cfg, args),
+                (true, false) => dev.launch(wt::gemm_f32_tn_128x128x8, cfg, args),
+                (true, true) => dev.launch(wt::gemm_f32_tt_128x128x8, cfg, args),
+            }
+        }
         const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
         fn tf32_kernel_name(trans_a: bool, trans_b: bool, tile: TileConfig) -> &'static str {
             let i = usize::from(trans_a) * 2 + usize::from(trans_b);
@@ -313,6 +382,24 @@ gemm_element!(
         gemm_f64_tt_64x64x8
     ],
     {
+        const SIMT_TILES: &'static [TileConfig] = &[];
+        fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
+            <f64 as GemmElement>::kernel_name(trans_a, trans_b)
+        }
+        fn launch_large(
+            dev: &Device,
+            cfg: LaunchConfig,
+            trans: (bool, bool),
+            mk: (usize, usize),
+            alpha: f64,
+            beta: f64,
+            a: (&DeviceBuffer<f64>, usize, usize),
+            b: (&DeviceBuffer<f64>, usize, usize),
+            c: MatrixMut<'_, f64>,
+        ) -> Result<()> {
+            // f64 has one SIMT kernel: its launch.
+            <f64 as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c)
+        }
         const TF32_TILES: &'static [TileConfig] = &[];
         fn tf32_kernel_name(trans_a: bool, trans_b: bool, _: TileConfig) -> &'static str {
             <f64 as GemmElement>::kernel_name(trans_a, trans_b)
@@ -362,18 +449,21 @@ pub struct BlockShape {
     pub threads: usize,
 }
 
-/// A tensor-core GEMM configuration: the block tile, warp grid and pipeline
-/// depth of the kernel (module docs, where the table and the heuristic are).
+/// A GEMM configuration: the block tile, warp grid and pipeline depth of
+/// the kernel, for the tensor cores and for f32 on the SIMT cores (module
+/// docs, where the tables and the heuristic are).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileConfig {
     /// 64 × 64 × 32, four 64 × 16 warp tiles, 3 stages
-    /// ([`TC_TILE`]): many blocks,
-    /// for small and skinny shapes. Every tensor-core pair has it.
+    /// ([`TC_TILE`]; f32 SIMT: 64 × 64 × 16, 4 × 4 per thread): many
+    /// blocks, for small and skinny shapes. Every tensor-core pair and f32
+    /// have it.
     Small,
     /// 128 × 128 × 32, 2 × 4 warps of 64 × 32, 4 stages
-    /// ([`TC_TILE_LARGE`]):
-    /// for shapes that fill the GPU with its blocks. The pairs with output
-    /// f32 or their input type have it.
+    /// ([`TC_TILE_LARGE`]; f32 SIMT: 128 × 128 × 8, warp-tiled 8 × 8 per
+    /// thread): for shapes that fill the GPU with its blocks. The
+    /// tensor-core pairs with output f32 or their input type, and f32, have
+    /// it.
     Large,
 }
 
@@ -475,7 +565,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// The launch shape of the kernels of `tile` (`None` for SIMT, one of
     /// [`TILES`](Self::TILES) for the tensor cores, as the caller checked).
     #[doc(hidden)]
-    fn shape(tile: Option<TileConfig>) -> BlockShape;
+    fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape;
     /// The kernel's name for these transposes and `tile` (as for `shape`;
     /// with `tf32`, the TF32 kernel of `tile`, one of
     /// [`TF32_TILES`](Self::TF32_TILES)).
@@ -509,12 +599,17 @@ impl<T: GemmElement> sealed::Sealed<T> for T {}
 
 impl<T: GemmElement> GemmTypes<T> for T {
     type Scalar = T;
-    const TILES: &'static [TileConfig] = &[];
+    const TILES: &'static [TileConfig] = T::SIMT_TILES;
     const TF32_TILES: &'static [TileConfig] = T::TF32_TILES;
-    fn shape(tile: Option<TileConfig>) -> BlockShape {
+    fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape {
         match tile {
-            Some(tile) => tile.shape(),
-            None => BlockShape {
+            Some(tile) if tf32 => tile.shape(),
+            Some(TileConfig::Large) => BlockShape {
+                rows: F32_TILE_LARGE.m,
+                cols: F32_TILE_LARGE.n,
+                threads: F32_TILE_LARGE.threads(),
+            },
+            _ => BlockShape {
                 rows: T::TILE.m,
                 cols: T::TILE.n,
                 threads: T::TILE.threads(),
@@ -529,6 +624,7 @@ impl<T: GemmElement> GemmTypes<T> for T {
     ) -> &'static str {
         match tile {
             Some(tile) if tf32 => T::tf32_kernel_name(trans_a, trans_b, tile),
+            Some(TileConfig::Large) => T::large_kernel_name(trans_a, trans_b),
             _ => <T as GemmElement>::kernel_name(trans_a, trans_b),
         }
     }
@@ -547,6 +643,7 @@ impl<T: GemmElement> GemmTypes<T> for T {
     ) -> Result<()> {
         match tile {
             Some(tile) if tf32 => T::launch_tf32(dev, cfg, tile, trans, mk, alpha, beta, a, b, c),
+            Some(TileConfig::Large) => T::launch_large(dev, cfg, trans, mk, alpha, beta, a, b, c),
             _ => <T as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c),
         }
     }
@@ -561,7 +658,7 @@ macro_rules! gemm_tensor {
             type Scalar = f32;
             const TILES: &'static [TileConfig] = gemm_tensor!(@tiles $([$($large),+])?);
             const TF32_TILES: &'static [TileConfig] = &[];
-            fn shape(tile: Option<TileConfig>) -> BlockShape {
+            fn shape(tile: Option<TileConfig>, _: bool) -> BlockShape {
                 tile.unwrap_or(TileConfig::Small).shape()
             }
             fn kernel_name(
@@ -942,9 +1039,9 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
-    /// Pins the tensor-core configuration (default: [`TileConfig::choose`]'s
-    /// pick for the shape and device, module docs). For the tensor-core
-    /// pairs only: the SIMT kernels (f32, f64) have one tile and ignore it;
+    /// Pins the configuration (default: [`TileConfig::choose`]'s pick for
+    /// the shape and device, module docs). For the tensor-core pairs, TF32
+    /// and f32 on the SIMT cores; f64's one SIMT tile ignores it.
     /// [`run`](Self::run) refuses [`TileConfig::Large`] for a pair without
     /// large-tile kernels (`InvalidParameter`).
     pub fn tile(mut self, tile: TileConfig) -> Self {
@@ -996,7 +1093,8 @@ impl<T: GemmElement> Gemm<T> {
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
     /// `A` and `B` of `TIn` and `C` of `TOut` (the TF32 one with
     /// [`tf32`](Self::tf32)): the pinned one ([`tile`](Self::tile)), else
-    /// [`TileConfig::choose`]'s; `None` for the SIMT pairs.
+    /// [`TileConfig::choose`]'s; `None` for f64, whose one SIMT tile is
+    /// not a choice.
     /// `InvalidParameter` for a pinned configuration the pair has no kernels
     /// for, and for `tf32` on a pair other than f32 → f32.
     pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>
@@ -1175,7 +1273,7 @@ impl<T: GemmElement> Gemm<T> {
         let ldc = c_shape.ld;
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         let kernel = TIn::kernel_name(trans_a, trans_b, tile, self.tf32);
-        let cfg = self.config(dev, TIn::shape(tile), kernel)?;
+        let cfg = self.config(dev, TIn::shape(tile, self.tf32), kernel)?;
         let c = c
             .batched_matrix_mut(m, n, ldc, count, stride_c)
             .map_err(|e| match e {

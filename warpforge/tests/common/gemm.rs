@@ -31,6 +31,8 @@ pub fn seeded(seed: u64) -> u64 {
 /// its padding.
 #[derive(Clone, Debug)]
 pub struct Case {
+    /// The configuration to pin (`Gemm::tile`); `None`: the heuristic's.
+    pub tile: Option<warpforge::gemm::TileConfig>,
     pub m: usize,
     pub n: usize,
     pub k: usize,

@@ -1,0 +1,348 @@
+//! The warp-tiled SIMT GEMM for f32: the [`super`] kernel's arithmetic
+//! (one fused multiply-add per element and `p`, in increasing `p`, so the
+//! same bits) on a 128 × 128 block tile, for shapes large enough to fill
+//! the GPU with such blocks.
+//!
+//! What makes it faster than the 64 × 64 tile, per thread and k-step:
+//! - **8 × 8 accumulators** (a 2 × 2 grid of 4 × 4 micro-tiles): 64 FMAs
+//!   for 16 values read from shared memory, twice the 4 × 4 tile's ratio;
+//! - **16-byte shared loads** (`LDS.128`): the four micro-tiles' pieces of a
+//!   row of `op(A)` and `op(B)` are 4 contiguous f32 each. The pieces lie a
+//!   half tile apart ([`MicroTiles`]`<BM, BN, 4, 4, 2, 2>`), so the 16
+//!   threads of a half-warp that share a row of micro-tiles read 16
+//!   adjacent vectors of `op(B)` (no bank conflict) and one vector of
+//!   `op(A)` (a broadcast);
+//! - **16-byte global loads** (`LDG.E.128`): each thread fetches one vector
+//!   of each operand's next k-step slice where it is whole and aligned
+//!   (scalar loads at ragged edges and odd leading dimensions), two threads
+//!   per 32-byte sector along a stored row;
+//! - **double buffering**: the next slice is fetched into registers before
+//!   the current one's FMAs and stored into the other of two shared stages
+//!   after them, so global latency hides behind arithmetic and one barrier
+//!   per k-step suffices.
+//!
+//! Both operands sit k-major in shared memory (`As[p][i]`, `Bs[p][j]`):
+//! a slice whose stored rows run along k (`A` transposed, `B` not) is
+//! stored as it comes, one `STS.128`; the others are transposed on the way
+//! in, four scalar stores.
+
+use super::MICRO;
+use warpforge_device::global::{Vector16, vectors16};
+use warpforge_device::num::Fma;
+use warpforge_device::own::MicroTiles;
+use warpforge_device::shared::{self, SharedArray};
+use warpforge_device::sync::sync_threads;
+use warpforge_device::{Dim3, OutMatrix, thread};
+use warpforge_macros::kernel;
+
+/// f32 elements per 16-byte vector.
+pub const VEC: usize = 4;
+
+/// A warp-tiled block tile: `m × n` elements of `C` per block, `k` the
+/// depth of each k-step. Each thread holds a 2 × 2 grid of
+/// [`MICRO`]` × `[`MICRO`] micro-tiles, a half tile apart. Everything the
+/// kernel and the host derive from it is a `const fn` here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpTiledTile {
+    /// Rows of `C` per block (`BM`).
+    pub m: usize,
+    /// Columns of `C` per block (`BN`).
+    pub n: usize,
+    /// Depth of one k-step (`BK`).
+    pub k: usize,
+}
+
+impl WarpTiledTile {
+    /// The `m × n` tile with k-step `k`.
+    pub const fn new(m: usize, n: usize, k: usize) -> WarpTiledTile {
+        WarpTiledTile { m, n, k }
+    }
+
+    /// Threads per block: one per micro-tile of a quarter of the tile.
+    pub const fn threads(&self) -> usize {
+        (self.m / 2 / MICRO) * (self.n / 2 / MICRO)
+    }
+
+    /// Elements of one shared stage: `op(A)`'s `k × m` slice, then
+    /// `op(B)`'s `k × n`.
+    pub const fn stage_len(&self) -> usize {
+        self.k * (self.m + self.n)
+    }
+
+    /// Elements of shared memory per block: two stages.
+    pub const fn shared_len(&self) -> usize {
+        2 * self.stage_len()
+    }
+
+    /// Whether the kernel can use this tile: quarters of whole micro-tiles,
+    /// at most 1024 threads, and each operand's slice exactly one 16-byte
+    /// vector per thread (`m·k = n·k = 4·threads`).
+    pub const fn is_valid(&self) -> bool {
+        let threads = self.threads();
+        self.m > 0
+            && self.n > 0
+            && self.k > 0
+            && self.m.is_multiple_of(2 * MICRO)
+            && self.n.is_multiple_of(2 * MICRO)
+            && self.k.is_multiple_of(VEC)
+            && threads <= 1024
+            && self.m * self.k == VEC * threads
+            && self.n * self.k == VEC * threads
+    }
+}
+
+/// The f32 warp-tiled tile: 128 × 128 per block, k-step 8, 256 threads,
+/// 16 KiB of shared memory (two stages).
+pub const F32_TILE_LARGE: WarpTiledTile = WarpTiledTile::new(128, 128, 8);
+
+const _: () = assert!(F32_TILE_LARGE.is_valid() && MICRO == VEC);
+
+// The tile as plain constants: the kernel is generic over the transposes
+// only, so its shared tile has a constant length and its bounds checks
+// compare against constants (most fold away).
+const BM: usize = F32_TILE_LARGE.m;
+const BN: usize = F32_TILE_LARGE.n;
+const BK: usize = F32_TILE_LARGE.k;
+const SHARED_LEN: usize = F32_TILE_LARGE.shared_len();
+
+/// A stored row-major f32 matrix of `rows × cols`, rows `ld` apart,
+/// starting `off` elements into `data`, with `data`'s aligned 16-byte
+/// vectors (`vectors16`) for whole, aligned loads.
+struct Stored<'a> {
+    data: &'a [f32],
+    head: usize,
+    vectors: &'a [Vector16<f32, VEC>],
+    ld: usize,
+    off: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> Stored<'a> {
+    #[inline(always)]
+    fn new(data: &'a [f32], ld: usize, off: usize, (rows, cols): (usize, usize)) -> Self {
+        let (head, vectors) = vectors16::<f32, VEC>(data);
+        Stored {
+            data,
+            head,
+            vectors,
+            ld,
+            off,
+            rows,
+            cols,
+        }
+    }
+
+    /// Stored row `r`, columns `c .. c + VEC`, zero outside the matrix: one
+    /// 16-byte load where the four are inside it and aligned, else scalar
+    /// loads.
+    #[inline(always)]
+    fn load(&self, r: usize, c: usize) -> [f32; VEC] {
+        let at = self
+            .off
+            .wrapping_add(r.wrapping_mul(self.ld))
+            .wrapping_add(c);
+        // r < rows and c + VEC ≤ cols: at .. at + VEC are the matrix's own
+        // elements, within the buffer the host checked.
+        if r < self.rows
+            && c + VEC <= self.cols
+            && let Some(rel) = at.checked_sub(self.head)
+            && rel.is_multiple_of(VEC)
+            && let Some(v) = self.vectors.get(rel / VEC)
+        {
+            return v.0;
+        }
+        core::array::from_fn(|q| {
+            if r < self.rows && c + q < self.cols {
+                self.data.get(at + q).copied().unwrap_or(0.0)
+            } else {
+                0.0
+            }
+        })
+    }
+}
+
+/// One operand's k-step slice, `K` deep and `W` wide (`BM` of `op(A)` or
+/// `BN` of `op(B)`), as this thread fetches and stores it. `k_rows`: its
+/// stored rows run along k (`A` transposed, `B` not), so a vector is 4 of
+/// the `W` columns at one depth; otherwise 4 consecutive depths of one of
+/// the `W` (a constant in every instance, so each branch folds away).
+struct Slice<const K: usize, const W: usize> {
+    k_rows: bool,
+}
+
+impl<const K: usize, const W: usize> Slice<K, W> {
+    /// Where thread `t`'s vector goes in the slice: its first element's
+    /// depth `p` and column `w`.
+    #[inline(always)]
+    fn place(&self, t: usize) -> (usize, usize) {
+        if self.k_rows {
+            (t / (W / VEC), (t % (W / VEC)) * VEC)
+        } else {
+            ((t % (K / VEC)) * VEC, t / (K / VEC))
+        }
+    }
+
+    /// Fetches thread `t`'s vector of the slice at depth `p0`, column `w0`
+    /// of the operand, from its stored matrix `src`.
+    #[inline(always)]
+    fn fetch(&self, src: &Stored<'_>, (p0, w0): (usize, usize), t: usize) -> [f32; VEC] {
+        let (p, w) = self.place(t);
+        if self.k_rows {
+            src.load(p0 + p, w0 + w)
+        } else {
+            src.load(w0 + w, p0 + p)
+        }
+    }
+
+    /// Stores a fetched vector k-major, element `(p, w)` of the slice at
+    /// `smem[base + p·W + w]`.
+    #[inline(always)]
+    fn store(&self, smem: &SharedArray<f32>, base: usize, t: usize, v: [f32; VEC]) {
+        let (p, w) = self.place(t);
+        if self.k_rows {
+            smem.store16(base + p * W + w, v);
+        } else {
+            for (q, &x) in v.iter().enumerate() {
+                smem.store(base + (p + q) * W + w, x);
+            }
+        }
+    }
+}
+
+/// `D = alpha·op(A)·op(B) + beta·C` for the `BM × BN` tile of `C` this
+/// block owns, as [`super::gemm`] computes it (the same bits), warp-tiled
+/// (module docs), on the [`F32_TILE_LARGE`] tile (`BM × BN × BK`). Launch
+/// with blocks of `F32_TILE_LARGE.threads()` threads (1-D) and a
+/// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batches as
+/// for [`super::gemm`].
+#[kernel(
+    shared = [f32; SHARED_LEN],
+    instances(
+        gemm_f32_nn_128x128x8 = <false, false>,
+        gemm_f32_nt_128x128x8 = <false, true>,
+        gemm_f32_tn_128x128x8 = <true, false>,
+        gemm_f32_tt_128x128x8 = <true, true>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_warp_tiled<const TA: bool, const TB: bool>(
+    k: usize,
+    alpha: f32,
+    beta: f32,
+    a: &[f32],
+    lda: usize,
+    stride_a: usize,
+    b: &[f32],
+    ldb: usize,
+    stride_b: usize,
+    mut c: OutMatrix<f32, MicroTiles<BM, BN, MICRO, MICRO, 2, 2>>,
+) {
+    let tile = F32_TILE_LARGE;
+    // The thread → vector and thread → micro-tile maps assume exactly this
+    // block; a uniform check (every thread traps alike, before any barrier).
+    assert!(
+        thread::block_dim() == Dim3::x(tile.threads() as u32),
+        "gemm: launch with a 1-D block of WarpTiledTile::threads() threads"
+    );
+    let (_, m) = c.batch();
+    let n = c.cols();
+    let t = thread::linear_thread_id() as usize;
+    let block = thread::block_idx();
+    let z = block.z as usize;
+    let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
+    let a = Stored::new(
+        a,
+        lda,
+        z.wrapping_mul(stride_a),
+        if TA { (k, m) } else { (m, k) },
+    );
+    let b = Stored::new(
+        b,
+        ldb,
+        z.wrapping_mul(stride_b),
+        if TB { (n, k) } else { (k, n) },
+    );
+    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
+    let steps = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
+
+    let smem = shared::array::<f32, SHARED_LEN>();
+    let stage = tile.stage_len();
+    let b_at = BK * BM;
+    // This thread's micro-tiles: rows ty·4 (+ BM/2), columns tx·4 (+ BN/2)
+    // of the block tile, as `MicroTiles<BM, BN, 4, 4, 2, 2>` maps them.
+    // (`% per_col` is a no-op for the asserted block; it tells the compiler
+    // the bound.)
+    let (per_row, per_col) = (BN / 2 / MICRO, BM / 2 / MICRO);
+    let (ti, tj) = (
+        ((t / per_row) % per_col) * MICRO,
+        (t % per_row) * MICRO,
+    );
+    let sa = Slice::<BK, BM> { k_rows: TA };
+    let sb = Slice::<BK, BN> { k_rows: !TB };
+    let mut acc = [[0f32; 2 * MICRO]; 2 * MICRO];
+    if steps > 0 {
+        let mut va = sa.fetch(&a, (0, row0), t);
+        let mut vb = sb.fetch(&b, (0, col0), t);
+        sa.store(&smem, 0, t, va);
+        sb.store(&smem, b_at, t, vb);
+        sync_threads();
+        let mut step = 0;
+        while step < steps {
+            let cur = (step % 2) * stage;
+            let more = step + 1 < steps;
+            if more {
+                let p0 = (step + 1) * BK;
+                va = sa.fetch(&a, (p0, row0), t);
+                vb = sb.fetch(&b, (p0, col0), t);
+            }
+            for p in 0..BK {
+                let (ra, rb) = (cur + p * BM + ti, cur + b_at + p * BN + tj);
+                let a_lo: [f32; MICRO] = smem.load16(ra);
+                let a_hi: [f32; MICRO] = smem.load16(ra + BM / 2);
+                let b_lo: [f32; MICRO] = smem.load16(rb);
+                let b_hi: [f32; MICRO] = smem.load16(rb + BN / 2);
+                for i in 0..2 * MICRO {
+                    let av = if i < MICRO { a_lo[i] } else { a_hi[i - MICRO] };
+                    for j in 0..2 * MICRO {
+                        let bv = if j < MICRO { b_lo[j] } else { b_hi[j - MICRO] };
+                        acc[i][j] = av.fma(bv, acc[i][j]);
+                    }
+                }
+            }
+            if more {
+                // The other stage: last read a step ago, before the barrier
+                // that ended it.
+                let next = stage - cur;
+                sa.store(&smem, next, t, va);
+                sb.store(&smem, next + b_at, t, vb);
+            }
+            sync_threads();
+            step += 1;
+        }
+    }
+
+    let Some(mut mine) = c.micro_tile() else {
+        return;
+    };
+    // Row `i` is always `acc[0]` and column `j` of it `row[0]`, rows and
+    // columns rotating one place per step: constant indices, so the
+    // accumulators stay in registers where the compiler keeps these loops
+    // rolled (an indexed walk would put all 64 in local memory).
+    for i in 0..2 * MICRO {
+        let mut row = acc[0];
+        for j in 0..2 * MICRO {
+            if let Some(mut d) = mine.slot(i, j) {
+                let prod = alpha * row[0];
+                // beta = 0: C is never read (NaN there must not leak).
+                d.set(if beta == 0.0 {
+                    prod
+                } else {
+                    beta.fma(d.get(), prod)
+                });
+            }
+            row = core::array::from_fn(|q| row[(q + 1) % (2 * MICRO)]);
+        }
+        acc = core::array::from_fn(|q| acc[(q + 1) % (2 * MICRO)]);
+    }
+}

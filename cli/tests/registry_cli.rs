@@ -46,13 +46,14 @@ fn verify_op_runs_that_operation_only() {
     let (code, stdout, stderr) = warpforge(&[&args[..], &["--op", "gemm"]].concat());
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let kernels = verified_kernels(&stdout);
-    // f32 and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
+    // f32 (SIMT, both tiles) and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
     // tile), f16 → f32/f16 and bf16 → f32/bf16 (large tile), f32 through TF32
     // (both tiles), × NN, NT, TN, TT.
-    assert_eq!(kernels.len(), 56, "{stdout}");
+    assert_eq!(kernels.len(), 60, "{stdout}");
     assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
     for k in [
         "gemm_f32_tn_64x64x16",
+        "gemm_f32_nt_128x128x8",
         "gemm_f64_tt_64x64x8",
         "gemm_bf16_f16_nt_64x64x32_s3",
         "gemm_bf16_bf16_tn_128x128x32_s4",
@@ -64,7 +65,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 56 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 60 passed, 0 failed"), "{stdout}");
 }
 
 #[test]

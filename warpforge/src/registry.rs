@@ -239,6 +239,7 @@ mod tests {
         let mut expected: Vec<String> = Vec::new();
         for (types, tile) in [
             ("f32", "64x64x16"),
+            ("f32", "128x128x8"),
             ("f64", "64x64x8"),
             ("f16_f32", "64x64x32_s3"),
             ("f16_f16", "64x64x32_s3"),
@@ -268,7 +269,7 @@ mod tests {
         // A random length adds one random shape per kernel.
         let reports =
             verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
-        assert_eq!(reports.len(), 56);
+        assert_eq!(reports.len(), 60);
         assert!(reports.iter().all(|r| r.passed() && r.lengths.len() == 11));
     }
 

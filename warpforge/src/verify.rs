@@ -13,7 +13,7 @@
 //! random lengths.
 //!
 //! GEMM ([`crate::gemm`]) is checked per kernel (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`
-//! on the SIMT cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` and, with
+//! on the SIMT cores, f32's 64 × 64 and warp-tiled 128 × 128 tiles both, `gemm_{f16,bf16}_{f32,f16,bf16}_*` and, with
 //! [`Gemm::tf32`], `gemm_tf32_f32_*` on the tensor cores, one report each) on shapes around its block tile (0, 1, primes, one past
 //! and one short of the tile, tall-skinny and short-wide, `k = 0`), with
 //! leading dimensions past the row length, `alpha`/`beta` including 0 and a
@@ -772,8 +772,8 @@ where
 }
 
 /// Every transpose combination of the `TIn → TOut` GEMM kernels with block
-/// tile `tile` (`(m, n, k)`; the tensor-core configuration `config`, pinned,
-/// or `None` for SIMT), one report each.
+/// tile `tile` (`(m, n, k)`; the configuration `config`, pinned, or `None`
+/// for f64's one SIMT tile), one report each.
 fn check_gemms<TIn, TOut, S>(
     dev: &Device,
     rng: &mut StdRng,
@@ -805,8 +805,8 @@ where
     Ok(())
 }
 
-/// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32 and
-/// f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
+/// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32
+/// (both configurations, pinned) and f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
 /// outputs on the tensor cores with the small tile, then the pairs with a
 /// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), then f32
 /// through TF32 ([`Gemm::tf32`]) with both tiles, each ×
@@ -816,8 +816,11 @@ where
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     use Accumulation::{FmaChain, TensorCores, Tf32};
     let simt = |t: warpforge_kernels::gemm::Tile| ((t.m, t.n, t.k), None);
-    let f32_tile = simt(<f32 as GemmElement>::TILE);
     let f64_tile = simt(<f64 as GemmElement>::TILE);
+    // f32 on the SIMT cores: both configurations, pinned.
+    let f32_tile = (simt(<f32 as GemmElement>::TILE).0, Some(TileConfig::Small));
+    let l = warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
+    let f32_large = ((l.m, l.n, l.k), Some(TileConfig::Large));
     let config = |c: TileConfig| {
         let t = c.tile();
         ((t.m, t.n, t.k), Some(c))
@@ -833,6 +836,7 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     );
     let mut r = Vec::new();
     check_gemms::<f32, f32, f32>(dev, rng, lens, f32_tile, FmaChain, &mut r)?;
+    check_gemms::<f32, f32, f32>(dev, rng, lens, f32_large, FmaChain, &mut r)?;
     check_gemms::<f64, f64, f64>(dev, rng, lens, f64_tile, FmaChain, &mut r)?;
     check_gemms::<f16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
     check_gemms::<f16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;

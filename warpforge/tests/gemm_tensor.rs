@@ -224,6 +224,7 @@ fn case(
         })
         .collect();
     Case {
+        tile: None,
         m,
         n,
         k,
@@ -547,13 +548,20 @@ fn kernel_names_and_resources_come_from_the_tile() {
     // NT is the largest: 128 × 40 for A and for B, 80 KiB in all.
     assert_eq!(TC_TILE_LARGE.max_shared_bytes(), 80 * 1024);
     assert_eq!((TC_TILE_LARGE.warps(), TC_TILE_LARGE.threads()), (8, 256));
-    // The SIMT path is unchanged, and has no tile choice.
+    // f32 on the SIMT cores has the same two choices (its own tiles);
+    // f64 has one tile and no choice.
     let g = Gemm::<f32>::new(1, 1, 1).tile(Large);
     assert_eq!(
         g.kernel_name_for::<f32, f32>(&dev).unwrap(),
-        "gemm_f32_nn_64x64x16"
+        "gemm_f32_nn_128x128x8"
     );
-    assert_eq!(g.tile_config_for::<f32, f32>(&dev).unwrap(), None);
+    assert_eq!(g.tile_config_for::<f32, f32>(&dev).unwrap(), Some(Large));
+    let g = Gemm::<f64>::new(1, 1, 1).tile(Large);
+    assert_eq!(
+        g.kernel_name_for::<f64, f64>(&dev).unwrap(),
+        "gemm_f64_nn_64x64x8"
+    );
+    assert_eq!(g.tile_config_for::<f64, f64>(&dev).unwrap(), None);
 }
 
 /// The heuristic at its boundaries: the large tile exactly when its grid,

@@ -69,6 +69,7 @@ fn case(
         })
         .collect();
     Case {
+        tile: None,
         m,
         n,
         k,
@@ -373,12 +374,13 @@ fn tf32_kernels_names_tiles_and_refusals() {
     };
     assert_eq!(pick(4096, 4096), Some(Large));
     assert_eq!(pick(1024, 1024), Some(Small));
-    // Off by default: f32 stays on the SIMT cores.
+    // Off by default: f32 stays on the SIMT cores (the warp-tiled tile at
+    // this size).
     assert_eq!(
         Gemm::<f32>::new(4096, 4096, 64)
             .kernel_name_for::<f32, f32>(&dev)
             .unwrap(),
-        "gemm_f32_nn_64x64x16"
+        "gemm_f32_nn_128x128x8"
     );
     // Refused on f16 → f32 and on f64, before anything runs.
     let refused = |err: Error| {

@@ -243,7 +243,7 @@ impl ConvElement for f32 {
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
     };
     fn gemm_name(trans_b: bool) -> &'static str {
-        Gemm::<f32>::new(1, 1, 1).trans_b(trans_b).kernel_name()
+        <f32 as GemmTypes<f32>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
     }
     direct_launch!(conv2d_direct_nchw_f32, conv2d_direct_nhwc_f32);
     fn launch_implicit(
@@ -270,7 +270,9 @@ impl ConvElement for f32 {
         b: &DeviceBuffer<f32>,
         c: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
-        gemm.run(dev, a, b, c)
+        // The small tile, pinned as for f16/bf16: the route's kernel name
+        // (`gemm_name`) needs no device then.
+        gemm.tile(TileConfig::Small).run(dev, a, b, c)
     }
 }
 

@@ -1084,8 +1084,10 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
-    /// The name of the kernel [`run`](Self::run) launches on `A`, `B` and
-    /// `C` of `T` (the SIMT kernels).
+    /// The name of the small-tile SIMT kernel for `A`, `B` and `C` of `T`
+    /// and these transposes: what [`run`](Self::run) launches for f64, and
+    /// for f32 with [`TileConfig::Small`]; [`kernel_name_for`](Self::kernel_name_for)
+    /// names what it launches on a device.
     pub fn kernel_name(&self) -> &'static str {
         <T as GemmElement>::kernel_name(self.trans_a, self.trans_b)
     }

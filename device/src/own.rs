@@ -156,8 +156,7 @@ pub enum MicroTiles<
     const MC: usize,
     const RI: usize = 1,
     const RJ: usize = 1,
-> {
-}
+> {}
 
 /// Each warp owns a `TM × TN` tile (multiples of the `mma` 16 × 8); its lanes
 /// write the accumulator layout.
@@ -1173,8 +1172,14 @@ impl<
 /// RJ>>` ([`OutMatrix::micro_tile`]): an `RI·MR × RJ·MC` register tile whose
 /// `MR × MC` pieces lie `TM / RI` rows and `TN / RJ` columns apart, clipped
 /// to the matrix.
-pub struct MicroTile<'v, T, const MR: usize, const MC: usize, const RI: usize = 1, const RJ: usize = 1>
-{
+pub struct MicroTile<
+    'v,
+    T,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize = 1,
+    const RJ: usize = 1,
+> {
     origin: *mut T,
     row_stride: usize,
     row0: usize,

@@ -48,13 +48,13 @@ impl Case {
             Some(tile) => g.tile(tile),
             None => g,
         }
-            .trans_a(self.ta)
-            .trans_b(self.tb)
-            .alpha(cast(self.alpha))
-            .beta(cast(self.beta))
-            .lda(self.lda)
-            .ldb(self.ldb)
-            .ldc(self.ldc)
+        .trans_a(self.ta)
+        .trans_b(self.tb)
+        .alpha(cast(self.alpha))
+        .beta(cast(self.beta))
+        .lda(self.lda)
+        .ldb(self.ldb)
+        .ldc(self.ldc)
     }
 
     /// Runs the case in `T` on the emulator; `C` afterwards, as f64.
@@ -724,7 +724,12 @@ fn split_micro_tiles_partition_each_block_tile_for_any_block() {
     let dev = Device::emulator();
     // Each 4 × 6 sub-tile holds 2 × 2 micro-tiles: threads 0..4 own one
     // of each sub-tile.
-    for (rows, cols, stride) in [(8usize, 12usize, 12usize), (13, 29, 31), (1, 1, 1), (6, 7, 7)] {
+    for (rows, cols, stride) in [
+        (8usize, 12usize, 12usize),
+        (13, 29, 31),
+        (1, 1, 1),
+        (6, 7, 7),
+    ] {
         for nz in [1usize, 2] {
             let grid = Dim3::new(cols.div_ceil(12) as u32, rows.div_ceil(8) as u32, nz as u32);
             for block in [Dim3::x(4), Dim3::x(40), Dim3::new(2, 2, 1), Dim3::x(3)] {

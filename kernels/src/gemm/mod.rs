@@ -41,7 +41,8 @@
 //! the epilogue; the same bits on every launch and every grid.
 //!
 //! The tensor-core kernels (f16/bf16 inputs, f32 accumulation) are in
-//! [`tensor`].
+//! [`tensor`]; f32's warp-tiled 128 × 128 kernels (the same arithmetic,
+//! for shapes that fill the GPU) in [`warp_tiled`].
 
 pub mod tensor;
 pub mod warp_tiled;

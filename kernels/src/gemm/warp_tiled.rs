@@ -274,10 +274,7 @@ pub fn gemm_warp_tiled<const TA: bool, const TB: bool>(
     // (`% per_col` is a no-op for the asserted block; it tells the compiler
     // the bound.)
     let (per_row, per_col) = (BN / 2 / MICRO, BM / 2 / MICRO);
-    let (ti, tj) = (
-        ((t / per_row) % per_col) * MICRO,
-        (t % per_row) * MICRO,
-    );
+    let (ti, tj) = (((t / per_row) % per_col) * MICRO, (t % per_row) * MICRO);
     let sa = Slice::<BK, BM> { k_rows: TA };
     let sb = Slice::<BK, BN> { k_rows: !TB };
     let mut acc = [[0f32; 2 * MICRO]; 2 * MICRO];

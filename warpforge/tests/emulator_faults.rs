@@ -980,3 +980,54 @@ fn a_spin_on_global_memory_waits_for_other_blocks_and_is_reported_once_none_is_l
     );
     assert_eq!((e.block, e.thread), (idx(0), idx(0)), "{e}");
 }
+
+/// Thread `t` stores `[4t, 4t + 1, 4t + 2, 4t + 3]` as one 16-byte vector at
+/// element `4t` of shared memory, a barrier, then reads its neighbour's
+/// vector back whole, and thread 3 of block 1 also reads the vector at
+/// element `extra` (in bounds and aligned for multiples of 4 up to 60).
+#[kernel(shared = [f32; 64])]
+fn vector_shared_exchange(extra: u32, mut out: Out<f32>) {
+    let s = shared::dynamic::<f32>();
+    let t = thread_idx().x as usize;
+    let n = block_dim().x as usize;
+    let base = 4.0 * t as f32;
+    s.store16::<4>(4 * t, [base, base + 1.0, base + 2.0, base + 3.0]);
+    sync::sync_threads();
+    let v: [f32; 4] = s.load16(4 * ((t + 1) % n));
+    if block_idx().x == 1 && t == 3 {
+        let _: [f32; 4] = s.load16(extra as usize);
+    }
+    for (q, x) in v.into_iter().enumerate() {
+        if let Some(mut o) = out.at(4 * global_index_x() + q) {
+            o.set(x);
+        }
+    }
+}
+
+#[test]
+fn vector_shared_accesses_move_16_bytes_and_fault_off_bounds_or_alignment() {
+    let dev = Device::emulator();
+    let cfg = LaunchConfig::new(Dim3::x(2), Dim3::x(16));
+    // The correct twin: every thread reads its neighbour's four values.
+    let mut out = dev.alloc_zeroed::<f32>(128).unwrap();
+    dev.launch(vector_shared_exchange, cfg, (60u32, &mut out))
+        .unwrap();
+    let got = out.to_host().unwrap();
+    for (i, &x) in got.iter().enumerate() {
+        let (t, q) = ((i / 4) % 16, i % 4);
+        assert_eq!(x, (4 * ((t + 1) % 16) + q) as f32, "out[{i}]");
+    }
+    // One element past the end (64..68), and one not on a 16-byte boundary.
+    // A fault poisons the device, as on a GPU: a fresh one for each.
+    for (extra, what) in [(64u32, "past the end"), (2, "misaligned")] {
+        let dev = Device::emulator();
+        let mut out = dev.alloc_zeroed::<f32>(128).unwrap();
+        let e = fault_of(dev.launch(vector_shared_exchange, cfg, (extra, &mut out)));
+        assert_eq!((e.block, e.thread), (idx(1), idx(3)), "{what}: {e}");
+        assert!(
+            e.to_string()
+                .contains("shared memory vector access out of bounds or not 16-byte aligned"),
+            "{what}: {e}"
+        );
+    }
+}

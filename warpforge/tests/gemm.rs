@@ -770,8 +770,8 @@ fn split_micro_tiles_partition_each_block_tile_for_any_block() {
     }
 }
 
-/// On a GPU: the exact property (f32 and f64, bit for bit, padding kept)
-/// on every transpose, at the edge shapes and at large ragged ones (two
+/// On a GPU: the exact property (f32 on both tiles and f64, bit for bit,
+/// padding kept) on every transpose, at the edge shapes and at large ragged ones (two
 /// grid columns and many rows of tiles, a deep k), with a NaN-filled `C`
 /// and `beta = 0` among them.
 #[test]
@@ -789,8 +789,15 @@ fn gpu_gemm_matches_the_exact_reference() {
     for (s, &shape) in shapes.iter().enumerate() {
         for (t, &trans) in TRANSPOSES.iter().enumerate() {
             let seed = (s * 4 + t) as u64 + 7000;
-            case(shape, trans, (s + t) % 4, 2.0, -0.5, None, seed).check(&gpu);
-            case(shape, trans, 1, 1.0, 0.0, Some(f64::NAN), seed).check(&gpu);
+            // The heuristic's pick, then f32's two tiles pinned (f64 has one).
+            for tile in [None, Some(TileConfig::Small), Some(TileConfig::Large)] {
+                let mut c = case(shape, trans, (s + t) % 4, 2.0, -0.5, None, seed);
+                c.tile = tile;
+                c.check(&gpu);
+                let mut c = case(shape, trans, 1, 1.0, 0.0, Some(f64::NAN), seed);
+                c.tile = tile;
+                c.check(&gpu);
+            }
         }
     }
 }

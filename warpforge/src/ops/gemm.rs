@@ -155,271 +155,200 @@ use warpforge_kernels::gemm::tensor::{
 use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
 
-/// Element types with GEMM kernels: `f32` and `f64`.
-pub trait GemmElement: Element + k::Element {
-    /// The block tile of this type's kernels.
+/// The SIMT element types, `f32` and `f64`: the scalar of every GEMM
+/// (`alpha`, `beta` and the accumulation), and each its own [`GemmTypes`]
+/// pair.
+pub trait GemmElement: Element + k::Element + GemmTypes<Self, Scalar = Self> {
+    /// The block tile of this type's small (f64: only) SIMT kernels.
     const TILE: Tile;
     /// `1`.
     #[doc(hidden)]
     const ONE: Self;
-    /// The kernel's name for these transposes.
-    #[doc(hidden)]
-    fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
-    /// Launches this type's kernel for these transposes.
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
+}
+
+impl GemmElement for f32 {
+    const TILE: Tile = F32_TILE;
+    const ONE: f32 = 1.0;
+}
+
+impl GemmElement for f64 {
+    const TILE: Tile = F64_TILE;
+    const ONE: f64 = 1.0;
+}
+
+/// Index of the kernel for these transposes in a family listed
+/// `nn, nt, tn, tt`.
+const fn trans_index(trans_a: bool, trans_b: bool) -> usize {
+    (trans_a as usize) * 2 + trans_b as usize
+}
+
+/// The names of a family's four kernels `$module::{nn, nt, tn, tt}`, indexed
+/// by [`trans_index`].
+macro_rules! names {
+    ($module:ident: $($kernel:ident),+) => {
+        [$($module::$kernel::NAME),+]
+    };
+}
+
+/// Launches the kernel for `$trans` of a family `$module::{nn, nt, tn, tt}`.
+macro_rules! launch_family {
+    ($dev:ident, $cfg:ident, $trans:ident, $args:ident, $module:ident: $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
+        match $trans {
+            (false, false) => $dev.launch($module::$nn, $cfg, $args),
+            (false, true) => $dev.launch($module::$nt, $cfg, $args),
+            (true, false) => $dev.launch($module::$tn, $cfg, $args),
+            (true, true) => $dev.launch($module::$tt, $cfg, $args),
+        }
+    };
+}
+
+/// The launch shape of a SIMT tile.
+const fn simt_shape(tile: Tile) -> BlockShape {
+    BlockShape {
+        rows: tile.m,
+        cols: tile.n,
+        threads: tile.threads(),
+    }
+}
+
+impl sealed::Sealed<f32> for f32 {}
+
+/// f32 on the SIMT cores (`Small`: 64 × 64 × 16, `Large`: the warp-tiled
+/// 128 × 128 × 8), or with [`Gemm::tf32`] on the tensor cores (the TF32
+/// kernels of either configuration).
+impl GemmTypes<f32> for f32 {
+    type Scalar = f32;
+    const TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
+    const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
+    fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape {
+        match (tile, tf32) {
+            (Some(tile), true) => tile.shape(),
+            (Some(TileConfig::Large), false) => BlockShape {
+                rows: F32_TILE_LARGE.m,
+                cols: F32_TILE_LARGE.n,
+                threads: F32_TILE_LARGE.threads(),
+            },
+            _ => simt_shape(F32_TILE),
+        }
+    }
+    fn kernel_name(
+        trans_a: bool,
+        trans_b: bool,
+        tile: Option<TileConfig>,
+        tf32: bool,
+    ) -> &'static str {
+        let names = match (tile, tf32) {
+            (Some(TileConfig::Small), true) => names!(tc:
+                gemm_tf32_f32_nn_64x64x16_s3,
+                gemm_tf32_f32_nt_64x64x16_s3,
+                gemm_tf32_f32_tn_64x64x16_s3,
+                gemm_tf32_f32_tt_64x64x16_s3
+            ),
+            (Some(TileConfig::Large), true) => names!(tc:
+                gemm_tf32_f32_nn_128x128x16_s4,
+                gemm_tf32_f32_nt_128x128x16_s4,
+                gemm_tf32_f32_tn_128x128x16_s4,
+                gemm_tf32_f32_tt_128x128x16_s4
+            ),
+            (Some(TileConfig::Large), false) => names!(wt:
+                gemm_f32_nn_128x128x8,
+                gemm_f32_nt_128x128x8,
+                gemm_f32_tn_128x128x8,
+                gemm_f32_tt_128x128x8
+            ),
+            _ => names!(k:
+                gemm_f32_nn_64x64x16,
+                gemm_f32_nt_64x64x16,
+                gemm_f32_tn_64x64x16,
+                gemm_f32_tt_64x64x16
+            ),
+        };
+        names[trans_index(trans_a, trans_b)]
+    }
     fn launch_gemm(
         dev: &Device,
         cfg: LaunchConfig,
+        tile: Option<TileConfig>,
+        tf32: bool,
         trans: (bool, bool),
-        mk: (usize, usize),
-        alpha: Self,
-        beta: Self,
-        a: (&DeviceBuffer<Self>, usize, usize),
-        b: (&DeviceBuffer<Self>, usize, usize),
-        c: MatrixMut<'_, Self>,
-    ) -> Result<()>;
-    /// The SIMT configurations: for f32 `Small` (the [`TILE`](Self::TILE)
-    /// kernels) and `Large` (the warp-tiled 128 × 128 ones); none for f64,
-    /// whose one tile is not a choice.
-    #[doc(hidden)]
-    const SIMT_TILES: &'static [TileConfig];
-    /// The warp-tiled (`Large`) SIMT kernel's name for these transposes
-    /// (f32; f64 has none and names its one kernel).
-    #[doc(hidden)]
-    fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str;
-    /// Launches the warp-tiled (`Large`) SIMT kernel for these transposes
-    /// (f32, as the caller checked against [`SIMT_TILES`](Self::SIMT_TILES)).
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_large(
-        dev: &Device,
-        cfg: LaunchConfig,
-        trans: (bool, bool),
-        mk: (usize, usize),
-        alpha: Self,
-        beta: Self,
-        a: (&DeviceBuffer<Self>, usize, usize),
-        b: (&DeviceBuffer<Self>, usize, usize),
-        c: MatrixMut<'_, Self>,
-    ) -> Result<()>;
-    /// The tensor-core configurations with TF32 kernels ([`Gemm::tf32`]):
-    /// both for f32, none for f64.
-    #[doc(hidden)]
-    const TF32_TILES: &'static [TileConfig];
-    /// The TF32 kernel's name for these transposes and `tile` (one of
-    /// [`TF32_TILES`](Self::TF32_TILES)).
-    #[doc(hidden)]
-    fn tf32_kernel_name(trans_a: bool, trans_b: bool, tile: TileConfig) -> &'static str;
-    /// Launches the TF32 kernel for these transposes and `tile` (one of
-    /// [`TF32_TILES`](Self::TF32_TILES), as the caller checked).
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn launch_tf32(
-        dev: &Device,
-        cfg: LaunchConfig,
-        tile: TileConfig,
-        trans: (bool, bool),
-        mk: (usize, usize),
-        alpha: Self,
-        beta: Self,
-        a: (&DeviceBuffer<Self>, usize, usize),
-        b: (&DeviceBuffer<Self>, usize, usize),
-        c: MatrixMut<'_, Self>,
-    ) -> Result<()>;
-}
-
-/// Launches the tensor-core kernel of these transposes: `nn, nt, tn, tt`.
-macro_rules! launch_tc {
-    ($dev:ident, $cfg:ident, $trans:ident, $args:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
-        match $trans {
-            (false, false) => $dev.launch(tc::$nn, $cfg, $args),
-            (false, true) => $dev.launch(tc::$nt, $cfg, $args),
-            (true, false) => $dev.launch(tc::$tn, $cfg, $args),
-            (true, true) => $dev.launch(tc::$tt, $cfg, $args),
-        }
-    };
-}
-
-macro_rules! gemm_element {
-    ($t:ty, $tile:expr, [$nn:ident, $nt:ident, $tn:ident, $tt:ident], { $($tf32:tt)* }) => {
-        impl GemmElement for $t {
-            const TILE: Tile = $tile;
-            const ONE: $t = 1.0;
-            $($tf32)*
-            fn kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
-                match (trans_a, trans_b) {
-                    (false, false) => k::$nn::NAME,
-                    (false, true) => k::$nt::NAME,
-                    (true, false) => k::$tn::NAME,
-                    (true, true) => k::$tt::NAME,
-                }
-            }
-            fn launch_gemm(
-                dev: &Device,
-                cfg: LaunchConfig,
-                trans: (bool, bool),
-                (_, k): (usize, usize),
-                alpha: $t,
-                beta: $t,
-                (a, lda, stride_a): (&DeviceBuffer<$t>, usize, usize),
-                (b, ldb, stride_b): (&DeviceBuffer<$t>, usize, usize),
-                c: MatrixMut<'_, $t>,
-            ) -> Result<()> {
-                let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-                match trans {
-                    (false, false) => dev.launch(k::$nn, cfg, args),
-                    (false, true) => dev.launch(k::$nt, cfg, args),
-                    (true, false) => dev.launch(k::$tn, cfg, args),
-                    (true, true) => dev.launch(k::$tt, cfg, args),
-                }
-            }
-        }
-    };
-}
-
-gemm_element!(
-    f32,
-    F32_TILE,
-    [
-        gemm_f32_nn_64x64x16,
-        gemm_f32_nt_64x64x16,
-        gemm_f32_tn_64x64x16,
-        gemm_f32_tt_64x64x16
-    ],
-    {
-        const SIMT_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
-        fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
-            match (trans_a, trans_b) {
-                (false, false) => wt::gemm_f32_nn_128x128x8::NAME,
-                (false, true) => wt::gemm_f32_nt_128x128x8::NAME,
-                (true, false) => wt::gemm_f32_tn_128x128x8::NAME,
-                (true, true) => wt::gemm_f32_tt_128x128x8::NAME,
-            }
-        }
-        fn launch_large(
-            dev: &Device,
-            cfg: LaunchConfig,
-            trans: (bool, bool),
-            (_, k): (usize, usize),
-            alpha: f32,
-            beta: f32,
-            (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
-            (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
-            c: MatrixMut<'_, f32>,
-        ) -> Result<()> {
-            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-            match trans {
-                (false, false) => dev.launch(wt::gemm_f32_nn_128x128x8, cfg, args),
-                (false, true) => dev.launch(wt::gemm_f32_nt_128x128x8, cfg, args),
-                (true, false) => dev.launch(wt::gemm_f32_tn_128x128x8, cfg, args),
-                (true, true) => dev.launch(wt::gemm_f32_tt_128x128x8, cfg, args),
-            }
-        }
-        const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
-        fn tf32_kernel_name(trans_a: bool, trans_b: bool, tile: TileConfig) -> &'static str {
-            let i = usize::from(trans_a) * 2 + usize::from(trans_b);
-            match tile {
-                TileConfig::Small => [
-                    tc::gemm_tf32_f32_nn_64x64x16_s3::NAME,
-                    tc::gemm_tf32_f32_nt_64x64x16_s3::NAME,
-                    tc::gemm_tf32_f32_tn_64x64x16_s3::NAME,
-                    tc::gemm_tf32_f32_tt_64x64x16_s3::NAME,
-                ][i],
-                TileConfig::Large => [
-                    tc::gemm_tf32_f32_nn_128x128x16_s4::NAME,
-                    tc::gemm_tf32_f32_nt_128x128x16_s4::NAME,
-                    tc::gemm_tf32_f32_tn_128x128x16_s4::NAME,
-                    tc::gemm_tf32_f32_tt_128x128x16_s4::NAME,
-                ][i],
-            }
-        }
-        fn launch_tf32(
-            dev: &Device,
-            cfg: LaunchConfig,
-            tile: TileConfig,
-            trans: (bool, bool),
-            (_, k): (usize, usize),
-            alpha: f32,
-            beta: f32,
-            (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
-            (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
-            c: MatrixMut<'_, f32>,
-        ) -> Result<()> {
-            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-            match tile {
-                TileConfig::Small => launch_tc!(
-                    dev,
-                    cfg,
-                    trans,
-                    args,
-                    gemm_tf32_f32_nn_64x64x16_s3,
-                    gemm_tf32_f32_nt_64x64x16_s3,
-                    gemm_tf32_f32_tn_64x64x16_s3,
-                    gemm_tf32_f32_tt_64x64x16_s3
-                ),
-                TileConfig::Large => launch_tc!(
-                    dev,
-                    cfg,
-                    trans,
-                    args,
-                    gemm_tf32_f32_nn_128x128x16_s4,
-                    gemm_tf32_f32_nt_128x128x16_s4,
-                    gemm_tf32_f32_tn_128x128x16_s4,
-                    gemm_tf32_f32_tt_128x128x16_s4
-                ),
-            }
+        (_, k): (usize, usize),
+        alpha: f32,
+        beta: f32,
+        (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
+        (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
+        c: MatrixMut<'_, f32>,
+    ) -> Result<()> {
+        let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+        match (tile, tf32) {
+            (Some(TileConfig::Small), true) => launch_family!(dev, cfg, trans, args, tc:
+                gemm_tf32_f32_nn_64x64x16_s3,
+                gemm_tf32_f32_nt_64x64x16_s3,
+                gemm_tf32_f32_tn_64x64x16_s3,
+                gemm_tf32_f32_tt_64x64x16_s3
+            ),
+            (Some(TileConfig::Large), true) => launch_family!(dev, cfg, trans, args, tc:
+                gemm_tf32_f32_nn_128x128x16_s4,
+                gemm_tf32_f32_nt_128x128x16_s4,
+                gemm_tf32_f32_tn_128x128x16_s4,
+                gemm_tf32_f32_tt_128x128x16_s4
+            ),
+            (Some(TileConfig::Large), false) => launch_family!(dev, cfg, trans, args, wt:
+                gemm_f32_nn_128x128x8,
+                gemm_f32_nt_128x128x8,
+                gemm_f32_tn_128x128x8,
+                gemm_f32_tt_128x128x8
+            ),
+            _ => launch_family!(dev, cfg, trans, args, k:
+                gemm_f32_nn_64x64x16,
+                gemm_f32_nt_64x64x16,
+                gemm_f32_tn_64x64x16,
+                gemm_f32_tt_64x64x16
+            ),
         }
     }
-);
-gemm_element!(
-    f64,
-    F64_TILE,
-    [
-        gemm_f64_nn_64x64x8,
-        gemm_f64_nt_64x64x8,
-        gemm_f64_tn_64x64x8,
-        gemm_f64_tt_64x64x8
-    ],
-    {
-        const SIMT_TILES: &'static [TileConfig] = &[];
-        fn large_kernel_name(trans_a: bool, trans_b: bool) -> &'static str {
-            <f64 as GemmElement>::kernel_name(trans_a, trans_b)
-        }
-        fn launch_large(
-            dev: &Device,
-            cfg: LaunchConfig,
-            trans: (bool, bool),
-            mk: (usize, usize),
-            alpha: f64,
-            beta: f64,
-            a: (&DeviceBuffer<f64>, usize, usize),
-            b: (&DeviceBuffer<f64>, usize, usize),
-            c: MatrixMut<'_, f64>,
-        ) -> Result<()> {
-            // f64 has one SIMT kernel: its launch.
-            <f64 as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c)
-        }
-        const TF32_TILES: &'static [TileConfig] = &[];
-        fn tf32_kernel_name(trans_a: bool, trans_b: bool, _: TileConfig) -> &'static str {
-            <f64 as GemmElement>::kernel_name(trans_a, trans_b)
-        }
-        fn launch_tf32(
-            _: &Device,
-            _: LaunchConfig,
-            _: TileConfig,
-            _: (bool, bool),
-            _: (usize, usize),
-            _: f64,
-            _: f64,
-            _: (&DeviceBuffer<f64>, usize, usize),
-            _: (&DeviceBuffer<f64>, usize, usize),
-            _: MatrixMut<'_, f64>,
-        ) -> Result<()> {
-            Err(tf32_refused(crate::DType::F64, crate::DType::F64))
-        }
+}
+
+impl sealed::Sealed<f64> for f64 {}
+
+/// f64 on the SIMT cores: one 64 × 64 × 8 tile, not a choice (`tile` is
+/// `None` and `tf32` false, as [`Gemm::tile_config_for`] decides).
+impl GemmTypes<f64> for f64 {
+    type Scalar = f64;
+    const TILES: &'static [TileConfig] = &[];
+    const TF32_TILES: &'static [TileConfig] = &[];
+    fn shape(_: Option<TileConfig>, _: bool) -> BlockShape {
+        simt_shape(F64_TILE)
     }
-);
+    fn kernel_name(trans_a: bool, trans_b: bool, _: Option<TileConfig>, _: bool) -> &'static str {
+        names!(k:
+            gemm_f64_nn_64x64x8,
+            gemm_f64_nt_64x64x8,
+            gemm_f64_tn_64x64x8,
+            gemm_f64_tt_64x64x8
+        )[trans_index(trans_a, trans_b)]
+    }
+    fn launch_gemm(
+        dev: &Device,
+        cfg: LaunchConfig,
+        _: Option<TileConfig>,
+        _: bool,
+        trans: (bool, bool),
+        (_, k): (usize, usize),
+        alpha: f64,
+        beta: f64,
+        (a, lda, stride_a): (&DeviceBuffer<f64>, usize, usize),
+        (b, ldb, stride_b): (&DeviceBuffer<f64>, usize, usize),
+        c: MatrixMut<'_, f64>,
+    ) -> Result<()> {
+        let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+        launch_family!(dev, cfg, trans, args, k:
+            gemm_f64_nn_64x64x8,
+            gemm_f64_nt_64x64x8,
+            gemm_f64_tn_64x64x8,
+            gemm_f64_tt_64x64x8
+        )
+    }
+}
 
 /// The error for [`Gemm::tf32`] on a pair without TF32 kernels.
 fn tf32_refused(tin: crate::DType, tout: crate::DType) -> Error {
@@ -595,60 +524,6 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     ) -> Result<()>;
 }
 
-impl<T: GemmElement> sealed::Sealed<T> for T {}
-
-impl<T: GemmElement> GemmTypes<T> for T {
-    type Scalar = T;
-    const TILES: &'static [TileConfig] = T::SIMT_TILES;
-    const TF32_TILES: &'static [TileConfig] = T::TF32_TILES;
-    fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape {
-        match tile {
-            Some(tile) if tf32 => tile.shape(),
-            Some(TileConfig::Large) => BlockShape {
-                rows: F32_TILE_LARGE.m,
-                cols: F32_TILE_LARGE.n,
-                threads: F32_TILE_LARGE.threads(),
-            },
-            _ => BlockShape {
-                rows: T::TILE.m,
-                cols: T::TILE.n,
-                threads: T::TILE.threads(),
-            },
-        }
-    }
-    fn kernel_name(
-        trans_a: bool,
-        trans_b: bool,
-        tile: Option<TileConfig>,
-        tf32: bool,
-    ) -> &'static str {
-        match tile {
-            Some(tile) if tf32 => T::tf32_kernel_name(trans_a, trans_b, tile),
-            Some(TileConfig::Large) => T::large_kernel_name(trans_a, trans_b),
-            _ => <T as GemmElement>::kernel_name(trans_a, trans_b),
-        }
-    }
-    fn launch_gemm(
-        dev: &Device,
-        cfg: LaunchConfig,
-        tile: Option<TileConfig>,
-        tf32: bool,
-        trans: (bool, bool),
-        mk: (usize, usize),
-        alpha: T,
-        beta: T,
-        a: (&DeviceBuffer<T>, usize, usize),
-        b: (&DeviceBuffer<T>, usize, usize),
-        c: MatrixMut<'_, T>,
-    ) -> Result<()> {
-        match tile {
-            Some(tile) if tf32 => T::launch_tf32(dev, cfg, tile, trans, mk, alpha, beta, a, b, c),
-            Some(TileConfig::Large) => T::launch_large(dev, cfg, trans, mk, alpha, beta, a, b, c),
-            _ => <T as GemmElement>::launch_gemm(dev, cfg, trans, mk, alpha, beta, a, b, c),
-        }
-    }
-}
-
 /// The tensor-core pairs: `$small` the 64 × 64 kernels (nn, nt, tn, tt),
 /// `$large` the 128 × 128 ones where the pair has them.
 macro_rules! gemm_tensor {
@@ -667,11 +542,11 @@ macro_rules! gemm_tensor {
                 tile: Option<TileConfig>,
                 _: bool,
             ) -> &'static str {
-                let i = usize::from(trans_a) * 2 + usize::from(trans_b);
-                match tile {
-                    $(Some(TileConfig::Large) => [$(tc::$large::NAME),+][i],)?
-                    _ => [$(tc::$small::NAME),+][i],
-                }
+                let names = match tile {
+                    $(Some(TileConfig::Large) => names!(tc: $($large),+),)?
+                    _ => names!(tc: $($small),+),
+                };
+                names[trans_index(trans_a, trans_b)]
             }
             fn launch_gemm(
                 dev: &Device,
@@ -688,8 +563,8 @@ macro_rules! gemm_tensor {
             ) -> Result<()> {
                 let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
                 match tile {
-                    $(Some(TileConfig::Large) => launch_tc!(dev, cfg, trans, args, $($large),+),)?
-                    _ => launch_tc!(dev, cfg, trans, args, $($small),+),
+                    $(Some(TileConfig::Large) => launch_family!(dev, cfg, trans, args, tc: $($large),+),)?
+                    _ => launch_family!(dev, cfg, trans, args, tc: $($small),+),
                 }
             }
         }
@@ -1089,7 +964,7 @@ impl<T: GemmElement> Gemm<T> {
     /// for f32 with [`TileConfig::Small`]; [`kernel_name_for`](Self::kernel_name_for)
     /// names what it launches on a device.
     pub fn kernel_name(&self) -> &'static str {
-        <T as GemmElement>::kernel_name(self.trans_a, self.trans_b)
+        <T as GemmTypes<T>>::kernel_name(self.trans_a, self.trans_b, None, false)
     }
 
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for

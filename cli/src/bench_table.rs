@@ -288,12 +288,12 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains("gemm_f32_nn_64x64x16 f32 [16×16×43]"),
+            table.contains("gemm_f32_nn_64x64x16 f32 [8×8×21]"),
             "{table}"
         );
         assert!(
-            table.contains("gemm_tf32_f32_nn_64x64x16_s3 f32 [16×16×43]")
-                && table.contains("cublas_gemmex_tf32_nn f32 [16×16×43]"),
+            table.contains("gemm_tf32_f32_nn_64x64x16_s3 f32 [8×8×21]")
+                && table.contains("cublas_gemmex_tf32_nn f32 [8×8×21]"),
             "{table}"
         );
         assert_eq!(

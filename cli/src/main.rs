@@ -201,7 +201,8 @@ struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
     /// Operations: the largest size, 2^N elements (default: 28 on a GPU, 20 on the emulator);
-    /// gemm: the largest square's side, 2^N (default: 12 on a GPU, 6 on the emulator).
+    /// gemm: the largest square's side, 2^N, the rectangles' 2^(N-1) (default: 13 on a GPU, 6
+    /// on the emulator).
     #[arg(long)]
     max_log2: Option<u32>,
     /// Operations: iterations between the two events of each timed repetition (default: 20

@@ -5,7 +5,7 @@
 //! rectangles of `GemmBench::with_max_log2`), each with
 //! `Throughput::Elements(2·m·n·k)`, so criterion's "elements/s" reads as
 //! FLOP/s. Every sample is timed with events on the device's default stream.
-//! On GPU 0 if it opens (N = 12: up to 4096³ and 4096×4096×11008), else on the
+//! On GPU 0 if it opens (N = 13: up to 8192³ and 4096×4096×11008), else on the
 //! emulator at N = 5 (squares of 32 and their rectangles), whose figures only
 //! track emulator speed. It measures; it asserts nothing. The cuBLAS
 //! comparison in the same run is `warpforge bench gemm`.

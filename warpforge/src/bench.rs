@@ -702,9 +702,10 @@ fn row(case: &Case, bytes: u64, seconds: f64, anchor_gbps: f64) -> BenchRow {
     }
 }
 
-/// Default largest square side of [`gemm()`] on a GPU: 2^12 (4096), whose
-/// rectangular shapes are 4096×4096×11008, 8192×1024×4096 and 128×4096×4096.
-pub const GEMM_GPU_MAX_LOG2: u32 = 12;
+/// Default largest square side of [`gemm()`] on a GPU: 2^13 (8192), whose
+/// rectangular shapes (of half that side) are 4096×4096×11008,
+/// 8192×1024×4096 and 128×4096×4096.
+pub const GEMM_GPU_MAX_LOG2: u32 = 13;
 /// Default largest square side of [`gemm()`] on the emulator: 2^6 (64).
 pub const GEMM_EMULATOR_MAX_LOG2: u32 = 6;
 /// Smallest square side: 2^8 (smaller if the largest is smaller).
@@ -828,8 +829,8 @@ pub struct GemmBench {
 
 impl GemmBench {
     /// f32 (SIMT and TF32), f64, f16 and bf16 (into f32 and into their own
-    /// type), no transposes, squares 256 … 4096 and the three rectangular
-    /// shapes of N = 12 on a GPU; squares of 64 and the rectangles of N = 6
+    /// type), no transposes, squares 256 … 8192 and the three rectangular
+    /// shapes of N = 13 on a GPU; squares of 64 and the rectangles of N = 6
     /// on the emulator.
     pub fn defaults(dev: &Device) -> GemmBench {
         let max_log2 = if dev.is_gpu() {
@@ -849,10 +850,10 @@ impl GemmBench {
         .expect("the default shapes fit in usize")
     }
 
-    /// Squares of side 2^min(8, N) … 2^N, then, with `s = 2^N`, the
-    /// rectangles `s × s × 43·s/16` (an MLP's up-projection: 4096×4096×11008
-    /// at N = 12), `2s × s/4 × s` (short-wide) and `max(s/32, 1) × s × s`
-    /// (a few rows: 128×4096×4096 at N = 12).
+    /// Squares of side 2^min(8, N) … 2^N, then, with `s = 2^(N−1)` (1 at
+    /// N = 0), the rectangles `s × s × 43·s/16` (an MLP's up-projection:
+    /// 4096×4096×11008 at N = 13), `2s × s/4 × s` (short-wide) and
+    /// `max(s/32, 1) × s × s` (a few rows: 128×4096×4096 at N = 13).
     pub fn with_max_log2(mut self, max_log2: u32) -> Result<GemmBench> {
         let overflow = || Error::SizeOverflow {
             what: format!("bench gemm: 2^{max_log2} × 2^{max_log2} matrices"),
@@ -864,6 +865,7 @@ impl GemmBench {
         let mut shapes: Vec<[usize; 3]> = (GEMM_MIN_LOG2.min(max_log2)..=max_log2)
             .map(|k| [1 << k; 3])
             .collect();
+        let s = (s / 2).max(1);
         let up = s.checked_mul(43).ok_or_else(overflow)? / 16;
         shapes.extend([
             [s, s, up],
@@ -1770,14 +1772,14 @@ mod tests {
         );
     }
 
-    /// The shapes of issue 14 at N = 12, every (input, output) pair, and
-    /// FLOPs and bytes against figures worked out by hand.
+    /// The shapes of issue 14 at N = 13 (the GPU default), every (input,
+    /// output) pair, and FLOPs and bytes against figures worked out by hand.
     #[test]
     fn gemm_cases_cover_each_pair_and_shape_with_their_work() {
         let config = GemmBench::defaults(&Device::emulator())
-            .with_max_log2(12)
+            .with_max_log2(GEMM_GPU_MAX_LOG2)
             .unwrap();
-        let squares = [256, 512, 1024, 2048, 4096].map(|s| [s, s, s]);
+        let squares = [256, 512, 1024, 2048, 4096, 8192].map(|s| [s, s, s]);
         let transformer = [[4096, 4096, 11008], [8192, 1024, 4096], [128, 4096, 4096]];
         assert_eq!(config.shapes, [&squares[..], &transformer[..]].concat());
         // (input dtype, kernel prefix, anchor), TF32 after SIMT f32.

@@ -96,7 +96,7 @@ pub static OPERATIONS: &[Operation] = &[
         verify: verify::verify_gemm,
         bench: Some(Bench {
             summary: "gemm f32 (SIMT and TF32), f64, f16 and bf16 (NN), squares 2^8 … 2^N and \
-                      three rectangular shapes (N = 12: 4096×4096×11008, 8192×1024×4096, \
+                      three rectangular shapes of side 2^(N−1) (N = 13: 4096×4096×11008, 8192×1024×4096, \
                       128×4096×4096), TFLOP/s (2·m·n·k / time) against cuBLAS (sgemm, dgemm, \
                       GemmEx) in the same run where it loads",
             run: |dev, max_log2, timing| {
@@ -283,9 +283,9 @@ mod tests {
         };
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
         let report = run(&dev, Some(4), timing).unwrap();
-        // N = 4: the square 16, then 16×16×43, 32×4×16, 1×16×16; f32, f32
+        // N = 4: the square 16, then 8×8×21, 16×2×8, 1×8×8; f32, f32
         // through TF32, f64, then f16 and bf16 into f32 and into their own type.
-        let shapes = [[16, 16, 16], [16, 16, 43], [32, 4, 16], [1, 16, 16]];
+        let shapes = [[16, 16, 16], [8, 8, 21], [16, 2, 8], [1, 8, 8]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
             .iter()

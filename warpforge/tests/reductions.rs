@@ -388,6 +388,77 @@ fn one_launch_matches_the_multi_pass_path_bit_for_bit_in_emulator() {
     }
 }
 
+/// Short rows (one unit, at most 16 groups of 16 bytes: several rows per
+/// warp on the small path, `lanes` lanes each) give the bits of the
+/// multi-pass path, which folds every row with a whole warp, for every op
+/// (NaN, a row of −0 and tied maxima included), at each length where the
+/// lane count changes, a row count that leaves the last warp part-filled,
+/// and several grid sizes.
+#[test]
+fn short_rows_share_a_warp_with_the_bits_of_a_warp_per_row_in_emulator() {
+    fn case<T: reduce::Reducible + Copy>(dev: &Device, of: fn(f32) -> T, bits: fn(T) -> u64) {
+        let w = 16 / std::mem::size_of::<T>();
+        let rows = 37;
+        for len in [
+            1,
+            2,
+            3,
+            w - 1,
+            w,
+            w + 1,
+            2 * w + 1,
+            3 * w + 2,
+            4 * w + 1,
+            7 * w + 3,
+        ]
+        .into_iter()
+        .chain([8 * w + 1, 15 * w + 1, 16 * w, 16 * w + 1])
+        {
+            let n = rows * len;
+            let x: Vec<T> = (0..n)
+                .map(|i| match (i / len, i % len) {
+                    (3, _) => -0.0,
+                    (11, j) if j == len / 2 => f32::NAN,
+                    (20, j) if j % 2 == 1 => 9.0e3,
+                    _ => ((i * 7919) % 2001) as f32 * 0.37 - 370.0,
+                })
+                .map(of)
+                .collect();
+            let buf = dev.upload(&x).unwrap();
+            let shape = [rows, len];
+            assert_eq!(
+                Layout::new(n, &shape, Some(1))
+                    .unwrap()
+                    .path(Path::Auto)
+                    .unwrap(),
+                Path::Small
+            );
+            let run = |op, max_blocks, path| -> Vec<u64> {
+                let options = ReduceOptions { max_blocks, path };
+                match reduce::reduce_with(op, &buf, &shape, Some(1), options).unwrap() {
+                    Reduced::Values(v) => v.to_host().unwrap().into_iter().map(bits).collect(),
+                    Reduced::Indices(v) => v.to_host().unwrap().iter().map(|&i| i as u64).collect(),
+                }
+            };
+            for op in Op::ALL {
+                let multi = run(op, 7, Path::MultiPass);
+                for max_blocks in [1, 3, ReduceOptions::AUTO] {
+                    assert_eq!(
+                        run(op, max_blocks, Path::Small),
+                        multi,
+                        "{op} of {rows} rows of {len} {} at {max_blocks} blocks",
+                        std::any::type_name::<T>()
+                    );
+                }
+            }
+        }
+    }
+    let dev = Device::emulator();
+    case::<f32>(&dev, |x| x, |x| u64::from(x.to_bits()));
+    case::<f64>(&dev, f64::from, f64::to_bits);
+    case::<bf16>(&dev, bf16::from_f32, |x| u64::from(x.to_bits()));
+}
+
 #[test]
 fn integer_sums_wrap() {
     let dev = Device::emulator();
@@ -924,11 +995,14 @@ fn every_position_of_a_line_is_counted_exactly_once_in_emulator() {
     // kernel skips or reads twice changes that line's sum, extreme or index.
     let dev = Device::emulator();
     // 600 items: a full rows unit and a partial one, ten columns units.
-    let cases: [(&[usize], Option<usize>); 4] = [
+    let cases: [(&[usize], Option<usize>); 6] = [
         (&[600, 600], Some(1)),
         (&[600, 600], Some(0)),
         (&[2, 600, 300], Some(1)),
         (&[3, 70, 30], Some(1)),
+        // Short rows, several per warp on the small path.
+        (&[37, 13], Some(1)),
+        (&[45, 3], Some(1)),
     ];
     for (shape, axis) in cases {
         for v in [1, -1] {

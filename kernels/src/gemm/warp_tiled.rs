@@ -293,6 +293,10 @@ pub fn gemm_warp_tiled<const TA: bool, const TB: bool>(
                 va = sa.fetch(&a, (p0, row0), t);
                 vb = sb.fetch(&b, (p0, col0), t);
             }
+            // Kept rolled (7 bookkeeping instructions per 64 FMAs in the
+            // SASS): written out, ptxas hoists the next row's shared loads
+            // and needs 139 registers on sm_90 (two rows per trip: 133),
+            // past the 128 that fit two 256-thread blocks per SM.
             for p in 0..BK {
                 let (ra, rb) = (cur + p * BM + ti, cur + b_at + p * BN + tj);
                 let a_lo: [f32; MICRO] = smem.load16(ra);

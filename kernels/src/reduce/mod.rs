@@ -23,7 +23,8 @@
 //! ticket runs the combine passes and the finish step ([`Finish`]) itself,
 //! writing the outputs; and in the small kernels
 //! (`reduce_small_*`, [`rows_small`], rows of at most [`SMALL_MAX_UNITS`]
-//! units): a warp per row of one unit, or a block per longer row whose warps
+//! units): a warp per row of one unit (several rows per warp, [`row_lanes`]
+//! lanes each, for rows of at most 16 groups), or a block per longer row whose warps
 //! leave their units' states in shared memory for warp 0 to combine, then
 //! the finish step ([`Finish`]) in the same launch. Every kernel but the
 //! small ones is launched with blocks of [`BLOCK_THREADS`] threads (the small
@@ -315,6 +316,55 @@ fn fold_unit<S: State, I: Items<S>>(
     acc
 }
 
+/// Lanes per row of [`rows_small`] for rows of `len` items read in groups
+/// of `width` ([`Items::WIDTH`]): the most groups such a row can touch
+/// (`⌈(len − 1) / width⌉ + 1`, a row starting at its group's last item),
+/// rounded up to a power of two, or 32 (a warp per row) past 16.
+pub const fn row_lanes(len: u64, width: u64) -> u64 {
+    let groups = len.saturating_sub(1).div_ceil(width) + 1;
+    if groups <= WARP / 2 {
+        groups.next_power_of_two()
+    } else {
+        WARP
+    }
+}
+
+/// The state of row `row` (of `rows`, `len` ≤ `lanes · width` items each,
+/// `lanes` = [`row_lanes`] < 32) at sub-lane 0 of the calling lane's group
+/// of `lanes` lanes: sub-lane `sub` folds group `sub` of the row, then a
+/// `shuffle_down` tree (`lanes / 2`, …, 1). The same bits as [`fold_unit`]:
+/// its lanes past the row's groups hold the empty state, and its tree's
+/// first levels only combine lane 0's partial state with those (`combine(x,
+/// empty)` is `x`). Lanes of a row past `rows` fold nothing; every lane must
+/// call it.
+#[inline(always)]
+fn fold_short_row<S: State, I: Items<S>>(
+    row: u64,
+    rows: u64,
+    len: u64,
+    sub: u64,
+    lanes: u64,
+    items: &mut I,
+) -> S {
+    let w = I::WIDTH;
+    let mut acc = S::empty();
+    if row < rows {
+        let (first, last) = (row * len, row * len + len);
+        let g = first / w + sub;
+        if g * w < last {
+            let lo = (g * w).max(first);
+            let hi = (g * w + w).min(last);
+            acc = items.fold(acc, lo, lo - first, hi - lo);
+        }
+    }
+    let mut delta = lanes / 2;
+    while delta > 0 {
+        acc = S::combine(acc, acc.shuffle_down(delta as u32));
+        delta /= 2;
+    }
+    acc
+}
+
 /// Writes `state` to words `at`, `at + 1` of `out` (in bounds).
 #[inline(always)]
 fn write_state<S: State>(out: &mut Out<u64>, at: u64, state: S) {
@@ -456,6 +506,9 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
 ///
 /// - `len ≤ ROW_UNIT` (one unit per row): a warp per row, grid-striding over
 ///   the rows; the unit's state is the row's (`fold_unit`, as in the pass).
+///   Rows that touch at most 16 groups ([`row_lanes`] `= L < 32`) share a
+///   warp instead: `32 / L` consecutive rows, `L` lanes each
+///   (`fold_short_row`: the same bits with fewer idle lanes and tree levels).
 /// - `ROW_UNIT < len ≤ SMALL_MAX_UNITS · ROW_UNIT`: a block per row,
 ///   grid-striding over the rows. Warp `w` folds units `w, w + 16, …` of the
 ///   row (`fold_unit`) and lane 0 stores each state, encoded, in shared
@@ -467,10 +520,10 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
 /// [`SMALL_BLOCK_THREADS`]-thread blocks and `2 · SMALL_MAX_UNITS` words of
 /// shared memory.
 #[inline(always)]
-pub fn rows_small<S: State>(
+pub fn rows_small<S: State, I: Items<S>>(
     rows: u64,
     len: u64,
-    mut items: impl Items<S>,
+    mut items: I,
     mut finish: impl FnMut(u64, S),
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
@@ -484,6 +537,24 @@ pub fn rows_small<S: State>(
     let warp_in_block = u64::from(thread::thread_idx().x) / WARP;
     let block = u64::from(thread::block_idx().x);
     let blocks = u64::from(thread::grid_dim().x);
+    let lanes = row_lanes(len, I::WIDTH);
+    if per_row <= 1 && lanes < WARP {
+        // Short rows: `32 / lanes` consecutive rows per warp, `lanes` lanes
+        // each. The walk depends on the warp alone, so the shuffles have the
+        // full warp.
+        let per_warp = WARP / lanes;
+        let (slot, sub) = (lane / lanes, lane % lanes);
+        let mut row0 = (block * warps_per_block + warp_in_block) * per_warp;
+        while row0 < rows {
+            let row = row0 + slot;
+            let acc = fold_short_row(row, rows, len, sub, lanes, &mut items);
+            if sub == 0 && row < rows {
+                finish(row, acc);
+            }
+            row0 += blocks * warps_per_block * per_warp;
+        }
+        return;
+    }
     if per_row <= 1 {
         // The walk depends on the warp alone, so the shuffles have the full warp.
         let mut row = block * warps_per_block + warp_in_block;

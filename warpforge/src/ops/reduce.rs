@@ -89,7 +89,10 @@
 //!   norm2's root, logsumexp's `m + ln s`, f16/bf16 rounding, the arg
 //!   index), with no partial states in global memory and no scratch. Rows of
 //!   one unit (≤ 512 items) take a warp each, so many short rows (`[65536,
-//!   64]`) are one launch of warps that each fold one row; longer rows take a
+//!   64]`) are one launch of warps that each fold one row; rows that touch
+//!   at most L ≤ 16 16-byte groups share a warp, 32 / L rows of L lanes each
+//!   (`[1 << 20, 8]` f32: 8 rows of 4 lanes per warp, where a warp per row
+//!   left 30 of its 32 lanes idle), with the bits of a warp per row; longer rows take a
 //!   block of 512 threads each, its 16 warps folding the row's units and
 //!   leaving their states in shared memory, where warp 0 folds them as the
 //!   combine pass would. Why 2¹⁶: see [`SMALL_MAX_LEN`].
@@ -912,7 +915,8 @@ impl Path {
 /// The longest rows (items along the reduced axis) of a [`Path::Small`]
 /// reduction: `SMALL_MAX_UNITS` = 128 units of 512, 2¹⁶ items.
 ///
-/// Rows of one unit (≤ 512 items) take a warp each; longer ones a block of
+/// Rows of one unit (≤ 512 items) take a warp each (several rows per warp
+/// when they touch at most 16 16-byte groups); longer ones a block of
 /// 512 threads each, its 16 warps taking the units and warp 0 combining
 /// their states from shared memory (16 bytes per unit: 2 KiB). The bound is
 /// the work of one block: at 2¹⁶ f32 each warp folds 8 units one after the
@@ -1452,10 +1456,11 @@ pub fn reduce_with<T: Reducible>(
     let passes = layout.passes();
     let path = layout.path(options.path)?;
     if let (Path::Small, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
-        // One launch, the finish included: a warp per row of one unit, else
-        // a block per row.
+        // One launch, the finish included: `32 / lanes` rows per warp for
+        // rows of one unit, else a block per row.
+        let width = (16 / std::mem::size_of::<T>()) as u64;
         let per_block = match len.div_ceil(ROW_UNIT) {
-            1 => u64::from(SMALL_BLOCK_THREADS / 32),
+            1 => u64::from(SMALL_BLOCK_THREADS / 32) * (32 / k::row_lanes(*len, width)),
             _ => 1,
         };
         let cap = match options.max_blocks {

@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
+use common::gemm::{Case, PADDING, TRANSPOSES, case};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
@@ -93,9 +93,6 @@ impl OutTy for bf16 {
         self.to_f64()
     }
 }
-
-/// The value `C`'s padding (columns `n .. ldc`) holds and must keep.
-const PADDING: f64 = 99.0;
 
 impl Case {
     /// `(d, Σ|a·b|)` per element of `C` (padding: its value, 0), in f64:
@@ -192,52 +189,6 @@ impl Case {
         } else {
             self.check::<I, bf16>(dev, Large);
         }
-    }
-}
-
-/// A deterministic case: operands from `draw` (integers in `[-4, 4]` unless
-/// given), leading dimensions `row length + pad`, `C` filled with `c_fill`
-/// where given, else integers; its padding is [`PADDING`].
-#[allow(clippy::too_many_arguments)]
-fn case(
-    (m, n, k): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-    pad: usize,
-    alpha: f64,
-    beta: f64,
-    c_fill: Option<f64>,
-    seed: u64,
-    draw: impl Fn(u64) -> f64,
-) -> Case {
-    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
-    let mut s = seeded(seed);
-    let mut next = move || xorshift(&mut s);
-    let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
-    let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
-    let c = (0..needed(m, n, ldc))
-        .map(|e| {
-            if e % ldc.max(1) >= n {
-                PADDING
-            } else {
-                c_fill.unwrap_or_else(|| (next() % 9) as f64 - 4.0)
-            }
-        })
-        .collect();
-    Case {
-        tile: None,
-        m,
-        n,
-        k,
-        ta,
-        tb,
-        lda,
-        ldb,
-        ldc,
-        alpha,
-        beta,
-        a,
-        b,
-        c,
     }
 }
 

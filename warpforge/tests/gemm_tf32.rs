@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
+use common::gemm::{Case, TRANSPOSES, case};
 use half::f16;
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, TileConfig};
@@ -27,9 +27,6 @@ use warpforge_kernels::gemm::tensor::{
 
 use TileConfig::{Large, Small};
 
-/// The value `C`'s padding (columns `n .. ldc`) holds and must keep.
-const PADDING: f64 = 99.0;
-
 /// `x` rounded to tf32 (10 fraction bits: nearest, ties away from zero), by
 /// arithmetic in f64, independent of the library's bit manipulation.
 fn tf32(x: f64) -> f64 {
@@ -39,51 +36,6 @@ fn tf32(x: f64) -> f64 {
     // The ulp of a tf32 in x's binade (x is an f32: normal here, |x| ≥ 2⁻¹²⁶).
     let ulp = 2f64.powi(x.abs().log2().floor() as i32 - 10);
     (x / ulp).round() * ulp
-}
-
-/// A case: operands from `draw`, leading dimensions `row length + pad`, `C`
-/// filled with `c_fill` where given, else integers; its padding [`PADDING`].
-#[allow(clippy::too_many_arguments)]
-fn case(
-    (m, n, k): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-    pad: usize,
-    alpha: f64,
-    beta: f64,
-    c_fill: Option<f64>,
-    seed: u64,
-    draw: impl Fn(u64) -> f64,
-) -> Case {
-    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
-    let mut s = seeded(seed);
-    let mut next = move || xorshift(&mut s);
-    let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
-    let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
-    let c = (0..needed(m, n, ldc))
-        .map(|e| {
-            if e % ldc.max(1) >= n {
-                PADDING
-            } else {
-                c_fill.unwrap_or_else(|| (next() % 9) as f64 - 4.0)
-            }
-        })
-        .collect();
-    Case {
-        tile: None,
-        m,
-        n,
-        k,
-        ta,
-        tb,
-        lda,
-        ldb,
-        ldc,
-        alpha,
-        beta,
-        a,
-        b,
-        c,
-    }
 }
 
 /// Integers in `[-4, 4]`: exact in tf32; sums of up to 140 products exact in f32.

@@ -963,8 +963,8 @@ fn fused_registers(op: Op, dtype: crate::DType) -> u32 {
 /// Registers per thread that [`wave_blocks`] assumes for the small kernels
 /// (`reduce_small_*`) of `op` over `dtype`, from `warpforge ptx
 /// --deny-spills` (no spills; the most of sm_80 and sm_90): argmin, argmax
-/// 56 to 74 (f64 and i64 on sm_80); logsumexp of f64 97; every other one 50
-/// to 57.
+/// 56 to 74 (f64 and i64 on sm_80); logsumexp of f64 97; every other one 48
+/// to 59.
 fn small_registers(op: Op, dtype: crate::DType) -> u32 {
     match op {
         Op::ArgMin | Op::ArgMax => 80,

@@ -1,7 +1,8 @@
-//! What the GEMM suites (`gemm`, `gemm_tensor`, `gemm_batched`) share: one
-//! problem as stored ([`Case`]: shapes, transposes, leading dimensions,
-//! factors, operands and `C` with its padding, all as f64), the transpose
-//! combinations, and the seeded integer generator. Each suite adds its own
+//! What the GEMM suites (`gemm`, `gemm_tensor`, `gemm_tf32`, `gemm_batched`)
+//! share: one problem as stored ([`Case`]: shapes, transposes, leading
+//! dimensions, factors, operands and `C` with its padding, all as f64, built
+//! by [`case`] from a value generator), the transpose combinations, and the
+//! seeded integer generator. Each suite adds its own
 //! reference and checks (`impl Case` in the suite): the SIMT kernels' fma
 //! chain, the tensor cores' one rounding to the output type.
 
@@ -99,5 +100,56 @@ impl Case {
             self.alpha,
             self.beta
         )
+    }
+}
+
+/// The value in `C`'s padding (the columns past `n` of each stored row): a
+/// kernel that writes there leaves something else.
+#[allow(dead_code)]
+pub const PADDING: f64 = 99.0;
+
+/// A deterministic case: operands from `draw` of successive generator words
+/// (from `seed`), leading dimensions `row length + pad`, `C` filled with
+/// `c_fill` where given, else integers in `[-4, 4]`; its padding [`PADDING`].
+#[allow(clippy::too_many_arguments, dead_code)]
+pub fn case(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    pad: usize,
+    alpha: f64,
+    beta: f64,
+    c_fill: Option<f64>,
+    seed: u64,
+    draw: impl Fn(u64) -> f64,
+) -> Case {
+    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
+    let mut s = seeded(seed);
+    let mut next = move || xorshift(&mut s);
+    let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();
+    let b = (0..needed(br, bc, ldb)).map(|_| draw(next())).collect();
+    let c = (0..needed(m, n, ldc))
+        .map(|e| {
+            if e % ldc.max(1) >= n {
+                PADDING
+            } else {
+                c_fill.unwrap_or_else(|| (next() % 9) as f64 - 4.0)
+            }
+        })
+        .collect();
+    Case {
+        tile: None,
+        m,
+        n,
+        k,
+        ta,
+        tb,
+        lda,
+        ldb,
+        ldc,
+        alpha,
+        beta,
+        a,
+        b,
+        c,
     }
 }

@@ -182,22 +182,45 @@ const fn trans_index(trans_a: bool, trans_b: bool) -> usize {
     (trans_a as usize) * 2 + trans_b as usize
 }
 
-/// The names of a family's four kernels `$module::{nn, nt, tn, tt}`, indexed
-/// by [`trans_index`].
-macro_rules! names {
-    ($module:ident: $($kernel:ident),+) => {
-        [$($module::$kernel::NAME),+]
-    };
-}
-
-/// Launches the kernel for `$trans` of a family `$module::{nn, nt, tn, tt}`.
-macro_rules! launch_family {
-    ($dev:ident, $cfg:ident, $trans:ident, $args:ident, $module:ident: $nn:ident, $nt:ident, $tn:ident, $tt:ident) => {
-        match $trans {
-            (false, false) => $dev.launch($module::$nn, $cfg, $args),
-            (false, true) => $dev.launch($module::$nt, $cfg, $args),
-            (true, false) => $dev.launch($module::$tn, $cfg, $args),
-            (true, true) => $dev.launch($module::$tt, $cfg, $args),
+/// A [`GemmTypes`] impl's `kernel_name` and `launch_gemm` from one table:
+/// each `(tile, tf32)` pattern to a family of four kernels
+/// `module: nn, nt, tn, tt` (the order of [`trans_index`]), so a kernel is
+/// named once for both.
+macro_rules! kernel_table {
+    ($tout:ty; $($pat:pat => $module:ident: $nn:ident, $nt:ident, $tn:ident, $tt:ident;)+) => {
+        fn kernel_name(
+            trans_a: bool,
+            trans_b: bool,
+            tile: Option<TileConfig>,
+            tf32: bool,
+        ) -> &'static str {
+            let names = match (tile, tf32) {
+                $($pat => [$module::$nn::NAME, $module::$nt::NAME, $module::$tn::NAME, $module::$tt::NAME],)+
+            };
+            names[trans_index(trans_a, trans_b)]
+        }
+        fn launch_gemm(
+            dev: &Device,
+            cfg: LaunchConfig,
+            tile: Option<TileConfig>,
+            tf32: bool,
+            trans: (bool, bool),
+            (_, k): (usize, usize),
+            alpha: Self::Scalar,
+            beta: Self::Scalar,
+            (a, lda, stride_a): (&DeviceBuffer<Self>, usize, usize),
+            (b, ldb, stride_b): (&DeviceBuffer<Self>, usize, usize),
+            c: MatrixMut<'_, $tout>,
+        ) -> Result<()> {
+            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+            match (tile, tf32) {
+                $($pat => match trans {
+                    (false, false) => dev.launch($module::$nn, cfg, args),
+                    (false, true) => dev.launch($module::$nt, cfg, args),
+                    (true, false) => dev.launch($module::$tn, cfg, args),
+                    (true, true) => dev.launch($module::$tt, cfg, args),
+                },)+
+            }
         }
     };
 }
@@ -231,81 +254,28 @@ impl GemmTypes<f32> for f32 {
             _ => simt_shape(F32_TILE),
         }
     }
-    fn kernel_name(
-        trans_a: bool,
-        trans_b: bool,
-        tile: Option<TileConfig>,
-        tf32: bool,
-    ) -> &'static str {
-        let names = match (tile, tf32) {
-            (Some(TileConfig::Small), true) => names!(tc:
-                gemm_tf32_f32_nn_64x64x16_s3,
-                gemm_tf32_f32_nt_64x64x16_s3,
-                gemm_tf32_f32_tn_64x64x16_s3,
-                gemm_tf32_f32_tt_64x64x16_s3
-            ),
-            (Some(TileConfig::Large), true) => names!(tc:
-                gemm_tf32_f32_nn_128x128x16_s4,
-                gemm_tf32_f32_nt_128x128x16_s4,
-                gemm_tf32_f32_tn_128x128x16_s4,
-                gemm_tf32_f32_tt_128x128x16_s4
-            ),
-            (Some(TileConfig::Large), false) => names!(wt:
-                gemm_f32_nn_128x128x8,
-                gemm_f32_nt_128x128x8,
-                gemm_f32_tn_128x128x8,
-                gemm_f32_tt_128x128x8
-            ),
-            _ => names!(k:
-                gemm_f32_nn_64x64x16,
-                gemm_f32_nt_64x64x16,
-                gemm_f32_tn_64x64x16,
-                gemm_f32_tt_64x64x16
-            ),
-        };
-        names[trans_index(trans_a, trans_b)]
-    }
-    fn launch_gemm(
-        dev: &Device,
-        cfg: LaunchConfig,
-        tile: Option<TileConfig>,
-        tf32: bool,
-        trans: (bool, bool),
-        (_, k): (usize, usize),
-        alpha: f32,
-        beta: f32,
-        (a, lda, stride_a): (&DeviceBuffer<f32>, usize, usize),
-        (b, ldb, stride_b): (&DeviceBuffer<f32>, usize, usize),
-        c: MatrixMut<'_, f32>,
-    ) -> Result<()> {
-        let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-        match (tile, tf32) {
-            (Some(TileConfig::Small), true) => launch_family!(dev, cfg, trans, args, tc:
-                gemm_tf32_f32_nn_64x64x16_s3,
-                gemm_tf32_f32_nt_64x64x16_s3,
-                gemm_tf32_f32_tn_64x64x16_s3,
-                gemm_tf32_f32_tt_64x64x16_s3
-            ),
-            (Some(TileConfig::Large), true) => launch_family!(dev, cfg, trans, args, tc:
-                gemm_tf32_f32_nn_128x128x16_s4,
-                gemm_tf32_f32_nt_128x128x16_s4,
-                gemm_tf32_f32_tn_128x128x16_s4,
-                gemm_tf32_f32_tt_128x128x16_s4
-            ),
-            (Some(TileConfig::Large), false) => launch_family!(dev, cfg, trans, args, wt:
-                gemm_f32_nn_128x128x8,
-                gemm_f32_nt_128x128x8,
-                gemm_f32_tn_128x128x8,
-                gemm_f32_tt_128x128x8
-            ),
-            _ => launch_family!(dev, cfg, trans, args, k:
-                gemm_f32_nn_64x64x16,
-                gemm_f32_nt_64x64x16,
-                gemm_f32_tn_64x64x16,
-                gemm_f32_tt_64x64x16
-            ),
-        }
-    }
+    kernel_table!(f32;
+        (Some(TileConfig::Small), true) => tc:
+            gemm_tf32_f32_nn_64x64x16_s3,
+            gemm_tf32_f32_nt_64x64x16_s3,
+            gemm_tf32_f32_tn_64x64x16_s3,
+            gemm_tf32_f32_tt_64x64x16_s3;
+        (Some(TileConfig::Large), true) => tc:
+            gemm_tf32_f32_nn_128x128x16_s4,
+            gemm_tf32_f32_nt_128x128x16_s4,
+            gemm_tf32_f32_tn_128x128x16_s4,
+            gemm_tf32_f32_tt_128x128x16_s4;
+        (Some(TileConfig::Large), false) => wt:
+            gemm_f32_nn_128x128x8,
+            gemm_f32_nt_128x128x8,
+            gemm_f32_tn_128x128x8,
+            gemm_f32_tt_128x128x8;
+        _ => k:
+            gemm_f32_nn_64x64x16,
+            gemm_f32_nt_64x64x16,
+            gemm_f32_tn_64x64x16,
+            gemm_f32_tt_64x64x16;
+    );
 }
 
 impl sealed::Sealed<f64> for f64 {}
@@ -319,35 +289,13 @@ impl GemmTypes<f64> for f64 {
     fn shape(_: Option<TileConfig>, _: bool) -> BlockShape {
         simt_shape(F64_TILE)
     }
-    fn kernel_name(trans_a: bool, trans_b: bool, _: Option<TileConfig>, _: bool) -> &'static str {
-        names!(k:
+    kernel_table!(f64;
+        _ => k:
             gemm_f64_nn_64x64x8,
             gemm_f64_nt_64x64x8,
             gemm_f64_tn_64x64x8,
-            gemm_f64_tt_64x64x8
-        )[trans_index(trans_a, trans_b)]
-    }
-    fn launch_gemm(
-        dev: &Device,
-        cfg: LaunchConfig,
-        _: Option<TileConfig>,
-        _: bool,
-        trans: (bool, bool),
-        (_, k): (usize, usize),
-        alpha: f64,
-        beta: f64,
-        (a, lda, stride_a): (&DeviceBuffer<f64>, usize, usize),
-        (b, ldb, stride_b): (&DeviceBuffer<f64>, usize, usize),
-        c: MatrixMut<'_, f64>,
-    ) -> Result<()> {
-        let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-        launch_family!(dev, cfg, trans, args, k:
-            gemm_f64_nn_64x64x8,
-            gemm_f64_nt_64x64x8,
-            gemm_f64_tn_64x64x8,
-            gemm_f64_tt_64x64x8
-        )
-    }
+            gemm_f64_tt_64x64x8;
+    );
 }
 
 /// The error for [`Gemm::tf32`] on a pair without TF32 kernels.
@@ -536,37 +484,10 @@ macro_rules! gemm_tensor {
             fn shape(tile: Option<TileConfig>, _: bool) -> BlockShape {
                 tile.unwrap_or(TileConfig::Small).shape()
             }
-            fn kernel_name(
-                trans_a: bool,
-                trans_b: bool,
-                tile: Option<TileConfig>,
-                _: bool,
-            ) -> &'static str {
-                let names = match tile {
-                    $(Some(TileConfig::Large) => names!(tc: $($large),+),)?
-                    _ => names!(tc: $($small),+),
-                };
-                names[trans_index(trans_a, trans_b)]
-            }
-            fn launch_gemm(
-                dev: &Device,
-                cfg: LaunchConfig,
-                tile: Option<TileConfig>,
-                _: bool,
-                trans: (bool, bool),
-                (_, k): (usize, usize),
-                alpha: f32,
-                beta: f32,
-                (a, lda, stride_a): (&DeviceBuffer<$tin>, usize, usize),
-                (b, ldb, stride_b): (&DeviceBuffer<$tin>, usize, usize),
-                c: MatrixMut<'_, $tout>,
-            ) -> Result<()> {
-                let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
-                match tile {
-                    $(Some(TileConfig::Large) => launch_family!(dev, cfg, trans, args, tc: $($large),+),)?
-                    _ => launch_family!(dev, cfg, trans, args, tc: $($small),+),
-                }
-            }
+            kernel_table!($tout;
+                $((Some(TileConfig::Large), _) => tc: $($large),+;)?
+                _ => tc: $($small),+;
+            );
         }
     };
     (@tiles) => { &[TileConfig::Small] };

@@ -19,12 +19,14 @@
 //!   Programming Guide, "Floating-Point Standard" ("the result of a
 //!   single-precision floating-point operation involving one or more input
 //!   NaNs is the quiet NaN of bit pattern 0x7fffffff"); an H100 writes it for
-//!   `log(-21.1134)` (an f32 division 0/0 inside `libm`'s `logf`). `neg.f32`
-//!   included: the PTX ISA leaves its NaN unspecified, and it was measured to
-//!   write `0x7fff_ffff` too (RTX 2060, a third-party compiler's differential
-//!   tests). Here: [`fma_f32`], the `.approx` functions, [`f16_to_f32`],
-//!   [`tanh`], [`erf`], [`log`] (see below), `warp::sum_f32`/`sum_f32_in`,
-//!   `AtomicRef<f32>::fetch_add`, and the accumulators `mma::mma` writes.
+//!   `log(-21.1134)` (an f32 division 0/0 inside `libm`'s `logf`). Not
+//!   `neg.f32`: it flips a NaN's sign bit and keeps its payload, as the
+//!   host's negation does (an H200 wrote `0xffff_ffff` for `tanhf` of a
+//!   negative NaN, which negates the canonical NaN; the PTX ISA leaves it
+//!   unspecified). Here: [`fma_f32`], the `.approx` functions, [`f16_to_f32`],
+//!   [`erf`], [`log`] (see below), [`tanh`] (with its argument's sign),
+//!   `warp::sum_f32`/`sum_f32_in`, `AtomicRef<f32>::fetch_add`, and the
+//!   accumulators `mma::mma` writes.
 //! - **f16 and bf16: `0x7fff`** ([`CANONICAL_NAN_F16`], [`CANONICAL_NAN_BF16`];
 //!   `CUDART_NAN_FP16`/`CUDART_NAN_BF16`, which the CUDA Math API names the
 //!   canonical NaNs): [`f16_from_f32`], [`bf16_from_f32`], [`F16x2`] and
@@ -36,7 +38,8 @@
 //!   generic square root; a host build may use the CPU's `sqrtss`, whose NaN
 //!   is replaced); [`exp`], [`exp_f64`], and [`log`]/[`log_f64`] of a NaN with
 //!   the sign bit clear return their argument unchanged; every other NaN of
-//!   [`log`], [`tanh`] and [`erf`] is f32 arithmetic, so `0x7fff_ffff`.
+//!   [`log`] and [`erf`] is f32 arithmetic, so `0x7fff_ffff`, and [`tanh`]'s
+//!   is that NaN with the argument's sign.
 //! - **f64 arithmetic: not fixed.** NVIDIA documents only the single-precision
 //!   NaN (of double precision, only that `abs` and `neg` pass NaNs through
 //!   unchanged), and no GPU run has recorded one here yet, so [`fma_f64`],
@@ -188,10 +191,14 @@ pub fn log(x: f32) -> f32 {
 }
 
 /// Hyperbolic tangent, within 3 ulp (`libm`'s `tanhf`; measured worst 2.3).
-/// The NaN of a NaN argument is the canonical one (`tanhf` computes `1 + 0/|x|`).
+/// The NaN of a NaN argument is the canonical one with the argument's sign
+/// (`tanhf` computes `1 + 0/|x|` and negates it for a negative `x`; a
+/// negation keeps a NaN's payload and flips its sign: `0xffff_ffff` for a
+/// negative NaN, measured on an H200).
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
-    arch::f32_op(libm::tanhf(x))
+    let sign = x.to_bits() & 0x8000_0000;
+    arch::gpu_nan_f32(libm::tanhf(x), CANONICAL_NAN_F32 | sign)
 }
 
 /// The error function, within 2 ulp (`libm`'s `erff`; measured worst 0.9).

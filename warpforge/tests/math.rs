@@ -22,11 +22,14 @@ const LIBM_NAN_F64: u64 = 0x7ff8_0000_0000_0000;
 
 /// The bits the NaN rule gives [`MATH_FUNCTIONS`]`[k]` at `x` when its value
 /// is NaN: `libm`'s `expf`, and `logf` of a NaN with the sign bit clear,
-/// return their argument; every other NaN is computed by f32 instructions.
+/// return their argument; `tanhf` negates its f32 NaN for a negative `x`
+/// (a negation flips a NaN's sign: an H200 wrote `0xffff_ffff`); every
+/// other NaN is computed by f32 instructions.
 fn nan_rule_bits(k: usize, x: f32) -> u32 {
     match MATH_FUNCTIONS[k] {
         "exp" => x.to_bits(),
         "log" if x.is_nan() && x.is_sign_positive() => x.to_bits(),
+        "tanh" => GPU_NAN_F32 | (x.to_bits() & 0x8000_0000),
         _ => GPU_NAN_F32,
     }
 }

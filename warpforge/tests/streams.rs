@@ -4,7 +4,6 @@
 //! without a GPU.
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 use warpforge::{Device, Dim3, Error, FaultCode, LaunchConfig};
 use warpforge_device::own::Elements;
@@ -423,19 +422,6 @@ fn a_poisoned_device_is_reset_once_its_last_handle_asks_and_old_buffers_cannot_f
     assert_eq!(y.to_host().unwrap(), vec![2.0; 64]);
 }
 
-/// The GPU tests of this binary share GPU 0's one context (`Device::gpu`
-/// returns the live device); the planted fault poisons it, so that test
-/// runs alone and the others wait for it.
-static GPU: RwLock<()> = RwLock::new(());
-
-fn gpu_shared() -> RwLockReadGuard<'static, ()> {
-    GPU.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn gpu_alone() -> RwLockWriteGuard<'static, ()> {
-    GPU.write().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// `y = 2·x + 0` on `dev`, checked: the device works.
 fn assert_axpy_runs(dev: &Device) {
     let n = 4096;
@@ -464,10 +450,21 @@ fn plant_trap(dev: &Device) -> Error {
     out.to_host().unwrap_err()
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn gpu_a_trap_is_a_kernel_fault_then_context_poisoned_then_recovered() {
-    let _alone = gpu_alone();
+/// Set in the child process that [`gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky`]
+/// starts: the child plants the traps, the parent reads what it printed.
+const TRAP_CHILD: &str = "WARPFORGE_TEST_TRAP_CHILD";
+/// The child's last line: how many traps it planted.
+const TRAPS_PLANTED: &str = "traps planted: ";
+
+/// The trap, in the child: a `KernelFault` naming the kernel (not the
+/// launches before it), `ContextPoisoned` for every later call, opening
+/// refused while a handle lives; then recovery through the last handle's
+/// `reset` and again by dropping every handle and reopening, each followed
+/// by a second trap, where the driver clears the fault with a context reset,
+/// or `StickyFault` naming the trap, from `reset` and from every reopening
+/// (never a hang or a crash), where it keeps the fault for the life of the
+/// process (driver 580 on an H200 did). Returns the traps planted.
+fn trap_then_recover_or_sticky() -> usize {
     let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
     // Launches and reads before the faulting one: the fault must not be blamed on them.
     assert_axpy_runs(&dev);
@@ -493,31 +490,55 @@ fn gpu_a_trap_is_a_kernel_fault_then_context_poisoned_then_recovered() {
         ),
         "{e}"
     );
+    let sticky = |e: &Error| {
+        let Error::StickyFault { original, .. } = e else {
+            panic!("expected StickyFault, got {e}")
+        };
+        assert!(
+            matches!(&**original, Error::KernelFault { kernel, .. } if kernel == "probe_transpose"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("restart the process"), "{e}");
+    };
     // Recovery 1: the last handle resets the device.
-    let dev = dev.reset().expect("reset after a fault");
+    let dev = match dev.reset() {
+        Ok(dev) => dev,
+        Err(e) => {
+            sticky(&e);
+            sticky(&Device::gpu(0).unwrap_err());
+            return 1;
+        }
+    };
     assert_axpy_runs(&dev);
-
     // Recovery 2: fault again, drop every handle, open again.
     let e = plant_trap(&dev);
     assert!(matches!(&e, Error::KernelFault { .. }), "{e}");
     drop(dev);
     let dev = Device::gpu(0).expect("reopen after every handle was dropped");
     assert_axpy_runs(&dev);
+    2
 }
 
-/// Runs the trap test above in a child process and reads what the GPU's
-/// `vprintf` printed there: the panic's message, file and line, once per
-/// faulting thread, with nothing garbled.
+/// Runs [`trap_then_recover_or_sticky`] in a child process (a fault the driver
+/// keeps would poison every later GPU test of this process) and reads what the
+/// GPU's `vprintf` printed there: the panic's message, file and line, once per
+/// faulting thread of each trap, with nothing garbled.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
+fn gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky() {
+    if std::env::var_os(TRAP_CHILD).is_some() {
+        println!("{TRAPS_PLANTED}{}", trap_then_recover_or_sticky());
+        return;
+    }
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",
-            "gpu_a_trap_is_a_kernel_fault_then_context_poisoned_then_recovered",
+            "gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky",
             "--test-threads=1",
+            "--nocapture",
         ])
+        .env(TRAP_CHILD, "1")
         .output()
         .expect("run the test binary");
     let stdout = String::from_utf8_lossy(&child.stdout);
@@ -526,6 +547,14 @@ fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&child.stderr)
     );
+    // libtest writes `test NAME ... ` and then the test's own output on the
+    // same line, so what is looked for may start mid-line.
+    let from = |l: &'static str| move |line: &str| line.find(l).map(|i| line[i..].to_owned());
+    let traps: usize = stdout
+        .lines()
+        .find_map(from(TRAPS_PLANTED))
+        .and_then(|l| l[TRAPS_PLANTED.len()..].trim().parse().ok())
+        .unwrap_or_else(|| panic!("the child says how many traps it planted:\n{stdout}"));
     let message = "out is too small for cols × rows";
     let source = include_str!("../../probes/src/matrix.rs");
     let line = 1 + source
@@ -533,12 +562,12 @@ fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
         .position(|l| l.contains(&format!("\"{message}\"")))
         .expect("the message is in the probe's source");
     let want = format!("warpforge kernel panicked at probes/src/matrix.rs:{line}: {message}");
-    let printed: Vec<&str> = stdout
+    let printed: Vec<String> = stdout
         .lines()
-        .filter(|l| l.contains("panicked at"))
+        .filter_map(from("warpforge kernel panicked at"))
         .collect();
-    // Two planted traps, each of a 16 × 16 block whose every thread panics.
-    assert_eq!(printed.len(), 2 * 256, "{stdout}");
+    // Each trap is a 16 × 16 block whose every thread panics.
+    assert_eq!(printed.len(), traps * 256, "{stdout}");
     assert!(
         printed.iter().all(|l| *l == want),
         "want {want:?}, got {:?}",
@@ -549,7 +578,6 @@ fn gpu_a_panicking_kernel_prints_its_message_file_and_line() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_out_of_memory_then_the_device_keeps_working() {
-    let _shared = gpu_shared();
     let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
     let (_, total) = dev.memory_info().unwrap();
     let e = dev
@@ -563,7 +591,6 @@ fn gpu_out_of_memory_then_the_device_keeps_working() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_streams_order_pinned_copies_and_kernels() {
-    let _shared = gpu_shared();
     let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
     let (a, b) = (dev.new_stream().unwrap(), dev.new_stream().unwrap());
     let n = 1 << 20;

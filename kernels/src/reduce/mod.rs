@@ -733,10 +733,16 @@ pub fn finish_pass<T: Copy>(
 /// `count` is the number of elements the state covers (for the mean).
 #[inline(always)]
 pub fn finish_float<F: Float>(code: u32, words: [u64; 2], count: u64) -> F {
-    match code {
+    let value = match code {
         finish::MEAN => F::from_word(words[0]).mean(count),
         finish::NORM2 => F::from_word(words[0]).sqrt(),
         finish::LOGSUMEXP => state::LseState::<F>::decode(words).finish(),
         _ => F::from_word(words[0]),
-    }
+    };
+    // One NaN whatever the path and backend: a NaN's bits depend on which
+    // instruction made it (the GPU's adds write 0x7fff_ffff, the host's keep
+    // a payload) and on whether LLVM folded an add away (`-0.0 + x` is `x`
+    // to it, so a one-element row of the small path kept its input's NaN
+    // while the multi-pass path's combine add replaced it, on an H200).
+    if value.is_nan() { F::NAN } else { value }
 }

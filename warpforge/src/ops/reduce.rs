@@ -41,7 +41,11 @@
 //! - Integer sums wrap (two's complement, like `wrapping_add`):
 //!   `i32::MAX + 1` is `i32::MIN`. They never fail and never saturate.
 //! - NaN propagates through `sum`, `mean`, `min`, `max`, `sum_of_squares`,
-//!   `norm2` and `logsumexp` (like numpy); `min`/`max` return the canonical NaN.
+//!   `norm2` and `logsumexp` (like numpy), and is always the same NaN: Rust's
+//!   `f32::NAN` (`0x7fc0_0000`) and `f64::NAN` (`0x7ff8_0000_0000_0000`),
+//!   and `0x7fff` for f16 and bf16 results (the GPU's conversion NaN), on
+//!   every path, on the GPU and in the emulator, whatever the input NaN's
+//!   payload.
 //! - `min`/`max` order `−0 < +0`, so `min(+0, −0)` is `−0` whatever the
 //!   order of the elements, and the result's bits never depend on the fold order.
 //! - `argmin`/`argmax` return the FIRST index of the extreme value. NaN counts
@@ -71,8 +75,7 @@
 //! [`ReduceOptions::max_blocks`] (tested at 1, 3, 7, 64 and 1024 blocks and
 //! the device's own wave, [`wave_blocks`]: its SM count × blocks per SM from
 //! occupancy, the default), on
-//! the GPU and in the emulator alike (NaN payloads aside: the GPU's float
-//! adds return the canonical NaN). The only atomic is the ticket of the
+//! the GPU and in the emulator alike (NaNs included: above). The only atomic is the ticket of the
 //! fused path below, which decides which block combines, never in what
 //! order; the small path's block combines its warps' unit states in the
 //! combine pass's order, whichever warp folded them.
@@ -348,6 +351,11 @@ pub trait Reducible: Element + sealed::Sealed {
     #[doc(hidden)]
     const SUPPORTED: &'static str;
 
+    /// Elements per group the element kernels read as one 16-byte vector
+    /// ([`k::Input::WIDTH`]): the host sizes their grids by it.
+    #[doc(hidden)]
+    const WIDTH: u64;
+
     /// The output of `op` over no elements, if it has one.
     #[doc(hidden)]
     fn empty_result(op: Op) -> Option<Self>;
@@ -472,6 +480,7 @@ macro_rules! float_reducible {
                 true
             }
             const SUPPORTED: &'static str = FLOAT_OPS;
+            const WIDTH: u64 = <$t as k::Input>::WIDTH;
             fn empty_result(op: Op) -> Option<Self> {
                 match op {
                     Op::Sum | Op::SumOfSquares | Op::Norm2 => Some($from_f32(0.0)),
@@ -537,6 +546,7 @@ macro_rules! int_reducible {
                 matches!(op, Op::Sum | Op::Min | Op::Max | Op::ArgMin | Op::ArgMax)
             }
             const SUPPORTED: &'static str = INT_OPS;
+            const WIDTH: u64 = <$t as k::Input>::WIDTH;
             fn empty_result(op: Op) -> Option<Self> {
                 (op == Op::Sum).then_some(0)
             }
@@ -1458,9 +1468,8 @@ pub fn reduce_with<T: Reducible>(
     if let (Path::Small, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
         // One launch, the finish included: `32 / lanes` rows per warp for
         // rows of one unit, else a block per row.
-        let width = (16 / std::mem::size_of::<T>()) as u64;
         let per_block = match len.div_ceil(ROW_UNIT) {
-            1 => u64::from(SMALL_BLOCK_THREADS / 32) * (32 / k::row_lanes(*len, width)),
+            1 => u64::from(SMALL_BLOCK_THREADS / 32) * (32 / k::row_lanes(*len, T::WIDTH)),
             _ => 1,
         };
         let cap = match options.max_blocks {
@@ -1506,7 +1515,7 @@ pub fn reduce_with<T: Reducible>(
     for (i, &pass) in passes.iter().enumerate() {
         // The element pass's columns kernel reads 16 bytes of a row per thread.
         let width = match i {
-            0 => (16 / size_of::<T>()) as u64,
+            0 => T::WIDTH,
             _ => 1,
         };
         let (_, blocks) = pass.units(width)?;

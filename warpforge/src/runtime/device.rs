@@ -210,7 +210,9 @@ impl Device {
     /// has been dropped, `Device::gpu` resets the GPU's context
     /// (`cuDevicePrimaryCtxReset`) and opens it afresh; while any is alive it
     /// is `Error::DeviceInUse` naming the fault and the count, never a
-    /// silently broken device. [`Device::reset`] does the same for the last handle.
+    /// silently broken device. [`Device::reset`] does the same for the last
+    /// handle. Where the driver keeps the fault past the reset, both are
+    /// `Error::StickyFault`: only a new process can use that GPU.
     pub fn gpu(ordinal: usize) -> Result<Device> {
         open_gpu(&mut lock(&OPEN_GPUS), ordinal)
     }
@@ -328,7 +330,12 @@ impl Device {
 
     /// Resets this device, consuming its last handle, and returns a fresh one:
     /// the way to recover from a kernel fault (`ContextPoisoned`) without
-    /// restarting the process.
+    /// restarting the process, where that can be done. An emulator always
+    /// recovers. A GPU recovers where its driver clears the fault when the
+    /// context is reset; where the driver keeps it for the life of the
+    /// process (driver 580 on an H200 did, after a trap) this is
+    /// `Error::StickyFault`, as is every later `Device::gpu` of that GPU:
+    /// restart the process.
     ///
     /// On a GPU the context is destroyed and made anew, so every buffer of the
     /// old one would dangle: while any other handle (a clone, buffer, pinned

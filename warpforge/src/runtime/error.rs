@@ -193,9 +193,11 @@ pub enum Error {
     #[error(
         "kernel `{kernel}` (grid {grid}, block {block}) faulted: {code}. {detail}. The device is \
          now unusable (every later call returns ContextPoisoned): fix the kernel or its \
-         inputs; to go on in this process drop every handle of the device and open it \
-         again, or call `Device::reset` on the last one; run it on the emulator (`--backend emu`) or under \
-         compute-sanitizer to find the thread"
+         inputs; run it on the emulator (`--backend emu`) or under compute-sanitizer to find \
+         the thread. To go on in this process drop every handle of the device and open it \
+         again, or call `Device::reset` on the last one: an emulator recovers; a GPU whose \
+         driver keeps the fault for the life of the process (driver 580 does) answers \
+         StickyFault, and only a new process can use it"
     )]
     KernelFault {
         /// The kernel. On the GPU, where faults are reported asynchronously:
@@ -222,7 +224,7 @@ pub enum Error {
          fails from then on. To recover, drop every handle of it (Device clones, buffers, \
          pinned buffers, streams, events) and open it again with `Device::gpu`, or call \
          `Device::reset` on the last one: the GPU's context is then reset and its old buffers \
-         are gone"
+         are gone (StickyFault where the driver keeps the fault: restart the process)"
     )]
     ContextPoisoned {
         /// The fault that poisoned it.
@@ -244,6 +246,23 @@ pub enum Error {
         poisoned_by: Option<Box<Error>>,
         /// What to do once they are dropped.
         action: &'static str,
+    },
+    /// Reopening or resetting a GPU after a kernel fault that its driver
+    /// keeps for the life of the process: the primary context was reset
+    /// (`cuDevicePrimaryCtxReset`) and making a new one still reported the
+    /// fault.
+    #[error(
+        "{device} cannot be used again in this process: after its context was reset \
+         (cuDevicePrimaryCtxReset) the driver still reports the sticky fault of an earlier \
+         kernel ({original}), as NVIDIA driver 580 did after a trap on an H200; restart the \
+         process"
+    )]
+    StickyFault {
+        /// The GPU, e.g. `GPU 0`.
+        device: String,
+        /// The fault that poisoned it, or the driver's error where this
+        /// process saw none.
+        original: Box<Error>,
     },
     /// A reduction over no elements, where the result is undefined (min, max, …).
     #[error("{op} of an empty input is undefined: pass at least one element")]

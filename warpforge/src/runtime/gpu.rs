@@ -533,8 +533,9 @@ impl Gpu {
 
 /// Retains GPU `ordinal`'s primary context, resetting it first when a kernel
 /// fault poisoned it. A sticky fault reported while retaining it (the context
-/// was poisoned and never reset) is cleared by one reset and a retry; if that
-/// fails too the GPU stays unusable in this process: `ContextPoisoned`.
+/// was poisoned and never reset) gets one reset and a retry; if that fails
+/// too the driver keeps the fault for the life of the process (driver 580 on
+/// an H200 did, after a trap): `StickyFault`.
 fn open_context(
     ordinal: usize,
     reset_first: bool,
@@ -543,13 +544,10 @@ fn open_context(
     if reset_first {
         reset_primary_context(ordinal)?;
     }
-    let poisoned = |source: DriverError| Error::ContextPoisoned {
+    let sticky = |source: DriverError| Error::StickyFault {
+        device: format!("GPU {ordinal}"),
         original: Box::new(previous_fault.cloned().unwrap_or_else(|| Error::Driver {
-            during: format!(
-                "creating a CUDA context on GPU {ordinal}: its primary context still holds a \
-                 sticky fault from an earlier kernel in this process, and resetting it \
-                 (cuDevicePrimaryCtxReset) did not clear it; restart the process"
-            ),
+            during: format!("creating a CUDA context on GPU {ordinal}"),
             source,
         })),
     };
@@ -557,7 +555,7 @@ fn open_context(
         Ok(ctx) => Ok(ctx),
         Err(e) if FaultCode::from_driver(e.0).is_some() => {
             reset_primary_context(ordinal)?;
-            CudaContext::new(ordinal).map_err(poisoned)
+            CudaContext::new(ordinal).map_err(sticky)
         }
         Err(e) => Err(Error::driver("creating a CUDA context")(e)),
     }

@@ -75,10 +75,11 @@
 //! [`ReduceOptions::max_blocks`] (tested at 1, 3, 7, 64 and 1024 blocks and
 //! the device's own wave, [`wave_blocks`]: its SM count × blocks per SM from
 //! occupancy, the default), on
-//! the GPU and in the emulator alike (NaNs included: above). The only atomic is the ticket of the
-//! fused path below, which decides which block combines, never in what
-//! order; the small path's block combines its warps' unit states in the
-//! combine pass's order, whichever warp folded them.
+//! the GPU and in the emulator alike (NaNs included: above). The only
+//! atomic is the ticket of the fused path below, which decides which block
+//! combines, never in what order; the small path's block combines its
+//! warps' unit states in the combine pass's order, whichever warp folded
+//! them.
 //!
 //! # Launches and memory
 //!

@@ -196,8 +196,8 @@ pub enum Error {
          inputs; run it on the emulator (`--backend emu`) or under compute-sanitizer to find \
          the thread. To go on in this process drop every handle of the device and open it \
          again, or call `Device::reset` on the last one: an emulator recovers; a GPU whose \
-         driver keeps the fault for the life of the process (driver 580 does) answers \
-         StickyFault, and only a new process can use it"
+         driver keeps the fault for the life of the process (driver 580 did after a trap on an \
+         H200) answers StickyFault, and only a new process can use it"
     )]
     KernelFault {
         /// The kernel. On the GPU, where faults are reported asynchronously:

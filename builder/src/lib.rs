@@ -28,9 +28,9 @@
 //!    the device library and the kernels end up in one LLVM module that
 //!    `--emit=asm` writes as one `.ptx` file. This needs neither
 //!    `llvm-bitcode-linker` nor a prebuilt nvptx `rust-std`, only the nightly and
-//!    its `rust-src`. Each architecture builds in its own target directory under
-//!    the output directory, so cargo's fingerprints make an unchanged kernels
-//!    crate a no-op.
+//!    its `rust-src`. Each architecture builds in its own target directory
+//!    (in the PTX cache, below), so cargo's fingerprints make an unchanged
+//!    kernels crate a no-op.
 //! 4. Assembles machine code: when `ptxas` is found (`WARPFORGE_PTXAS`, `PATH`,
 //!    `$CUDA_PATH/bin`, `/usr/local/cuda/bin`, or the `nvidia-cuda-nvcc` pip
 //!    package: [`locate_ptxas`]), each PTX module goes through `ptxas -lineinfo`
@@ -45,6 +45,15 @@
 //!    [`PtxBuilder::cubins`] or `WARPFORGE_CUBINS=0` turns this off.
 //! 5. Writes the module file that `warpforge::include_module!` includes (see
 //!    [`PtxBuilder::module_file`]).
+//!
+//! Steps 3 and 4 are skipped when the PTX cache holds this build already:
+//! its key hashes the sources watched in step 2 and every option, so debug
+//! and release builds, `cargo test` and `cargo run -p …` (whose feature sets
+//! differ, and with them the build script's `OUT_DIR`), clippy and rustdoc
+//! all share one nested build and one set of `ptxas` runs. It lives in the
+//! outer target directory (`target/warpforge-ptx/`, emptied by `cargo clean`)
+//! or at `WARPFORGE_PTX_CACHE` (`0` turns it off); see the `cache` module's
+//! source for its layout and key.
 //!
 //! # Any workspace
 //!
@@ -94,6 +103,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod cache;
 
 /// A GPU architecture the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -405,7 +416,8 @@ impl PtxBuilder {
         self
     }
 
-    /// Where to put the PTX and the nested target directories (default: `$OUT_DIR`).
+    /// Where to put the PTX and cubins the module embeds (default: `$OUT_DIR`);
+    /// the nested target directories go there too when the PTX cache is off.
     /// The module file goes to `$OUT_DIR` regardless (see [`PtxBuilder::module_file`]).
     pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.out_dir = Some(dir.into());
@@ -487,13 +499,19 @@ impl PtxBuilder {
         check_toolchain(&std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc")))?;
         let workspace = Workspace::read(&cargo, &self.workspace)?;
         let member = workspace.member(&self.package)?;
-        let modules = self.build_modules(&cargo, &workspace.root)?;
+        let watched: Vec<PathBuf> = member.watch.iter().chain(&self.watch).cloned().collect();
+        let modules = self.build_modules(&cargo, &workspace.root, &watched)?;
         println!("cargo:rerun-if-env-changed=WARPFORGE_PTX_VERBOSE");
         println!("cargo:rerun-if-env-changed=WARPFORGE_LINE_INFO");
-        for var in ["WARPFORGE_CUBINS", "WARPFORGE_PTXAS", "CUDA_PATH"] {
+        for var in [
+            "WARPFORGE_CUBINS",
+            "WARPFORGE_PTXAS",
+            "WARPFORGE_PTX_CACHE",
+            "CUDA_PATH",
+        ] {
             println!("cargo:rerun-if-env-changed={var}");
         }
-        for path in member.watch.iter().chain(&self.watch) {
+        for path in &watched {
             println!("cargo:rerun-if-changed={}", path.display());
         }
         Ok(modules)
@@ -503,6 +521,7 @@ impl PtxBuilder {
         &self,
         cargo: &OsStr,
         workspace_root: &Path,
+        watched: &[PathBuf],
     ) -> Result<Vec<PtxModule>, BuildError> {
         let out_dir = std::path::absolute(self.output_dir()).map_err(|source| BuildError::Io {
             action: "resolve",
@@ -514,25 +533,130 @@ impl PtxBuilder {
         } else {
             self.archs.clone()
         };
-        let mut modules = archs
-            .into_iter()
-            .map(|arch| self.build_arch(cargo, workspace_root, &out_dir, arch))
-            .collect::<Result<Vec<_>, _>>()?;
-        if self.cubins_wanted() {
-            let ptxas = locate_ptxas();
-            let warnings = assemble_cubins(
-                ptxas.as_ref().map(PathBuf::as_path).map_err(Vec::as_slice),
-                &self.package,
-                &mut modules,
-                &self.cubin_sms,
+        let line_info = self.line_info_wanted();
+        // Without ptxas there is nothing to assemble: said every build, hit or miss.
+        let ptxas = self.cubins_wanted().then(locate_ptxas);
+        if let Some(Err(searched)) = &ptxas {
+            println!(
+                "cargo:warning={}",
+                no_ptxas_warning(&self.package, searched)
             );
-            for w in warnings {
-                println!("cargo:warning={w}");
+        }
+        let ptxas = ptxas.and_then(Result::ok);
+        let cache = cache::Cache::locate(&self.package, &out_dir);
+        let key = match &cache {
+            Some(_) => Some(self.cache_key(
+                workspace_root,
+                watched,
+                &archs,
+                line_info,
+                ptxas.as_deref(),
+            )?),
+            None => None,
+        };
+        let hit = cache
+            .as_ref()
+            .zip(key.as_deref())
+            .and_then(|(cache, key)| cache.fetch(key, &out_dir));
+        let (modules, warnings) = match hit {
+            Some(entry) => (entry.modules, entry.warnings),
+            None => {
+                let mut modules = archs
+                    .into_iter()
+                    .map(|arch| {
+                        let target_dir = match &cache {
+                            Some(cache) => cache.nested_target_dir(arch),
+                            None => out_dir.join(format!("nvptx-{}", arch.name())),
+                        };
+                        self.build_arch(
+                            cargo,
+                            workspace_root,
+                            &out_dir,
+                            &target_dir,
+                            arch,
+                            line_info,
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let warnings = match &ptxas {
+                    Some(ptxas) => {
+                        assemble_cubins(ptxas, &self.package, &mut modules, &self.cubin_sms)
+                    }
+                    None => Vec::new(),
+                };
+                if let (Some(cache), Some(key)) = (&cache, &key) {
+                    // A cache that cannot be written costs only time: said, not fatal.
+                    if let Err(e) = cache.store(key, &modules, &warnings) {
+                        println!("cargo:warning={e}");
+                    }
+                }
+                (modules, warnings)
             }
+        };
+        for w in warnings {
+            println!("cargo:warning={w}");
         }
         let module_file = std::path::absolute(self.module_file()).unwrap_or(self.module_file());
         write_if_changed(&module_file, &module_source(&self.package, &modules)?)?;
         Ok(modules)
+    }
+
+    /// The PTX cache's key for this build (see the `cache` module): everything that
+    /// decides the PTX and the cubins.
+    fn cache_key(
+        &self,
+        workspace_root: &Path,
+        watched: &[PathBuf],
+        archs: &[Arch],
+        line_info: bool,
+        ptxas: Option<&Path>,
+    ) -> Result<String, BuildError> {
+        let mut key = cache::Key::new(&self.package);
+        for arch in archs {
+            key.text("arch", arch.name());
+            for flag in arch.rustflags().iter().chain(IEEE_FLAGS) {
+                key.text("rustflag", flag);
+            }
+        }
+        for config in profile_config(line_info) {
+            key.text("profile", &config);
+        }
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
+        let version =
+            Command::new(&rustc)
+                .arg("-vV")
+                .output()
+                .map_err(|source| BuildError::Spawn {
+                    command: format!("{} -vV", rustc.to_string_lossy()),
+                    source,
+                })?;
+        key.bytes("rustc", &version.stdout);
+        match ptxas {
+            Some(ptxas) => {
+                let version = Command::new(ptxas)
+                    .arg("--version")
+                    .output()
+                    .map_err(|source| BuildError::Spawn {
+                        command: format!("{} --version", ptxas.display()),
+                        source,
+                    })?;
+                key.bytes("ptxas", &version.stdout);
+                for sm in &self.cubin_sms {
+                    key.text("cubin", &sm.to_string());
+                }
+            }
+            None => key.text("ptxas", "none"),
+        }
+        let config = workspace_root.join(".cargo").join("config.toml");
+        for path in watched.iter().chain([&config]) {
+            key.tree(workspace_root, path)
+                .map_err(|source| BuildError::Io {
+                    action: "read",
+                    path: path.clone(),
+                    source,
+                })?;
+        }
+        Ok(key.finish())
     }
 
     /// [`PtxBuilder::build`] for a `build.rs`: on failure prints the error (rustc's
@@ -548,24 +672,32 @@ impl PtxBuilder {
         })
     }
 
+    /// Runs the nested cargo for `arch` in `target_dir` and writes the PTX,
+    /// made ready for ptxas, to `out_dir`.
     fn build_arch(
         &self,
         cargo: &OsStr,
         workspace: &Path,
         out_dir: &Path,
+        target_dir: &Path,
         arch: Arch,
+        line_info: bool,
     ) -> Result<PtxModule, BuildError> {
         let crate_name = self.package.replace('-', "_");
         let ptx = out_dir.join(format!("{crate_name}.{}.ptx", arch.name()));
-        let target_dir = out_dir.join(format!("nvptx-{}", arch.name()));
         // rustc writes here; `ptx` is this, made ready for ptxas (see `ptxas_ready`).
         let raw = target_dir.join(format!("{crate_name}.{}.rustc.ptx", arch.name()));
         let mut cmd = nested_cargo(cargo, workspace);
         cmd.args(["rustc", "--package", &self.package, "--profile", "ptx"])
             .args(["-Zbuild-std=core", "-Ztrim-paths"]);
-        for config in profile_config(self.line_info_wanted()) {
+        for config in profile_config(line_info) {
             cmd.arg("--config").arg(config);
         }
+        // Only the kernels crate's own features: a workspace that unifies
+        // features across its members (`resolver.feature-unification =
+        // "workspace"`, as warpforge's does for its host builds) would pull
+        // host-only dependencies (std, getrandom, …) into the nvptx build.
+        cmd.args(["--config", "resolver.feature-unification=\"selected\""]);
         cmd.args([
             "--target",
             "nvptx64-nvidia-cuda",
@@ -573,7 +705,7 @@ impl PtxBuilder {
             "staticlib",
         ])
         .args(["--message-format=json", "--target-dir"])
-        .arg(&target_dir)
+        .arg(target_dir)
         .arg("--")
         .arg(format!("--emit=asm={}", raw.display()));
         let flags: Vec<&str> = arch.rustflags().iter().chain(IEEE_FLAGS).copied().collect();
@@ -592,7 +724,7 @@ impl PtxBuilder {
         }
         let source = std::fs::read_to_string(&raw).map_err(|_| BuildError::NoOutput {
             ptx: raw.clone(),
-            target_dir: target_dir.clone(),
+            target_dir: target_dir.to_path_buf(),
         })?;
         write_if_changed(&ptx, &ptxas_ready(&source))?;
         Ok(PtxModule {
@@ -997,32 +1129,31 @@ fn cubin_jobs(archs: &[Arch], sms: &[u32]) -> Vec<CubinJob> {
     jobs
 }
 
-/// Assembles `modules`' cubins with `ptxas` (or, without it, says so): one
-/// `ptxas -lineinfo` per cubin (see [`cubin_jobs`]), all in parallel, each
-/// written beside its `.ptx`, and added to its module's `cubins`. Returns the
-/// warnings to print: one if there is no `ptxas` (the build embeds PTX
-/// only), one per `ptxas` that failed (that architecture JIT-compiles the
-/// PTX). Never an error: cubins only make loading faster. A cubin newer than
-/// its PTX, made by the same command, is reused.
+/// The warning for a build that wants cubins but finds no `ptxas` (`searched`:
+/// where it looked): the module embeds PTX only.
+fn no_ptxas_warning(package: &str, searched: &[String]) -> String {
+    format!(
+        "warpforge: `ptxas` not found (searched {}), so `{package}` embeds PTX only and \
+         each GPU JIT-compiles it when its module is first loaded (seconds, per process \
+         with a cold driver cache). To embed machine code for sm_80/86/89/90: `pip install \
+         nvidia-cuda-nvcc`, install the CUDA toolkit, or set WARPFORGE_PTXAS; to \
+         silence this, WARPFORGE_CUBINS=0",
+        searched.join(", ")
+    )
+}
+
+/// Assembles `modules`' cubins with `ptxas`: one `ptxas -lineinfo` per cubin
+/// (see [`cubin_jobs`]), all in parallel, each written beside its `.ptx`, and
+/// added to its module's `cubins`. Returns the warnings to print, one per
+/// `ptxas` that failed (that architecture JIT-compiles the PTX). Never an
+/// error: cubins only make loading faster. A cubin newer than its PTX, made
+/// by the same command, is reused.
 fn assemble_cubins(
-    ptxas: Result<&Path, &[String]>,
+    ptxas: &Path,
     package: &str,
     modules: &mut [PtxModule],
     sms: &[u32],
 ) -> Vec<String> {
-    let ptxas = match ptxas {
-        Ok(p) => p,
-        Err(searched) => {
-            return vec![format!(
-                "warpforge: `ptxas` not found (searched {}), so `{package}` embeds PTX only and \
-                 each GPU JIT-compiles it when its module is first loaded (seconds, per process \
-                 with a cold driver cache). To embed machine code for sm_80/86/89/90: `pip install \
-                 nvidia-cuda-nvcc`, install the CUDA toolkit, or set WARPFORGE_PTXAS; to \
-                 silence this, WARPFORGE_CUBINS=0",
-                searched.join(", ")
-            )];
-        }
-    };
     let archs: Vec<Arch> = modules.iter().map(|m| m.arch).collect();
     let jobs = cubin_jobs(&archs, sms);
     let results: Vec<Result<CubinFile, String>> = std::thread::scope(|scope| {
@@ -1470,12 +1601,11 @@ mod tests {
     }
 
     #[test]
-    fn without_ptxas_the_build_embeds_ptx_only_and_warns_once() {
+    fn without_ptxas_the_build_embeds_ptx_only_and_says_how_to_get_it() {
         let dir = scratch("noptxas");
-        let mut modules = one_module(&dir);
+        let modules = one_module(&dir);
         let searched = ["PATH".to_owned(), "/usr/local/cuda/bin".to_owned()];
-        let warnings = assemble_cubins(Err(&searched), "k", &mut modules, DEFAULT_CUBIN_SMS);
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let warning = no_ptxas_warning("k", &searched);
         for needle in [
             "`ptxas` not found",
             "PATH, /usr/local/cuda/bin",
@@ -1483,9 +1613,8 @@ mod tests {
             "pip install nvidia-cuda-nvcc",
             "WARPFORGE_CUBINS=0",
         ] {
-            assert!(warnings[0].contains(needle), "{needle}: {}", warnings[0]);
+            assert!(warning.contains(needle), "{needle}: {warning}");
         }
-        assert!(modules[0].cubins.is_empty());
         let src = module_source("k", &modules).unwrap();
         assert!(src.contains("::warpforge::ptx::Module::new(\"k\""), "{src}");
         assert!(!src.contains("Cubin"), "{src}");
@@ -1497,7 +1626,7 @@ mod tests {
         let dir = scratch("fakeptxas");
         let mut modules = one_module(&dir);
         let ptxas = fake_ptxas(&dir, false);
-        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, &[80, 90]);
+        let warnings = assemble_cubins(&ptxas, "k", &mut modules, &[80, 90]);
         assert!(warnings.is_empty(), "{warnings:?}");
         let archs: Vec<String> = modules[0].cubins.iter().map(CubinFile::arch).collect();
         assert_eq!(archs, ["sm_80", "sm_90"]);
@@ -1514,7 +1643,7 @@ mod tests {
         let dir = scratch("failingptxas");
         let mut modules = one_module(&dir);
         let ptxas = fake_ptxas(&dir, true);
-        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, &[80]);
+        let warnings = assemble_cubins(&ptxas, "k", &mut modules, &[80]);
         assert!(modules[0].cubins.is_empty());
         assert_eq!(warnings.len(), 1);
         assert!(
@@ -1545,7 +1674,7 @@ mod tests {
             path: ptx,
             cubins: Vec::new(),
         }];
-        let warnings = assemble_cubins(Ok(&ptxas), "k", &mut modules, DEFAULT_CUBIN_SMS);
+        let warnings = assemble_cubins(&ptxas, "k", &mut modules, DEFAULT_CUBIN_SMS);
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(modules[0].cubins.len(), 4);
         for c in &modules[0].cubins {

@@ -7,7 +7,7 @@
 //! the results are compared bit for bit, padding of `C` included (it must be
 //! left untouched). Then every check `run` makes before launching.
 
-mod common;
+use crate::common;
 
 use common::gemm::{Case, TRANSPOSES, layout, needed, seeded, xorshift};
 use proptest::prelude::*;

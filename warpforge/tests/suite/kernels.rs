@@ -4,7 +4,7 @@
 //! (on the GPU also 16M, and random ones up to 3M).
 //! The reductions are tested in `reductions.rs`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

@@ -1,6 +1,6 @@
 //! `warpforge run reduce`: the real binary on the emulator, on small `.npy` files.
 
-mod common;
+use crate::common;
 
 use common::{expect_error, run_writing, temp_dir};
 use half::{bf16, f16};

@@ -19,7 +19,7 @@
 //! properties, pinned with `Gemm::tile`; the heuristic that picks between
 //! them is tested at its boundaries.
 
-mod common;
+use crate::common;
 
 use common::gemm::{Case, PADDING, TRANSPOSES, case};
 use half::{bf16, f16};
@@ -124,7 +124,7 @@ impl Case {
 
     /// Runs the case with `A`, `B` of `I` and `C` of `O` on `dev` with the
     /// tile configuration `tile`; `C` afterwards as f64.
-    fn run<I, O>(&self, dev: &Device, tile: TileConfig) -> Vec<f64>
+    fn run_tensor<I, O>(&self, dev: &Device, tile: TileConfig) -> Vec<f64>
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
@@ -154,13 +154,13 @@ impl Case {
     /// Runs the case as `I → O` with `tile` and compares every element of
     /// `C` with the reference rounded once to `O`, bit for bit (NaN matching
     /// NaN).
-    fn check<I, O>(&self, dev: &Device, tile: TileConfig)
+    fn check_tensor<I, O>(&self, dev: &Device, tile: TileConfig)
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
     {
         let want = self.reference();
-        let got = self.run::<I, O>(dev, tile);
+        let got = self.run_tensor::<I, O>(dev, tile);
         assert_eq!(got.len(), want.len());
         for (e, (&g, &(w, _))) in got.iter().zip(&want).enumerate() {
             let w = O::from_f64(w).to_f64();
@@ -180,14 +180,14 @@ impl Case {
     /// the small tile, and with the large tile for the outputs that have it
     /// (f32 and the input type).
     fn check_outputs<I: In>(&self, dev: &Device) {
-        self.check::<I, f32>(dev, Small);
-        self.check::<I, f16>(dev, Small);
-        self.check::<I, bf16>(dev, Small);
-        self.check::<I, f32>(dev, Large);
+        self.check_tensor::<I, f32>(dev, Small);
+        self.check_tensor::<I, f16>(dev, Small);
+        self.check_tensor::<I, bf16>(dev, Small);
+        self.check_tensor::<I, f32>(dev, Large);
         if I::NAME == "f16" {
-            self.check::<I, f16>(dev, Large);
+            self.check_tensor::<I, f16>(dev, Large);
         } else {
-            self.check::<I, bf16>(dev, Large);
+            self.check_tensor::<I, bf16>(dev, Large);
         }
     }
 }
@@ -236,12 +236,12 @@ proptest! {
         // The mixed f16 → bf16 and bf16 → f16 pairs have the small tile only.
         let tile = if large && pair != 2 && pair != 4 { Large } else { Small };
         match pair {
-            0 => c.check::<f16, f32>(&dev, tile),
-            1 => c.check::<f16, f16>(&dev, tile),
-            2 => c.check::<f16, bf16>(&dev, tile),
-            3 => c.check::<bf16, f32>(&dev, tile),
-            4 => c.check::<bf16, f16>(&dev, tile),
-            _ => c.check::<bf16, bf16>(&dev, tile),
+            0 => c.check_tensor::<f16, f32>(&dev, tile),
+            1 => c.check_tensor::<f16, f16>(&dev, tile),
+            2 => c.check_tensor::<f16, bf16>(&dev, tile),
+            3 => c.check_tensor::<bf16, f32>(&dev, tile),
+            4 => c.check_tensor::<bf16, f16>(&dev, tile),
+            _ => c.check_tensor::<bf16, bf16>(&dev, tile),
         }
     }
 }
@@ -286,10 +286,10 @@ fn every_large_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
                 seed,
                 small_int,
             );
-            c.check::<f16, f32>(&dev, Large);
-            c.check::<f16, f16>(&dev, Large);
-            c.check::<bf16, f32>(&dev, Large);
-            c.check::<bf16, bf16>(&dev, Large);
+            c.check_tensor::<f16, f32>(&dev, Large);
+            c.check_tensor::<f16, f16>(&dev, Large);
+            c.check_tensor::<bf16, f32>(&dev, Large);
+            c.check_tensor::<bf16, bf16>(&dev, Large);
         }
     }
 }
@@ -324,11 +324,11 @@ fn edge_shapes() {
                 small_int,
             );
             if (s + t) % 2 == 0 {
-                c.check::<f16, f32>(&dev, Small);
-                c.check::<bf16, bf16>(&dev, Large);
+                c.check_tensor::<f16, f32>(&dev, Small);
+                c.check_tensor::<bf16, bf16>(&dev, Large);
             } else {
-                c.check::<bf16, bf16>(&dev, Small);
-                c.check::<f16, f32>(&dev, Large);
+                c.check_tensor::<bf16, bf16>(&dev, Small);
+                c.check_tensor::<f16, f32>(&dev, Large);
             }
         }
     }
@@ -352,7 +352,7 @@ fn beta_zero_never_reads_c_and_alpha_or_k_zero_scale_c() {
         );
         c.check_outputs::<bf16>(&dev);
         for tile in [Small, Large] {
-            let got = c.run::<f16, f32>(&dev, tile);
+            let got = c.run_tensor::<f16, f32>(&dev, tile);
             for i in 0..c.m {
                 for j in 0..c.n {
                     assert!(!got[i * c.ldc + j].is_nan(), "NaN leaked at ({i}, {j})");
@@ -381,7 +381,7 @@ fn random_floats_are_within_the_error_bound() {
         O: OutTy,
     {
         for tile in [Small, Large] {
-            let got = c.run::<I, O>(dev, tile);
+            let got = c.run_tensor::<I, O>(dev, tile);
             let u32_ = f32::EPSILON as f64 / 2.0;
             for (e, (&g, &(w, mag))) in got.iter().zip(&c.reference()).enumerate() {
                 let bound = (mag + 1.0) * (2.0 * c.k as f64 * u32_ + 2.0 * u32_)
@@ -734,8 +734,8 @@ fn gpu_tensor_gemm_matches_the_exact_reference() {
             c.check_outputs::<f16>(&gpu);
             c.check_outputs::<bf16>(&gpu);
             let nan = case(shape, trans, 0, 1.0, 0.0, Some(f64::NAN), seed, small_int);
-            nan.check::<f16, f32>(&gpu, Large);
-            nan.check::<bf16, bf16>(&gpu, Small);
+            nan.check_tensor::<f16, f32>(&gpu, Large);
+            nan.check_tensor::<bf16, bf16>(&gpu, Small);
         }
     }
 }

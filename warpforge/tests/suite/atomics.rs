@@ -3,7 +3,7 @@
 //! updates returned are consistent with some order of those updates. Run on
 //! the emulator with several blocks, so updates also race across OS threads.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};

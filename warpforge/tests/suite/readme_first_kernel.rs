@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use warpforge::{Device, Dim3, LaunchConfig};
 
 /// The example's kernels crate, compiled into this test for the emulator.
-#[path = "../../examples/my-first-kernels/my-kernels/src/lib.rs"]
+#[path = "../../../examples/my-first-kernels/my-kernels/src/lib.rs"]
 mod my_kernels;
 
 use my_kernels::{bias_relu_clamp, row_maxabs_normalize};

@@ -12,7 +12,7 @@
 //! below 2²⁴ and exact in f32; an f32/f64 result is compared exactly, a
 //! bf16/f16 one with the reference rounded once to that type.
 
-mod common;
+use crate::common;
 
 use common::gemm::xorshift;
 use half::{bf16, f16};

@@ -3,7 +3,7 @@
 //! compared exactly with a reference computed here), every transpose, beta
 //! with C, and every error path (exit 2, a message naming the operands).
 
-mod common;
+use crate::common;
 
 use common::{expect_error, run_writing, temp_dir, warpforge};
 use half::f16;

@@ -2,7 +2,7 @@
 //! within stated ulp bounds of an f64 reference, and packed f16x2/bf16x2
 //! arithmetic correctly rounded, checked in exact fixed-point integers.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use warpforge::{Device, LaunchConfig};

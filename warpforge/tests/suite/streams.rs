@@ -530,11 +530,16 @@ fn gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky() {
         println!("{TRAPS_PLANTED}{}", trap_then_recover_or_sticky());
         return;
     }
+    // The test's name in this binary: its module path without the crate's name.
+    let name = format!(
+        "{}::gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky",
+        module_path!().split_once("::").map_or("", |(_, m)| m)
+    );
     let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",
-            "gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky",
+            &name,
             "--test-threads=1",
             "--nocapture",
         ])
@@ -556,7 +561,7 @@ fn gpu_a_trap_is_a_kernel_fault_then_recovered_or_sticky() {
         .and_then(|l| l[TRAPS_PLANTED.len()..].trim().parse().ok())
         .unwrap_or_else(|| panic!("the child says how many traps it planted:\n{stdout}"));
     let message = "out is too small for cols × rows";
-    let source = include_str!("../../probes/src/matrix.rs");
+    let source = include_str!("../../../probes/src/matrix.rs");
     let line = 1 + source
         .lines()
         .position(|l| l.contains(&format!("\"{message}\"")))

@@ -14,7 +14,7 @@
 //! within the f32 accumulation bound of it, and (the property TF32 is about)
 //! farther than that bound from the unrounded f32 product somewhere.
 
-mod common;
+use crate::common;
 
 use common::gemm::{Case, TRANSPOSES, case};
 use half::f16;

@@ -1,0 +1,13 @@
+//! The `warpforge` command's integration tests, one binary: each module runs
+//! the real executable (`CARGO_BIN_EXE_warpforge`) for one command or topic.
+//! Filter by module, e.g. `cargo test -p warpforge-cli --test suite run_gemm_cli`.
+
+mod common;
+
+mod doctor;
+mod nvtx;
+mod ptx_cli;
+mod registry_cli;
+mod run_conv2d_cli;
+mod run_gemm_cli;
+mod run_reduce_cli;

@@ -1,0 +1,31 @@
+//! warpforge's integration tests, one binary (each file under `tests/` used to
+//! be its own, each linking the emulator, the library and its PTX). One module
+//! per topic; filter as before, e.g. `cargo test -p warpforge --test suite gemm`
+//! or by a test's path, `gemm_tensor::`.
+//!
+//! GPU tests are `#[ignore = "needs a CUDA GPU"]`; `--ignored` runs them.
+
+mod common;
+
+mod atomics;
+mod conv2d;
+mod emulator_faults;
+mod gemm;
+mod gemm_batched;
+mod gemm_tensor;
+mod gemm_tf32;
+mod generic_kernels;
+mod guards;
+mod host_api;
+mod kernels;
+mod lazy_loading;
+mod math;
+mod modules;
+mod owned_writes;
+mod primitives;
+mod readme_first_kernel;
+mod reduce_fused_race;
+mod reduce_vector;
+mod reductions;
+mod streams;
+mod tensor;

@@ -274,11 +274,23 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
         if args.file.is_some() {
             println!("module: {} (.target {})", source.label, source.target);
         }
-        for arch in archs_for(&args.archs, REPORT_ARCHS, &[&source.target])? {
-            let reports = ptxas
-                .assemble_cubin(&source.text, &arch, &selected, false)
-                .map_err(|e| e.to_string())?
-                .reports;
+        let archs = archs_for(&args.archs, REPORT_ARCHS, &[&source.target])?;
+        // One ptxas per architecture, all at once: a large module takes ptxas
+        // a minute or more per architecture, on one core.
+        let assembled: Vec<_> = std::thread::scope(|scope| {
+            let runs: Vec<_> = archs
+                .iter()
+                .map(|arch| {
+                    let (ptxas, text, selected) = (&ptxas, &source.text, &selected);
+                    scope.spawn(move || ptxas.assemble_cubin(text, arch, selected, false))
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| run.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for (arch, assembled) in archs.iter().zip(assembled) {
+            let reports = assembled.map_err(|e| e.to_string())?.reports;
             let expected = if selected.is_empty() {
                 source.entries()
             } else {

@@ -34,12 +34,12 @@
 //! 4. Assembles machine code: when `ptxas` is found (`WARPFORGE_PTXAS`, `PATH`,
 //!    `$CUDA_PATH/bin`, `/usr/local/cuda/bin`, or the `nvidia-cuda-nvcc` pip
 //!    package: [`locate_ptxas`]), each PTX module goes through `ptxas -lineinfo`
-//!    for the common real architectures ([`DEFAULT_CUBIN_SMS`]: sm_80, sm_86,
-//!    sm_89, sm_90; an `sm_90a` module for sm_90a), all runs in parallel, and
-//!    the cubins are written beside the PTX, each also as one zstd frame
-//!    (`.cubin.zst`, what the module embeds: a cubin is mostly zero padding,
-//!    8.4 MB → 0.4 MB for the library's). A GPU of exactly that compute
-//!    capability loads its cubin instead of JIT-compiling the PTX. Without
+//!    for the common real architectures ([`DEFAULT_CUBIN_SMS`]: sm_80, which
+//!    8.6 and 8.9 GPUs run too, and sm_90; an `sm_90a` module for sm_90a), all
+//!    runs in parallel, and the cubins are written beside the PTX, each also
+//!    as one zstd frame (`.cubin.zst`, what the module embeds: a cubin is
+//!    mostly zero padding). A GPU that can run one of them loads it instead
+//!    of JIT-compiling the PTX. Without
 //!    `ptxas` the build embeds PTX only and prints one `cargo:warning` saying
 //!    how to get it; a failing `ptxas` is a warning too, never an error.
 //!    [`PtxBuilder::cubins`] or `WARPFORGE_CUBINS=0` turns this off.
@@ -196,8 +196,9 @@ pub struct PtxModule {
 }
 
 /// A cubin: machine code (SASS) `ptxas -lineinfo` assembled from one PTX
-/// module for one real architecture, which a GPU of exactly that compute
-/// capability loads without JIT-compiling the PTX.
+/// module for one real architecture, which a GPU of that architecture (or,
+/// for a plain `sm_XY`, of its major version and a newer minor one) loads
+/// without JIT-compiling the PTX.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CubinFile {
     /// The architecture number: 86 for `sm_86`.
@@ -217,9 +218,15 @@ impl CubinFile {
 }
 
 /// The real architectures cubins are assembled for by default: Ampere (A100,
-/// A30: `sm_80`; RTX 30xx, A10, A40: `sm_86`), Ada (L4, L40, RTX 40xx:
-/// `sm_89`) and Hopper (H100, H200: `sm_90`). Any other GPU JIT-compiles the PTX.
-pub const DEFAULT_CUBIN_SMS: &[u32] = &[80, 86, 89, 90];
+/// A30: `sm_80`) and Hopper (H100, H200: `sm_90`). The `sm_80` cubin also runs
+/// on the rest of the 8.x GPUs (RTX 30xx, A10, A40: 8.6; Ada's L4, L40, RTX
+/// 40xx: 8.9), as CUDA runs a cubin on any GPU of its major version and a
+/// minor one at or above its own: `warpforge::ptx::choose_image` picks it
+/// there. Each architecture costs a `ptxas` run (about a minute of one core
+/// for warpforge's library) and its bytes in every binary; [`PtxBuilder::cubin_sms`]
+/// adds others (e.g. 86 and 89 for code tuned for them). Any other GPU
+/// JIT-compiles the PTX.
+pub const DEFAULT_CUBIN_SMS: &[u32] = &[80, 90];
 
 /// Why the PTX build failed; each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -381,8 +388,8 @@ impl PtxBuilder {
 
     /// Also assembles each PTX module with `ptxas -lineinfo` into cubins for
     /// the common real architectures and embeds them beside the PTX (default:
-    /// on; see [`PtxBuilder::cubin_sms`]). A GPU whose compute capability
-    /// matches one exactly loads its machine code at once instead of having
+    /// on; see [`PtxBuilder::cubin_sms`]). A GPU that can run one of them
+    /// loads its machine code at once instead of having
     /// the driver JIT-compile the PTX. Without `ptxas` the build embeds PTX
     /// only and says so in one cargo warning. The environment variable
     /// `WARPFORGE_CUBINS=0` (or `=1`) overrides this for every kernels crate
@@ -392,8 +399,8 @@ impl PtxBuilder {
         self
     }
 
-    /// The real architectures to assemble cubins for, as numbers (`[80, 86,
-    /// 89, 90]`, the default: [`DEFAULT_CUBIN_SMS`]). Each is assembled from
+    /// The real architectures to assemble cubins for, as numbers (`[80, 90]`,
+    /// the default: [`DEFAULT_CUBIN_SMS`]). Each is assembled from
     /// the PTX module a GPU of that compute capability loads; an arch-specific
     /// module (`sm_90a`) is always assembled for its own architecture only.
     pub fn cubin_sms(mut self, sms: impl IntoIterator<Item = u32>) -> Self {
@@ -1135,7 +1142,7 @@ fn no_ptxas_warning(package: &str, searched: &[String]) -> String {
     format!(
         "warpforge: `ptxas` not found (searched {}), so `{package}` embeds PTX only and \
          each GPU JIT-compiles it when its module is first loaded (seconds, per process \
-         with a cold driver cache). To embed machine code for sm_80/86/89/90: `pip install \
+         with a cold driver cache). To embed machine code for sm_80/sm_90: `pip install \
          nvidia-cuda-nvcc`, install the CUDA toolkit, or set WARPFORGE_PTXAS; to \
          silence this, WARPFORGE_CUBINS=0",
         searched.join(", ")
@@ -1559,17 +1566,16 @@ mod tests {
         let sm80 = |a: &str| (Sm80, a.to_owned());
         assert_eq!(
             jobs(&[Sm80], DEFAULT_CUBIN_SMS),
+            [sm80("sm_80"), sm80("sm_90")]
+        );
+        assert_eq!(
+            jobs(&[Sm80], &[80, 86, 89, 90]),
             [sm80("sm_80"), sm80("sm_86"), sm80("sm_89"), sm80("sm_90")]
         );
         // A Hopper loads the sm_90a PTX, so its cubin is sm_90a, and nothing else is.
         assert_eq!(
             jobs(&[Sm80, Sm90a], DEFAULT_CUBIN_SMS),
-            [
-                sm80("sm_80"),
-                sm80("sm_86"),
-                sm80("sm_89"),
-                (Sm90a, "sm_90a".to_owned())
-            ]
+            [sm80("sm_80"), (Sm90a, "sm_90a".to_owned())]
         );
         // sm_90a PTX runs on sm_90 only: no sm_100 cubin from it; its own one always.
         assert_eq!(jobs(&[Sm90a], &[80, 100]), [(Sm90a, "sm_90a".to_owned())]);
@@ -1676,7 +1682,7 @@ mod tests {
         }];
         let warnings = assemble_cubins(&ptxas, "k", &mut modules, DEFAULT_CUBIN_SMS);
         assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!(modules[0].cubins.len(), 4);
+        assert_eq!(modules[0].cubins.len(), DEFAULT_CUBIN_SMS.len());
         for c in &modules[0].cubins {
             // Embedded as a zstd frame of the ELF image ptxas wrote beside it.
             let frame = std::fs::read(&c.path).unwrap();

@@ -156,11 +156,15 @@ impl std::fmt::Display for Image {
 }
 
 /// What a GPU of compute capability `major.minor` loads of `module`: the
-/// cubin assembled from the variant it runs ([`Module::variant_for`]) for
-/// exactly its architecture (`sm_86` for 8.6; `sm_90a` only from an `sm_90a`
-/// variant and only on 9.0), else that variant's PTX, JIT-compiled, with the
-/// reason. A cubin of another architecture, or assembled from another
-/// variant, is never chosen. `None` if the GPU runs no variant.
+/// cubin assembled from the variant it runs ([`Module::variant_for`]) for its
+/// architecture (`sm_86` for 8.6), else for the newest architecture of the
+/// same major version at or below it (`sm_80` on 8.6 and 8.9: CUDA runs a
+/// cubin on every GPU of its major version and the same or a higher minor
+/// one); an arch-specific cubin (`sm_90a`) only from an `sm_90a` variant and
+/// only on exactly 9.0. Else that variant's PTX, JIT-compiled, with the
+/// reason. A cubin of another major version or a newer minor one, or
+/// assembled from another variant, is never chosen. `None` if the GPU runs
+/// no variant.
 ///
 /// ```
 /// use warpforge::ptx::{choose_image, Cubin, Image, Module, PtxModule};
@@ -170,6 +174,7 @@ impl std::fmt::Display for Image {
 ///     &[Cubin { variant: "sm_80", sm: 90, arch_suffix: "", bytes: b"\x7fELF" }],
 /// );
 /// assert_eq!(choose_image((9, 0), &M).unwrap().to_string(), "sm_90 cubin");
+/// assert_eq!(choose_image((8, 9), &M).unwrap().to_string(), "PTX JIT: no cubin for sm_89");
 /// assert_eq!(choose_image((12, 0), &M).unwrap().to_string(), "PTX JIT: no cubin for sm_120");
 /// assert!(choose_image((7, 5), &M).is_none());
 /// ```
@@ -187,10 +192,16 @@ fn image_of(
     let suffix = if variant.arch.ends_with('a') { "a" } else { "" };
     let sm = u32::try_from(major * 10 + minor).unwrap_or(0);
     let wanted = format!("sm_{sm}{suffix}");
-    match cubins
-        .iter()
-        .find(|c| c.variant == variant.arch && c.sm == sm && c.arch_suffix == suffix)
-    {
+    let runs_here = |c: &&Cubin| {
+        c.variant == variant.arch
+            && c.arch_suffix == suffix
+            && if suffix.is_empty() {
+                c.sm / 10 == sm / 10 && c.sm <= sm
+            } else {
+                c.sm == sm
+            }
+    };
+    match cubins.iter().filter(runs_here).max_by_key(|c| c.sm) {
         Some(cubin) => Image::Cubin { variant, cubin },
         None if cubins.is_empty() => Image::Ptx {
             variant,
@@ -212,7 +223,7 @@ const LIBRARY_MODULE: Module = crate::include_module!("warpforge-kernels");
 
 /// warpforge's own kernels (`kernels/`, package `warpforge-kernels`), loaded
 /// on a GPU at the first launch of one of its kernels: the cubin for its
-/// architecture (sm_80, sm_86, sm_89, sm_90 when the build had `ptxas`), else
+/// architecture (sm_80, on sm_86 and sm_89 too, and sm_90, when the build had `ptxas`), else
 /// the `sm_80` PTX, which JIT-compiles on every GPU from Ampere up.
 ///
 /// ```
@@ -1010,6 +1021,32 @@ mod tests {
         choose_image(cc, m).map_or("none".to_owned(), |i| i.to_string())
     }
 
+    /// What the builder embeds by default: sm_80 and sm_90 cubins.
+    static SM80_AND_90: Module = Module::with_cubins(
+        "k",
+        &[PtxModule {
+            arch: "sm_80",
+            source: "",
+        }],
+        &[cubin("sm_80", 80, ""), cubin("sm_80", 90, "")],
+    );
+
+    #[test]
+    fn a_gpu_of_a_newer_minor_version_runs_the_newest_cubin_of_its_major_version() {
+        for (cc, want) in [
+            ((8, 0), "sm_80 cubin"),
+            ((8, 6), "sm_80 cubin"),
+            ((8, 9), "sm_80 cubin"),
+            ((9, 0), "sm_90 cubin"),
+            ((12, 0), "PTX JIT: no cubin for sm_120"),
+        ] {
+            assert_eq!(chosen(cc, &SM80_AND_90), want, "{cc:?}");
+        }
+        // The exact one wins over an older one of the same major version.
+        assert_eq!(chosen((8, 6), &SM80_ONLY), "sm_86 cubin");
+        assert_eq!(chosen((8, 7), &SM80_ONLY), "sm_86 cubin");
+    }
+
     #[test]
     fn the_cubin_for_the_exact_compute_capability_is_chosen() {
         for (cc, want) in [
@@ -1032,7 +1069,6 @@ mod tests {
     fn an_unknown_compute_capability_jit_compiles_the_ptx_and_says_why() {
         for (cc, want) in [
             ((12, 0), "PTX JIT: no cubin for sm_120"),
-            ((8, 7), "PTX JIT: no cubin for sm_87"),
             ((10, 0), "PTX JIT: no cubin for sm_100"),
         ] {
             let image = choose_image(cc, &SM80_ONLY).unwrap();
@@ -1053,8 +1089,8 @@ mod tests {
 
     #[test]
     fn a_cubin_of_another_architecture_or_variant_is_never_chosen() {
-        // Only an sm_86 cubin: an sm_80 or sm_89 GPU JIT-compiles, though SASS
-        // of the same major version would run: exact matches only.
+        // Only an sm_86 cubin: it runs on 8.6 and 8.9, not on 8.0 (an older
+        // minor version) nor on 9.0 (another major version).
         static ONLY_86: Module = Module::with_cubins(
             "k",
             &[PtxModule {
@@ -1064,8 +1100,9 @@ mod tests {
             &[cubin("sm_80", 86, "")],
         );
         assert_eq!(chosen((8, 0), &ONLY_86), "PTX JIT: no cubin for sm_80");
-        assert_eq!(chosen((8, 9), &ONLY_86), "PTX JIT: no cubin for sm_89");
+        assert_eq!(chosen((8, 9), &ONLY_86), "sm_86 cubin");
         assert_eq!(chosen((8, 6), &ONLY_86), "sm_86 cubin");
+        assert_eq!(chosen((9, 0), &ONLY_86), "PTX JIT: no cubin for sm_90");
         // A cubin whose variant the module does not pick for the GPU.
         static STRAY: Module = Module::with_cubins(
             "k",
@@ -1086,7 +1123,7 @@ mod tests {
         // Blackwell runs the sm_90a variant's PTX by `variant_for`, but no sm_90a cubin.
         assert_eq!(chosen((10, 0), &WITH_90A), "PTX JIT: no cubin for sm_100a");
         assert_eq!(chosen((8, 6), &WITH_90A), "sm_86 cubin");
-        assert_eq!(chosen((8, 9), &WITH_90A), "PTX JIT: no cubin for sm_89");
+        assert_eq!(chosen((8, 9), &WITH_90A), "sm_86 cubin");
         // A plain sm_90 cubin never stands in for the sm_90a variant.
         static PLAIN_ONLY: Module = Module::with_cubins(
             "k",

@@ -8,10 +8,9 @@
 //!
 //! `WARPFORGE_PTX_CACHE=DIR` names the cache's root (`0` or `off` turns the
 //! cache off). Otherwise the root is `warpforge-ptx/` in the outer build's
-//! target directory (the outermost ancestor of `OUT_DIR` that holds cargo's
-//! `CACHEDIR.TAG`, so that trybuild's projects, which build in a target
-//! directory inside the workspace's, share it), and `cargo clean` empties it.
-//! Under the root:
+//! target directory (found from `OUT_DIR`'s layout; trybuild's projects,
+//! which build in a target directory inside the workspace's, share the
+//! workspace's), and `cargo clean` empties it. Under the root:
 //!
 //! - `nvptx-<arch>/`: the nested cargo's target directory, shared by every
 //!   kernels crate and build of the workspace (`core` for nvptx64 is built
@@ -131,13 +130,7 @@ impl Cache {
         let root = match std::env::var_os("WARPFORGE_PTX_CACHE") {
             Some(v) if v == "0" || v == "off" => return None,
             Some(v) if !v.is_empty() => PathBuf::from(v),
-            // The outermost: trybuild's projects build in their own target
-            // directory inside the workspace's, and share its cache too.
-            _ => out_dir
-                .ancestors()
-                .filter(|dir| dir.join("CACHEDIR.TAG").is_file())
-                .last()?
-                .join("warpforge-ptx"),
+            _ => target_dir_of(out_dir)?.join("warpforge-ptx"),
         };
         Some(Cache {
             root: std::path::absolute(&root).unwrap_or(root),
@@ -282,11 +275,37 @@ impl Cache {
                 entries.push((used, path));
             }
         }
-        entries.sort_by(|a, b| b.0.cmp(&a.0));
+        entries.sort_by_key(|(used, _)| std::cmp::Reverse(*used));
         for (_, path) in entries.into_iter().skip(KEEP.saturating_sub(1)) {
             let _ = std::fs::remove_dir_all(path);
         }
     }
+}
+
+/// The target directory of the build whose build script writes to `out_dir`
+/// (`<target>[/<triple>]/<profile>/build/<package>-<hash>/out`), or of the
+/// outermost target directory around that one: trybuild's projects build in
+/// `target/tests/trybuild`, and share the workspace's cache. A target
+/// directory is known by the files cargo keeps at its root
+/// (`.rustc_info.json`, `CACHEDIR.TAG`). `None` for another layout.
+fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
+    let mut up = out_dir.ancestors();
+    let (_, _, build, profile) = (up.next()?, up.next()?, up.next()?, up.next()?);
+    if build.file_name()? != "build" {
+        return None;
+    }
+    let mut root = profile.parent()?;
+    // Cargo sets TARGET for build scripts; the triple is a directory level
+    // only when the build named `--target`.
+    if std::env::var_os("TARGET").is_some_and(|t| root.file_name() == Some(t.as_os_str())) {
+        root = root.parent()?;
+    }
+    let outer = root
+        .ancestors()
+        .skip(1)
+        .filter(|dir| dir.join(".rustc_info.json").is_file() || dir.join("CACHEDIR.TAG").is_file())
+        .last();
+    Some(outer.unwrap_or(root).to_path_buf())
 }
 
 /// When an entry was last used: the modification time of its `used` file.
@@ -441,6 +460,25 @@ mod tests {
             .collect();
         expected.sort();
         assert_eq!(left, expected);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_target_directory_is_found_from_the_out_dir_and_trybuild_shares_the_outer_one() {
+        let dir = scratch("layout");
+        let target = dir.join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        let out = target.join("debug/build/k-0123/out");
+        assert_eq!(target_dir_of(&out), Some(target.clone()));
+        assert_eq!(
+            target_dir_of(&target.join("release/build/k-0123/out")),
+            Some(target.clone())
+        );
+        // A target directory with cargo's files at its root, and trybuild's inside it.
+        std::fs::write(target.join(".rustc_info.json"), "{}").unwrap();
+        let nested = target.join("tests/trybuild/x86_64-unknown-linux-gnu/debug/build/k-1/out");
+        assert_eq!(target_dir_of(&nested), Some(target.clone()));
+        assert_eq!(target_dir_of(&dir.join("elsewhere/out")), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

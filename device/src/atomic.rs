@@ -104,6 +104,7 @@ pub trait AtomicAdd: Copy + sealed::Sealed {
     #[doc(hidden)]
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_add(ptr: *mut Self, v: Self, scope: Scope) -> Self;
 }
 
@@ -112,11 +113,13 @@ pub trait AtomicValue: Copy + sealed::Sealed {
     #[doc(hidden)]
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_swap(ptr: *mut Self, v: Self, scope: Scope) -> Self;
     #[doc(hidden)]
     /// Stores `new` if the bits at `ptr` equal `current`'s; returns the old value.
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_cas(ptr: *mut Self, current: Self, new: Self, scope: Scope) -> Self;
     #[doc(hidden)]
     fn same_bits(self, other: Self) -> bool;
@@ -127,10 +130,12 @@ pub trait AtomicMinMax: AtomicValue {
     #[doc(hidden)]
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_min(ptr: *mut Self, v: Self, scope: Scope) -> Self;
     #[doc(hidden)]
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_max(ptr: *mut Self, v: Self, scope: Scope) -> Self;
 }
 
@@ -139,6 +144,7 @@ pub trait AtomicBits: AtomicValue {
     #[doc(hidden)]
     /// # Safety
     /// `ptr` valid and aligned for atomic access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     unsafe fn atomic_bits(ptr: *mut Self, v: Self, op: BitOp, scope: Scope) -> Self;
 }
 
@@ -167,6 +173,7 @@ macro_rules! atomic_int {
     ($t:ty, $bits:ty, $unsigned:ident, $cas:ident, $min_max:ident) => {
         impl sealed::Sealed for $t {}
         impl AtomicAdd for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_add(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract; same size and alignment.
@@ -174,11 +181,13 @@ macro_rules! atomic_int {
             }
         }
         impl AtomicValue for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_swap(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
                 unsafe { arch::$unsigned(AtomicOp::Exch, scope, ptr.cast(), v as $bits) as $t }
             }
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_cas(ptr: *mut Self, current: Self, new: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
@@ -190,11 +199,13 @@ macro_rules! atomic_int {
             }
         }
         impl AtomicMinMax for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_min(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
                 unsafe { arch::$min_max(AtomicOp::Min, scope, ptr, v) }
             }
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_max(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
@@ -202,6 +213,7 @@ macro_rules! atomic_int {
             }
         }
         impl AtomicBits for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_bits(ptr: *mut Self, v: Self, op: BitOp, scope: Scope) -> Self {
                 // SAFETY: as above.
@@ -221,6 +233,7 @@ macro_rules! atomic_float {
     ($t:ty, $bits:ty, $add:ident, $unsigned:ident, $cas:ident) => {
         impl sealed::Sealed for $t {}
         impl AtomicAdd for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_add(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract.
@@ -228,6 +241,7 @@ macro_rules! atomic_float {
             }
         }
         impl AtomicValue for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_swap(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract; a float has its bits' size and alignment.
@@ -235,6 +249,7 @@ macro_rules! atomic_float {
                     arch::$unsigned(AtomicOp::Exch, scope, ptr.cast(), v.to_bits())
                 })
             }
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_cas(ptr: *mut Self, current: Self, new: Self, scope: Scope) -> Self {
                 // SAFETY: as above.
@@ -248,11 +263,13 @@ macro_rules! atomic_float {
             }
         }
         impl AtomicMinMax for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_min(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract.
                 unsafe { update(ptr, scope, |old| if v.ptx_less(old) { v } else { old }) }
             }
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             unsafe fn atomic_max(ptr: *mut Self, v: Self, scope: Scope) -> Self {
                 // SAFETY: the caller's contract.
@@ -266,6 +283,7 @@ atomic_float!(f64, u64, atom_add_f64, atom_u64, atom_cas_u64);
 
 impl sealed::Sealed for f16 {}
 impl AtomicAdd for f16 {
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     unsafe fn atomic_add(ptr: *mut Self, v: Self, scope: Scope) -> Self {
         // SAFETY: the caller's contract; f16 is its u16 bits.
@@ -301,6 +319,7 @@ ptx_order!(f32, f64);
 ///
 /// # Safety
 /// `ptr` valid and aligned for atomic access.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 unsafe fn update<T: AtomicValue>(ptr: *mut T, scope: Scope, f: impl Fn(T) -> T) -> T {
     // SAFETY (both): the caller's contract.
@@ -323,6 +342,7 @@ unsafe fn update<T: AtomicValue>(ptr: *mut T, scope: Scope, f: impl Fn(T) -> T) 
 ///
 /// # Safety
 /// `ptr` valid and aligned for atomic access.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 unsafe fn atomic_load<T: AtomicValue>(ptr: *mut T, scope: Scope) -> T {
     // SAFETY: only instantiated for the integer and float types above, for
@@ -334,6 +354,7 @@ unsafe fn atomic_load<T: AtomicValue>(ptr: *mut T, scope: Scope) -> T {
 
 impl<T: AtomicAdd, S: AtomicScope> AtomicRef<'_, T, S> {
     /// Adds `v`; returns the value before (`atomicAdd`). Floats round to nearest even.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_add(&self, v: T) -> T {
         // SAFETY: `ptr` is valid and aligned for atomic access (AtomicRef::new's contract).
@@ -343,6 +364,7 @@ impl<T: AtomicAdd, S: AtomicScope> AtomicRef<'_, T, S> {
 
 impl<T: AtomicValue, S: AtomicScope> AtomicRef<'_, T, S> {
     /// Stores `v`; returns the value before (`atomicExch`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn swap(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.
@@ -351,6 +373,7 @@ impl<T: AtomicValue, S: AtomicScope> AtomicRef<'_, T, S> {
 
     /// Stores `new` if the element's bits equal `current`'s (`atomicCAS`):
     /// `Ok(previous)` if it did, `Err(actual)` if not.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn compare_exchange(&self, current: T, new: T) -> Result<T, T> {
         // SAFETY: as in `fetch_add`.
@@ -363,6 +386,7 @@ impl<T: AtomicValue, S: AtomicScope> AtomicRef<'_, T, S> {
     }
 
     /// Reads the element atomically.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load(&self) -> T {
         // SAFETY: as in `fetch_add`.
@@ -373,6 +397,7 @@ impl<T: AtomicValue, S: AtomicScope> AtomicRef<'_, T, S> {
 impl<T: AtomicMinMax, S: AtomicScope> AtomicRef<'_, T, S> {
     /// Stores the smaller of the element and `v`; returns the value before
     /// (`atomicMin`). Floats: a NaN never replaces a number, −0 < +0.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_min(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.
@@ -381,6 +406,7 @@ impl<T: AtomicMinMax, S: AtomicScope> AtomicRef<'_, T, S> {
 
     /// Stores the larger of the element and `v`; returns the value before
     /// (`atomicMax`). Floats: a NaN never replaces a number, +0 > −0.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_max(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.
@@ -390,6 +416,7 @@ impl<T: AtomicMinMax, S: AtomicScope> AtomicRef<'_, T, S> {
 
 impl<T: AtomicBits, S: AtomicScope> AtomicRef<'_, T, S> {
     /// Bitwise and; returns the value before (`atomicAnd`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_and(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.
@@ -397,6 +424,7 @@ impl<T: AtomicBits, S: AtomicScope> AtomicRef<'_, T, S> {
     }
 
     /// Bitwise or; returns the value before (`atomicOr`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_or(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.
@@ -404,6 +432,7 @@ impl<T: AtomicBits, S: AtomicScope> AtomicRef<'_, T, S> {
     }
 
     /// Bitwise xor; returns the value before (`atomicXor`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn fetch_xor(&self, v: T) -> T {
         // SAFETY: as in `fetch_add`.

@@ -145,6 +145,7 @@ impl<T> Slot<'_, T> {
 
 impl<T: Copy> Slot<'_, T> {
     /// Reads the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn get(&self) -> T {
         #[cfg(not(target_arch = "nvptx64"))]
@@ -155,6 +156,7 @@ impl<T: Copy> Slot<'_, T> {
     }
 
     /// Writes the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn set(&mut self, value: T) {
         #[cfg(not(target_arch = "nvptx64"))]

@@ -234,6 +234,7 @@ impl<T: MmaInput> FragA<T> {
     /// All 32 lanes of the warp must call it together: `ldmatrix` from part
     /// of a warp is undefined on the GPU. The types cannot check that (as
     /// with a barrier); the emulator reports it as a fault.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         // Lane l supplies row l % 8 of 8×8 matrix l / 8; matrices 0–3 are the
@@ -253,6 +254,7 @@ impl<T: MmaInput> FragA<T> {
     /// `ldmatrix.x4.trans` (16-bit types), or for f32 by four shared loads
     /// (`.trans` moves 16-bit elements only), rounded to tf32. All 32 lanes
     /// of the warp must call it together, as [`FragA::load`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         if T::KIND == MmaKind::Tf32 {
@@ -294,6 +296,7 @@ impl<T: MmaInput> FragB<T> {
     /// `tile[base..]`, by one `ldmatrix.x2.trans` (16-bit types), or for f32
     /// by two shared loads, rounded to tf32. All 32 lanes of the warp must
     /// call it together, as [`FragA::load`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load_k_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         if T::KIND == MmaKind::Tf32 {
@@ -313,6 +316,7 @@ impl<T: MmaInput> FragB<T> {
     /// `tile[base + n·row_stride + k]`, 8 rows of K) by one `ldmatrix.x2`
     /// (for f32, then rounded to tf32). All 32 lanes of the warp must call it
     /// together, as [`FragA::load`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load_n_major(tile: &SharedArray<T>, base: usize, row_stride: usize) -> Self {
         // Register r is the r-th 16 bytes of k: lanes 8·r .. supply stored
@@ -358,6 +362,7 @@ impl FragC {
 /// `m16n8k8….tf32.tf32…` for f32 fragments, which hold tf32).
 /// All 32 lanes of the warp must call it together: `mma.sync` from part of
 /// a warp is undefined on the GPU (the emulator reports it as a fault).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
     FragC {
@@ -367,6 +372,7 @@ pub fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
 
 /// `ldmatrix.sync.aligned.m8n8.xR{.trans}.shared.b16`: this lane supplies the
 /// 16-byte row at `tile[row_start..]`; returns its R registers.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 fn ldmatrix<T: MmaInput, const R: usize>(
     tile: &SharedArray<T>,
@@ -408,6 +414,7 @@ fn ldmatrix<T: MmaInput, const R: usize>(
 /// and a `Global` is the one slice type that is in it by construction (a
 /// kernel parameter declared `Global<T>`); a kernel-local array or a `&[T]`
 /// does not compile here.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn cp_async_16<T: SharedElement>(
     dst: &SharedArray<T>,

@@ -330,12 +330,14 @@ impl<'v, T: Copy> Mine<'v, T> {
     }
 
     /// Reads the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn get(&self) -> T {
         self.slot.get()
     }
 
     /// Writes the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn set(&mut self, value: T) {
         self.slot.set(value)
@@ -454,6 +456,7 @@ impl<'v, T: Copy, const N: usize> Chunk<'v, T, N> {
     }
 
     /// Writes all `N` elements, each through its [`Slot`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn write(&mut self, values: [T; N]) {
         // An index loop, not `values.into_iter()`: the array iterator keeps
@@ -868,12 +871,14 @@ impl<'v, T: Copy> Mine2<'v, T> {
     }
 
     /// Reads the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn get(&self) -> T {
         self.slot.get()
     }
 
     /// Writes the element.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn set(&mut self, value: T) {
         self.slot.set(value)
@@ -1015,6 +1020,7 @@ fn tile_in(
 impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, BlockTiles<TM, TN>> {
     /// This block's tile: the one at (`blockIdx.y·TM`, `blockIdx.x·TN`), if it
     /// starts inside the matrix and the block is on the z = 0 plane.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn tile(&mut self) -> Option<BlockTile<'_, T, TM, TN>> {
         const { assert!(TM > 0 && TN > 0, "a tile has at least one element") };
@@ -1119,6 +1125,7 @@ impl<
     /// another partition (a [`BlockTile::elements`] walk is only on
     /// [`BlockTiles`] outputs). The micro-tile borrows the matrix mutably,
     /// so a thread holds at most one at a time.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn micro_tile(&mut self) -> Option<MicroTile<'_, T, MR, MC, RI, RJ>> {
         const {
@@ -1290,6 +1297,7 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
     /// row) of batch `z` ([`OutMatrix::batch`]; the whole matrix for a
     /// plain binding), if it starts inside the batch. Coordinates are the
     /// batch's. Batches share no element, so tiles stay disjoint across z.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         const {
@@ -1330,6 +1338,7 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
     /// warps than warp tiles). The one warp → tile map of this mapping, for
     /// the kernel to read the operands of the tile [`tile`](Self::tile)
     /// writes (a function of the launch alone, the same whatever the matrix).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn warp_offset(&self) -> Option<(usize, usize)> {
         const {
@@ -1363,6 +1372,7 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
     /// `TN | BN`, checked at compile time), so no element lies in two warps'
     /// tiles; within a tile the lanes own distinct elements
     /// ([`WarpTile::update_mma_c`]).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         let (dr, dc) = self.warp_offset()?;

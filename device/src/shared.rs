@@ -130,11 +130,13 @@ pub struct SharedTile<T, const N: usize> {
 /// The first `N` elements of the block's shared memory as a compile-time-sized tile.
 /// Panics if the launch provides less than `N · size_of::<T>()` bytes (or if
 /// that product overflows `usize`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn array<T: SharedElement, const N: usize>() -> SharedTile<T, N> {
     tile_at(0)
 }
 
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 fn tile_at<T: SharedElement, const N: usize>(offset_bytes: usize) -> SharedTile<T, N> {
     let (base, bytes) = arch::dynamic_shared();
@@ -185,6 +187,7 @@ impl<T: SharedElement, const N: usize> SharedTile<T, N> {
     /// The next tile: `M` elements of `U` right after this one (aligned for `U`).
     /// Panics if it does not end within the launch's shared memory (sizes
     /// computed with overflow checks, which kernels are otherwise built without).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn after<U: SharedElement, const M: usize>(&self) -> SharedTile<U, M> {
         tile_at(self.end_bytes)
@@ -213,6 +216,7 @@ impl<T: SharedElement> SharedArray<T> {
     }
 
     /// Reads element `i`. Panics (traps on the GPU) if `i >= len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load(&self, i: usize) -> T {
         assert!(i < self.len, "shared memory read out of bounds");
@@ -231,6 +235,7 @@ impl<T: SharedElement> SharedArray<T> {
     /// scalar ones. Panics (traps on the GPU) if they are not in bounds or
     /// do not start on a 16-byte boundary; `N · size_of::<T>()` must be 16
     /// (a compile-time error otherwise). Views from [`dynamic`] start on one.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load16<const N: usize>(&self, i: usize) -> [T; N] {
         let p = self.vector16::<N>(i, false);
@@ -245,6 +250,7 @@ impl<T: SharedElement> SharedArray<T> {
     /// Writes elements `i .. i + N` (16 bytes) with one vector store
     /// (`st.shared.v4.b32` or `.v2.b64`, SASS `STS.128`); the bounds,
     /// alignment and size rules of [`load16`](Self::load16).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn store16<const N: usize>(&self, i: usize, values: [T; N]) {
         let p = self.vector16::<N>(i, true);
@@ -256,6 +262,7 @@ impl<T: SharedElement> SharedArray<T> {
 
     /// Elements `i .. i + N` as a 16-byte vector's address, checked in
     /// bounds and aligned, and recorded as one access.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     fn vector16<const N: usize>(&self, i: usize, write: bool) -> *mut Vector16<T, N> {
         const {
@@ -276,6 +283,7 @@ impl<T: SharedElement> SharedArray<T> {
     /// The address of elements `start .. start + n`, checked in bounds and
     /// recorded as one access; for instructions that take a shared address
     /// (`ldmatrix`, `cp.async`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub(crate) fn row_ptr(&self, start: usize, n: usize, write: bool) -> *mut T {
         assert!(
@@ -295,6 +303,7 @@ impl<T: SharedElement> SharedArray<T> {
 
     /// Element `i` for atomic access within scope `S` (usually
     /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn atomic<S: AtomicScope>(&self, i: usize) -> AtomicRef<'_, T, S> {
         assert!(i < self.len, "shared memory atomic out of bounds");
@@ -308,6 +317,7 @@ impl<T: SharedElement> SharedArray<T> {
     }
 
     /// Writes element `i`. Panics (traps on the GPU) if `i >= len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn store(&self, i: usize, value: T) {
         assert!(i < self.len, "shared memory write out of bounds");

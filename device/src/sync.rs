@@ -9,6 +9,7 @@ use crate::arch;
 /// Every thread of the block must reach it: a barrier inside a branch that some
 /// threads skip (or after an early `return`) hangs or corrupts on the GPU. The
 /// emulator reports it as `Fault::DivergentBarrier`, naming the thread.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sync_threads() {
     arch::sync_threads()
@@ -16,6 +17,7 @@ pub fn sync_threads() {
 
 /// A block barrier that also returns how many threads of the block passed a
 /// true `predicate` (`bar.red.popc`, CUDA's `__syncthreads_count`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sync_threads_count(predicate: bool) -> u32 {
     arch::sync_threads_count(predicate)
@@ -23,6 +25,7 @@ pub fn sync_threads_count(predicate: bool) -> u32 {
 
 /// A block barrier that returns whether every thread's `predicate` was true
 /// (CUDA's `__syncthreads_and`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sync_threads_and(predicate: bool) -> bool {
     let d = crate::thread::block_dim();
@@ -31,6 +34,7 @@ pub fn sync_threads_and(predicate: bool) -> bool {
 
 /// A block barrier that returns whether any thread's `predicate` was true
 /// (CUDA's `__syncthreads_or`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sync_threads_or(predicate: bool) -> bool {
     sync_threads_count(predicate) > 0

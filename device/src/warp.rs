@@ -20,12 +20,14 @@ pub const FULL_MASK: u32 = 0xffff_ffff;
 /// Values a warp can exchange: 32- and 64-bit numbers (64-bit ones as two 32-bit shuffles).
 pub trait ShuffleValue: Copy {
     /// Exchanges `self` in `mode` with `arg` among the lanes of `mask`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     fn shuffle(self, mode: ShuffleMode, arg: u32, mask: u32) -> Self;
 }
 
 macro_rules! shuffle_32 {
     ($($t:ty),*) => { $(
         impl ShuffleValue for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             fn shuffle(self, mode: ShuffleMode, arg: u32, mask: u32) -> Self {
                 <$t>::from_ne_bytes(arch::shuffle_u32(mode, u32::from_ne_bytes(self.to_ne_bytes()), arg, mask).to_ne_bytes())
@@ -36,6 +38,7 @@ macro_rules! shuffle_32 {
 macro_rules! shuffle_64 {
     ($($t:ty),*) => { $(
         impl ShuffleValue for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             fn shuffle(self, mode: ShuffleMode, arg: u32, mask: u32) -> Self {
                 let bits = u64::from_ne_bytes(self.to_ne_bytes());
@@ -57,6 +60,7 @@ pub use crate::arch::ShuffleMode as Mode;
 /// `bval = b[4:0]`): `shuffle_idx(mask, v, 33)` reads lane 1. The lane read
 /// must be in `mask`: a value read from another lane is undefined on the GPU,
 /// and the emulator reports `Fault::WarpMask`.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn shuffle_idx<T: ShuffleValue>(mask: u32, value: T, src_lane: u32) -> T {
     value.shuffle(ShuffleMode::Idx, src_lane, mask)
@@ -68,6 +72,7 @@ pub fn shuffle_idx<T: ShuffleValue>(mask: u32, value: T, src_lane: u32) -> T {
 /// Only the low 5 bits of `delta` are used: `shuffle_up(mask, v, 33)` is up
 /// by 1 and `shuffle_up(mask, v, 32)` up by 0 (every lane keeps its own). The
 /// lane read must be in `mask` (see [`shuffle_idx`]).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn shuffle_up<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
     value.shuffle(ShuffleMode::Up, delta, mask)
@@ -79,6 +84,7 @@ pub fn shuffle_up<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
 /// Only the low 5 bits of `delta` are used: `shuffle_down(mask, v, 33)` is
 /// down by 1 and `shuffle_down(mask, v, 32)` down by 0. The lane read must be
 /// in `mask` (see [`shuffle_idx`]).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn shuffle_down<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
     value.shuffle(ShuffleMode::Down, delta, mask)
@@ -90,24 +96,28 @@ pub fn shuffle_down<T: ShuffleValue>(mask: u32, value: T, delta: u32) -> T {
 /// Only the low 5 bits of `lane_mask` are used: `shuffle_xor(mask, v, 33)`
 /// swaps neighbours like `lane_mask` 1. The lane read must be in `mask` (see
 /// [`shuffle_idx`]).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn shuffle_xor<T: ShuffleValue>(mask: u32, value: T, lane_mask: u32) -> T {
     value.shuffle(ShuffleMode::Xor, lane_mask, mask)
 }
 
 /// Whether `predicate` is true in every lane of `mask` (`__all_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn all(mask: u32, predicate: bool) -> bool {
     arch::vote(VoteMode::All, predicate, mask) != 0
 }
 
 /// Whether `predicate` is true in any lane of `mask` (`__any_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn any(mask: u32, predicate: bool) -> bool {
     arch::vote(VoteMode::Any, predicate, mask) != 0
 }
 
 /// Bit i is set iff lane i is in `mask` and its `predicate` is true (`__ballot_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn ballot(mask: u32, predicate: bool) -> u32 {
     arch::vote(VoteMode::Ballot, predicate, mask)
@@ -120,6 +130,7 @@ pub fn ballot(mask: u32, predicate: bool) -> u32 {
 /// run, on the GPU and in the emulator, even for non-associative `op` (floats)
 /// — except a NaN's bits where `op` is float arithmetic of the kernel's own,
 /// which the emulator runs on the host FPU (`crate::num`, "NaN results").
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce<T: ShuffleValue>(value: T, op: impl Fn(T, T) -> T) -> T {
     let mut v = value;
@@ -133,6 +144,7 @@ pub fn reduce<T: ShuffleValue>(value: T, op: impl Fn(T, T) -> T) -> T {
 
 /// Sum over the 32 lanes (see [`reduce`]); a NaN sum is the canonical
 /// `0x7fff_ffff`, as `add.f32` writes it (`crate::num`, "NaN results").
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sum_f32(value: f32) -> f32 {
     reduce(value, |a, b| arch::f32_op(a + b))
@@ -140,6 +152,7 @@ pub fn sum_f32(value: f32) -> f32 {
 
 /// Largest value over the 32 lanes; NaN if any lane holds NaN (one of the
 /// lanes' NaNs, bits unchanged: this selects, it does not compute).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn max_f32(value: f32) -> f32 {
     reduce(value, |a, b| if a.is_nan() || a > b { a } else { b })
@@ -147,24 +160,28 @@ pub fn max_f32(value: f32) -> f32 {
 
 /// Smallest value over the 32 lanes; NaN if any lane holds NaN (one of the
 /// lanes' NaNs, bits unchanged).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn min_f32(value: f32) -> f32 {
     reduce(value, |a, b| if a.is_nan() || a < b { a } else { b })
 }
 
 /// Wrapping sum over the 32 lanes (one `redux.sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sum_i32(value: i32) -> i32 {
     reduce_add(FULL_MASK, value)
 }
 
 /// Largest value over the 32 lanes (one `redux.sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn max_i32(value: i32) -> i32 {
     reduce_max(FULL_MASK, value)
 }
 
 /// Smallest value over the 32 lanes (one `redux.sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn min_i32(value: i32) -> i32 {
     reduce_min(FULL_MASK, value)
@@ -174,6 +191,7 @@ pub fn min_i32(value: i32) -> i32 {
 /// order: `op(op(v[l0], v[l1]), v[l2])…` for the set lanes l0 < l1 < ….
 /// Every lane of the mask gets the same result (one shuffle per lane of the
 /// mask). The explicit-mask form of [`reduce`], for partial warps.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_in<T: ShuffleValue>(mask: u32, value: T, op: impl Fn(T, T) -> T) -> T {
     let mut rest = mask;
@@ -190,6 +208,7 @@ pub fn reduce_in<T: ShuffleValue>(mask: u32, value: T, op: impl Fn(T, T) -> T) -
 
 /// Sum over the lanes of `mask`, in ascending lane order (see [`reduce_in`]);
 /// a NaN sum is the canonical `0x7fff_ffff`, as in [`sum_f32`].
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn sum_f32_in(mask: u32, value: f32) -> f32 {
     reduce_in(mask, value, |a, b| arch::f32_op(a + b))
@@ -197,6 +216,7 @@ pub fn sum_f32_in(mask: u32, value: f32) -> f32 {
 
 /// Largest value over the lanes of `mask`; NaN if any of them holds NaN (one
 /// of their NaNs, bits unchanged).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn max_f32_in(mask: u32, value: f32) -> f32 {
     reduce_in(mask, value, |a, b| if a.is_nan() || a > b { a } else { b })
@@ -204,6 +224,7 @@ pub fn max_f32_in(mask: u32, value: f32) -> f32 {
 
 /// Smallest value over the lanes of `mask`; NaN if any of them holds NaN (one
 /// of their NaNs, bits unchanged).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn min_f32_in(mask: u32, value: f32) -> f32 {
     reduce_in(mask, value, |a, b| if a.is_nan() || a < b { a } else { b })
@@ -248,36 +269,42 @@ impl ReduxValue for i32 {
 }
 
 /// Wrapping sum over the lanes of `mask` (`__reduce_add_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_add<T: ReduxValue>(mask: u32, value: T) -> T {
     T::from_bits(arch::redux(ReduxOp::Add, value.to_bits(), mask))
 }
 
 /// Smallest value over the lanes of `mask` (`__reduce_min_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_min<T: ReduxValue>(mask: u32, value: T) -> T {
     T::from_bits(arch::redux(T::MIN, value.to_bits(), mask))
 }
 
 /// Largest value over the lanes of `mask` (`__reduce_max_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_max<T: ReduxValue>(mask: u32, value: T) -> T {
     T::from_bits(arch::redux(T::MAX, value.to_bits(), mask))
 }
 
 /// Bitwise and over the lanes of `mask` (`__reduce_and_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_and(mask: u32, value: u32) -> u32 {
     arch::redux(ReduxOp::And, value, mask)
 }
 
 /// Bitwise or over the lanes of `mask` (`__reduce_or_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_or(mask: u32, value: u32) -> u32 {
     arch::redux(ReduxOp::Or, value, mask)
 }
 
 /// Bitwise xor over the lanes of `mask` (`__reduce_xor_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn reduce_xor(mask: u32, value: u32) -> u32 {
     arch::redux(ReduxOp::Xor, value, mask)
@@ -285,6 +312,7 @@ pub fn reduce_xor(mask: u32, value: u32) -> u32 {
 
 /// Values `match_any`/`match_all` compare, by their bits (32 or 64 of them).
 pub trait MatchValue: Copy {
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[doc(hidden)]
     fn match_sync(self, mode: MatchMode, mask: u32) -> u32;
 }
@@ -292,6 +320,7 @@ pub trait MatchValue: Copy {
 macro_rules! match_value {
     ($f:ident, $bits:ty: $($t:ty),*) => { $(
         impl MatchValue for $t {
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
             fn match_sync(self, mode: MatchMode, mask: u32) -> u32 {
                 arch::$f(mode, <$bits>::from_ne_bytes(self.to_ne_bytes()), mask)
@@ -304,6 +333,7 @@ match_value!(match_u64, u64: u64, i64, f64);
 
 /// The lanes of `mask` whose `value` has the same bits as this lane's
 /// (`__match_any_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn match_any<T: MatchValue>(mask: u32, value: T) -> u32 {
     value.match_sync(MatchMode::Any, mask)
@@ -311,6 +341,7 @@ pub fn match_any<T: MatchValue>(mask: u32, value: T) -> u32 {
 
 /// `Some(mask)` if every lane of `mask` holds the same bits, else `None`
 /// (`__match_all_sync`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn match_all<T: MatchValue>(mask: u32, value: T) -> Option<u32> {
     match value.match_sync(MatchMode::All, mask) {

@@ -19,11 +19,13 @@
 //! | `math` | fast and accurate math, packed f16x2/bf16x2 |
 //! | `matrix` | 2-D guards (`probe_transpose`), compile-time-sized shared tiles |
 //! | `tensor` | `mma.sync`, `ldmatrix`, `cp.async` |
+//! | [`faults`] | one planted fault per class the emulator reports, with the planted lines |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 #![forbid(unsafe_code)]
 
 mod atomic;
+pub mod faults;
 mod masked;
 mod math;
 mod matrix;

@@ -75,5 +75,5 @@ pub use runtime::{
     KernelArgs, LaunchConfig, Limits, MatrixMut, PinnedBuffer, Result, Stream, gpu, nvtx,
 };
 pub use warpforge_device::Dim3;
-pub use warpforge_device::emu::{EmuError, Fault};
+pub use warpforge_device::emu::{EmuError, Fault, SourceLocation};
 pub use warpforge_device::kernel::Kernel;

@@ -8,11 +8,12 @@ use super::{
     AtomicOp, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, MatchMode, ReduxOp, Scope, ShuffleMode,
     VoteMode, f32_op,
 };
-use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Spin, WarpOp};
+use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp};
 use crate::emu::race::Race;
-use crate::emu::{Access, Fault};
+use crate::emu::{Access, Fault, raise};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
+use core::panic::Location;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) fn thread_idx() -> Dim3 {
@@ -35,44 +36,57 @@ pub(crate) fn lane_id() -> u32 {
     fiber::with_current(|t| t.linear_id % crate::thread::WARP_SIZE)
 }
 
+// The functions below that a kernel's call reaches are `#[track_caller]`, as
+// is the device API above them on the host: `Location::caller()` here is the
+// kernel's own line, which the faults name.
+
+#[track_caller]
 pub(crate) fn sync_threads() {
-    fiber::suspend(Request::SyncThreads { predicate: true });
+    fiber::suspend_at(Location::caller(), Request::SyncThreads { predicate: true });
 }
 
+#[track_caller]
 pub(crate) fn sync_threads_count(predicate: bool) -> u32 {
-    fiber::suspend(Request::SyncThreads { predicate })
+    fiber::suspend_at(Location::caller(), Request::SyncThreads { predicate })
 }
 
+#[track_caller]
 fn warp_op(op: WarpOp, mask: u32, value: u64, arg: u32) -> u32 {
-    fiber::suspend(Request::Warp {
-        op,
-        mask,
-        value,
-        arg,
-    })
+    fiber::suspend_at(
+        Location::caller(),
+        Request::Warp {
+            op,
+            mask,
+            value,
+            arg,
+        },
+    )
 }
 
+#[track_caller]
 pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
     warp_op(WarpOp::Vote(mode), mask, u64::from(predicate), 0)
 }
 
+#[track_caller]
 pub(crate) fn match_u64(mode: MatchMode, value: u64, mask: u32) -> u32 {
     warp_op(WarpOp::Match(mode), mask, value, 0)
 }
 
+#[track_caller]
 pub(crate) fn match_u32(mode: MatchMode, value: u32, mask: u32) -> u32 {
     match_u64(mode, u64::from(value), mask)
 }
 
+#[track_caller]
 pub(crate) fn redux(op: ReduxOp, value: u32, mask: u32) -> u32 {
     warp_op(WarpOp::Redux(op), mask, u64::from(value), 0)
 }
 
 #[track_caller]
 pub(crate) fn active_mask() -> u32 {
-    fiber::suspend(Request::ActiveMask {
-        site: core::panic::Location::caller(),
-    })
+    let site = Location::caller();
+    fiber::suspend_at(site, Request::ActiveMask { site })
 }
 
 pub(crate) fn fence(scope: Scope) {
@@ -113,16 +127,20 @@ pub(crate) fn f32_to_bf16_bits(x: f32) -> u16 {
     }
 }
 
+#[track_caller]
 pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) -> u32 {
     warp_op(WarpOp::Shuffle(mode), mask, u64::from(value), arg)
 }
 
 /// Tells the race detector that this thread reads or writes `bytes` bytes of
 /// shared memory at `ptr`; a conflicting access unwinds with `Fault::SharedRace`.
+#[track_caller]
 pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
+    let site = Location::caller();
     let race = fiber::with_current(|t| {
+        t.site.set(Some(site));
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
-        pending_copy_check(t, offset, bytes, write)?;
+        pending_copy_check(t, offset, bytes, write, site)?;
         if write {
             t.block().progressed();
         }
@@ -131,7 +149,7 @@ pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
             return Ok(());
         };
         detector
-            .access(t.linear_id, offset, bytes, write)
+            .access(t.linear_id, offset, bytes, write, site)
             .map_err(|race| Fault::SharedRace {
                 offset: race.offset,
                 other: race
@@ -139,10 +157,12 @@ pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
                     .map(|o| t.block_dim.unflatten(u64::from(o))),
                 this_writes: race.this_access == Access::Write,
                 other_writes: race.other_access == Access::Write,
+                at: site.into(),
+                other_at: race.other_site.map(Into::into),
             })
     });
     if let Err(fault) = race {
-        std::panic::panic_any(fault);
+        raise(fault);
     }
 }
 
@@ -153,6 +173,7 @@ fn pending_copy_check(
     offset: usize,
     bytes: usize,
     write: bool,
+    site: Site,
 ) -> Result<(), Fault> {
     let copies = t.block().copies.borrow();
     if copies.is_empty() {
@@ -170,6 +191,8 @@ fn pending_copy_check(
         offset: (copy.dst as usize).max(start) - t.shared_base as usize,
         issuer: t.block_dim.unflatten(u64::from(copy.thread)),
         this_writes: write,
+        at: site.into(),
+        issued_at: copy.site.into(),
     })
 }
 
@@ -191,8 +214,14 @@ fn yield_now(spin: Spin) {
 /// conflicting access unwinds with `Fault::GlobalRace`. Outside a launch
 /// (a `Slot` of a host slice) it does nothing. Before the access, the
 /// thread may yield to the block's others (seeded interleaving).
+#[track_caller]
 pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
-    if fiber::try_with_current(maybe_yield) == Some(true) {
+    let site = Location::caller();
+    let interleave = fiber::try_with_current(|t| {
+        t.site.set(Some(site));
+        maybe_yield(t)
+    });
+    if interleave == Some(true) {
         yield_now(Spin::No);
     }
     let access = if write { Access::Write } else { Access::Read };
@@ -205,15 +234,15 @@ pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
             return Ok(());
         };
         detector
-            .global_access(t.linear_id, ptr as usize, bytes, access)
-            .map_err(|race| global_race(t, race))
+            .global_access(t.linear_id, ptr as usize, bytes, access, site)
+            .map_err(|race| global_race(t, race, site))
     });
     if let Some(Err(fault)) = race {
-        std::panic::panic_any(fault);
+        raise(fault);
     }
 }
 
-fn global_race(t: &fiber::ThreadState, race: Race) -> Fault {
+fn global_race(t: &fiber::ThreadState, race: Race, site: Site) -> Fault {
     Fault::GlobalRace {
         buffer: race.buffer,
         element: race.offset,
@@ -223,6 +252,8 @@ fn global_race(t: &fiber::ThreadState, race: Race) -> Fault {
             .map(|o| t.block_dim.unflatten(u64::from(o))),
         this_access: race.this_access,
         other_access: race.other_access,
+        at: site.into(),
+        other_at: race.other_site.map(Into::into),
     }
 }
 
@@ -231,26 +262,29 @@ fn global_race(t: &fiber::ThreadState, race: Race) -> Fault {
 /// (and reads them, if `reads_old`: every operation but a swap); in global
 /// memory it is checked against plain accesses, and after a fence it is a
 /// release. A conflict unwinds with `Fault::GlobalRace`.
+#[track_caller]
 fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
+    let site = Location::caller();
     let race = fiber::try_with_current(|t| {
+        t.site.set(Some(site));
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         if offset < t.shared_len {
-            pending_copy_check(t, offset, bytes, true)?;
+            pending_copy_check(t, offset, bytes, true, site)?;
         }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
             return Ok(());
         };
         if offset < t.shared_len {
-            detector.shared_atomic(t.linear_id, offset, bytes, reads_old);
+            detector.shared_atomic(t.linear_id, offset, bytes, reads_old, site);
             return Ok(());
         }
         detector
-            .global_access(t.linear_id, ptr as usize, bytes, Access::Atomic)
-            .map_err(|race| global_race(t, race))
+            .global_access(t.linear_id, ptr as usize, bytes, Access::Atomic, site)
+            .map_err(|race| global_race(t, race, site))
     });
     if let Some(Err(fault)) = race {
-        std::panic::panic_any(fault);
+        raise(fault);
     }
 }
 
@@ -319,6 +353,7 @@ macro_rules! atom_int {
     ($name:ident, $t:ty, $atomic:ty) => {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        #[track_caller]
         pub(crate) unsafe fn $name(op: AtomicOp, _scope: Scope, ptr: *mut $t, v: $t) -> $t {
             // SAFETY: the caller's contract; every access to `*ptr` that can race
             // with this one is atomic too, or a kernel bug the GPU would share.
@@ -366,6 +401,7 @@ macro_rules! atom_cas {
     ($name:ident, $t:ty, $atomic:ty) => {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        #[track_caller]
         pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, current: $t, new: $t) -> $t {
             atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract.
@@ -388,6 +424,7 @@ macro_rules! atom_add_float {
     ($name:ident, $t:ty, $bits:ty, $atomic:ty, $nan:expr) => {
         /// # Safety
         /// `ptr` must be valid and aligned for atomic access to a `$t`.
+        #[track_caller]
         pub(crate) unsafe fn $name(_scope: Scope, ptr: *mut $t, v: $t) -> $t {
             atomic_access(ptr.cast(), size_of::<$t>(), true);
             // SAFETY: the caller's contract; the float has the size and alignment of its bits.
@@ -406,6 +443,7 @@ atom_add_float!(atom_add_f64, f64, u64, AtomicU64, core::convert::identity);
 
 /// # Safety
 /// `ptr` must be valid and 2-byte aligned for atomic access to an f16.
+#[track_caller]
 pub(crate) unsafe fn atom_add_f16(_scope: Scope, ptr: *mut u16, v: u16) -> u16 {
     atomic_access(ptr.cast(), 2, true);
     // SAFETY: the caller's contract.
@@ -556,6 +594,7 @@ pub(crate) fn pack_bf16x2(hi: u32, lo: u32) -> u32 {
 /// # Safety
 /// As the GPU's: in lanes that supply a row, `row` points at 16 readable bytes
 /// of the block's shared memory (the emulator reads them).
+#[track_caller]
 pub(crate) unsafe fn ldmatrix<const R: usize>(row: *const u8, trans: bool) -> [u32; R] {
     let op = WarpOp::Ldmatrix {
         matrices: R as u8,
@@ -577,6 +616,7 @@ pub(crate) fn f32_to_tf32_bits(x: f32) -> u32 {
     }
 }
 
+#[track_caller]
 pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     let mut operands = [0u32; 10];
     operands[..4].copy_from_slice(&a);
@@ -599,17 +639,21 @@ pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> 
 ///
 /// # Safety
 /// `dst` and `src` must be valid for 16 bytes and not overlap.
+#[track_caller]
 pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
+    let site = Location::caller();
     let mut data = [0u8; 16];
     // SAFETY: the caller's contract: `src` is valid for 16 bytes.
     unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
     let deferred = fiber::try_with_current(|t| {
+        t.site.set(Some(site));
         let block = t.block();
         block.copies.borrow_mut().push(PendingCopy {
             thread: t.linear_id,
             dst,
             data,
             group: t.cp_groups.get(),
+            site,
         });
         block.progressed();
     });

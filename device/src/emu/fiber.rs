@@ -72,6 +72,10 @@ impl Request {
 
 pub(crate) type FiberYielder = Yielder<u32, Request>;
 
+/// A call site in a kernel: where a thread made a device call (the device
+/// API is `#[track_caller]` on the host, so this is the kernel's own line).
+pub(crate) type Site = &'static core::panic::Location<'static>;
+
 /// What a primitive may ask about the calling thread.
 pub(crate) struct ThreadState {
     pub thread_idx: Dim3,
@@ -96,6 +100,10 @@ pub(crate) struct ThreadState {
     pub cp_groups: Cell<u32>,
     /// This thread's last atomic that changed nothing, for the spin rule.
     pub poll: Cell<Poll>,
+    /// Where this thread last called the device API: the barrier or
+    /// collective it waits at, the atomic it polls, or, once it has exited,
+    /// its last call.
+    pub site: Cell<Option<Site>>,
 }
 
 impl ThreadState {
@@ -126,6 +134,8 @@ pub(crate) struct PendingCopy {
     pub data: [u8; 16],
     /// The issuing thread's committed-group count at issue.
     pub group: u32,
+    /// The `cp_async_16` call that issued it.
+    pub site: Site,
 }
 
 /// What the threads of one block share, on the OS thread that runs them.
@@ -217,6 +227,11 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
     f(unsafe { &*ptr })
 }
 
+/// Whether this OS thread is running an emulated kernel's fiber right now.
+pub(crate) fn in_kernel() -> bool {
+    CURRENT.with(|c| !c.get().is_null())
+}
+
 /// As [`with_current`], or `None` outside a launch (for primitives that host
 /// code may also call, like `Slot::set` on a host slice).
 pub(crate) fn try_with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
@@ -229,6 +244,19 @@ pub(crate) fn try_with_current<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R
 /// Suspends the calling fiber with `request`; returns what the scheduler resumes it with.
 pub(crate) fn suspend(request: Request) -> u32 {
     let yielder = with_current(|t| t.yielder.get());
+    debug_assert!(!yielder.is_null());
+    // SAFETY: the yielder belongs to the running coroutine (stored when it started)
+    // and lives on that coroutine's stack for as long as the coroutine exists.
+    unsafe { &*yielder }.suspend(request)
+}
+
+/// As [`suspend`], for a meeting point at `site` in the kernel (a barrier
+/// or a warp collective), which the thread's `site` then names.
+pub(crate) fn suspend_at(site: Site, request: Request) -> u32 {
+    let yielder = with_current(|t| {
+        t.site.set(Some(site));
+        t.yielder.get()
+    });
     debug_assert!(!yielder.is_null());
     // SAFETY: the yielder belongs to the running coroutine (stored when it started)
     // and lives on that coroutine's stack for as long as the coroutine exists.

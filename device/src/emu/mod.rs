@@ -115,6 +115,35 @@
 //! Global accesses are checked only in launches that name their outputs
 //! ([`launch_with_outputs`], which `warpforge::Device` uses).
 //!
+//! # Where: source locations, and nothing on stderr
+//!
+//! Every fault names where in the kernel's source it happened, as data
+//! ([`SourceLocation`] fields of [`Fault`]) and in its text: the access or
+//! call of the faulting thread, and the other side where there is one — the
+//! earlier access of a race (the detector keeps each access's location), the
+//! `cp_async_16` that issued a pending copy, the barrier each group of
+//! threads waits at and the last device call of a thread that exited
+//! instead, the lane a collective waits for. On the host the device API's
+//! accessors (`load`, `store`, `Slot::get`/`set`, atomics, barriers, warp
+//! collectives, `cp_async_16`, the fragment loads) are `#[track_caller]`, so
+//! a location is the kernel's own line, not one inside warpforge; on the GPU
+//! the attribute is left out and the code is unchanged. A kernel's own
+//! panic (a bounds check, an `expect`, an `assert!`) keeps its message and
+//! its location.
+//!
+//! A fault is reported once, by the launch's error. The detectors unwind a
+//! fiber with `resume_unwind`, which runs no panic hook, and a kernel's own
+//! panic in a fiber is caught by a panic hook that the first launch installs
+//! (passing every other panic to the hook that was there before): neither
+//! prints anything, nor a backtrace with `RUST_BACKTRACE=1`. The report's
+//! [`EmuError::headline`] fits in 160 characters; [`EmuError::details`] and
+//! [`EmuError::advice`] follow it on the lines after.
+//!
+//! The cost: a location is one more pointer passed per call and stored per
+//! access in the detector's records. `cargo bench -p warpforge --profile dev
+//! --bench emulator` moved by less than the run-to-run noise (see
+//! "Speed").
+//!
 //! Shared memory starts filled with `0xFF` bytes (a NaN for every float type,
 //! but −1 for signed integers and the maximum for unsigned ones), so a kernel
 //! that reads shared memory it never wrote gets an implausible value even
@@ -188,6 +217,14 @@ impl Access {
             Access::Atomic => "atomically updates",
         }
     }
+
+    fn past(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "wrote",
+            Access::Atomic => "atomically updated",
+        }
+    }
 }
 
 /// Grid, block and shared-memory size of one emulated launch.
@@ -201,13 +238,83 @@ pub struct LaunchShape {
     pub dynamic_shared_bytes: usize,
 }
 
+/// A place in a kernel's source: the file, line and column of an access or
+/// a call of the device API (or of a panic).
+///
+/// The device API's accessors are `#[track_caller]` on the host, so a
+/// location names the kernel's own call (`s.store(i, v)`, `o.set(v)`,
+/// `sync_threads()`), not a line inside warpforge. `file` is the path the
+/// compiler was given, relative to the workspace root for a workspace's
+/// own crates (`probes/src/faults.rs`).
+///
+/// ```
+/// use warpforge_device::emu::SourceLocation;
+/// let here = SourceLocation::caller();
+/// assert_eq!(here.file, file!());
+/// assert_eq!(here.line, line!() - 2);
+/// assert_eq!(here.to_string(), format!("{}:{}:{}", here.file, here.line, here.column));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SourceLocation {
+    /// The source file.
+    pub file: &'static str,
+    /// The line, from 1.
+    pub line: u32,
+    /// The column, from 1.
+    pub column: u32,
+}
+
+impl SourceLocation {
+    /// The location of the call of the calling function (as
+    /// [`core::panic::Location::caller`]).
+    #[track_caller]
+    pub fn caller() -> Self {
+        Self::from(core::panic::Location::caller())
+    }
+}
+
+impl From<&'static core::panic::Location<'static>> for SourceLocation {
+    fn from(l: &'static core::panic::Location<'static>) -> Self {
+        SourceLocation {
+            file: l.file(),
+            line: l.line(),
+            column: l.column(),
+        }
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// The payload a detector unwinds a fiber with: a private type, thrown with
+/// `resume_unwind` (which runs no panic hook, so nothing is printed), that a
+/// kernel's own `panic_any` cannot imitate.
+pub(crate) struct Detected(pub(crate) Fault);
+
+/// Unwinds the calling fiber with `fault`, printing nothing; the scheduler
+/// catches it and returns it as the launch's error.
+pub(crate) fn raise(fault: Fault) -> ! {
+    std::panic::resume_unwind(Box::new(Detected(fault)))
+}
+
 /// What went wrong inside an emulated kernel.
+///
+/// Every variant says where in the kernel's source it happened
+/// ([`SourceLocation`]): `at` is the faulting thread's access or call;
+/// `other_at`, `issued_at`, … the other side's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// The thread panicked (bounds check, guard, assertion, arithmetic overflow).
     Panic {
         /// The panic message.
         message: String,
+        /// Where it panicked: for a bounds check in the device API, the
+        /// kernel's call (`None` if a panic hook installed after the
+        /// emulator's did not pass the panic on to it).
+        at: Option<SourceLocation>,
     },
     /// Some threads of the block wait at a barrier that others exited without reaching.
     DivergentBarrier {
@@ -215,6 +322,12 @@ pub enum Fault {
         waiting: u32,
         /// Threads that exited without reaching it; `thread` in the error is the first of them.
         exited: u32,
+        /// Where the waiting threads wait: each `sync_threads()` call site
+        /// with the number of threads at it, in the order of their first thread.
+        waiting_at: Vec<(SourceLocation, u32)>,
+        /// The first exited thread's last call of the device API before it
+        /// returned (`None` if it made none).
+        exited_after: Option<SourceLocation>,
     },
     /// A warp collective whose mask names a lane that does not join it.
     WarpMask {
@@ -224,6 +337,11 @@ pub enum Fault {
         missing_lane: u32,
         /// Where that lane is instead.
         reason: &'static str,
+        /// The collective's call in the named thread.
+        at: Option<SourceLocation>,
+        /// Where the missing lane is: the barrier or other collective it
+        /// waits at, or its last device call (`None` if it has none, or does not exist).
+        missing_at: Option<SourceLocation>,
     },
     /// Two threads touched the same shared-memory byte, at least one writing,
     /// with no block barrier between (`thread` in the error is the later one).
@@ -236,6 +354,10 @@ pub enum Fault {
         this_writes: bool,
         /// Whether the earlier access is a write.
         other_writes: bool,
+        /// This thread's access.
+        at: SourceLocation,
+        /// The earlier access (with several readers: the latest of their reads).
+        other_at: Option<SourceLocation>,
     },
     /// Two threads touched the same element of an output buffer, with
     /// nothing ordering them (no barrier between them in one block; across
@@ -256,12 +378,18 @@ pub enum Fault {
         this_access: Access,
         /// What the earlier access is.
         other_access: Access,
+        /// This thread's access.
+        at: SourceLocation,
+        /// The earlier access (for a group of threads: the latest one's).
+        other_at: Option<SourceLocation>,
     },
     /// A thread read shared memory that no thread of the block had written
     /// (by the end of the barrier interval of the read).
     UninitSharedRead {
         /// Byte offset in the block's shared memory.
         offset: usize,
+        /// The read (a load, or an atomic that reads the old value).
+        at: SourceLocation,
     },
     /// No thread of the block can make progress.
     Deadlock {
@@ -269,6 +397,8 @@ pub enum Fault {
         at_barrier: u32,
         /// Threads waiting in a warp collective.
         at_warp_op: u32,
+        /// Where the named thread waits.
+        at: Option<SourceLocation>,
     },
     /// Threads spin on atomics that nothing will change: each polled one
     /// element, seeing the same value, many times in a row while no thread of
@@ -286,6 +416,8 @@ pub enum Fault {
         at_barrier: u32,
         /// Threads waiting in a warp collective.
         at_warp_op: u32,
+        /// The first spinner's polling atomic.
+        at: Option<SourceLocation>,
     },
     /// A thread accessed shared memory that is the destination of a
     /// `cp.async` whose issuing thread has not yet waited for it
@@ -297,10 +429,59 @@ pub enum Fault {
         issuer: Dim3,
         /// Whether this thread's access is a write (or an atomic).
         this_writes: bool,
+        /// This thread's access.
+        at: SourceLocation,
+        /// The `cp_async_16` call that issued the copy.
+        issued_at: SourceLocation,
     },
 }
 
+impl Fault {
+    /// The fault's class in a few words, as the headline names it.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Fault::Panic { .. } => "panic",
+            Fault::DivergentBarrier { .. } => "divergent barrier",
+            Fault::WarpMask { .. } => "bad warp mask",
+            Fault::SharedRace { .. } => "shared-memory race",
+            Fault::GlobalRace { .. } => "global-memory race",
+            Fault::UninitSharedRead { .. } => "read of uninitialised shared memory",
+            Fault::Deadlock { .. } => "deadlock",
+            Fault::SpinDeadlock { .. } => "spin deadlock",
+            Fault::CpAsyncPending { .. } => "cp.async destination used before its wait",
+        }
+    }
+
+    /// Where the fault happened in the kernel's source, as the headline
+    /// names it: the faulting thread's access or call, or for a divergent
+    /// barrier the barrier the others wait at.
+    pub fn location(&self) -> Option<SourceLocation> {
+        match self {
+            Fault::Panic { at, .. }
+            | Fault::WarpMask { at, .. }
+            | Fault::Deadlock { at, .. }
+            | Fault::SpinDeadlock { at, .. } => *at,
+            Fault::DivergentBarrier { waiting_at, .. } => waiting_at.first().map(|(l, _)| *l),
+            Fault::SharedRace { at, .. }
+            | Fault::GlobalRace { at, .. }
+            | Fault::UninitSharedRead { at, .. }
+            | Fault::CpAsyncPending { at, .. } => Some(*at),
+        }
+    }
+}
+
 /// A fault in an emulated launch, with the kernel, block and thread it happened in.
+///
+/// Its `Display` is a headline of at most [`EmuError::HEADLINE_MAX`]
+/// characters (kernel, fault class, `file:line:column`, block and thread),
+/// then the details on the lines after it, then what to change in the kernel:
+///
+/// ```text
+/// kernel `transpose`: shared-memory race at src/lib.rs:14:19, block (0, 0, 0), thread (1, 0, 0)
+///   this thread reads byte 0 of shared memory at src/lib.rs:14:19
+///   thread (0, 0, 0) wrote it at src/lib.rs:12:7, with no barrier between the two
+///   fix: put sync_threads() between the two accesses (or use an atomic)
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EmuError {
     /// Kernel name.
@@ -313,49 +494,140 @@ pub struct EmuError {
     pub fault: Fault,
 }
 
-impl fmt::Display for EmuError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "kernel `{}`, block {}, thread {}: ",
-            self.kernel, self.block, self.thread
-        )?;
+/// `at LOCATION`, or `(location unknown)`.
+fn at(l: Option<SourceLocation>) -> String {
+    l.map_or_else(|| "(location unknown)".to_owned(), |l| format!("at {l}"))
+}
+
+/// `s` cut to at most `max` characters, its start replaced by `…` when cut.
+fn keep_end(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_owned();
+    }
+    let tail: String = s.chars().skip(n + 1 - max).collect();
+    format!("…{tail}")
+}
+
+/// `s` cut to at most `max` characters, its end replaced by `…` when cut.
+fn keep_start(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let head: String = s.chars().take(max.saturating_sub(1)).collect();
+    format!("{head}…")
+}
+
+impl EmuError {
+    /// The most characters [`EmuError::headline`] has.
+    pub const HEADLINE_MAX: usize = 160;
+
+    /// The first line of the report: kernel, fault class, where in the
+    /// source, block and thread; at most [`Self::HEADLINE_MAX`] characters
+    /// (a long path keeps its end, a long kernel name its start).
+    pub fn headline(&self) -> String {
+        let class = self.fault.class();
+        let place = format!(", block {}, thread {}", self.block, self.thread);
+        let line = |kernel: &str, location: Option<String>| match location {
+            Some(l) => format!("kernel `{kernel}`: {class} at {l}{place}"),
+            None => format!("kernel `{kernel}`: {class}{place}"),
+        };
+        let location = self.fault.location().map(|l| l.to_string());
+        let full = line(&self.kernel, location.clone());
+        let len = full.chars().count();
+        if len <= Self::HEADLINE_MAX {
+            return full;
+        }
+        // Shorten the path first, keeping its end (the file's name, line and
+        // column), then the kernel's name, keeping its start.
+        let excess = len - Self::HEADLINE_MAX;
+        let location = location.map(|l| {
+            let n = l.chars().count();
+            keep_end(&l, n.saturating_sub(excess).max(48))
+        });
+        let shorter = line(&self.kernel, location.clone());
+        let excess = shorter.chars().count().saturating_sub(Self::HEADLINE_MAX);
+        if excess == 0 {
+            return shorter;
+        }
+        let n = self.kernel.chars().count();
+        let kernel = keep_start(&self.kernel, n.saturating_sub(excess).max(8));
+        keep_start(&line(&kernel, location), Self::HEADLINE_MAX)
+    }
+
+    /// The lines after the headline: what each thread involved did, and where.
+    pub fn details(&self) -> Vec<String> {
+        let verb = |w: bool| if w { "writes" } else { "reads" };
+        let past = |w: bool| if w { "wrote" } else { "read" };
         match &self.fault {
-            Fault::Panic { message } => write!(f, "{message}"),
-            Fault::DivergentBarrier { waiting, exited } => write!(
-                f,
-                "divergent barrier: {waiting} threads wait at sync_threads() but {exited} \
-                 threads (this one first) exited without reaching it; every thread of a \
-                 block must reach every barrier — move the early return after the barrier"
-            ),
+            Fault::Panic { message, at: loc } => {
+                vec![format!("panicked {}: {message}", at(*loc))]
+            }
+            Fault::DivergentBarrier {
+                waiting,
+                exited,
+                waiting_at,
+                exited_after,
+            } => {
+                let mut lines: Vec<String> = waiting_at
+                    .iter()
+                    .map(|(l, n)| format!("{n} threads wait at sync_threads() at {l}"))
+                    .collect();
+                if waiting_at.is_empty() {
+                    lines.push(format!("{waiting} threads wait at sync_threads()"));
+                }
+                lines.push(format!(
+                    "{exited} threads (this one first) exited without reaching it; this one \
+                     returned after {}",
+                    exited_after.map_or_else(
+                        || "no call of the device API".to_owned(),
+                        |l| format!("its last device call, at {l}")
+                    )
+                ));
+                lines
+            }
             Fault::WarpMask {
                 mask,
                 missing_lane,
                 reason,
-            } => write!(
-                f,
-                "warp collective with mask {mask:#010x}: lane {missing_lane} {reason}; \
-                 a mask may name only lanes that execute the same collective"
-            ),
+                at: loc,
+                missing_at,
+            } => vec![
+                format!(
+                    "this lane calls a warp collective with mask {mask:#010x} {}",
+                    at(*loc)
+                ),
+                match missing_at {
+                    Some(l) => {
+                        format!("lane {missing_lane} {reason} (its last device call is at {l})")
+                    }
+                    None => format!("lane {missing_lane} {reason}"),
+                },
+            ],
             Fault::SharedRace {
                 offset,
                 other,
                 this_writes,
                 other_writes,
-            } => {
-                let verb = |w: bool| if w { "writes" } else { "reads" };
-                let who = match other {
-                    Some(t) => format!("thread {t} {}", verb(*other_writes)),
-                    None => "several threads read".to_owned(),
-                };
-                write!(
-                    f,
-                    "shared-memory race at byte {offset}: this thread {} it, and {who} it \
-                     since the last barrier; put sync_threads() between the two accesses \
-                     (or use an atomic)",
+                at: loc,
+                other_at,
+            } => vec![
+                format!(
+                    "this thread {} byte {offset} of shared memory at {loc}",
                     verb(*this_writes)
-                )
-            }
+                ),
+                match other {
+                    Some(t) => format!(
+                        "thread {t} {} it {}, with no barrier between the two",
+                        past(*other_writes),
+                        at(*other_at)
+                    ),
+                    None => format!(
+                        "several threads read it since the last barrier (one {})",
+                        at(*other_at)
+                    ),
+                },
+            ],
             Fault::GlobalRace {
                 buffer,
                 element,
@@ -363,55 +635,53 @@ impl fmt::Display for EmuError {
                 other,
                 this_access,
                 other_access,
+                at: loc,
+                other_at,
             } => {
                 let who = match other {
-                    Some(t) => format!("thread {t} of block {other_block} {}", other_access.verb()),
+                    Some(t) => format!("thread {t} of block {other_block}"),
                     None => format!(
-                        "several threads of block {other_block} {}",
-                        other_access.verb()
+                        "several threads of block {other_block} (one {})",
+                        at(*other_at)
                     ),
                 };
-                let fix = if this_access != other_access
-                    && (*this_access == Access::Atomic || *other_access == Access::Atomic)
-                {
-                    "make every access to it atomic (`.atomic()`), or order the plain one \
-                     (sync_threads() within a block; the output of one launch is the input \
-                     of the next)"
-                } else if self.block == *other_block {
-                    "give each thread its own elements, put sync_threads() between the two \
-                     accesses, or use an atomic (`.atomic()`)"
+                let where_ = if other.is_some() {
+                    format!(" {}", at(*other_at))
                 } else {
-                    "blocks are not ordered: give each element one writing thread (index \
-                     it by the global thread index), or use an atomic (`.atomic()`)"
+                    String::new()
                 };
-                write!(
-                    f,
-                    "global-memory race on `{buffer}`[{element}]: this thread {} it, and \
-                     {who} it, with nothing ordering the two; {fix}",
-                    this_access.verb()
-                )
+                vec![
+                    format!(
+                        "this thread {} `{buffer}`[{element}] at {loc}",
+                        this_access.verb()
+                    ),
+                    format!(
+                        "{who} {} it{where_}, with nothing ordering the two",
+                        other_access.past()
+                    ),
+                ]
             }
-            Fault::UninitSharedRead { offset } => write!(
-                f,
-                "read of uninitialised shared memory at byte {offset}: no thread of the \
-                 block wrote it before this read (shared memory starts as 0xFF bytes: NaN \
-                 for floats, -1 for integers); store every element before reading it, with \
-                 sync_threads() between a store and other threads' reads"
-            ),
+            Fault::UninitSharedRead { offset, at: loc } => vec![format!(
+                "this thread reads byte {offset} of shared memory at {loc}, and no thread of \
+                 the block wrote it before (shared memory starts as 0xFF bytes: NaN for \
+                 floats, -1 for integers)"
+            )],
             Fault::Deadlock {
                 at_barrier,
                 at_warp_op,
-            } => write!(
-                f,
-                "deadlock: {at_barrier} threads wait at a block barrier and {at_warp_op} in \
-                 a warp collective, and none can proceed"
-            ),
+                at: loc,
+            } => vec![format!(
+                "{at_barrier} threads wait at a block barrier and {at_warp_op} in a warp \
+                 collective, and none can proceed; this one waits {}",
+                at(*loc)
+            )],
             Fault::SpinDeadlock {
                 spinning,
                 spinners,
                 global,
                 at_barrier,
                 at_warp_op,
+                at: loc,
             } => {
                 let list: Vec<String> = spinning.iter().map(ToString::to_string).collect();
                 let more = if *spinners as usize > spinning.len() {
@@ -419,38 +689,120 @@ impl fmt::Display for EmuError {
                 } else {
                     ""
                 };
-                write!(
-                    f,
-                    "spin deadlock: {spinners} threads ({}{more}) poll an atomic in {} memory, \
-                     each seeing the same value {} times in a row, while no thread of the block \
-                     changes memory ({at_barrier} wait at a block barrier, {at_warp_op} in a \
-                     warp collective, the rest exited){}; nothing will ever release them",
-                    list.join(", "),
-                    if *global { "global" } else { "shared" },
-                    fiber::SPIN_BOUND,
-                    if *global {
-                        ", and no other running block changes it either (blocks may wait \
-                         only for blocks that can run at the same time: the emulator runs \
-                         one per core, a GPU gives no guarantee)"
-                    } else {
-                        ""
-                    }
-                )
+                let mut lines = vec![
+                    format!(
+                        "{spinners} threads ({}{more}) poll an atomic in {} memory, each seeing \
+                         the same value {} times in a row; this one polls {}",
+                        list.join(", "),
+                        if *global { "global" } else { "shared" },
+                        fiber::SPIN_BOUND,
+                        at(*loc)
+                    ),
+                    format!(
+                        "no thread of the block changes memory ({at_barrier} wait at a block \
+                         barrier, {at_warp_op} in a warp collective, the rest exited)"
+                    ),
+                ];
+                if *global {
+                    lines.push(
+                        "no other running block changes it either (the emulator runs one \
+                         block per core at a time)"
+                            .to_owned(),
+                    );
+                }
+                lines
             }
             Fault::CpAsyncPending {
                 offset,
                 issuer,
                 this_writes,
-            } => write!(
-                f,
-                "this thread {} shared memory at byte {offset}, the destination of a \
-                 cp.async that thread {issuer} issued and has not waited for: the bytes have \
-                 not landed; call cp_async_wait_all() (or cp_async_wait_group) in the issuing \
-                 thread before the access, and sync_threads() after it before other threads \
-                 read them",
-                if *this_writes { "writes" } else { "reads" }
-            ),
+                at: loc,
+                issued_at,
+            } => vec![
+                format!(
+                    "this thread {} byte {offset} of shared memory at {loc}",
+                    verb(*this_writes)
+                ),
+                format!(
+                    "it is the destination of a cp.async that thread {issuer} issued at \
+                     {issued_at} and has not waited for: the bytes have not landed"
+                ),
+            ],
         }
+    }
+
+    /// What to change in the kernel.
+    pub fn advice(&self) -> &'static str {
+        match &self.fault {
+            Fault::Panic { .. } => {
+                "fix: the kernel panicked at that line (a bounds check, a guard that gave no \
+                 slot, an assertion, an overflow): check its indices against the buffer \
+                 sizes and the launch shape"
+            }
+            Fault::DivergentBarrier { .. } => {
+                "fix: every thread of a block must reach every barrier — move the early \
+                 return, or the branch around the barrier, after it"
+            }
+            Fault::WarpMask { .. } => {
+                "fix: a mask may name only lanes that execute the same collective: pass the \
+                 lanes that reach it (or FULL_MASK where the whole warp does)"
+            }
+            Fault::SharedRace { .. } => {
+                "fix: put sync_threads() between the two accesses (or use an atomic)"
+            }
+            Fault::GlobalRace {
+                this_access,
+                other_access,
+                other_block,
+                ..
+            } => {
+                if this_access != other_access
+                    && (*this_access == Access::Atomic || *other_access == Access::Atomic)
+                {
+                    "fix: make every access to it atomic (`.atomic()`), or order the plain one \
+                     (sync_threads() within a block; the output of one launch is the input of \
+                     the next)"
+                } else if self.block == *other_block {
+                    "fix: give each thread its own elements, put sync_threads() between the \
+                     two accesses, or use an atomic (`.atomic()`)"
+                } else {
+                    "fix: blocks are not ordered: give each element one writing thread (index \
+                     it by the global thread index), or use an atomic (`.atomic()`)"
+                }
+            }
+            Fault::UninitSharedRead { .. } => {
+                "fix: store every element before reading it, with sync_threads() between a \
+                 store and other threads' reads"
+            }
+            Fault::Deadlock { .. } => {
+                "fix: every thread of a block must reach the same barriers and every lane of \
+                 a mask the same collectives"
+            }
+            Fault::SpinDeadlock { global, .. } => {
+                if *global {
+                    "fix: nothing will ever release them: a block may wait only for blocks \
+                     that can run at the same time (a GPU gives no such guarantee); set the \
+                     flag before spinning on it, or split the work into two launches"
+                } else {
+                    "fix: nothing will ever release them: make sure a thread that is not \
+                     waiting sets the flag they poll"
+                }
+            }
+            Fault::CpAsyncPending { .. } => {
+                "fix: call cp_async_wait_all() (or cp_async_wait_group) in the issuing thread \
+                 before the access, and sync_threads() after it before other threads read them"
+            }
+        }
+    }
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline())?;
+        for line in self.details() {
+            write!(f, "\n  {line}")?;
+        }
+        write!(f, "\n  {}", self.advice())
     }
 }
 

@@ -64,6 +64,7 @@
 
 use super::Access;
 use super::OutputBuffer;
+use super::fiber::Site;
 use core::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,6 +83,10 @@ struct Record {
     reader: u32,
     /// Some thread wrote it (plain, `cp.async` or atomic) since the block started.
     initialised: bool,
+    /// Where the last plain write was made.
+    writer_site: Option<Site>,
+    /// Where the last plain read was made (with several readers, the latest one's).
+    reader_site: Option<Site>,
 }
 
 const FRESH: Record = Record {
@@ -90,6 +95,8 @@ const FRESH: Record = Record {
     read_epoch: 0,
     reader: NOBODY,
     initialised: false,
+    writer_site: None,
+    reader_site: None,
 };
 
 /// A race found: where, the other thread and what each did.
@@ -105,6 +112,8 @@ pub(crate) struct Race {
     pub other_access: Access,
     /// Global memory: the buffer's parameter name.
     pub buffer: &'static str,
+    /// Where the other access was made (for a group: the latest one).
+    pub other_site: Option<Site>,
 }
 
 impl Race {
@@ -114,11 +123,13 @@ impl Race {
     }
 }
 
-/// A read of shared memory that no thread wrote: the byte and the reading thread.
+/// A read of shared memory that no thread wrote: the byte, the reading
+/// thread and where it read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct UninitRead {
     pub offset: usize,
     pub thread: u32,
+    pub site: Site,
 }
 
 /// One block's detector: its shared-memory records, its barrier epoch, and
@@ -183,44 +194,48 @@ impl RaceDetector {
         f(&mut records[offset.min(end)..end])
     }
 
-    /// Records `thread`'s plain access to shared bytes `offset .. offset +
-    /// len`; the first conflicting earlier access of this epoch, if any.
+    /// Records `thread`'s plain access at `site` to shared bytes `offset ..
+    /// offset + len`; the first conflicting earlier access of this epoch, if any.
     pub(crate) fn access(
         &self,
         thread: u32,
         offset: usize,
         len: usize,
         write: bool,
+        site: Site,
     ) -> Result<(), Race> {
         let epoch = self.epoch.get();
         let kind = |w| if w { Access::Write } else { Access::Read };
         let mut uninit = None;
         let result = self.with_records(offset, len, |records| {
             for (i, r) in records.iter_mut().enumerate() {
-                let race = |other, other_writes| Race {
+                let race = |other, other_writes, other_site| Race {
                     offset: offset + i,
                     other_block: self.block,
                     other,
                     this_access: kind(write),
                     other_access: kind(other_writes),
                     buffer: "",
+                    other_site,
                 };
                 if r.write_epoch == epoch && r.writer != thread {
-                    return Err(race(r.writer, true));
+                    return Err(race(r.writer, true, r.writer_site));
                 }
                 if write {
                     if r.read_epoch == epoch && r.reader != thread {
                         // With several readers, at least one of them is another thread.
-                        return Err(race(r.reader, false));
+                        return Err(race(r.reader, false, r.reader_site));
                     }
                     r.write_epoch = epoch;
                     r.writer = thread;
+                    r.writer_site = Some(site);
                     r.initialised = true;
                 } else {
                     if !r.initialised && uninit.is_none() {
                         uninit = Some(UninitRead {
                             offset: offset + i,
                             thread,
+                            site,
                         });
                     }
                     if r.read_epoch != epoch {
@@ -229,6 +244,7 @@ impl RaceDetector {
                     } else if r.reader != thread {
                         r.reader = SEVERAL;
                     }
+                    r.reader_site = Some(site);
                 }
             }
             Ok(())
@@ -239,10 +255,17 @@ impl RaceDetector {
         result
     }
 
-    /// Records `thread`'s atomic access to shared bytes `offset .. offset +
-    /// len`: it initialises them; if it reads the old value (`reads_old`) and
-    /// a byte was never written, that is an uninitialised read.
-    pub(crate) fn shared_atomic(&self, thread: u32, offset: usize, len: usize, reads_old: bool) {
+    /// Records `thread`'s atomic access (at `site`) to shared bytes `offset
+    /// .. offset + len`: it initialises them; if it reads the old value
+    /// (`reads_old`) and a byte was never written, that is an uninitialised read.
+    pub(crate) fn shared_atomic(
+        &self,
+        thread: u32,
+        offset: usize,
+        len: usize,
+        reads_old: bool,
+        site: Site,
+    ) {
         let first_uninit = self.with_records(offset, len, |records| {
             let mut first = None;
             for (i, r) in records.iter_mut().enumerate() {
@@ -250,6 +273,7 @@ impl RaceDetector {
                     first = Some(UninitRead {
                         offset: offset + i,
                         thread,
+                        site,
                     });
                 }
                 r.initialised = true;
@@ -272,8 +296,8 @@ impl RaceDetector {
         }
     }
 
-    /// Records `thread`'s access of kind `access` to `bytes` bytes of global
-    /// memory at `addr`; the first conflicting earlier access, if any.
+    /// Records `thread`'s access of kind `access`, at `site`, to `bytes` bytes
+    /// of global memory at `addr`; the first conflicting earlier access, if any.
     /// Addresses outside the launch's output buffers are not checked.
     ///
     /// An atomic after a fence is a release, stamped from the launch clock
@@ -285,6 +309,7 @@ impl RaceDetector {
         addr: usize,
         bytes: usize,
         access: Access,
+        site: Site,
     ) -> Result<(), Race> {
         let Some(g) = &self.global else {
             return Ok(());
@@ -302,6 +327,7 @@ impl RaceDetector {
             thread,
             epoch: self.epoch.get(),
             releases: self.releases.get(),
+            site: Some(site),
         };
         g.access(now, self.acquired.get(), addr, bytes, access)
     }
@@ -324,6 +350,8 @@ struct GlobalAccess {
     epoch: u32,
     /// The releases the block had made before the access.
     releases: u32,
+    /// Where (for a group: the latest access's).
+    site: Option<Site>,
 }
 
 const NO_ACCESS: GlobalAccess = GlobalAccess {
@@ -331,6 +359,7 @@ const NO_ACCESS: GlobalAccess = GlobalAccess {
     thread: NOBODY,
     epoch: 0,
     releases: 0,
+    site: None,
 };
 
 /// One element of an output buffer.
@@ -357,6 +386,7 @@ impl GlobalAccess {
                 self.thread = SEVERAL;
             }
             self.releases = self.releases.max(now.releases);
+            self.site = now.site;
         } else {
             *self = now;
         }
@@ -439,6 +469,7 @@ impl GlobalShadow {
                         this_access: access,
                         other_access: kind,
                         buffer: buffer.name,
+                        other_site: prev.site,
                     })
                 }
             };
@@ -483,26 +514,38 @@ mod tests {
             .collect()
     }
 
+    /// The caller's line, as the device API's `#[track_caller]` passes it.
+    #[track_caller]
+    fn here() -> Site {
+        core::panic::Location::caller()
+    }
+
+    #[track_caller]
     fn write(d: &RaceDetector, thread: u32, element: usize) -> Result<(), Race> {
-        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Write)
+        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Write, here())
     }
 
+    #[track_caller]
     fn read(d: &RaceDetector, thread: u32, element: usize) -> Result<(), Race> {
-        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Read)
+        d.global_access(thread, OUT.addr + 4 * element, 4, Access::Read, here())
     }
 
+    #[track_caller]
     fn atomic(d: &RaceDetector, element: usize) -> Result<(), Race> {
-        d.global_access(0, OUT.addr + 4 * element, 4, Access::Atomic)
+        d.global_access(0, OUT.addr + 4 * element, 4, Access::Atomic, here())
     }
 
     #[test]
     fn a_barrier_orders_a_block_and_nothing_orders_two_blocks() {
         let b = blocks(2);
         write(&b[0], 3, 1).unwrap();
+        let write_line = line!() - 1;
         assert_eq!(b[0].barrier(), None);
         read(&b[0], 4, 1).unwrap();
         // The write is checked first: block 0's thread 3 wrote element 1.
         let race = write(&b[1], 3, 1).unwrap_err();
+        let site = race.other_site.expect("the earlier write's site");
+        assert_eq!((site.file(), site.line()), (file!(), write_line));
         assert_eq!(
             (race.offset, race.other_block, race.other_thread()),
             (1, 0, Some(3))
@@ -515,8 +558,10 @@ mod tests {
         let race = read(&b[1], 3, 1).unwrap_err();
         assert_eq!(race.other_access, Access::Write);
         // Outside every output buffer: not checked.
-        b[1].global_access(0, 0x900, 4, Access::Write).unwrap();
-        b[0].global_access(0, 0x900, 4, Access::Write).unwrap();
+        b[1].global_access(0, 0x900, 4, Access::Write, here())
+            .unwrap();
+        b[0].global_access(0, 0x900, 4, Access::Write, here())
+            .unwrap();
     }
 
     #[test]
@@ -569,25 +614,31 @@ mod tests {
     #[test]
     fn an_uninitialised_shared_read_is_kept_until_the_barrier() {
         let d = RaceDetector::new(8, 0, None);
-        d.access(0, 0, 4, true).unwrap();
-        d.access(1, 4, 4, false).unwrap(); // byte 4: never written
-        d.access(2, 0, 4, false).unwrap_err(); // a race, reported at once
+        let (write_at, read_at) = (here(), here());
+        d.access(0, 0, 4, true, write_at).unwrap();
+        d.access(1, 4, 4, false, read_at).unwrap(); // byte 4: never written
+        // A race, reported at once, with the write's site.
+        let race = d.access(2, 0, 4, false, here()).unwrap_err();
+        assert_eq!(race.other_site, Some(write_at));
         assert_eq!(
             d.barrier(),
             Some(UninitRead {
                 offset: 4,
-                thread: 1
+                thread: 1,
+                site: read_at,
             })
         );
         assert_eq!(d.finish(), None);
         // An atomic initialises; one that reads the old value of a fresh byte reads it uninitialised.
-        d.shared_atomic(3, 4, 2, false);
-        d.shared_atomic(3, 4, 4, true);
+        let atomic_at = here();
+        d.shared_atomic(3, 4, 2, false, here());
+        d.shared_atomic(3, 4, 4, true, atomic_at);
         assert_eq!(
             d.finish(),
             Some(UninitRead {
                 offset: 6,
-                thread: 3
+                thread: 3,
+                site: atomic_at,
             })
         );
     }

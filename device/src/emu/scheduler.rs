@@ -2,7 +2,7 @@
 
 use super::fiber::{self, BlockState, FiberYielder, Poll, Request, Spin, ThreadState, WarpOp};
 use super::race::{GlobalShadow, RaceDetector, UninitRead};
-use super::{EmuError, Fault, LaunchShape, OutputBuffer};
+use super::{Detected, EmuError, Fault, LaunchShape, OutputBuffer, SourceLocation};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
 use core::cell::Cell;
@@ -71,6 +71,7 @@ pub fn launch_with_outputs(
     if blocks == 0 || shape.block.volume() == 0 {
         return Ok(());
     }
+    install_panic_hook();
     // Block indices are recorded as u32 (below the detector's two markers).
     let global = (race_check_enabled() && !outputs.is_empty() && blocks < u64::from(u32::MAX - 1))
         .then(|| Arc::new(GlobalShadow::new(outputs)));
@@ -251,6 +252,7 @@ fn run_block(
                 block: block_ptr,
                 cp_groups: Cell::new(0),
                 poll: Cell::new(Poll::default()),
+                site: Cell::new(None),
             });
             let state_ptr: *const ThreadState = &*state;
             let start = move |yielder: &FiberYielder, _first: u32| {
@@ -346,11 +348,15 @@ fn schedule(
                     State::Exited
                 }
                 Err(payload) => {
-                    // A detector (the race checker) unwinds with its Fault; anything else is a panic.
-                    let fault = match payload.downcast::<Fault>() {
-                        Ok(fault) => *fault,
+                    // A detector unwinds with its fault (printing nothing);
+                    // anything else is the kernel's own panic, whose location
+                    // the panic hook kept.
+                    let at = KERNEL_PANIC_AT.take();
+                    let fault = match payload.downcast::<Detected>() {
+                        Ok(detected) => detected.0,
                         Err(payload) => Fault::Panic {
                             message: panic_message(payload.as_ref()),
+                            at,
                         },
                     };
                     return Err(error(t, fault));
@@ -438,11 +444,27 @@ fn schedule(
                 .iter()
                 .find(|t| matches!(t.status, State::Exited))
                 .expect("some thread exited");
+            // Each barrier call site with its threads, in the order of their first thread.
+            let mut waiting_at: Vec<(SourceLocation, u32)> = Vec::new();
+            for t in threads.iter() {
+                let State::Waiting(Request::SyncThreads { .. }) = t.status else {
+                    continue;
+                };
+                let Some(site) = t.state.site.get().map(SourceLocation::from) else {
+                    continue;
+                };
+                match waiting_at.iter_mut().find(|(l, _)| *l == site) {
+                    Some((_, n)) => *n += 1,
+                    None => waiting_at.push((site, 1)),
+                }
+            }
             return Err(error(
                 first_exited,
                 Fault::DivergentBarrier {
                     waiting: at_barrier,
                     exited,
+                    waiting_at,
+                    exited_after: site_of(first_exited),
                 },
             ));
         }
@@ -461,6 +483,7 @@ fn schedule(
             Fault::Deadlock {
                 at_barrier,
                 at_warp_op,
+                at: site_of(first_waiting),
             },
         ));
     }
@@ -493,8 +516,14 @@ fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> EmuErro
             global,
             at_barrier: count(|r| !r.is_warp()),
             at_warp_op: count(Request::is_warp),
+            at: site_of(first),
         },
     }
+}
+
+/// Where `t` last called the device API.
+fn site_of(t: &EmulatedThread) -> Option<SourceLocation> {
+    t.state.site.get().map(SourceLocation::from)
 }
 
 /// The fault for a read of never-written shared memory, naming the reading thread.
@@ -506,6 +535,7 @@ fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> E
         thread: t.state.thread_idx,
         fault: Fault::UninitSharedRead {
             offset: read.offset,
+            at: read.site.into(),
         },
     }
 }
@@ -535,17 +565,23 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     };
     let mut value = [0u64; WARP_SIZE as usize];
     let mut arg = [0u32; WARP_SIZE as usize];
+    let leader_at = site_of(&warp[leader]);
     for lane in 0..WARP_SIZE as usize {
         if mask & (1 << lane) == 0 {
             continue;
         }
-        let missing = |reason| Fault::WarpMask {
+        let missing = |reason, missing_at| Fault::WarpMask {
             mask,
             missing_lane: lane as u32,
             reason,
+            at: leader_at,
+            missing_at,
         };
         let Some(t) = warp.get(lane) else {
-            return Err((leader, missing("does not exist (the block ends before it)")));
+            return Err((
+                leader,
+                missing("does not exist (the block ends before it)", None),
+            ));
         };
         match t.status {
             State::Waiting(Request::Warp {
@@ -556,8 +592,11 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             }) if o == op && m == mask => (value[lane], arg[lane]) = (v, a),
             State::Waiting(r) if r.is_warp() => {
                 return Err((
-                    lane,
-                    missing("is in a different warp collective (other kind, mode or mask)"),
+                    leader,
+                    missing(
+                        "is in a different warp collective (other kind, mode or mask)",
+                        site_of(t),
+                    ),
                 ));
             }
             // Not there yet (still running, or at a barrier); decided when nothing else can run.
@@ -572,6 +611,8 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                     mask,
                     missing_lane: mask.trailing_ones(),
                     reason: "is missing: ldmatrix and mma need all 32 lanes",
+                    at: leader_at,
+                    missing_at: warp.get(mask.trailing_ones() as usize).and_then(site_of),
                 },
             ));
         }
@@ -594,6 +635,8 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                             mask,
                             missing_lane: src,
                             reason: "is read by a shuffle but is not in the mask",
+                            at: site_of(&warp[l]),
+                            missing_at: warp.get(src as usize).and_then(site_of),
                         },
                     ));
                 }
@@ -717,9 +760,60 @@ fn diagnose_stuck_warp(warp: &[EmulatedThread]) -> Option<(usize, Fault)> {
                     mask,
                     missing_lane: lane as u32,
                     reason,
+                    at: site_of(&warp[leader]),
+                    missing_at: site_of(&warp[lane]),
                 },
             ))
         })
+}
+
+thread_local! {
+    /// Where the kernel running on this OS thread last panicked (set by the
+    /// panic hook, taken by the scheduler when it catches the panic).
+    static KERNEL_PANIC_AT: Cell<Option<SourceLocation>> = const { Cell::new(None) };
+}
+
+/// Installs, once per process, a panic hook that keeps a kernel's panic to
+/// itself: a panic in an emulated thread (a fiber) prints nothing, and its
+/// location is kept for the launch's `Fault::Panic`, which reports it once.
+/// Every other panic goes to the hook that was installed before (the
+/// default one prints it as usual). A hook installed after this one
+/// replaces it: kernel panics are then printed by that hook and reported
+/// without a location.
+fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    if std::thread::panicking() {
+        // The hook cannot be changed while this thread panics; the next launch installs it.
+        return;
+    }
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if fiber::in_kernel() {
+                let at = info.location().map(|l| SourceLocation {
+                    file: intern(l.file()),
+                    line: l.line(),
+                    column: l.column(),
+                });
+                KERNEL_PANIC_AT.set(at);
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// `file` as a `&'static str`: a panic's location borrows its file name,
+/// and a kernel's files are few, so each is leaked once and reused.
+fn intern(file: &str) -> &'static str {
+    static FILES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = files.iter().find(|f| **f == file) {
+        return f;
+    }
+    let leaked: &'static str = Box::leak(file.to_owned().into_boxed_str());
+    files.push(leaked);
+    leaked
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

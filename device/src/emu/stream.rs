@@ -348,6 +348,7 @@ mod tests {
                 fault: super::super::Fault::Deadlock {
                     at_barrier: 1,
                     at_warp_op: 0,
+                    at: None,
                 },
             })
         });

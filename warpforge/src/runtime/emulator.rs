@@ -176,16 +176,12 @@ pub(crate) fn kernel_fault(e: EmuError, grid: Dim3, block: Dim3) -> Error {
         grid,
         block,
         code: FaultCode::from_emulator(&e.fault),
-        detail: format!("block {}, thread {}: {}", e.block, e.thread, fault_text(&e)),
+        detail: format!(
+            "block {}, thread {}: {}",
+            e.block,
+            e.thread,
+            e.details().join("; ")
+        ),
         emulated: Some(Box::new(e)),
-    }
-}
-
-/// The fault's own words, without the kernel/block/thread prefix.
-fn fault_text(e: &EmuError) -> String {
-    let full = e.to_string();
-    match full.split_once(": ") {
-        Some((_, rest)) => rest.to_owned(),
-        None => full,
     }
 }

@@ -190,14 +190,16 @@ pub enum Error {
     /// A kernel stopped with a fault: an illegal address or a trap on the GPU
     /// (a panic, failed assertion or bounds check in the kernel traps), or a
     /// fault the emulator detected. The device is poisoned afterwards.
+    ///
+    /// Its text is a headline (kernel, fault, and on the emulator
+    /// `file:line:column`, block and thread) of at most 160 characters, then
+    /// the details and the launch on the lines after it, then what to do,
+    /// for the backend it happened on: on the emulator, what to change in
+    /// the kernel; on a GPU, how to find the thread and what the driver's
+    /// sticky faults mean.
     #[error(
-        "kernel `{kernel}` (grid {grid}, block {block}) faulted: {code}. {detail}. The device is \
-         now unusable (every later call returns ContextPoisoned): fix the kernel or its \
-         inputs; run it on the emulator (`--backend emu`) or under compute-sanitizer to find \
-         the thread. To go on in this process drop every handle of the device and open it \
-         again, or call `Device::reset` on the last one: an emulator recovers; a GPU whose \
-         driver keeps the fault for the life of the process (driver 580 did after a trap on an \
-         H200) answers StickyFault, and only a new process can use it"
+        "{}",
+        kernel_fault_text(.kernel, .grid, .block, .code, .detail, .emulated)
     )]
     KernelFault {
         /// The kernel. On the GPU, where faults are reported asynchronously:
@@ -212,19 +214,21 @@ pub enum Error {
         block: Dim3,
         /// What kind of fault.
         code: FaultCode,
-        /// Where and why: the block, thread and message on the emulator; the
-        /// driver's error and the launches in flight on the GPU.
+        /// Where and why, on one line: the block, thread, source locations
+        /// and message on the emulator; the driver's error and the launches
+        /// in flight on the GPU.
         detail: String,
         /// The emulator's full report (None on the GPU).
         emulated: Option<Box<EmuError>>,
     },
     /// A call on a device that an earlier kernel fault made unusable.
     #[error(
-        "the device is unusable after an earlier kernel fault ({original}); every call on it \
+        "the device is unusable after an earlier kernel fault ({}); every call on it \
          fails from then on. To recover, drop every handle of it (Device clones, buffers, \
          pinned buffers, streams, events) and open it again with `Device::gpu`, or call \
          `Device::reset` on the last one: the GPU's context is then reset and its old buffers \
-         are gone (StickyFault where the driver keeps the fault: restart the process)"
+         are gone (StickyFault where the driver keeps the fault: restart the process)",
+        .original.headline()
     )]
     ContextPoisoned {
         /// The fault that poisoned it.
@@ -235,7 +239,7 @@ pub enum Error {
         "{device} is still held by {handles} other handle(s) (Device clones, buffers, pinned \
          buffers, streams or events){}: drop them all first, then {action}",
         poisoned_by.as_ref().map(|e| format!(" and is unusable after an earlier kernel fault \
-         ({e})")).unwrap_or_default()
+         ({})", e.headline())).unwrap_or_default()
     )]
     DeviceInUse {
         /// The device, e.g. `GPU 0 (NVIDIA H100 80GB HBM3)`.
@@ -254,8 +258,9 @@ pub enum Error {
     #[error(
         "{device} cannot be used again in this process: after its context was reset \
          (cuDevicePrimaryCtxReset) the driver still reports the sticky fault of an earlier \
-         kernel ({original}), as NVIDIA driver 580 did after a trap on an H200; restart the \
-         process"
+         kernel ({}), as NVIDIA driver 580 did after a trap on an H200; restart the \
+         process",
+        .original.headline()
     )]
     StickyFault {
         /// The GPU, e.g. `GPU 0`.
@@ -333,7 +338,68 @@ pub enum Error {
     },
 }
 
+/// What every fault report says about the device afterwards, on either backend.
+const POISONED: &str = "the device is now unusable (every later call returns ContextPoisoned): \
+     to go on in this process, drop every handle of it and open it again, or call \
+     `Device::reset` on the last one";
+
+/// The text of [`Error::KernelFault`]: headline, details, launch, advice.
+fn kernel_fault_text(
+    kernel: &str,
+    grid: &Dim3,
+    block: &Dim3,
+    code: &FaultCode,
+    detail: &str,
+    emulated: &Option<Box<EmuError>>,
+) -> String {
+    let launch = format!("launch: grid {grid}, block {block}");
+    match emulated.as_deref() {
+        Some(e) => {
+            let mut lines = vec![e.headline()];
+            lines.extend(e.details().into_iter().map(|l| format!("  {l}")));
+            lines.push(format!("  {launch}, on the CPU emulator"));
+            lines.push(format!("  {}", e.advice()));
+            lines.push(format!("  {POISONED}"));
+            lines.join("\n")
+        }
+        None => {
+            let mut headline = format!("kernel `{kernel}` faulted on the GPU: {code}");
+            if headline.chars().count() > EmuError::HEADLINE_MAX {
+                headline = headline.chars().take(EmuError::HEADLINE_MAX - 1).collect();
+                headline.push('…');
+            }
+            [
+                headline,
+                format!("  {detail}"),
+                format!("  {launch}"),
+                "  to find the thread and the line: rerun the launch on the CPU emulator \
+                 (`Device::emulator()`, `--backend emu`), which names both, or run the \
+                 program under compute-sanitizer"
+                    .to_owned(),
+                format!(
+                    "  {POISONED}; a GPU whose driver keeps the fault for the life of the \
+                     process (driver 580 did after a trap on an H200) answers StickyFault \
+                     instead, and only a new process can use it"
+                ),
+            ]
+            .join("\n")
+        }
+    }
+}
+
 impl Error {
+    /// The first line of this error's text: for a [`Error::KernelFault`],
+    /// its headline (kernel, fault, and on the emulator where in the
+    /// source, block and thread), which the errors that name an earlier
+    /// fault quote.
+    pub fn headline(&self) -> String {
+        let text = self.to_string();
+        match text.split_once('\n') {
+            Some((first, _)) => first.to_owned(),
+            None => text,
+        }
+    }
+
     /// Wraps a driver error with what warpforge was doing.
     pub(crate) fn driver(during: impl Into<String>) -> impl FnOnce(DriverError) -> Error {
         let during = during.into();

@@ -110,6 +110,21 @@ fn assert_mentions(e: &warpforge::EmuError, parts: &[&str]) {
     }
 }
 
+/// Asserts that the report's headline names `kernel`, the fault `class` at a
+/// line of this file, and the block and thread.
+fn assert_headline(e: &warpforge::EmuError, kernel: &str, class: &str, block: Dim3, thread: Dim3) {
+    let headline = e.headline();
+    assert!(
+        headline.starts_with(&format!("kernel `{kernel}`: {class} at {}:", file!())),
+        "{headline}"
+    );
+    assert!(
+        headline.ends_with(&format!(", block {block}, thread {thread}")),
+        "{headline}"
+    );
+    assert!(e.to_string().starts_with(&format!("{headline}\n")), "{e}");
+}
+
 fn fault_of(result: warpforge::Result<()>) -> warpforge::EmuError {
     match result {
         Err(Error::KernelFault {
@@ -132,14 +147,13 @@ fn out_of_bounds_read_names_the_thread() {
         (e.block, e.thread),
         (Dim3::new(3, 0, 0), Dim3::new(3, 0, 0))
     );
-    let Fault::Panic { message } = &e.fault else {
+    let Fault::Panic { message, at } = &e.fault else {
         panic!("{e}")
     };
     assert!(message.contains("index out of bounds"), "{message}");
-    assert!(
-        e.to_string()
-            .contains("kernel `reads_past_end`, block (3, 0, 0), thread (3, 0, 0)")
-    );
+    // The read `x[i + 1]`, in this file.
+    assert_eq!(at.map(|l| l.file), Some(file!()), "{e}");
+    assert_headline(&e, "reads_past_end", "panic", idx(3), idx(3));
 }
 
 #[test]
@@ -150,13 +164,24 @@ fn divergent_barrier_is_reported_not_hung() {
     let e = fault_of(dev.launch(early_return_before_barrier, cfg, (&mut out,)));
     assert_eq!(e.thread, Dim3::new(5, 0, 0));
     assert_eq!(e.block, Dim3::new(0, 0, 0));
+    let Fault::DivergentBarrier {
+        waiting,
+        exited,
+        waiting_at,
+        exited_after,
+    } = &e.fault
+    else {
+        panic!("{e}")
+    };
+    assert_eq!((*waiting, *exited), (31, 1), "{e}");
+    // All 31 at the one barrier, in this file; thread 5 made no device call.
+    assert_eq!(waiting_at.len(), 1, "{e}");
     assert_eq!(
-        e.fault,
-        Fault::DivergentBarrier {
-            waiting: 31,
-            exited: 1
-        }
+        (waiting_at[0].0.file, waiting_at[0].1),
+        (file!(), 31),
+        "{e}"
     );
+    assert_eq!(*exited_after, None, "{e}");
 }
 
 #[test]
@@ -197,7 +222,7 @@ fn an_insisted_out_of_bounds_write_is_a_fault_naming_the_thread() {
     let e = fault_of(dev.launch(insists_on_writing_past_the_end, cfg, (&mut out,)));
     // Element 100 is thread 36 of block 1, the first past the end.
     assert_eq!((e.block, e.thread), (idx(1), idx(36)), "{e}");
-    assert!(matches!(&e.fault, Fault::Panic { message } if message.contains("out of bounds")));
+    assert!(matches!(&e.fault, Fault::Panic { message, .. } if message.contains("out of bounds")));
     // As on a GPU, the device is unusable afterwards: no garbage is read back.
     assert!(matches!(out.to_host(), Err(Error::ContextPoisoned { .. })));
 }
@@ -226,6 +251,8 @@ fn racy_shared_writes_are_reported_with_both_threads() {
         other,
         this_writes,
         other_writes,
+        at,
+        other_at,
     } = e.fault.clone()
     else {
         panic!("{e}")
@@ -236,6 +263,9 @@ fn racy_shared_writes_are_reported_with_both_threads() {
         (0, Some(idx(0)), true, true),
         "{e}"
     );
+    // Both at the kernel's one `s.store`, in this file.
+    assert_eq!(at.file, file!(), "{e}");
+    assert_eq!(other_at, Some(at), "{e}");
     assert_eq!(e.thread, idx(1));
     assert!(e.to_string().contains("put sync_threads() between"), "{e}");
 }
@@ -392,10 +422,18 @@ fn global_race(e: &warpforge::EmuError) -> GlobalRaceView {
         other,
         this_access,
         other_access,
+        at,
+        other_at,
     } = e.fault
     else {
         panic!("expected a global race: {e}")
     };
+    // Both accesses are the kernels' own, in this file.
+    assert_eq!(
+        (at.file, other_at.map(|l| l.file)),
+        (file!(), Some(file!())),
+        "{e}"
+    );
     (
         e.block,
         e.thread,
@@ -429,12 +467,18 @@ fn every_thread_writing_element_0_is_a_race_naming_buffer_element_and_both_threa
         ),
         "{e}"
     );
+    assert_headline(
+        &e,
+        "all_write_element_zero",
+        "global-memory race",
+        idx(0),
+        idx(1),
+    );
     assert_mentions(
         &e,
         &[
-            "kernel `all_write_element_zero`, block (0, 0, 0), thread (1, 0, 0)",
-            "global-memory race on `out`[0]",
-            "thread (0, 0, 0) of block (0, 0, 0) writes it",
+            "this thread writes `out`[0] at",
+            "thread (0, 0, 0) of block (0, 0, 0) wrote it at",
             "give each thread its own elements",
         ],
     );
@@ -616,14 +660,26 @@ fn reading_shared_memory_no_thread_wrote_names_the_byte_and_the_fix() {
     // Thread 32 is the first to read an element (its own, byte 128) that nobody stored.
     assert_eq!(
         (e.thread, &e.fault),
-        (idx(32), &Fault::UninitSharedRead { offset: 128 }),
+        (
+            idx(32),
+            &Fault::UninitSharedRead {
+                offset: 128,
+                at: e.fault.location().unwrap()
+            }
+        ),
         "{e}"
+    );
+    assert_headline(
+        &e,
+        "reads_half_filled_shared",
+        "read of uninitialised shared memory",
+        idx(0),
+        idx(32),
     );
     assert_mentions(
         &e,
         &[
-            "kernel `reads_half_filled_shared`, block (0, 0, 0), thread (32, 0, 0)",
-            "uninitialised shared memory at byte 128",
+            "this thread reads byte 128 of shared memory at",
             "store every element before reading it",
         ],
     );
@@ -637,7 +693,14 @@ fn an_atomic_add_to_unzeroed_shared_memory_is_an_uninitialised_read() {
     let e = fault_of(dev.launch(unzeroed_shared_histogram, cfg, (0u32, &mut out)));
     assert_eq!(
         (e.block, e.thread, &e.fault),
-        (idx(0), idx(0), &Fault::UninitSharedRead { offset: 0 }),
+        (
+            idx(0),
+            idx(0),
+            &Fault::UninitSharedRead {
+                offset: 0,
+                at: e.fault.location().unwrap()
+            }
+        ),
         "{e}"
     );
 
@@ -789,21 +852,23 @@ fn a_spin_on_a_flag_that_no_thread_sets_is_a_deadlock_naming_the_spinner() {
             global,
             at_barrier,
             at_warp_op,
+            at,
         } = &e.fault
         else {
             panic!("expected a spin deadlock: {e}")
         };
+        assert_eq!(at.map(|l| l.file), Some(file!()), "{e}");
         assert_eq!(
             (e.thread, spinning.as_slice(), *spinners, *global),
             (idx(0), &[idx(0)][..], 1, shared_flag == 0),
             "{e}"
         );
         assert_eq!((*at_barrier, *at_warp_op), (0, 0), "{e}");
+        assert_headline(&e, "spins_on_flag", "spin deadlock", idx(0), idx(0));
         assert_mentions(
             &e,
             &[
-                "kernel `spins_on_flag`, block (0, 0, 0), thread (0, 0, 0)",
-                "spin deadlock: 1 threads ((0, 0, 0))",
+                "1 threads ((0, 0, 0)) poll an atomic",
                 &format!("poll an atomic in {memory} memory"),
             ],
         );
@@ -845,6 +910,17 @@ fn cp_async_then_read(wait: u32, own: u32, src: Global<u32>, mut out: Out<u32>) 
     }
 }
 
+/// Where a `CpAsyncPending` fault says its copy was issued, checked to be
+/// `cp_async_then_read`'s `cp_async_16` call in this file, and its read after it.
+fn cp_async_issued_at(e: &warpforge::EmuError) -> warpforge::SourceLocation {
+    let Fault::CpAsyncPending { at, issued_at, .. } = &e.fault else {
+        panic!("{e}")
+    };
+    assert_eq!((at.file, issued_at.file), (file!(), file!()), "{e}");
+    assert!(issued_at.line < at.line, "{e}");
+    *issued_at
+}
+
 #[test]
 fn reading_a_cp_async_destination_before_the_wait_is_a_fault_and_after_it_is_not() {
     let dev = Device::emulator();
@@ -862,16 +938,25 @@ fn reading_a_cp_async_destination_before_the_wait_is_a_fault_and_after_it_is_not
             &Fault::CpAsyncPending {
                 offset: 20,
                 issuer: idx(1),
-                this_writes: false
+                this_writes: false,
+                at: e.fault.location().unwrap(),
+                issued_at: cp_async_issued_at(&e),
             }
         ),
         "{e}"
     );
+    assert_headline(
+        &e,
+        "cp_async_then_read",
+        "cp.async destination used before its wait",
+        idx(0),
+        idx(0),
+    );
     assert_mentions(
         &e,
         &[
-            "kernel `cp_async_then_read`, block (0, 0, 0), thread (0, 0, 0)",
-            "cp.async that thread (1, 0, 0) issued and has not waited for",
+            "cp.async that thread (1, 0, 0) issued at",
+            "and has not waited for",
             "cp_async_wait_all()",
         ],
     );
@@ -888,7 +973,9 @@ fn reading_a_cp_async_destination_before_the_wait_is_a_fault_and_after_it_is_not
             &Fault::CpAsyncPending {
                 offset: 4,
                 issuer: idx(0),
-                this_writes: false
+                this_writes: false,
+                at: e.fault.location().unwrap(),
+                issued_at: cp_async_issued_at(&e),
             }
         ),
         "{e}"

@@ -65,7 +65,7 @@ fn a_too_small_output_is_a_fault_naming_the_kernel_not_a_stray_write() {
     };
     assert_eq!(e.kernel, "probe_transpose");
     assert!(
-        matches!(&e.fault, Fault::Panic { message } if message.contains("out is too small")),
+        matches!(&e.fault, Fault::Panic { message, at: Some(at) } if message.contains("out is too small") && at.file == "probes/src/matrix.rs"),
         "{err}"
     );
 }

@@ -10,6 +10,7 @@ mod common;
 mod atomics;
 mod conv2d;
 mod emulator_faults;
+mod fault_locations;
 mod gemm;
 mod gemm_batched;
 mod gemm_tensor;

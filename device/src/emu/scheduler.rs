@@ -54,7 +54,11 @@ fn return_stack(stack: DefaultStack) {
 /// ```
 ///
 /// Global memory is not race-checked here; [`launch_with_outputs`] checks it.
-pub fn launch(kernel: &str, shape: LaunchShape, body: &(dyn Fn() + Sync)) -> Result<(), EmuError> {
+pub fn launch(
+    kernel: &str,
+    shape: LaunchShape,
+    body: &(dyn Fn() + Sync),
+) -> Result<(), Box<EmuError>> {
     launch_with_outputs(kernel, shape, &[], body)
 }
 
@@ -66,7 +70,7 @@ pub fn launch_with_outputs(
     shape: LaunchShape,
     outputs: &[OutputBuffer],
     body: &(dyn Fn() + Sync),
-) -> Result<(), EmuError> {
+) -> Result<(), Box<EmuError>> {
     let blocks = shape.grid.volume();
     if blocks == 0 || shape.block.volume() == 0 {
         return Ok(());
@@ -76,7 +80,7 @@ pub fn launch_with_outputs(
     let global = (race_check_enabled() && !outputs.is_empty() && blocks < u64::from(u32::MAX - 1))
         .then(|| Arc::new(GlobalShadow::new(outputs)));
     let next_block = AtomicU64::new(0);
-    let first_error: Mutex<Option<(u64, EmuError)>> = Mutex::new(None);
+    let first_error: Mutex<Option<(u64, Box<EmuError>)>> = Mutex::new(None);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(usize::try_from(blocks).unwrap_or(usize::MAX));
@@ -220,7 +224,7 @@ fn run_block(
     global: Option<Arc<GlobalShadow>>,
     launch: &LaunchState,
     body: &(dyn Fn() + Sync),
-) -> Result<(), EmuError> {
+) -> Result<(), Box<EmuError>> {
     // Outlives the fibers (declared first, dropped last), and never moves.
     let block_state = BlockState::new(linear_block);
     let block_ptr: *const BlockState = &block_state;
@@ -306,12 +310,14 @@ fn schedule(
     race: Option<&RaceDetector>,
     block: &BlockState,
     launch: &LaunchState,
-) -> Result<(), EmuError> {
-    let error = |t: &EmulatedThread, fault: Fault| EmuError {
-        kernel: kernel.to_owned(),
-        block: t.state.block_idx,
-        thread: t.state.thread_idx,
-        fault,
+) -> Result<(), Box<EmuError>> {
+    let error = |t: &EmulatedThread, fault: Fault| {
+        Box::new(EmuError {
+            kernel: kernel.to_owned(),
+            block: t.state.block_idx,
+            thread: t.state.thread_idx,
+            fault,
+        })
     };
     let mut stall = StallMark {
         launch,
@@ -490,7 +496,7 @@ fn schedule(
 }
 
 /// The fault for a block whose running threads are all stuck spinning.
-fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> EmuError {
+fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> Box<EmuError> {
     let spinners: Vec<&EmulatedThread> = threads
         .iter()
         .filter(|t| matches!(t.status, State::Yielded(Spin::Shared | Spin::Global)))
@@ -502,7 +508,7 @@ fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> EmuErro
             .count() as u32
     };
     let first = spinners.first().expect("a stuck round has a spinner");
-    EmuError {
+    Box::new(EmuError {
         kernel: kernel.to_owned(),
         block: first.state.block_idx,
         thread: first.state.thread_idx,
@@ -518,7 +524,7 @@ fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> EmuErro
             at_warp_op: count(Request::is_warp),
             at: site_of(first),
         },
-    }
+    })
 }
 
 /// Where `t` last called the device API.
@@ -527,9 +533,9 @@ fn site_of(t: &EmulatedThread) -> Option<SourceLocation> {
 }
 
 /// The fault for a read of never-written shared memory, naming the reading thread.
-fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> EmuError {
+fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> Box<EmuError> {
     let t = &threads[read.thread as usize];
-    EmuError {
+    Box::new(EmuError {
         kernel: kernel.to_owned(),
         block: t.state.block_idx,
         thread: t.state.thread_idx,
@@ -537,7 +543,7 @@ fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> E
             offset: read.offset,
             at: read.site.into(),
         },
-    }
+    })
 }
 
 /// The first lane of `warp` waiting in a warp collective, and its request.

@@ -30,7 +30,7 @@ pub enum Outcome {
         end: Instant,
     },
     /// The kernel faulted.
-    Faulted(EmuError),
+    Faulted(Box<EmuError>),
     /// It did not run because a job it depends on, or an earlier job, failed.
     Skipped,
 }
@@ -209,8 +209,8 @@ pub fn run_after(
     deps: &[Completion],
     done: &Completion,
     go_ahead: impl FnOnce() -> bool,
-    work: impl FnOnce() -> Result<(), EmuError>,
-) -> Result<(), EmuError> {
+    work: impl FnOnce() -> Result<(), Box<EmuError>>,
+) -> Result<(), Box<EmuError>> {
     let deps_ok = deps.iter().all(|d| matches!(d.wait(), Outcome::Ran { .. }));
     if !deps_ok || !go_ahead() {
         done.finish(Outcome::Skipped);
@@ -228,7 +228,7 @@ pub fn run_after(
     result
 }
 
-type Work = Box<dyn FnOnce() -> Result<(), EmuError> + Send>;
+type Work = Box<dyn FnOnce() -> Result<(), Box<EmuError>> + Send>;
 
 struct Job {
     deps: Vec<Completion>,
@@ -270,7 +270,7 @@ impl EmuStream {
         &self,
         deps: Vec<Completion>,
         done: Completion,
-        work: impl FnOnce() -> Result<(), EmuError> + Send + 'static,
+        work: impl FnOnce() -> Result<(), Box<EmuError>> + Send + 'static,
     ) {
         let job = Job {
             deps,
@@ -341,7 +341,7 @@ mod tests {
         let s = stream();
         let first = Completion::pending();
         s.enqueue(Vec::new(), first.clone(), || {
-            Err(EmuError {
+            Err(Box::new(EmuError {
                 kernel: "k".into(),
                 block: crate::thread::Dim3::x(0),
                 thread: crate::thread::Dim3::x(0),
@@ -350,7 +350,7 @@ mod tests {
                     at_warp_op: 0,
                     at: None,
                 },
-            })
+            }))
         });
         let second = Completion::pending();
         s.enqueue(vec![first.clone()], second.clone(), || Ok(()));

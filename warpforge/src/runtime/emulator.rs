@@ -149,8 +149,8 @@ impl Binding {
     /// Runs `work` here and now, after the work this job depends on.
     pub(crate) fn run_inline(
         self,
-        work: impl FnOnce() -> Result<(), EmuError>,
-    ) -> Result<(), EmuError> {
+        work: impl FnOnce() -> Result<(), Box<EmuError>>,
+    ) -> Result<(), Box<EmuError>> {
         stream::run_after(&self.deps, &self.done, || true, work)
     }
 
@@ -158,7 +158,7 @@ impl Binding {
     pub(crate) fn enqueue(
         self,
         stream: &EmuStream,
-        work: impl FnOnce() -> Result<(), EmuError> + Send + 'static,
+        work: impl FnOnce() -> Result<(), Box<EmuError>> + Send + 'static,
     ) {
         let keep = self.keep;
         stream.enqueue(self.deps, self.done, move || {
@@ -170,7 +170,7 @@ impl Binding {
 }
 
 /// The `KernelFault` for an emulator fault in a launch of this shape.
-pub(crate) fn kernel_fault(e: EmuError, grid: Dim3, block: Dim3) -> Error {
+pub(crate) fn kernel_fault(e: Box<EmuError>, grid: Dim3, block: Dim3) -> Error {
     Error::KernelFault {
         kernel: e.kernel.clone(),
         grid,
@@ -182,6 +182,6 @@ pub(crate) fn kernel_fault(e: EmuError, grid: Dim3, block: Dim3) -> Error {
             e.thread,
             e.details().join("; ")
         ),
-        emulated: Some(Box::new(e)),
+        emulated: Some(e),
     }
 }

@@ -1,4 +1,5 @@
-//! Planted faults: one kernel per class of fault the emulator reports, each
+//! Planted faults: one kernel per class of fault the emulator reports
+//! (`probe_fault_*`, as every probe's name starts with `probe_`), each
 //! with its faulting access marked in the source by a `planted:` comment
 //! beside it, and the line of that comment as a constant (`*_LINE`, found in
 //! this file at compile time, so they cannot drift from the code). Every
@@ -66,7 +67,7 @@ pub const INPUT_OOB_LINE: u32 = planted_line("INPUT_OOB");
 /// `x[i + 1]` in the last thread (a bounds check on an input slice): a
 /// panic. Launch with as many threads as `x` and `out` have elements.
 #[kernel]
-pub fn planted_input_oob(x: &[u32], fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_input_oob(x: &[u32], fixed: u32, mut out: Out<u32>) {
     let i = global_index_x();
     let j = if fixed == 1 { i } else { i + 1 };
     let v = x[j]; // planted: INPUT_OOB
@@ -81,7 +82,7 @@ pub const SHARED_OOB_LINE: u32 = planted_line("SHARED_OOB");
 /// Thread `t` stores `s[t + 1]`: the last thread's store is past the end of
 /// the shared array (a panic).
 #[kernel(shared = [u32; 64])]
-pub fn planted_shared_oob(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_shared_oob(fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 64>();
     let t = thread_idx().x as usize;
     let i = if fixed == 1 { t } else { t + 1 };
@@ -98,7 +99,7 @@ pub const MISALIGNED_LINE: u32 = planted_line("MISALIGNED");
 /// 16 threads store 16 bytes each, then load their neighbour's 16 bytes at
 /// an element past its start: not 16-byte aligned (a panic).
 #[kernel(shared = [u32; 64])]
-pub fn planted_misaligned(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_misaligned(fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 64>();
     let t = thread_idx().x as usize;
     if t < 16 {
@@ -121,7 +122,7 @@ pub const GUARD_LINE: u32 = planted_line("GUARD");
 /// `out`, the guard gives no slot and `expect` panics. The twin (`fixed`)
 /// skips the elements the guard refuses.
 #[kernel]
-pub fn planted_guard(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_guard(fixed: u32, mut out: Out<u32>) {
     let i = global_index_x();
     if fixed == 1 && i >= out.len() {
         return;
@@ -136,7 +137,7 @@ pub const PANIC_LINE: u32 = planted_line("PANIC");
 /// Panics in the thread whose input exceeds `limit` (none in the twin,
 /// whose limit is the largest `u32`).
 #[kernel]
-pub fn planted_panic(x: &[u32], fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_panic(x: &[u32], fixed: u32, mut out: Out<u32>) {
     let i = global_index_x();
     let limit = if fixed == 1 { u32::MAX } else { 40 };
     let v = x.get(i).copied().unwrap_or(0);
@@ -156,7 +157,7 @@ pub const BARRIER_EXIT_LINE: u32 = planted_line("BARRIER_EXIT");
 /// A barrier inside `if thread_idx().x < 16`: the other threads write their
 /// element and exit without reaching it.
 #[kernel]
-pub fn planted_divergent_barrier(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_divergent_barrier(fixed: u32, mut out: Out<u32>) {
     let t = thread_idx().x;
     if t < 16 || fixed == 1 {
         sync::sync_threads(); // planted: BARRIER
@@ -174,7 +175,7 @@ pub const MASK_MISSING_EXIT_LINE: u32 = planted_line("MASK_MISSING_EXIT");
 /// The low half-warp shuffles with the full mask; the high half writes
 /// and exits. The twin passes the low half's mask.
 #[kernel]
-pub fn planted_mask_missing(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_mask_missing(fixed: u32, mut out: Out<u32>) {
     let lane = lane_id();
     let mut v = lane;
     if lane < 16 {
@@ -192,7 +193,7 @@ pub const MASK_READ_LINE: u32 = planted_line("MASK_READ");
 /// The low half-warp shuffles among itself (mask `0xffff`) but reads lane
 /// `lane + 16`, which is not in the mask; the twin reads `lane ^ 1`.
 #[kernel]
-pub fn planted_mask_read(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_mask_read(fixed: u32, mut out: Out<u32>) {
     let lane = lane_id();
     let mut v = lane;
     if lane < 16 {
@@ -212,7 +213,7 @@ pub const SHARED_RACE_LOAD_LINE: u32 = planted_line("SHARED_RACE_LOAD");
 /// Each thread stores its slot and loads its neighbour's, with no barrier
 /// between (the twin has one): thread 1's store races with thread 0's load.
 #[kernel(shared = [u32; 64])]
-pub fn planted_shared_race(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_shared_race(fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 64>();
     let t = thread_idx().x as usize;
     s.store(t, t as u32); // planted: SHARED_RACE_STORE
@@ -233,7 +234,7 @@ pub const GLOBAL_RACE_SET_LINE: u32 = planted_line("GLOBAL_RACE_SET");
 /// A plain read-modify-write of `out[0]` by every thread (a histogram's
 /// bin without an atomic); the twin gives each thread its own element.
 #[kernel]
-pub fn planted_global_race(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_global_race(fixed: u32, mut out: Out<u32>) {
     let i = if fixed == 1 { global_index_x() } else { 0 };
     if let Some(mut o) = out.at(i) {
         let old = o.get(); // planted: GLOBAL_RACE_GET
@@ -247,7 +248,7 @@ pub const UNINIT_LINE: u32 = planted_line("UNINIT");
 /// The first 32 threads store their slot, then every thread loads its own:
 /// thread 32's slot was never written (the twin stores all 64).
 #[kernel(shared = [u32; 64])]
-pub fn planted_uninit(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_uninit(fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 64>();
     let t = thread_idx().x as usize;
     if t < 32 || fixed == 1 {
@@ -269,7 +270,7 @@ pub const CP_ASYNC_READ_LINE: u32 = planted_line("CP_ASYNC_READ");
 /// with `cp.async` and reads the first element back, without waiting for
 /// the copy (the twin waits). `src` holds at least 64 elements.
 #[kernel(shared = [u32; 64])]
-pub fn planted_cp_async(src: Global<u32>, fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_cp_async(src: Global<u32>, fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 64>();
     let t = thread_idx().x as usize;
     if t < 16 {
@@ -290,7 +291,7 @@ pub const SPIN_LINE: u32 = planted_line("SPIN");
 /// Thread 0 spins on a shared flag until it is set; only the twin's thread
 /// 1 sets it.
 #[kernel(shared = [u32; 1])]
-pub fn planted_spin(fixed: u32, mut out: Out<u32>) {
+pub fn probe_fault_spin(fixed: u32, mut out: Out<u32>) {
     let s = shared::array::<u32, 1>();
     let flag = s.atomic::<Block>(0);
     let t = thread_idx().x;

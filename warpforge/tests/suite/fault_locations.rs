@@ -52,25 +52,29 @@ fn run(planted: Planted, fixed: u32) -> warpforge::Result<()> {
     let x = dev.upload(&(0..BLOCK).collect::<Vec<u32>>())?;
     let mut out = dev.alloc_zeroed::<u32>(n)?;
     match planted {
-        Planted::InputOob => dev.launch(faults::planted_input_oob, cfg, (&x, fixed, &mut out)),
-        Planted::SharedOob => dev.launch(faults::planted_shared_oob, cfg, (fixed, &mut out)),
-        Planted::Misaligned => dev.launch(faults::planted_misaligned, cfg, (fixed, &mut out)),
+        Planted::InputOob => dev.launch(faults::probe_fault_input_oob, cfg, (&x, fixed, &mut out)),
+        Planted::SharedOob => dev.launch(faults::probe_fault_shared_oob, cfg, (fixed, &mut out)),
+        Planted::Misaligned => dev.launch(faults::probe_fault_misaligned, cfg, (fixed, &mut out)),
         Planted::Guard => {
             // 40 elements for 64 threads: threads 40.. get no slot.
             let mut short = dev.alloc_zeroed::<u32>(40)?;
-            dev.launch(faults::planted_guard, cfg, (fixed, &mut short))
+            dev.launch(faults::probe_fault_guard, cfg, (fixed, &mut short))
         }
-        Planted::Panic => dev.launch(faults::planted_panic, cfg, (&x, fixed, &mut out)),
-        Planted::DivergentBarrier => {
-            dev.launch(faults::planted_divergent_barrier, cfg, (fixed, &mut out))
+        Planted::Panic => dev.launch(faults::probe_fault_panic, cfg, (&x, fixed, &mut out)),
+        Planted::DivergentBarrier => dev.launch(
+            faults::probe_fault_divergent_barrier,
+            cfg,
+            (fixed, &mut out),
+        ),
+        Planted::MaskMissing => {
+            dev.launch(faults::probe_fault_mask_missing, cfg, (fixed, &mut out))
         }
-        Planted::MaskMissing => dev.launch(faults::planted_mask_missing, cfg, (fixed, &mut out)),
-        Planted::MaskRead => dev.launch(faults::planted_mask_read, cfg, (fixed, &mut out)),
-        Planted::SharedRace => dev.launch(faults::planted_shared_race, cfg, (fixed, &mut out)),
-        Planted::GlobalRace => dev.launch(faults::planted_global_race, cfg, (fixed, &mut out)),
-        Planted::Uninit => dev.launch(faults::planted_uninit, cfg, (fixed, &mut out)),
-        Planted::CpAsync => dev.launch(faults::planted_cp_async, cfg, (&x, fixed, &mut out)),
-        Planted::Spin => dev.launch(faults::planted_spin, cfg, (fixed, &mut out)),
+        Planted::MaskRead => dev.launch(faults::probe_fault_mask_read, cfg, (fixed, &mut out)),
+        Planted::SharedRace => dev.launch(faults::probe_fault_shared_race, cfg, (fixed, &mut out)),
+        Planted::GlobalRace => dev.launch(faults::probe_fault_global_race, cfg, (fixed, &mut out)),
+        Planted::Uninit => dev.launch(faults::probe_fault_uninit, cfg, (fixed, &mut out)),
+        Planted::CpAsync => dev.launch(faults::probe_fault_cp_async, cfg, (&x, fixed, &mut out)),
+        Planted::Spin => dev.launch(faults::probe_fault_spin, cfg, (fixed, &mut out)),
     }
 }
 
@@ -445,7 +449,7 @@ fn planted_faults_write_nothing_to_stderr() {
     // The child ran every fault (libtest may start the line with the test's name).
     for planted in ALL {
         assert!(
-            stdout.contains(&format!("{planted:?}: kernel `planted_")),
+            stdout.contains(&format!("{planted:?}: kernel `probe_fault_")),
             "{planted:?} not in: {stdout}"
         );
     }

@@ -283,9 +283,7 @@ fn gather_driver() -> DriverReport {
     if !gpu::driver_present() {
         return DriverReport::Missing;
     }
-    let kernel_module_version = std::fs::read_to_string("/proc/driver/nvidia/version")
-        .ok()
-        .and_then(|text| parse_nvrm_version(&text));
+    let kernel_module_version = nvidia_driver_version();
     // cudarc panics when libcuda lacks a symbol it binds (a very old driver):
     // report that instead of dying.
     let cuda_version = guarded(|| gpu::driver_version().map_err(|e| e.to_string()));
@@ -400,6 +398,14 @@ fn check_emulator() -> Result<String, String> {
             "an f32 sum over {N} elements gave {got}, expected exactly {expected}"
         ))
     }
+}
+
+/// The loaded NVIDIA kernel module's version (`580.105.08`), from
+/// `/proc/driver/nvidia/version`; `None` without one.
+pub fn nvidia_driver_version() -> Option<String> {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|text| parse_nvrm_version(&text))
 }
 
 /// The version in `/proc/driver/nvidia/version`'s `NVRM version:` line (`550.54.14`).

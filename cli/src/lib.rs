@@ -11,10 +11,15 @@
 //! | [`sass`] | `ptx --sass` | `nvdisasm`/`cuobjdump`, SASS listings with Rust source lines |
 //! | [`ptx_diff`] | `ptx --diff` | per-kernel before/after tables |
 //! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
+//! | [`startup`] | `doctor --timings` | start-up phases in fresh processes, against the driver's floor |
 //! | [`bench_table`] | `bench` | [`warpforge::bench`]'s reports as text tables |
+//! | [`bench_data`] | `bench --json`, `bench compare`, `bench table` | results as JSON records, compared, as the README's table |
+//! | [`bench_plot`] | `bench --plot` | results as SVG charts |
 //!
 //! `verify` is the library's ([`warpforge::verify`]); the command prints its reports.
 
+pub mod bench_data;
+pub mod bench_plot;
 pub mod bench_table;
 pub mod doctor;
 pub mod npy;
@@ -22,3 +27,4 @@ pub mod ptx_diff;
 pub mod ptxas;
 pub mod run;
 pub mod sass;
+pub mod startup;

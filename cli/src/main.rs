@@ -8,7 +8,7 @@ use warpforge::conv2d::Padding;
 use warpforge::reduce::Op;
 use warpforge::registry::{self, OPERATIONS};
 use warpforge::{Device, Error, verify};
-use warpforge_cli::{bench_table, npy, run};
+use warpforge_cli::{bench_data, bench_plot, bench_table, npy, run, startup};
 
 mod ptx_command;
 
@@ -61,7 +61,19 @@ enum Command {
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
     /// is present but unusable.
-    Doctor,
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Measure start-up instead: cuInit, the primary context, the module load (cubin or
+    /// PTX JIT, and its parts), the first launch and the first `reduce::sum` of 2^20 f32,
+    /// each in a fresh process, against a bare process's driver floor.
+    #[arg(long)]
+    timings: bool,
+    /// The measuring child processes of `--timings` (`floor`, `first-reduction`).
+    #[arg(long, hide = true, value_name = "KIND")]
+    timings_child: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -212,10 +224,28 @@ struct BenchArgs {
     /// overlap: bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
     #[arg(long)]
     mib: Option<usize>,
+    /// Operations: also write the results as JSON records, one per case (see
+    /// `bench compare`, `bench table`).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Operations: also draw the results as an SVG chart (throughput against size,
+    /// warpforge beside its anchor).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// compare: flag changes of the ratio to the anchor beyond this fraction.
+    #[arg(long, default_value_t = bench_data::DEFAULT_NOISE)]
+    noise: f64,
+    /// compare: OLD.json NEW.json; table: the results files to tabulate.
+    #[arg(value_name = "FILES")]
+    files: Vec<PathBuf>,
 }
 
 /// What `bench` measures besides the operations' benchmarks.
 const OVERLAP: &str = "overlap";
+/// `bench compare OLD.json NEW.json`: two results files, case by case.
+const COMPARE: &str = "compare";
+/// `bench table FILES…`: results files as the README's Markdown table.
+const TABLE: &str = "table";
 
 /// `verify --op`: the registry's names, listed in the help and in usage errors.
 fn operation_parser() -> clap::builder::PossibleValuesParser {
@@ -230,7 +260,14 @@ fn bench_parser() -> clap::builder::PossibleValuesParser {
     let values = OPERATIONS
         .iter()
         .filter_map(|op| op.bench.as_ref().map(|b| (op.name, b.summary)))
-        .chain([(OVERLAP, "copy/compute overlap of two streams")])
+        .chain([
+            (OVERLAP, "copy/compute overlap of two streams"),
+            (
+                COMPARE,
+                "compare two `--json` results files: each case's ratio of ratios",
+            ),
+            (TABLE, "`--json` results files as a Markdown table"),
+        ])
         .map(|(name, help)| clap::builder::PossibleValue::new(name).help(help));
     clap::builder::PossibleValuesParser::new(values)
 }
@@ -333,7 +370,7 @@ fn main() -> ExitCode {
             },
             backend,
         ),
-        Command::Doctor => Ok(run_doctor()),
+        Command::Doctor(args) => run_doctor(&args),
         Command::Bench(args) => run_bench(&args),
     };
     match result {
@@ -567,11 +604,27 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
             args.what
         )
     };
-    if args.what == OVERLAP {
+    let measures = args.what != COMPARE && args.what != TABLE;
+    if measures && !args.files.is_empty() {
+        return Err(format!(
+            "`bench {}` takes no file arguments (got {}); see `warpforge bench --help`",
+            args.what,
+            args.files[0].display()
+        ));
+    }
+    if !measures || args.what == OVERLAP {
         if args.max_log2.is_some() || args.iters.is_some() {
             return Err(not_for("--max-log2/--iters"));
         }
-        return run_bench_overlap(args.backend, args.mib);
+        if args.json.is_some() || args.plot.is_some() {
+            return Err(not_for("--json/--plot"));
+        }
+    }
+    match args.what.as_str() {
+        COMPARE => return run_bench_compare(&args.files, args.noise),
+        TABLE => return run_bench_table(&args.files),
+        OVERLAP => return run_bench_overlap(args.backend, args.mib),
+        _ => {}
     }
     if args.mib.is_some() {
         return Err(not_for("--mib"));
@@ -588,6 +641,54 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
     }
     let report = (bench.run)(&dev, args.max_log2, timing).map_err(|e| e.to_string())?;
     print!("{}", bench_table::render(&report));
+    let results = bench_data::BenchFile::of_report(
+        operation.name,
+        &report,
+        &bench_data::RunFacts::gather(&dev),
+    );
+    if let Some(path) = &args.json {
+        results.write(path)?;
+        eprintln!("results: {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("warpforge bench {} on {}", operation.name, report.device);
+        let svg = bench_plot::render_svg(&results, &title)?;
+        std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        eprintln!("chart: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bench compare OLD.json NEW.json`.
+fn run_bench_compare(files: &[PathBuf], noise: f64) -> Result<ExitCode, String> {
+    let [old, new] = files else {
+        return Err(format!(
+            "`bench compare` takes two results files, OLD.json NEW.json (got {})",
+            files.len()
+        ));
+    };
+    if !(noise.is_finite() && noise >= 0.0) {
+        return Err(format!("--noise {noise}: a fraction ≥ 0 (0.05 = 5 %)"));
+    }
+    let old = bench_data::BenchFile::read(old)?;
+    let new = bench_data::BenchFile::read(new)?;
+    print!("{}", bench_data::compare(&old, &new, noise));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bench table FILES…`.
+fn run_bench_table(files: &[PathBuf]) -> Result<ExitCode, String> {
+    if files.is_empty() {
+        return Err("`bench table` takes one or more results files (`bench --json`)".to_owned());
+    }
+    let all = files
+        .iter()
+        .map(|f| bench_data::BenchFile::read(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    print!(
+        "{}",
+        bench_data::markdown_table(&bench_data::BenchFile::merge(all))
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -610,12 +711,31 @@ fn short_reason(e: &Error) -> String {
     s.split(". ").next().unwrap_or(&s).to_owned()
 }
 
-fn run_doctor() -> ExitCode {
+fn run_doctor(args: &DoctorArgs) -> Result<ExitCode, String> {
+    match args.timings_child.as_deref() {
+        Some("floor") => {
+            startup::floor_child()?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("first-reduction") => {
+            for phase in startup::first_reduction_phases() {
+                println!("{}", phase.to_line());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(other) => return Err(format!("unknown --timings-child {other}")),
+        None => {}
+    }
+    if args.timings {
+        let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
+        print!("{}", startup::measure(&exe)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = warpforge_cli::doctor::gather();
     print!("{report}");
-    if report.verdict().is_ok() {
+    Ok(if report.verdict().is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
+    })
 }

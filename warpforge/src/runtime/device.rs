@@ -10,8 +10,10 @@ use super::stream::{Stream, StreamKind};
 use crate::ptx::Module;
 use cudarc::driver::DriverError;
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 use warpforge_device::emu::stream::EmuStream;
 use warpforge_device::emu::{self, LaunchShape, OutputBuffer};
 use warpforge_device::kernel::Kernel;
@@ -87,9 +89,47 @@ struct ModuleTable {
 /// One module on one device.
 struct ModuleSlot {
     module: &'static Module,
-    /// What was loaded (`sm_90 cubin`, `PTX JIT: …`), once it is. Held while
-    /// the module loads, so concurrent first launches load it once.
-    image: Mutex<Option<String>>,
+    /// What was loaded (`sm_90 cubin`, `PTX JIT: …`) and its cost, once it
+    /// is. Held while the module loads, so concurrent first launches load it once.
+    image: Mutex<Option<ModuleLoad>>,
+}
+
+/// What loading a module on a device did ([`Device::module_load`]): which
+/// image, and where the time went, so start-up can be measured
+/// (`warpforge doctor --timings`) rather than guessed at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleLoad {
+    /// `sm_90 cubin` (machine code for this GPU), `PTX JIT: no cubin for
+    /// sm_120` (the driver compiled the PTX, and why), or `CPU emulator`.
+    pub image: String,
+    /// Decompressing the embedded cubin (zero for PTX and on the emulator).
+    pub unpack: Duration,
+    /// The driver's `cuModuleLoadData`: loading the cubin, or JIT-compiling the PTX.
+    pub driver: Duration,
+    /// Reading every entry's parameter list from the PTX text.
+    pub parse: Duration,
+}
+
+impl ModuleLoad {
+    /// The whole load.
+    pub fn total(&self) -> Duration {
+        self.unpack + self.driver + self.parse
+    }
+}
+
+impl std::fmt::Display for ModuleLoad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "{} in {:.1} ms (unpack {:.1} ms, driver {:.1} ms, entries {:.1} ms)",
+            self.image,
+            ms(self.total()),
+            ms(self.unpack),
+            ms(self.driver),
+            ms(self.parse)
+        )
+    }
 }
 
 /// The modules registered with [`Module::register`] (besides the library,
@@ -270,6 +310,12 @@ impl Device {
     /// JIT-compiled the PTX, and why), or on the emulator `CPU emulator`;
     /// `None` until a module of that name is loaded here.
     pub fn module_image(&self, module: &Module) -> Option<String> {
+        self.module_load(module).map(|l| l.image)
+    }
+
+    /// What was loaded for `module` on this device and what the load cost
+    /// ([`ModuleLoad`]); `None` until a module of that name is loaded here.
+    pub fn module_load(&self, module: &Module) -> Option<ModuleLoad> {
         let slot = lock(&self.inner.modules.slots).get(module.name).cloned()?;
         lock(&slot.image).clone()
     }
@@ -305,15 +351,31 @@ impl Device {
         };
         let mut image = lock(&slot.image);
         if let Some(loaded) = &*image {
-            return Ok(loaded.clone());
+            return Ok(loaded.image.clone());
         }
         let loaded = match &self.inner.backend {
             Backend::Gpu(g) => g.load(slot.module).map_err(|e| self.refine(e))?,
-            Backend::Emulator { .. } => "CPU emulator".to_owned(),
+            Backend::Emulator { .. } => ModuleLoad {
+                image: "CPU emulator".to_owned(),
+                unpack: Duration::ZERO,
+                driver: Duration::ZERO,
+                parse: Duration::ZERO,
+            },
         };
+        if std::env::var_os("WARPFORGE_LOG_MODULES").is_some_and(|v| !v.is_empty() && v != "0") {
+            // Straight to the process's stderr, past the test harness's
+            // capture: the GPU suite's logs say what every process loaded.
+            let _ = writeln!(
+                std::io::stderr(),
+                "warpforge: module `{}` on {}: {loaded}",
+                slot.module.name,
+                self.name()
+            );
+        }
         self.inner.modules.loads.fetch_add(1, Ordering::SeqCst);
-        *image = Some(loaded.clone());
-        Ok(loaded)
+        let image_name = loaded.image.clone();
+        *image = Some(loaded);
+        Ok(image_name)
     }
 
     /// Loads the module named `name` (a kernel's `Kernel::MODULE`) if this

@@ -4,7 +4,7 @@
 //! driver; every entry point here checks for the library first and turns its
 //! absence into [`Error::NoDriver`] instead of cudarc's panic.
 
-use super::device::lock;
+use super::device::{ModuleLoad, lock};
 use super::error::FaultCode;
 use super::error::{Error, Result};
 use super::launch::FunctionLimits;
@@ -17,6 +17,7 @@ use cudarc::driver::{
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 
@@ -333,9 +334,12 @@ impl Gpu {
     /// if the module has one, else the variant's PTX, which the driver
     /// JIT-compiles ([`Module::image_for_gpu`]); a cubin the driver rejects
     /// falls back to the PTX. Parses the variant's entries' parameters.
-    /// Returns what was loaded (`sm_90 cubin`, `PTX JIT: no cubin for sm_120`).
-    /// The caller (the device's module table) loads each module once.
-    pub(crate) fn load(&self, module: &'static Module) -> Result<String> {
+    /// Returns what was loaded (`sm_90 cubin`, `PTX JIT: no cubin for sm_120`)
+    /// and what each part cost. The caller (the device's module table) loads
+    /// each module once.
+    pub(crate) fn load(&self, module: &'static Module) -> Result<ModuleLoad> {
+        let started = Instant::now();
+        let mut unpack = Duration::ZERO;
         let info = &self.info;
         let mut image =
             module.image_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
@@ -359,7 +363,10 @@ impl Gpu {
         let (cuda, loaded) = match &image {
             Image::Cubin { cubin, .. } => match cubin.elf() {
                 Err(why) => (jit()?, format!("PTX JIT: {why}")),
-                Ok(elf) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf)) {
+                Ok(elf) => match {
+                    unpack = started.elapsed();
+                    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf))
+                } {
                     Ok(cuda) => (cuda, image.to_string()),
                     Err(e) if FaultCode::from_driver(e.0).is_some() => {
                         return Err(Error::driver(format!(
@@ -380,6 +387,8 @@ impl Gpu {
             },
             Image::Ptx { .. } => (jit()?, image.to_string()),
         };
+        let driver = started.elapsed() - unpack;
+        let parsing = Instant::now();
         let entries = variant
             .entry_signatures()
             .into_iter()
@@ -393,7 +402,12 @@ impl Gpu {
                 entries,
             }),
         );
-        Ok(loaded)
+        Ok(ModuleLoad {
+            image: loaded,
+            unpack,
+            driver,
+            parse: parsing.elapsed(),
+        })
     }
 
     /// The kernels that may still be running.

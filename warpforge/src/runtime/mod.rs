@@ -26,7 +26,7 @@ pub mod nvtx;
 mod stream;
 
 pub use buffer::{DeviceBuffer, PinnedBuffer};
-pub use device::Device;
+pub use device::{Device, ModuleLoad};
 pub use element::{DType, Element};
 pub use error::{Error, FaultCode, Result};
 pub use launch::{Arch, FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};

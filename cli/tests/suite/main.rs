@@ -5,6 +5,7 @@
 mod common;
 
 mod doctor;
+mod gpu_suite;
 mod nvtx;
 mod ptx_cli;
 mod registry_cli;

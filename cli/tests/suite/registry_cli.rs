@@ -169,3 +169,111 @@ fn bench_options_that_do_not_apply_are_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn bench_json_plot_compare_and_table_work_together() {
+    let dir = crate::common::temp_dir("bench-json");
+    let path = |name: &str| dir.join(name).display().to_string();
+    let bench = |json: &str, plot: Option<&str>| {
+        let mut args = vec![
+            "bench",
+            "reduce",
+            "--backend",
+            "emu",
+            "--max-log2",
+            "10",
+            "--iters",
+            "1",
+            "--json",
+            json,
+        ];
+        if let Some(svg) = plot {
+            args.extend(["--plot", svg]);
+        }
+        let (code, stdout, stderr) = warpforge(&args);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        stdout
+    };
+    let (old, new, svg) = (path("old.json"), path("new.json"), path("reduce.svg"));
+    let table = bench(&old, Some(&svg));
+    bench(&new, None);
+
+    // One record per line of the text table, with the machine and the date.
+    let file = warpforge_cli::bench_data::BenchFile::read(old.as_ref()).unwrap();
+    let rows = table.lines().filter(|l| l.contains(" [")).count();
+    assert_eq!(file.records.len(), rows, "{table}");
+    assert!(
+        file.records
+            .iter()
+            .all(|r| r.family == "reduce" && r.gpu.contains("emulator"))
+    );
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.contains("<svg") && chart.contains("GB/s"), "{chart}");
+
+    let (code, stdout, stderr) = warpforge(&["bench", "compare", &old, &new]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains(&format!("{rows} cases compared")),
+        "{stdout}"
+    );
+
+    let (code, stdout, stderr) = warpforge(&["bench", "table", &old]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with("| device | benchmark | case |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| reduce | sum f32 [1024] |"), "{stdout}");
+
+    // Misuse is a usage error that says what is wrong.
+    let (code, _, stderr) = warpforge(&["bench", "compare", &old]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("two results files"), "{stderr}");
+    std::fs::write(dir.join("bad.json"), "{\"schema\": \"other/9\"}").unwrap();
+    let (code, _, stderr) = warpforge(&["bench", "table", &path("bad.json")]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("schema `other/9`") && stderr.contains("bad.json"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = warpforge(&["bench", "overlap", "--backend", "emu", "--json", &old]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not apply to `bench overlap`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn doctor_timings_on_the_emulator_says_what_it_could_not_measure() {
+    if warpforge::gpu::driver_present() {
+        return; // a machine with a driver measures it all (the GPU suite runs it there)
+    }
+    let (code, stdout, stderr) = warpforge(&["doctor", "--timings"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    for line in [
+        "load libcuda + cuInit",
+        "primary context of GPU 0",
+        "load module warpforge-kernels",
+    ] {
+        let l = stdout
+            .lines()
+            .find(|l| l.contains(line))
+            .unwrap_or_else(|| panic!("{line}: {stdout}"));
+        assert!(l.contains("not measured"), "{l}");
+    }
+    let sum = stdout
+        .lines()
+        .find(|l| l.contains("first reduce::sum of 2^20 f32 (emulator)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(sum.contains(" ms") && sum.contains("= "), "{sum}");
+    assert!(
+        stdout.contains("driver floor (cuInit + context only): not measured"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("over the floor: not measured"), "{stdout}");
+    assert!(
+        stdout.contains("not measured: load libcuda + cuInit"),
+        "{stdout}"
+    );
+}

@@ -197,6 +197,7 @@ pub fn first_reduction_phases() -> Vec<Phase> {
                     format!("load module {}", ptx::LIBRARY.name),
                     note,
                 ));
+                phases.extend(host_side_of_a_load((9, 0)));
             }
         }
         Err(e) => {
@@ -255,6 +256,43 @@ pub fn first_reduction_phases() -> Vec<Phase> {
             break;
         }
     }
+    phases
+}
+
+/// The host's share of loading the library on a GPU of `compute_capability`,
+/// measured without one: unpacking its cubin and reading every entry's
+/// parameters from the PTX (the driver's share needs the GPU).
+fn host_side_of_a_load(compute_capability: (i32, i32)) -> Vec<Phase> {
+    let (major, minor) = compute_capability;
+    let mut phases = Vec::new();
+    let Some(image) = ptx::choose_image(compute_capability, &ptx::LIBRARY) else {
+        return phases;
+    };
+    if let ptx::Image::Cubin { cubin, .. } = &image {
+        let (elf, took) = timed(|| cubin.elf());
+        let note = match elf {
+            Ok(bytes) => format!(
+                "{} MB of ELF (host only, no GPU needed)",
+                bytes.len() / 1_000_000
+            ),
+            Err(e) => format!("failed: {e}"),
+        };
+        phases.push(Phase::measured(
+            format!("  unpack the {} cubin for {major}.{minor}", cubin.arch()),
+            took,
+            note,
+        ));
+    }
+    let (entries, took) = timed(|| image.variant().entry_signatures());
+    phases.push(Phase::measured(
+        "  read the entries' parameters from the PTX",
+        took,
+        format!(
+            "{} entries, {} MB of PTX (host only)",
+            entries.len(),
+            image.variant().source.len() / 1_000_000
+        ),
+    ));
     phases
 }
 

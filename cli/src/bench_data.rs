@@ -328,10 +328,11 @@ impl BenchRecord {
         }
     }
 
-    /// Whether the record measures the anchor itself (the copy rows of the
-    /// bandwidth benchmarks).
+    /// Whether the record measures the anchor itself: the copy rows of the
+    /// bandwidth benchmarks, cuBLAS's rows (`cublas_…`) of `gemm`, cuDNN's
+    /// (`cudnn`) of `conv2d`.
     pub fn is_anchor(&self) -> bool {
-        self.kernel == self.anchor
+        self.kernel == self.anchor || self.kernel.starts_with("cublas") || self.kernel == "cudnn"
     }
 }
 
@@ -575,6 +576,38 @@ impl fmt::Display for Comparison {
     }
 }
 
+/// Only each chart series' largest case (by FLOPs, else bytes) of each
+/// family, in the file's order: the headline figures of a sweep. `conv2d`'s
+/// cases are layers, not sizes of one problem: each is kept.
+pub fn largest_per_series(file: &BenchFile) -> BenchFile {
+    let size = |r: &BenchRecord| r.flops.unwrap_or(r.bytes);
+    let mut best: BTreeMap<(&str, &str, &str), (u64, usize)> = BTreeMap::new();
+    for (i, r) in file.records.iter().enumerate() {
+        let layer = if r.family == "conv2d" {
+            r.case.as_str()
+        } else {
+            ""
+        };
+        let entry = best
+            .entry((&r.family, &r.series, layer))
+            .or_insert((size(r), i));
+        if size(r) > entry.0 {
+            *entry = (size(r), i);
+        }
+    }
+    let keep: std::collections::BTreeSet<usize> = best.values().map(|&(_, i)| i).collect();
+    BenchFile {
+        records: file
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep.contains(i))
+            .map(|(_, r)| r.clone())
+            .collect(),
+        ..file.clone()
+    }
+}
+
 /// The Markdown table of the README's GPU section: per measured case (the
 /// anchors' own rows left out), the device, the case, time per call,
 /// throughput, the anchor's and the ratio, and one line naming the runs
@@ -810,6 +843,31 @@ mod tests {
         );
         assert!(table.contains("Measured on H100 (compute capability unknown, driver unknown, CUDA unknown), commit 0123456789, 1970-01-01."));
         assert!(table.contains("Not measured: gemm huge: out of memory."));
+    }
+
+    #[test]
+    fn largest_per_series_keeps_each_series_biggest_case_in_order() {
+        let rec = |series: &str, bytes: u64| BenchRecord {
+            series: series.to_owned(),
+            bytes,
+            ..BenchRecord::example("reduce", &format!("{series} {bytes}"), &facts("H100"))
+        };
+        let file = BenchFile::new(
+            vec![
+                rec("sum f32", 10),
+                rec("max f32", 10),
+                rec("sum f32", 30),
+                rec("max f32", 5),
+            ],
+            vec![],
+            vec![],
+        );
+        let cases: Vec<String> = largest_per_series(&file)
+            .records
+            .into_iter()
+            .map(|r| r.case)
+            .collect();
+        assert_eq!(cases, ["max f32 10", "sum f32 30"]);
     }
 
     #[test]

@@ -43,6 +43,9 @@ fn size(r: &BenchRecord) -> f64 {
 pub fn chart(file: &BenchFile) -> Chart {
     let mut lines: BTreeMap<(bool, String), Vec<(f64, f64)>> = BTreeMap::new();
     let compute = file.records.iter().any(|r| r.flops.is_some());
+    // Where the anchor was measured as cases of its own (the copy, cuBLAS's and
+    // cuDNN's rows), those are its lines; else they come from each case's figure.
+    let anchor_rows = file.records.iter().any(BenchRecord::is_anchor);
     for r in &file.records {
         // A compute-bound chart has no room for the GB/s of the odd bandwidth case.
         if compute && r.flops.is_none() {
@@ -57,6 +60,7 @@ pub fn chart(file: &BenchFile) -> Chart {
                 .push((x, y));
         }
         if let Some(a) = r.anchor_throughput()
+            && !anchor_rows
             && !r.is_anchor()
             && r.flops.is_some()
             && a > 0.0

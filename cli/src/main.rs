@@ -232,6 +232,9 @@ struct BenchArgs {
     /// warpforge beside its anchor).
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+    /// table: only each chart series' largest case (the headline figures of a sweep).
+    #[arg(long)]
+    largest: bool,
     /// compare: flag changes of the ratio to the anchor beyond this fraction.
     #[arg(long, default_value_t = bench_data::DEFAULT_NOISE)]
     noise: f64,
@@ -246,6 +249,8 @@ const OVERLAP: &str = "overlap";
 const COMPARE: &str = "compare";
 /// `bench table FILES…`: results files as the README's Markdown table.
 const TABLE: &str = "table";
+/// `bench plot FILES… --plot OUT.svg`: results files as a chart.
+const PLOT: &str = "plot";
 
 /// `verify --op`: the registry's names, listed in the help and in usage errors.
 fn operation_parser() -> clap::builder::PossibleValuesParser {
@@ -267,6 +272,10 @@ fn bench_parser() -> clap::builder::PossibleValuesParser {
                 "compare two `--json` results files: each case's ratio of ratios",
             ),
             (TABLE, "`--json` results files as a Markdown table"),
+            (
+                PLOT,
+                "`--json` results files as an SVG chart (`--plot OUT.svg`)",
+            ),
         ])
         .map(|(name, help)| clap::builder::PossibleValue::new(name).help(help));
     clap::builder::PossibleValuesParser::new(values)
@@ -604,7 +613,7 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
             args.what
         )
     };
-    let measures = args.what != COMPARE && args.what != TABLE;
+    let measures = ![COMPARE, TABLE, PLOT].contains(&args.what.as_str());
     if measures && !args.files.is_empty() {
         return Err(format!(
             "`bench {}` takes no file arguments (got {}); see `warpforge bench --help`",
@@ -616,13 +625,14 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
         if args.max_log2.is_some() || args.iters.is_some() {
             return Err(not_for("--max-log2/--iters"));
         }
-        if args.json.is_some() || args.plot.is_some() {
+        if args.json.is_some() || (args.plot.is_some() && args.what != PLOT) {
             return Err(not_for("--json/--plot"));
         }
     }
     match args.what.as_str() {
         COMPARE => return run_bench_compare(&args.files, args.noise),
-        TABLE => return run_bench_table(&args.files),
+        TABLE => return run_bench_table(&args.files, args.largest),
+        PLOT => return run_bench_plot(&args.files, args.plot.as_deref()),
         OVERLAP => return run_bench_overlap(args.backend, args.mib),
         _ => {}
     }
@@ -676,19 +686,41 @@ fn run_bench_compare(files: &[PathBuf], noise: f64) -> Result<ExitCode, String> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bench table FILES…`.
-fn run_bench_table(files: &[PathBuf]) -> Result<ExitCode, String> {
+/// The records of `files` (`bench table`, `bench plot`), one file at least.
+fn read_results(files: &[PathBuf], what: &str) -> Result<bench_data::BenchFile, String> {
     if files.is_empty() {
-        return Err("`bench table` takes one or more results files (`bench --json`)".to_owned());
+        return Err(format!(
+            "`bench {what}` takes one or more results files (`bench --json`)"
+        ));
     }
     let all = files
         .iter()
         .map(|f| bench_data::BenchFile::read(f))
         .collect::<Result<Vec<_>, _>>()?;
-    print!(
-        "{}",
-        bench_data::markdown_table(&bench_data::BenchFile::merge(all))
+    Ok(bench_data::BenchFile::merge(all))
+}
+
+/// `bench table FILES…`.
+fn run_bench_table(files: &[PathBuf], largest: bool) -> Result<ExitCode, String> {
+    let mut results = read_results(files, TABLE)?;
+    if largest {
+        results = bench_data::largest_per_series(&results);
+    }
+    print!("{}", bench_data::markdown_table(&results));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bench plot FILES… --plot OUT.svg`: the chart `bench --plot` draws, from saved results.
+fn run_bench_plot(files: &[PathBuf], out: Option<&Path>) -> Result<ExitCode, String> {
+    let out = out.ok_or("`bench plot` needs `--plot OUT.svg`")?;
+    let results = read_results(files, PLOT)?;
+    let family = results.records.first().map_or_else(
+        || "results".to_owned(),
+        |r| format!("bench {} on {}", r.family, r.gpu),
     );
+    let svg = bench_plot::render_svg(&results, &format!("warpforge {family}"))?;
+    std::fs::write(out, svg).map_err(|e| format!("writing {}: {e}", out.display()))?;
+    eprintln!("chart: {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

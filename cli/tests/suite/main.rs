@@ -8,6 +8,7 @@ mod doctor;
 mod gpu_suite;
 mod nvtx;
 mod ptx_cli;
+mod readme_tables;
 mod registry_cli;
 mod run_conv2d_cli;
 mod run_gemm_cli;

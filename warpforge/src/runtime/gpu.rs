@@ -17,7 +17,7 @@ use cudarc::driver::{
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 
@@ -339,7 +339,6 @@ impl Gpu {
     /// each module once.
     pub(crate) fn load(&self, module: &'static Module) -> Result<ModuleLoad> {
         let started = Instant::now();
-        let mut unpack = Duration::ZERO;
         let info = &self.info;
         let mut image =
             module.image_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
@@ -360,13 +359,15 @@ impl Gpu {
                     variant.arch, module.name
                 )))
         };
-        let (cuda, loaded) = match &image {
-            Image::Cubin { cubin, .. } => match cubin.elf() {
+        let elf = match &image {
+            Image::Cubin { cubin, .. } => Some(cubin.elf()),
+            Image::Ptx { .. } => None,
+        };
+        let unpack = started.elapsed();
+        let (cuda, loaded) = match (&image, elf) {
+            (Image::Cubin { cubin, .. }, Some(elf)) => match elf {
                 Err(why) => (jit()?, format!("PTX JIT: {why}")),
-                Ok(elf) => match {
-                    unpack = started.elapsed();
-                    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf))
-                } {
+                Ok(elf) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf)) {
                     Ok(cuda) => (cuda, image.to_string()),
                     Err(e) if FaultCode::from_driver(e.0).is_some() => {
                         return Err(Error::driver(format!(
@@ -385,7 +386,7 @@ impl Gpu {
                     ),
                 },
             },
-            Image::Ptx { .. } => (jit()?, image.to_string()),
+            _ => (jit()?, image.to_string()),
         };
         let driver = started.elapsed() - unpack;
         let parsing = Instant::now();

@@ -176,6 +176,7 @@
 
 pub(crate) mod fiber;
 mod memory;
+pub mod profile;
 pub(crate) mod race;
 mod scheduler;
 pub mod stream;
@@ -185,7 +186,8 @@ use crate::thread::Dim3;
 use core::fmt;
 
 pub use memory::{ALLOCATION_ALIGN, DeviceMemory};
-pub use scheduler::{launch, launch_with_outputs};
+pub use profile::MemoryProfile;
+pub use scheduler::{launch, launch_profiled, launch_with_outputs};
 
 /// An output buffer of a launch (an `Out<T>` argument), so that the
 /// global-memory race detector can check its elements and name it.

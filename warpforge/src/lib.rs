@@ -75,5 +75,8 @@ pub use runtime::{
     KernelArgs, LaunchConfig, Limits, MatrixMut, PinnedBuffer, Result, Stream, gpu, nvtx,
 };
 pub use warpforge_device::Dim3;
+pub use warpforge_device::emu::profile::{
+    AtomicTraffic, GlobalTraffic, LineTraffic, MemoryProfile, SharedTraffic,
+};
 pub use warpforge_device::emu::{EmuError, Fault, SourceLocation};
 pub use warpforge_device::kernel::Kernel;

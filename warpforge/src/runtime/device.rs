@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use warpforge_device::emu::stream::EmuStream;
-use warpforge_device::emu::{self, LaunchShape, OutputBuffer};
+use warpforge_device::emu::{self, LaunchShape, MemoryProfile, OutputBuffer};
 use warpforge_device::kernel::Kernel;
 
 enum Backend {
@@ -25,8 +25,14 @@ enum Backend {
         arch: Arch,
         /// The streams made on it, for `synchronize`.
         streams: Mutex<Vec<Weak<EmuStream>>>,
+        /// Where launches put their memory profiles while
+        /// [`Device::profile_memory`] runs; `None` otherwise.
+        profiles: Mutex<Option<ProfileSink>>,
     },
 }
+
+/// The memory profiles of the launches made while [`Device::profile_memory`] runs.
+type ProfileSink = Arc<Mutex<Vec<MemoryProfile>>>;
 
 /// Whether the device can still be used.
 #[derive(Clone)]
@@ -412,6 +418,7 @@ impl Device {
             pool: Pool::new(bytes),
             arch,
             streams: Mutex::new(Vec::new()),
+            profiles: Mutex::new(None),
         })
     }
 
@@ -717,6 +724,54 @@ impl Device {
         self.default_stream().launch(kernel, config, args)
     }
 
+    /// Runs `work` and returns its result with the memory-traffic profile of
+    /// every kernel launch it made on this device (in the order they ran),
+    /// on the emulator only: each global and shared access counted per
+    /// warp-level request, as a GPU serves it — sectors per request,
+    /// coalescing efficiency, bank conflicts, bytes per output element, the
+    /// source lines that move the most (see [`MemoryProfile`], whose
+    /// `Display` is an Nsight Compute-like table). `work` may call the
+    /// library's operations or launch its own kernels, on any stream of this
+    /// device; the device is synchronised before the profiles are returned.
+    ///
+    /// The profile sees the accesses a kernel makes through the device API
+    /// (`Slot`, `Global::load`, shared views, atomics, `ldmatrix`,
+    /// `cp.async`), not plain reads of a `&[T]` input (see
+    /// `warpforge_device::emu::profile`). A launch from another thread of
+    /// this device while `work` runs is profiled too. On a GPU this is
+    /// `Error::ProfileNeedsEmulator`: use Nsight Compute there.
+    ///
+    /// ```
+    /// use warpforge::Device;
+    /// let dev = Device::emulator();
+    /// let x = dev.upload(&vec![1.0f32; 4096])?;
+    /// let mut y = dev.alloc_zeroed::<f32>(4096)?;
+    /// let ((), profiles) = dev.profile_memory(|| warpforge::ops::axpy(2.0, &x, &mut y))?;
+    /// let p = &profiles[0];
+    /// assert_eq!(p.kernel, "axpy_f32");
+    /// // y is read and written once, as whole sectors: 4 per 32-lane request.
+    /// assert_eq!(p.global_store.sectors_per_request(), 4.0);
+    /// assert_eq!(p.global_store.efficiency(), 1.0);
+    /// println!("{p}");
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn profile_memory<R>(
+        &self,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Vec<MemoryProfile>)> {
+        let Backend::Emulator { profiles, .. } = &self.inner.backend else {
+            return Err(Error::ProfileNeedsEmulator);
+        };
+        let sink = ProfileSink::default();
+        // A profile_memory inside `work` takes the launches until it returns.
+        let outer = lock(profiles).replace(sink.clone());
+        let result = work().and_then(|r| self.synchronize().map(|()| r));
+        *lock(profiles) = outer;
+        let r = result?;
+        let collected = std::mem::take(&mut *lock(&sink));
+        Ok((r, collected))
+    }
+
     /// Checks a launch and runs or queues it on `stream`.
     pub(crate) fn launch_on<K: Kernel, A: KernelArgs<K::Args>>(
         &self,
@@ -739,7 +794,7 @@ impl Device {
         }
         args.check_outputs(K::NAME, &config)?;
         match (&self.inner.backend, stream) {
-            (Backend::Emulator { .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
+            (Backend::Emulator { profiles, .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
                 // Kernels of modules the process was never given run too.
                 self.ensure_module_named(K::MODULE)?;
                 let shared = self
@@ -776,10 +831,15 @@ impl Device {
                 // outputs), so the kernel runs only after the work that writes them,
                 // and the host and other jobs wait for it before touching them; the
                 // binding keeps the allocations alive until the kernel is done.
+                // Checked once per launch: an unprofiled launch pays nothing more.
+                let sink = lock(profiles).clone();
                 let run = move || {
-                    emu::launch_with_outputs(K::NAME, shape, &outputs, &|| unsafe {
-                        K::run_thread(abi)
-                    })
+                    let body = &|| unsafe { K::run_thread(abi) };
+                    match &sink {
+                        None => emu::launch_with_outputs(K::NAME, shape, &outputs, body),
+                        Some(sink) => emu::launch_profiled(K::NAME, shape, &outputs, body)
+                            .map(|profile| lock(sink).push(profile)),
+                    }
                 };
                 match stream {
                     StreamKind::Emulated(s) => {

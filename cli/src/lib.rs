@@ -12,12 +12,14 @@
 //! | [`ptx_diff`] | `ptx --diff` | per-kernel before/after tables |
 //! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
 //! | [`bench_table`] | `bench` | [`warpforge::bench`]'s reports as text tables |
+//! | [`profile`] | `profile` | the emulator's memory-traffic profile of an operation |
 //!
 //! `verify` is the library's ([`warpforge::verify`]); the command prints its reports.
 
 pub mod bench_table;
 pub mod doctor;
 pub mod npy;
+pub mod profile;
 pub mod ptx_diff;
 pub mod ptxas;
 pub mod run;

@@ -8,7 +8,7 @@ use warpforge::conv2d::Padding;
 use warpforge::reduce::Op;
 use warpforge::registry::{self, OPERATIONS};
 use warpforge::{Device, Error, verify};
-use warpforge_cli::{bench_table, npy, run};
+use warpforge_cli::{bench_table, npy, profile, run};
 
 mod ptx_command;
 
@@ -57,6 +57,11 @@ enum Command {
     /// bandwidth in the same run; gemm: TFLOP/s against cuBLAS), or copy/compute overlap on
     /// two streams.
     Bench(BenchArgs),
+    /// The emulator's memory-traffic profile of an operation on inputs of a given shape:
+    /// per launch, global sectors per request and coalescing efficiency, shared-memory bank
+    /// conflicts, bytes per output element, the source lines that move the most.
+    #[command(subcommand)]
+    Profile(profile::ProfileCommand),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
@@ -333,6 +338,14 @@ fn main() -> ExitCode {
             },
             backend,
         ),
+        Command::Profile(cmd) => profile::profile(&cmd)
+            .map(|profiles| {
+                for p in &profiles {
+                    println!("{p}");
+                }
+                ExitCode::SUCCESS
+            })
+            .map_err(|e| e.to_string()),
         Command::Doctor => Ok(run_doctor()),
         Command::Bench(args) => run_bench(&args),
     };

@@ -433,11 +433,19 @@ impl fmt::Display for MemoryProfile {
                 named.join(" ")
             }
         };
-        writeln!(
-            f,
-            "  {:<10} {:>10} {:>11} {:>9} {:>10} {:>10}  width",
-            "global", "requests", "sectors", "sect/req", "lines", "efficiency"
-        )?;
+        let global = [
+            &self.global_load,
+            &self.global_store,
+            &self.global_atomic,
+            &self.cp_async,
+        ];
+        if global.iter().any(|t| t.requests > 0) {
+            writeln!(
+                f,
+                "  {:<10} {:>10} {:>11} {:>9} {:>10} {:>10}  width",
+                "global", "requests", "sectors", "sect/req", "lines", "efficiency"
+            )?;
+        }
         for (name, t) in [
             ("ld", &self.global_load),
             ("st", &self.global_store),
@@ -459,11 +467,13 @@ impl fmt::Display for MemoryProfile {
                 widths(&t.requests_by_width)
             )?;
         }
-        writeln!(
-            f,
-            "  {:<10} {:>10} {:>11} {:>9} {:>10}  width",
-            "shared", "requests", "wavefronts", "wave/req", "conflicts"
-        )?;
+        if self.shared_load.requests + self.shared_store.requests + self.ldmatrix.requests > 0 {
+            writeln!(
+                f,
+                "  {:<10} {:>10} {:>11} {:>9} {:>10}  width",
+                "shared", "requests", "wavefronts", "wave/req", "conflicts"
+            )?;
+        }
         for (name, t) in [
             ("ld", &self.shared_load),
             ("st", &self.shared_store),
@@ -528,7 +538,11 @@ impl fmt::Display for MemoryProfile {
                 place, l.global_requests, l.sectors, l.shared_requests, l.wavefronts
             )?;
         }
-        Ok(())
+        // Say what is not there, so a missing load is not read as a free one.
+        writeln!(
+            f,
+            "  (plain reads of `&[T]` inputs are not seen: read through `Global::load` to count them)"
+        )
     }
 }
 

@@ -102,18 +102,23 @@ struct LaneAccess {
 /// 32 lanes × 4 bytes, consecutive:  4 sectors, 1 line
 /// 32 lanes × 4 bytes, 128 apart:   32 sectors, 32 lines
 /// ```
+/// `scratch` is working memory (its contents are replaced), so that
+/// counting a request allocates nothing.
 pub(crate) fn sectors_and_lines(
     accesses: impl Iterator<Item = (usize, usize)> + Clone,
+    scratch: &mut Vec<usize>,
 ) -> (u64, u64) {
-    let distinct = |unit: usize| {
-        let mut units: Vec<usize> = accesses
-            .clone()
-            .filter(|&(_, bytes)| bytes > 0)
-            .flat_map(|(addr, bytes)| addr / unit..=(addr + bytes - 1) / unit)
-            .collect();
-        units.sort_unstable();
-        units.dedup();
-        units.len() as u64
+    let mut distinct = |unit: usize| {
+        scratch.clear();
+        scratch.extend(
+            accesses
+                .clone()
+                .filter(|&(_, bytes)| bytes > 0)
+                .flat_map(|(addr, bytes)| addr / unit..=(addr + bytes - 1) / unit),
+        );
+        scratch.sort_unstable();
+        scratch.dedup();
+        scratch.len() as u64
     };
     (distinct(SECTOR_BYTES), distinct(LINE_BYTES))
 }
@@ -130,16 +135,22 @@ pub(crate) fn lanes_per_phase(bytes: usize) -> usize {
 }
 
 /// Wavefronts of one phase: the most distinct 4-byte words any bank holds
-/// among the accesses `(offset, bytes)` (0 for no access).
-pub(crate) fn phase_wavefronts(accesses: impl Iterator<Item = (usize, usize)>) -> u64 {
-    let mut words: Vec<usize> = accesses
-        .filter(|&(_, bytes)| bytes > 0)
-        .flat_map(|(offset, bytes)| offset / BANK_BYTES..=(offset + bytes - 1) / BANK_BYTES)
-        .collect();
-    words.sort_unstable();
-    words.dedup();
+/// among the accesses `(offset, bytes)` (0 for no access); `scratch` as in
+/// [`sectors_and_lines`].
+pub(crate) fn phase_wavefronts(
+    accesses: impl Iterator<Item = (usize, usize)>,
+    scratch: &mut Vec<usize>,
+) -> u64 {
+    scratch.clear();
+    scratch.extend(
+        accesses
+            .filter(|&(_, bytes)| bytes > 0)
+            .flat_map(|(offset, bytes)| offset / BANK_BYTES..=(offset + bytes - 1) / BANK_BYTES),
+    );
+    scratch.sort_unstable();
+    scratch.dedup();
     let mut per_bank = [0u64; BANKS];
-    for w in words {
+    for &w in scratch.iter() {
         per_bank[w % BANKS] += 1;
     }
     per_bank.into_iter().max().unwrap_or(0)
@@ -149,14 +160,17 @@ pub(crate) fn phase_wavefronts(accesses: impl Iterator<Item = (usize, usize)>) -
 /// `(lane, offset, bytes)`: each phase (see [`lanes_per_phase`], by the
 /// widest access) counted by [`phase_wavefronts`]; `phases` counts the
 /// phases with an active lane, the least wavefronts the request can take.
-pub(crate) fn shared_wavefronts(accesses: &[(u32, usize, usize)]) -> (u64, u64) {
+pub(crate) fn shared_wavefronts(
+    accesses: &[(u32, usize, usize)],
+    scratch: &mut Vec<usize>,
+) -> (u64, u64) {
     let width = accesses.iter().map(|a| a.2).max().unwrap_or(0);
     let per_phase = lanes_per_phase(width);
     let (mut wavefronts, mut phases) = (0, 0);
     for phase in 0..WARP_SIZE as usize / per_phase {
         let lanes = (phase * per_phase) as u32..((phase + 1) * per_phase) as u32;
         let in_phase = accesses.iter().filter(|a| lanes.contains(&a.0));
-        let w = phase_wavefronts(in_phase.map(|a| (a.1, a.2)));
+        let w = phase_wavefronts(in_phase.map(|a| (a.1, a.2)), scratch);
         if w > 0 {
             wavefronts += w;
             phases += 1;
@@ -168,9 +182,13 @@ pub(crate) fn shared_wavefronts(accesses: &[(u32, usize, usize)]) -> (u64, u64) 
 /// `(wavefronts, phases)` of an `ldmatrix` of `matrices` 8×8 matrices whose
 /// row offsets are `rows` (lane order; matrix k's from lanes 8k..8k+8): one
 /// phase per matrix, its eight 16-byte rows.
-pub(crate) fn ldmatrix_wavefronts(matrices: usize, rows: &[usize]) -> (u64, u64) {
+pub(crate) fn ldmatrix_wavefronts(
+    matrices: usize,
+    rows: &[usize],
+    scratch: &mut Vec<usize>,
+) -> (u64, u64) {
     let wavefronts = (0..matrices)
-        .map(|k| phase_wavefronts(rows[8 * k..8 * k + 8].iter().map(|&r| (r, 16))))
+        .map(|k| phase_wavefronts(rows[8 * k..8 * k + 8].iter().map(|&r| (r, 16)), scratch))
         .sum();
     (wavefronts, matrices as u64)
 }
@@ -229,8 +247,8 @@ impl GlobalTraffic {
         }
     }
 
-    fn add_request(&mut self, accesses: &[(u32, usize, usize)]) -> u64 {
-        let (sectors, lines) = sectors_and_lines(accesses.iter().map(|a| (a.1, a.2)));
+    fn add_request(&mut self, accesses: &[(u32, usize, usize)], scratch: &mut Vec<usize>) -> u64 {
+        let (sectors, lines) = sectors_and_lines(accesses.iter().map(|a| (a.1, a.2)), scratch);
         let width = accesses.iter().map(|a| a.2).max().unwrap_or(0);
         self.requests += 1;
         self.sectors += sectors;
@@ -546,9 +564,11 @@ impl fmt::Display for MemoryProfile {
     }
 }
 
-/// A site's traffic while a launch runs (keyed by the call site's address).
+/// A site's traffic while a launch runs.
 #[derive(Clone, Copy)]
 struct SiteCounts {
+    /// The call site's address (a `Location` is unique per call site).
+    key: usize,
     at: SourceLocation,
     global_requests: u64,
     sectors: u64,
@@ -560,21 +580,34 @@ struct SiteCounts {
 #[derive(Default)]
 pub(crate) struct Counts {
     profile: MemoryProfile,
-    sites: HashMap<usize, SiteCounts>,
+    /// Few per kernel: searched in order, the last one found first.
+    sites: Vec<SiteCounts>,
+    last_site: usize,
     atomic_addresses: HashMap<usize, u64>,
+    /// Working memory of the sector and bank arithmetic.
+    scratch: Vec<usize>,
 }
 
 impl Counts {
     fn site(&mut self, site: Site) -> &mut SiteCounts {
-        self.sites
-            .entry(core::ptr::from_ref(site) as usize)
-            .or_insert(SiteCounts {
-                at: site.into(),
-                global_requests: 0,
-                sectors: 0,
-                shared_requests: 0,
-                wavefronts: 0,
-            })
+        let key = core::ptr::from_ref(site) as usize;
+        if self.sites.get(self.last_site).is_none_or(|s| s.key != key) {
+            self.last_site = match self.sites.iter().position(|s| s.key == key) {
+                Some(i) => i,
+                None => {
+                    self.sites.push(SiteCounts {
+                        key,
+                        at: site.into(),
+                        global_requests: 0,
+                        sectors: 0,
+                        shared_requests: 0,
+                        wavefronts: 0,
+                    });
+                    self.sites.len() - 1
+                }
+            };
+        }
+        &mut self.sites[self.last_site]
     }
 
     /// One request of `op` at `site`, its lanes' `(lane, address or offset, bytes)`.
@@ -588,7 +621,7 @@ impl Counts {
             _ => None,
         };
         if let Some(traffic) = global {
-            let sectors = traffic.add_request(accesses);
+            let sectors = traffic.add_request(accesses, &mut self.scratch);
             if op == Op::GlobalAtomic {
                 for a in accesses {
                     *self.atomic_addresses.entry(a.1).or_insert(0) += 1;
@@ -607,7 +640,7 @@ impl Counts {
                 return;
             }
         };
-        let waves = shared_wavefronts(accesses);
+        let waves = shared_wavefronts(accesses, &mut self.scratch);
         let width = accesses.iter().map(|a| a.2).max().unwrap_or(0);
         let bytes = accesses.iter().map(|a| a.2 as u64).sum();
         traffic.add(waves, bytes, width);
@@ -618,7 +651,7 @@ impl Counts {
 
     /// One `ldmatrix` of `matrices` matrices at `site` with row offsets `rows`.
     pub(crate) fn add_ldmatrix(&mut self, site: Site, matrices: usize, rows: &[usize]) {
-        let waves = ldmatrix_wavefronts(matrices, rows);
+        let waves = ldmatrix_wavefronts(matrices, rows, &mut self.scratch);
         self.profile.ldmatrix.add(waves, 128 * matrices as u64, 16);
         let s = self.site(site);
         s.shared_requests += 1;
@@ -636,14 +669,21 @@ impl Counts {
         p.shared_store.merge(&q.shared_store);
         p.ldmatrix.merge(&q.ldmatrix);
         p.shared_atomic_operations += q.shared_atomic_operations;
-        for (k, s) in o.sites {
-            let mine = self.sites.entry(k).or_insert(SiteCounts {
-                global_requests: 0,
-                sectors: 0,
-                shared_requests: 0,
-                wavefronts: 0,
-                ..s
-            });
+        for s in o.sites {
+            let i = match self.sites.iter().position(|m| m.key == s.key) {
+                Some(i) => i,
+                None => {
+                    self.sites.push(SiteCounts {
+                        global_requests: 0,
+                        sectors: 0,
+                        shared_requests: 0,
+                        wavefronts: 0,
+                        ..s
+                    });
+                    self.sites.len() - 1
+                }
+            };
+            let mine = &mut self.sites[i];
             mine.global_requests += s.global_requests;
             mine.sectors += s.sectors;
             mine.shared_requests += s.shared_requests;
@@ -663,7 +703,7 @@ impl Counts {
         output_elements: u64,
     ) -> MemoryProfile {
         let mut lines: HashMap<(&'static str, u32), LineTraffic> = HashMap::new();
-        for s in self.sites.values() {
+        for s in &self.sites {
             let l = lines.entry((s.at.file, s.at.line)).or_insert(LineTraffic {
                 file: s.at.file,
                 line: s.at.line,
@@ -703,6 +743,19 @@ impl Counts {
 pub(crate) struct BlockProfile {
     logs: Vec<RefCell<Vec<LaneAccess>>>,
     counts: RefCell<Counts>,
+    /// Working memory of `flush`, kept so that a flush allocates nothing.
+    flush_scratch: RefCell<FlushScratch>,
+}
+
+/// One warp's accesses while `flush` groups them.
+#[derive(Default)]
+struct FlushScratch {
+    /// (site, op, occurrence of that site and op in the lane, lane, address, bytes, site)
+    entries: Vec<(usize, Op, u32, u32, usize, usize, Site)>,
+    /// Per (site, op): how many times the lane got there so far.
+    seen: Vec<(usize, Op, u32)>,
+    /// One request's `(lane, address, bytes)`.
+    group: Vec<(u32, usize, usize)>,
 }
 
 impl BlockProfile {
@@ -710,6 +763,7 @@ impl BlockProfile {
         BlockProfile {
             logs: (0..threads).map(|_| RefCell::new(Vec::new())).collect(),
             counts: RefCell::new(Counts::default()),
+            flush_scratch: RefCell::new(FlushScratch::default()),
         }
     }
 
@@ -732,15 +786,17 @@ impl BlockProfile {
     /// them; called at every completed block barrier and when the block ends.
     pub(crate) fn flush(&self) {
         let mut counts = self.counts.borrow_mut();
-        // (site, op, occurrence of that site and op in the lane, lane, address, bytes)
-        let mut entries: Vec<(usize, Op, u32, u32, usize, usize, Site)> = Vec::new();
-        let mut group: Vec<(u32, usize, usize)> = Vec::new();
+        let mut scratch = self.flush_scratch.borrow_mut();
+        let FlushScratch {
+            entries,
+            seen,
+            group,
+        } = &mut *scratch;
         for warp in self.logs.chunks(WARP_SIZE as usize) {
             entries.clear();
             for (lane, log) in warp.iter().enumerate() {
                 let mut log = log.borrow_mut();
-                // Per (site, op): how many times this lane got there so far.
-                let mut seen: Vec<(usize, Op, u32)> = Vec::new();
+                seen.clear();
                 for a in log.drain(..) {
                     let site = core::ptr::from_ref(a.site) as usize;
                     let occurrence = match seen.iter_mut().find(|s| s.0 == site && s.1 == a.op) {
@@ -768,7 +824,7 @@ impl BlockProfile {
             for request in entries.chunk_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2)) {
                 group.clear();
                 group.extend(request.iter().map(|e| (e.3, e.4, e.5)));
-                counts.add_request(request[0].6, request[0].1, &group);
+                counts.add_request(request[0].6, request[0].1, group);
             }
         }
     }
@@ -792,7 +848,15 @@ mod tests {
     }
 
     fn sectors(accesses: &[(u32, usize, usize)]) -> (u64, u64) {
-        sectors_and_lines(accesses.iter().map(|a| (a.1, a.2)))
+        sectors_and_lines(accesses.iter().map(|a| (a.1, a.2)), &mut Vec::new())
+    }
+
+    fn shared_wavefronts(accesses: &[(u32, usize, usize)]) -> (u64, u64) {
+        super::shared_wavefronts(accesses, &mut vec![7; 3])
+    }
+
+    fn ldmatrix_wavefronts(matrices: usize, rows: &[usize]) -> (u64, u64) {
+        super::ldmatrix_wavefronts(matrices, rows, &mut Vec::new())
     }
 
     #[test]

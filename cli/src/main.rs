@@ -42,6 +42,10 @@ enum Command {
         /// Only this operation (repeatable; default: all of them).
         #[arg(long = "op", value_parser = operation_parser())]
         ops: Vec<String>,
+        /// Also print each kernel's memory traffic over all its cases (emulator only):
+        /// sectors per load request, coalescing efficiency, bank conflicts, bytes per element.
+        #[arg(long)]
+        profile: bool,
     },
     /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
     ///
@@ -272,7 +276,8 @@ fn main() -> ExitCode {
             random_lengths,
             max_len,
             ops,
-        } => run_verify(backend, seed, random_lengths, max_len, &ops),
+            profile,
+        } => run_verify(backend, seed, random_lengths, max_len, &ops, profile),
         Command::Ptx(args) => ptx_command::run(&args),
         Command::Run(RunCommand::Reduce {
             op,
@@ -364,6 +369,7 @@ fn run_verify(
     random_lengths: usize,
     max_len: Option<usize>,
     names: &[String],
+    profile: bool,
 ) -> Result<ExitCode, String> {
     let operations = if names.is_empty() {
         OPERATIONS.iter().collect()
@@ -377,8 +383,12 @@ fn run_verify(
     let dev = open_backend(backend)?;
     let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
     println!("verifying on {}", dev.name());
-    let reports =
-        verify::run(&dev, &operations, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    let verify = || verify::run(&dev, &operations, seed, random_lengths, max_len);
+    let (reports, profiles) = if profile {
+        dev.profile_memory(verify).map_err(|e| e.to_string())?
+    } else {
+        (verify().map_err(|e| e.to_string())?, Vec::new())
+    };
     // The name column as wide as the longest kernel name, so the columns line up.
     let width = reports
         .iter()
@@ -403,6 +413,10 @@ fn run_verify(
         if let Some(f) = &r.failure {
             println!("    {f}");
         }
+    }
+    if profile {
+        println!("\nmemory traffic per kernel, all its cases (emulator):");
+        print!("{}", profile::kernel_table(&profiles));
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();
     println!(

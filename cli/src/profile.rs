@@ -297,3 +297,75 @@ fn run_once(dev: &Device, cmd: &ProfileCommand) -> Result<(), RunError> {
     }
     Ok(())
 }
+
+/// `verify --profile`'s column set: one row per kernel (its launches'
+/// profiles added up, in order of first launch): launches, global load
+/// sectors per request, load and store coalescing efficiency, shared-memory
+/// bank conflicts per request, and bytes moved per output element.
+///
+/// ```
+/// use warpforge::MemoryProfile;
+/// use warpforge_cli::profile::kernel_table;
+/// let mut p = MemoryProfile { kernel: "k".into(), output_elements: 32, ..Default::default() };
+/// p.global_store.requests = 1;
+/// p.global_store.sectors = 4;
+/// p.global_store.bytes_requested = 128;
+/// let table = kernel_table(&[p.clone(), p]);
+/// assert!(table.lines().nth(1).unwrap().starts_with("k "), "{table}");
+/// assert!(table.contains("100.0%"), "{table}");
+/// ```
+pub fn kernel_table(profiles: &[MemoryProfile]) -> String {
+    let mut kernels: Vec<(MemoryProfile, usize)> = Vec::new();
+    for p in profiles {
+        match kernels.iter_mut().find(|(k, _)| k.kernel == p.kernel) {
+            Some((k, n)) => {
+                k.add(p);
+                *n += 1;
+            }
+            None => kernels.push((p.clone(), 1)),
+        }
+    }
+    let width = kernels
+        .iter()
+        .map(|(k, _)| k.kernel.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let mut out = format!(
+        "{:<width$} {:>8} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10}\n",
+        "kernel", "launches", "ld s/rq", "ld eff", "st eff", "confl/rq", "B rd/elem", "B wr/elem"
+    );
+    let percent = |requests: u64, efficiency: f64| {
+        if requests == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.1}%", 100.0 * efficiency)
+        }
+    };
+    for (k, launches) in &kernels {
+        let shared_requests =
+            k.shared_load.requests + k.shared_store.requests + k.ldmatrix.requests;
+        let conflicts = if shared_requests == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.2}", k.bank_conflicts() as f64 / shared_requests as f64)
+        };
+        let (read, written) = k
+            .bytes_per_output_element()
+            .map_or(("-".to_owned(), "-".to_owned()), |(r, w)| {
+                (format!("{r:.2}"), format!("{w:.2}"))
+            });
+        out += &format!(
+            "{:<width$} {:>8} {:>8.2} {:>7} {:>7} {:>10} {:>10} {:>10}\n",
+            k.kernel,
+            launches,
+            k.global_load.sectors_per_request(),
+            percent(k.global_load.requests, k.global_load.efficiency()),
+            percent(k.global_store.requests, k.global_store.efficiency()),
+            conflicts,
+            read,
+            written,
+        );
+    }
+    out
+}

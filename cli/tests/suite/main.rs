@@ -6,6 +6,7 @@ mod common;
 
 mod doctor;
 mod nvtx;
+mod profile_cli;
 mod ptx_cli;
 mod registry_cli;
 mod run_conv2d_cli;

@@ -160,7 +160,7 @@ fn shared_access_as(ptr: *const u8, bytes: usize, write: bool, profiled: bool) {
             } else {
                 Op::SharedLoad
             };
-            t.profile(site, op, offset, bytes);
+            t.log_access(site, op, offset, bytes);
         }
         pending_copy_check(t, offset, bytes, write, site)?;
         if write {
@@ -253,7 +253,7 @@ pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
         } else {
             Op::GlobalLoad
         };
-        t.profile(site, op, ptr as usize, bytes);
+        t.log_access(site, op, ptr as usize, bytes);
         if write {
             t.block().progressed();
         }
@@ -275,7 +275,7 @@ pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
 #[track_caller]
 pub(crate) fn global_input_load(ptr: *const u8, bytes: usize) {
     let site = Location::caller();
-    fiber::try_with_current(|t| t.profile(site, Op::GlobalLoad, ptr as usize, bytes));
+    fiber::try_with_current(|t| t.log_access(site, Op::GlobalLoad, ptr as usize, bytes));
 }
 
 fn global_race(t: &fiber::ThreadState, race: Race, site: Site) -> Fault {
@@ -305,10 +305,10 @@ fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
         t.site.set(Some(site));
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         if offset < t.shared_len {
-            t.profile(site, Op::SharedAtomic, offset, bytes);
+            t.log_access(site, Op::SharedAtomic, offset, bytes);
             pending_copy_check(t, offset, bytes, true, site)?;
         } else {
-            t.profile(site, Op::GlobalAtomic, ptr as usize, bytes);
+            t.log_access(site, Op::GlobalAtomic, ptr as usize, bytes);
         }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
@@ -686,7 +686,7 @@ pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
     unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
     let deferred = fiber::try_with_current(|t| {
         t.site.set(Some(site));
-        t.profile(site, Op::CpAsync, src as usize, 16);
+        t.log_access(site, Op::CpAsync, src as usize, 16);
         let block = t.block();
         block.copies.borrow_mut().push(PendingCopy {
             thread: t.linear_id,

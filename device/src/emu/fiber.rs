@@ -113,7 +113,7 @@ impl ThreadState {
     /// Logs this thread's access for the memory-traffic profile, if the
     /// launch is profiled (one pointer test when it is not).
     #[inline]
-    pub(crate) fn profile(&self, site: Site, op: super::profile::Op, addr: usize, bytes: usize) {
+    pub(crate) fn log_access(&self, site: Site, op: super::profile::Op, addr: usize, bytes: usize) {
         // SAFETY: the scheduler keeps the block's profiler alive, and unmoved,
         // for as long as any of the block's fibers exists.
         if let Some(p) = unsafe { self.profile.as_ref() } {

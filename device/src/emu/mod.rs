@@ -147,6 +147,17 @@
 //! only 25.2–25.7 / 26.0–26.1; with shared traffic 17.0–18.5 / 18.5–19.1;
 //! with output traffic 11.6–12.4 / 11.5–12.5.
 //!
+//! # Memory-traffic profile
+//!
+//! [`launch_profiled`] also counts the launch's memory traffic as a GPU
+//! serves it: global loads and stores per warp-level request in 32-byte
+//! sectors and 128-byte lines, coalescing efficiency and access width;
+//! shared-memory wavefronts and bank conflicts (`ldmatrix` included);
+//! `cp.async`, atomics per address, bytes per output element, and the
+//! source lines that move the most. See [`profile`] for how requests are
+//! rebuilt from the fibers' accesses and what is and is not seen. Off (every
+//! other launch), it costs one pointer test per access.
+//!
 //! Shared memory starts filled with `0xFF` bytes (a NaN for every float type,
 //! but −1 for signed integers and the maximum for unsigned ones), so a kernel
 //! that reads shared memory it never wrote gets an implausible value even

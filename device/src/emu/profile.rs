@@ -41,20 +41,57 @@
 //! # What it sees
 //!
 //! Every access made through the device API: [`crate::Slot`] reads and
-//! writes (outputs), [`crate::Global::load`] and
-//! [`crate::Global::load_vector16`] (inputs), atomics, shared-memory views,
-//! `ldmatrix` and `cp.async`. A plain read of a `&[T]` input (`x[i]`,
+//! writes (outputs), [`crate::Global::load`] (inputs; 128-bit through
+//! [`crate::Global::vectors16`]), atomics, shared-memory views, `ldmatrix`
+//! and `cp.async`. A plain read of a `&[T]` input (`x[i]`,
 //! `x.get(i)`, an iterator) is an ordinary Rust slice read that nothing can
 //! intercept: it is not in the profile. Read inputs through a [`crate::Global`]
 //! parameter's `load` to have them counted.
 //!
+//! # Using it
+//!
+//! [`super::launch_profiled`] returns a launch's [`MemoryProfile`];
+//! `warpforge::Device::profile_memory` collects one per launch of any code
+//! (the library's operations or a user's own kernels) on an emulator
+//! device, and `warpforge profile OP …` prints them. `MemoryProfile`'s
+//! `Display` is a table in Nsight Compute's terms:
+//!
+//! ```text
+//! memory profile of `probe_transpose_tile`, grid (1, 1, 1), block (32, 32, 1) (emulator)
+//!   global       requests     sectors  sect/req      lines efficiency  width
+//!   ld                 32         128      4.00         32     100.0%  32b×32
+//!   st                 32         128      4.00         32     100.0%  32b×32
+//!   shared       requests  wavefronts  wave/req  conflicts  width
+//!   ld                 32        1024     32.00        992  32b×32
+//!   st                 32          32      1.00          0  32b×32
+//!   per output element (1024): 4.00 bytes read, 4.00 bytes written
+//!   source line                                  global rq   sectors shared rq wavefronts
+//!   probes/src/traffic.rs:47                            32       128        32         32
+//!   probes/src/traffic.rs:52                            32       128         0          0
+//!   probes/src/traffic.rs:50                             0         0        32       1024
+//!   (plain reads of `&[T]` inputs are not seen: read through `Global::load` to count them)
+//! ```
+//!
+//! # What it does not model
+//!
+//! Caches (every request's sectors count as moved, as `l1tex__t_sectors`
+//! does; DRAM traffic after L1/L2 hits is smaller), the GPU's merging of
+//! half-warp phases of 64-bit shared accesses that fall in the same
+//! 128 bytes, and the order of requests in time. Requests are rebuilt from
+//! call sites: an access inside a kernel's own helper function (not
+//! `#[track_caller]`) carries the helper's line, so the per-line table
+//! names the helper, and a helper called twice per iteration gives one site
+//! two occurrences per iteration, which pair up across lanes in order.
+//!
 //! # Cost
 //!
-//! Off (the default), one test of a per-block pointer per access. On, one
-//! push to the thread's log per access, and a sort of each warp's log at
-//! each barrier. The logs hold a barrier interval's accesses: a kernel
-//! with no barrier keeps every access of a block until the block ends
-//! (about 32 bytes each), which suits the emulator's small shapes.
+//! Off (the default), one test of a per-block pointer per access: see the
+//! module docs of [`super`] ("Speed") for the measured figures. On, one push
+//! to the thread's log per access, and a sort of each warp's log at each
+//! barrier (working memory is reused, so counting allocates nothing per
+//! request). The logs hold a barrier interval's accesses: a kernel with no
+//! barrier keeps every access of a block until the block ends (32 bytes
+//! each), which suits the emulator's small shapes.
 
 use super::SourceLocation;
 use super::fiber::Site;
@@ -418,6 +455,55 @@ impl MemoryProfile {
             + self.ldmatrix.bank_conflicts
     }
 
+    /// Adds `other`'s counts to this profile's (another launch of the same
+    /// kernel, say): every count summed, output elements too, lines merged;
+    /// atomics' addresses summed as if the launches' addresses were distinct,
+    /// and the most per address the larger of the two.
+    ///
+    /// ```
+    /// use warpforge_device::emu::MemoryProfile;
+    /// let mut a = MemoryProfile::default();
+    /// a.global_load.requests = 2;
+    /// a.global_load.sectors = 8;
+    /// let mut b = a.clone();
+    /// b.global_load.sectors = 64;
+    /// a.add(&b);
+    /// assert_eq!((a.global_load.requests, a.global_load.sectors_per_request()), (4, 18.0));
+    /// ```
+    pub fn add(&mut self, other: &MemoryProfile) {
+        self.global_load.merge(&other.global_load);
+        self.global_store.merge(&other.global_store);
+        self.global_atomic.merge(&other.global_atomic);
+        self.cp_async.merge(&other.cp_async);
+        self.shared_load.merge(&other.shared_load);
+        self.shared_store.merge(&other.shared_store);
+        self.ldmatrix.merge(&other.ldmatrix);
+        self.shared_atomic_operations += other.shared_atomic_operations;
+        self.output_elements += other.output_elements;
+        self.atomics.operations += other.atomics.operations;
+        self.atomics.addresses += other.atomics.addresses;
+        self.atomics.max_per_address = self
+            .atomics
+            .max_per_address
+            .max(other.atomics.max_per_address);
+        for l in &other.lines {
+            match self
+                .lines
+                .iter_mut()
+                .find(|m| (m.file, m.line) == (l.file, l.line))
+            {
+                Some(m) => {
+                    m.global_requests += l.global_requests;
+                    m.sectors += l.sectors;
+                    m.shared_requests += l.shared_requests;
+                    m.wavefronts += l.wavefronts;
+                }
+                None => self.lines.push(*l),
+            }
+        }
+        sort_lines(&mut self.lines);
+    }
+
     /// Coalescing efficiency of all global traffic together (bytes requested ÷ moved).
     pub fn global_efficiency(&self) -> f64 {
         let mut all = self.global_load;
@@ -426,6 +512,15 @@ impl MemoryProfile {
         }
         all.efficiency()
     }
+}
+
+/// The most sectors first, then the most wavefronts, then in source order.
+fn sort_lines(lines: &mut [LineTraffic]) {
+    lines.sort_by(|a, b| {
+        (b.sectors, b.wavefronts)
+            .cmp(&(a.sectors, a.wavefronts))
+            .then((a.file, a.line).cmp(&(b.file, b.line)))
+    });
 }
 
 /// How many source lines [`MemoryProfile`]'s `Display` lists.
@@ -718,11 +813,7 @@ impl Counts {
             l.wavefronts += s.wavefronts;
         }
         let mut lines: Vec<LineTraffic> = lines.into_values().collect();
-        lines.sort_by(|a, b| {
-            (b.sectors, b.wavefronts)
-                .cmp(&(a.sectors, a.wavefronts))
-                .then((a.file, a.line).cmp(&(b.file, b.line)))
-        });
+        sort_lines(&mut lines);
         let p = &mut self.profile;
         p.atomics = AtomicTraffic {
             operations: self.atomic_addresses.values().sum(),

@@ -358,3 +358,14 @@ fn the_table_names_ncus_quantities() {
         assert!(table.contains(needed), "{needed:?} in\n{table}");
     }
 }
+
+/// The README's example table is this profile's `Display`, line for line.
+#[test]
+fn the_readme_shows_the_transposes_table_as_printed() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("memory profile of `probe_transpose_tile`")
+        .expect("the README shows the transpose's profile");
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    assert_eq!(shown, transpose(32).to_string());
+}

@@ -369,3 +369,206 @@ fn the_readme_shows_the_transposes_table_as_printed() {
     let shown = &readme[start..start + readme[start..].find("```").unwrap()];
     assert_eq!(shown, transpose(32).to_string());
 }
+
+/// One library kernel's recorded traffic figures, over all of `verify`'s
+/// edge-length cases: load and store coalescing efficiency, bank conflicts
+/// per shared request, bytes read and written per output element (`None`:
+/// no such traffic).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Figures {
+    load_efficiency: Option<f64>,
+    store_efficiency: Option<f64>,
+    conflicts_per_request: Option<f64>,
+    read_per_element: Option<f64>,
+    written_per_element: Option<f64>,
+}
+
+impl Figures {
+    fn of(p: &MemoryProfile) -> Figures {
+        let shared = p.shared_load.requests + p.shared_store.requests + p.ldmatrix.requests;
+        let per_element = p.bytes_per_output_element();
+        Figures {
+            load_efficiency: (p.global_load.requests > 0).then(|| p.global_load.efficiency()),
+            store_efficiency: (p.global_store.requests > 0).then(|| p.global_store.efficiency()),
+            conflicts_per_request: (shared > 0).then(|| p.bank_conflicts() as f64 / shared as f64),
+            read_per_element: per_element.map(|(r, _)| r),
+            written_per_element: per_element.map(|(_, w)| w),
+        }
+    }
+
+    fn columns(&self) -> [Option<f64>; 5] {
+        [
+            self.load_efficiency,
+            self.store_efficiency,
+            self.conflicts_per_request,
+            self.read_per_element,
+            self.written_per_element,
+        ]
+    }
+
+    /// The line of the recorded table.
+    fn line(&self, kernel: &str) -> String {
+        let cells: Vec<String> = self
+            .columns()
+            .iter()
+            .map(|c| c.map_or("-".to_owned(), |v| format!("{v:.4}")))
+            .collect();
+        format!("{kernel:<40} {}", cells.join(" "))
+    }
+
+    fn parse(line: &str) -> (String, Figures) {
+        let mut words = line.split_whitespace();
+        let kernel = words.next().expect("a kernel name").to_owned();
+        let cells: Vec<Option<f64>> = words
+            .map(|w| (w != "-").then(|| w.parse().expect("a number or -")))
+            .collect();
+        assert_eq!(cells.len(), 5, "{line}");
+        let f = Figures {
+            load_efficiency: cells[0],
+            store_efficiency: cells[1],
+            conflicts_per_request: cells[2],
+            read_per_element: cells[3],
+            written_per_element: cells[4],
+        };
+        (kernel, f)
+    }
+
+    /// How `self` (measured) is worse than `recorded`, column by column:
+    /// lower efficiency, more conflicts, more bytes per element. Figures are
+    /// recorded to 4 decimals, so a difference below 1e-4 is none.
+    fn worse_than(&self, recorded: &Figures) -> Vec<String> {
+        const NAMES: [&str; 5] = [
+            "load efficiency",
+            "store efficiency",
+            "bank conflicts per shared request",
+            "bytes read per output element",
+            "bytes written per output element",
+        ];
+        let higher_is_better = [true, true, false, false, false];
+        let mut worse = Vec::new();
+        for (i, (now, then)) in self
+            .columns()
+            .into_iter()
+            .zip(recorded.columns())
+            .enumerate()
+        {
+            let (Some(now), Some(then)) = (now, then) else {
+                continue;
+            };
+            let regressed = if higher_is_better[i] {
+                now < then - 1e-4
+            } else {
+                now > then + 1e-4
+            };
+            if regressed {
+                worse.push(format!("{} {now:.4}, recorded {then:.4}", NAMES[i]));
+            }
+        }
+        worse
+    }
+}
+
+/// Where the figures are recorded.
+const RECORDED: &str = "tests/suite/memory_profile_figures.txt";
+
+/// Every library kernel's traffic over `verify`'s edge-length cases, against
+/// the figures recorded in `memory_profile_figures.txt`: a kernel whose
+/// coalescing efficiency drops, whose bank conflicts or bytes per element
+/// grow fails here. Kernels added or removed since the recording are listed,
+/// not failed. `WARPFORGE_RECORD_TRAFFIC=1` rewrites the file with the
+/// figures measured now (after an improvement, or for new kernels).
+#[test]
+fn library_kernels_keep_their_recorded_traffic() {
+    let dev = Device::emulator();
+    let operations: Vec<_> = warpforge::registry::OPERATIONS.iter().collect();
+    let (reports, profiles) = dev
+        .profile_memory(|| warpforge::verify::run(&dev, &operations, 0x5eed, 0, 200_000))
+        .unwrap();
+    assert!(reports.iter().all(|r| r.passed()), "verify failed");
+    let mut kernels: Vec<MemoryProfile> = Vec::new();
+    for p in &profiles {
+        match kernels.iter_mut().find(|k| k.kernel == p.kernel) {
+            Some(k) => k.add(p),
+            None => kernels.push(p.clone()),
+        }
+    }
+    let measured: Vec<(String, Figures)> = kernels
+        .iter()
+        .map(|k| (k.kernel.clone(), Figures::of(k)))
+        .collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RECORDED);
+    if std::env::var("WARPFORGE_RECORD_TRAFFIC").is_ok_and(|v| v == "1") {
+        let mut text = String::from(
+            "# kernel, then over verify's edge-length cases (emulator): load efficiency, store \
+             efficiency,\n# bank conflicts per shared request, bytes read and written per output \
+             element (- : none)\n",
+        );
+        for (kernel, f) in &measured {
+            text += &f.line(kernel);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+    }
+    let recorded: Vec<(String, Figures)> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(Figures::parse)
+        .collect();
+    assert!(!recorded.is_empty());
+    let mut regressions = Vec::new();
+    for (kernel, now) in &measured {
+        match recorded.iter().find(|(k, _)| k == kernel) {
+            Some((_, then)) => {
+                for w in now.worse_than(then) {
+                    regressions.push(format!("{kernel}: {w}"));
+                }
+            }
+            None => eprintln!("not recorded yet: {}", now.line(kernel)),
+        }
+    }
+    for (kernel, _) in &recorded {
+        if !measured.iter().any(|(k, _)| k == kernel) {
+            eprintln!("recorded but not launched any more: {kernel}");
+        }
+    }
+    assert!(
+        regressions.is_empty(),
+        "memory traffic got worse than {RECORDED} records:\n  {}\n(rerun with \
+         WARPFORGE_RECORD_TRAFFIC=1 to record the new figures if the change is intended)",
+        regressions.join("\n  ")
+    );
+}
+
+#[test]
+fn a_worse_figure_is_a_regression_and_a_better_one_is_not() {
+    let recorded = Figures {
+        load_efficiency: Some(0.5),
+        store_efficiency: None,
+        conflicts_per_request: Some(1.0),
+        read_per_element: Some(4.0),
+        written_per_element: Some(4.0),
+    };
+    let better = Figures {
+        load_efficiency: Some(1.0),
+        conflicts_per_request: Some(0.0),
+        read_per_element: Some(2.0),
+        ..recorded
+    };
+    assert!(better.worse_than(&recorded).is_empty());
+    let worse = Figures {
+        load_efficiency: Some(0.25),
+        store_efficiency: Some(0.1), // new traffic: nothing recorded to compare with
+        conflicts_per_request: Some(3.0),
+        written_per_element: Some(8.0),
+        ..recorded
+    };
+    assert_eq!(
+        worse.worse_than(&recorded).len(),
+        3,
+        "{:?}",
+        worse.worse_than(&recorded)
+    );
+    let (kernel, parsed) = Figures::parse(&recorded.line("k"));
+    assert_eq!((kernel.as_str(), parsed), ("k", recorded));
+}

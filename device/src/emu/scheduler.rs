@@ -129,6 +129,7 @@ fn run_launch(
         live_workers: AtomicUsize::new(workers.max(1)),
         stalled_workers: AtomicUsize::new(0),
         failed: AtomicBool::new(false),
+        profile,
     };
     let failed = &launch.failed;
 
@@ -158,7 +159,6 @@ fn run_launch(
                 global.clone(),
                 &launch,
                 body,
-                profile,
             );
             if let Err(fault) = ran {
                 failed.store(true, Ordering::SeqCst);
@@ -185,8 +185,9 @@ fn run_launch(
     }
 }
 
-/// What the blocks of a launch share, for the spin rule on global memory.
-struct LaunchState {
+/// What the blocks of a launch share: the spin rule's counts on global
+/// memory, and the memory-traffic counts if the launch is profiled.
+struct LaunchState<'p> {
     /// Workers (OS threads) that have not returned: running a block, or about
     /// to take the next one.
     live_workers: AtomicUsize,
@@ -194,12 +195,14 @@ struct LaunchState {
     stalled_workers: AtomicUsize,
     /// Some block faulted; no new block starts.
     failed: AtomicBool,
+    /// Where each block adds its memory-traffic counts (profiled launches only).
+    profile: Option<&'p Mutex<Counts>>,
 }
 
 /// This block's mark in [`LaunchState::stalled_workers`], removed when the
 /// block moves again or ends.
 struct StallMark<'a> {
-    launch: &'a LaunchState,
+    launch: &'a LaunchState<'a>,
     marked: bool,
     /// Consecutive stuck rounds in which every live worker was stalled.
     confirmed: u32,
@@ -264,16 +267,15 @@ fn run_block(
     block_idx: Dim3,
     linear_block: u64,
     global: Option<Arc<GlobalShadow>>,
-    launch: &LaunchState,
+    launch: &LaunchState<'_>,
     body: &(dyn Fn() + Sync),
-    profile: Option<&Mutex<Counts>>,
 ) -> Result<(), Box<EmuError>> {
     // Outlives the fibers (declared first, dropped last), and never moves.
     let block_state = BlockState::new(linear_block);
     let block_ptr: *const BlockState = &block_state;
     let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
     // Outlives the fibers too (declared before them, dropped after).
-    let block_profile = profile.map(|_| BlockProfile::new(nthreads));
+    let block_profile = launch.profile.map(|_| BlockProfile::new(nthreads));
     let profile_ptr: *const BlockProfile = block_profile.as_ref().map_or(core::ptr::null(), |p| p);
     // 0xFF bytes: NaN in every float type, so reads of never-written shared memory stand out.
     let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
@@ -348,12 +350,12 @@ fn run_block(
     drop(race);
     drop(shared);
     drop(block_state);
-    if let (Ok(()), Some(block), Some(launch)) = (&result, block_profile, profile) {
-        let counts = block.finish();
-        launch
+    if let (Ok(()), Some(block), Some(counts)) = (&result, block_profile, launch.profile) {
+        let block_counts = block.finish();
+        counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .merge(counts);
+            .merge(block_counts);
     }
     result
 }
@@ -371,7 +373,7 @@ fn schedule(
     race: Option<&RaceDetector>,
     profile: Option<&BlockProfile>,
     block: &BlockState,
-    launch: &LaunchState,
+    launch: &LaunchState<'_>,
 ) -> Result<(), Box<EmuError>> {
     let error = |t: &EmulatedThread, fault: Fault| {
         Box::new(EmuError {

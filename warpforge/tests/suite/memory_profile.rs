@@ -128,6 +128,28 @@ fn sectors_and_lines_follow_the_stride() {
     }
 }
 
+/// Lanes that make no access are inactive in the request: 48 elements for 64
+/// threads leave the second warp's last 16 lanes without a load or a store.
+#[test]
+fn inactive_lanes_are_left_out_of_a_request() {
+    let n = 48;
+    let p = profile_one(|dev| {
+        let x = dev.alloc_zeroed::<f32>(n)?;
+        let mut out = dev.alloc_zeroed::<f32>(n)?;
+        let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(64));
+        dev.launch(probe::probe_copy_strided, cfg, (&x, 1u32, &mut out))
+    });
+    let (full, _) = touched(|lane| 4 * lane, 4, 32);
+    let (half, _) = touched(|lane| 4 * (32 + lane), 4, 16);
+    for t in [&p.global_load, &p.global_store] {
+        assert_eq!(t.requests, 2);
+        assert_eq!(t.lane_accesses, n as u64);
+        assert_eq!(t.sectors, full + half);
+        assert_eq!((full, half), (4, 2));
+        assert_eq!(t.efficiency(), 1.0);
+    }
+}
+
 #[test]
 fn a_128_bit_load_per_lane_is_16_sectors_per_request() {
     let threads = 128; // 4 warps, 4 floats each

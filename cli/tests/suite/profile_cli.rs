@@ -86,3 +86,34 @@ fn profile_refuses_a_bad_shape_naming_it() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("must be 4-D"), "{stderr}");
 }
+
+#[test]
+fn verify_profile_adds_a_row_per_kernel() {
+    let (code, stdout, stderr) = warpforge(&[
+        "verify",
+        "--backend",
+        "emu",
+        "--op",
+        "axpy",
+        "--random-lengths",
+        "0",
+        "--profile",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let table = stdout
+        .split("memory traffic per kernel")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no profile table in\n{stdout}"));
+    let kernels: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.starts_with("verify:"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(kernels, ["axpy_f32", "axpy_f64"], "{table}");
+    // Lengths 0, 1, 31, 32, 33, 1023, 1025: one launch each per kernel.
+    assert!(
+        table.lines().nth(2).unwrap().split_whitespace().nth(1) == Some("7"),
+        "{table}"
+    );
+}

@@ -762,11 +762,24 @@ impl Device {
         let Backend::Emulator { profiles, .. } = &self.inner.backend else {
             return Err(Error::ProfileNeedsEmulator);
         };
+        /// Puts back the sink that was there before (a `profile_memory` may
+        /// run inside another's `work`), however `work` ends, a panic included.
+        struct Restore<'a> {
+            slot: &'a Mutex<Option<ProfileSink>>,
+            outer: Option<ProfileSink>,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                *lock(self.slot) = self.outer.take();
+            }
+        }
         let sink = ProfileSink::default();
-        // A profile_memory inside `work` takes the launches until it returns.
-        let outer = lock(profiles).replace(sink.clone());
+        let restore = Restore {
+            slot: profiles,
+            outer: lock(profiles).replace(sink.clone()),
+        };
         let result = work().and_then(|r| self.synchronize().map(|()| r));
-        *lock(profiles) = outer;
+        drop(restore);
         let r = result?;
         let collected = std::mem::take(&mut *lock(&sink));
         Ok((r, collected))

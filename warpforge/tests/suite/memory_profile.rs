@@ -357,7 +357,32 @@ fn only_launches_inside_profile_memory_are_profiled_in_order() {
         .unwrap();
     let kernels: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
     assert_eq!(kernels, ["probe_copy_vector16", "probe_copy_strided"]);
-    // After it, launches are not profiled (and still run).
+    // Nested: the inner one takes the launches made while it runs.
+    let ((((), inner), ()), outer) = dev
+        .profile_memory(|| {
+            let inner = dev.profile_memory(|| {
+                dev.launch(probe::probe_copy_strided, cfg, (&x, 1u32, &mut out))
+            })?;
+            Ok((
+                inner,
+                dev.launch(probe::probe_copy_strided, cfg, (&x, 2u32, &mut out))?,
+            ))
+        })
+        .unwrap();
+    assert_eq!((inner.len(), outer.len()), (1, 1));
+    assert_eq!(inner[0].global_load.sectors_per_request(), 4.0);
+    assert_eq!(outer[0].global_load.sectors_per_request(), 8.0);
+    // A panic inside `work` leaves the device launching and profiling as before.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dev.profile_memory(|| -> warpforge::Result<()> { panic!("in work") })
+    }));
+    assert!(panicked.is_err());
+    dev.launch(probe::probe_copy_strided, cfg, (&x, 1u32, &mut out))
+        .unwrap();
+    let ((), after) = dev
+        .profile_memory(|| dev.launch(probe::probe_copy_strided, cfg, (&x, 1u32, &mut out)))
+        .unwrap();
+    assert_eq!(after.len(), 1);
     let ((), none) = dev.profile_memory(|| Ok(())).unwrap();
     assert!(none.is_empty());
     let e = Error::ProfileNeedsEmulator.to_string();

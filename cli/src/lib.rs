@@ -15,6 +15,7 @@
 //! | [`bench_table`] | `bench` | [`warpforge::bench`]'s reports as text tables |
 //! | [`bench_data`] | `bench --json`, `bench compare`, `bench table` | results as JSON records, compared, as the README's table |
 //! | [`bench_plot`] | `bench --plot` | results as SVG charts |
+//! | [`profile`] | `profile` | the emulator's memory-traffic profile of an operation |
 //!
 //! `verify` is the library's ([`warpforge::verify`]); the command prints its reports.
 
@@ -23,6 +24,7 @@ pub mod bench_plot;
 pub mod bench_table;
 pub mod doctor;
 pub mod npy;
+pub mod profile;
 pub mod ptx_diff;
 pub mod ptxas;
 pub mod run;

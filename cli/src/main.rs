@@ -8,7 +8,7 @@ use warpforge::conv2d::Padding;
 use warpforge::reduce::Op;
 use warpforge::registry::{self, OPERATIONS};
 use warpforge::{Device, Error, verify};
-use warpforge_cli::{bench_data, bench_plot, bench_table, npy, run, startup};
+use warpforge_cli::{bench_data, bench_plot, bench_table, npy, profile, run, startup};
 
 mod ptx_command;
 
@@ -42,6 +42,10 @@ enum Command {
         /// Only this operation (repeatable; default: all of them).
         #[arg(long = "op", value_parser = operation_parser())]
         ops: Vec<String>,
+        /// Also print each kernel's memory traffic over all its cases (emulator only):
+        /// sectors per load request, coalescing efficiency, bank conflicts, bytes per element.
+        #[arg(long)]
+        profile: bool,
     },
     /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
     ///
@@ -57,6 +61,11 @@ enum Command {
     /// bandwidth in the same run; gemm: TFLOP/s against cuBLAS), or copy/compute overlap on
     /// two streams.
     Bench(BenchArgs),
+    /// The emulator's memory-traffic profile of an operation on inputs of a given shape:
+    /// per launch, global sectors per request and coalescing efficiency, shared-memory bank
+    /// conflicts, bytes per output element, the source lines that move the most.
+    #[command(subcommand)]
+    Profile(profile::ProfileCommand),
     /// Check the driver, GPUs, embedded PTX, ptxas and emulator; say what to fix.
     ///
     /// Exits 0 when GPU 0 is ready or there is no GPU ("emulator only"), 1 when a GPU
@@ -313,7 +322,8 @@ fn main() -> ExitCode {
             random_lengths,
             max_len,
             ops,
-        } => run_verify(backend, seed, random_lengths, max_len, &ops),
+            profile,
+        } => run_verify(backend, seed, random_lengths, max_len, &ops, profile),
         Command::Ptx(args) => ptx_command::run(&args),
         Command::Run(RunCommand::Reduce {
             op,
@@ -379,6 +389,14 @@ fn main() -> ExitCode {
             },
             backend,
         ),
+        Command::Profile(cmd) => profile::profile(&cmd)
+            .map(|profiles| {
+                for p in &profiles {
+                    println!("{p}");
+                }
+                ExitCode::SUCCESS
+            })
+            .map_err(|e| e.to_string()),
         Command::Doctor(args) => run_doctor(&args),
         Command::Bench(args) => run_bench(&args),
     };
@@ -397,6 +415,7 @@ fn run_verify(
     random_lengths: usize,
     max_len: Option<usize>,
     names: &[String],
+    profile: bool,
 ) -> Result<ExitCode, String> {
     let operations = if names.is_empty() {
         OPERATIONS.iter().collect()
@@ -410,8 +429,12 @@ fn run_verify(
     let dev = open_backend(backend)?;
     let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
     println!("verifying on {}", dev.name());
-    let reports =
-        verify::run(&dev, &operations, seed, random_lengths, max_len).map_err(|e| e.to_string())?;
+    let verify = || verify::run(&dev, &operations, seed, random_lengths, max_len);
+    let (reports, profiles) = if profile {
+        dev.profile_memory(verify).map_err(|e| e.to_string())?
+    } else {
+        (verify().map_err(|e| e.to_string())?, Vec::new())
+    };
     // The name column as wide as the longest kernel name, so the columns line up.
     let width = reports
         .iter()
@@ -436,6 +459,10 @@ fn run_verify(
         if let Some(f) = &r.failure {
             println!("    {f}");
         }
+    }
+    if profile {
+        println!("\nmemory traffic per kernel, all its cases (emulator):");
+        print!("{}", profile::kernel_table(&profiles));
     }
     let failed = reports.iter().filter(|r| !r.passed()).count();
     println!(

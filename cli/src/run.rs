@@ -495,7 +495,7 @@ pub fn parse_padding(s: &str) -> Result<Padding, String> {
 }
 
 /// Comma-separated non-negative integers.
-fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_list(s: &str) -> Result<Vec<usize>, String> {
     s.split(',')
         .map(|v| {
             v.trim()

@@ -80,6 +80,49 @@ impl<'a, T> Global<'a, T> {
     }
 }
 
+impl<'a, T: Copy> Global<'a, T> {
+    /// Element `i`, or `None` if out of bounds: one load, like `get(i)`, but
+    /// one that the emulator's memory profile counts (a plain slice read
+    /// cannot be seen; see `emu::profile`). On the GPU it is the same load.
+    ///
+    /// ```
+    /// use warpforge_device::Global;
+    /// let host = [1u32, 2, 3];
+    /// // SAFETY: as for `Global::from_raw` above: valid and unwritten.
+    /// let g = unsafe { Global::from_raw(host.as_ptr(), host.len()) };
+    /// assert_eq!((g.load(1), g.load(3)), (Some(2), None));
+    /// ```
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(self, i: usize) -> Option<T> {
+        let element = self.data.get(i)?;
+        crate::arch::global_input_load(core::ptr::from_ref(element).cast(), size_of::<T>());
+        Some(*element)
+    }
+}
+
+impl<'a, T: Plain> Global<'a, T> {
+    /// The buffer as [`vectors16`] splits it, the vectors still a `Global`:
+    /// `(head, vectors)`, where `vectors.load(v)` is one 128-bit load of
+    /// elements `head + N·v ..` (counted by the emulator's memory profile).
+    ///
+    /// ```
+    /// use warpforge_device::Global;
+    /// use warpforge_device::global::Vector16;
+    /// let host = Vector16([1.0f32, 2.0, 3.0, 4.0]);
+    /// // SAFETY: as for `Global::from_raw` above: valid and unwritten.
+    /// let g = unsafe { Global::from_raw(host.0.as_ptr(), 4) };
+    /// let (head, v) = g.vectors16::<4>();
+    /// assert_eq!((head, v.load(0).map(|v| v.0)), (0, Some([1.0, 2.0, 3.0, 4.0])));
+    /// ```
+    #[inline(always)]
+    pub fn vectors16<const N: usize>(self) -> (usize, Global<'a, Vector16<T, N>>) {
+        let (head, data) = vectors16::<T, N>(self.data);
+        // The vectors are elements of this global buffer.
+        (head, Global { data })
+    }
+}
+
 impl<T> Deref for Global<'_, T> {
     type Target = [T];
     #[inline(always)]

@@ -372,6 +372,22 @@ pub fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
 
 /// `ldmatrix.sync.aligned.m8n8.xR{.trans}.shared.b16`: this lane supplies the
 /// 16-byte row at `tile[row_start..]`; returns its R registers.
+/// `ldmatrix.x4` with rows of the lane's choosing: lane `l` supplies row
+/// `l % 8` of 8×8 matrix `l / 8` as the 16 bytes at `tile[row_start..]`,
+/// and register `k` of lane `l` holds the 32 bits at bytes `4·(l % 4)..` of
+/// row `l / 4` of matrix `k` (two 16-bit elements, the lower-indexed in the
+/// low half, or one f32 as stored). For tiles laid
+/// out in a layout the fragment loads ([`FragA::load`]) cannot address, such
+/// as an XOR-swizzled one, where a row's 16-byte chunks are permuted so that
+/// the 8 rows an `ldmatrix` reads fall in different banks. Panics if a row
+/// is out of bounds or not 16-byte aligned. All 32 lanes of the warp must
+/// call it together, as [`FragA::load`].
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+pub fn ldmatrix_x4<T: MmaInput>(tile: &SharedArray<T>, row_start: usize) -> [u32; 4] {
+    ldmatrix::<T, 4>(tile, row_start, false)
+}
+
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 fn ldmatrix<T: MmaInput, const R: usize>(

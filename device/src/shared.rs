@@ -290,7 +290,7 @@ impl<T: SharedElement> SharedArray<T> {
             start.checked_add(n).is_some_and(|end| end <= self.len),
             "shared memory range out of bounds"
         );
-        arch::shared_access(
+        arch::shared_operand_access(
             self.base.wrapping_add(start).cast(),
             n * size_of::<T>(),
             write,

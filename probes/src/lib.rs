@@ -19,6 +19,7 @@
 //! | `math` | fast and accurate math, packed f16x2/bf16x2 |
 //! | `matrix` | 2-D guards (`probe_transpose`), compile-time-sized shared tiles |
 //! | `tensor` | `mma.sync`, `ldmatrix`, `cp.async` |
+//! | `traffic` | access patterns of known memory cost, for the emulator's memory profile |
 //! | [`faults`] | one planted fault per class the emulator reports, with the planted lines |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
@@ -30,11 +31,13 @@ mod masked;
 mod math;
 mod matrix;
 mod tensor;
+mod traffic;
 pub use atomic::*;
 pub use masked::*;
 pub use math::*;
 pub use matrix::*;
 pub use tensor::*;
+pub use traffic::*;
 
 use warpforge_device::sync::{self, Scope};
 use warpforge_device::warp::{self, FULL_MASK};

@@ -1,7 +1,8 @@
 //! Speed of the CPU emulator in the unit its cost scales with: thread-barriers
 //! per second (each emulated thread passing one `sync_threads` is one), with
 //! and without shared- and global-memory traffic (race-checked unless
-//! `WARPFORGE_EMU_RACECHECK=0`). It measures, it asserts nothing; the figures
+//! `WARPFORGE_EMU_RACECHECK=0`), each with the memory-traffic profile off and
+//! on (`Device::profile_memory`). It measures, it asserts nothing; the figures
 //! are quoted in `warpforge_device::emu`'s module doc.
 //!
 //! `cargo bench -p warpforge --bench emulator`
@@ -68,6 +69,20 @@ fn bench_barriers(c: &mut Criterion) {
                     .unwrap()
             })
         });
+        // The same launch with the memory-traffic profile on.
+        let profiled = format!("{name}, memory profile on");
+        group.bench_with_input(
+            BenchmarkId::from_parameter(profiled),
+            &touch,
+            |b, &touch| {
+                b.iter(|| {
+                    dev.profile_memory(|| {
+                        dev.launch(barrier_rounds, cfg, (rounds, touch, &mut out))
+                    })
+                    .unwrap()
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -29,7 +29,7 @@
 //! the shape as a `reduce::Layout`, whose fold depth sets the tolerance) but none of
 //! its kernels or launch code; `verify` and the tests read it from one place, and
 //! `reference/gemm.rs` will sit opposite `ops/gemm.rs` as `reduce.rs` does now.
-//! The `warpforge` command (`verify`, `ptx`, `run`, `bench`, `doctor`; clap, `.npy`,
+//! The `warpforge` command (`verify`, `ptx`, `run`, `profile`, `bench`, `doctor`; clap, `.npy`,
 //! ptxas and nvdisasm) is the `warpforge-cli` crate: a program that depends on this
 //! library compiles none of it.
 //!
@@ -44,6 +44,12 @@
 //! (else [`Error::KernelSignature`]). A kernel name alone is never trusted,
 //! so a kernel of yours named like a library kernel never runs the library's
 //! entry. On the emulator kernels run from host code and `load` is a no-op.
+//!
+//! On the emulator, [`Device::profile_memory`] returns each launch's
+//! [`MemoryProfile`]: its global and shared-memory traffic counted per
+//! warp-level request as a GPU serves it (sectors per request, coalescing
+//! efficiency, bank conflicts, bytes per output element, the busiest source
+//! lines), for the library's operations and your own kernels alike.
 //!
 //! ```
 //! use warpforge::{Device, reduce};
@@ -76,5 +82,8 @@ pub use runtime::{
     nvtx,
 };
 pub use warpforge_device::Dim3;
+pub use warpforge_device::emu::profile::{
+    AtomicTraffic, GlobalTraffic, LineTraffic, MemoryProfile, SharedTraffic,
+};
 pub use warpforge_device::emu::{EmuError, Fault, SourceLocation};
 pub use warpforge_device::kernel::Kernel;

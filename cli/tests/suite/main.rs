@@ -7,6 +7,7 @@ mod common;
 mod doctor;
 mod gpu_suite;
 mod nvtx;
+mod profile_cli;
 mod ptx_cli;
 mod readme_tables;
 mod registry_cli;

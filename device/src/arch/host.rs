@@ -9,6 +9,7 @@ use super::{
     VoteMode, f32_op,
 };
 use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp};
+use crate::emu::profile::Op;
 use crate::emu::race::Race;
 use crate::emu::{Access, Fault, raise};
 use crate::mma::MmaKind;
@@ -133,13 +134,34 @@ pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) ->
 }
 
 /// Tells the race detector that this thread reads or writes `bytes` bytes of
-/// shared memory at `ptr`; a conflicting access unwinds with `Fault::SharedRace`.
+/// shared memory at `ptr` with a load or store instruction (counted by the
+/// memory profile); a conflicting access unwinds with `Fault::SharedRace`.
 #[track_caller]
 pub(crate) fn shared_access(ptr: *const u8, bytes: usize, write: bool) {
+    shared_access_as(ptr, bytes, write, true);
+}
+
+/// As [`shared_access`], for the shared operand of `ldmatrix` or `cp.async`,
+/// which the memory profile counts as those instructions instead.
+#[track_caller]
+pub(crate) fn shared_operand_access(ptr: *const u8, bytes: usize, write: bool) {
+    shared_access_as(ptr, bytes, write, false);
+}
+
+#[track_caller]
+fn shared_access_as(ptr: *const u8, bytes: usize, write: bool, profiled: bool) {
     let site = Location::caller();
     let race = fiber::with_current(|t| {
         t.site.set(Some(site));
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
+        if profiled {
+            let op = if write {
+                Op::SharedStore
+            } else {
+                Op::SharedLoad
+            };
+            t.log_access(site, op, offset, bytes);
+        }
         pending_copy_check(t, offset, bytes, write, site)?;
         if write {
             t.block().progressed();
@@ -226,6 +248,12 @@ pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
     }
     let access = if write { Access::Write } else { Access::Read };
     let race = fiber::try_with_current(|t| {
+        let op = if write {
+            Op::GlobalStore
+        } else {
+            Op::GlobalLoad
+        };
+        t.log_access(site, op, ptr as usize, bytes);
         if write {
             t.block().progressed();
         }
@@ -240,6 +268,14 @@ pub(crate) fn global_access(ptr: *const u8, bytes: usize, write: bool) {
     if let Some(Err(fault)) = race {
         raise(fault);
     }
+}
+
+/// A load of `bytes` bytes of a kernel input at `ptr` (`Global::load`):
+/// nothing writes inputs during a launch, so only the memory profile sees it.
+#[track_caller]
+pub(crate) fn global_input_load(ptr: *const u8, bytes: usize) {
+    let site = Location::caller();
+    fiber::try_with_current(|t| t.log_access(site, Op::GlobalLoad, ptr as usize, bytes));
 }
 
 fn global_race(t: &fiber::ThreadState, race: Race, site: Site) -> Fault {
@@ -269,7 +305,10 @@ fn atomic_access(ptr: *const u8, bytes: usize, reads_old: bool) {
         t.site.set(Some(site));
         let offset = (ptr as usize).wrapping_sub(t.shared_base as usize);
         if offset < t.shared_len {
+            t.log_access(site, Op::SharedAtomic, offset, bytes);
             pending_copy_check(t, offset, bytes, true, site)?;
+        } else {
+            t.log_access(site, Op::GlobalAtomic, ptr as usize, bytes);
         }
         // SAFETY: the detector lives as long as the block (see the scheduler).
         let Some(detector) = (unsafe { t.race.as_ref() }) else {
@@ -647,6 +686,7 @@ pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
     unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
     let deferred = fiber::try_with_current(|t| {
         t.site.set(Some(site));
+        t.log_access(site, Op::CpAsync, src as usize, 16);
         let block = t.block();
         block.copies.borrow_mut().push(PendingCopy {
             thread: t.linear_id,

@@ -132,6 +132,14 @@ pub(crate) fn shuffle_u32(mode: ShuffleMode, value: u32, arg: u32, mask: u32) ->
 #[inline(always)]
 pub(crate) fn shared_access(_ptr: *const u8, _bytes: usize, _write: bool) {}
 
+/// As [`shared_access`] (the emulator's memory profile tells the two apart).
+#[inline(always)]
+pub(crate) fn shared_operand_access(_ptr: *const u8, _bytes: usize, _write: bool) {}
+
+/// Input loads are counted only by the emulator's memory profile.
+#[inline(always)]
+pub(crate) fn global_input_load(_ptr: *const u8, _bytes: usize) {}
+
 /// Base and size in bytes of the launch-sized (dynamic) shared memory.
 #[inline(always)]
 pub(crate) fn dynamic_shared() -> (*mut u8, usize) {

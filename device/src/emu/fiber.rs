@@ -1,5 +1,6 @@
 //! One emulated CUDA thread: its indices, and the way it suspends to the scheduler.
 
+use super::profile::BlockProfile;
 use super::race::RaceDetector;
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::mma::MmaKind;
@@ -88,6 +89,8 @@ pub(crate) struct ThreadState {
     pub shared_len: usize,
     /// The block's race detector, shared and global memory (null when switched off).
     pub race: *const RaceDetector,
+    /// The block's memory-traffic profiler (null when the launch is not profiled).
+    pub profile: *const BlockProfile,
     /// Operands of a fragment collective (`mma`: A's 4, B's 2, C's 4 registers).
     pub collective_in: Cell<[u32; 10]>,
     /// Results of a fragment collective (`ldmatrix`, `mma`), set before resuming.
@@ -107,6 +110,17 @@ pub(crate) struct ThreadState {
 }
 
 impl ThreadState {
+    /// Logs this thread's access for the memory-traffic profile, if the
+    /// launch is profiled (one pointer test when it is not).
+    #[inline]
+    pub(crate) fn log_access(&self, site: Site, op: super::profile::Op, addr: usize, bytes: usize) {
+        // SAFETY: the scheduler keeps the block's profiler alive, and unmoved,
+        // for as long as any of the block's fibers exists.
+        if let Some(p) = unsafe { self.profile.as_ref() } {
+            p.record(self.linear_id, site, op, addr, bytes);
+        }
+    }
+
     /// The block's shared state.
     pub(crate) fn block(&self) -> &BlockState {
         // SAFETY: the scheduler keeps the BlockState alive, and unmoved, for

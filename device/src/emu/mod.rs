@@ -147,6 +147,17 @@
 //! only 25.2–25.7 / 26.0–26.1; with shared traffic 17.0–18.5 / 18.5–19.1;
 //! with output traffic 11.6–12.4 / 11.5–12.5.
 //!
+//! # Memory-traffic profile
+//!
+//! [`launch_profiled`] also counts the launch's memory traffic as a GPU
+//! serves it: global loads and stores per warp-level request in 32-byte
+//! sectors and 128-byte lines, coalescing efficiency and access width;
+//! shared-memory wavefronts and bank conflicts (`ldmatrix` included);
+//! `cp.async`, atomics per address, bytes per output element, and the
+//! source lines that move the most. See [`profile`] for how requests are
+//! rebuilt from the fibers' accesses and what is and is not seen. Off (every
+//! other launch), it costs one pointer test per access.
+//!
 //! Shared memory starts filled with `0xFF` bytes (a NaN for every float type,
 //! but −1 for signed integers and the maximum for unsigned ones), so a kernel
 //! that reads shared memory it never wrote gets an implausible value even
@@ -167,6 +178,16 @@
 //! | writes and reads shared memory | 31.0 | 41.7 |
 //! | writes and reads an output element | 23.1 | 32.3 |
 //!
+//! The memory-traffic profile ([`profile`]), measured by the same bench
+//! (`--profile dev`, 2 cores under a load of about 5; 2026-11-26), million
+//! thread-barriers per second, the emulator before it existed / profile off
+//! / profile on, two runs each: barriers only 10.5, 10.5 / 10.6, 10.4 /
+//! 8.4, 9.0; with shared traffic 7.1, 6.4 / 7.7, 7.4 / 5.1, 5.5; with
+//! output traffic 4.6, 4.0 / 4.5, 6.4 / 2.9, 3.5. Off it costs nothing
+//! measurable (one pointer test per access); on, 1.2–1.8× the run time.
+//! On a whole workload, `warpforge verify --backend emu` (every library
+//! kernel, dev build) took 20.0 s, and 25.1 s with `--profile` (1.26×).
+//!
 //! Warp collectives cost about the same as a barrier. On a whole suite the
 //! detector hardly shows: `warpforge/tests/reductions.rs` (debug build, 21
 //! property tests) took 13.9 and 16.7 s with it on, 14.8 and 16.0 s off.
@@ -176,6 +197,7 @@
 
 pub(crate) mod fiber;
 mod memory;
+pub mod profile;
 pub(crate) mod race;
 mod scheduler;
 pub mod stream;
@@ -185,7 +207,8 @@ use crate::thread::Dim3;
 use core::fmt;
 
 pub use memory::{ALLOCATION_ALIGN, DeviceMemory};
-pub use scheduler::{launch, launch_with_outputs};
+pub use profile::MemoryProfile;
+pub use scheduler::{launch, launch_profiled, launch_with_outputs};
 
 /// An output buffer of a launch (an `Out<T>` argument), so that the
 /// global-memory race detector can check its elements and name it.

@@ -1,6 +1,7 @@
 //! Runs a grid: blocks in parallel on OS threads, a block's threads as fibers.
 
 use super::fiber::{self, BlockState, FiberYielder, Poll, Request, Spin, ThreadState, WarpOp};
+use super::profile::{BlockProfile, Counts, MemoryProfile};
 use super::race::{GlobalShadow, RaceDetector, UninitRead};
 use super::{Detected, EmuError, Fault, LaunchShape, OutputBuffer, SourceLocation};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
@@ -71,6 +72,46 @@ pub fn launch_with_outputs(
     outputs: &[OutputBuffer],
     body: &(dyn Fn() + Sync),
 ) -> Result<(), Box<EmuError>> {
+    run_launch(kernel, shape, outputs, body, None)
+}
+
+/// As [`launch_with_outputs`], and returns the launch's memory-traffic
+/// profile (see [`super::profile`]): every global and shared access made
+/// through the device API, counted per warp-level request as the GPU serves it.
+///
+/// ```
+/// use warpforge_device::emu::{launch_profiled, LaunchShape};
+/// use warpforge_device::{shared, Dim3};
+///
+/// let shape = LaunchShape { grid: Dim3::x(1), block: Dim3::x(32), dynamic_shared_bytes: 32 * 4 };
+/// let profile = launch_profiled("store", shape, &[], &|| {
+///     let tile = shared::array::<f32, 32>();
+///     tile.store(warpforge_device::thread::lane_id() as usize, 1.0);
+/// }).unwrap();
+/// assert_eq!(profile.shared_store.requests, 1);
+/// assert_eq!(profile.shared_store.bank_conflicts, 0);
+/// ```
+pub fn launch_profiled(
+    kernel: &str,
+    shape: LaunchShape,
+    outputs: &[OutputBuffer],
+    body: &(dyn Fn() + Sync),
+) -> Result<MemoryProfile, Box<EmuError>> {
+    let counts = Mutex::new(Counts::default());
+    run_launch(kernel, shape, outputs, body, Some(&counts))?;
+    let counts = counts.into_inner().unwrap_or_else(|e| e.into_inner());
+    let output_elements = outputs.iter().map(|o| o.len as u64).sum();
+    Ok(counts.finish(kernel, shape.grid, shape.block, output_elements))
+}
+
+/// Runs a launch; with `profile`, each block adds its memory-traffic counts to it.
+fn run_launch(
+    kernel: &str,
+    shape: LaunchShape,
+    outputs: &[OutputBuffer],
+    body: &(dyn Fn() + Sync),
+    profile: Option<&Mutex<Counts>>,
+) -> Result<(), Box<EmuError>> {
     let blocks = shape.grid.volume();
     if blocks == 0 || shape.block.volume() == 0 {
         return Ok(());
@@ -88,6 +129,7 @@ pub fn launch_with_outputs(
         live_workers: AtomicUsize::new(workers.max(1)),
         stalled_workers: AtomicUsize::new(0),
         failed: AtomicBool::new(false),
+        profile,
     };
     let failed = &launch.failed;
 
@@ -143,8 +185,9 @@ pub fn launch_with_outputs(
     }
 }
 
-/// What the blocks of a launch share, for the spin rule on global memory.
-struct LaunchState {
+/// What the blocks of a launch share: the spin rule's counts on global
+/// memory, and the memory-traffic counts if the launch is profiled.
+struct LaunchState<'p> {
     /// Workers (OS threads) that have not returned: running a block, or about
     /// to take the next one.
     live_workers: AtomicUsize,
@@ -152,12 +195,14 @@ struct LaunchState {
     stalled_workers: AtomicUsize,
     /// Some block faulted; no new block starts.
     failed: AtomicBool,
+    /// Where each block adds its memory-traffic counts (profiled launches only).
+    profile: Option<&'p Mutex<Counts>>,
 }
 
 /// This block's mark in [`LaunchState::stalled_workers`], removed when the
 /// block moves again or ends.
 struct StallMark<'a> {
-    launch: &'a LaunchState,
+    launch: &'a LaunchState<'a>,
     marked: bool,
     /// Consecutive stuck rounds in which every live worker was stalled.
     confirmed: u32,
@@ -222,16 +267,19 @@ fn run_block(
     block_idx: Dim3,
     linear_block: u64,
     global: Option<Arc<GlobalShadow>>,
-    launch: &LaunchState,
+    launch: &LaunchState<'_>,
     body: &(dyn Fn() + Sync),
 ) -> Result<(), Box<EmuError>> {
     // Outlives the fibers (declared first, dropped last), and never moves.
     let block_state = BlockState::new(linear_block);
     let block_ptr: *const BlockState = &block_state;
+    let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
+    // Outlives the fibers too (declared before them, dropped after).
+    let block_profile = launch.profile.map(|_| BlockProfile::new(nthreads));
+    let profile_ptr: *const BlockProfile = block_profile.as_ref().map_or(core::ptr::null(), |p| p);
     // 0xFF bytes: NaN in every float type, so reads of never-written shared memory stand out.
     let mut shared = vec![u128::MAX; shape.dynamic_shared_bytes.div_ceil(16)];
     let shared_base = shared.as_mut_ptr().cast::<u8>();
-    let nthreads = u32::try_from(shape.block.volume()).expect("block size checked by the host");
     let race = race_check_enabled().then(|| {
         // Fits: `global` is None when the grid has too many blocks for u32.
         let block = u32::try_from(linear_block).unwrap_or(u32::MAX);
@@ -250,6 +298,7 @@ fn run_block(
                 shared_base,
                 shared_len: shape.dynamic_shared_bytes,
                 race: race_ptr,
+                profile: profile_ptr,
                 collective_in: Cell::new([0; 10]),
                 collective_out: Cell::new([0; 4]),
                 yielder: Cell::new(core::ptr::null()),
@@ -277,7 +326,14 @@ fn run_block(
         })
         .collect();
 
-    let result = schedule(kernel, &mut threads, race.as_ref(), &block_state, launch);
+    let result = schedule(
+        kernel,
+        &mut threads,
+        race.as_ref(),
+        block_profile.as_ref(),
+        &block_state,
+        launch,
+    );
     fiber::set_current(core::ptr::null());
     for t in &mut threads {
         if let Some(f) = t.fiber.take() {
@@ -294,6 +350,13 @@ fn run_block(
     drop(race);
     drop(shared);
     drop(block_state);
+    if let (Ok(()), Some(block), Some(counts)) = (&result, block_profile, launch.profile) {
+        let block_counts = block.finish();
+        counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .merge(block_counts);
+    }
     result
 }
 
@@ -308,8 +371,9 @@ fn schedule(
     kernel: &str,
     threads: &mut [EmulatedThread],
     race: Option<&RaceDetector>,
+    profile: Option<&BlockProfile>,
     block: &BlockState,
-    launch: &LaunchState,
+    launch: &LaunchState<'_>,
 ) -> Result<(), Box<EmuError>> {
     let error = |t: &EmulatedThread, fault: Fault| {
         Box::new(EmuError {
@@ -439,6 +503,10 @@ fn schedule(
                 .count() as u32;
             for t in threads.iter_mut() {
                 t.status = State::Runnable(count);
+            }
+            // No request spans a barrier: count those of the interval it ends.
+            if let Some(p) = profile {
+                p.flush();
             }
             if let Some(read) = race.and_then(RaceDetector::barrier) {
                 return Err(uninit_error(kernel, threads, read));
@@ -622,6 +690,9 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 },
             ));
         }
+        if let WarpOp::Ldmatrix { matrices, .. } = op {
+            profile_ldmatrix(warp, usize::from(matrices), &value);
+        }
         super::tensor::complete(warp, op, &value);
         resume(warp, mask, |_| 0);
         return Ok(true);
@@ -677,6 +748,22 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     }
     resume(warp, mask, |l| results[l]);
     Ok(true)
+}
+
+/// Counts an `ldmatrix` of `warp`, whose lanes brought row addresses
+/// `rows`, in the block's memory profile (if the launch is profiled).
+fn profile_ldmatrix(warp: &[EmulatedThread], matrices: usize, rows: &[u64; WARP_SIZE as usize]) {
+    let state = &warp[0].state;
+    // SAFETY: the profiler outlives the block's fibers (see `run_block`).
+    let (Some(profile), Some(site)) = (unsafe { state.profile.as_ref() }, state.site.get()) else {
+        return;
+    };
+    let base = state.shared_base as usize;
+    let offsets: Vec<usize> = rows
+        .iter()
+        .map(|&r| (r as usize).wrapping_sub(base))
+        .collect();
+    profile.record_ldmatrix(site, matrices, &offsets);
 }
 
 /// The lanes of `warp` (as a bit set) waiting with a request that satisfies `f`.

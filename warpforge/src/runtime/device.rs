@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 use warpforge_device::emu::stream::EmuStream;
-use warpforge_device::emu::{self, LaunchShape, OutputBuffer};
+use warpforge_device::emu::{self, LaunchShape, MemoryProfile, OutputBuffer};
 use warpforge_device::kernel::Kernel;
 
 enum Backend {
@@ -27,8 +27,14 @@ enum Backend {
         arch: Arch,
         /// The streams made on it, for `synchronize`.
         streams: Mutex<Vec<Weak<EmuStream>>>,
+        /// Where launches put their memory profiles while
+        /// [`Device::profile_memory`] runs; `None` otherwise.
+        profiles: Mutex<Option<ProfileSink>>,
     },
 }
+
+/// The memory profiles of the launches made while [`Device::profile_memory`] runs.
+type ProfileSink = Arc<Mutex<Vec<MemoryProfile>>>;
 
 /// Whether the device can still be used.
 #[derive(Clone)]
@@ -474,6 +480,7 @@ impl Device {
             pool: Pool::new(bytes),
             arch,
             streams: Mutex::new(Vec::new()),
+            profiles: Mutex::new(None),
         })
     }
 
@@ -779,6 +786,67 @@ impl Device {
         self.default_stream().launch(kernel, config, args)
     }
 
+    /// Runs `work` and returns its result with the memory-traffic profile of
+    /// every kernel launch it made on this device (in the order they ran),
+    /// on the emulator only: each global and shared access counted per
+    /// warp-level request, as a GPU serves it — sectors per request,
+    /// coalescing efficiency, bank conflicts, bytes per output element, the
+    /// source lines that move the most (see [`MemoryProfile`], whose
+    /// `Display` is an Nsight Compute-like table). `work` may call the
+    /// library's operations or launch its own kernels, on any stream of this
+    /// device; the device is synchronised before the profiles are returned.
+    ///
+    /// The profile sees the accesses a kernel makes through the device API
+    /// (`Slot`, `Global::load`, shared views, atomics, `ldmatrix`,
+    /// `cp.async`), not plain reads of a `&[T]` input (see
+    /// `warpforge_device::emu::profile`). A launch from another thread of
+    /// this device while `work` runs is profiled too. On a GPU this is
+    /// `Error::ProfileNeedsEmulator`: use Nsight Compute there.
+    ///
+    /// ```
+    /// use warpforge::Device;
+    /// let dev = Device::emulator();
+    /// let x = dev.upload(&vec![1.0f32; 4096])?;
+    /// let mut y = dev.alloc_zeroed::<f32>(4096)?;
+    /// let ((), profiles) = dev.profile_memory(|| warpforge::ops::axpy(2.0, &x, &mut y))?;
+    /// let p = &profiles[0];
+    /// assert_eq!(p.kernel, "axpy_f32");
+    /// // y is read and written once, as whole sectors: 4 per 32-lane request.
+    /// assert_eq!(p.global_store.sectors_per_request(), 4.0);
+    /// assert_eq!(p.global_store.efficiency(), 1.0);
+    /// println!("{p}");
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn profile_memory<R>(
+        &self,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Vec<MemoryProfile>)> {
+        let Backend::Emulator { profiles, .. } = &self.inner.backend else {
+            return Err(Error::ProfileNeedsEmulator);
+        };
+        /// Puts back the sink that was there before (a `profile_memory` may
+        /// run inside another's `work`), however `work` ends, a panic included.
+        struct Restore<'a> {
+            slot: &'a Mutex<Option<ProfileSink>>,
+            outer: Option<ProfileSink>,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                *lock(self.slot) = self.outer.take();
+            }
+        }
+        let sink = ProfileSink::default();
+        let restore = Restore {
+            slot: profiles,
+            outer: lock(profiles).replace(sink.clone()),
+        };
+        let result = work().and_then(|r| self.synchronize().map(|()| r));
+        drop(restore);
+        let r = result?;
+        let collected = std::mem::take(&mut *lock(&sink));
+        Ok((r, collected))
+    }
+
     /// Checks a launch and runs or queues it on `stream`.
     pub(crate) fn launch_on<K: Kernel, A: KernelArgs<K::Args>>(
         &self,
@@ -801,7 +869,7 @@ impl Device {
         }
         args.check_outputs(K::NAME, &config)?;
         match (&self.inner.backend, stream) {
-            (Backend::Emulator { .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
+            (Backend::Emulator { profiles, .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
                 // Kernels of modules the process was never given run too.
                 self.ensure_module_named(K::MODULE)?;
                 let shared = self
@@ -838,10 +906,15 @@ impl Device {
                 // outputs), so the kernel runs only after the work that writes them,
                 // and the host and other jobs wait for it before touching them; the
                 // binding keeps the allocations alive until the kernel is done.
+                // Checked once per launch: an unprofiled launch pays nothing more.
+                let sink = lock(profiles).clone();
                 let run = move || {
-                    emu::launch_with_outputs(K::NAME, shape, &outputs, &|| unsafe {
-                        K::run_thread(abi)
-                    })
+                    let body = &|| unsafe { K::run_thread(abi) };
+                    match &sink {
+                        None => emu::launch_with_outputs(K::NAME, shape, &outputs, body),
+                        Some(sink) => emu::launch_profiled(K::NAME, shape, &outputs, body)
+                            .map(|profile| lock(sink).push(profile)),
+                    }
                 };
                 match stream {
                     StreamKind::Emulated(s) => {

@@ -303,6 +303,13 @@ pub enum Error {
          (site-packages/nvidia/nvtx/lib) on LD_LIBRARY_PATH"
     )]
     NvtxUnavailable,
+    /// A memory-traffic profile was asked of a GPU device.
+    #[error(
+        "memory-traffic profiles come from the emulator: call `profile_memory` on \
+         `Device::emulator()` (on a GPU, run Nsight Compute: `ncu --metrics \
+         l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,…`)"
+    )]
+    ProfileNeedsEmulator,
     /// Any other CUDA driver error.
     #[error("CUDA driver error while {during}: {source}")]
     Driver {

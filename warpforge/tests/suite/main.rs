@@ -21,6 +21,7 @@ mod host_api;
 mod kernels;
 mod lazy_loading;
 mod math;
+mod memory_profile;
 mod modules;
 mod owned_writes;
 mod primitives;

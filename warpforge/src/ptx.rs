@@ -475,10 +475,7 @@ impl PtxModule {
     /// assert_eq!(widths, [(4, false), (8, true), (8, false), (8, true), (8, false)]);
     /// ```
     pub fn entry_params(&self, name: &str) -> Option<Result<Vec<PtxParam>, ParamParseError>> {
-        parse_entries(self.source)
-            .into_iter()
-            .find(|e| e.name == name)
-            .map(|e| e.params)
+        find_entry(self.source, name).map(|e| e.params)
     }
 }
 
@@ -528,57 +525,85 @@ pub struct ParamParseError {
 /// assert!(params[1].pointer && !params[2].pointer);
 /// ```
 pub fn parse_entries(source: &str) -> Vec<PtxEntry<'_>> {
-    let mut entries = Vec::new();
     // Only the lines that hold `.entry` are read: a search for it skips the
     // library's 14 MB of instructions in milliseconds (tokenising every line
     // took 240 ms, on every GPU process's way to its first launch).
+    let mut entries = Vec::new();
     let mut last_line = None;
     for (at, _) in source.match_indices(".entry") {
-        let start = source[..at].rfind('\n').map_or(0, |n| n + 1);
-        if last_line == Some(start) {
-            continue;
+        let start = line_start(source, at);
+        if last_line != Some(start) {
+            last_line = Some(start);
+            entries.extend(entry_on_line(source, start));
         }
-        last_line = Some(start);
-        let end = source[at..].find('\n').map_or(source.len(), |n| at + n + 1);
-        let line = &source[start..end];
-        let mut tokens = line
-            .split_whitespace()
-            .skip_while(|t| matches!(*t, ".visible" | ".weak"));
-        match tokens.next() {
-            Some(".entry") => {}
-            // `.entry name(` written without a space.
-            Some(t) if t.starts_with(".entry(") => {}
-            _ => continue,
-        }
-        let Some(at) = line.find(".entry") else {
-            continue;
-        };
-        let rest = &source[start + at + ".entry".len()..];
-        let name_len = rest
-            .trim_start()
-            .find(|c: char| c == '(' || c == '{' || c.is_whitespace())
-            .unwrap_or(rest.trim_start().len());
-        let name_at = rest.len() - rest.trim_start().len();
-        let name = &rest[name_at..name_at + name_len];
-        if name.is_empty() {
-            continue;
-        }
-        let after = &rest[name_at + name_len..];
-        let params = match after.find(['(', '{', ';']) {
-            Some(open) if after.as_bytes()[open] == b'(' => match after[open + 1..].find(')') {
-                Some(close) => parse_params(name, &after[open + 1..open + 1 + close]),
-                None => Err(ParamParseError {
-                    entry: name.to_owned(),
-                    declaration: after[open..].lines().next().unwrap_or("").to_owned(),
-                    reason: "the parameter list has no closing `)`".to_owned(),
-                }),
-            },
-            // No parameter list.
-            _ => Ok(Vec::new()),
-        };
-        entries.push(PtxEntry { name, params });
     }
     entries
+}
+
+/// Where the line holding byte `at` starts.
+fn line_start(source: &str, at: usize) -> usize {
+    source[..at].rfind('\n').map_or(0, |n| n + 1)
+}
+
+/// The entry declared on the line starting at `start` (`.entry NAME(`,
+/// optionally after `.visible`/`.weak`), if it declares one.
+fn entry_on_line(source: &str, start: usize) -> Option<PtxEntry<'_>> {
+    let end = source[start..]
+        .find('\n')
+        .map_or(source.len(), |n| start + n + 1);
+    let line = &source[start..end];
+    let mut tokens = line
+        .split_whitespace()
+        .skip_while(|t| matches!(*t, ".visible" | ".weak"));
+    match tokens.next() {
+        Some(".entry") => {}
+        // `.entry name(` written without a space.
+        Some(t) if t.starts_with(".entry(") => {}
+        _ => return None,
+    }
+    let at = line.find(".entry")?;
+    let rest = &source[start + at + ".entry".len()..];
+    let name_len = rest
+        .trim_start()
+        .find(|c: char| c == '(' || c == '{' || c.is_whitespace())
+        .unwrap_or(rest.trim_start().len());
+    let name_at = rest.len() - rest.trim_start().len();
+    let name = &rest[name_at..name_at + name_len];
+    if name.is_empty() {
+        return None;
+    }
+    let after = &rest[name_at + name_len..];
+    let params = match after.find(['(', '{', ';']) {
+        Some(open) if after.as_bytes()[open] == b'(' => match after[open + 1..].find(')') {
+            Some(close) => parse_params(name, &after[open + 1..open + 1 + close]),
+            None => Err(ParamParseError {
+                entry: name.to_owned(),
+                declaration: after[open..].lines().next().unwrap_or("").to_owned(),
+                reason: "the parameter list has no closing `)`".to_owned(),
+            }),
+        },
+        // No parameter list.
+        _ => Ok(Vec::new()),
+    };
+    Some(PtxEntry { name, params })
+}
+
+/// The entry named `name` of `source`, found by searching for its
+/// declaration rather than reading every entry: what a GPU does at a kernel's
+/// first launch. The same as `parse_entries(source)`'s entry of that name.
+pub fn find_entry<'a>(source: &'a str, name: &str) -> Option<PtxEntry<'a>> {
+    source
+        .match_indices(name)
+        .filter(|&(at, _)| {
+            // `name` as a whole word right after `.entry` and blanks.
+            let before = source[..at].trim_end_matches([' ', '\t']);
+            let next = source[at + name.len()..].chars().next();
+            before.ends_with(".entry")
+                && before.len() < at
+                && next.is_none_or(|c| c == '(' || c == '{' || c.is_whitespace())
+        })
+        .find_map(|(at, _)| entry_on_line(source, line_start(source, at)))
+        .filter(|e| e.name == name)
 }
 
 /// The parameters between an entry's parentheses.
@@ -966,6 +991,28 @@ mod tests {
                 elf.len()
             );
         }
+    }
+
+    #[test]
+    fn finding_one_entry_gives_what_reading_them_all_gives() {
+        for variant in LIBRARY.variants {
+            let all = parse_entries(variant.source);
+            assert!(all.len() > 100, "{}", all.len());
+            for e in &all {
+                assert_eq!(
+                    find_entry(variant.source, e.name).as_ref(),
+                    Some(e),
+                    "{}",
+                    e.name
+                );
+            }
+        }
+        let src = "// .entry k(\n.visible .entry kk(\n.param .u32 a\n)\n{\n}\n.entry k (\n.param .u64 p\n)\n";
+        let k = find_entry(src, "k").unwrap();
+        assert_eq!(k.params.unwrap().len(), 1);
+        assert_eq!(find_entry(src, "kk").unwrap().name, "kk");
+        assert!(find_entry(src, "kkk").is_none());
+        assert!(find_entry(src, "a").is_none());
     }
 
     #[test]

@@ -112,14 +112,12 @@ pub struct ModuleLoad {
     pub unpack: Duration,
     /// The driver's `cuModuleLoadData`: loading the cubin, or JIT-compiling the PTX.
     pub driver: Duration,
-    /// Reading every entry's parameter list from the PTX text.
-    pub parse: Duration,
 }
 
 impl ModuleLoad {
     /// The whole load.
     pub fn total(&self) -> Duration {
-        self.unpack + self.driver + self.parse
+        self.unpack + self.driver
     }
 }
 
@@ -128,12 +126,11 @@ impl std::fmt::Display for ModuleLoad {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         write!(
             f,
-            "{} in {:.1} ms (unpack {:.1} ms, driver {:.1} ms, entries {:.1} ms)",
+            "{} in {:.1} ms (unpack {:.1} ms, driver {:.1} ms)",
             self.image,
             ms(self.total()),
             ms(self.unpack),
-            ms(self.driver),
-            ms(self.parse)
+            ms(self.driver)
         )
     }
 }
@@ -365,7 +362,6 @@ impl Device {
                 image: "CPU emulator".to_owned(),
                 unpack: Duration::ZERO,
                 driver: Duration::ZERO,
-                parse: Duration::ZERO,
             },
         };
         if std::env::var_os("WARPFORGE_LOG_MODULES").is_some_and(|v| !v.is_empty() && v != "0") {

@@ -8,7 +8,7 @@ use super::device::{ModuleLoad, lock};
 use super::error::FaultCode;
 use super::error::{Error, Result};
 use super::launch::FunctionLimits;
-use crate::ptx::{self, Image, Module, ParamParseError, PtxParam};
+use crate::ptx::{self, Image, Module};
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::sys::{CUdevice_attribute, cudaError_enum};
 use cudarc::driver::{
@@ -94,12 +94,12 @@ pub(crate) struct Gpu {
     launches: Mutex<LaunchLog>,
 }
 
-/// A module loaded on a GPU (its cubin or its JIT-compiled PTX), and its
-/// entries' parameters, parsed once from the PTX text.
+/// A module loaded on a GPU (its cubin or its JIT-compiled PTX), and the
+/// PTX variant its kernels' parameters are read from, each at its first launch.
 struct LoadedModule {
     module: &'static Module,
     cuda: Arc<CudaModule>,
-    entries: HashMap<&'static str, Result<Vec<PtxParam>, ParamParseError>>,
+    variant: &'static ptx::PtxModule,
 }
 
 /// A kernel entry point and what it allows, read once from the driver.
@@ -333,7 +333,8 @@ impl Gpu {
     /// Loads `module` on this GPU: the cubin for its exact compute capability
     /// if the module has one, else the variant's PTX, which the driver
     /// JIT-compiles ([`Module::image_for_gpu`]); a cubin the driver rejects
-    /// falls back to the PTX. Parses the variant's entries' parameters.
+    /// falls back to the PTX. Each entry's parameters are read from the
+    /// variant's PTX at its kernel's first launch ([`Gpu::function`]).
     /// Returns what was loaded (`sm_90 cubin`, `PTX JIT: no cubin for sm_120`)
     /// and what each part cost. The caller (the device's module table) loads
     /// each module once.
@@ -389,25 +390,18 @@ impl Gpu {
             _ => (jit()?, image.to_string()),
         };
         let driver = started.elapsed() - unpack;
-        let parsing = Instant::now();
-        let entries = variant
-            .entry_signatures()
-            .into_iter()
-            .map(|e| (e.name, e.params))
-            .collect();
         lock(&self.modules).insert(
             module.name,
             Arc::new(LoadedModule {
                 module,
                 cuda,
-                entries,
+                variant,
             }),
         );
         Ok(ModuleLoad {
             image: loaded,
             unpack,
             driver,
-            parse: parsing.elapsed(),
         })
     }
 
@@ -484,8 +478,10 @@ impl Gpu {
             K::NAME,
             loaded.module.name,
             K::PARAMS,
-            loaded.entries.get(K::NAME),
-            || loaded.entries.len(),
+            ptx::find_entry(loaded.variant.source, K::NAME)
+                .map(|e| e.params)
+                .as_ref(),
+            || loaded.variant.entry_signatures().len(),
         )?;
         let during = format!(
             "looking up kernel `{}` in PTX module `{}`",

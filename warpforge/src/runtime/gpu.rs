@@ -51,6 +51,37 @@ pub fn device_count() -> Result<usize> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
+/// Starts unpacking the library's cubin for GPU `ordinal` (found by its
+/// compute capability) while the driver makes its context: the two take
+/// 45 ms and 114 ms on an H100 (2026-11-26), and the first launch needs both.
+/// Nothing happens where the capability cannot be read, the GPU runs PTX, or
+/// cubins are turned off (`WARPFORGE_CUBINS=0`).
+fn unpack_library_ahead(ordinal: usize) {
+    if std::env::var("WARPFORGE_CUBINS").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let Ok(device) =
+        cudarc::driver::result::device::get(i32::try_from(ordinal).unwrap_or(i32::MAX))
+    else {
+        return;
+    };
+    let attribute = |a: CUdevice_attribute| {
+        // SAFETY: `device` came from cuDeviceGet for an ordinal below the
+        // device count (checked by the caller) after cuInit; reading an
+        // attribute writes one int.
+        unsafe { cudarc::driver::result::device::get_attribute(device, a) }.ok()
+    };
+    let (Some(major), Some(minor)) = (
+        attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+        attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+    ) else {
+        return;
+    };
+    if let Some(Image::Cubin { cubin, .. }) = ptx::choose_image((major, minor), &ptx::LIBRARY) {
+        cubin.unpack_ahead();
+    }
+}
+
 /// What a GPU is and what it allows, read once when it is opened.
 #[derive(Clone, Debug)]
 pub struct GpuInfo {
@@ -278,6 +309,7 @@ impl Gpu {
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
+        unpack_library_ahead(ordinal);
         let ctx = open_context(ordinal, reset_first, previous_fault)?;
         let attr = |a: CUdevice_attribute| -> Result<u32> {
             let v = ctx
@@ -361,7 +393,7 @@ impl Gpu {
                 )))
         };
         let elf = match &image {
-            Image::Cubin { cubin, .. } => Some(cubin.elf()),
+            Image::Cubin { cubin, .. } => Some(cubin.take_elf()),
             Image::Ptx { .. } => None,
         };
         let unpack = started.elapsed();

@@ -1,20 +1,8 @@
 //! `warpforge profile OP …`: the real binary prints each launch's memory
 //! profile on the emulator.
 
-use std::process::Command;
+use crate::common::warpforge_text as warpforge;
 
-/// Runs `warpforge ARGS…`: exit code, stdout, stderr.
-fn warpforge(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warpforge"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The numbers of the table row that starts with `name` (e.g. `ld`), after the name.
 fn row(stdout: &str, name: &str) -> Vec<f64> {

@@ -1,20 +1,8 @@
 //! `warpforge verify --op` and `warpforge bench OPERATION`: the real binary on
 //! the emulator, walking `warpforge::registry`.
 
-use std::process::Command;
+use crate::common::warpforge_text as warpforge;
 
-/// Runs `warpforge ARGS…`: exit code, stdout, stderr.
-fn warpforge(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_warpforge"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The first word of each table line that ends in `pass` or `FAIL`.
 fn verified_kernels(stdout: &str) -> Vec<&str> {

@@ -32,6 +32,16 @@ pub fn warpforge(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs `warpforge ARGS…`: exit code, stdout, stderr.
+pub fn warpforge_text(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = warpforge(args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `warpforge ARGS`, which writes `out` when it succeeds: the array it
 /// wrote, or its exit code and stderr (and then `out` must not exist: a
 /// failed run writes nothing).

@@ -369,7 +369,10 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
         );
         return Ok(ExitCode::FAILURE);
     }
-    println!("SASS budget {}: every kernel within its limits", path.display());
+    println!(
+        "SASS budget {}: every kernel within its limits",
+        path.display()
+    );
     Ok(spills)
 }
 
@@ -387,8 +390,16 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
     let _ = writeln!(
         out,
         "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4}  target",
-        "kernel", "arch", "regs", "spills", "inner instr/op", "k-loop instr/op", "CALL", "panic",
-        "WSYNC", "BSSY"
+        "kernel",
+        "arch",
+        "regs",
+        "spills",
+        "inner instr/op",
+        "k-loop instr/op",
+        "CALL",
+        "panic",
+        "WSYNC",
+        "BSSY"
     );
     for row in rows {
         let family = budget.family_of(&row.entry.kernel);
@@ -399,9 +410,8 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             continue;
         }
         let k = loops.k_loop();
-        let ratio = |f: &sass_loops::LoopFigures| {
-            format!("{}/{} {:.2}", f.instructions, f.ops, f.per_op())
-        };
+        let ratio =
+            |f: &sass_loops::LoopFigures| format!("{}/{} {:.2}", f.instructions, f.ops, f.per_op());
         let _ = writeln!(
             out,
             "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4}  {}",
@@ -410,7 +420,11 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             row.entry.registers,
             row.entry.spill_stores + row.entry.spill_loads,
             ratio(&loops.inner),
-            if loops.outer.is_some() { ratio(k) } else { "(same)".into() },
+            if loops.outer.is_some() {
+                ratio(k)
+            } else {
+                "(same)".into()
+            },
             k.calls,
             k.panic_paths,
             k.warpsyncs,

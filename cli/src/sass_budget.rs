@@ -113,8 +113,7 @@ pub fn matches(pattern: &str, name: &str) -> bool {
         return pattern == name;
     }
     let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last)
-    {
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
         return false;
     }
     let mut rest = &name[first.len()..name.len() - last.len()];
@@ -249,7 +248,11 @@ impl Budget {
                     k.panic_paths,
                     family.k_loop_panic_paths,
                 ),
-                ("WARPSYNCs in the k-tile loop", k.warpsyncs, family.k_loop_warpsync),
+                (
+                    "WARPSYNCs in the k-tile loop",
+                    k.warpsyncs,
+                    family.k_loop_warpsync,
+                ),
                 ("BSSY/BSYNCs in the k-tile loop", k.bssy, family.k_loop_bssy),
             ];
             for (figure, value, limit) in counts {
@@ -401,7 +404,9 @@ registers = 128
             Some(0)
         );
         assert_eq!(
-            b.family_of("gemm_f16_f32_nn_64x64x32_s3").unwrap().registers,
+            b.family_of("gemm_f16_f32_nn_64x64x32_s3")
+                .unwrap()
+                .registers,
             Some(128)
         );
         let e = Budget::parse("[[family]]\nkernels = \"x\"\ninner = 1\n").unwrap_err();
@@ -410,7 +415,11 @@ registers = 128
         assert!(e.contains("no `kernels`"), "{e}");
         let e = Budget::parse("[[family]]\nkernels = \"x\"\nspills = \"0\"\n").unwrap_err();
         assert!(e.contains("`spills` must be a whole number"), "{e}");
-        assert!(Budget::parse("[limits]\n").unwrap_err().contains("unknown key `limits`"));
+        assert!(
+            Budget::parse("[limits]\n")
+                .unwrap_err()
+                .contains("unknown key `limits`")
+        );
     }
 
     #[test]
@@ -427,7 +436,11 @@ registers = 128
             outer: Some(figures(934, 16, 2, 12)),
         };
         let big = "gemm_f16_f32_nn_128x128x32_s4";
-        let (e1, e2, e3) = (entry(big, 200, 0), entry(big, 200, 8), entry("conv_x", 40, 0));
+        let (e1, e2, e3) = (
+            entry(big, 200, 0),
+            entry(big, 200, 8),
+            entry("conv_x", 40, 0),
+        );
         let ok = [Measured {
             entry: &e1,
             loops: Some(&lean),
@@ -463,7 +476,10 @@ registers = 128
              loop is 11.50, over its limit 2.50 (family `gemm_*_128x128x32_s4`)"
         );
         assert_eq!(v[5].kernel, "conv_x");
-        assert!(v[5].to_string().starts_with("conv_x (sm_90): has an HMMA loop but no budget"));
+        assert!(
+            v[5].to_string()
+                .starts_with("conv_x (sm_90): has an HMMA loop but no budget")
+        );
         // The whole module: the second family is the first match of no kernel
         // (its pattern matches the big kernel, which the first family takes).
         let v = b.check(&ok, true);

@@ -596,7 +596,10 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
             .filter(|(_, inside)| **inside)
             .map(|(b, _)| {
                 let (s, e) = cfg.ranges[b];
-                instrs[s..e].iter().filter(|i| i.base() == op.name()).count()
+                instrs[s..e]
+                    .iter()
+                    .filter(|i| i.base() == op.name())
+                    .count()
             })
             .sum()
     };
@@ -698,7 +701,10 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
         assert_eq!(r.inner.ops, 2);
         assert_eq!(r.inner.per_op(), 3.5);
         assert_eq!(r.inner.warpsyncs, 1);
-        assert_eq!((r.inner.calls, r.inner.panic_paths, r.inner.bssy), (0, 0, 0));
+        assert_eq!(
+            (r.inner.calls, r.inner.panic_paths, r.inner.bssy),
+            (0, 0, 0)
+        );
         assert_eq!(
             r.inner.mix[..2],
             [("HMMA".to_owned(), 2), ("BRA".to_owned(), 1)]
@@ -712,7 +718,10 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
         assert_eq!(k.bssy, 2);
         assert_eq!(k.warpsyncs, 1);
         assert_eq!(r.k_loop(), k);
-        assert!(r.summary().contains("enclosing (k-tile) loop: 16 instrs / 2 HMMA = 8.00"));
+        assert!(
+            r.summary()
+                .contains("enclosing (k-tile) loop: 16 instrs / 2 HMMA = 8.00")
+        );
     }
 
     /// The same loops in cuobjdump's form: branch targets as addresses, no labels.
@@ -785,13 +794,21 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
 ",
         )
         .unwrap();
-        assert_eq!((r.inner.instructions, r.inner.ops, r.inner.calls), (4, 1, 0));
+        assert_eq!(
+            (r.inner.instructions, r.inner.ops, r.inner.calls),
+            (4, 1, 0)
+        );
         assert_eq!(r.inner.panic_paths, 0);
     }
 
     #[test]
     fn no_loop_no_report() {
-        assert!(report("        /*0000*/ HMMA.16816.F32 R16, R12, R20, R16 ;\n        /*0010*/ EXIT ;\n").is_none());
+        assert!(
+            report(
+                "        /*0000*/ HMMA.16816.F32 R16, R12, R20, R16 ;\n        /*0010*/ EXIT ;\n"
+            )
+            .is_none()
+        );
         assert!(report("        /*0000*/ EXIT ;\n").is_none());
     }
 

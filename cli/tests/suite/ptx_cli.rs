@@ -403,8 +403,15 @@ fn budget_names_the_kernel_figure_and_limit_it_exceeds() {
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with(kernel)).collect();
     // The resource table's two rows and the loop table's two.
     assert_eq!(rows.len(), 4, "{stdout}");
-    assert!(rows.iter().any(|r| r.contains("sm_90") && r.ends_with("≤ 1.3 per FFMA")), "{stdout}");
-    assert!(stdout.contains("every kernel within its limits"), "{stdout}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("sm_90") && r.ends_with("≤ 1.3 per FFMA")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("every kernel within its limits"),
+        "{stdout}"
+    );
     // A malformed table is an error before anything is assembled.
     std::fs::write(scratch.path("bad.toml"), "[[family]]\nkernel = \"x\"\n").unwrap();
     let (out, _, stderr) = scratch.ptx(&["--budget", "bad.toml"], &[]);

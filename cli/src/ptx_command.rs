@@ -384,7 +384,8 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
     let _ = writeln!(
         out,
         "\nSASS loops (static counts; budget {}): innermost HMMA (or FFMA) loop, and the \
-         k-tile loop around it (= the innermost where nothing encloses it)",
+         k-tile loop around it (= the innermost where nothing encloses it); of several such \
+         nests (`other`: how many more, e.g. a guarded edge-tile path), the leanest",
         path.display()
     );
     let _ = writeln!(
@@ -414,7 +415,7 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             |f: &sass_loops::LoopFigures| format!("{}/{} {:.2}", f.instructions, f.ops, f.per_op());
         let _ = writeln!(
             out,
-            "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4}  {}",
+            "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4} {:>5}  {}",
             row.entry.kernel,
             row.entry.arch,
             row.entry.registers,
@@ -429,6 +430,7 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             k.panic_paths,
             k.warpsyncs,
             k.bssy,
+            loops.others,
             family.and_then(|f| f.target.as_deref()).unwrap_or("")
         );
     }

@@ -429,11 +429,13 @@ registers = 128
             op: Op::Hmma,
             inner: figures(40, 16, 0, 0),
             outer: Some(figures(128, 32, 0, 0)),
+            others: 0,
         };
         let fat = LoopReport {
             op: Op::Hmma,
             inner: figures(184, 16, 0, 0),
             outer: Some(figures(934, 16, 2, 12)),
+            others: 1,
         };
         let big = "gemm_f16_f32_nn_128x128x32_s4";
         let (e1, e2, e3) = (
@@ -494,6 +496,7 @@ registers = 128
             op: Op::Ffma,
             inner: figures(75, 64, 0, 0),
             outer: None,
+            others: 0,
         };
         let e = entry("k", 100, 0);
         let row = [Measured {

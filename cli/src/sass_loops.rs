@@ -108,6 +108,9 @@ pub struct LoopReport {
     pub inner: LoopFigures,
     /// The loop around it (the k-tile loop), if any.
     pub outer: Option<LoopFigures>,
+    /// Other innermost loops holding `op` (e.g. a guarded edge-tile path
+    /// beside the proven interior one): the report is the leanest nest's.
+    pub others: usize,
 }
 
 impl LoopReport {
@@ -135,14 +138,21 @@ impl LoopReport {
                 f.mix_text(8)
             )
         };
+        let others = match self.others {
+            0 => String::new(),
+            n => format!(
+                "\n// (and {n} other innermost {op} loop(s), e.g. a guarded edge-tile path: \
+                 these figures are the leanest nest's)"
+            ),
+        };
         match &self.outer {
             Some(outer) => format!(
-                "innermost {op} loop: {}\n// enclosing (k-tile) loop: {}",
+                "innermost {op} loop: {}\n// enclosing (k-tile) loop: {}{others}",
                 describe(&self.inner),
                 describe(outer)
             ),
             None => format!(
-                "innermost {op} loop (the whole k-tile loop): {}",
+                "innermost {op} loop (the whole k-tile loop): {}{others}",
                 describe(&self.inner)
             ),
         }
@@ -612,30 +622,52 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         .filter(|(_, ops)| *ops > 0)
         .collect();
     // Innermost: no other loop holding `op` inside it. Of those, the most ops.
-    let inner = holding
+    let max_ops = holding.iter().map(|(_, ops)| *ops).max()?;
+    // Innermost: no other loop holding `op` inside it.
+    let innermost: Vec<usize> = holding
         .iter()
         .filter(|(i, _)| {
             holding.iter().all(|(j, _)| {
                 j == i || !subset(&loops[*j], &loops[*i]) || size(&loops[*j]) == size(&loops[*i])
             })
         })
-        .max_by(|(i, a), (j, b)| {
-            a.cmp(b)
-                .then_with(|| first_block(&loops[*j]).cmp(&first_block(&loops[*i])))
-        })?
-        .0;
-    let outer = loops
-        .iter()
-        .enumerate()
-        .filter(|(j, body)| {
-            *j != inner && subset(&loops[inner], body) && size(body) > size(&loops[inner])
-        })
-        .min_by_key(|(_, body)| size(body))
-        .map(|(j, _)| j);
+        .map(|(i, _)| *i)
+        .collect();
+    let nest = |inner: usize| {
+        let outer = loops
+            .iter()
+            .enumerate()
+            .filter(|(j, body)| {
+                *j != inner && subset(&loops[inner], body) && size(body) > size(&loops[inner])
+            })
+            .min_by_key(|(_, body)| size(body))
+            .map(|(j, _)| j);
+        (
+            figures(&loops[inner], &cfg, &instrs, &flow, op, &ends),
+            outer.map(|j| figures(&loops[j], &cfg, &instrs, &flow, op, &ends)),
+            first_block(&loops[inner]),
+        )
+    };
+    let mut nests: Vec<(LoopFigures, Option<LoopFigures>, usize)> =
+        innermost.iter().map(|&i| nest(i)).collect();
+    let others = nests.len() - 1;
+    // Of the nests whose innermost loop holds the most ops, the leanest k-loop
+    // (a kernel with a proven interior path and a guarded edge path has a
+    // loop nest for each; the budget is the main path's), then the first.
+    nests.retain(|(inner, _, _)| inner.ops == max_ops);
+    let k_per_op = |n: &(LoopFigures, Option<LoopFigures>, usize)| {
+        n.1.as_ref().unwrap_or(&n.0).per_op()
+    };
+    let (inner, outer, _) = nests.into_iter().min_by(|a, b| {
+        k_per_op(a)
+            .total_cmp(&k_per_op(b))
+            .then_with(|| a.2.cmp(&b.2))
+    })?;
     Some(LoopReport {
         op,
-        inner: figures(&loops[inner], &cfg, &instrs, &flow, op, &ends),
-        outer: outer.map(|j| figures(&loops[j], &cfg, &instrs, &flow, op, &ends)),
+        inner,
+        outer,
+        others,
     })
 }
 
@@ -812,6 +844,30 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
         assert!(report("        /*0000*/ EXIT ;\n").is_none());
     }
 
+    /// Two k-loops with the same HMMAs (an interior and a guarded path): the
+    /// report is the leaner one's, and counts the other.
+    #[test]
+    fn of_two_loop_nests_with_as_many_hmma_the_leaner() {
+        let r = report(
+            "\
+        /*0000*/               @P1 BRA `(.L_x_2) ;
+.L_x_1:
+        /*0010*/                   HMMA.16816.F32 R16, R12, R20, R16 ;
+        /*0020*/                   IMAD R1, R1, R2, R3 ;
+        /*0030*/                   IMAD R1, R1, R2, R3 ;
+        /*0040*/               @P0 BRA `(.L_x_1) ;
+        /*0050*/                   EXIT ;
+.L_x_2:
+        /*0060*/                   HMMA.16816.F32 R16, R12, R20, R16 ;
+        /*0070*/               @P0 BRA `(.L_x_2) ;
+        /*0080*/                   EXIT ;
+",
+        )
+        .unwrap();
+        assert_eq!((r.inner.instructions, r.inner.ops, r.others), (2, 1, 1));
+        assert!(r.summary().contains("1 other innermost HMMA loop"));
+    }
+
     #[test]
     fn of_two_innermost_loops_the_one_with_more_hmma() {
         let r = report(
@@ -828,6 +884,6 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
 ",
         )
         .unwrap();
-        assert_eq!((r.inner.instructions, r.inner.ops), (4, 2));
+        assert_eq!((r.inner.instructions, r.inner.ops, r.others), (4, 2, 1));
     }
 }

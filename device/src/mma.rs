@@ -743,6 +743,18 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
         let mut e = t;
         while e < ROWS * per_row {
             let (r, c) = (e / per_row, (e % per_row) * chunk);
+            let (to, from) = (base + r * stride + c, tile + r * self.ld + c);
+            // The emulator checks what the proof claims, per chunk, so that a
+            // wrong proof (a bug in `check`) is an out-of-bounds fault in the
+            // tests rather than a silent read past the buffer; the GPU trusts it.
+            #[cfg(not(target_arch = "nvptx64"))]
+            assert!(
+                from + chunk <= self.src.len() && to + chunk <= dst.len(),
+                "InteriorPanel::copy_step: chunk at {from} (of {}) into shared {to} (of {}) is \
+                 out of bounds: the panel's check was wrong",
+                self.src.len(),
+                dst.len()
+            );
             // SAFETY: r ≤ ROWS − 1 and c + chunk ≤ COLS (c is a multiple of the
             // chunk below COLS). Destination: base + r·stride + c + chunk ≤
             // base + (ROWS − 1)·stride + COLS ≤ dst.len() (checked above), so
@@ -758,8 +770,8 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             // `cp_async_16` (the emulator defers the copy and faults on any
             // access before the wait).
             unsafe {
-                let to = dst.row_ptr_proven(base + r * stride + c, chunk, true);
-                let from = self.src.as_ptr().add(tile + r * self.ld + c);
+                let to = dst.row_ptr_proven(to, chunk, true);
+                let from = self.src.as_ptr().add(from);
                 arch::cp_async_16(to.cast(), from.cast());
             }
             e += threads;

@@ -53,14 +53,24 @@
 //!    outside the matrix as zero. So one kernel is both the aligned fast
 //!    path (every chunk a `cp.async` when `lda`/`ldb` are multiples of 8 and
 //!    the buffers 16-byte aligned) and the guarded path; the test is per
-//!    chunk and never reads outside `A` or `B`. The implicit-GEMM
-//!    convolutions (`crate::conv`) pass a gathering source instead; steps
-//!    1–3 are [`main_loop`], shared by both.
+//!    chunk and never reads outside `A` or `B`. That per-chunk path is the
+//!    **edge** path: before its k-loop each block asks both operands once
+//!    for an [`InteriorPanel`] of its whole k-range (every k-step's tile
+//!    inside the matrix, in bounds and 16-byte aligned: an interior block
+//!    of a GEMM whose `k` is a multiple of `BK`, with 16-byte aligned
+//!    leading dimensions and buffers), and when both are proven its
+//!    pipeline copies each stage by [`InteriorPanel::copy_step`], with no
+//!    check per chunk (the proof type is minted by the check alone). The
+//!    implicit-GEMM convolutions (`crate::conv`) pass a gathering source
+//!    instead (the edge path, for now); steps 1–3 are [`main_loop`], shared
+//!    by both.
 //! 2. **pipeline**: `S − 1` k-steps are in flight; at step `kt` each thread
 //!    waits until at most `S − 2` of its groups are pending (step `kt` has
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
 //!    the block issues step `kt + S − 1` into that freed stage, then:
-//! 3. **ldmatrix → mma**: for each `K`-deep slice of the stage (`K` =
+//! 3. **ldmatrix → mma** (from a [`FragmentSource`]: the stages' alignment
+//!    checked once, no check or branch per fragment load): for each `K`-deep
+//!    slice of the stage (`K` =
 //!    [`MmaInput::K`]: 16, or 8 for
 //!    tf32), each warp loads the `WM/16` A fragments of its own rows and the
 //!    `WN/8` B fragments of its own columns with `ldmatrix` (`.trans` where
@@ -82,7 +92,9 @@
 //! ties to even). When `alpha = 0` the k-loop is skipped (`D = beta·C`, A and
 //! B not read).
 
-use warpforge_device::mma::{self, FragA, FragB, FragC, InteriorPanel, MmaInput, row_elems};
+use warpforge_device::mma::{
+    self, FragA, FragB, FragC, FragmentSource, InteriorPanel, MmaInput, row_elems,
+};
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray};
@@ -689,6 +701,10 @@ fn pipeline<
     let (_, sb) = tile.b_layout(TB);
     let a_len = tile.a_len(TA);
     let stage_len = tile.stage_len(TA, TB);
+    // Once: the stages start 16-byte aligned (the dynamic shared memory
+    // does), so the fragment loads need no check or branch per load.
+    let frags = FragmentSource::check(&smem)
+        .expect("tensor-core kernel: the dynamic shared memory is not 16-byte aligned");
     let mut acc = [[FragC::default(); NI]; MI];
     // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
     // (empty groups past the end keep the count uniform).
@@ -718,17 +734,17 @@ fn pipeline<
             let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
                 let i = warp_row + mi * mma::M;
                 if TA {
-                    FragA::load_k_major(&smem, base + p * sa + i, sa)
+                    FragA::load_k_major_from(&frags, base + p * sa + i, sa)
                 } else {
-                    FragA::load(&smem, base + i * sa + p, sa)
+                    FragA::load_from(&frags, base + i * sa + p, sa)
                 }
             });
             let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
                 let j = warp_col + ni * mma::N;
                 if TB {
-                    FragB::load_n_major(&smem, base + a_len + j * sb + p, sb)
+                    FragB::load_n_major_from(&frags, base + a_len + j * sb + p, sb)
                 } else {
-                    FragB::load_k_major(&smem, base + a_len + p * sb + j, sb)
+                    FragB::load_k_major_from(&frags, base + a_len + p * sb + j, sb)
                 }
             });
             for (acc_row, fa) in acc.iter_mut().zip(&fa) {

@@ -655,9 +655,8 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
     // (a kernel with a proven interior path and a guarded edge path has a
     // loop nest for each; the budget is the main path's), then the first.
     nests.retain(|(inner, _, _)| inner.ops == max_ops);
-    let k_per_op = |n: &(LoopFigures, Option<LoopFigures>, usize)| {
-        n.1.as_ref().unwrap_or(&n.0).per_op()
-    };
+    let k_per_op =
+        |n: &(LoopFigures, Option<LoopFigures>, usize)| n.1.as_ref().unwrap_or(&n.0).per_op();
     let (inner, outer, _) = nests.into_iter().min_by(|a, b| {
         k_per_op(a)
             .total_cmp(&k_per_op(b))

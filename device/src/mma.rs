@@ -222,14 +222,24 @@ pub const fn row_elems<T>() -> usize {
 #[derive(Clone, Copy)]
 pub struct FragmentSource<T> {
     array: SharedArray<T>,
+    /// The view's first element as a `.shared` address (computed once).
+    base: arch::SharedAddr,
+    /// The last element a 16-byte row may start at: `len − row`, at most
+    /// `u32::MAX` (shared memory is far smaller).
+    last: u32,
 }
 
 impl<T: MmaInput> FragmentSource<T> {
     /// The proof for `array`, if it starts 16-byte aligned and holds a row.
     #[inline(always)]
     pub fn check(array: &SharedArray<T>) -> Option<Self> {
-        (array.len() >= row_elems::<T>() && array.addr(0).is_multiple_of(16))
-            .then_some(FragmentSource { array: *array })
+        let last = array.len().checked_sub(row_elems::<T>())?;
+        let last = u32::try_from(last).unwrap_or(u32::MAX);
+        array.addr(0).is_multiple_of(16).then(|| FragmentSource {
+            array: *array,
+            base: arch::shared_addr(array.addr(0) as *const u8),
+            last,
+        })
     }
 
     /// The view.
@@ -242,19 +252,27 @@ impl<T: MmaInput> FragmentSource<T> {
     /// a row boundary (a fault on the emulator if that changed it).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    fn row(&self, start: usize) -> *const u8 {
-        let row = row_elems::<T>();
-        // len ≥ row (the check), so no underflow.
-        let fixed = start.min(self.array.len() - row) & !(row - 1);
+    fn row(&self, start: usize) -> arch::SharedAddr {
+        let row = row_elems::<T>() as u32;
+        // 32-bit: a shared-memory offset. `last` ≤ len − row, so fixed + row ≤ len;
+        // rounded down to a whole row (16 bytes), so aligned as the base is.
+        let fixed = (start as u32).min(self.last) & !(row - 1);
         #[cfg(not(target_arch = "nvptx64"))]
-        assert!(
-            fixed == start,
-            "fragment row at element {start} is outside the shared view ({} elements) or not \
-             16-byte aligned",
-            self.array.len()
-        );
-        // SAFETY: fixed ≤ len − row, so fixed + row ≤ len.
-        unsafe { self.array.row_ptr_proven(fixed, row, false).cast() }
+        {
+            assert!(
+                fixed as usize == start,
+                "fragment row at element {start} is outside the shared view ({} elements) or \
+                 not 16-byte aligned",
+                self.array.len()
+            );
+            // The emulator's race and pending-copy checks of the read.
+            // SAFETY: fixed + row ≤ len (above).
+            let _ = unsafe {
+                self.array
+                    .row_ptr_proven(fixed as usize, row as usize, false)
+            };
+        }
+        arch::shared_addr_add(self.base, fixed * core::mem::size_of::<T>() as u32)
     }
 }
 
@@ -297,13 +315,13 @@ fn ldmatrix_from<T: MmaInput, const R: usize>(
     start: usize,
     trans: bool,
 ) -> [u32; R] {
-    let ptr = src.row(start);
-    // SAFETY: `ptr` is the 16-byte row at an in-bounds offset of the block's
+    let addr = src.row(start);
+    // SAFETY: `addr` is the 16-byte row at an in-bounds offset of the block's
     // shared memory (`FragmentSource::row` clamps it into the view), 16-byte
     // aligned (the view's base is, by the check, and the offset is a whole
     // number of rows). Every lane passes such an address, supplying or not.
     // Ordering and the whole warp executing it: as for `ldmatrix` above.
-    unsafe { arch::ldmatrix::<R>(ptr, trans) }
+    unsafe { arch::ldmatrix_at::<R>(addr, trans) }
 }
 
 impl<T: MmaInput> FragA<T> {
@@ -642,7 +660,7 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             "InteriorPanel: the element size must divide 16"
         );
         assert!(
-            ROWS > 0 && COLS > 0 && COLS % (16 / size) == 0,
+            ROWS > 0 && COLS > 0 && COLS.is_multiple_of(16 / size),
             "InteriorPanel: a tile of whole 16-byte chunks per row"
         );
         16 / size

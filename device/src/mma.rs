@@ -758,8 +758,15 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             return;
         }
         let tile = self.origin + s * self.step;
-        let mut e = t;
-        while e < ROWS * per_row {
+        // A constant trip count (the tile's chunks over the block's threads,
+        // both constants in a kernel), so the loop unrolls into straight-line
+        // predicated copies.
+        let total = ROWS * per_row;
+        for i in 0..total.div_ceil(threads) {
+            let e = t + i * threads;
+            if e >= total {
+                continue;
+            }
             let (r, c) = (e / per_row, (e % per_row) * chunk);
             let (to, from) = (base + r * stride + c, tile + r * self.ld + c);
             // The emulator checks what the proof claims, per chunk, so that a
@@ -792,7 +799,6 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
                 let from = self.src.as_ptr().add(from);
                 arch::cp_async_16(to.cast(), from.cast());
             }
-            e += threads;
         }
     }
 }

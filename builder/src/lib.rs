@@ -968,7 +968,134 @@ pub fn ptxas_ready(ptx: &str) -> String {
         }
         out.push_str(line);
     }
+    apply_launch_bounds(&out)
+}
+
+/// The prefix of the statics in which `#[kernel(max_threads = …, min_blocks =
+/// …, max_registers = …)]` records a kernel's launch bounds.
+const LAUNCH_BOUNDS_PREFIX: &str = "__warpforge_launch_bounds_";
+
+/// Moves each kernel's launch bounds from the static `#[kernel]` records them
+/// in (`__warpforge_launch_bounds_NAME`, `[max_threads, min_blocks,
+/// max_registers]`, 0 for none) into its entry, as the PTX performance
+/// directives `.maxntid X, 1, 1`, `.minnctapersm N` and `.maxnreg R` between
+/// the parameter list and the body (rustc's NVPTX backend has no way to emit
+/// them), and drops the static. Called by [`ptxas_ready`]; PTX without such
+/// statics comes back unchanged, and a static whose entry the module lacks
+/// is left where it is.
+///
+/// ```
+/// let ptx = "\t// .globl\t__warpforge_launch_bounds_k\n\
+///            .visible .global .align 4 .u32 __warpforge_launch_bounds_k[3] = {256, 2, 0};\n\
+///            .visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\tret;\n}\n";
+/// assert_eq!(
+///     warpforge_builder::apply_launch_bounds(ptx),
+///     ".visible .entry k(\n\t.param .u64 k_param_0\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{\n\tret;\n}\n"
+/// );
+/// ```
+pub fn apply_launch_bounds(ptx: &str) -> String {
+    if !ptx.contains(LAUNCH_BOUNDS_PREFIX) {
+        return ptx.to_owned();
+    }
+    let lines: Vec<&str> = ptx.split_inclusive('\n').collect();
+    // (static's line, kernel, bounds)
+    let mut bounds: Vec<(usize, &str, [u32; 3])> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some((name, values)) = launch_bounds_static(line) {
+            bounds.push((i, name, values));
+        }
+    }
+    let mut drop = vec![false; lines.len()];
+    let mut insert_after: Vec<Option<String>> = vec![None; lines.len()];
+    for &(at, name, [threads, blocks, registers]) in &bounds {
+        let Some(entry) = lines.iter().position(|l| entry_declares(l, name)) else {
+            continue;
+        };
+        let Some(close) = (entry..lines.len()).find(|&i| {
+            let t = lines[i].trim();
+            (i == entry && t.ends_with(')')) || (i > entry && t == ")")
+        }) else {
+            continue;
+        };
+        let mut directives = String::new();
+        if threads > 0 {
+            directives.push_str(&format!(".maxntid {threads}, 1, 1\n"));
+        }
+        if blocks > 0 {
+            directives.push_str(&format!(".minnctapersm {blocks}\n"));
+        }
+        if registers > 0 {
+            directives.push_str(&format!(".maxnreg {registers}\n"));
+        }
+        insert_after[close] = Some(directives);
+        drop[at] = true;
+        // LLVM's `// .globl NAME` comment above the static.
+        if at > 0
+            && lines[at - 1].trim_start().starts_with("// .globl")
+            && lines[at - 1].contains(name)
+        {
+            drop[at - 1] = true;
+        }
+    }
+    let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
+    for (i, line) in lines.iter().enumerate() {
+        if drop[i] {
+            continue;
+        }
+        out.push_str(line);
+        if let Some(directives) = &insert_after[i] {
+            if !line.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(directives);
+        }
+    }
     out
+}
+
+/// `(kernel, [max_threads, min_blocks, max_registers])` if `line` defines a
+/// launch-bounds static: `.u32 __warpforge_launch_bounds_k[3] = {256, 2, 0};`
+/// or the same as 12 little-endian bytes (`.b8 …[12] = {0, 1, 0, 0, 2}`;
+/// LLVM leaves out trailing zeros).
+fn launch_bounds_static(line: &str) -> Option<(&str, [u32; 3])> {
+    let t = line.trim();
+    if !t.starts_with('.') || !t.contains(".global") {
+        return None;
+    }
+    let at = t.find(LAUNCH_BOUNDS_PREFIX)?;
+    let bytes = t[..at].split_whitespace().any(|tok| tok == ".b8");
+    let rest = &t[at + LAUNCH_BOUNDS_PREFIX.len()..];
+    let open = rest.find('[')?;
+    let name = &rest[..open];
+    let count: usize = rest[open + 1..rest.find(']')?].parse().ok()?;
+    let values = &rest[rest.find('{')? + 1..rest.find('}')?];
+    let mut values: Vec<u32> = values
+        .split(',')
+        .map(|v| v.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    if values.len() > count || count != if bytes { 12 } else { 3 } {
+        return None;
+    }
+    values.resize(count, 0);
+    let words: Vec<u32> = if bytes {
+        values
+            .chunks(4)
+            .map(|b| b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24)
+            .collect()
+    } else {
+        values
+    };
+    Some((name, [words[0], words[1], words[2]]))
+}
+
+/// Whether `line` declares the entry `name` (`.visible .entry name(`).
+fn entry_declares(line: &str, name: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with('.')
+        && t.split(|c: char| c.is_whitespace() || c == '(')
+            .skip_while(|tok| *tok != ".entry")
+            .nth(1)
+            == Some(name)
 }
 
 /// `$L__name` if `line` is the definition `$L__name:` of an LLVM-local label.
@@ -1482,6 +1609,65 @@ mod tests {
         assert!(!ready.contains("debug"), "{ready}");
         // Idempotent: what comes out goes through unchanged.
         assert_eq!(ptxas_ready(&ready), ready);
+    }
+
+    /// Both forms LLVM may print the static in; entries without bounds, and a
+    /// static whose entry is missing, are left alone.
+    #[test]
+    fn launch_bounds_move_from_their_static_into_the_entry() {
+        let ptx = "\
+.version 7.0
+.target sm_80
+\t// .globl\t__warpforge_launch_bounds_a
+.visible .global .align 4 .u32 __warpforge_launch_bounds_a[3] = {128, 0, 64};
+.visible .global .align 4 .b8 __warpforge_launch_bounds_b[12] = {0, 1, 0, 0, 4};
+.visible .global .align 4 .u32 __warpforge_launch_bounds_gone[3] = {32, 0, 0};
+.visible .entry a(
+\t.param .u64 a_param_0
+)
+{
+\tret;
+}
+.visible .entry b()
+{
+\tret;
+}
+.visible .entry c()
+{
+\tret;
+}
+";
+        let out = apply_launch_bounds(ptx);
+        assert_eq!(
+            out,
+            "\
+.version 7.0
+.target sm_80
+.visible .global .align 4 .u32 __warpforge_launch_bounds_gone[3] = {32, 0, 0};
+.visible .entry a(
+\t.param .u64 a_param_0
+)
+.maxntid 128, 1, 1
+.maxnreg 64
+{
+\tret;
+}
+.visible .entry b()
+.maxntid 256, 1, 1
+.minnctapersm 4
+{
+\tret;
+}
+.visible .entry c()
+{
+\tret;
+}
+"
+        );
+        assert_eq!(apply_launch_bounds(&out), out);
+        assert_eq!(ptxas_ready(ptx), out);
+        let plain = ".visible .entry c()\n{\n\tret;\n}\n";
+        assert_eq!(apply_launch_bounds(plain), plain);
     }
 
     #[test]

@@ -82,6 +82,14 @@ pub fn twice(x: &[f32], mut y: Out<f32>) {
         yi.set(2.0 * xi);
     }
 }
+
+#[kernel(max_threads = 128, min_blocks = 4, max_registers = 32)]
+pub fn twice_bounded(x: &[f32], mut y: Out<f32>) {
+    let i = thread::global_index_x();
+    if let (Some(&xi), Some(mut yi)) = (x.get(i), y.at(i)) {
+        yi.set(2.0 * xi);
+    }
+}
 ";
 
 /// `ptxas`: `WARPFORGE_PTXAS`, `PATH`, or pip's `nvidia-cuda-nvcc`.
@@ -172,6 +180,30 @@ fn a_users_kernels_crate_from_errors_to_an_embeddable_module_with_line_info() {
     assert_eq!(modules.len(), 1);
     let ptx = std::fs::read_to_string(&modules[0].path).unwrap();
     assert!(ptx.contains(".visible .entry twice("), "no `twice` entry");
+    // The launch bounds, moved from their static into the entry.
+    let bounded = ptx
+        .split(".visible .entry twice_bounded(")
+        .nth(1)
+        .expect("no `twice_bounded` entry");
+    let head = &bounded[..bounded.find('{').unwrap()];
+    assert!(
+        head.contains(")\n.maxntid 128, 1, 1\n.minnctapersm 4\n.maxnreg 32\n"),
+        "no launch bounds in:\n{head}"
+    );
+    assert!(
+        !ptx.contains("__warpforge_launch_bounds"),
+        "the static is left"
+    );
+    assert!(
+        !ptx.split(".visible .entry twice(")
+            .nth(1)
+            .unwrap()
+            .split('{')
+            .next()
+            .unwrap()
+            .contains(".maxntid"),
+        "bounds on the kernel without them"
+    );
     assert!(
         ptx.contains("\n.target sm_80\n"),
         "target line kept `debug`"

@@ -9,6 +9,8 @@
 //! | [`run`] | `run reduce` | one library operation on a `.npy` array |
 //! | [`ptxas`] | `ptx` | finding and running `ptxas`; its per-kernel resource report |
 //! | [`sass`] | `ptx --sass` | `nvdisasm`/`cuobjdump`, SASS listings with Rust source lines |
+//! | [`sass_loops`] | `ptx --sass`, `--budget` | the innermost HMMA/FFMA loop of a kernel's SASS, per HMMA |
+//! | [`sass_budget`] | `ptx --budget` | the SASS budget table and its verdict |
 //! | [`ptx_diff`] | `ptx --diff` | per-kernel before/after tables |
 //! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
 //! | [`startup`] | `doctor --timings` | start-up phases in fresh processes, against the driver's floor |
@@ -29,4 +31,6 @@ pub mod ptx_diff;
 pub mod ptxas;
 pub mod run;
 pub mod sass;
+pub mod sass_budget;
+pub mod sass_loops;
 pub mod startup;

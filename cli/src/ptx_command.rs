@@ -16,6 +16,8 @@ use warpforge::ptx;
 use warpforge_cli::ptx_diff::{self, KernelMetrics};
 use warpforge_cli::ptxas::{self, EntryReport, Ptxas};
 use warpforge_cli::sass::{self, Disassembler};
+use warpforge_cli::sass_budget::{Budget, Measured};
+use warpforge_cli::sass_loops::{self, LoopReport};
 
 /// The report's architectures when `--arch` is not given.
 const REPORT_ARCHS: &[&str] = &["sm_80", "sm_90"];
@@ -54,6 +56,12 @@ pub struct PtxArgs {
     /// Exit 1 if any kernel spills registers (with --diff: any kernel of NEW).
     #[arg(long)]
     deny_spills: bool,
+    /// Check each kernel's SASS loops and ptxas figures against the budget table FILE (e.g.
+    /// cli/sass-budget.toml): print each budgeted kernel's innermost HMMA (or FFMA) loop and
+    /// k-tile loop, and exit 1 naming every kernel, figure and limit it exceeds. Needs nvdisasm
+    /// (or cuobjdump); runs one ptxas per architecture, as the report does.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sass", "diff"])]
+    budget: Option<PathBuf>,
 }
 
 /// One PTX module to assemble.
@@ -266,10 +274,22 @@ fn selection(args: &PtxArgs) -> Vec<&str> {
 }
 
 fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
+    let budget = match &args.budget {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading the budget {}: {e}", path.display()))?;
+            let budget =
+                Budget::parse(&text).map_err(|e| format!("budget {}: {e}", path.display()))?;
+            let disassembler = Disassembler::locate().map_err(|e| e.to_string())?;
+            Some((budget, disassembler))
+        }
+        None => None,
+    };
     let ptxas = locate_ptxas()?;
     println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
     let selected = selection(args);
     let mut rows = Vec::new();
+    let mut loops: Vec<Option<LoopReport>> = Vec::new();
     for source in sources {
         if args.file.is_some() {
             println!("module: {} (.target {})", source.label, source.target);
@@ -290,7 +310,8 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
                 .collect()
         });
         for (arch, assembled) in archs.iter().zip(assembled) {
-            let reports = assembled.map_err(|e| e.to_string())?.reports;
+            let assembled = assembled.map_err(|e| e.to_string())?;
+            let reports = assembled.reports;
             let expected = if selected.is_empty() {
                 source.entries()
             } else {
@@ -305,11 +326,115 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
                     "ptxas reported nothing for entries {missing:?} ({arch})"
                 ));
             }
+            if let Some((_, disassembler)) = &budget {
+                let text = disassembler
+                    .disassemble(&assembled.cubin, false)
+                    .map_err(|e| e.to_string())?;
+                let functions = sass::split_functions(&text);
+                loops.extend(reports.iter().map(|r| {
+                    functions
+                        .iter()
+                        .find(|f| f.name == r.kernel)
+                        .and_then(sass_loops::analyze)
+                }));
+            }
             rows.extend(reports);
         }
     }
     print!("{}", ptxas::render_table(&rows));
-    Ok(spill_verdict(args.deny_spills, &rows))
+    let spills = spill_verdict(args.deny_spills, &rows);
+    let Some((budget, _)) = &budget else {
+        return Ok(spills);
+    };
+    let measured: Vec<Measured> = rows
+        .iter()
+        .zip(&loops)
+        .map(|(entry, loops)| Measured {
+            entry,
+            loops: loops.as_ref(),
+        })
+        .collect();
+    let path = args.budget.as_deref().unwrap_or(Path::new(""));
+    print!("{}", render_loops(budget, &measured, path));
+    let violations = budget.check(&measured, selected.is_empty());
+    for v in &violations {
+        eprintln!("error: SASS budget: {v}");
+    }
+    if !violations.is_empty() {
+        eprintln!(
+            "error: {} figure(s) over the SASS budget {}; a kernel that got leaner may lower its \
+             limit there, one that got fatter needs its loop fixed",
+            violations.len(),
+            path.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "SASS budget {}: every kernel within its limits",
+        path.display()
+    );
+    Ok(spills)
+}
+
+/// The loop table of `--budget`: one row per kernel a family budgets (or
+/// with an HMMA loop), with its family's target.
+fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nSASS loops (static counts; budget {}): innermost HMMA (or FFMA) loop, and the \
+         k-tile loop around it (= the innermost where nothing encloses it); of several such \
+         nests (`other`: how many more, e.g. a guarded edge-tile path), the leanest",
+        path.display()
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4}  target",
+        "kernel",
+        "arch",
+        "regs",
+        "spills",
+        "inner instr/op",
+        "k-loop instr/op",
+        "CALL",
+        "panic",
+        "WSYNC",
+        "BSSY"
+    );
+    for row in rows {
+        let family = budget.family_of(&row.entry.kernel);
+        let Some(loops) = row.loops else {
+            continue;
+        };
+        if family.is_none() && loops.op != sass_loops::Op::Hmma {
+            continue;
+        }
+        let k = loops.k_loop();
+        let ratio =
+            |f: &sass_loops::LoopFigures| format!("{}/{} {:.2}", f.instructions, f.ops, f.per_op());
+        let _ = writeln!(
+            out,
+            "{:<40} {:<6} {:>4} {:>6} {:>15} {:>16} {:>4} {:>5} {:>5} {:>4} {:>5}  {}",
+            row.entry.kernel,
+            row.entry.arch,
+            row.entry.registers,
+            row.entry.spill_stores + row.entry.spill_loads,
+            ratio(&loops.inner),
+            if loops.outer.is_some() {
+                ratio(k)
+            } else {
+                "(same)".into()
+            },
+            k.calls,
+            k.panic_paths,
+            k.warpsyncs,
+            k.bssy,
+            loops.others,
+            family.and_then(|f| f.target.as_deref()).unwrap_or("")
+        );
+    }
+    out
 }
 
 /// Exit 1 with the spilling kernels named when `deny` and any row spills.
@@ -432,6 +557,9 @@ fn print_sass(
                 };
                 writeln!(out)?;
                 writeln!(out, "{}", sass_header(report, function.instruction_count()))?;
+                if let Some(loops) = sass_loops::analyze(function) {
+                    writeln!(out, "// {}", loops.summary())?;
+                }
                 let lines = if line_info {
                     sass::annotate_sources(&function.lines, |path| {
                         std::fs::read_to_string(path).ok()

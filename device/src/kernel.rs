@@ -34,6 +34,46 @@ mod host {
         OutputMatrix,
     }
 
+    /// A kernel's launch bounds, CUDA's `__launch_bounds__` and
+    /// `__maxnreg__`: `#[kernel(max_threads = 256, min_blocks = 2,
+    /// max_registers = 128)]`. The build writes them into the PTX entry as
+    /// `.maxntid`, `.minnctapersm` and `.maxnreg`, so ptxas allocates
+    /// registers for that occupancy; the host refuses a launch whose block
+    /// has more than `max_threads` threads (it would fail on the GPU).
+    ///
+    /// ```
+    /// use warpforge_device::kernel::LaunchBounds;
+    /// let b = LaunchBounds { max_threads: Some(256), ..LaunchBounds::NONE };
+    /// assert!(b.admits(256) && !b.admits(257));
+    /// assert!(LaunchBounds::NONE.admits(1024));
+    /// ```
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct LaunchBounds {
+        /// Most threads per block (`.maxntid`).
+        pub max_threads: Option<u32>,
+        /// Fewest resident blocks per multiprocessor ptxas should allow for (`.minnctapersm`).
+        pub min_blocks: Option<u32>,
+        /// Most registers per thread (`.maxnreg`).
+        pub max_registers: Option<u32>,
+    }
+
+    impl LaunchBounds {
+        /// No bounds.
+        pub const NONE: LaunchBounds = LaunchBounds {
+            max_threads: None,
+            min_blocks: None,
+            max_registers: None,
+        };
+
+        /// Whether a block of `threads` threads is within `max_threads`.
+        pub const fn admits(&self, threads: u64) -> bool {
+            match self.max_threads {
+                Some(max) => threads <= max as u64,
+                None => true,
+            }
+        }
+    }
+
     /// One parameter of a kernel signature.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Param {
@@ -216,6 +256,9 @@ mod host {
         /// (`#[kernel(block = (X, Y, Z))]`), or `None` if it runs with any block.
         /// The host refuses a launch with another block before anything runs.
         const BLOCK: Option<crate::thread::Dim3>;
+        /// Its launch bounds (`#[kernel(max_threads = …, min_blocks = …,
+        /// max_registers = …)]`); the host refuses a block over `max_threads`.
+        const LAUNCH_BOUNDS: LaunchBounds = LaunchBounds::NONE;
         /// The argument tuple: scalars as themselves, `&[T]` as [`RawIn`], `Out<T>` as [`RawOut`].
         type Args: Copy + Send + Sync;
 

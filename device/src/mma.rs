@@ -209,6 +209,121 @@ pub const fn row_elems<T>() -> usize {
     16 / core::mem::size_of::<T>()
 }
 
+/// Proof, from one check, that a shared view starts 16-byte aligned and
+/// holds at least one 16-byte row: the fragment loads that take it
+/// ([`FragA::load_from`], [`FragA::load_k_major_from`],
+/// [`FragB::load_k_major_from`], [`FragB::load_n_major_from`]) need no check
+/// and no branch per load. Each lane's row offset is clamped into the view
+/// and rounded down to a whole 16-byte row (two instructions, no-ops for the
+/// offsets a kernel computes from its tile shape), so every `ldmatrix`
+/// address is in bounds and aligned whatever the offsets; the emulator
+/// reports an offset that needed either as a fault, where the checked loads
+/// ([`FragA::load`], …) would have panicked.
+#[derive(Clone, Copy)]
+pub struct FragmentSource<T> {
+    array: SharedArray<T>,
+    /// The view's first element as a `.shared` address (computed once).
+    base: arch::SharedAddr,
+    /// The last element a 16-byte row may start at: `len − row`, at most
+    /// `u32::MAX` (shared memory is far smaller).
+    last: u32,
+}
+
+impl<T: MmaInput> FragmentSource<T> {
+    /// The proof for `array`, if it starts 16-byte aligned and holds a row.
+    #[inline(always)]
+    pub fn check(array: &SharedArray<T>) -> Option<Self> {
+        let last = array.len().checked_sub(row_elems::<T>())?;
+        let last = u32::try_from(last).unwrap_or(u32::MAX);
+        array.addr(0).is_multiple_of(16).then(|| FragmentSource {
+            array: *array,
+            base: arch::shared_addr(array.addr(0) as *const u8),
+            last,
+        })
+    }
+
+    /// The view.
+    #[inline(always)]
+    pub fn array(&self) -> &SharedArray<T> {
+        &self.array
+    }
+
+    /// The 16-byte row at `start`, clamped into the view and rounded down to
+    /// a row boundary (a fault on the emulator if that changed it).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn row(&self, start: usize) -> arch::SharedAddr {
+        let row = row_elems::<T>() as u32;
+        // 32-bit: a shared-memory offset. `last` ≤ len − row, so fixed + row ≤ len;
+        // rounded down to a whole row (16 bytes), so aligned as the base is.
+        let fixed = (start as u32).min(self.last) & !(row - 1);
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            assert!(
+                fixed as usize == start,
+                "fragment row at element {start} is outside the shared view ({} elements) or \
+                 not 16-byte aligned",
+                self.array.len()
+            );
+            // The emulator's race and pending-copy checks of the read.
+            // SAFETY: fixed + row ≤ len (above).
+            let _ = unsafe {
+                self.array
+                    .row_ptr_proven(fixed as usize, row as usize, false)
+            };
+        }
+        arch::shared_addr_add(self.base, fixed * core::mem::size_of::<T>() as u32)
+    }
+}
+
+/// Row `start` of each lane's 8×8 matrix for an A fragment stored row-major
+/// (see [`FragA::load`]).
+#[inline(always)]
+fn a_rows_start<T>(base: usize, row_stride: usize) -> usize {
+    let lane = crate::thread::lane_id() as usize;
+    let (matrix, row) = (lane / 8, lane % 8);
+    base + (row + (matrix % 2) * 8) * row_stride + (matrix / 2) * row_elems::<T>()
+}
+
+/// … stored k-major (see [`FragA::load_k_major`]).
+#[inline(always)]
+fn a_k_major_start(base: usize, row_stride: usize) -> usize {
+    let lane = crate::thread::lane_id() as usize;
+    let (matrix, row) = (lane / 8, lane % 8);
+    base + (row + (matrix / 2) * 8) * row_stride + (matrix % 2) * 8
+}
+
+/// … of a B fragment stored k-major (see [`FragB::load_k_major`]).
+#[inline(always)]
+fn b_k_major_start(base: usize, row_stride: usize) -> usize {
+    base + (crate::thread::lane_id() as usize % 16) * row_stride
+}
+
+/// … stored n-major (see [`FragB::load_n_major`]).
+#[inline(always)]
+fn b_n_major_start<T>(base: usize, row_stride: usize) -> usize {
+    let lane = crate::thread::lane_id() as usize % 16;
+    let (matrix, n) = (lane / 8, lane % 8);
+    base + n * row_stride + matrix * row_elems::<T>()
+}
+
+/// `ldmatrix` of the row at `start` of `src`, no check per load.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+fn ldmatrix_from<T: MmaInput, const R: usize>(
+    src: &FragmentSource<T>,
+    start: usize,
+    trans: bool,
+) -> [u32; R] {
+    let addr = src.row(start);
+    // SAFETY: `addr` is the 16-byte row at an in-bounds offset of the block's
+    // shared memory (`FragmentSource::row` clamps it into the view), 16-byte
+    // aligned (the view's base is, by the check, and the offset is a whole
+    // number of rows). Every lane passes such an address, supplying or not.
+    // Ordering and the whole warp executing it: as for `ldmatrix` above.
+    unsafe { arch::ldmatrix_at::<R>(addr, trans) }
+}
+
 impl<T: MmaInput> FragA<T> {
     /// This lane's fragment of the A tile whose element (row, col) is `a(row, col)`.
     #[inline(always)]
@@ -240,9 +355,7 @@ impl<T: MmaInput> FragA<T> {
         // Lane l supplies row l % 8 of 8×8 matrix l / 8; matrices 0–3 are the
         // quadrants (rows 0–7 | 8–15) × (the first | second 16 bytes of k),
         // which are registers 0–3, for 16- and 32-bit elements alike.
-        let lane = crate::thread::lane_id() as usize;
-        let (matrix, row) = (lane / 8, lane % 8);
-        let start = base + (row + (matrix % 2) * 8) * row_stride + (matrix / 2) * row_elems::<T>();
+        let start = a_rows_start::<T>(base, row_stride);
         FragA {
             regs: ldmatrix::<T, 4>(tile, start, false).map(T::from_stored),
             _t: PhantomData,
@@ -264,11 +377,63 @@ impl<T: MmaInput> FragA<T> {
         // of A, stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2);
         // lane l supplies stored row l % 8 of quadrant l / 8, and .trans hands
         // each lane the transposed elements, A's (row, col) as `a_coord` says.
-        let lane = crate::thread::lane_id() as usize;
-        let (matrix, row) = (lane / 8, lane % 8);
-        let start = base + (row + (matrix / 2) * 8) * row_stride + (matrix % 2) * 8;
+        let start = a_k_major_start(base, row_stride);
         FragA {
             regs: ldmatrix::<T, 4>(tile, start, true),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: MmaInput> FragA<T> {
+    /// [`FragA::load`] from a proven view: no check or branch per load.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_from(src: &FragmentSource<T>, base: usize, row_stride: usize) -> Self {
+        FragA {
+            regs: ldmatrix_from::<T, 4>(src, a_rows_start::<T>(base, row_stride), false)
+                .map(T::from_stored),
+            _t: PhantomData,
+        }
+    }
+
+    /// [`FragA::load_k_major`] from a proven view: no check or branch per
+    /// load for the 16-bit types (f32's four plain shared loads stay checked).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_k_major_from(src: &FragmentSource<T>, base: usize, row_stride: usize) -> Self {
+        if T::KIND == MmaKind::Tf32 {
+            return FragA::load_k_major(&src.array, base, row_stride);
+        }
+        FragA {
+            regs: ldmatrix_from::<T, 4>(src, a_k_major_start(base, row_stride), true),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: MmaInput> FragB<T> {
+    /// [`FragB::load_k_major`] from a proven view: no check or branch per
+    /// load for the 16-bit types (f32's plain shared loads stay checked).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_k_major_from(src: &FragmentSource<T>, base: usize, row_stride: usize) -> Self {
+        if T::KIND == MmaKind::Tf32 {
+            return FragB::load_k_major(&src.array, base, row_stride);
+        }
+        FragB {
+            regs: ldmatrix_from::<T, 2>(src, b_k_major_start(base, row_stride), true),
+            _t: PhantomData,
+        }
+    }
+
+    /// [`FragB::load_n_major`] from a proven view: no check or branch per load.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_n_major_from(src: &FragmentSource<T>, base: usize, row_stride: usize) -> Self {
+        FragB {
+            regs: ldmatrix_from::<T, 2>(src, b_n_major_start::<T>(base, row_stride), false)
+                .map(T::from_stored),
             _t: PhantomData,
         }
     }
@@ -303,9 +468,8 @@ impl<T: MmaInput> FragB<T> {
             return FragB::from_fn(|k, n| tile.load(base + k * row_stride + n));
         }
         // Lanes 0–15 supply rows k = 0..16; .trans hands each lane the column n = lane / 4.
-        let k = crate::thread::lane_id() as usize % 16;
         FragB {
-            regs: ldmatrix::<T, 2>(tile, base + k * row_stride, true),
+            regs: ldmatrix::<T, 2>(tile, b_k_major_start(base, row_stride), true),
             _t: PhantomData,
         }
     }
@@ -323,9 +487,7 @@ impl<T: MmaInput> FragB<T> {
         // rows n = 0..8 there; without .trans lane l receives row n = l / 4,
         // its 32 bits l % 4 (elements k = 2·(l % 4), +1, or k = l % 4 for
         // tf32), which is `b_coord` (`b_coord_tf32`).
-        let lane = crate::thread::lane_id() as usize % 16;
-        let (matrix, n) = (lane / 8, lane % 8);
-        let start = base + n * row_stride + matrix * row_elems::<T>();
+        let start = b_n_major_start::<T>(base, row_stride);
         FragB {
             regs: ldmatrix::<T, 2>(tile, start, false).map(T::from_stored),
             _t: PhantomData,
@@ -469,6 +631,194 @@ pub fn cp_async_16<T: SharedElement>(
     unsafe { arch::cp_async_16(to.cast(), from.as_ptr().cast()) }
 }
 
+/// Proof, from one check, that a *panel* of a stored row-major matrix is
+/// inside its [`Global`] buffer and that each of its 16-byte chunks is
+/// 16-byte aligned: `steps` tiles of `ROWS × COLS` elements (`COLS` a
+/// multiple of the 16-byte chunk), rows `ld` elements apart, tile `s`
+/// starting `s·step` elements after tile 0, which starts at element `origin`
+/// — the `A` or `B` slices a GEMM block copies at each of its k-steps.
+///
+/// Only [`InteriorPanel::check`] makes one (the fields are private), and
+/// [`InteriorPanel::copy_step`], which copies a tile by `cp.async` with no
+/// check per chunk, is a method of it: the unchecked copy cannot be reached
+/// without the check. A tile that is not proven takes the checked path
+/// ([`cp_async_16`] per chunk, or plain loads at a ragged edge).
+///
+/// ```
+/// # use warpforge_device::{Global, mma::InteriorPanel};
+/// let data = [0u16; 256];
+/// // SAFETY (doc example): host memory is the emulator's global memory.
+/// let src = unsafe { Global::from_raw(data.as_ptr(), data.len()) };
+/// let aligned = data.as_ptr() as usize % 16 == 0;
+/// // 4 tiles of 2 × 8, rows 32 apart, 8 apart along the row: elements 0..64 (+ 24).
+/// let panel = InteriorPanel::<u16, 2, 8>::check(src, 0, 32, 8, 4);
+/// assert_eq!(panel.is_some(), aligned);
+/// // One tile too many: past the buffer's end, whatever the alignment.
+/// assert!(InteriorPanel::<u16, 2, 8>::check(src, 0, 32, 224, 2).is_none());
+/// // A row stride of 12 halves (24 bytes) leaves the second row misaligned.
+/// assert!(InteriorPanel::<u16, 2, 8>::check(src, 0, 12, 8, 1).is_none());
+/// ```
+#[derive(Clone, Copy)]
+pub struct InteriorPanel<'a, T, const ROWS: usize, const COLS: usize> {
+    src: Global<'a, T>,
+    origin: usize,
+    ld: usize,
+    step: usize,
+    steps: usize,
+}
+
+impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'a, T, ROWS, COLS> {
+    /// Elements of one 16-byte chunk; checks the shape at compile time.
+    const CHUNK: usize = {
+        let size = core::mem::size_of::<T>();
+        assert!(
+            size != 0 && 16 % size == 0,
+            "InteriorPanel: the element size must divide 16"
+        );
+        assert!(
+            ROWS > 0 && COLS > 0 && COLS.is_multiple_of(16 / size),
+            "InteriorPanel: a tile of whole 16-byte chunks per row"
+        );
+        16 / size
+    };
+
+    /// The panel, if every element of its `steps` tiles is inside `src` and
+    /// every 16-byte chunk of them is 16-byte aligned (the first chunk, `ld`
+    /// and `step` in bytes multiples of 16, wherever they are used); `None`
+    /// otherwise, or for no tiles. One check, whatever the panel's size.
+    #[inline(always)]
+    pub fn check(
+        src: Global<'a, T>,
+        origin: usize,
+        ld: usize,
+        step: usize,
+        steps: usize,
+    ) -> Option<Self> {
+        let _ = Self::CHUNK;
+        let size = core::mem::size_of::<T>();
+        // The farthest element: the last tile's last row's end (every
+        // offset is non-negative, so no element lies beyond it).
+        let end = steps
+            .checked_sub(1)?
+            .checked_mul(step)?
+            .checked_add((ROWS - 1).checked_mul(ld)?)?
+            .checked_add(origin)?
+            .checked_add(COLS)?;
+        if end > src.len() {
+            return None;
+        }
+        // In bounds, so `origin`, and `ld` and `step` where used, are at most
+        // the buffer's length: their byte counts do not overflow.
+        let first = (src.as_ptr() as usize).wrapping_add(origin * size);
+        let aligned = first.is_multiple_of(16)
+            && (ROWS == 1 || (ld * size).is_multiple_of(16))
+            && (steps == 1 || (step * size).is_multiple_of(16));
+        aligned.then_some(InteriorPanel {
+            src,
+            origin,
+            ld,
+            step,
+            steps,
+        })
+    }
+
+    /// The number of tiles.
+    #[inline(always)]
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Starts copying tile `s` to `dst`, row `r` of it to `dst[base + r·stride
+    /// ..]`, by `cp.async` (landing at the thread's wait, as
+    /// [`cp_async_16`]'s), the block's `threads` threads taking consecutive
+    /// 16-byte chunks (thread `t` chunks `t`, `t + threads`, …: coalesced).
+    /// No check per chunk: the panel's check proved the source, and the
+    /// destination is checked once here (`base + (ROWS − 1)·stride + COLS ≤
+    /// dst.len()`, 16-byte aligned rows).
+    ///
+    /// A tile past the panel, a destination out of bounds or misaligned, or
+    /// `threads = 0` is a bug in the kernel: the emulator reports it (a
+    /// panic, as a fault naming the kernel); on the GPU nothing is copied.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_step(
+        &self,
+        s: usize,
+        dst: &SharedArray<T>,
+        base: usize,
+        stride: usize,
+        (t, threads): (usize, usize),
+    ) {
+        let chunk = Self::CHUNK;
+        let size = core::mem::size_of::<T>();
+        let per_row = COLS / chunk;
+        let dst_end = (ROWS - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(base))
+            .and_then(|x| x.checked_add(COLS));
+        let ok = s < self.steps
+            && threads > 0
+            && dst_end.is_some_and(|end| end <= dst.len())
+            // In bounds, so these byte counts do not overflow.
+            && dst.addr(base).is_multiple_of(16)
+            && (ROWS == 1 || (stride * size).is_multiple_of(16));
+        if !ok {
+            #[cfg(not(target_arch = "nvptx64"))]
+            panic!(
+                "InteriorPanel::copy_step: tile {s} of {} into shared [{base}..] with row stride \
+                 {stride} (of {}) is outside the panel or the view, or misaligned",
+                self.steps,
+                dst.len()
+            );
+            #[cfg(target_arch = "nvptx64")]
+            return;
+        }
+        let tile = self.origin + s * self.step;
+        // A constant trip count (the tile's chunks over the block's threads,
+        // both constants in a kernel), so the loop unrolls into straight-line
+        // predicated copies.
+        let total = ROWS * per_row;
+        for i in 0..total.div_ceil(threads) {
+            let e = t + i * threads;
+            if e >= total {
+                continue;
+            }
+            let (r, c) = (e / per_row, (e % per_row) * chunk);
+            let (to, from) = (base + r * stride + c, tile + r * self.ld + c);
+            // The emulator checks what the proof claims, per chunk, so that a
+            // wrong proof (a bug in `check`) is an out-of-bounds fault in the
+            // tests rather than a silent read past the buffer; the GPU trusts it.
+            #[cfg(not(target_arch = "nvptx64"))]
+            assert!(
+                from + chunk <= self.src.len() && to + chunk <= dst.len(),
+                "InteriorPanel::copy_step: chunk at {from} (of {}) into shared {to} (of {}) is \
+                 out of bounds: the panel's check was wrong",
+                self.src.len(),
+                dst.len()
+            );
+            // SAFETY: r ≤ ROWS − 1 and c + chunk ≤ COLS (c is a multiple of the
+            // chunk below COLS). Destination: base + r·stride + c + chunk ≤
+            // base + (ROWS − 1)·stride + COLS ≤ dst.len() (checked above), so
+            // `row_ptr_proven`'s contract holds; its address is the view's
+            // 16-aligned `base` plus multiples of 16 bytes (stride·size and
+            // c·size = 16·(c / chunk)). Source: tile + r·ld + c + chunk ≤
+            // origin + (steps − 1)·step + (ROWS − 1)·ld + COLS ≤ src.len()
+            // (s < steps; the panel's check), inside the `Global`, so in the
+            // global state space (its invariant), 16-byte aligned (the first
+            // chunk is, and step·size, ld·size, c·size are multiples of 16,
+            // checked by `check`). The shared bytes are written
+            // asynchronously, under the kernel's barrier discipline as with
+            // `cp_async_16` (the emulator defers the copy and faults on any
+            // access before the wait).
+            unsafe {
+                let to = dst.row_ptr_proven(to, chunk, true);
+                let from = self.src.as_ptr().add(from);
+                arch::cp_async_16(to.cast(), from.cast());
+            }
+        }
+    }
+}
+
 /// Ends the current group of `cp.async` copies (`cp.async.commit_group`).
 #[inline(always)]
 pub fn cp_async_commit() {
@@ -544,10 +894,20 @@ mod tests {
                     FragB::load_k_major(&tile, b_kmaj, sb),
                     FragB::load_n_major(&tile, b_nmaj, sb),
                 ];
+                // The proven loads give the same registers.
+                let src = FragmentSource::check(&tile).expect("the dynamic view is aligned");
+                let from_a = [
+                    FragA::load_k_major_from(&src, 0, sa),
+                    FragA::load_from(&src, a_rows, sa),
+                ];
+                let from_b = [
+                    FragB::load_k_major_from(&src, b_kmaj, sb),
+                    FragB::load_n_major_from(&src, b_nmaj, sb),
+                ];
                 let rounded = T::KIND != MmaKind::Tf32
                     || fa.regs.iter().chain(&fb.regs).all(|r| r & 0x1fff == 0);
-                if loads_a.iter().any(|l| l.regs != fa.regs)
-                    || loads_b.iter().any(|l| l.regs != fb.regs)
+                if loads_a.iter().chain(&from_a).any(|l| l.regs != fa.regs)
+                    || loads_b.iter().chain(&from_b).any(|l| l.regs != fb.regs)
                     || !rounded
                 {
                     mismatches.lock().unwrap().push(crate::thread::lane_id());

@@ -301,6 +301,30 @@ impl<T: SharedElement> SharedArray<T> {
         unsafe { self.base.add(start) }
     }
 
+    /// The address of element `i` (wrapping; for alignment checks).
+    #[inline(always)]
+    pub(crate) fn addr(&self, i: usize) -> usize {
+        self.base.wrapping_add(i) as usize
+    }
+
+    /// `row_ptr` without the bounds check, for a caller that proved
+    /// `start + n <= len()` once for many accesses. Records the access (the
+    /// emulator's race and pending-copy checks) as `row_ptr` does.
+    ///
+    /// # Safety
+    /// `start + n <= self.len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub(crate) unsafe fn row_ptr_proven(&self, start: usize, n: usize, write: bool) -> *mut T {
+        arch::shared_access(
+            self.base.wrapping_add(start).cast(),
+            n * size_of::<T>(),
+            write,
+        );
+        // SAFETY: the caller's contract: start ≤ start + n ≤ len, in the view.
+        unsafe { self.base.add(start) }
+    }
+
     /// Element `i` for atomic access within scope `S` (usually
     /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]

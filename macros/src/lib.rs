@@ -31,6 +31,17 @@
 //! Both options may be given, in either order:
 //! `#[kernel(block = (16, 16), shared = [f32; 256])]`.
 //!
+//! Launch bounds, CUDA's `__launch_bounds__(256, 2)` and `__maxnreg__(128)`:
+//! `#[kernel(max_threads = 256, min_blocks = 2, max_registers = 128)]` (each
+//! optional; `min_blocks` needs `max_threads`). They become the PTX entry's
+//! `.maxntid 256, 1, 1`, `.minnctapersm 2` and `.maxnreg 128`, so ptxas
+//! allocates registers for the occupancy the kernel was designed for; the
+//! host refuses a launch whose block has more than `max_threads` threads.
+//! rustc cannot emit these directives itself: the macro records them in a
+//! `#[used]` static `__warpforge_launch_bounds_NAME: [u32; 3]` of the PTX
+//! module, and `warpforge-builder` moves them into the entry
+//! (`warpforge_builder::apply_launch_bounds`).
+//!
 //! A generic fn is one kernel body for several kernels: `instances(...)`
 //! lists them, each a name and the type and const arguments it is built with,
 //! `#[kernel(block = 256, instances(scale_f32 = <f32>, scale_f64 = <f64>))]`
@@ -81,6 +92,12 @@ struct KernelAttr {
     block: Option<[u32; 3]>,
     /// `instances(name = <args>, ...)`: the kernels a generic fn is instantiated as.
     instances: Option<Instances>,
+    /// `max_threads = N`: most threads per block (`.maxntid N, 1, 1`).
+    max_threads: Option<u32>,
+    /// `min_blocks = N`: fewest resident blocks per SM (`.minnctapersm N`).
+    min_blocks: Option<u32>,
+    /// `max_registers = N`: most registers per thread (`.maxnreg N`).
+    max_registers: Option<u32>,
 }
 
 /// `instances(...)` as written: its keyword (for error spans) and each instance.
@@ -112,7 +129,8 @@ impl Parse for Instance {
     }
 }
 
-const OPTIONS: &str = "`shared = [T; N]`, `block = X`, `(X, Y)` or `(X, Y, Z)`, and \
+const OPTIONS: &str = "`shared = [T; N]`, `block = X`, `(X, Y)` or `(X, Y, Z)`, the launch \
+                       bounds `max_threads = N`, `min_blocks = N` and `max_registers = N`, and \
                        `instances(name = <T, ...>, ...)` for a generic kernel";
 
 impl Parse for KernelAttr {
@@ -143,6 +161,12 @@ impl Parse for KernelAttr {
                 "shared" => attr.shared = Some(input.parse()?),
                 "block" if attr.block.is_some() => return Err(duplicate()),
                 "block" => attr.block = Some(block_shape(&input.parse()?)?),
+                "max_threads" if attr.max_threads.is_some() => return Err(duplicate()),
+                "max_threads" => attr.max_threads = Some(bound(&key, input, 1, 1024)?),
+                "min_blocks" if attr.min_blocks.is_some() => return Err(duplicate()),
+                "min_blocks" => attr.min_blocks = Some(bound(&key, input, 1, 32)?),
+                "max_registers" if attr.max_registers.is_some() => return Err(duplicate()),
+                "max_registers" => attr.max_registers = Some(bound(&key, input, 16, 255)?),
                 other => {
                     return Err(Error::new(
                         key.span(),
@@ -154,8 +178,45 @@ impl Parse for KernelAttr {
                 input.parse::<syn::Token![,]>()?;
             }
         }
+        if attr.min_blocks.is_some() && attr.max_threads.is_none() {
+            return Err(Error::new(
+                input.span(),
+                "`min_blocks` needs `max_threads` too (ptxas ignores `.minnctapersm` without \
+                 `.maxntid`): e.g. `#[kernel(max_threads = 256, min_blocks = 2)]`",
+            ));
+        }
+        if let (Some(max), Some([x, y, z])) = (attr.max_threads, attr.block) {
+            let threads = u64::from(x) * u64::from(y) * u64::from(z);
+            if threads > u64::from(max) {
+                return Err(Error::new(
+                    input.span(),
+                    format!(
+                        "`block = ({x}, {y}, {z})` is {threads} threads, more than \
+                         `max_threads = {max}`: no launch could run it"
+                    ),
+                ));
+            }
+        }
         Ok(attr)
     }
+}
+
+/// A launch bound: an integer literal in `lo..=hi`.
+fn bound(key: &Ident, input: ParseStream<'_>, lo: u32, hi: u32) -> syn::Result<u32> {
+    let lit: syn::LitInt = input.parse().map_err(|e| {
+        Error::new(
+            e.span(),
+            format!("`{key}` takes an integer literal, e.g. `{key} = {hi}`"),
+        )
+    })?;
+    let value: u64 = lit.base10_parse()?;
+    if !(u64::from(lo)..=u64::from(hi)).contains(&value) {
+        return Err(Error::new(
+            lit.span(),
+            format!("`{key} = {value}` is out of range: it must be {lo} to {hi}"),
+        ));
+    }
+    Ok(value as u32)
 }
 
 /// The expression itself, seen through the invisible group a `macro_rules!` `$e:expr` wraps it in.
@@ -835,6 +896,35 @@ fn instance_items(
         ),
         None => (quote!(::core::option::Option::None), String::new()),
     };
+    let opt = |v: Option<u32>| match v {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
+        None => quote!(::core::option::Option::None),
+    };
+    let (max_threads, min_blocks, max_registers) = (
+        opt(attr.max_threads),
+        opt(attr.min_blocks),
+        opt(attr.max_registers),
+    );
+    let has_bounds =
+        attr.max_threads.is_some() || attr.min_blocks.is_some() || attr.max_registers.is_some();
+    // The bounds for the build (warpforge-builder turns this static into the
+    // entry's `.maxntid`/`.minnctapersm`/`.maxnreg` and removes it: rustc has
+    // no way to set them itself). 0 = none.
+    let bounds_static = if has_bounds {
+        let static_name = format_ident!("__warpforge_launch_bounds_{}", name_str);
+        let values =
+            [attr.max_threads, attr.min_blocks, attr.max_registers].map(|v| v.unwrap_or(0));
+        quote_spanned! {ms=>
+            #[cfg(target_arch = "nvptx64")]
+            #[unsafe(no_mangle)]
+            #[used]
+            #[allow(non_upper_case_globals)]
+            #[doc(hidden)]
+            pub static #static_name: [u32; 3] = [#(#values),*];
+        }
+    } else {
+        TokenStream2::new()
+    };
     let of = match &target.of {
         Some(of) => format!(", the instance `{of}`"),
         None => String::new(),
@@ -879,6 +969,11 @@ fn instance_items(
             const PARAMS: &'static [#dev::kernel::Param] = &[#(#param_info),*];
             const SHARED_BYTES: usize = #shared_const;
             const BLOCK: ::core::option::Option<#dev::Dim3> = #block;
+            const LAUNCH_BOUNDS: #dev::kernel::LaunchBounds = #dev::kernel::LaunchBounds {
+                max_threads: #max_threads,
+                min_blocks: #min_blocks,
+                max_registers: #max_registers,
+            };
             type Args = (#(#abi_types,)*);
 
             unsafe fn run_thread(args: Self::Args) {
@@ -896,6 +991,8 @@ fn instance_items(
         #vis const #shared_const: usize = #shared_bytes;
 
         #entry
+
+        #bounds_static
 
         #[cfg(not(target_arch = "nvptx64"))]
         #(#attrs_doc)*
@@ -950,6 +1047,34 @@ mod tests {
             "block = N",
         ] {
             assert!(attr(tokens).is_err(), "{tokens} was accepted");
+        }
+    }
+
+    #[test]
+    fn launch_bounds_parse_and_are_checked() {
+        let a = attr("max_threads = 256, min_blocks = 2, max_registers = 128").unwrap();
+        assert_eq!(
+            (a.max_threads, a.min_blocks, a.max_registers),
+            (Some(256), Some(2), Some(128))
+        );
+        let a = attr("block = (16, 16), max_threads = 256").unwrap();
+        assert_eq!((a.block, a.max_threads), (Some([16, 16, 1]), Some(256)));
+        for (tokens, message) in [
+            ("max_threads = 0", "out of range"),
+            ("max_threads = 1025", "out of range"),
+            ("max_registers = 300", "out of range"),
+            ("min_blocks = 2", "`min_blocks` needs `max_threads`"),
+            ("max_threads = N", "integer literal"),
+            ("max_threads = 128, max_threads = 64", "given twice"),
+            (
+                "block = 256, max_threads = 128",
+                "more than `max_threads = 128`",
+            ),
+        ] {
+            let e = attr(tokens)
+                .err()
+                .unwrap_or_else(|| panic!("{tokens} was accepted"));
+            assert!(e.to_string().contains(message), "{tokens}: {e}");
         }
     }
 

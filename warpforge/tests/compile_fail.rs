@@ -1,7 +1,8 @@
 //! Host code that must not compile: the compile-time halves of the failure
 //! classes (mixed dtypes, implicit host↔device copies, a read-only buffer as
 //! an output, a wrong argument list, aliasing an input with an output, and a
-//! host view of pinned memory that a queued download writes), and a
+//! host view of pinned memory that a queued download writes), a tensor-core
+//! tile copy without the proof of its one check (`InteriorPanel`), and a
 //! hand-written safe `impl Kernel` (the trait is `unsafe`: only `#[kernel]`
 //! implements it, from the same signature as the PTX entry). Each
 //! `compile_fail/*.stderr` holds the error it must give; after an intended

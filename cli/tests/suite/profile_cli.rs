@@ -3,7 +3,6 @@
 
 use crate::common::warpforge_text as warpforge;
 
-
 /// The numbers of the table row that starts with `name` (e.g. `ld`), after the name.
 fn row(stdout: &str, name: &str) -> Vec<f64> {
     let line = stdout

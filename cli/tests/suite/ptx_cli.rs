@@ -366,3 +366,55 @@ fn diff_of_the_embedded_module_against_its_own_emitted_ptx_is_unchanged() {
         "{stdout}"
     );
 }
+
+/// `--budget`: the warp-tiled SGEMM's innermost FFMA loop against a limit
+/// under its figure (exit 1, naming kernel, figure and limit) and one over
+/// it (exit 0, the loop table printed); both architectures, one ptxas each.
+#[test]
+fn budget_names_the_kernel_figure_and_limit_it_exceeds() {
+    if !have_disassembler() {
+        return;
+    }
+    let scratch = Scratch::new("budget");
+    let kernel = "gemm_f32_nn_128x128x8";
+    let write = |name: &str, limit: &str| {
+        let text = format!(
+            "[[family]]\nkernels = \"gemm_f32_*_128x128x8\"\ntarget = \"≤ 1.3 per FFMA\"\n\
+             inner_per_op = {limit}\nk_loop_calls = 0\nspills = 0\n"
+        );
+        std::fs::write(scratch.path(name), text).unwrap();
+    };
+    write("tight.toml", "1.0");
+    let (out, stdout, stderr) = scratch.ptx(&["--budget", "tight.toml", "--kernel", kernel], &[]);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    for arch in ["sm_80", "sm_90"] {
+        let line = format!(
+            "error: SASS budget: {kernel} ({arch}): instructions per FFMA in the innermost loop is "
+        );
+        assert!(stderr.contains(&line), "{stderr}");
+    }
+    assert!(
+        stderr.contains("over its limit 1.00 (family `gemm_f32_*_128x128x8`)"),
+        "{stderr}"
+    );
+    write("loose.toml", "2.0");
+    let (out, stdout, stderr) = scratch.ptx(&["--budget", "loose.toml", "--kernel", kernel], &[]);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with(kernel)).collect();
+    // The resource table's two rows and the loop table's two.
+    assert_eq!(rows.len(), 4, "{stdout}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("sm_90") && r.ends_with("≤ 1.3 per FFMA")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("every kernel within its limits"),
+        "{stdout}"
+    );
+    // A malformed table is an error before anything is assembled.
+    std::fs::write(scratch.path("bad.toml"), "[[family]]\nkernel = \"x\"\n").unwrap();
+    let (out, _, stderr) = scratch.ptx(&["--budget", "bad.toml"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown key `kernel`"), "{stderr}");
+}

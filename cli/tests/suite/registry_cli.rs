@@ -3,7 +3,6 @@
 
 use crate::common::warpforge_text as warpforge;
 
-
 /// The first word of each table line that ends in `pass` or `FAIL`.
 fn verified_kernels(stdout: &str) -> Vec<&str> {
     stdout

@@ -744,3 +744,28 @@ pub(crate) fn land_copies(t: &fiber::ThreadState, keep: u32) {
         block.progressed();
     }
 }
+
+/// On the emulator a shared "address" is the host pointer itself.
+pub(crate) type SharedAddr = *const u8;
+
+/// The GPU's `cvta.to.shared`; here the pointer as is.
+#[inline(always)]
+pub(crate) fn shared_addr(ptr: *const u8) -> SharedAddr {
+    ptr
+}
+
+/// `addr + bytes`.
+#[inline(always)]
+pub(crate) fn shared_addr_add(addr: SharedAddr, bytes: u32) -> SharedAddr {
+    addr.wrapping_add(bytes as usize)
+}
+
+/// [`ldmatrix`] at `addr`.
+///
+/// # Safety
+/// As [`ldmatrix`]'s.
+#[track_caller]
+pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) -> [u32; R] {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { ldmatrix::<R>(addr, trans) }
+}

@@ -675,3 +675,59 @@ pub(crate) fn cp_async_wait_group(pending: u32) {
         }
     }
 }
+
+/// A 32-bit address in the `.shared` state space (what `ldmatrix` and
+/// `cp.async` take; the generic 64-bit one needs a `cvta` per use).
+pub(crate) type SharedAddr = u32;
+
+/// The `.shared` address of a generic pointer into the block's shared memory
+/// (`cvta.to.shared`), computed once so that accesses add 32-bit offsets to it.
+#[inline(always)]
+pub(crate) fn shared_addr(ptr: *const u8) -> SharedAddr {
+    let a: u32;
+    // SAFETY: address arithmetic only (no access).
+    unsafe {
+        asm!("{{ .reg .u64 %s; cvta.to.shared.u64 %s, {p}; cvt.u32.u64 {a}, %s; }}",
+            p = in(reg64) ptr, a = out(reg32) a, options(pure, nomem, nostack))
+    };
+    a
+}
+
+/// `addr + bytes`.
+#[inline(always)]
+pub(crate) fn shared_addr_add(addr: SharedAddr, bytes: u32) -> SharedAddr {
+    addr.wrapping_add(bytes)
+}
+
+/// [`ldmatrix`] at a 32-bit `.shared` address.
+///
+/// # Safety
+/// As [`ldmatrix`]'s, for the 16 bytes at `addr` in the `.shared` space.
+#[inline(always)]
+pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) -> [u32; R] {
+    let mut d = [0u32; R];
+    // SAFETY: the caller's contract. A warp collective that reads shared
+    // memory: `readonly`, not `pure` (see the module docs).
+    unsafe {
+        match (R, trans) {
+            (2, false) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{d0}, {d1}}}, [{a}];",
+                a = in(reg32) addr, d0 = out(reg32) d[0], d1 = out(reg32) d[1], options(nostack, readonly))
+            }
+            (2, true) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{d0}, {d1}}}, [{a}];",
+                a = in(reg32) addr, d0 = out(reg32) d[0], d1 = out(reg32) d[1], options(nostack, readonly))
+            }
+            (4, false) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [{a}];",
+                a = in(reg32) addr, d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3], options(nostack, readonly))
+            }
+            (4, true) => {
+                asm!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [{a}];",
+                a = in(reg32) addr, d0 = out(reg32) d[0], d1 = out(reg32) d[1], d2 = out(reg32) d[2], d3 = out(reg32) d[3], options(nostack, readonly))
+            }
+            _ => unreachable!("ldmatrix_at loads 2 or 4 matrices"),
+        }
+    }
+    d
+}

@@ -53,14 +53,24 @@
 //!    outside the matrix as zero. So one kernel is both the aligned fast
 //!    path (every chunk a `cp.async` when `lda`/`ldb` are multiples of 8 and
 //!    the buffers 16-byte aligned) and the guarded path; the test is per
-//!    chunk and never reads outside `A` or `B`. The implicit-GEMM
-//!    convolutions (`crate::conv`) pass a gathering source instead; steps
-//!    1–3 are [`main_loop`], shared by both.
+//!    chunk and never reads outside `A` or `B`. That per-chunk path is the
+//!    **edge** path: before its k-loop each block asks both operands once
+//!    for an [`InteriorPanel`] of its whole k-range (every k-step's tile
+//!    inside the matrix, in bounds and 16-byte aligned: an interior block
+//!    of a GEMM whose `k` is a multiple of `BK`, with 16-byte aligned
+//!    leading dimensions and buffers), and when both are proven its
+//!    pipeline copies each stage by [`InteriorPanel::copy_step`], with no
+//!    check per chunk (the proof type is minted by the check alone). The
+//!    implicit-GEMM convolutions (`crate::conv`) pass a gathering source
+//!    instead (the edge path, for now); steps 1–3 are [`main_loop`], shared
+//!    by both.
 //! 2. **pipeline**: `S − 1` k-steps are in flight; at step `kt` each thread
 //!    waits until at most `S − 2` of its groups are pending (step `kt` has
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
 //!    the block issues step `kt + S − 1` into that freed stage, then:
-//! 3. **ldmatrix → mma**: for each `K`-deep slice of the stage (`K` =
+//! 3. **ldmatrix → mma** (from a [`FragmentSource`]: the stages' alignment
+//!    checked once, no check or branch per fragment load): for each `K`-deep
+//!    slice of the stage (`K` =
 //!    [`MmaInput::K`]: 16, or 8 for
 //!    tf32), each warp loads the `WM/16` A fragments of its own rows and the
 //!    `WN/8` B fragments of its own columns with `ldmatrix` (`.trans` where
@@ -82,7 +92,9 @@
 //! ties to even). When `alpha = 0` the k-loop is skipped (`D = beta·C`, A and
 //! B not read).
 
-use warpforge_device::mma::{self, FragA, FragB, FragC, MmaInput, row_elems};
+use warpforge_device::mma::{
+    self, FragA, FragB, FragC, FragmentSource, InteriorPanel, MmaInput, row_elems,
+};
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray};
@@ -400,6 +412,24 @@ pub trait TileSource<T: Input> {
     /// copy lands at the thread's next `cp.async` wait), else by plain
     /// stores, zero for every element outside the matrix.
     fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize);
+
+    /// The block's whole k-range of this operand as an [`InteriorPanel`]:
+    /// `steps` tiles of `ROWS × COLS` stored elements, the first at stored
+    /// `(r0, c0)`, the next ones `ROWS` rows further (`k_along_rows`) or
+    /// `COLS` columns further, if every one is inside the matrix, in bounds
+    /// and 16-byte aligned: then the main loop copies them with no check per
+    /// chunk. `None` (the default, and any edge or misaligned block) takes
+    /// the chunk-by-chunk [`load_chunk`](Self::load_chunk) path.
+    #[inline(always)]
+    fn interior_panel<const ROWS: usize, const COLS: usize>(
+        &self,
+        (r0, c0): (usize, usize),
+        k_along_rows: bool,
+        steps: usize,
+    ) -> Option<InteriorPanel<'_, T, ROWS, COLS>> {
+        let _ = (r0, c0, k_along_rows, steps);
+        None
+    }
 }
 
 /// A stored `rows × cols` matrix, rows `ld` apart, starting `off` elements
@@ -442,6 +472,38 @@ impl<T: Input> TileSource<T> for Stored<'_, T> {
                 smem.store(dst + q, v);
             }
         }
+    }
+
+    /// Every tile inside the `rows × cols` matrix (so no element of it is
+    /// a zero pad) and the panel proven in bounds and aligned in `src`.
+    #[inline(always)]
+    fn interior_panel<const ROWS: usize, const COLS: usize>(
+        &self,
+        (r0, c0): (usize, usize),
+        k_along_rows: bool,
+        steps: usize,
+    ) -> Option<InteriorPanel<'_, T, ROWS, COLS>> {
+        let (row_end, col_end, step) = if k_along_rows {
+            (
+                steps.checked_mul(ROWS)?.checked_add(r0)?,
+                c0.checked_add(COLS)?,
+                ROWS.checked_mul(self.ld)?,
+            )
+        } else {
+            (
+                r0.checked_add(ROWS)?,
+                steps.checked_mul(COLS)?.checked_add(c0)?,
+                COLS,
+            )
+        };
+        if row_end > self.rows || col_end > self.cols {
+            return None;
+        }
+        let origin = self
+            .off
+            .checked_add(r0.checked_mul(self.ld)?)?
+            .checked_add(c0)?;
+        InteriorPanel::check(self.src, origin, self.ld, step, steps)
     }
 }
 
@@ -556,11 +618,45 @@ pub fn main_loop<
     let (_, sb) = tile.b_layout(TB);
     let a_len = tile.a_len(TA);
     let stage_len = tile.stage_len(TA, TB);
+    let me = (t, threads);
 
-    // Step 1, load stage: k-step `kt` into stage `stage`.
+    // Once per block: is the block's whole k-range of A and B interior (every
+    // k-step's tile inside its matrix, in bounds and 16-byte aligned)? Then
+    // every stage is copied with no check per chunk; otherwise (an edge
+    // block, a ragged k, an odd leading dimension or buffer offset) chunk by
+    // chunk, each checked (step 1 of the module docs). Uniform over the block.
+    // (The panels' shapes are types: one arm per transpose pair, of which
+    // each instance keeps the one its `TA`/`TB` select.)
+    macro_rules! interior {
+        ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $br:expr, $bc:expr, $b0:expr, $b_rows:expr) => {
+            if let (Some(pa), Some(pb)) = (
+                a.interior_panel::<{ $ar }, { $ac }>($a0, $a_rows, ktiles),
+                b.interior_panel::<{ $br }, { $bc }>($b0, $b_rows, ktiles),
+            ) {
+                // Step 1, interior: k-step `kt` into stage `stage`, proven.
+                let load = |kt: usize, stage: usize| {
+                    let base = stage * stage_len;
+                    pa.copy_step(kt, &smem, base, sa, me);
+                    pb.copy_step(kt, &smem, base + a_len, sb, me);
+                };
+                return pipeline::<TIn, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
+                    &load,
+                    ktiles,
+                    (warp_row, warp_col),
+                );
+            }
+        };
+    }
+    match (TA, TB) {
+        (false, false) => interior!(BM, BK, (row0, 0), false, BK, BN, (0, col0), true),
+        (false, true) => interior!(BM, BK, (row0, 0), false, BN, BK, (col0, 0), false),
+        (true, false) => interior!(BK, BM, (0, row0), true, BK, BN, (0, col0), true),
+        (true, true) => interior!(BK, BM, (0, row0), true, BN, BK, (col0, 0), false),
+    }
+
+    // Step 1, guarded: k-step `kt` into stage `stage`, chunk by chunk.
     let load = |kt: usize, stage: usize| {
         let (base, p0) = (stage * stage_len, kt * BK);
-        let me = (t, threads);
         if TA {
             load_tile::<TIn, A, BK, BM>(&smem, base, sa, a, (p0, row0), me);
         } else {
@@ -573,7 +669,42 @@ pub fn main_loop<
             load_tile::<TIn, B, BK, BN>(&smem, base, sb, b, (p0, col0), me);
         }
     };
+    pipeline::<TIn, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(&load, ktiles, (warp_row, warp_col))
+}
 
+/// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`
+/// k-steps, each loaded into its stage by `load(kt, stage)` (the interior or
+/// the guarded copy of [`main_loop`]), and the ldmatrix → mma loop over each
+/// stage into this warp's accumulators.
+#[inline(always)]
+fn pipeline<
+    TIn: Input,
+    L: Fn(usize, usize),
+    const TA: bool,
+    const TB: bool,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    load: &L,
+    ktiles: usize,
+    (warp_row, warp_col): (usize, usize),
+) -> [[FragC; NI]; MI] {
+    let tile = MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S);
+    let smem = shared::dynamic::<TIn>();
+    let (_, sa) = tile.a_layout(TA);
+    let (_, sb) = tile.b_layout(TB);
+    let a_len = tile.a_len(TA);
+    let stage_len = tile.stage_len(TA, TB);
+    // Once: the stages start 16-byte aligned (the dynamic shared memory
+    // does), so the fragment loads need no check or branch per load.
+    let frags = FragmentSource::check(&smem)
+        .expect("tensor-core kernel: the dynamic shared memory is not 16-byte aligned");
     let mut acc = [[FragC::default(); NI]; MI];
     // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
     // (empty groups past the end keep the count uniform).
@@ -603,17 +734,17 @@ pub fn main_loop<
             let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
                 let i = warp_row + mi * mma::M;
                 if TA {
-                    FragA::load_k_major(&smem, base + p * sa + i, sa)
+                    FragA::load_k_major_from(&frags, base + p * sa + i, sa)
                 } else {
-                    FragA::load(&smem, base + i * sa + p, sa)
+                    FragA::load_from(&frags, base + i * sa + p, sa)
                 }
             });
             let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
                 let j = warp_col + ni * mma::N;
                 if TB {
-                    FragB::load_n_major(&smem, base + a_len + j * sb + p, sb)
+                    FragB::load_n_major_from(&frags, base + a_len + j * sb + p, sb)
                 } else {
-                    FragB::load_k_major(&smem, base + a_len + p * sb + j, sb)
+                    FragB::load_k_major_from(&frags, base + a_len + p * sb + j, sb)
                 }
             });
             for (acc_row, fa) in acc.iter_mut().zip(&fa) {

@@ -860,6 +860,17 @@ impl Device {
                 found: config.block,
             });
         }
+        let threads = config.block.volume();
+        if let Some(max_threads) = K::LAUNCH_BOUNDS.max_threads
+            && !K::LAUNCH_BOUNDS.admits(threads)
+        {
+            return Err(Error::BlockOverLaunchBounds {
+                kernel: K::NAME,
+                max_threads,
+                found: config.block,
+                threads,
+            });
+        }
         for owner in args.owners() {
             self.check_same(owner)?;
         }

@@ -151,6 +151,25 @@ pub enum Error {
         /// The block shape the launch asked for.
         found: Dim3,
     },
+    /// A launch whose block has more threads than the kernel's launch bounds
+    /// allow (`#[kernel(max_threads = …)]`, PTX `.maxntid`): the GPU would
+    /// refuse it.
+    #[error(
+        "kernel `{kernel}` is declared for at most {max_threads} threads per block \
+         (`#[kernel(max_threads = {max_threads})]`), but the launch config has block {found} \
+         = {threads} threads: use a block of at most {max_threads} threads and size the grid \
+         for it"
+    )]
+    BlockOverLaunchBounds {
+        /// The kernel.
+        kernel: &'static str,
+        /// Its declared most threads per block.
+        max_threads: u32,
+        /// The block the launch asked for.
+        found: Dim3,
+        /// Its threads.
+        threads: u64,
+    },
     /// An operation's parameter is out of its domain (a zero stride, groups
     /// that do not divide the channels, a filter larger than its input, …).
     #[error("{op}: invalid `{parameter}`: {detail}")]

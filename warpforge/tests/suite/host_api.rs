@@ -380,3 +380,69 @@ fn zero_length_buffers_work_everywhere() {
     ops::axpy(1.0, &x, &mut y).unwrap();
     assert_eq!(y.to_host().unwrap(), Vec::<f32>::new());
 }
+
+/// `y[i] = 2·x[i]`, declared for blocks of at most 128 threads, 4 blocks per
+/// SM and 64 registers (`.maxntid 128, 1, 1`, `.minnctapersm 4`, `.maxnreg 64`).
+#[kernel(max_threads = 128, min_blocks = 4, max_registers = 64)]
+pub fn twice_bounded(x: &[f32], mut y: Out<f32>) {
+    let i = thread::global_index_x();
+    if let (Some(&xi), Some(mut yi)) = (x.get(i), y.at(i)) {
+        yi.set(2.0 * xi);
+    }
+}
+
+#[test]
+fn a_block_over_the_launch_bounds_is_refused_naming_the_kernel() {
+    use warpforge::Kernel;
+    use warpforge_device::kernel::LaunchBounds;
+    assert_eq!(
+        twice_bounded::LAUNCH_BOUNDS,
+        LaunchBounds {
+            max_threads: Some(128),
+            min_blocks: Some(4),
+            max_registers: Some(64),
+        }
+    );
+    assert_eq!(axpy_f32::LAUNCH_BOUNDS, LaunchBounds::NONE);
+    let n = 300;
+    let dev = Device::emulator();
+    let x = dev
+        .upload(&(0..n).map(|i| i as f32).collect::<Vec<_>>())
+        .unwrap();
+    let mut y = dev.upload(&vec![-1.0f32; n]).unwrap();
+    for block in [Dim3::x(256), Dim3::xy(16, 16), Dim3::new(8, 4, 5)] {
+        let grid = Dim3::x(n.div_ceil(block.volume() as usize) as u32);
+        let e = dev
+            .launch(twice_bounded, LaunchConfig::new(grid, block), (&x, &mut y))
+            .unwrap_err();
+        let Error::BlockOverLaunchBounds {
+            kernel,
+            max_threads,
+            found,
+            threads,
+        } = e
+        else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (kernel, max_threads, found, threads),
+            ("twice_bounded", 128, block, block.volume())
+        );
+        let msg = e.to_string();
+        for part in ["twice_bounded", "max_threads = 128", &block.to_string()] {
+            assert!(msg.contains(part), "{part:?} missing from: {msg}");
+        }
+    }
+    assert!(
+        y.to_host().unwrap().iter().all(|&v| v == -1.0),
+        "a refused launch ran"
+    );
+    // At the bound, and under it, it runs.
+    for block in [Dim3::x(128), Dim3::x(64)] {
+        let grid = Dim3::x(n.div_ceil(block.volume() as usize) as u32);
+        dev.launch(twice_bounded, LaunchConfig::new(grid, block), (&x, &mut y))
+            .unwrap();
+    }
+    let y = y.to_host().unwrap();
+    assert!((0..n).all(|i| y[i] == 2.0 * i as f32));
+}

@@ -1,0 +1,511 @@
+//! The SASS budget (`warpforge ptx --budget FILE`): per kernel family, the
+//! most its innermost `HMMA`/`FFMA` loop and its k-tile loop may cost
+//! ([`crate::sass_loops`]), and ptxas's registers and spills; a kernel over
+//! any limit fails the run, naming the kernel, the figure and the limit.
+//!
+//! The file is TOML, one `[[family]]` table per kernel family, checked in
+//! order (a kernel takes the first family whose `kernels` pattern matches;
+//! `*` matches any run of characters):
+//!
+//! ```toml
+//! [[family]]
+//! kernels = "gemm_*_128x128x32_s4"
+//! target = "≤ 2.5 per HMMA in the innermost loop"   # shown beside the figures
+//! inner_per_op = 11.5        # instructions per HMMA (FFMA) in the innermost loop
+//! k_loop_per_op = 30.0       # … in the k-tile loop around it (or the innermost, if none)
+//! k_loop_calls = 0           # CALLs that return, in the k-tile loop
+//! k_loop_panic_paths = 0     # branches out of it to a panic/trap
+//! k_loop_warpsync = 0        # WARPSYNC in it
+//! k_loop_bssy = 0            # BSSY + BSYNC in it
+//! spills = 0                 # spill stores + loads (bytes)
+//! registers = 255            # registers per thread
+//! ```
+//!
+//! Every limit is optional. A kernel whose innermost loop holds `HMMA` must
+//! match a family (a new tensor-core configuration gets a budget when it is
+//! added); when the whole module is checked, a family that is the first
+//! match of no kernel is an error too (a renamed or shadowed family would
+//! otherwise check nothing).
+//!
+//! ```
+//! use warpforge_cli::sass_budget::Budget;
+//! let budget = Budget::parse("[[family]]\nkernels = \"gemm_*_s3\"\ninner_per_op = 4.0\n").unwrap();
+//! assert!(budget.family_of("gemm_f16_f32_nn_64x64x32_s3").is_some());
+//! assert!(budget.family_of("conv2d_nhwc_f16_64x64x32_s3").is_none());
+//! ```
+
+use crate::ptxas::EntryReport;
+use crate::sass_loops::{LoopReport, Op};
+
+/// One family's limits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Family {
+    /// The kernel-name pattern (`*` matches any run of characters).
+    pub kernels: String,
+    /// What the family aims for, printed beside its figures.
+    pub target: Option<String>,
+    /// Instructions per `HMMA`/`FFMA` in the innermost loop holding them.
+    pub inner_per_op: Option<f64>,
+    /// Instructions per `HMMA`/`FFMA` in the k-tile loop.
+    pub k_loop_per_op: Option<f64>,
+    /// `CALL`s (that return) in the k-tile loop.
+    pub k_loop_calls: Option<usize>,
+    /// Panic/trap paths out of the k-tile loop.
+    pub k_loop_panic_paths: Option<usize>,
+    /// `WARPSYNC`s in the k-tile loop.
+    pub k_loop_warpsync: Option<usize>,
+    /// `BSSY` + `BSYNC` in the k-tile loop.
+    pub k_loop_bssy: Option<usize>,
+    /// Spill stores + loads, bytes.
+    pub spills: Option<u64>,
+    /// Registers per thread.
+    pub registers: Option<u32>,
+}
+
+/// A budget table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Budget {
+    /// The families, in file order.
+    pub families: Vec<Family>,
+}
+
+/// One kernel's figures on one architecture.
+#[derive(Clone, Debug)]
+pub struct Measured<'a> {
+    /// ptxas's resource row (kernel, arch, registers, spills).
+    pub entry: &'a EntryReport,
+    /// The loop report, if the kernel has an `HMMA`/`FFMA` loop.
+    pub loops: Option<&'a LoopReport>,
+}
+
+/// A figure over its limit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// The kernel.
+    pub kernel: String,
+    /// The architecture.
+    pub arch: String,
+    /// What went over, e.g. `instructions per HMMA in the innermost loop`.
+    pub figure: String,
+    /// Its value (empty when the figure says it all).
+    pub value: String,
+    /// The limit (and the family).
+    pub limit: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            return write!(f, "{} ({}): {}", self.kernel, self.arch, self.figure);
+        }
+        write!(
+            f,
+            "{} ({}): {} is {}, over its limit {}",
+            self.kernel, self.arch, self.figure, self.value, self.limit
+        )
+    }
+}
+
+/// Whether `name` matches `pattern` (`*`: any run of characters).
+pub fn matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+impl Budget {
+    /// Parses a budget file; unknown keys and wrongly typed values are errors.
+    pub fn parse(text: &str) -> Result<Budget, String> {
+        let table: toml::Table = text.parse().map_err(|e| format!("not TOML: {e}"))?;
+        let mut families = Vec::new();
+        for (key, value) in &table {
+            if key != "family" {
+                return Err(format!(
+                    "unknown key `{key}`: a budget file holds `[[family]]` tables only"
+                ));
+            }
+            let toml::Value::Array(items) = value else {
+                return Err("`family` must be an array of tables: write `[[family]]`".into());
+            };
+            for (i, item) in items.iter().enumerate() {
+                let toml::Value::Table(t) = item else {
+                    return Err(format!("family {}: not a table", i + 1));
+                };
+                families.push(family(t).map_err(|e| format!("family {}: {e}", i + 1))?);
+            }
+        }
+        Ok(Budget { families })
+    }
+
+    /// The first family whose pattern matches `kernel`.
+    pub fn family_of(&self, kernel: &str) -> Option<&Family> {
+        self.families.iter().find(|f| matches(&f.kernels, kernel))
+    }
+
+    /// Every figure over its limit. `whole_module`: the rows are every kernel
+    /// of the module, so a family matching none of them is reported too.
+    pub fn check(&self, rows: &[Measured<'_>], whole_module: bool) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for row in rows {
+            let (kernel, arch) = (&row.entry.kernel, &row.entry.arch);
+            let violation = |figure: &str, value: String, limit: String| Violation {
+                kernel: kernel.clone(),
+                arch: arch.clone(),
+                figure: figure.to_owned(),
+                value,
+                limit,
+            };
+            let Some(family) = self.family_of(kernel) else {
+                if row.loops.is_some_and(|l| l.op == Op::Hmma) {
+                    out.push(violation(
+                        "has an HMMA loop but no budget: add a [[family]] whose `kernels` \
+                         pattern matches it",
+                        String::new(),
+                        String::new(),
+                    ));
+                }
+                continue;
+            };
+            let within = |limit: String| format!("{limit} (family `{}`)", family.kernels);
+            let spills = row.entry.spill_stores + row.entry.spill_loads;
+            if let Some(limit) = family.spills
+                && spills > limit
+            {
+                out.push(violation(
+                    "spill bytes (stores + loads)",
+                    spills.to_string(),
+                    within(limit.to_string()),
+                ));
+            }
+            if let Some(limit) = family.registers
+                && row.entry.registers > limit
+            {
+                out.push(violation(
+                    "registers",
+                    row.entry.registers.to_string(),
+                    within(limit.to_string()),
+                ));
+            }
+            let wants_loop = family.inner_per_op.is_some()
+                || family.k_loop_per_op.is_some()
+                || family.k_loop_calls.is_some()
+                || family.k_loop_panic_paths.is_some()
+                || family.k_loop_warpsync.is_some()
+                || family.k_loop_bssy.is_some();
+            let Some(loops) = row.loops else {
+                if wants_loop {
+                    out.push(violation(
+                        "its HMMA/FFMA loop",
+                        "not found".into(),
+                        within("(the family limits one)".into()),
+                    ));
+                }
+                continue;
+            };
+            let op = loops.op.name();
+            let k = loops.k_loop();
+            let ratios = [
+                (
+                    format!("instructions per {op} in the innermost loop"),
+                    loops.inner.per_op(),
+                    family.inner_per_op,
+                ),
+                (
+                    format!("instructions per {op} in the k-tile loop"),
+                    k.per_op(),
+                    family.k_loop_per_op,
+                ),
+            ];
+            for (figure, value, limit) in ratios {
+                // Figures print with two decimals: compare what is printed.
+                if let Some(limit) = limit
+                    && round2(value) > round2(limit)
+                {
+                    out.push(violation(
+                        &figure,
+                        format!("{value:.2}"),
+                        within(format!("{limit:.2}")),
+                    ));
+                }
+            }
+            let counts = [
+                ("CALLs in the k-tile loop", k.calls, family.k_loop_calls),
+                (
+                    "panic paths out of the k-tile loop",
+                    k.panic_paths,
+                    family.k_loop_panic_paths,
+                ),
+                (
+                    "WARPSYNCs in the k-tile loop",
+                    k.warpsyncs,
+                    family.k_loop_warpsync,
+                ),
+                ("BSSY/BSYNCs in the k-tile loop", k.bssy, family.k_loop_bssy),
+            ];
+            for (figure, value, limit) in counts {
+                if let Some(limit) = limit
+                    && value > limit
+                {
+                    out.push(violation(
+                        figure,
+                        value.to_string(),
+                        within(limit.to_string()),
+                    ));
+                }
+            }
+        }
+        if whole_module {
+            for family in &self.families {
+                let takes_some = rows.iter().any(|r| {
+                    self.family_of(&r.entry.kernel)
+                        .is_some_and(|f| std::ptr::eq(f, family))
+                });
+                if !takes_some {
+                    out.push(Violation {
+                        kernel: family.kernels.clone(),
+                        arch: "any".into(),
+                        figure: "kernels the family budgets (the first family that matches)".into(),
+                        value: "0".into(),
+                        limit: "at least 1 (a stale, misspelt or shadowed pattern checks nothing)"
+                            .into(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn family(t: &toml::Table) -> Result<Family, String> {
+    let mut f = Family::default();
+    for (key, value) in t {
+        let float = || match value {
+            toml::Value::Float(x) => Ok(*x),
+            toml::Value::Integer(i) => Ok(*i as f64),
+            _ => Err(format!("`{key}` must be a number")),
+        };
+        let int = || match value {
+            toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            _ => Err(format!("`{key}` must be a whole number ≥ 0")),
+        };
+        let string = || match value {
+            toml::Value::String(s) => Ok(s.clone()),
+            _ => Err(format!("`{key}` must be a string")),
+        };
+        match key.as_str() {
+            "kernels" => f.kernels = string()?,
+            "target" => f.target = Some(string()?),
+            "inner_per_op" => f.inner_per_op = Some(float()?),
+            "k_loop_per_op" => f.k_loop_per_op = Some(float()?),
+            "k_loop_calls" => f.k_loop_calls = Some(int()? as usize),
+            "k_loop_panic_paths" => f.k_loop_panic_paths = Some(int()? as usize),
+            "k_loop_warpsync" => f.k_loop_warpsync = Some(int()? as usize),
+            "k_loop_bssy" => f.k_loop_bssy = Some(int()? as usize),
+            "spills" => f.spills = Some(int()?),
+            "registers" => f.registers = Some(int()? as u32),
+            other => {
+                return Err(format!(
+                    "unknown key `{other}` (known: kernels, target, inner_per_op, \
+                     k_loop_per_op, k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
+                     k_loop_bssy, spills, registers)"
+                ));
+            }
+        }
+    }
+    if f.kernels.is_empty() {
+        return Err("no `kernels` pattern".into());
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sass_loops::LoopFigures;
+
+    fn entry(kernel: &str, registers: u32, spills: u64) -> EntryReport {
+        EntryReport {
+            kernel: kernel.into(),
+            arch: "sm_90".into(),
+            registers,
+            spill_stores: spills,
+            spill_loads: 0,
+            stack_frame: 0,
+            static_shared: 0,
+            barriers: 1,
+        }
+    }
+
+    fn figures(instructions: usize, ops: usize, calls: usize, panics: usize) -> LoopFigures {
+        LoopFigures {
+            instructions,
+            ops,
+            mix: Vec::new(),
+            calls,
+            panic_paths: panics,
+            warpsyncs: 0,
+            bssy: 0,
+        }
+    }
+
+    const TABLE: &str = r#"
+# the large tile first: the small one's pattern would match it too
+[[family]]
+kernels = "gemm_*_128x128x32_s4"
+target = "≤ 2.5 per HMMA"
+inner_per_op = 2.5
+k_loop_per_op = 4
+k_loop_calls = 0
+k_loop_panic_paths = 0
+spills = 0
+
+[[family]]
+kernels = "gemm_*"
+registers = 128
+"#;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("gemm_*_s3", "gemm_f16_f32_nn_64x64x32_s3"));
+        assert!(matches("*", "x"));
+        assert!(matches("a*b*c", "aXbYc"));
+        assert!(matches("a*b*c", "abc"));
+        assert!(!matches("a*b*c", "ac"));
+        assert!(!matches("ab*ba", "aba"));
+        assert!(matches("exact", "exact"));
+        assert!(!matches("exact", "exactly"));
+    }
+
+    #[test]
+    fn parses_families_in_order_and_rejects_unknown_keys() {
+        let b = Budget::parse(TABLE).unwrap();
+        assert_eq!(b.families.len(), 2);
+        assert_eq!(b.families[0].k_loop_per_op, Some(4.0));
+        assert_eq!(b.families[0].target.as_deref(), Some("≤ 2.5 per HMMA"));
+        assert_eq!(
+            b.family_of("gemm_f16_f32_nn_128x128x32_s4").unwrap().spills,
+            Some(0)
+        );
+        assert_eq!(
+            b.family_of("gemm_f16_f32_nn_64x64x32_s3")
+                .unwrap()
+                .registers,
+            Some(128)
+        );
+        let e = Budget::parse("[[family]]\nkernels = \"x\"\ninner = 1\n").unwrap_err();
+        assert!(e.contains("unknown key `inner`"), "{e}");
+        let e = Budget::parse("[[family]]\ninner_per_op = 1\n").unwrap_err();
+        assert!(e.contains("no `kernels`"), "{e}");
+        let e = Budget::parse("[[family]]\nkernels = \"x\"\nspills = \"0\"\n").unwrap_err();
+        assert!(e.contains("`spills` must be a whole number"), "{e}");
+        assert!(
+            Budget::parse("[limits]\n")
+                .unwrap_err()
+                .contains("unknown key `limits`")
+        );
+    }
+
+    #[test]
+    fn each_figure_over_its_limit_is_named() {
+        let b = Budget::parse(TABLE).unwrap();
+        let lean = LoopReport {
+            op: Op::Hmma,
+            inner: figures(40, 16, 0, 0),
+            outer: Some(figures(128, 32, 0, 0)),
+            others: 0,
+        };
+        let fat = LoopReport {
+            op: Op::Hmma,
+            inner: figures(184, 16, 0, 0),
+            outer: Some(figures(934, 16, 2, 12)),
+            others: 1,
+        };
+        let big = "gemm_f16_f32_nn_128x128x32_s4";
+        let (e1, e2, e3) = (
+            entry(big, 200, 0),
+            entry(big, 200, 8),
+            entry("conv_x", 40, 0),
+        );
+        let ok = [Measured {
+            entry: &e1,
+            loops: Some(&lean),
+        }];
+        assert_eq!(b.check(&ok, false), []);
+        let bad = [
+            Measured {
+                entry: &e2,
+                loops: Some(&fat),
+            },
+            Measured {
+                entry: &e3,
+                loops: Some(&lean),
+            },
+        ];
+        let v = b.check(&bad, false);
+        let figures: Vec<&str> = v.iter().map(|v| v.figure.as_str()).collect();
+        assert_eq!(
+            figures,
+            [
+                "spill bytes (stores + loads)",
+                "instructions per HMMA in the innermost loop",
+                "instructions per HMMA in the k-tile loop",
+                "CALLs in the k-tile loop",
+                "panic paths out of the k-tile loop",
+                "has an HMMA loop but no budget: add a [[family]] whose `kernels` pattern \
+                 matches it",
+            ]
+        );
+        assert_eq!(
+            v[1].to_string(),
+            "gemm_f16_f32_nn_128x128x32_s4 (sm_90): instructions per HMMA in the innermost \
+             loop is 11.50, over its limit 2.50 (family `gemm_*_128x128x32_s4`)"
+        );
+        assert_eq!(v[5].kernel, "conv_x");
+        assert!(
+            v[5].to_string()
+                .starts_with("conv_x (sm_90): has an HMMA loop but no budget")
+        );
+        // The whole module: the second family is the first match of no kernel
+        // (its pattern matches the big kernel, which the first family takes).
+        let v = b.check(&ok, true);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].kernel, "gemm_*");
+    }
+
+    #[test]
+    fn a_ratio_exactly_at_its_printed_limit_passes() {
+        let b = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_op = 1.17\n").unwrap();
+        let r = LoopReport {
+            op: Op::Ffma,
+            inner: figures(75, 64, 0, 0),
+            outer: None,
+            others: 0,
+        };
+        let e = entry("k", 100, 0);
+        let row = [Measured {
+            entry: &e,
+            loops: Some(&r),
+        }];
+        // 75/64 = 1.171875, printed 1.17.
+        assert_eq!(b.check(&row, true), []);
+        let tight = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_op = 1.16\n").unwrap();
+        assert_eq!(tight.check(&row, true).len(), 1);
+    }
+}

@@ -289,8 +289,11 @@ impl Budget {
     }
 }
 
+/// `x` as it prints with two decimals (`{:.2}` rounds a tie to even: 4.125
+/// prints 4.12, where `(x * 100).round()` would make it 4.13 and fail a kernel
+/// that is exactly at its printed limit).
 fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
+    format!("{x:.2}").parse().unwrap_or(x)
 }
 
 fn family(t: &toml::Table) -> Result<Family, String> {
@@ -333,6 +336,17 @@ fn family(t: &toml::Table) -> Result<Family, String> {
         return Err("no `kernels` pattern".into());
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    #[test]
+    fn a_figure_compares_as_it_prints() {
+        assert_eq!(super::round2(4.125), 4.12);
+        assert_eq!(format!("{:.2}", 4.125), "4.12");
+        assert_eq!(super::round2(11.125), 11.12);
+        assert_eq!(super::round2(4.126), 4.13);
+    }
 }
 
 #[cfg(test)]

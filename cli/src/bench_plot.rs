@@ -17,6 +17,9 @@ pub struct Series {
     pub name: String,
     /// Whether it is an anchor library's line.
     pub anchor: bool,
+    /// The series whose colour it is drawn in: an anchor's line takes the
+    /// colour of the warpforge series it was measured against; others their own.
+    pub colour_of: String,
     /// (problem size, throughput), by size.
     pub points: Vec<(f64, f64)>,
 }
@@ -41,7 +44,9 @@ fn size(r: &BenchRecord) -> f64 {
 /// for compute cases, the anchor's under `{anchor} ({series})`. Records with
 /// no positive figures (a case too fast for the timer) are left out.
 pub fn chart(file: &BenchFile) -> Chart {
-    let mut lines: BTreeMap<(bool, String), Vec<(f64, f64)>> = BTreeMap::new();
+    // (anchor, name) → (the series whose colour it takes, points).
+    type Lines = BTreeMap<(bool, String), (String, Vec<(f64, f64)>)>;
+    let mut lines = Lines::new();
     let compute = file.records.iter().any(|r| r.flops.is_some());
     // Where the anchor was measured as cases of its own (the copy, cuBLAS's and
     // cuDNN's rows), those are its lines; else they come from each case's figure.
@@ -56,7 +61,8 @@ pub fn chart(file: &BenchFile) -> Chart {
         if x > 0.0 && y > 0.0 && y.is_finite() {
             lines
                 .entry((r.is_anchor(), r.series.clone()))
-                .or_default()
+                .or_insert_with(|| (r.series.clone(), Vec::new()))
+                .1
                 .push((x, y));
         }
         if let Some(a) = r.anchor_throughput()
@@ -68,17 +74,19 @@ pub fn chart(file: &BenchFile) -> Chart {
         {
             lines
                 .entry((true, format!("{} ({})", r.anchor, r.series)))
-                .or_default()
+                .or_insert_with(|| (r.series.clone(), Vec::new()))
+                .1
                 .push((x, a));
         }
     }
     let series = lines
         .into_iter()
-        .map(|((anchor, name), mut points)| {
+        .map(|((anchor, name), (colour_of, mut points))| {
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series {
                 name,
                 anchor,
+                colour_of,
                 points,
             }
         })
@@ -142,12 +150,7 @@ pub fn render_svg(file: &BenchFile, title: &str) -> Result<String, String> {
         }
         let mut extra = colours.len();
         for (i, s) in chart.series.iter().enumerate() {
-            let owner = s
-                .name
-                .split_once(" (")
-                .map(|(_, rest)| rest.trim_end_matches(')'))
-                .unwrap_or(&s.name);
-            let colour = match colours.get(owner) {
+            let colour = match colours.get(s.colour_of.as_str()) {
                 Some(c) => *c,
                 None => {
                     extra += 1;
@@ -256,6 +259,7 @@ mod tests {
             [((1u64 << 30) as f64, 10.0), ((1u64 << 36) as f64, 50.0)]
         );
         assert_eq!(c.series[2].points[1], ((1u64 << 36) as f64, 500.0));
+        assert_eq!(c.series[2].colour_of, "gemm_f16_f32_nn f16");
 
         let svg = render_svg(&file, "bench gemm on H100").unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));

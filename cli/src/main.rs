@@ -678,6 +678,10 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
     }
     let report = (bench.run)(&dev, args.max_log2, timing).map_err(|e| e.to_string())?;
     print!("{}", bench_table::render(&report));
+    if args.json.is_none() && args.plot.is_none() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The run's facts (a git call for the commit) only when something records them.
     let results = bench_data::BenchFile::of_report(
         operation.name,
         &report,
@@ -689,11 +693,17 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
     }
     if let Some(path) = &args.plot {
         let title = format!("warpforge bench {} on {}", operation.name, report.device);
-        let svg = bench_plot::render_svg(&results, &title)?;
-        std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        eprintln!("chart: {}", path.display());
+        write_chart(&results, &title, path)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `results` drawn as an SVG chart titled `title`, written to `path`.
+fn write_chart(results: &bench_data::BenchFile, title: &str, path: &Path) -> Result<(), String> {
+    let svg = bench_plot::render_svg(results, title)?;
+    std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    eprintln!("chart: {}", path.display());
+    Ok(())
 }
 
 /// `bench compare OLD.json NEW.json`.
@@ -745,9 +755,7 @@ fn run_bench_plot(files: &[PathBuf], out: Option<&Path>) -> Result<ExitCode, Str
         || "results".to_owned(),
         |r| format!("bench {} on {}", r.family, r.gpu),
     );
-    let svg = bench_plot::render_svg(&results, &format!("warpforge {family}"))?;
-    std::fs::write(out, svg).map_err(|e| format!("writing {}: {e}", out.display()))?;
-    eprintln!("chart: {}", out.display());
+    write_chart(&results, &format!("warpforge {family}"), out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -18,8 +18,10 @@
 //! at most [`TARGET_OVER_FLOOR_MS`] above it. Without a GPU the GPU phases are
 //! reported as not measured, with the reason, and the emulator's are measured.
 
+use cudarc::driver::CudaContext;
 use std::fmt;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warpforge::{Device, LaunchConfig, ptx, reduce};
 use warpforge_kernels::elementwise::axpy_f32;
@@ -107,105 +109,91 @@ pub fn floor_child() -> Result<(), String> {
     if !warpforge::gpu::driver_present() {
         return Err("no NVIDIA driver (libcuda) on this machine".to_owned());
     }
-    let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| format!("{e:?}"))?;
+    let ctx = CudaContext::new(0).map_err(|e| format!("{e:?}"))?;
     drop(ctx);
     Ok(())
+}
+
+/// The GPU's phases: libcuda and `cuInit`, GPU 0's primary context, then
+/// `Device::gpu(0)`. The context is returned with the device and held, as a
+/// program holds it; `None` where a phase fails, with the reason recorded.
+fn open_gpu(phases: &mut Vec<Phase>) -> Option<(Device, Arc<CudaContext>)> {
+    const INIT: &str = "load libcuda + cuInit";
+    const CONTEXT: &str = "primary context of GPU 0";
+    const DEVICE: &str = "Device::gpu(0)";
+    if !warpforge::gpu::driver_present() {
+        let why = "not measured: no NVIDIA driver (libcuda) on this machine";
+        phases.push(Phase::unmeasured(INIT, why));
+        phases.push(Phase::unmeasured(CONTEXT, why));
+        return None;
+    }
+    let (init, took) = timed(cudarc::driver::result::init);
+    if let Err(e) = init {
+        phases.push(Phase::unmeasured(INIT, format!("failed: {e:?}")));
+        return None;
+    }
+    phases.push(Phase::measured(INIT, took, ""));
+    let (context, took) = timed(|| CudaContext::new(0));
+    let context = match context {
+        Ok(context) => context,
+        Err(e) => {
+            phases.push(Phase::unmeasured(
+                CONTEXT,
+                format!("not measured: no usable GPU 0 ({e:?})"),
+            ));
+            return None;
+        }
+    };
+    phases.push(Phase::measured(CONTEXT, took, ""));
+    let (dev, took) = timed(|| Device::gpu(0));
+    match dev {
+        Ok(dev) => {
+            phases.push(Phase::measured(
+                DEVICE,
+                took,
+                "attributes, library variant check",
+            ));
+            Some((dev, context))
+        }
+        Err(e) => {
+            phases.push(Phase::unmeasured(
+                DEVICE,
+                format!("failed: {}", e.headline()),
+            ));
+            None
+        }
+    }
 }
 
 /// The first-reduction child's phases, measured in this process (call it
 /// first thing in a fresh process, as `doctor --timings-child` does).
 pub fn first_reduction_phases() -> Vec<Phase> {
     let mut phases = Vec::new();
-    let driver = warpforge::gpu::driver_present();
-    let mut _context = None;
-    let gpu = if !driver {
-        let why = "not measured: no NVIDIA driver (libcuda) on this machine";
-        phases.push(Phase::unmeasured("load libcuda + cuInit", why));
-        phases.push(Phase::unmeasured("primary context of GPU 0", why));
-        None
-    } else {
-        let (init, took) = timed(cudarc::driver::result::init);
-        match init {
-            Err(e) => {
-                phases.push(Phase::unmeasured(
-                    "load libcuda + cuInit",
-                    format!("failed: {e:?}"),
-                ));
-                None
-            }
-            Ok(()) => {
-                phases.push(Phase::measured("load libcuda + cuInit", took, ""));
-                let (ctx, took) = timed(|| cudarc::driver::CudaContext::new(0));
-                match ctx {
-                    Ok(ctx) => {
-                        phases.push(Phase::measured("primary context of GPU 0", took, ""));
-                        _context = Some(ctx);
-                        let (dev, took) = timed(|| Device::gpu(0));
-                        match dev {
-                            Ok(dev) => {
-                                phases.push(Phase::measured(
-                                    "Device::gpu(0)",
-                                    took,
-                                    "attributes, library variant check",
-                                ));
-                                Some(dev)
-                            }
-                            Err(e) => {
-                                phases.push(Phase::unmeasured(
-                                    "Device::gpu(0)",
-                                    format!("failed: {}", e.headline()),
-                                ));
-                                None
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        phases.push(Phase::unmeasured(
-                            "primary context of GPU 0",
-                            format!("not measured: no usable GPU 0 ({e:?})"),
-                        ));
-                        None
-                    }
-                }
-            }
-        }
+    let (dev, _context, on) = match open_gpu(&mut phases) {
+        Some((dev, context)) => (dev, Some(context), ""),
+        None => (Device::emulator(), None, " (emulator)"),
     };
-    let (dev, on) = match gpu {
-        Some(dev) => (dev, ""),
-        None => (Device::emulator(), " (emulator)"),
-    };
+    let load = format!("load module {}", ptx::LIBRARY.name);
     let (loaded, took) = timed(|| dev.load(&ptx::LIBRARY));
     match loaded {
-        Ok(()) => {
-            let note = dev
-                .module_load(&ptx::LIBRARY)
-                .map_or_else(String::new, |l| {
-                    if dev.is_gpu() {
-                        l.to_string()
-                    } else {
-                        "not measured: the emulator loads no machine code".to_owned()
-                    }
-                });
-            if dev.is_gpu() {
-                phases.push(Phase::measured(
-                    format!("load module {}", ptx::LIBRARY.name),
-                    took,
-                    note,
-                ));
-            } else {
-                phases.push(Phase::unmeasured(
-                    format!("load module {}", ptx::LIBRARY.name),
-                    note,
-                ));
-                phases.extend(host_side_of_a_load((9, 0)));
-            }
-        }
         Err(e) => {
-            phases.push(Phase::unmeasured(
-                format!("load module {}", ptx::LIBRARY.name),
-                format!("failed: {}", e.headline()),
-            ));
+            phases.push(Phase::unmeasured(load, format!("failed: {}", e.headline())));
             return phases;
+        }
+        Ok(()) if dev.is_gpu() => {
+            let what = dev.module_load(&ptx::LIBRARY);
+            phases.push(Phase::measured(
+                load,
+                took,
+                what.map_or_else(String::new, |l| l.to_string()),
+            ));
+        }
+        Ok(()) => {
+            phases.push(Phase::unmeasured(
+                load,
+                "not measured: the emulator loads no machine code",
+            ));
+            phases.extend(host_side_of_a_load((9, 0)));
         }
     }
     let mut run = |name: &str, f: &mut dyn FnMut() -> warpforge::Result<String>| {
@@ -283,13 +271,13 @@ fn host_side_of_a_load(compute_capability: (i32, i32)) -> Vec<Phase> {
             note,
         ));
     }
-    let (entry, took) = timed(|| ptx::find_entry(image.variant().source, "axpy_f32"));
+    let (params, took) = timed(|| image.variant().entry_params("axpy_f32"));
     phases.push(Phase::measured(
         "  find one entry's parameters in the PTX",
         took,
         format!(
             "axpy_f32: {} parameters, in {} MB of PTX (host only; once per kernel, at its first launch)",
-            entry.map_or(0, |e| e.params.map_or(0, |p| p.len())),
+            params.map_or(0, |p| p.map_or(0, |p| p.len())),
             image.variant().source.len() / 1_000_000
         ),
     ));

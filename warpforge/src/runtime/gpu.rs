@@ -57,7 +57,7 @@ pub fn device_count() -> Result<usize> {
 /// Nothing happens where the capability cannot be read, the GPU runs PTX, or
 /// cubins are turned off (`WARPFORGE_CUBINS=0`).
 fn unpack_library_ahead(ordinal: usize) {
-    if std::env::var("WARPFORGE_CUBINS").is_ok_and(|v| v == "0") {
+    if cubins_turned_off() {
         return;
     }
     let Ok(device) =
@@ -80,6 +80,12 @@ fn unpack_library_ahead(ordinal: usize) {
     if let Some(Image::Cubin { cubin, .. }) = ptx::choose_image((major, minor), &ptx::LIBRARY) {
         cubin.unpack_ahead();
     }
+}
+
+/// `WARPFORGE_CUBINS=0`: load the PTX (the driver JIT-compiles it) even where
+/// the module has a cubin for the GPU.
+fn cubins_turned_off() -> bool {
+    std::env::var("WARPFORGE_CUBINS").is_ok_and(|v| v == "0")
 }
 
 /// What a GPU is and what it allows, read once when it is opened.
@@ -375,9 +381,7 @@ impl Gpu {
         let info = &self.info;
         let mut image =
             module.image_for_gpu(&info.name, info.compute_capability, info.driver_version)?;
-        if matches!(image, Image::Cubin { .. })
-            && std::env::var("WARPFORGE_CUBINS").is_ok_and(|v| v == "0")
-        {
+        if matches!(image, Image::Cubin { .. }) && cubins_turned_off() {
             image = Image::Ptx {
                 variant: image.variant(),
                 reason: "PTX JIT: WARPFORGE_CUBINS=0".to_owned(),
@@ -398,9 +402,9 @@ impl Gpu {
         };
         let unpack = started.elapsed();
         let (cuda, loaded) = match (&image, elf) {
-            (Image::Cubin { cubin, .. }, Some(elf)) => match elf {
-                Err(why) => (jit()?, format!("PTX JIT: {why}")),
-                Ok(elf) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf)) {
+            (_, Some(Err(why))) => (jit()?, format!("PTX JIT: {why}")),
+            (Image::Cubin { cubin, .. }, Some(Ok(elf))) => {
+                match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(elf)) {
                     Ok(cuda) => (cuda, image.to_string()),
                     Err(e) if FaultCode::from_driver(e.0).is_some() => {
                         return Err(Error::driver(format!(
@@ -417,8 +421,8 @@ impl Gpu {
                             e.0
                         ),
                     ),
-                },
-            },
+                }
+            }
             _ => (jit()?, image.to_string()),
         };
         let driver = started.elapsed() - unpack;
@@ -510,9 +514,7 @@ impl Gpu {
             K::NAME,
             loaded.module.name,
             K::PARAMS,
-            ptx::find_entry(loaded.variant.source, K::NAME)
-                .map(|e| e.params)
-                .as_ref(),
+            loaded.variant.entry_params(K::NAME).as_ref(),
             || loaded.variant.entry_signatures().len(),
         )?;
         let during = format!(

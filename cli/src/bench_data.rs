@@ -652,7 +652,6 @@ pub fn markdown_table(file: &BenchFile) -> String {
             )
         })
         .collect();
-    runs.dedup();
     runs.sort();
     runs.dedup();
     let _ = writeln!(out);

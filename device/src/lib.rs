@@ -50,6 +50,7 @@ pub mod own;
 pub mod shared;
 pub mod sync;
 pub mod thread;
+pub mod unroll;
 pub mod warp;
 
 #[cfg(not(target_arch = "nvptx64"))]

@@ -707,6 +707,18 @@ pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
     }
 }
 
+/// [`cp_async_16`] at a shared "address" (the host pointer), if `issue`.
+///
+/// # Safety
+/// If `issue`, as [`cp_async_16`]'s.
+#[track_caller]
+pub(crate) unsafe fn cp_async_16_at(dst: SharedAddr, src: *const u8, issue: bool) {
+    if issue {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { cp_async_16(dst.cast_mut(), src) }
+    }
+}
+
 /// Ends this thread's current group of copies.
 pub(crate) fn cp_async_commit() {
     fiber::try_with_current(|t| t.cp_groups.set(t.cp_groups.get().wrapping_add(1)));
@@ -758,6 +770,15 @@ pub(crate) fn shared_addr(ptr: *const u8) -> SharedAddr {
 #[inline(always)]
 pub(crate) fn shared_addr_add(addr: SharedAddr, bytes: u32) -> SharedAddr {
     addr.wrapping_add(bytes as usize)
+}
+
+/// The 4 bytes at `addr` (the caller recorded the access).
+///
+/// # Safety
+/// `addr` must be valid for a 4-byte aligned read.
+pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { addr.cast::<u32>().read() }
 }
 
 /// [`ldmatrix`] at `addr`.

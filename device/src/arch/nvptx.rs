@@ -645,6 +645,21 @@ pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
     }
 }
 
+/// [`cp_async_16`] to a 32-bit `.shared` address (no `cvta` per copy), issued
+/// only if `issue` (a predicated instruction: no branch).
+///
+/// # Safety
+/// If `issue`: as [`cp_async_16`]'s, with `dst` the `.shared` address of
+/// those 16 bytes. Otherwise nothing is accessed.
+#[inline(always)]
+pub(crate) unsafe fn cp_async_16_at(dst: SharedAddr, src: *const u8, issue: bool) {
+    // SAFETY: the caller's contract. Not `nomem`: it reads and (later) writes memory.
+    unsafe {
+        asm!("{{ .reg .pred %p; .reg .u64 %s; setp.ne.b32 %p, {c}, 0; cvta.to.global.u64 %s, {s}; @%p cp.async.cg.shared.global [{d}], [%s], 16; }}",
+            d = in(reg32) dst, s = in(reg64) src, c = in(reg32) issue as u32, options(nostack))
+    }
+}
+
 #[inline(always)]
 pub(crate) fn cp_async_commit() {
     // SAFETY: no operands.
@@ -697,6 +712,22 @@ pub(crate) fn shared_addr(ptr: *const u8) -> SharedAddr {
 #[inline(always)]
 pub(crate) fn shared_addr_add(addr: SharedAddr, bytes: u32) -> SharedAddr {
     addr.wrapping_add(bytes)
+}
+
+/// `ld.shared.b32` at a 32-bit `.shared` address.
+///
+/// # Safety
+/// `addr` must be 4 bytes of the block's shared memory, 4-byte aligned, that
+/// no thread writes concurrently.
+#[inline(always)]
+pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
+    let d: u32;
+    // SAFETY: the caller's contract. Reads memory: `readonly`.
+    unsafe {
+        asm!("ld.shared.b32 {d}, [{a}];", a = in(reg32) addr, d = out(reg32) d,
+            options(nostack, readonly, pure))
+    };
+    d
 }
 
 /// [`ldmatrix`] at a 32-bit `.shared` address.

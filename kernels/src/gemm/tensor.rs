@@ -93,12 +93,14 @@
 //! B not read).
 
 use warpforge_device::mma::{
-    self, FragA, FragB, FragC, FragmentSource, InteriorPanel, MmaInput, row_elems,
+    self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, FragA, FragB, FragC, FragmentLayout,
+    FragmentSource, InteriorPanel, MmaInput, PanelCopies, StageRing, StageWindow, row_elems,
 };
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
-use warpforge_device::shared::{self, SharedArray};
+use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
+use warpforge_device::unroll::unroll;
 use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
 use warpforge_macros::kernel;
 
@@ -622,36 +624,95 @@ pub fn main_loop<
 
     // Once per block: is the block's whole k-range of A and B interior (every
     // k-step's tile inside its matrix, in bounds and 16-byte aligned)? Then
-    // every stage is copied with no check per chunk; otherwise (an edge
-    // block, a ragged k, an odd leading dimension or buffer offset) chunk by
-    // chunk, each checked (step 1 of the module docs). Uniform over the block.
-    // (The panels' shapes are types: one arm per transpose pair, of which
-    // each instance keeps the one its `TA`/`TB` select.)
+    // the lean pipeline: each thread's copies and fragment loads computed
+    // once, no check per chunk or fragment. Otherwise (an edge block, a
+    // ragged k, an odd leading dimension or buffer offset) the guarded one,
+    // chunk by chunk (step 1 of the module docs). Every check is uniform over
+    // the block. (The panels' shapes and fragment layouts are types: one arm
+    // per transpose pair, of which each instance keeps the one its `TA`/`TB`
+    // select.)
     macro_rules! interior {
-        ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $br:expr, $bc:expr, $b0:expr, $b_rows:expr) => {
-            if let (Some(pa), Some(pb)) = (
-                a.interior_panel::<{ $ar }, { $ac }>($a0, $a_rows, ktiles),
-                b.interior_panel::<{ $br }, { $bc }>($b0, $b_rows, ktiles),
-            ) {
-                // Step 1, interior: k-step `kt` into stage `stage`, proven.
-                let load = |kt: usize, stage: usize| {
-                    let base = stage * stage_len;
-                    pa.copy_step(kt, &smem, base, sa, me);
-                    pb.copy_step(kt, &smem, base + a_len, sb, me);
-                };
-                return pipeline::<TIn, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
-                    &load,
+        ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $la:ty,
+         $br:expr, $bc:expr, $b0:expr, $b_rows:expr, $lb:ty) => {
+            if NI.is_multiple_of(2)
+                && let Some(ring) = StageRing::check(&smem, stage_len, S)
+                && let Some(pa) = a.interior_panel::<{ $ar }, { $ac }>($a0, $a_rows, ktiles)
+                && let Some(pb) = b.interior_panel::<{ $br }, { $bc }>($b0, $b_rows, ktiles)
+                && let Some(ca) = pa.thread_copy(&ring, 0, sa, me)
+                && let Some(copies) = pb
+                    .thread_copy(&ring, a_len, sb, me)
+                    .and_then(|cb| ca.zip(cb))
+                && let Some(wa) = ring.window::<$la>(
+                    a_offset::<TA>(warp_row, 0, sa),
+                    sa,
+                    a_offset::<TA>((MI - 1) * mma::M, BK - TIn::K, sa),
+                )
+                && let Some(wb) = ring.window::<$lb>(
+                    a_len + b_offset::<TB>(warp_col, 0, sb),
+                    sb,
+                    b_offset::<TB>((NI - 2) * mma::N, BK - TIn::K, sb),
+                )
+            {
+                return pipeline_interior::<TIn, _, _, TA, TB, BK, S, MI, NI>(
+                    &ring,
+                    copies,
+                    &wa,
+                    &wb,
+                    (sa, sb),
                     ktiles,
-                    (warp_row, warp_col),
                 );
             }
         };
     }
     match (TA, TB) {
-        (false, false) => interior!(BM, BK, (row0, 0), false, BK, BN, (0, col0), true),
-        (false, true) => interior!(BM, BK, (row0, 0), false, BN, BK, (col0, 0), false),
-        (true, false) => interior!(BK, BM, (0, row0), true, BK, BN, (0, col0), true),
-        (true, true) => interior!(BK, BM, (0, row0), true, BN, BK, (col0, 0), false),
+        (false, false) => interior!(
+            BM,
+            BK,
+            (row0, 0),
+            false,
+            ARowMajor,
+            BK,
+            BN,
+            (0, col0),
+            true,
+            BKMajorPair
+        ),
+        (false, true) => interior!(
+            BM,
+            BK,
+            (row0, 0),
+            false,
+            ARowMajor,
+            BN,
+            BK,
+            (col0, 0),
+            false,
+            BNMajorPair
+        ),
+        (true, false) => interior!(
+            BK,
+            BM,
+            (0, row0),
+            true,
+            AKMajor,
+            BK,
+            BN,
+            (0, col0),
+            true,
+            BKMajorPair
+        ),
+        (true, true) => interior!(
+            BK,
+            BM,
+            (0, row0),
+            true,
+            AKMajor,
+            BN,
+            BK,
+            (col0, 0),
+            false,
+            BNMajorPair
+        ),
     }
 
     // Step 1, guarded: k-step `kt` into stage `stage`, chunk by chunk.
@@ -670,6 +731,87 @@ pub fn main_loop<
         }
     };
     pipeline::<TIn, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(&load, ktiles, (warp_row, warp_col))
+}
+
+/// Element offset in a stage's `A` slice (stored as `TA` says, rows `sa`
+/// apart) of A's element `(i, p)`: row `i` of the block tile, k `p`.
+#[inline(always)]
+const fn a_offset<const TA: bool>(i: usize, p: usize, sa: usize) -> usize {
+    if TA { p * sa + i } else { i * sa + p }
+}
+
+/// Element offset in a stage's `B` slice (stored as `TB` says, rows `sb`
+/// apart) of op(B)'s element `(p, j)`: k `p`, column `j` of the block tile.
+#[inline(always)]
+const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> usize {
+    if TB { j * sb + p } else { p * sb + j }
+}
+
+/// Steps 2 and 3 for a block whose whole k-range is interior: the same
+/// pipeline as [`pipeline`], with each thread's share of every stage's copy
+/// ([`PanelCopy`]) and its warp's fragment loads ([`StageWindow`]) computed
+/// and checked once, so that a k-step is its `cp.async`s, a wait, a barrier,
+/// the `ldmatrix`s at constant offsets from the stage and the `mma`s, every
+/// loop over k-slices and fragments written out ([`unroll`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn pipeline_interior<
+    TIn: Input + SharedElement,
+    LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
+    LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
+    const TA: bool,
+    const TB: bool,
+    const BK: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    ring: &StageRing<TIn>,
+    mut copies: PanelCopies<'_, TIn>,
+    frags_a: &StageWindow<TIn, LA>,
+    frags_b: &StageWindow<TIn, LB>,
+    (sa, sb): (usize, usize),
+    ktiles: usize,
+) -> [[FragC; NI]; MI] {
+    let mut acc = [[FragC::default(); NI]; MI];
+    // Prologue: k-steps 0 .. S − 1 in flight, one group each (empty groups
+    // past the end keep the count uniform).
+    let mut write = ring.first();
+    unroll(S - 1, |_| {
+        copies.copy_next(write);
+        mma::cp_async_commit();
+        write = ring.next(write);
+    });
+    let mut read = ring.first();
+    // The panels hold `ktiles` ≤ u32::MAX steps (`thread_copy` checked): a
+    // 32-bit count.
+    let mut left = ktiles as u32;
+    while left > 0 {
+        // Step kt has landed (at most S − 2 newer groups pending) and the
+        // barrier publishes it; every warp is also done with step kt − 1,
+        // whose stage `write` is. Then step kt + S − 1 into it, if any
+        // (one uniform branch for both panels).
+        mma::cp_async_wait_group((S - 2) as u32);
+        sync_threads();
+        copies.copy_next(write);
+        mma::cp_async_commit();
+        write = ring.next(write);
+        unroll(BK / TIn::K, |kk| {
+            let p = kk * TIn::K;
+            let fa: [FragA<TIn>; MI] =
+                core::array::from_fn(|mi| frags_a.load(read, a_offset::<TA>(mi * mma::M, p, sa)));
+            let fb: [FragB<TIn>; NI] =
+                frags_b.load_pairs(read, |j| b_offset::<TB>(j * 2 * mma::N, p, sb));
+            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                    *acc = mma::mma(*fa, *fb, *acc);
+                }
+            }
+        });
+        read = ring.next(read);
+        left -= 1;
+    }
+    acc
 }
 
 /// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`

@@ -34,6 +34,12 @@ use crate::shared::{SharedArray, SharedElement};
 use core::marker::PhantomData;
 use half::{bf16, f16};
 
+mod stages;
+pub use stages::{
+    AKMajor, ARowMajor, BKMajorPair, BNMajorPair, FragmentLayout, PanelCopies, PanelCopy, Stage,
+    StageRing, StageWindow,
+};
+
 /// Rows of A and C/D.
 pub const M: usize = 16;
 /// Columns of B and C/D.
@@ -322,6 +328,28 @@ fn ldmatrix_from<T: MmaInput, const R: usize>(
     // number of rows). Every lane passes such an address, supplying or not.
     // Ordering and the whole warp executing it: as for `ldmatrix` above.
     unsafe { arch::ldmatrix_at::<R>(addr, trans) }
+}
+
+impl<T> FragA<T> {
+    /// The fragment holding these registers (as loaded: tf32 already rounded).
+    #[inline(always)]
+    pub(crate) fn from_regs(regs: [u32; 4]) -> Self {
+        FragA {
+            regs,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> FragB<T> {
+    /// The fragment holding these registers (as loaded: tf32 already rounded).
+    #[inline(always)]
+    pub(crate) fn from_regs(regs: [u32; 2]) -> Self {
+        FragB {
+            regs,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: MmaInput> FragA<T> {

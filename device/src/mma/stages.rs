@@ -1,0 +1,707 @@
+//! A multistage pipeline's shared memory, checked once so that its main loop
+//! carries no check, no branch and no 64-bit address arithmetic per access.
+//!
+//! - [`StageRing`]: the `stages` stages of `stage_len` elements a pipeline
+//!   cycles through, checked once against the shared view (in bounds, every
+//!   stage 16-byte aligned); it hands out [`Stage`]s (`first`, `next`) and
+//!   the per-thread views below.
+//! - [`StageWindow`]: one lane's `ldmatrix` rows for one fragment layout
+//!   ([`ARowMajor`], [`AKMajor`], [`BKMajorPair`], [`BNMajorPair`]) in every
+//!   stage: the lane's row offset is computed and clamped once, so each load
+//!   is the stage's address plus a constant (`ldmatrix [r + imm]` once the
+//!   kernel's loops unroll).
+//! - [`PanelCopy`]: one thread's share of copying each tile of a proven
+//!   [`InteriorPanel`] into a stage by `cp.async`: its chunks' source and
+//!   destination offsets are computed once, the source advanced by the
+//!   panel's step per tile.
+//!
+//! Every offset a kernel passes is clamped into what was checked (a no-op
+//! for the offsets it computes from its tile shape, and free when they are
+//! constants), so a wrong offset reads or writes the wrong element of the
+//! ring, never outside it; the emulator reports any clamp that changed an
+//! offset as a fault, where a checked access would have panicked.
+
+use super::{FragA, FragB, InteriorPanel, MmaInput, MmaKind, row_elems};
+use crate::arch;
+use crate::global::Global;
+use crate::shared::{SharedArray, SharedElement};
+use core::marker::PhantomData;
+
+/// The stages of a multistage pipeline in a shared view: `stages` stages of
+/// `stage_len` elements each, stage `i` at element `i·stage_len`. Only
+/// [`StageRing::check`] makes one.
+#[derive(Clone, Copy)]
+pub struct StageRing<T> {
+    array: SharedArray<T>,
+    /// Element 0 as a `.shared` address.
+    base: arch::SharedAddr,
+    /// Elements per stage; `stage_len · size_of::<T>()` is a multiple of 16.
+    stage_len: u32,
+    stages: u32,
+    /// The last stage's first element: `(stages − 1)·stage_len`.
+    last: u32,
+}
+
+/// One stage of a [`StageRing`]: made only by [`StageRing::first`] and
+/// [`StageRing::next`], so always a stage of the ring that made it. (A ring
+/// clamps a stage of another, larger ring into its own last stage: a bug the
+/// emulator reports.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stage {
+    /// First element: `index · stage_len`.
+    offset: u32,
+}
+
+impl Stage {
+    /// Its first element in the ring's view.
+    #[inline(always)]
+    pub fn offset(self) -> usize {
+        self.offset as usize
+    }
+}
+
+impl<T: SharedElement> StageRing<T> {
+    /// The ring of `stages` stages of `stage_len` elements at the start of
+    /// `array`, if they fit in it, its start is 16-byte aligned and a
+    /// stage's bytes are a multiple of 16 (so every stage is aligned);
+    /// `None` otherwise, or for no stages.
+    #[inline(always)]
+    pub fn check(array: &SharedArray<T>, stage_len: usize, stages: usize) -> Option<Self> {
+        let size = core::mem::size_of::<T>();
+        let total = stage_len.checked_mul(stages)?;
+        let fits = stages > 0
+            && stage_len > 0
+            && total <= array.len()
+            // 32-bit byte offsets (shared memory is far smaller).
+            && total.checked_mul(size)? <= u32::MAX as usize
+            && (stage_len * size).is_multiple_of(16)
+            && array.addr(0).is_multiple_of(16);
+        fits.then(|| StageRing {
+            array: *array,
+            base: arch::shared_addr(array.addr(0) as *const u8),
+            stage_len: stage_len as u32,
+            stages: stages as u32,
+            last: ((stages - 1) * stage_len) as u32,
+        })
+    }
+
+    /// Elements per stage.
+    #[inline(always)]
+    pub fn stage_len(&self) -> usize {
+        self.stage_len as usize
+    }
+
+    /// Stage 0.
+    #[inline(always)]
+    pub fn first(&self) -> Stage {
+        Stage { offset: 0 }
+    }
+
+    /// The stage after `s`, wrapping to stage 0 after the last (an add, a
+    /// compare and a select).
+    #[inline(always)]
+    pub fn next(&self, s: Stage) -> Stage {
+        let offset = s.offset.wrapping_add(self.stage_len);
+        Stage {
+            offset: if offset > self.last { 0 } else { offset },
+        }
+    }
+
+    /// `s`'s first element, clamped into this ring (a no-op for its own stages).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn stage_offset(&self, s: Stage) -> u32 {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            s.offset <= self.last,
+            "the stage at element {} is not a stage of this ring of {} stages",
+            s.offset,
+            self.stages
+        );
+        s.offset.min(self.last)
+    }
+
+    /// The `.shared` address of element `offset` of the ring (whose bounds
+    /// and alignment the caller proved), recorded as one access of `elems`
+    /// elements for the emulator's race and pending-copy checks if `access`
+    /// says whether it writes.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn address(&self, offset: u32, elems: usize, access: Option<bool>) -> arch::SharedAddr {
+        let size = core::mem::size_of::<T>() as u32;
+        #[cfg(not(target_arch = "nvptx64"))]
+        if let Some(write) = access {
+            // SAFETY: the caller proved offset + elems within the ring, which
+            // is within the view (`check`).
+            let _ = unsafe { self.array.row_ptr_proven(offset as usize, elems, write) };
+        }
+        #[cfg(target_arch = "nvptx64")]
+        let _ = (elems, access);
+        arch::shared_addr_add(self.base, offset * size)
+    }
+
+    /// This lane's [`StageWindow`] for fragments of layout `L` of the tile
+    /// stored from element `origin` of each stage with rows `stride`
+    /// elements apart, for loads at constant offsets `0 ..= reach` from it
+    /// (the kernel's k-slices and fragments), if the farthest lane's load at
+    /// `origin + reach` fits in a stage, `L` serves `T` and the lanes' starts
+    /// are aligned as `L` needs (16-byte rows for `ldmatrix`). Uniform over
+    /// the warp for uniform arguments.
+    #[inline(always)]
+    pub fn window<L: FragmentLayout<T>>(
+        &self,
+        origin: usize,
+        stride: usize,
+        reach: usize,
+    ) -> Option<StageWindow<T, L>>
+    where
+        T: MmaInput,
+    {
+        // The farthest any lane's load reaches from `origin` (constant for a
+        // constant stride).
+        let spread = (0..32).map(|l| L::lane_start(l, stride)).max().unwrap_or(0);
+        let room = (self.stage_len as usize).checked_sub(L::extent(stride))?;
+        // Only uniform conditions (ptxas then knows the lean loop is entered
+        // by whole warps, and needs no WARPSYNC at its barrier): the origin,
+        // which differs per warp, is clamped below rather than checked.
+        let fits = L::serves(T::KIND)
+            && stride.is_multiple_of(L::ALIGN)
+            && reach <= u32::MAX as usize
+            && spread.checked_add(reach)? <= room;
+        if !fits {
+            return None;
+        }
+        let at = origin.saturating_add(L::lane_start(crate::thread::lane_id(), stride));
+        // Once per thread: clamped into the stage and rounded down to L's
+        // alignment (no-ops for an origin inside the stage at a multiple of
+        // L's alignment, which a kernel computes from its tile shape).
+        let limit = (room - reach) as u32;
+        let fixed = (at.min(limit as usize) as u32) & !(L::ALIGN as u32 - 1);
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert_eq!(
+            fixed as usize, at,
+            "StageWindow: the lane's start (origin {origin}) is outside the stage or misaligned"
+        );
+        Some(StageWindow {
+            ring: *self,
+            at: fixed,
+            reach: reach as u32,
+            stride: stride as u32,
+            _l: PhantomData,
+        })
+    }
+}
+
+/// Where each lane's elements of one fragment load lie in a stored tile, and
+/// the fragment(s) they make: the layouts the tensor-core GEMM reads.
+pub trait FragmentLayout<T: MmaInput>: sealed::Sealed {
+    /// What one load gives.
+    type Frag: Copy;
+    /// The granularity (elements) of a lane's start: a 16-byte row for
+    /// `ldmatrix`, one element for plain loads.
+    const ALIGN: usize;
+    /// Whether this layout serves inputs of this kind (`ldmatrix.trans`
+    /// moves 16-bit elements only; tf32 has plain-load twins).
+    fn serves(kind: MmaKind) -> bool;
+    /// Lane `lane`'s start, in elements from the tile's origin, rows
+    /// `stride` elements apart.
+    fn lane_start(lane: u32, stride: usize) -> usize;
+    /// Elements from a lane's start to one past the farthest it reads.
+    fn extent(stride: usize) -> usize;
+    /// The load at element `first` of `ring`, rows `stride` apart.
+    ///
+    /// # Safety
+    /// `first + extent(stride)` within the ring, `first` a multiple of
+    /// `ALIGN`, the stride as the window checked; all 32 lanes together.
+    #[doc(hidden)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, stride: u32) -> Self::Frag
+    where
+        T: SharedElement;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A's 16 × K fragment, A stored row-major (`ldmatrix.x4`), as [`FragA::load`].
+#[derive(Clone, Copy, Debug)]
+pub struct ARowMajor;
+/// A's fragment, A stored k-major: `ldmatrix.x4.trans` for 16-bit types,
+/// four plain loads for tf32; as [`FragA::load_k_major`].
+#[derive(Clone, Copy, Debug)]
+pub struct AKMajor;
+/// Two B fragments side by side (n and n + 8), B stored k-major:
+/// `ldmatrix.x4.trans` for 16-bit types, four plain loads for tf32; as two
+/// [`FragB::load_k_major`].
+#[derive(Clone, Copy, Debug)]
+pub struct BKMajorPair;
+/// Two B fragments side by side (n and n + 8), B stored n-major
+/// (`ldmatrix.x4`), as two [`FragB::load_n_major`].
+#[derive(Clone, Copy, Debug)]
+pub struct BNMajorPair;
+
+impl sealed::Sealed for ARowMajor {}
+impl sealed::Sealed for AKMajor {}
+impl sealed::Sealed for BKMajorPair {}
+impl sealed::Sealed for BNMajorPair {}
+
+/// `ldmatrix.x4` (`.trans` if `trans`) of each lane's 16-byte row at
+/// element `first` of `ring`.
+///
+/// # Safety
+/// `first + row` within the ring, `first` a whole number of 16-byte rows
+/// from its (aligned) base; all 32 lanes together.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+unsafe fn ldmatrix_x4<T: MmaInput + SharedElement>(
+    ring: &StageRing<T>,
+    first: u32,
+    trans: bool,
+) -> [u32; 4] {
+    let addr = ring.address(first, row_elems::<T>(), Some(false));
+    // SAFETY: `addr` is the lane's 16-byte row inside the ring (the
+    // caller's contract), so inside the block's shared memory, 16-byte
+    // aligned. Every lane passes such an address. Ordering against other
+    // threads' writes is the kernel's barrier discipline (see "Races" on
+    // `SharedArray`); the whole warp executing it is the caller's contract,
+    // checked by the emulator, as for `FragA::load`.
+    unsafe { arch::ldmatrix_at::<4>(addr, trans) }
+}
+
+/// The f32 at element `at` of `ring`, rounded to tf32.
+///
+/// # Safety
+/// `at` within the ring.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+unsafe fn tf32_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32) -> u32 {
+    let addr = ring.address(at, 1, Some(false));
+    // SAFETY: an element inside the ring (the caller's contract), 4-byte
+    // aligned (the ring's base is 16-byte aligned, the elements are f32:
+    // only tf32 layouts call this). Ordering: the kernel's barriers.
+    T::from_stored(unsafe { arch::ld_shared_u32_at(addr) })
+}
+
+impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
+    type Frag = FragA<T>;
+    const ALIGN: usize = row_elems::<T>();
+    #[inline(always)]
+    fn serves(_: MmaKind) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        // Matrices 0–3 are the quadrants (rows 0–7 | 8–15) × (the first |
+        // second 16 bytes of k); lane l supplies row l % 8 of matrix l / 8.
+        let (matrix, row) = (lane as usize / 8, lane as usize % 8);
+        (row + (matrix % 2) * 8) * stride + (matrix / 2) * row_elems::<T>()
+    }
+    #[inline(always)]
+    fn extent(_: usize) -> usize {
+        row_elems::<T>()
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, _: u32) -> FragA<T>
+    where
+        T: SharedElement,
+    {
+        // SAFETY: the caller's contract.
+        let regs = unsafe { ldmatrix_x4(ring, first, false) };
+        FragA::from_regs(regs.map(T::from_stored))
+    }
+}
+
+impl<T: MmaInput> FragmentLayout<T> for AKMajor {
+    type Frag = FragA<T>;
+    const ALIGN: usize = if matches!(T::KIND, MmaKind::Tf32) {
+        1
+    } else {
+        row_elems::<T>()
+    };
+    #[inline(always)]
+    fn serves(_: MmaKind) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        let lane = lane as usize;
+        if T::KIND == MmaKind::Tf32 {
+            // A's (row, col) = (l / 4 + 8·(i % 2), l % 4 + 4·(i / 2)) at col·stride + row.
+            (lane % 4) * stride + lane / 4
+        } else {
+            // Register r is the quadrant (rows 8·(r % 2) ..) × (k 8·(r / 2) ..),
+            // stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2).
+            let (matrix, row) = (lane / 8, lane % 8);
+            (row + (matrix / 2) * 8) * stride + (matrix % 2) * 8
+        }
+    }
+    #[inline(always)]
+    fn extent(stride: usize) -> usize {
+        if T::KIND == MmaKind::Tf32 {
+            4 * stride + 9
+        } else {
+            row_elems::<T>()
+        }
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, stride: u32) -> FragA<T>
+    where
+        T: SharedElement,
+    {
+        if T::KIND == MmaKind::Tf32 {
+            // SAFETY: each within first + extent (the caller's contract).
+            return FragA::from_regs(unsafe {
+                [
+                    tf32_at(ring, first),
+                    tf32_at(ring, first + 8),
+                    tf32_at(ring, first + 4 * stride),
+                    tf32_at(ring, first + 4 * stride + 8),
+                ]
+            });
+        }
+        // SAFETY: the caller's contract.
+        FragA::from_regs(unsafe { ldmatrix_x4(ring, first, true) })
+    }
+}
+
+impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
+    type Frag = [FragB<T>; 2];
+    const ALIGN: usize = if matches!(T::KIND, MmaKind::Tf32) {
+        1
+    } else {
+        row_elems::<T>()
+    };
+    #[inline(always)]
+    fn serves(_: MmaKind) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        let lane = lane as usize;
+        if T::KIND == MmaKind::Tf32 {
+            // B's (k, n) = (l % 4 + 4·i, l / 4) at k·stride + n; the pair's
+            // second fragment 8 columns on.
+            (lane % 4) * stride + lane / 4
+        } else {
+            // Matrices 0, 1: k 0–7, 8–15 at column n; 2, 3: the same at n + 8.
+            (lane % 16) * stride + (lane / 16) * 8
+        }
+    }
+    #[inline(always)]
+    fn extent(stride: usize) -> usize {
+        if T::KIND == MmaKind::Tf32 {
+            4 * stride + 9
+        } else {
+            row_elems::<T>()
+        }
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, stride: u32) -> [FragB<T>; 2]
+    where
+        T: SharedElement,
+    {
+        let [r0, r1, r2, r3] = if T::KIND == MmaKind::Tf32 {
+            // SAFETY: each within first + extent (the caller's contract).
+            unsafe {
+                [
+                    tf32_at(ring, first),
+                    tf32_at(ring, first + 4 * stride),
+                    tf32_at(ring, first + 8),
+                    tf32_at(ring, first + 4 * stride + 8),
+                ]
+            }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { ldmatrix_x4(ring, first, true) }
+        };
+        [FragB::from_regs([r0, r1]), FragB::from_regs([r2, r3])]
+    }
+}
+
+impl<T: MmaInput> FragmentLayout<T> for BNMajorPair {
+    type Frag = [FragB<T>; 2];
+    const ALIGN: usize = row_elems::<T>();
+    #[inline(always)]
+    fn serves(_: MmaKind) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        // Matrices 0, 1: the first and second 16 bytes of k of rows n 0–7;
+        // 2, 3: the same of rows n 8–15.
+        let lane = lane as usize;
+        (lane % 8 + (lane / 16) * 8) * stride + ((lane / 8) % 2) * row_elems::<T>()
+    }
+    #[inline(always)]
+    fn extent(_: usize) -> usize {
+        row_elems::<T>()
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, _: u32) -> [FragB<T>; 2]
+    where
+        T: SharedElement,
+    {
+        // SAFETY: the caller's contract.
+        let regs = unsafe { ldmatrix_x4(ring, first, false) };
+        let [r0, r1, r2, r3] = regs.map(T::from_stored);
+        [FragB::from_regs([r0, r1]), FragB::from_regs([r2, r3])]
+    }
+}
+
+/// One lane's loads of fragments of layout `L` in every stage of a
+/// [`StageRing`] (from [`StageRing::window`]): a load is the stage's
+/// address, the lane's start (computed once) and a constant offset.
+#[derive(Clone, Copy)]
+pub struct StageWindow<T, L> {
+    ring: StageRing<T>,
+    /// The lane's start in a stage (elements), clamped: `at + reach +
+    /// L::extent(stride) ≤ stage_len`.
+    at: u32,
+    /// The largest offset a load may add.
+    reach: u32,
+    stride: u32,
+    _l: PhantomData<L>,
+}
+
+impl<T: MmaInput + SharedElement, L: FragmentLayout<T>> StageWindow<T, L> {
+    /// The fragment(s) at `offset` elements from the window's origin in
+    /// stage `stage`, with no check: `offset` is clamped to the window's
+    /// reach and rounded down to `L`'s alignment (no work when it is a
+    /// constant; the emulator reports a clamp that changed it). All 32 lanes
+    /// of the warp must call it together, as [`FragA::load`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self, stage: Stage, offset: usize) -> L::Frag {
+        let c = (offset.min(self.reach as usize) as u32) & !(L::ALIGN as u32 - 1);
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert_eq!(
+            c as usize, offset,
+            "StageWindow::load: offset {offset} is past the window's reach {} or misaligned",
+            self.reach
+        );
+        // stage ≤ (stages − 1)·stage_len and at + c + extent ≤ stage_len:
+        // within the ring; aligned as L needs (every term is).
+        let first = self.ring.stage_offset(stage) + self.at + c;
+        // SAFETY: as just said; the whole warp calling it is documented
+        // above and checked by the emulator.
+        unsafe { L::load(&self.ring, first, self.stride) }
+    }
+}
+
+impl<T: MmaInput + SharedElement, L: FragmentLayout<T, Frag = [FragB<T>; 2]>> StageWindow<T, L> {
+    /// `NI` B fragments side by side (`NI` even, checked at compile time):
+    /// fragments `2j` and `2j + 1` are the pair [`load`](Self::load)ed at
+    /// `offset(j)` of stage `stage`. All 32 lanes together.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_pairs<const NI: usize>(
+        &self,
+        stage: Stage,
+        offset: impl Fn(usize) -> usize,
+    ) -> [FragB<T>; NI] {
+        const {
+            assert!(
+                NI.is_multiple_of(2),
+                "load_pairs: an even number of B fragments"
+            )
+        };
+        let mut out = [FragB::from_regs([0; 2]); NI];
+        crate::unroll::unroll(NI / 2, |j| {
+            let [x, y] = self.load(stage, offset(j));
+            out[2 * j] = x;
+            out[2 * j + 1] = y;
+        });
+        out
+    }
+}
+
+/// One thread's share of copying each tile of an [`InteriorPanel`] into a
+/// stage of a [`StageRing`] (from [`InteriorPanel::thread_copy`]): the
+/// tile's 16-byte chunks `t, t + threads, …`, their source and destination
+/// offsets computed once.
+#[derive(Clone, Copy)]
+pub struct PanelCopy<'a, T> {
+    src: Global<'a, T>,
+    ring: StageRing<T>,
+    /// This thread's first chunk of the next tile, in `src`.
+    next: *const T,
+    /// Elements of `src` between this thread's chunks of a tile.
+    src_pass: usize,
+    /// Elements of `src` between tiles.
+    step: usize,
+    /// Tiles not yet copied.
+    left: u32,
+    /// Element of a stage of this thread's first chunk, and between its chunks.
+    dst: u32,
+    dst_pass: u32,
+    /// Chunks per tile for this thread.
+    chunks: u32,
+}
+
+impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'a, T, ROWS, COLS> {
+    /// Thread `t` of `threads`' share of copying each tile of the panel, in
+    /// order, to `ring`'s stages, row `r` of a tile at element `base +
+    /// r·stride` of the stage: chunks `t, t + threads, …` of the tile's
+    /// `ROWS · COLS/chunk` (coalesced), `None` unless `threads` is a multiple
+    /// of a row's chunks and divides the tile's (every thread then copies
+    /// the same number of whole chunks, in the same column), and the
+    /// destination is inside a stage with 16-byte aligned rows. One check,
+    /// uniform over the block.
+    #[inline(always)]
+    pub fn thread_copy(
+        &self,
+        ring: &StageRing<T>,
+        base: usize,
+        stride: usize,
+        (t, threads): (usize, usize),
+    ) -> Option<PanelCopy<'a, T>> {
+        let (chunk, size) = (Self::CHUNK, core::mem::size_of::<T>());
+        let per_row = COLS / chunk;
+        let total = ROWS * per_row;
+        let end = (ROWS - 1)
+            .checked_mul(stride)?
+            .checked_add(base)?
+            .checked_add(COLS)?;
+        // Uniform conditions only (as for `StageRing::window`).
+        let fits = threads > 0
+            && self.steps <= u32::MAX as usize
+            && threads.is_multiple_of(per_row)
+            && total.is_multiple_of(threads)
+            && end <= ring.stage_len()
+            && (base * size).is_multiple_of(16)
+            && (ROWS == 1 || (stride * size).is_multiple_of(16));
+        if !fits {
+            return None;
+        }
+        // A thread index past the block (a bug) copies the last thread's chunks.
+        let t = t.min(threads - 1);
+        let (r, c) = (t / per_row, (t % per_row) * chunk);
+        let rows_per_pass = threads / per_row;
+        // In bounds (the panel's check; r, r + rows_per_pass, … < ROWS): no
+        // product here overflows.
+        Some(PanelCopy {
+            src: self.src,
+            ring: *ring,
+            next: self
+                .src
+                .as_ptr()
+                .wrapping_add(self.origin + r * self.ld + c),
+            src_pass: rows_per_pass * self.ld,
+            step: self.step,
+            left: self.steps as u32,
+            dst: (base + r * stride + c) as u32,
+            dst_pass: (rows_per_pass * stride) as u32,
+            chunks: (total / threads) as u32,
+        })
+    }
+}
+
+impl<'a, T: SharedElement> PanelCopy<'a, T> {
+    /// Starts copying the panel's next tile (the first, then each in turn)
+    /// into `stage`, by `cp.async` (landing at the thread's wait, as
+    /// [`super::cp_async_16`]'s), no check per chunk; `false` (and nothing
+    /// copied) once every tile has been. Uniform over the block. No branch:
+    /// the copies are predicated on a tile being left.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next(&mut self, stage: Stage) -> bool {
+        let issue = self.left > 0;
+        // SAFETY: `issue` is that a tile is left.
+        unsafe { self.issue(stage, issue) };
+        issue
+    }
+
+    /// The two panels' copies (a stage's `A` and `B` slices) as one, if
+    /// they have as many tiles left: then one check per stage serves both.
+    #[inline(always)]
+    pub fn zip(self, other: PanelCopy<'a, T>) -> Option<PanelCopies<'a, T>> {
+        (self.left == other.left).then_some(PanelCopies {
+            first: self,
+            second: other,
+        })
+    }
+
+    /// Copies the next tile into `stage` if `issue`; then moves to the next
+    /// tile.
+    ///
+    /// # Safety
+    /// `issue` implies a tile is left (`left > 0`; a caller may have checked
+    /// it of a twin with as many tiles left).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn issue(&mut self, stage: Stage, issue: bool) {
+        let (chunk, size) = (16 / core::mem::size_of::<T>(), core::mem::size_of::<T>());
+        let stage = self.ring.stage_offset(stage);
+        for i in 0..self.chunks {
+            let from = self.next.wrapping_add(i as usize * self.src_pass);
+            let to = stage + self.dst + i * self.dst_pass;
+            // The emulator checks what the panel's proof claims, per chunk, so
+            // that a wrong proof is an out-of-bounds fault in the tests rather
+            // than a silent read past the buffer; the GPU trusts it.
+            #[cfg(not(target_arch = "nvptx64"))]
+            if issue {
+                assert!(
+                    self.left > 0,
+                    "PanelCopy: a copy past the panel's last tile"
+                );
+                let at = (from as usize).wrapping_sub(self.src.as_ptr() as usize) / size;
+                assert!(
+                    at + chunk <= self.src.len(),
+                    "PanelCopy: chunk at {at} is past its buffer ({}): the panel's check was \
+                     wrong",
+                    self.src.len()
+                );
+            }
+            #[cfg(target_arch = "nvptx64")]
+            let _ = size;
+            let to = self.ring.address(to, chunk, issue.then_some(true));
+            // SAFETY: if `issue`, a tile is left (the caller's contract), and: source:
+            // this thread's chunk i of tile `steps − left` of the panel
+            // (`thread_copy`: row r + i·rows_per_pass < ROWS, column c, c +
+            // chunk ≤ COLS), inside `src` and 16-byte aligned by the panel's
+            // check, in the global state space (`Global`'s invariant).
+            // Destination: stage + dst + i·dst_pass + chunk ≤ (stages − 1)·
+            // stage_len + base + (ROWS − 1)·stride + COLS ≤ the ring's
+            // elements (`thread_copy`, `stage_offset`), 16-byte aligned (the
+            // ring's stages, `base` and `stride` are). The shared bytes are
+            // written asynchronously, under the kernel's barrier discipline as
+            // with `cp_async_16` (the emulator defers the copy and faults on
+            // any access before the wait). If not, nothing is accessed.
+            unsafe { arch::cp_async_16_at(to, from.cast(), issue) };
+        }
+        self.next = self.next.wrapping_add(self.step);
+        self.left = self.left.saturating_sub(1);
+    }
+}
+
+/// Two [`PanelCopy`]s with as many tiles left (from [`PanelCopy::zip`]),
+/// copied together into each stage: one check of what is left per stage.
+#[derive(Clone, Copy)]
+pub struct PanelCopies<'a, T> {
+    /// Invariant: `first.left == second.left`.
+    first: PanelCopy<'a, T>,
+    second: PanelCopy<'a, T>,
+}
+
+impl<T: SharedElement> PanelCopies<'_, T> {
+    /// Starts copying both panels' next tiles into `stage` (as
+    /// [`PanelCopy::copy_next`]); `false` (and nothing copied) once every
+    /// tile has been. Uniform over the block; no branch.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next(&mut self, stage: Stage) -> bool {
+        // The invariant: what is left of one is left of the other.
+        let issue = self.first.left > 0;
+        // SAFETY: `issue` is that a tile is left in the first, so in the
+        // second (the invariant; both step together here).
+        unsafe {
+            self.first.issue(stage, issue);
+            self.second.issue(stage, issue);
+        }
+        issue
+    }
+}

@@ -1,0 +1,52 @@
+//! Loops the compiler must unroll: a hot loop over a few fragments or k-slices
+//! is only lean when each iteration's offsets are constants (`ldmatrix [r +
+//! imm]`), and LLVM keeps a loop of a large body rolled however short it is.
+
+/// Calls `f(0)`, `f(1)`, …, `f(n − 1)` written out one after another when `n`
+/// is a constant up to 8 (the kernels' tile loops: the `match` folds once the
+/// caller is inlined), and as a plain loop otherwise.
+#[inline(always)]
+pub fn unroll(n: usize, mut f: impl FnMut(usize)) {
+    match n {
+        0 => {}
+        1 => f(0),
+        2 => {
+            f(0);
+            f(1);
+        }
+        3 => {
+            f(0);
+            f(1);
+            f(2);
+        }
+        4 => {
+            f(0);
+            f(1);
+            f(2);
+            f(3);
+        }
+        8 => {
+            f(0);
+            f(1);
+            f(2);
+            f(3);
+            f(4);
+            f(5);
+            f(6);
+            f(7);
+        }
+        _ => (0..n).for_each(f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unroll_calls_each_index_once_in_order() {
+        for n in 0..12 {
+            let mut seen = Vec::new();
+            super::unroll(n, |i| seen.push(i));
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
+        }
+    }
+}

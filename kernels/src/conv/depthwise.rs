@@ -26,9 +26,10 @@
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
 //! [`DW_NCHW_ROWS`] × [`DW_NCHW_COLS`] tile of one plane (lane = column,
-//! warps on rows); it stages the input window the tile reads (clipped to
-//! the image: padding is never read) in shared memory in one pass, with
-//! consecutive threads on consecutive input columns.
+//! warps on rows); it stages the input window the tile reads in shared
+//! memory in one pass, consecutive threads on consecutive input columns,
+//! the padding as zeros (never read from global memory), so that every tap
+//! of every output is one unconditional shared load at a fixed offset.
 //!
 //! Each output is one f32 fused multiply-add chain over the taps in `(r,
 //! s)` order, then the epilogue ([`Geometry::finish`]): the same bits as
@@ -104,12 +105,17 @@ impl Geometry {
     }
 
     /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
-    /// output tile reads, at most the image.
+    /// output tile (at most `P × Q`) reads, padding included.
     #[inline(always)]
     pub fn dw_nchw_window(&self) -> (usize, usize) {
-        let rows = (DW_NCHW_ROWS - 1) * self.stride_h + (self.r.max(1) - 1) * self.dil_h + 1;
-        let cols = (DW_NCHW_COLS - 1) * self.stride_w + (self.s.max(1) - 1) * self.dil_w + 1;
-        (rows.min(self.h), cols.min(self.w))
+        let (tp, tq) = (
+            DW_NCHW_ROWS.min(self.p.max(1)),
+            DW_NCHW_COLS.min(self.q.max(1)),
+        );
+        (
+            (tp - 1) * self.stride_h + (self.r.max(1) - 1) * self.dil_h + 1,
+            (tq - 1) * self.stride_w + (self.s.max(1) - 1) * self.dil_w + 1,
+        )
     }
 
     /// The launch of a tiled depthwise kernel over `n` images with
@@ -400,24 +406,49 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     let plane = (n * g.groups + k / g.kg) * g.h * g.w;
     let p_last = batch_rows.min(p0 + DW_NCHW_ROWS) - 1;
     let q_last = g.q.min(q0 + DW_NCHW_COLS) - 1;
+    // The window: input rows p0·sh − pad_top .. and columns q0·sw −
+    // pad_left .. that the tile reads, padding included (as zeros), so that
+    // every tap of every output reads it unconditionally; the part inside
+    // the image is ih_lo .. ih_hi × iw_lo .. iw_hi.
+    let rows = (p_last - p0) * g.stride_h + (g.r - 1) * g.dil_h + 1;
+    let cols = (q_last - q0) * g.stride_w + (g.s - 1) * g.dil_w + 1;
+    let (row0, col0) = (p0 * g.stride_h, q0 * g.stride_w); // minus the padding
     let (ih_lo, ih_hi) = input_rows(&g, p0, p_last);
     let (iw_lo, iw_hi) = input_cols(&g, q0, q_last);
-    let cols = iw_hi - iw_lo;
     let t = thread::linear_thread_id() as usize;
     let smem = shared::dynamic::<T>();
 
-    // The filter's taps and the bias, then the window, consecutive threads
-    // on consecutive input columns.
+    // The filter's taps and the bias; the window's padding as zeros; then
+    // its part in the image, consecutive threads on consecutive columns.
     if t < taps {
         smem.store(t, w.load(k * taps + t).unwrap_or(T::ZERO));
     } else if t == DW_TAPS && g.bias {
         smem.store(t, bias.load(k).unwrap_or(T::ZERO));
     }
     let mut u = t;
-    while u < (ih_hi - ih_lo) * cols {
-        let (row, col) = (ih_lo + u / cols, iw_lo + u % cols);
-        let v = x.load(plane + row * g.w + col).unwrap_or(T::ZERO);
-        smem.store(NCHW_FILTER + u, v);
+    while u < rows * cols {
+        // Input row and column (wrapping below 0 to past the image).
+        let ih = (row0 + u / cols).wrapping_sub(g.pad_top);
+        let iw = (col0 + u % cols).wrapping_sub(g.pad_left);
+        if !(ih < g.h && iw < g.w) {
+            smem.store(NCHW_FILTER + u, T::ZERO);
+        }
+        u += DW_THREADS;
+    }
+    let inside = iw_hi - iw_lo;
+    // Where input (ih_lo, iw_lo) lies in the window (wrapping: meaningless,
+    // and unused, when no input is inside).
+    let corner = (ih_lo + g.pad_top)
+        .wrapping_sub(row0)
+        .wrapping_mul(cols)
+        .wrapping_add((iw_lo + g.pad_left).wrapping_sub(col0));
+    let mut u = t;
+    while u < (ih_hi - ih_lo) * inside {
+        let (r, c) = (u / inside, u % inside);
+        let v = x
+            .load(plane + (ih_lo + r) * g.w + iw_lo + c)
+            .unwrap_or(T::ZERO);
+        smem.store(NCHW_FILTER + corner + r * cols + c, v);
         u += DW_THREADS;
     }
     sync_threads();
@@ -442,16 +473,13 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
             continue;
         };
         let p = p_first + i * NCHW_STEP;
+        // Output (p, q)'s window position; each tap a fixed offset from it.
+        let at = NCHW_FILTER + (p - p0) * g.stride_h * cols + (q - q0) * g.stride_w;
         let mut acc = 0.0f32;
         for tap in 0..DW_TAPS {
             if tap < taps {
-                let ih = (p * g.stride_h + tap_dh[tap]).wrapping_sub(g.pad_top);
-                let iw = (q * g.stride_w + tap_dw[tap]).wrapping_sub(g.pad_left);
-                if ih < g.h && iw < g.w {
-                    // In the window: ih_lo ≤ ih < ih_hi, iw_lo ≤ iw < iw_hi.
-                    let at = NCHW_FILTER + (ih - ih_lo) * cols + (iw - iw_lo);
-                    acc = num::fma_f32(smem.load(at).to_f32(), wr[tap], acc);
-                }
+                let v = smem.load(at + tap_dh[tap] * cols + tap_dw[tap]);
+                acc = num::fma_f32(v.to_f32(), wr[tap], acc);
             }
         }
         out.set(T::from_f32(g.finish(acc, b)));

@@ -419,10 +419,10 @@ fn depthwise(
 /// Runs `conv` in f32, f16 and bf16 (bias and ReLU varied) and checks that
 /// each ran `kernel` with `{dtype}` filled in.
 fn check_depthwise(dev: &Device, conv: &Conv2d, kernel: &str, seed: u64) {
-    let relu = conv.relu(seed % 2 == 0);
+    let relu = conv.relu(seed.is_multiple_of(2));
     assert_eq!(check::<f32>(dev, &relu, true, seed), Algorithm::Depthwise);
     assert_eq!(
-        check::<f16>(dev, conv, seed % 3 == 0, seed + 1),
+        check::<f16>(dev, conv, seed.is_multiple_of(3), seed + 1),
         Algorithm::Depthwise
     );
     assert_eq!(

@@ -348,9 +348,11 @@ mod tests {
         let reports = (op.verify)(&dev, &mut rng, verify::EDGE_LENGTHS).unwrap();
         for layout in ["nchw", "nhwc"] {
             for dtype in ["f32", "f16", "bf16"] {
-                let direct = format!("conv2d_direct_{layout}_{dtype}");
-                let report = reports.iter().find(|r| r.kernel == direct).unwrap();
-                assert!(report.passed(), "{direct}: {:?}", report.failure);
+                for kind in ["depthwise", "direct"] {
+                    let name = format!("conv2d_{kind}_{layout}_{dtype}");
+                    let report = reports.iter().find(|r| r.kernel == name).unwrap();
+                    assert!(report.passed(), "{name}: {:?}", report.failure);
+                }
             }
         }
         let timing = Timing {

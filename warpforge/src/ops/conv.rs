@@ -21,8 +21,14 @@
 //! **Algorithm** ([`Conv2d::algorithm`]), by this rule, first match:
 //!
 //! 1. [`Algorithm::Depthwise`]: `G = C > 1` (any `K = C·multiplier`): the
-//!    direct kernel, one output element per thread, coalesced along the
-//!    contiguous axis.
+//!    tiled depthwise kernels (`conv2d_depthwise_{nchw,nhwc}_{dtype}`): each
+//!    block stages the input of its output tile, halo included, in shared
+//!    memory once (NHWC: a ring of full-width input rows × 32 channels,
+//!    16-byte channel vectors where the channels and alignment allow; NCHW:
+//!    the window of a 16 × 64 tile of one plane) and keeps its filter taps
+//!    in registers. Filters of more than 9 taps, staging areas past 48 KiB
+//!    and grids past 65535 blocks in y or z run the direct kernel
+//!    (`conv2d_direct_{nchw,nhwc}_{dtype}`, one output element per thread).
 //! 2. [`Algorithm::Gemm1x1`]: `R = S = 1`, stride 1, no padding, dilation 1,
 //!    `G = 1`, no bias and no ReLU: [`crate::gemm::Gemm`] itself — NHWC
 //!    `Y[NHW × K] = X[NHW × C]·Wᵀ`; NCHW the batch `Y[n] = W[K × C]·X[n]`
@@ -135,7 +141,8 @@ pub enum Algorithm {
     ImplicitGemm,
     /// A 1×1, stride-1 convolution run as [`crate::gemm::Gemm`].
     Gemm1x1,
-    /// The direct kernel on a depthwise convolution (`G = C`).
+    /// A depthwise convolution (`G = C`): the tiled depthwise kernels, or
+    /// the direct kernel where they do not apply (module docs).
     Depthwise,
 }
 
@@ -144,7 +151,7 @@ impl fmt::Display for Algorithm {
         f.write_str(match self {
             Algorithm::ImplicitGemm => "implicit GEMM",
             Algorithm::Gemm1x1 => "1x1 as GEMM",
-            Algorithm::Depthwise => "depthwise (direct)",
+            Algorithm::Depthwise => "depthwise",
         })
     }
 }
@@ -159,6 +166,10 @@ mod sealed {
 /// The convolution kernels of one element type, as `run` drives them.
 #[doc(hidden)]
 pub struct ConvKernels {
+    /// The tiled depthwise kernels.
+    depthwise_nchw: &'static str,
+    depthwise_nhwc: &'static str,
+    /// The direct kernels (the depthwise fallback).
     direct_nchw: &'static str,
     direct_nhwc: &'static str,
     /// The implicit-GEMM kernels.
@@ -188,6 +199,19 @@ pub trait ConvElement: Element + sealed::Sealed {
         y: &mut DeviceBuffer<Self>,
         g: [u64; 8],
     ) -> Result<()>;
+    /// Launches a tiled depthwise kernel.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_depthwise(
+        dev: &Device,
+        nhwc: bool,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        w: &DeviceBuffer<Self>,
+        bias: &DeviceBuffer<Self>,
+        y: crate::MatrixMut<'_, Self>,
+        g: [u64; 8],
+    ) -> Result<()>;
     /// Launches an implicit-GEMM kernel.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -210,6 +234,28 @@ pub trait ConvElement: Element + sealed::Sealed {
         b: &DeviceBuffer<Self>,
         c: &mut DeviceBuffer<Self>,
     ) -> Result<()>;
+}
+
+macro_rules! depthwise_launch {
+    ($nchw:ident, $nhwc:ident) => {
+        fn launch_depthwise(
+            dev: &Device,
+            nhwc: bool,
+            cfg: LaunchConfig,
+            x: &DeviceBuffer<Self>,
+            w: &DeviceBuffer<Self>,
+            bias: &DeviceBuffer<Self>,
+            y: crate::MatrixMut<'_, Self>,
+            [a, b, c, d, e, f, g, h]: [u64; 8],
+        ) -> Result<()> {
+            let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
+            if nhwc {
+                dev.launch(kc::$nhwc, cfg, args)
+            } else {
+                dev.launch(kc::$nchw, cfg, args)
+            }
+        }
+    };
 }
 
 macro_rules! direct_launch {
@@ -236,6 +282,8 @@ macro_rules! direct_launch {
 
 impl ConvElement for f32 {
     const KERNELS: ConvKernels = ConvKernels {
+        depthwise_nchw: kc::conv2d_depthwise_nchw_f32::NAME,
+        depthwise_nhwc: kc::conv2d_depthwise_nhwc_f32::NAME,
         direct_nchw: kc::conv2d_direct_nchw_f32::NAME,
         direct_nhwc: kc::conv2d_direct_nhwc_f32::NAME,
         implicit_nchw: kc::conv2d_nchw_f32_64x64x16::NAME,
@@ -246,6 +294,7 @@ impl ConvElement for f32 {
         <f32 as GemmTypes<f32>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
     }
     direct_launch!(conv2d_direct_nchw_f32, conv2d_direct_nhwc_f32);
+    depthwise_launch!(conv2d_depthwise_nchw_f32, conv2d_depthwise_nhwc_f32);
     fn launch_implicit(
         dev: &Device,
         nhwc: bool,
@@ -277,9 +326,11 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident) => {
+    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
+                depthwise_nchw: kc::$dw_nchw::NAME,
+                depthwise_nhwc: kc::$dw_nhwc::NAME,
                 direct_nchw: kc::$nchw::NAME,
                 direct_nhwc: kc::$nhwc::NAME,
                 implicit_nchw: kc::$tc_nchw::NAME,
@@ -292,6 +343,7 @@ macro_rules! half_element {
                 <$t as GemmTypes<$t>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
             }
             direct_launch!($nchw, $nhwc);
+            depthwise_launch!($dw_nchw, $dw_nhwc);
             fn launch_implicit(
                 dev: &Device,
                 nhwc: bool,
@@ -324,6 +376,8 @@ macro_rules! half_element {
 
 half_element!(
     f16,
+    conv2d_depthwise_nchw_f16,
+    conv2d_depthwise_nhwc_f16,
     conv2d_direct_nchw_f16,
     conv2d_direct_nhwc_f16,
     conv2d_nchw_f16_64x64x32_s3,
@@ -331,6 +385,8 @@ half_element!(
 );
 half_element!(
     bf16,
+    conv2d_depthwise_nchw_bf16,
+    conv2d_depthwise_nhwc_bf16,
     conv2d_direct_nchw_bf16,
     conv2d_direct_nhwc_bf16,
     conv2d_nchw_bf16_64x64x32_s3,
@@ -674,12 +730,29 @@ impl Conv2d {
         let kernels = T::KERNELS;
         let nhwc = self.layout == Layout::Nhwc;
         Ok(match self.algorithm_for::<T>(bias)? {
-            Algorithm::Depthwise if nhwc => kernels.direct_nhwc,
-            Algorithm::Depthwise => kernels.direct_nchw,
+            Algorithm::Depthwise => match (self.depthwise_plan::<T>()?.is_some(), nhwc) {
+                (true, true) => kernels.depthwise_nhwc,
+                (true, false) => kernels.depthwise_nchw,
+                (false, true) => kernels.direct_nhwc,
+                (false, false) => kernels.direct_nchw,
+            },
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
             Algorithm::ImplicitGemm if nhwc => kernels.implicit_nhwc,
             Algorithm::ImplicitGemm => kernels.implicit_nchw,
         })
+    }
+
+    /// The tiled depthwise kernel's launch for `T`, or `None` where the
+    /// direct kernel runs (`warpforge_kernels::conv::Geometry::dw_plan`:
+    /// more than 9 taps, a staging area past 48 KiB, a grid past 65535
+    /// blocks in y or z). For a depthwise convolution.
+    fn depthwise_plan<T: ConvElement>(&self) -> Result<Option<kc::DwPlan>> {
+        let g = self.geometry()?;
+        Ok(g.dw_plan(
+            self.layout == Layout::Nhwc,
+            self.input[0],
+            std::mem::size_of::<T>(),
+        ))
     }
 
     /// `y = conv(x, w) (+ bias)`, ReLU if asked, on `dev`, after every check
@@ -774,10 +847,27 @@ impl Conv2d {
                     T::run_gemm(dev, gemm, w, x, y)
                 }
             }
-            Algorithm::Depthwise => {
-                let cfg = grid_stride_config(y.len());
-                T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
-            }
+            Algorithm::Depthwise => match self.depthwise_plan::<T>()? {
+                Some(plan) => {
+                    let (gx, gy, gz) = plan.grid;
+                    let cfg =
+                        LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(kc::DW_THREADS as u32))
+                            .with_shared_bytes(plan.shared_bytes);
+                    // NHWC: N stacked [P·Q × K] matrices; NCHW: N·K
+                    // stacked [P × Q] planes (sizes fit: the output's
+                    // element count does).
+                    let y = if nhwc {
+                        y.batched_matrix_mut(p * q, k, k, n, p * q * k)?
+                    } else {
+                        y.batched_matrix_mut(p, q, q, n * k, p * q)?
+                    };
+                    T::launch_depthwise(dev, nhwc, cfg, x, w, bias_buf, y, packed)
+                }
+                None => {
+                    let cfg = grid_stride_config(y.len());
+                    T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
+                }
+            },
             Algorithm::ImplicitGemm => {
                 let (bm, bn, threads) = T::KERNELS.implicit_tile;
                 // One batch per grid z (sizes fit: the output's element

@@ -5,14 +5,16 @@
 //!
 //! **Cases** ([`cases`]): a dense 3×3 with bias and ReLU, stride 2 with
 //! asymmetric padding, dilation 2 with a non-square filter, 2 groups,
-//! depthwise with channel multipliers 1 and 2 (stride, dilation, ReLU), 1×1
+//! depthwise with channel multipliers 1 and 2 (stride, dilation, ReLU),
+//! depthwise over several of the tiled kernels' tiles, a depthwise 5×5 (the
+//! direct kernel), 1×1
 //! without bias (the GEMM route) and with it, an empty batch, a 1×1 image,
 //! and one past the implicit GEMM's 64×64 tile in both directions; then one
 //! random geometry per random length of `lens` (multiply-adds about that
 //! length). Each runs NCHW and NHWC, in f32, f16 and bf16.
 //!
 //! **One report per kernel**, named as [`Conv2d::kernel_name_for`] names it
-//! (`conv2d_direct_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
+//! (`conv2d_depthwise_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
 //! route, whose kernel is a GEMM that the `gemm` entry already reports: it is
 //! `conv2d_1x1_{nchw,nhwc}_{dtype}` here. A report's `lengths` hold each
 //! case's multiply-adds `N·P·Q·K·(C/G)·R·S`.
@@ -157,6 +159,22 @@ pub fn cases(rng: &mut StdRng, lens: &[usize]) -> Vec<Spec> {
             relu: true,
             integers: false,
             ..d([2, 6, 9, 9], [6, 1, 3, 3])
+        },
+        // Depthwise over several tiles of the tiled kernels (NHWC: 1296
+        // pixels, two 32-channel tiles; NCHW: three 16-row tiles), ragged
+        // channels (40: whole 16-byte vectors in f16 only at 8).
+        Spec {
+            groups: 40,
+            padding: Padding::uniform(1),
+            bias: true,
+            ..d([1, 40, 36, 36], [40, 1, 3, 3])
+        },
+        // Depthwise 5 × 5: more taps than the tiled kernels hold, the
+        // direct kernel.
+        Spec {
+            groups: 3,
+            padding: Padding::uniform(2),
+            ..d([1, 3, 6, 7], [6, 1, 5, 5])
         },
         // 1×1, stride 1, no padding, no bias: the GEMM route.
         d([2, 5, 4, 6], [7, 5, 1, 1]),
@@ -418,6 +436,7 @@ mod tests {
                 expected.push(format!("conv2d_{layout}_{dtype}_64x64x32_s3"));
             }
             for dtype in ["f32", "f16", "bf16"] {
+                expected.push(format!("conv2d_depthwise_{layout}_{dtype}"));
                 expected.push(format!("conv2d_direct_{layout}_{dtype}"));
                 expected.push(format!("conv2d_1x1_{layout}_{dtype}"));
             }
@@ -432,8 +451,9 @@ mod tests {
             assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
         }
         // The tensor-core implicit GEMM sees the dense, dilated and grouped
-        // cases, the empty batch among them; the direct kernel the two
-        // depthwise NHWC ones (and the random depthwise ones).
+        // cases, the empty batch among them; the tiled depthwise kernel the
+        // two depthwise NHWC ones (and the random depthwise ones), the direct
+        // kernel the 5 × 5 depthwise one.
         let tensor_core = reports
             .iter()
             .find(|r| r.kernel == "conv2d_nhwc_bf16_64x64x32_s3")
@@ -442,14 +462,14 @@ mod tests {
         assert!(tensor_core.lengths.contains(&0), "{tensor_core:?}");
         let direct = reports
             .iter()
-            .find(|r| r.kernel == "conv2d_direct_nhwc_bf16")
+            .find(|r| r.kernel == "conv2d_depthwise_nhwc_bf16")
             .unwrap();
         assert!(direct.lengths.len() >= 2, "{direct:?}");
-        // Depthwise NHWC f32 runs the direct kernel, the dense and grouped
-        // f32 ones the implicit GEMM.
+        // Depthwise NHWC f32 runs the tiled depthwise kernel, the dense and
+        // grouped f32 ones the implicit GEMM.
         let f32_direct = reports
             .iter()
-            .find(|r| r.kernel == "conv2d_direct_nhwc_f32")
+            .find(|r| r.kernel == "conv2d_depthwise_nhwc_f32")
             .unwrap();
         assert!(f32_direct.lengths.len() >= 2, "{f32_direct:?}");
         // The fixed grouped case (2 groups of 2 channels) runs NHWC on the
@@ -462,6 +482,8 @@ mod tests {
         for (kernel, runs) in [
             ("conv2d_nhwc_f32_64x64x16", true),
             ("conv2d_nhwc_bf16_64x64x32_s3", true),
+            ("conv2d_depthwise_nhwc_f32", false),
+            ("conv2d_depthwise_nhwc_bf16", false),
             ("conv2d_direct_nhwc_f32", false),
             ("conv2d_direct_nhwc_bf16", false),
         ] {

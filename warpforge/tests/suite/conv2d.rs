@@ -392,6 +392,238 @@ fn tensor_core_nchw_across_tiles() {
     }
 }
 
+/// A depthwise case: `[n, c, h, w]`, multiplier `m`, filter `r × s`,
+/// strides, padding (top, bottom, left, right), dilations.
+#[allow(clippy::too_many_arguments)]
+fn depthwise(
+    layout: Layout,
+    [n, c, h, w]: [usize; 4],
+    m: usize,
+    (r, s): (usize, usize),
+    stride: (usize, usize),
+    (top, bottom, left, right): (usize, usize, usize, usize),
+    dil: (usize, usize),
+) -> Conv2d {
+    Conv2d::new(layout, [n, c, h, w], [c * m, 1, r, s])
+        .groups(c)
+        .stride(stride.0, stride.1)
+        .padding(Padding {
+            top,
+            bottom,
+            left,
+            right,
+        })
+        .dilation(dil.0, dil.1)
+}
+
+/// Runs `conv` in f32, f16 and bf16 (bias and ReLU varied) and checks that
+/// each ran `kernel` with `{dtype}` filled in.
+fn check_depthwise(dev: &Device, conv: &Conv2d, kernel: &str, seed: u64) {
+    let relu = conv.relu(seed.is_multiple_of(2));
+    assert_eq!(check::<f32>(dev, &relu, true, seed), Algorithm::Depthwise);
+    assert_eq!(
+        check::<f16>(dev, conv, seed.is_multiple_of(3), seed + 1),
+        Algorithm::Depthwise
+    );
+    assert_eq!(
+        check::<bf16>(dev, &relu, false, seed + 2),
+        Algorithm::Depthwise
+    );
+    for (dtype, name) in [
+        ("f32", conv.kernel_name::<f32>().unwrap()),
+        ("f16", conv.kernel_name::<f16>().unwrap()),
+        ("bf16", conv.kernel_name::<bf16>().unwrap()),
+    ] {
+        assert_eq!(name, kernel.replace("{dtype}", dtype), "{conv:?}");
+    }
+}
+
+/// The tiled NHWC depthwise kernel across its tiles: several 1024-pixel
+/// tiles whose boundaries fall inside an output row, several 32-channel
+/// tiles, the halo at the image's borders (padding, never read) and between
+/// tiles (re-read), strides, dilations, multipliers that split a 16-byte
+/// vector, channel counts that are not a multiple of it (element loads),
+/// images narrower than the 8 pixels of a step (a step spans several
+/// output rows), and non-square filters.
+#[test]
+fn depthwise_nhwc_tiles_interior_and_edges() {
+    let dev = Device::emulator();
+    let nhwc = Layout::Nhwc;
+    let tiled = "conv2d_depthwise_nhwc_{dtype}";
+    let cases = [
+        // Two pixel tiles (1600 pixels), two channel tiles (64), vectors.
+        depthwise(
+            nhwc,
+            [1, 64, 40, 40],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Batch 2, stride 2, asymmetric padding, 48 channels (a ragged
+        // channel tile, still whole vectors).
+        depthwise(
+            nhwc,
+            [2, 48, 23, 30],
+            1,
+            (3, 3),
+            (2, 2),
+            (1, 0, 2, 1),
+            (1, 1),
+        ),
+        // Odd channels: element loads.
+        depthwise(
+            nhwc,
+            [2, 13, 17, 11],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Multipliers 2 and 3 (3: a tile's first input channel mid-vector).
+        depthwise(
+            nhwc,
+            [1, 40, 9, 12],
+            2,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 24, 8, 10],
+            3,
+            (3, 2),
+            (1, 2),
+            (0, 1, 1, 0),
+            (1, 1),
+        ),
+        // Dilation 2 × 3, no padding; stride 3 × 1.
+        depthwise(
+            nhwc,
+            [1, 16, 14, 15],
+            1,
+            (3, 3),
+            (1, 1),
+            (0, 0, 0, 0),
+            (2, 3),
+        ),
+        depthwise(nhwc, [1, 8, 20, 9], 1, (2, 3), (3, 1), (2, 2, 0, 1), (1, 1)),
+        // Narrow images: 1, 2 and 3 output columns (a step of 8 pixels
+        // spans several rows), one of them taller than the tile.
+        depthwise(
+            nhwc,
+            [1, 16, 1100, 1],
+            1,
+            (3, 1),
+            (1, 1),
+            (1, 1, 0, 0),
+            (1, 1),
+        ),
+        depthwise(nhwc, [2, 8, 7, 2], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+        depthwise(nhwc, [1, 9, 6, 3], 2, (1, 3), (2, 1), (0, 0, 1, 1), (1, 1)),
+        // 1 × 1 and 9 × 1 filters.
+        depthwise(nhwc, [1, 32, 5, 7], 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+        depthwise(nhwc, [1, 8, 12, 5], 1, (9, 1), (1, 1), (4, 4, 0, 0), (1, 1)),
+    ];
+    for (i, conv) in cases.iter().enumerate() {
+        check_depthwise(&dev, conv, tiled, 100 + 10 * i as u64);
+    }
+}
+
+/// The tiled NCHW depthwise kernel across its 16 × 64 tiles: interior
+/// tiles with the halo on every side, ragged right and bottom tiles,
+/// strides, dilations, multipliers, non-square filters.
+#[test]
+fn depthwise_nchw_tiles_interior_and_edges() {
+    let dev = Device::emulator();
+    let nchw = Layout::Nchw;
+    let tiled = "conv2d_depthwise_nchw_{dtype}";
+    let cases = [
+        // 3 × 2 tiles of one plane, the middle ones with a halo all round.
+        depthwise(
+            nchw,
+            [1, 2, 40, 100],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Stride 2, asymmetric padding, batch 2, multiplier 2.
+        depthwise(
+            nchw,
+            [2, 3, 37, 140],
+            2,
+            (3, 3),
+            (2, 2),
+            (1, 0, 0, 1),
+            (1, 1),
+        ),
+        // Dilation, multiplier 3, non-square filter, stride 1 × 3.
+        depthwise(
+            nchw,
+            [1, 2, 21, 70],
+            3,
+            (2, 3),
+            (1, 3),
+            (2, 1, 1, 2),
+            (3, 2),
+        ),
+        // Odd small sizes and a 1 × 9 filter.
+        depthwise(nchw, [3, 5, 7, 3], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+        depthwise(nchw, [1, 4, 3, 80], 1, (1, 9), (1, 1), (0, 0, 4, 4), (1, 1)),
+    ];
+    for (i, conv) in cases.iter().enumerate() {
+        check_depthwise(&dev, conv, tiled, 300 + 10 * i as u64);
+    }
+}
+
+/// Depthwise convolutions the tiled kernels do not take — more than 9
+/// taps, an NHWC input row too wide for the staging ring — run the direct
+/// kernel, with the same results.
+#[test]
+fn depthwise_fallbacks_run_the_direct_kernel() {
+    let dev = Device::emulator();
+    for layout in [Layout::Nchw, Layout::Nhwc] {
+        let conv = depthwise(
+            layout,
+            [1, 6, 9, 8],
+            2,
+            (5, 5),
+            (1, 1),
+            (2, 2, 2, 2),
+            (1, 1),
+        );
+        let direct = match layout {
+            Layout::Nchw => "conv2d_direct_nchw_{dtype}",
+            Layout::Nhwc => "conv2d_direct_nhwc_{dtype}",
+        };
+        check_depthwise(&dev, &conv, direct, 500);
+    }
+    // 3 ring rows × 200 columns × 32 channels of f32 = 75 KiB: the direct
+    // kernel; in f16/bf16 it is 37.5 KiB and tiled.
+    let wide = depthwise(
+        Layout::Nhwc,
+        [1, 8, 3, 200],
+        1,
+        (3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        (1, 1),
+    );
+    assert_eq!(wide.kernel_name::<f32>().unwrap(), "conv2d_direct_nhwc_f32");
+    assert_eq!(
+        wide.kernel_name::<f16>().unwrap(),
+        "conv2d_depthwise_nhwc_f16"
+    );
+    assert_eq!(check::<f32>(&dev, &wide, true, 7), Algorithm::Depthwise);
+    assert_eq!(check::<bf16>(&dev, &wide, true, 8), Algorithm::Depthwise);
+}
+
 #[test]
 fn algorithm_rule() {
     let nchw = |c, k, g| Conv2d::new(Layout::Nchw, [1, c, 8, 8], [k, c / g, 3, 3]).groups(g);
@@ -481,7 +713,7 @@ fn algorithm_rule() {
     );
     assert_eq!(
         nchw(4, 4, 4).kernel_name::<bf16>().unwrap(),
-        "conv2d_direct_nchw_bf16"
+        "conv2d_depthwise_nchw_bf16"
     );
     assert_eq!(format!("{}", Algorithm::ImplicitGemm), "implicit GEMM");
 }

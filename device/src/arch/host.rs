@@ -680,13 +680,28 @@ pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> 
 /// `dst` and `src` must be valid for 16 bytes and not overlap.
 #[track_caller]
 pub(crate) unsafe fn cp_async_16(dst: *mut u8, src: *const u8) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { cp_async_16_or_zero(dst, Some(src)) }
+}
+
+/// [`cp_async_16`] from `src`, or (`None`) 16 zero bytes, read from nowhere
+/// (`cp.async`'s zero fill: a source size of 0).
+///
+/// # Safety
+/// `dst` valid for 16 bytes; `src`, if any, as [`cp_async_16`]'s.
+#[track_caller]
+unsafe fn cp_async_16_or_zero(dst: *mut u8, src: Option<*const u8>) {
     let site = Location::caller();
     let mut data = [0u8; 16];
-    // SAFETY: the caller's contract: `src` is valid for 16 bytes.
-    unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
+    if let Some(src) = src {
+        // SAFETY: the caller's contract: `src` is valid for 16 bytes.
+        unsafe { core::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), 16) };
+    }
     let deferred = fiber::try_with_current(|t| {
         t.site.set(Some(site));
-        t.log_access(site, Op::CpAsync, src as usize, 16);
+        if let Some(src) = src {
+            t.log_access(site, Op::CpAsync, src as usize, 16);
+        }
         let block = t.block();
         block.copies.borrow_mut().push(PendingCopy {
             thread: t.linear_id,
@@ -716,6 +731,25 @@ pub(crate) unsafe fn cp_async_16_at(dst: SharedAddr, src: *const u8, issue: bool
     if issue {
         // SAFETY: the caller's contract, passed on.
         unsafe { cp_async_16(dst.cast_mut(), src) }
+    }
+}
+
+/// [`cp_async_16_at`] that copies 16 zero bytes instead, reading nothing,
+/// when `zero` (`cp.async`'s zero fill), if `issue`.
+///
+/// # Safety
+/// If `issue`: `dst` valid for 16 bytes, and unless `zero`, `src` as
+/// [`cp_async_16`]'s.
+#[track_caller]
+pub(crate) unsafe fn cp_async_16_zfill_at(
+    dst: SharedAddr,
+    src: *const u8,
+    zero: bool,
+    issue: bool,
+) {
+    if issue {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { cp_async_16_or_zero(dst.cast_mut(), (!zero).then_some(src)) }
     }
 }
 

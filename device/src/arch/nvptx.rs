@@ -660,6 +660,28 @@ pub(crate) unsafe fn cp_async_16_at(dst: SharedAddr, src: *const u8, issue: bool
     }
 }
 
+/// [`cp_async_16_at`] that writes 16 zero bytes instead, reading nothing,
+/// when `zero` (a source size of 0: `cp.async`'s zero fill), if `issue`.
+///
+/// # Safety
+/// If `issue`: `dst` as [`cp_async_16_at`]'s, and `src` a global address
+/// (any, never read, if `zero`; else 16 bytes of global memory, 16-byte
+/// aligned).
+#[inline(always)]
+pub(crate) unsafe fn cp_async_16_zfill_at(
+    dst: SharedAddr,
+    src: *const u8,
+    zero: bool,
+    issue: bool,
+) {
+    let bytes: u32 = if zero { 0 } else { 16 };
+    // SAFETY: the caller's contract. Not `nomem`: it reads and (later) writes memory.
+    unsafe {
+        asm!("{{ .reg .pred %p; .reg .u64 %s; setp.ne.b32 %p, {c}, 0; cvta.to.global.u64 %s, {s}; @%p cp.async.cg.shared.global [{d}], [%s], 16, {n}; }}",
+            d = in(reg32) dst, s = in(reg64) src, n = in(reg32) bytes, c = in(reg32) issue as u32, options(nostack))
+    }
+}
+
 #[inline(always)]
 pub(crate) fn cp_async_commit() {
     // SAFETY: no operands.

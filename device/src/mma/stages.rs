@@ -705,3 +705,175 @@ impl<T: SharedElement> PanelCopies<'_, T> {
         issue
     }
 }
+
+/// Proof, from one check, that a [`Global`] buffer starts 16-byte aligned: so
+/// each of its 16-byte chunks (elements `8·j ..` for 16-bit types, `4·j ..`
+/// for f32) is aligned, and a gather that computes its chunks' indices per
+/// tile ([`GatherCopy`]) needs no alignment check per chunk.
+#[derive(Clone, Copy)]
+pub struct AlignedChunks<'a, T> {
+    src: Global<'a, T>,
+    /// One past the last element a chunk may start at: `len − chunk + 1`, or
+    /// 0 when no chunk fits.
+    starts: usize,
+}
+
+impl<'a, T: SharedElement> AlignedChunks<'a, T> {
+    /// The proof for `src`, if it starts 16-byte aligned (an empty buffer
+    /// too: it has no chunk to read).
+    #[inline(always)]
+    pub fn check(src: Global<'a, T>) -> Option<Self> {
+        let size = core::mem::size_of::<T>();
+        let fits = size != 0 && 16 % size == 0 && (src.as_ptr() as usize).is_multiple_of(16);
+        let starts = (src.len() + 1).saturating_sub(16 / size.max(1));
+        fits.then_some(AlignedChunks { src, starts })
+    }
+
+    /// The buffer.
+    #[inline(always)]
+    pub fn global(&self) -> Global<'a, T> {
+        self.src
+    }
+}
+
+/// One thread's chunks of a stage slice whose sources the kernel computes per
+/// tile (a gather: the implicit-GEMM convolution's im2col rows), from
+/// [`StageRing::gather_copy`]: the slice's 16-byte chunks `t, t + threads,
+/// …`, their destinations computed once, each copied by `cp.async` from a
+/// chunk of an [`AlignedChunks`] buffer or zero-filled (padding, ragged
+/// edges), predicated: no branch and no check that can fail per chunk.
+#[derive(Clone, Copy)]
+pub struct GatherCopy<T> {
+    ring: StageRing<T>,
+    /// Element of a stage of this thread's first chunk, and between its chunks.
+    dst: u32,
+    dst_pass: u32,
+    /// This thread's chunks per tile, the slice row of its first, the rows
+    /// between them, and its column in the slice.
+    chunks: u32,
+    row: u32,
+    rows_per_pass: u32,
+    col: u32,
+}
+
+impl<T: SharedElement> StageRing<T> {
+    /// Thread `t` of `threads`' chunks of a `rows × cols` slice stored at
+    /// element `base` of each stage with rows `stride` apart: chunks `t, t +
+    /// threads, …` of its `rows · cols/chunk` (consecutive threads along a
+    /// row: coalesced where the sources are), `None` unless `cols` is whole
+    /// chunks, `threads` a multiple of a row's chunks that divides the
+    /// slice's, and the slice inside a stage with 16-byte aligned rows. One
+    /// check, uniform over the block.
+    #[inline(always)]
+    pub fn gather_copy(
+        &self,
+        (base, stride): (usize, usize),
+        (rows, cols): (usize, usize),
+        (t, threads): (usize, usize),
+    ) -> Option<GatherCopy<T>> {
+        let size = core::mem::size_of::<T>();
+        let chunk = 16 / size;
+        let per_row = cols / chunk;
+        let total = rows.checked_mul(per_row)?;
+        let end = rows
+            .checked_sub(1)?
+            .checked_mul(stride)?
+            .checked_add(base)?
+            .checked_add(cols)?;
+        let fits = per_row > 0
+            && cols.is_multiple_of(chunk)
+            && threads > 0
+            && threads.is_multiple_of(per_row)
+            && total.is_multiple_of(threads)
+            && end <= self.stage_len()
+            && (base * size).is_multiple_of(16)
+            && (stride * size).is_multiple_of(16);
+        if !fits {
+            return None;
+        }
+        // A thread index past the block (a bug) copies the last thread's chunks.
+        let t = t.min(threads - 1);
+        let (r, c) = (t / per_row, (t % per_row) * chunk);
+        let rows_per_pass = threads / per_row;
+        // Inside a stage (checked), so every figure fits in 32 bits.
+        Some(GatherCopy {
+            ring: *self,
+            dst: (base + r * stride + c) as u32,
+            dst_pass: (rows_per_pass * stride) as u32,
+            chunks: (total / threads) as u32,
+            row: r as u32,
+            rows_per_pass: rows_per_pass as u32,
+            col: c as u32,
+        })
+    }
+}
+
+impl<T: SharedElement> GatherCopy<T> {
+    /// This thread's chunks per tile.
+    #[inline(always)]
+    pub fn chunks(&self) -> usize {
+        self.chunks as usize
+    }
+
+    /// The slice row of this thread's chunk `i`.
+    #[inline(always)]
+    pub fn row(&self, i: usize) -> usize {
+        (self.row + i as u32 * self.rows_per_pass) as usize
+    }
+
+    /// The slice column of this thread's chunks (the first of 16 bytes).
+    #[inline(always)]
+    pub fn col(&self) -> usize {
+        self.col as usize
+    }
+
+    /// If `issue`, starts filling this thread's chunk `i` (of
+    /// [`chunks`](Self::chunks)) of `stage`: by `cp.async` from the 16 bytes
+    /// at element `at` of `src` if `at` is `Some`, a whole chunk of it and
+    /// inside it, else with zeros (reading nothing). Lands at the thread's
+    /// wait, as [`super::cp_async_16`]'s copies; uniform `issue` keeps the
+    /// block's groups in step. An `at` that is not a chunk boundary or runs
+    /// past `src` is a bug in the kernel: zeros on the GPU, a fault on the
+    /// emulator.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_or_zero(
+        &self,
+        stage: Stage,
+        i: usize,
+        src: &AlignedChunks<'_, T>,
+        at: Option<usize>,
+        issue: bool,
+    ) {
+        let size = core::mem::size_of::<T>();
+        let chunk = 16 / size;
+        // Branch-free (`&`, not `&&`): a whole chunk inside the buffer, or zeros.
+        let (a, wanted) = match at {
+            Some(a) => (a, true),
+            None => (0, false),
+        };
+        let ok = wanted & a.is_multiple_of(chunk) & (a < src.starts);
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            !(issue && wanted) || ok,
+            "GatherCopy: chunk at element {a} of a buffer of {} is not a whole chunk inside it",
+            src.src.len()
+        );
+        // Clamped to this thread's chunks: `i` past them (a bug) refills the last.
+        let i = (i as u32).min(self.chunks - 1);
+        let to = self.ring.stage_offset(stage) + self.dst + i * self.dst_pass;
+        let to = self.ring.address(to, chunk, issue.then_some(true));
+        let from = src.src.as_ptr().wrapping_add(if ok { a } else { 0 });
+        // SAFETY: destination: stage + dst + i·dst_pass + chunk ≤ (stages −
+        // 1)·stage_len + base + (rows − 1)·stride + cols ≤ the ring's elements
+        // (`gather_copy`, `stage_offset`, i < chunks), 16-byte aligned (the
+        // ring's stages, `base`, `stride` and the chunk column are). Source:
+        // unless zero-filling (which reads nothing), elements at .. at + chunk
+        // of `src` (checked just above), in the global state space (`Global`'s
+        // invariant), 16-byte aligned (the buffer's start is, by
+        // `AlignedChunks::check`, and `at` is a multiple of 16 bytes). The
+        // shared bytes are written asynchronously, under the kernel's barrier
+        // discipline as with `cp_async_16`.
+        unsafe { arch::cp_async_16_zfill_at(to, from.cast(), !ok, issue) };
+    }
+}

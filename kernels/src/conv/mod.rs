@@ -67,10 +67,16 @@
 pub mod depthwise;
 pub use depthwise::*;
 
-use crate::gemm::tensor::{self, Input, MmaTile, Output, Stored, TC_TILE, TileSource, is_aligned};
+use crate::gemm::tensor::{
+    self, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
+};
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
+use warpforge_device::mma::{
+    ARowMajor, AlignedChunks, BNMajorPair, FragC, GatherCopy, PanelCopy, Stage, StageRing,
+};
 use warpforge_device::own::{Elements, MicroTiles, WarpTiles};
-use warpforge_device::shared::SharedArray;
+use warpforge_device::shared::{self, SharedArray, SharedElement};
+use warpforge_device::unroll::unroll;
 use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
 use warpforge_device::{mma, num};
 use warpforge_macros::kernel;
@@ -602,6 +608,189 @@ impl<T: Input + Element> TileSource<T> for Im2colNhwcTc<'_, T> {
     }
 }
 
+/// The most 16-byte chunks of `A` one thread gathers per k-step in
+/// [`nhwc_lean_main_loop`] (2 for the 64 × 64 × 32 tile's 128 threads).
+const MAX_CHUNKS: usize = 4;
+
+/// One thread's fill of each stage of [`nhwc_lean_main_loop`]: its chunks of
+/// the gathered `A` and its copies of the weights' `B`.
+struct NhwcFill<'a, T> {
+    x: AlignedChunks<'a, T>,
+    gather: GatherCopy<T>,
+    weights: PanelCopy<'a, T>,
+    /// Per chunk: whether its output pixel is a row of the matrix; the first
+    /// input row and column it reads (wrapping below 0: far past the image);
+    /// the element of its first channel at input pixel (0, 0) of its image.
+    rows_in: [bool; MAX_CHUNKS],
+    first_in: [(u32, u32); MAX_CHUNKS],
+    pixel: [u32; MAX_CHUNKS],
+    /// `(H, W, C, C/G)`, the dilations, the filter's columns, the channels
+    /// per k-step (`BK`).
+    size: (u32, u32, u32, u32),
+    dil: (u32, u32),
+    taps_s: u32,
+    step: u32,
+    /// The next k-step's filter tap `(r, s)` and first channel (uniform over
+    /// the block), and the k-steps left.
+    next: (u32, u32, u32),
+    left: u32,
+}
+
+impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
+    #[inline(always)]
+    fn fill(&mut self, stage: Stage) {
+        let issue = self.left > 0;
+        let (h, w, c, cg) = self.size;
+        let (r, s, ch) = self.next;
+        let (dh, dw) = (r.wrapping_mul(self.dil.0), s.wrapping_mul(self.dil.1));
+        // Over a constant count, so the per-chunk arrays stay in registers.
+        unroll(MAX_CHUNKS, |i| {
+            if i >= self.gather.chunks() {
+                return;
+            }
+            let (ih, iw) = (
+                self.first_in[i].0.wrapping_add(dh),
+                self.first_in[i].1.wrapping_add(dw),
+            );
+            // `&`, not `&&`: predicates, not branches.
+            let inside = self.rows_in[i] & (ih < h) & (iw < w);
+            let at = (ih.wrapping_mul(w).wrapping_add(iw))
+                .wrapping_mul(c)
+                .wrapping_add(self.pixel[i])
+                .wrapping_add(ch);
+            self.gather
+                .copy_or_zero(stage, i, &self.x, inside.then_some(at as usize), issue);
+        });
+        self.weights.copy_next(stage);
+        // BK channels on; after the group's last channel, the next tap.
+        let ch = ch.wrapping_add(self.step);
+        let next_s = ch == cg;
+        let s = s + next_s as u32;
+        let next_r = s == self.taps_s;
+        self.next = (
+            r + next_r as u32,
+            if next_r { 0 } else { s },
+            if next_s { 0 } else { ch },
+        );
+        self.left = self.left.saturating_sub(1);
+    }
+}
+
+/// The implicit-GEMM NHWC convolution's lean main loop
+/// ([`tensor::pipeline_interior`]): `A`'s im2col rows gathered by
+/// [`GatherCopy`](warpforge_device::mma::GatherCopy) — each thread's output pixels (`n`, the first input row and
+/// column) computed once, the filter tap `(r, s)` and first channel of each
+/// k-step advanced once per step for the block, each 16-byte chunk of 8
+/// channels copied by `cp.async` when its pixel is inside the image and
+/// zero-filled in the padding, predicated (no branch, no check that can
+/// fail) — and `B`, the weights, as the GEMM's
+/// [`InteriorPanel`](warpforge_device::mma::InteriorPanel) copies.
+/// `None` (before any barrier: the checks are uniform over the block) unless
+/// every k-step is one tap's channels (`C/G` a multiple of `BK`, so the
+/// chunks of a k-step share a tap, and 16-byte aligned where the input is),
+/// the input starts 16-byte aligned and indexes in 32 bits, and the block's
+/// weights are an interior panel.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn nhwc_lean_main_loop<
+    T: Input + Element + SharedElement,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    a: &Im2colNhwcTc<'_, T>,
+    b: &Stored<'_, T>,
+    ktiles: usize,
+    (row0, col0): (usize, usize),
+    t: usize,
+    warp_col: usize,
+) -> Option<[[FragC; NI]; MI]> {
+    let tile = MmaTile::new(BM, BN, BK, BM, WN, S);
+    let me = (t, tile.threads());
+    let g = &a.g;
+    let (pq, channels) = (g.p * g.q, g.cg * g.groups);
+    let fits = g.cg.is_multiple_of(BK)
+        && pq > 0
+        && a.x.len() <= u32::MAX as usize
+        && ktiles <= u32::MAX as usize
+        && NI.is_multiple_of(2);
+    if !fits {
+        return None;
+    }
+    let smem = shared::dynamic::<T>();
+    let (_, sa) = tile.a_layout(false);
+    let (_, sb) = tile.b_layout(true);
+    let a_len = tile.a_len(false);
+    let ring = StageRing::check(&smem, tile.stage_len(false, true), S)?;
+    let x = AlignedChunks::check(a.x)?;
+    let weights = b
+        .interior_panel::<BN, BK>((col0, 0), false, ktiles)?
+        .thread_copy(&ring, a_len, sb, me)?;
+    let gather = ring.gather_copy((0, sa), (BM, BK), me)?;
+    let frags_a = ring.window::<ARowMajor>(
+        0, // one row of warps: every warp's rows start at the tile's
+        sa,
+        tensor::a_offset::<false>((MI - 1) * mma::M, BK - T::K, sa),
+    )?;
+    let frags_b = ring.window::<BNMajorPair>(
+        a_len + tensor::b_offset::<true>(warp_col, 0, sb),
+        sb,
+        tensor::b_offset::<true>((NI - 2) * mma::N, BK - T::K, sb),
+    )?;
+    if gather.chunks() > MAX_CHUNKS {
+        return None;
+    }
+    // Once per thread: each chunk's output pixel, its first input row and
+    // column (wrapping below 0 into the padding: a u32 far past the image)
+    // and the element of its first channel at input pixel (0, 0). 32-bit:
+    // the input's every index fits (checked).
+    let mut rows_in = [false; MAX_CHUNKS];
+    let mut first_in = [(0u32, 0u32); MAX_CHUNKS];
+    let mut pixel = [0u32; MAX_CHUNKS];
+    unroll(MAX_CHUNKS, |i| {
+        if i >= gather.chunks() {
+            return;
+        }
+        let m = row0 + gather.row(i);
+        let (n, p, q) = (m / pq, (m % pq) / g.q, m % g.q);
+        rows_in[i] = m < a.rows;
+        first_in[i] = (
+            (p * g.stride_h).wrapping_sub(g.pad_top) as u32,
+            (q * g.stride_w).wrapping_sub(g.pad_left) as u32,
+        );
+        pixel[i] = (n * g.h * g.w * channels + a.c0 + gather.col()) as u32;
+    });
+    let fill = NhwcFill {
+        x,
+        gather,
+        weights,
+        rows_in,
+        first_in,
+        pixel,
+        size: (g.h as u32, g.w as u32, channels as u32, g.cg as u32),
+        dil: (g.dil_h as u32, g.dil_w as u32),
+        taps_s: g.s as u32,
+        step: BK as u32,
+        next: (0, 0, 0),
+        left: ktiles as u32,
+    };
+    Some(tensor::pipeline_interior::<
+        T,
+        ARowMajor,
+        BNMajorPair,
+        false,
+        true,
+        BK,
+        S,
+        MI,
+        NI,
+    >(&ring, fill, &frags_a, &frags_b, (sa, sb), ktiles))
+}
+
 const TC_M: usize = TC_TILE.m;
 const TC_N: usize = TC_TILE.n;
 const TC_K: usize = TC_TILE.k;
@@ -677,14 +866,28 @@ pub fn conv2d_nhwc_tc<
         rows: n,
         cols: k,
     };
-    let mut acc = tensor::main_loop::<T, _, _, false, true, BM, BN, BK, BM, WN, S, MI, NI>(
+    let ktiles = k.div_ceil(BK);
+    // The lean pipeline where its checks (once per block, uniform) pass;
+    // else the guarded main loop, chunk by chunk.
+    let lean = nhwc_lean_main_loop::<T, BM, BN, BK, WN, S, MI, NI>(
         &a,
         &b,
-        k.div_ceil(BK),
+        ktiles,
         (row0, col0),
         t,
-        (0, warp_col), // one row of warps, as `WarpTiles` maps them
+        warp_col,
     );
+    let mut acc = match lean {
+        Some(acc) => acc,
+        None => tensor::main_loop::<T, _, _, false, true, BM, BN, BK, BM, WN, S, MI, NI>(
+            &a,
+            &b,
+            ktiles,
+            (row0, col0),
+            t,
+            (0, warp_col), // one row of warps, as `WarpTiles` maps them
+        ),
+    };
     let Some(mut out) = y.tile() else {
         return;
     };

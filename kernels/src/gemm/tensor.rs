@@ -94,7 +94,7 @@
 
 use warpforge_device::mma::{
     self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, FragA, FragB, FragC, FragmentLayout,
-    FragmentSource, InteriorPanel, MmaInput, PanelCopies, StageRing, StageWindow, row_elems,
+    FragmentSource, InteriorPanel, MmaInput, PanelCopies, Stage, StageRing, StageWindow, row_elems,
 };
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
@@ -736,26 +736,43 @@ pub fn main_loop<
 /// Element offset in a stage's `A` slice (stored as `TA` says, rows `sa`
 /// apart) of A's element `(i, p)`: row `i` of the block tile, k `p`.
 #[inline(always)]
-const fn a_offset<const TA: bool>(i: usize, p: usize, sa: usize) -> usize {
+pub(crate) const fn a_offset<const TA: bool>(i: usize, p: usize, sa: usize) -> usize {
     if TA { p * sa + i } else { i * sa + p }
 }
 
 /// Element offset in a stage's `B` slice (stored as `TB` says, rows `sb`
 /// apart) of op(B)'s element `(p, j)`: k `p`, column `j` of the block tile.
 #[inline(always)]
-const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> usize {
+pub(crate) const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> usize {
     if TB { j * sb + p } else { p * sb + j }
+}
+
+/// What fills each stage of [`pipeline_interior`]: this thread's share of
+/// the next k-step's copies (by `cp.async`, landing at its wait),
+/// predicated off once no k-step is left. Uniform over the block.
+pub trait StageFill {
+    /// Starts filling `stage` with the next k-step, if one is left.
+    fn fill(&mut self, stage: Stage);
+}
+
+impl<T: SharedElement> StageFill for PanelCopies<'_, T> {
+    #[inline(always)]
+    fn fill(&mut self, stage: Stage) {
+        self.copy_next(stage);
+    }
 }
 
 /// Steps 2 and 3 for a block whose whole k-range is interior: the same
 /// pipeline as [`pipeline`], with each thread's share of every stage's copy
-/// ([`PanelCopy`]) and its warp's fragment loads ([`StageWindow`]) computed
-/// and checked once, so that a k-step is its `cp.async`s, a wait, a barrier,
-/// the `ldmatrix`s at constant offsets from the stage and the `mma`s, every
-/// loop over k-slices and fragments written out ([`unroll`]).
+/// ([`StageFill`]: the next k-step's, predicated off once none is left:
+/// [`PanelCopies`] for the GEMM, a gather for the convolutions) and its
+/// warp's fragment loads ([`StageWindow`]) computed and checked once, so
+/// that a k-step is its `cp.async`s, a wait, a barrier, the `ldmatrix`s at
+/// constant offsets from the stage and the `mma`s, every loop over k-slices
+/// and fragments written out ([`unroll`]). `ktiles ≤ u32::MAX`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn pipeline_interior<
+pub fn pipeline_interior<
     TIn: Input + SharedElement,
     LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
     LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
@@ -767,7 +784,7 @@ fn pipeline_interior<
     const NI: usize,
 >(
     ring: &StageRing<TIn>,
-    mut copies: PanelCopies<'_, TIn>,
+    mut fill: impl StageFill,
     frags_a: &StageWindow<TIn, LA>,
     frags_b: &StageWindow<TIn, LB>,
     (sa, sb): (usize, usize),
@@ -778,14 +795,13 @@ fn pipeline_interior<
     // past the end keep the count uniform).
     let mut write = ring.first();
     unroll(S - 1, |_| {
-        copies.copy_next(write);
+        fill.fill(write);
         mma::cp_async_commit();
         write = ring.next(write);
     });
     let mut read = ring.first();
-    // The panels hold `ktiles` ≤ u32::MAX steps (`thread_copy` checked): a
-    // 32-bit count.
-    let mut left = ktiles as u32;
+    // A 32-bit count (the caller's `ktiles ≤ u32::MAX`).
+    let mut left = ktiles.min(u32::MAX as usize) as u32;
     while left > 0 {
         // Step kt has landed (at most S − 2 newer groups pending) and the
         // barrier publishes it; every warp is also done with step kt − 1,
@@ -793,7 +809,7 @@ fn pipeline_interior<
         // (one uniform branch for both panels).
         mma::cp_async_wait_group((S - 2) as u32);
         sync_threads();
-        copies.copy_next(write);
+        fill.fill(write);
         mma::cp_async_commit();
         write = ring.next(write);
         unroll(BK / TIn::K, |kk| {

@@ -371,6 +371,31 @@ fn tensor_core_nhwc_across_tiles() {
     }
 }
 
+/// The NHWC kernel's lean main loop (a block whose every k-step is one
+/// filter tap's channels: `C/G` a multiple of 32, the input aligned, the
+/// block's weights inside `K/G`), next to the guarded one: `K/G = 67` puts
+/// the first column tile on the lean path and the ragged second on the
+/// guarded one in the same launch; `K/G = 64` all lean. Padding on every
+/// side (zero-filled chunks), 3 row tiles (the last ragged: rows past
+/// `N·P·Q` zero-filled), strides, dilations and groups move the gathered
+/// taps; ReLU and bias.
+#[test]
+fn tensor_core_nhwc_lean_gather_across_tiles() {
+    let dev = Device::emulator();
+    for (c, k, groups) in [(64, 67, 1), (64, 128, 2), (32, 64, 1)] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [k, c / groups, 3, 3])
+            .padding(Padding::uniform(1))
+            .groups(groups)
+            .relu(true);
+        assert_eq!(check::<f16>(&dev, &conv, true, 31), Algorithm::ImplicitGemm);
+        let conv = conv.stride(2, 1).dilation(1, 2);
+        assert_eq!(
+            check::<bf16>(&dev, &conv, true, 32),
+            Algorithm::ImplicitGemm
+        );
+    }
+}
+
 /// The tensor-core NCHW kernel across tiles, dense and grouped: `K/G` of
 /// 67 and 66 (2 row tiles), `P·Q` = 81 (2 column tiles, ragged), several
 /// k-steps; stride 1 (the `cp.async` gather where 8 output columns are

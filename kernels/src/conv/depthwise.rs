@@ -32,7 +32,7 @@
 //! of every output is one unconditional shared load at a fixed offset.
 //!
 //! Each output is one f32 fused multiply-add chain over the taps in `(r,
-//! s)` order, then the epilogue ([`Geometry::finish`]): the same bits as
+//! s)` order, then the epilogue (`Geometry::finish`): the same bits as
 //! the direct kernel.
 
 use super::{Element, Geometry};

@@ -54,34 +54,47 @@
 //!    path (every chunk a `cp.async` when `lda`/`ldb` are multiples of 8 and
 //!    the buffers 16-byte aligned) and the guarded path; the test is per
 //!    chunk and never reads outside `A` or `B`. That per-chunk path is the
-//!    **edge** path: before its k-loop each block asks both operands once
-//!    for an [`InteriorPanel`] of its whole k-range (every k-step's tile
-//!    inside the matrix, in bounds and 16-byte aligned: an interior block
-//!    of a GEMM whose `k` is a multiple of `BK`, with 16-byte aligned
-//!    leading dimensions and buffers), and when both are proven its
-//!    pipeline copies each stage by [`InteriorPanel::copy_step`], with no
-//!    check per chunk (the proof type is minted by the check alone). The
-//!    implicit-GEMM convolutions (`crate::conv`) pass a gathering source
-//!    instead (the edge path, for now); steps 1–3 are [`main_loop`], shared
-//!    by both.
+//!    **guarded** path, for edge blocks.
 //! 2. **pipeline**: `S − 1` k-steps are in flight; at step `kt` each thread
 //!    waits until at most `S − 2` of its groups are pending (step `kt` has
 //!    landed), a barrier publishes it (and frees the stage read at `kt − 1`),
 //!    the block issues step `kt + S − 1` into that freed stage, then:
 //! 3. **ldmatrix → mma** (from a [`FragmentSource`]: the stages' alignment
 //!    checked once, no check or branch per fragment load): for each `K`-deep
-//!    slice of the stage (`K` =
-//!    [`MmaInput::K`]: 16, or 8 for
-//!    tf32), each warp loads the `WM/16` A fragments of its own rows and the
-//!    `WN/8` B fragments of its own columns with `ldmatrix` (`.trans` where
-//!    the stored orientation asks for it; for f32, plain shared loads there,
+//!    slice of the stage (`K` = [`MmaInput::K`]: 16, or 8 for tf32), each
+//!    warp loads the `WM/16` A fragments of its own rows and the `WN/8` B
+//!    fragments of its own columns with `ldmatrix` (`.trans` where the
+//!    stored orientation asks for it; for f32, plain shared loads there,
 //!    since `.trans` moves 16-bit elements only, and every f32 fragment
 //!    rounded to tf32) and issues `WM/16 · WN/8` `mma.sync` into its f32
 //!    accumulators.
 //!
+//! **The lean path** ([`pipeline_interior`]): before its k-loop each block
+//! asks both operands once for an [`InteriorPanel`] of its whole k-range
+//! (every k-step's tile inside the matrix, in bounds and 16-byte aligned: an
+//! interior block of a GEMM whose `k` is a multiple of `BK`, with 16-byte
+//! aligned leading dimensions and buffers). When both are proven, the same
+//! three steps run with everything per access decided once: the stages are a
+//! [`StageRing`] (checked against the shared view once; a [`Stage`] is an
+//! offset the ring advances with an add and a select); each thread's share
+//! of a stage's copy is a [`PanelCopies`] (its chunks' source pointers and
+//! shared offsets computed once, the sources advanced by the panel's step,
+//! every `cp.async` predicated on a k-step being left: no branch); each
+//! lane's fragment loads are [`StageWindow`]s (the lane's `ldmatrix` start
+//! computed and clamped once per layout, each load the stage's address plus
+//! a constant, `ldmatrix.x4` for B too, two fragments a load); the k-slice
+//! and fragment loops are written out ([`unroll`]). Every check that picks
+//! the path is uniform over the block (ptxas then needs no WARPSYNC at the
+//! barrier), and each unchecked access is a method of a value only its check
+//! makes. The k-tile loop is then its `cp.async`s, a wait, a barrier, the
+//! `ldmatrix`s and the `mma`s: 2.9 instructions per HMMA for the 128 × 128
+//! tile, 4.6 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
+//! limits). The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
+//! pipeline with a gathering fill instead of [`PanelCopies`] ([`StageFill`]).
+//!
 //! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
-//! straight from shared memory) replaces steps 1–3 — the body of the
-//! `while kt < ktiles` loop and its prologue — and nothing else: the tile
+//! straight from shared memory) replaces steps 1–3 — a [`StageFill`] and
+//! the ldmatrix → mma body — and nothing else: the tile
 //! parameters, the epilogue and the host side stay as they are.
 //!
 //! The epilogue writes each warp's accumulators through its [`WarpGrid`]
@@ -763,7 +776,7 @@ impl<T: SharedElement> StageFill for PanelCopies<'_, T> {
 }
 
 /// Steps 2 and 3 for a block whose whole k-range is interior: the same
-/// pipeline as [`pipeline`], with each thread's share of every stage's copy
+/// pipeline as the guarded `pipeline`, with each thread's share of every stage's copy
 /// ([`StageFill`]: the next k-step's, predicated off once none is left:
 /// [`PanelCopies`] for the GEMM, a gather for the convolutions) and its
 /// warp's fragment loads ([`StageWindow`]) computed and checked once, so

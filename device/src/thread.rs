@@ -140,3 +140,14 @@ pub fn warps_per_block() -> u32 {
     let d = block_dim();
     (d.x * d.y * d.z).div_ceil(WARP_SIZE)
 }
+
+/// Names the code path this block takes (e.g. a kernel's lean and guarded
+/// main loops), for the emulator's memory profile
+/// ([`MemoryProfile::paths`](crate::emu::MemoryProfile::paths): blocks per
+/// path), so a test can check which path each tile took. Counted once per
+/// block, from its thread 0; nothing on the GPU, and nothing in a launch
+/// that is not profiled.
+#[inline(always)]
+pub fn path(name: &'static str) {
+    crate::arch::record_path(name);
+}

@@ -753,6 +753,11 @@ pub(crate) unsafe fn cp_async_16_zfill_at(
     }
 }
 
+/// Counts the block as taking the code path `name` in a profiled launch.
+pub(crate) fn record_path(name: &'static str) {
+    fiber::try_with_current(|t| t.record_path(name));
+}
+
 /// Ends this thread's current group of copies.
 pub(crate) fn cp_async_commit() {
     fiber::try_with_current(|t| t.cp_groups.set(t.cp_groups.get().wrapping_add(1)));

@@ -121,6 +121,17 @@ impl ThreadState {
         }
     }
 
+    /// Counts this thread's block as taking the code path `name`, once: from
+    /// its thread 0.
+    pub(crate) fn record_path(&self, name: &'static str) {
+        // SAFETY: as in `log_access`.
+        if self.linear_id == 0
+            && let Some(p) = unsafe { self.profile.as_ref() }
+        {
+            p.record_path(name);
+        }
+    }
+
     /// The block's shared state.
     pub(crate) fn block(&self) -> &BlockState {
         // SAFETY: the scheduler keeps the BlockState alive, and unmoved, for

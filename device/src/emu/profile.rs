@@ -419,6 +419,10 @@ pub struct MemoryProfile {
     pub output_elements: u64,
     /// Per source line, the most sectors first (then the most wavefronts).
     pub lines: Vec<LineTraffic>,
+    /// Per code path a kernel names ([`crate::thread::path`]), the blocks
+    /// that took it, by name: e.g. the tensor-core GEMM's `"lean"` and
+    /// `"guarded"` main loops.
+    pub paths: Vec<(String, u64)>,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -502,6 +506,13 @@ impl MemoryProfile {
             }
         }
         sort_lines(&mut self.lines);
+        for (name, n) in &other.paths {
+            match self.paths.iter_mut().find(|p| p.0 == *name) {
+                Some(p) => p.1 += n,
+                None => self.paths.push((name.clone(), *n)),
+            }
+        }
+        self.paths.sort();
     }
 
     /// Coalescing efficiency of all global traffic together (bytes requested ÷ moved).
@@ -651,6 +662,10 @@ impl fmt::Display for MemoryProfile {
                 place, l.global_requests, l.sectors, l.shared_requests, l.wavefronts
             )?;
         }
+        if !self.paths.is_empty() {
+            let paths: Vec<String> = self.paths.iter().map(|(n, b)| format!("{n} {b}")).collect();
+            writeln!(f, "  blocks per path: {}", paths.join(", "))?;
+        }
         // Say what is not there, so a missing load is not read as a free one.
         writeln!(
             f,
@@ -679,6 +694,8 @@ pub(crate) struct Counts {
     sites: Vec<SiteCounts>,
     last_site: usize,
     atomic_addresses: HashMap<usize, u64>,
+    /// Blocks per code path named by the kernel.
+    paths: Vec<(&'static str, u64)>,
     /// Working memory of the sector and bank arithmetic.
     scratch: Vec<usize>,
 }
@@ -787,6 +804,17 @@ impl Counts {
         for (a, n) in o.atomic_addresses {
             *self.atomic_addresses.entry(a).or_insert(0) += n;
         }
+        for (name, n) in o.paths {
+            self.add_path(name, n);
+        }
+    }
+
+    /// `blocks` more blocks took the path `name`.
+    fn add_path(&mut self, name: &'static str, blocks: u64) {
+        match self.paths.iter_mut().find(|p| p.0 == name) {
+            Some(p) => p.1 += blocks,
+            None => self.paths.push((name, blocks)),
+        }
     }
 
     /// The launch's profile.
@@ -825,6 +853,8 @@ impl Counts {
         p.block = block;
         p.output_elements = output_elements;
         p.lines = lines;
+        p.paths = self.paths.iter().map(|&(n, b)| (n.to_owned(), b)).collect();
+        p.paths.sort();
         self.profile
     }
 }
@@ -866,6 +896,11 @@ impl BlockProfile {
             bytes: bytes as u32,
             addr,
         });
+    }
+
+    /// Counts the block as taking the code path `name`.
+    pub(crate) fn record_path(&self, name: &'static str) {
+        self.counts.borrow_mut().add_path(name, 1);
     }
 
     /// Counts an `ldmatrix` (a warp collective: already one request).

@@ -778,6 +778,7 @@ fn nhwc_lean_main_loop<
         next: (0, 0, 0),
         left: ktiles as u32,
     };
+    thread::path("lean");
     Some(tensor::pipeline_interior::<
         T,
         ARowMajor,

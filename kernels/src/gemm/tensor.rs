@@ -666,6 +666,7 @@ pub fn main_loop<
                     b_offset::<TB>((NI - 2) * mma::N, BK - TIn::K, sb),
                 )
             {
+                thread::path("lean");
                 return pipeline_interior::<TIn, _, _, TA, TB, BK, S, MI, NI>(
                     &ring,
                     copies,
@@ -728,6 +729,7 @@ pub fn main_loop<
         ),
     }
 
+    thread::path("guarded");
     // Step 1, guarded: k-step `kt` into stage `stage`, chunk by chunk.
     let load = |kt: usize, stage: usize| {
         let (base, p0) = (stage * stage_len, kt * BK);

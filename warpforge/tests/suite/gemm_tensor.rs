@@ -747,7 +747,9 @@ fn gpu_tensor_gemm_matches_the_exact_reference() {
 /// offsets, k a multiple of the k-step), every one is an edge (odd leading
 /// dimensions: misaligned rows), or they are mixed (a ragged m, and a
 /// second batch at an odd offset: its blocks misaligned while the first
-/// batch's are interior), each with both tiles and every transpose.
+/// batch's are interior), each with both tiles and every transpose; the
+/// emulator's per-launch path count (`MemoryProfile::paths`) says which
+/// blocks took the lean path and which the guarded one.
 #[test]
 fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
     let dev = Device::emulator();
@@ -788,7 +790,7 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
                 let (a, b) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
                 for tile in [Small, Large] {
                     let mut c = dev.alloc_zeroed::<f32>(2 * m * n).unwrap();
-                    Gemm::new(m, n, k)
+                    let gemm = Gemm::new(m, n, k)
                         .trans_a(ta)
                         .trans_b(tb)
                         .lda(lda)
@@ -796,9 +798,30 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
                         .batch(2)
                         .stride_a(stride_a)
                         .stride_b(stride_b)
-                        .tile(tile)
-                        .run(&dev, &a, &b, &mut c)
+                        .tile(tile);
+                    let ((), profiles) = dev
+                        .profile_memory(|| gemm.run(&dev, &a, &b, &mut c))
                         .unwrap();
+                    // Which path each block took: lean where the block's rows
+                    // are whole in m and both operands' rows and batch start
+                    // are 16-byte aligned (k is a multiple of the k-step).
+                    let (bm, bn) = if tile == Small { (64, 64) } else { (128, 128) };
+                    let aligned = |ld: usize, at: usize| ld % 8 == 0 && at % 8 == 0;
+                    let lean: u64 = (0..2)
+                        .filter(|z| aligned(lda, z * stride_a) && aligned(ldb, z * stride_b))
+                        .map(|_| ((m / bm) * (n / bn)) as u64)
+                        .sum();
+                    let blocks = (2 * m.div_ceil(bm) * n.div_ceil(bn)) as u64;
+                    let want_paths: Vec<(String, u64)> =
+                        [("guarded", blocks - lean), ("lean", lean)]
+                            .into_iter()
+                            .filter(|p| p.1 > 0)
+                            .map(|(p, b)| (p.to_owned(), b))
+                            .collect();
+                    assert_eq!(
+                        profiles[0].paths, want_paths,
+                        "m {m}, ta {ta}, tb {tb}, pad {pad}, gap {gap}, {tile:?}: blocks per path"
+                    );
                     let got = c.to_host().unwrap();
                     for z in 0..2 {
                         let batch = &got[z * m * n..(z + 1) * m * n];

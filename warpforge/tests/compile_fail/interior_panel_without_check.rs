@@ -1,8 +1,8 @@
-//! The tile copy without a check per chunk (`InteriorPanel::copy_step`) is a
-//! method of the proof that only `InteriorPanel::check` mints: a panel cannot
-//! be written down without the check (its fields are private), so a kernel
-//! cannot reach the unchecked copy with an edge tile, an unproven offset or
-//! a misaligned leading dimension.
+//! The tile copy without a check per chunk (`PanelCopy`, from
+//! `InteriorPanel::thread_copy`) needs the proof that only
+//! `InteriorPanel::check` mints: a panel cannot be written down without it
+//! (private fields), so a kernel cannot reach the unchecked copy with an edge
+//! tile, an unproven offset or a misaligned leading dimension.
 use warpforge_device::Global;
 use warpforge_device::mma::InteriorPanel;
 

@@ -806,7 +806,8 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
                     // are whole in m and both operands' rows and batch start
                     // are 16-byte aligned (k is a multiple of the k-step).
                     let (bm, bn) = if tile == Small { (64, 64) } else { (128, 128) };
-                    let aligned = |ld: usize, at: usize| ld % 8 == 0 && at % 8 == 0;
+                    let aligned =
+                        |ld: usize, at: usize| ld.is_multiple_of(8) && at.is_multiple_of(8);
                     let lean: u64 = (0..2)
                         .filter(|z| aligned(lda, z * stride_a) && aligned(ldb, z * stride_b))
                         .map(|_| ((m / bm) * (n / bn)) as u64)

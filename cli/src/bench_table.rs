@@ -334,7 +334,7 @@ mod tests {
         );
         assert!(!rows[0].ends_with("GB/s"), "{table}");
         assert!(
-            rows[1].starts_with("dw 3x3 nhwc conv2d_direct_nhwc_f16"),
+            rows[1].starts_with("dw 3x3 nhwc conv2d_depthwise_nhwc_f16"),
             "{table}"
         );
         assert!(rows[1].ends_with("  GB/s"), "{table}");

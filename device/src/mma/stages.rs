@@ -164,8 +164,7 @@ impl<T: SharedElement> StageRing<T> {
         // Only uniform conditions (ptxas then knows the lean loop is entered
         // by whole warps, and needs no WARPSYNC at its barrier): the origin,
         // which differs per warp, is clamped below rather than checked.
-        let fits = L::serves(T::KIND)
-            && stride.is_multiple_of(L::ALIGN)
+        let fits = stride.is_multiple_of(L::ALIGN)
             && reach <= u32::MAX as usize
             && spread.checked_add(reach)? <= room;
         if !fits {
@@ -200,9 +199,6 @@ pub trait FragmentLayout<T: MmaInput>: sealed::Sealed {
     /// The granularity (elements) of a lane's start: a 16-byte row for
     /// `ldmatrix`, one element for plain loads.
     const ALIGN: usize;
-    /// Whether this layout serves inputs of this kind (`ldmatrix.trans`
-    /// moves 16-bit elements only; tf32 has plain-load twins).
-    fn serves(kind: MmaKind) -> bool;
     /// Lane `lane`'s start, in elements from the tile's origin, rows
     /// `stride` elements apart.
     fn lane_start(lane: u32, stride: usize) -> usize;
@@ -286,10 +282,6 @@ impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
     type Frag = FragA<T>;
     const ALIGN: usize = row_elems::<T>();
     #[inline(always)]
-    fn serves(_: MmaKind) -> bool {
-        true
-    }
-    #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         // Matrices 0–3 are the quadrants (rows 0–7 | 8–15) × (the first |
         // second 16 bytes of k); lane l supplies row l % 8 of matrix l / 8.
@@ -312,23 +304,42 @@ impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
     }
 }
 
-impl<T: MmaInput> FragmentLayout<T> for AKMajor {
-    type Frag = FragA<T>;
-    const ALIGN: usize = if matches!(T::KIND, MmaKind::Tf32) {
+/// A k-major layout's start granularity: a 16-byte row for `ldmatrix.trans`,
+/// one element for tf32's plain loads.
+const fn k_major_align<T: MmaInput>() -> usize {
+    if matches!(T::KIND, MmaKind::Tf32) {
         1
     } else {
         row_elems::<T>()
-    };
-    #[inline(always)]
-    fn serves(_: MmaKind) -> bool {
-        true
     }
+}
+
+/// Where lane `lane`'s first element of a tf32 fragment stored k-major lies:
+/// A's `(row, col) = (l / 4 + 8·(i % 2), l % 4 + 4·(i / 2))` and B's `(k, n) =
+/// (l % 4 + 4·i, l / 4)` (the second of a pair 8 columns on) are both at
+/// `k·stride + m` with `k = l % 4`, `m = l / 4` for `i = 0`.
+const fn tf32_k_major_start(lane: usize, stride: usize) -> usize {
+    (lane % 4) * stride + lane / 4
+}
+
+/// Elements from a lane's start to one past the farthest it reads, k-major:
+/// a 16-byte row, or for tf32 the four loads up to `4·stride + 8`.
+const fn k_major_extent<T: MmaInput>(stride: usize) -> usize {
+    if matches!(T::KIND, MmaKind::Tf32) {
+        4 * stride + 9
+    } else {
+        row_elems::<T>()
+    }
+}
+
+impl<T: MmaInput> FragmentLayout<T> for AKMajor {
+    type Frag = FragA<T>;
+    const ALIGN: usize = k_major_align::<T>();
     #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         let lane = lane as usize;
         if T::KIND == MmaKind::Tf32 {
-            // A's (row, col) = (l / 4 + 8·(i % 2), l % 4 + 4·(i / 2)) at col·stride + row.
-            (lane % 4) * stride + lane / 4
+            tf32_k_major_start(lane, stride)
         } else {
             // Register r is the quadrant (rows 8·(r % 2) ..) × (k 8·(r / 2) ..),
             // stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2).
@@ -338,11 +349,7 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
     }
     #[inline(always)]
     fn extent(stride: usize) -> usize {
-        if T::KIND == MmaKind::Tf32 {
-            4 * stride + 9
-        } else {
-            row_elems::<T>()
-        }
+        k_major_extent::<T>(stride)
     }
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
@@ -368,22 +375,12 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
 
 impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
     type Frag = [FragB<T>; 2];
-    const ALIGN: usize = if matches!(T::KIND, MmaKind::Tf32) {
-        1
-    } else {
-        row_elems::<T>()
-    };
-    #[inline(always)]
-    fn serves(_: MmaKind) -> bool {
-        true
-    }
+    const ALIGN: usize = k_major_align::<T>();
     #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         let lane = lane as usize;
         if T::KIND == MmaKind::Tf32 {
-            // B's (k, n) = (l % 4 + 4·i, l / 4) at k·stride + n; the pair's
-            // second fragment 8 columns on.
-            (lane % 4) * stride + lane / 4
+            tf32_k_major_start(lane, stride)
         } else {
             // Matrices 0, 1: k 0–7, 8–15 at column n; 2, 3: the same at n + 8.
             (lane % 16) * stride + (lane / 16) * 8
@@ -391,11 +388,7 @@ impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
     }
     #[inline(always)]
     fn extent(stride: usize) -> usize {
-        if T::KIND == MmaKind::Tf32 {
-            4 * stride + 9
-        } else {
-            row_elems::<T>()
-        }
+        k_major_extent::<T>(stride)
     }
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
@@ -424,10 +417,6 @@ impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
 impl<T: MmaInput> FragmentLayout<T> for BNMajorPair {
     type Frag = [FragB<T>; 2];
     const ALIGN: usize = row_elems::<T>();
-    #[inline(always)]
-    fn serves(_: MmaKind) -> bool {
-        true
-    }
     #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         // Matrices 0, 1: the first and second 16 bytes of k of rows n 0–7;

@@ -1514,9 +1514,12 @@ pub fn reduce_with<T: Reducible>(
         _ => Some(dev.scratch(STATES, words[1])?),
     };
     for (i, &pass) in passes.iter().enumerate() {
-        // The element pass's columns kernel reads 16 bytes of a row per thread.
-        let width = match i {
-            0 => T::WIDTH,
+        // The element pass's columns kernel reads 16 bytes of a row per
+        // thread when every row's groups are whole vectors, else one column
+        // per thread (`warpforge_kernels::reduce::cols_pass`).
+        let width = match (i, pass) {
+            (0, Pass::Cols { inner, .. }) if !inner.is_multiple_of(T::WIDTH) => 1,
+            (0, _) => T::WIDTH,
             _ => 1,
         };
         let (_, blocks) = pass.units(width)?;

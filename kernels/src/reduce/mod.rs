@@ -11,7 +11,7 @@
 //! | kernel shape | unit | fold |
 //! | --- | --- | --- |
 //! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | the unit is cut into groups at multiples of [`Items::WIDTH`] in the buffer (16 bytes of elements; 1 state); lane `l` folds groups `l, l+32, …` in order, each group's items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
-//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of a group of [`Items::WIDTH`] adjacent columns (16 bytes of elements; 1 state) | each column sequentially, in index order; consecutive threads take consecutive groups, so a warp reads 512 consecutive bytes of a row per load |
+//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of a group of [`Items::WIDTH`] adjacent columns (16 bytes of elements; 1 state) when every row's groups are whole, aligned vectors, else of one column ([`Singles`]) | each column sequentially, in index order; consecutive threads take consecutive groups (columns), so a warp reads 512 (128) consecutive bytes of a row per load |
 //!
 //! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
 //! units]` or `[outer, units, inner]`, the same layout as its input with a
@@ -30,6 +30,12 @@
 //! small ones is launched with blocks of [`BLOCK_THREADS`] threads (the small
 //! ones: [`SMALL_BLOCK_THREADS`]) and grid-strides over its units.
 //!
+//! Every kernel reads its input through the device crate's global-memory
+//! API: the parameter is a [`Global`] (the host passes the same buffer as for
+//! a `&[T]`), read with [`Global::load`] and [`Global::vectors16`], so the
+//! emulator's memory profile counts every load (`warpforge profile reduce`,
+//! `Device::profile_memory`), and on the GPU they are the same loads.
+//!
 //! The rows kernels read a whole group of elements with one 16-byte vector
 //! load ([`Vectored`], `LDG.E.128`): a full, aligned unit is 16 items per lane
 //! in `16 / WIDTH` vectors, all issued before the first is folded. A row that
@@ -39,13 +45,17 @@
 //! scalar loads is folded in the same order as by a vector, so which loads are
 //! vectors never changes a bit.
 //!
-//! The columns kernels read the same 16-byte groups: a thread's `W` columns
-//! of one row are one vector load when they are a whole group (every row's
-//! are when `inner` is a multiple of `W`), else `W` scalar loads (the last
-//! group of a row may be partial); a column's fold is the same either way,
-//! and the same as with a thread per column. The combine passes read each
-//! state (two words) with one 16-byte load ([`stored`]; states whose decode
-//! uses one word load 8 bytes).
+//! The columns kernels read the same 16-byte groups when `inner` is a
+//! multiple of `W` (and the buffer is aligned, as every one the host passes
+//! is): a thread's `W` columns of one row are one vector load, and a warp's
+//! request is 512 consecutive bytes. Otherwise, decided once per launch, a
+//! thread takes one column ([`Singles`]) and consecutive lanes read
+//! consecutive elements with scalar loads (one 128-byte span per warp and
+//! row, where `W` columns per thread would use 4 bytes of every 16 a request
+//! touches). A column's fold is the same either way, and the same as with a
+//! thread per column, so the mapping never changes a bit. The combine passes
+//! and the `finish_*` kernels read each state (two words) with one 16-byte
+//! load ([`stored`]; states whose decode uses one word load 8 bytes).
 //!
 //! Kernels are stamped per reduction and element type (`reduce_*`, and the
 //! one-launch `reduce_small_*` and `reduce_fused_*` with the output type and

@@ -719,7 +719,11 @@ impl<S: State, I: Items<S>> Items<S> for Singles<I> {
     }
     #[inline(always)]
     fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S {
-        if n > 0 { self.0.fold(acc, k, j, 1) } else { acc }
+        if n > 0 {
+            self.0.fold(acc, k, j, 1)
+        } else {
+            acc
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
 use warpforge_device::global::{Plain, Vector16};
-use warpforge_device::{Global, num};
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
+use warpforge_device::{Global, num};
 use warpforge_device::{bf16, f16};
 
 /// What a reduction has folded so far.

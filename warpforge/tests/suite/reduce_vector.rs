@@ -953,7 +953,9 @@ fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
     assert_eq!(p.global_load.sectors_per_request(), 16.0);
 
     let n = 3000; // 5 whole units and a partial one of 55 whole vectors
-    let hs: Vec<bf16> = (0..n).map(|i| bf16::from_f32(((i * 7919) % 1000) as f32)).collect();
+    let hs: Vec<bf16> = (0..n)
+        .map(|i| bf16::from_f32(((i * 7919) % 1000) as f32))
+        .collect();
     let (max, profiles) = profiled(|dev| {
         let x = dev.upload(&hs)?;
         match reduce::reduce(Op::Max, &x, &[n], None)? {
@@ -995,7 +997,11 @@ fn ragged_columns_take_a_thread_per_column_in_emulator() {
         .collect();
     assert_eq!(sums, want);
     let l = &launch_of(&profiles, "reduce_cols_sum_f32").global_load;
-    assert_eq!(l.requests_by_width, [0, 0, l.requests, 0, 0], "scalar loads");
+    assert_eq!(
+        l.requests_by_width,
+        [0, 0, l.requests, 0, 0],
+        "scalar loads"
+    );
     // 128 bytes per warp request, 8 bytes further into a sector each row.
     assert!(l.efficiency() >= 0.75, "load efficiency {}", l.efficiency());
 }

@@ -126,13 +126,15 @@
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
 //!   different cache lines. Instead each thread takes 16 bytes of adjacent
-//!   outputs (4 f32, 8 f16/bf16, 2 f64: one vector load per row where the
-//!   row's columns start at a 16-byte boundary, as they all do when `inner`
-//!   is a multiple of that count; scalar loads otherwise), consecutive
-//!   threads the next 16 bytes, and each folds 64 rows of its columns: a
-//!   warp reads 512 consecutive bytes, four whole 128-byte lines, per row.
-//!   Each column is folded alone in index order, so the grouping changes no
-//!   bit.
+//!   outputs (4 f32, 8 f16/bf16, 2 f64: one vector load per row),
+//!   consecutive threads the next 16 bytes, and each folds 64 rows of its
+//!   columns: a warp reads 512 consecutive bytes, four whole 128-byte lines,
+//!   per row. That needs every row's columns to start at a 16-byte boundary,
+//!   as they do when `inner` is a multiple of that count; otherwise each
+//!   thread takes one column (scalar loads, a warp reading 32 consecutive
+//!   elements of a row). Each column is folded alone in index order, so the
+//!   grouping changes no bit. Every pass reads its input through `Global`
+//!   loads, which the emulator's memory profile counts.
 //!
 //! # Error bounds
 //!

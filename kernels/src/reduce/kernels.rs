@@ -13,20 +13,20 @@ use super::{
 };
 
 use warpforge_device::own::{Elements, WarpChunks};
-use warpforge_device::{Out, bf16, f16};
+use warpforge_device::{Global, Out, bf16, f16};
 use warpforge_macros::kernel;
 
 macro_rules! element_passes {
     ($($rows:ident, $cols:ident: $r:ty, $t:ty;)*) => { $(
         #[doc = concat!("Rows pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $rows(x: &[$t], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
+        pub fn $rows(x: Global<$t>, rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
             rows_pass(rows, len, vectored::<$t, $r>(x), &mut states);
         }
 
         #[doc = concat!("Columns pass of `", stringify!($r), "` over `", stringify!($t), "` elements `[outer, len, inner]` (see [`cols_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $cols(x: &[$t], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+        pub fn $cols(x: Global<$t>, outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
             cols_pass(outer, len, inner, vectored::<$t, $r>(x), &mut states);
         }
     )* };
@@ -111,7 +111,7 @@ macro_rules! one_launch_kernels {
             instances($($small = <$t, $r, $o, $f>),*)
         )]
         pub fn reduce_small<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
-            x: &[T],
+            x: Global<T>,
             rows: u64,
             len: u64,
             finish: u32,
@@ -131,7 +131,7 @@ macro_rules! one_launch_kernels {
         /// after it. Launch 1-D blocks of [`super::BLOCK_THREADS`] threads.
         #[kernel(block = 256, instances($($fused = <$t, $r, $o, $f>),*))]
         pub fn reduce_fused<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
-            x: &[T],
+            x: Global<T>,
             rows: u64,
             len: u64,
             finish: u32,
@@ -194,13 +194,13 @@ macro_rules! state_passes {
     ($($rows:ident, $cols:ident: $s:ty;)*) => { $(
         #[doc = concat!("Rows pass combining `", stringify!($s), "` states `[rows, len]` (see [`rows_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $rows(x: &[u64], rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
+        pub fn $rows(x: Global<u64>, rows: u64, len: u64, mut states: Out<u64, WarpChunks<2>>) {
             rows_pass(rows, len, Scalar(stored::<$s>(x)), &mut states);
         }
 
         #[doc = concat!("Columns pass combining `", stringify!($s), "` states `[outer, len, inner]` (see [`cols_pass`]).")]
         #[kernel(block = 256)]
-        pub fn $cols(x: &[u64], outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
+        pub fn $cols(x: Global<u64>, outer: u64, len: u64, inner: u64, mut states: Out<u64>) {
             cols_pass(outer, len, inner, Scalar(stored::<$s>(x)), &mut states);
         }
     )* };
@@ -240,7 +240,7 @@ macro_rules! float_finish {
     ($($name:ident: $acc:ty => $t:ty;)*) => { $(
         #[doc = concat!("`out[k]` = state `k` (`", stringify!($acc), "`) finished by `finish` (a [`super::finish`] code) as `", stringify!($t), "`; `count` elements per state.")]
         #[kernel(block = 256)]
-        pub fn $name(states: &[u64], finish: u32, count: u64, mut out: Out<$t, Elements>) {
+        pub fn $name(states: Global<u64>, finish: u32, count: u64, mut out: Out<$t, Elements>) {
             finish_pass(states, &mut out, |w| <FloatValue as Finish<$t>>::value(finish, w, count));
         }
     )* };
@@ -257,7 +257,7 @@ macro_rules! int_finish {
     ($($name:ident: $t:ty;)*) => { $(
         #[doc = concat!("`out[k]` = the `", stringify!($t), "` value of state `k` (sum, min or max).")]
         #[kernel(block = 256)]
-        pub fn $name(states: &[u64], mut out: Out<$t, Elements>) {
+        pub fn $name(states: Global<u64>, mut out: Out<$t, Elements>) {
             finish_pass(states, &mut out, |w| <IntValue as Finish<$t>>::value(0, w, 0));
         }
     )* };
@@ -271,6 +271,6 @@ int_finish! {
 
 /// `out[k]` = the index of arg state `k` (argmin, argmax; any accumulator).
 #[kernel(block = 256)]
-pub fn finish_index(states: &[u64], mut out: Out<i64, Elements>) {
+pub fn finish_index(states: Global<u64>, mut out: Out<i64, Elements>) {
     finish_pass(states, &mut out, |w| Index::value(0, w, 0));
 }

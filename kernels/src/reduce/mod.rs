@@ -11,7 +11,7 @@
 //! | kernel shape | unit | fold |
 //! | --- | --- | --- |
 //! | rows ([`rows_pass`], `reduce_rows_*`, `combine_rows_*`) | one warp per [`ROW_UNIT`] consecutive items of a row | the unit is cut into groups at multiples of [`Items::WIDTH`] in the buffer (16 bytes of elements; 1 state); lane `l` folds groups `l, l+32, …` in order, each group's items in order, then a fixed `shuffle_down` tree (16, 8, 4, 2, 1) to lane 0 |
-//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of a group of [`Items::WIDTH`] adjacent columns (16 bytes of elements; 1 state) | each column sequentially, in index order; consecutive threads take consecutive groups, so a warp reads 512 consecutive bytes of a row per load |
+//! | columns ([`cols_pass`], `reduce_cols_*`, `combine_cols_*`) | one thread per [`COL_UNIT`] items of a group of [`Items::WIDTH`] adjacent columns (16 bytes of elements; 1 state) when every row's groups are whole, aligned vectors, else of one column ([`Singles`]) | each column sequentially, in index order; consecutive threads take consecutive groups (columns), so a warp reads 512 (128) consecutive bytes of a row per load |
 //!
 //! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
 //! units]` or `[outer, units, inner]`, the same layout as its input with a
@@ -30,6 +30,12 @@
 //! small ones is launched with blocks of [`BLOCK_THREADS`] threads (the small
 //! ones: [`SMALL_BLOCK_THREADS`]) and grid-strides over its units.
 //!
+//! Every kernel reads its input through the device crate's global-memory
+//! API: the parameter is a [`Global`] (the host passes the same buffer as for
+//! a `&[T]`), read with [`Global::load`] and [`Global::vectors16`], so the
+//! emulator's memory profile counts every load (`warpforge profile reduce`,
+//! `Device::profile_memory`), and on the GPU they are the same loads.
+//!
 //! The rows kernels read a whole group of elements with one 16-byte vector
 //! load ([`Vectored`], `LDG.E.128`): a full, aligned unit is 16 items per lane
 //! in `16 / WIDTH` vectors, all issued before the first is folded. A row that
@@ -39,13 +45,17 @@
 //! scalar loads is folded in the same order as by a vector, so which loads are
 //! vectors never changes a bit.
 //!
-//! The columns kernels read the same 16-byte groups: a thread's `W` columns
-//! of one row are one vector load when they are a whole group (every row's
-//! are when `inner` is a multiple of `W`), else `W` scalar loads (the last
-//! group of a row may be partial); a column's fold is the same either way,
-//! and the same as with a thread per column. The combine passes read each
-//! state (two words) with one 16-byte load ([`stored`]; states whose decode
-//! uses one word load 8 bytes).
+//! The columns kernels read the same 16-byte groups when `inner` is a
+//! multiple of `W` (and the buffer is aligned, as every one the host passes
+//! is): a thread's `W` columns of one row are one vector load, and a warp's
+//! request is 512 consecutive bytes. Otherwise, decided once per launch, a
+//! thread takes one column ([`Singles`]) and consecutive lanes read
+//! consecutive elements with scalar loads (one 128-byte span per warp and
+//! row, where `W` columns per thread would use 4 bytes of every 16 a request
+//! touches). A column's fold is the same either way, and the same as with a
+//! thread per column, so the mapping never changes a bit. The combine passes
+//! and the `finish_*` kernels read each state (two words) with one 16-byte
+//! load ([`stored`]; states whose decode uses one word load 8 bytes).
 //!
 //! Kernels are stamped per reduction and element type (`reduce_*`, and the
 //! one-launch `reduce_small_*` and `reduce_fused_*` with the output type and
@@ -62,9 +72,8 @@ pub use kernels::*;
 pub use state::{Acc, Float, Input, Reduction, State};
 
 use core::marker::PhantomData;
-use warpforge_device::global::vectors16;
 use warpforge_device::own::{Elements, WarpChunks};
-use warpforge_device::{Out, atomic, bf16, f16, num, shared, sync, thread};
+use warpforge_device::{Global, Out, atomic, bf16, f16, num, shared, sync, thread};
 
 /// Threads per block of every reduction kernel (8 warps).
 pub const BLOCK_THREADS: u32 = 256;
@@ -113,6 +122,13 @@ pub trait Items<S: State> {
     /// 1, …` along the reduced axis), in that order; `n ≤ WIDTH`, and `k` is
     /// a multiple of `WIDTH` when `n == WIDTH`. Items past the end are skipped.
     fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S;
+    /// Whether every whole group at a multiple of `WIDTH` is one vector
+    /// load: the buffer starts at a 16-byte boundary (as every buffer the
+    /// host passes does). [`cols_pass`] decides on it once per launch.
+    #[inline(always)]
+    fn aligned(&self) -> bool {
+        true
+    }
     /// `acc` combined with the whole groups at `k + 32·WIDTH·i` (positions
     /// `j + 32·WIDTH·i`), `i < 16 / WIDTH`, in order: a lane's share of a
     /// full, aligned rows unit (`k` a multiple of `WIDTH`).
@@ -126,17 +142,19 @@ pub trait Items<S: State> {
     }
 }
 
-/// The elements of a rows pass, read as 16-byte vectors where they can be.
+/// The elements of a rows or columns pass, read through the global-memory
+/// API ([`Global::load`], counted by the emulator's memory profile) as
+/// 16-byte vectors where they can be, else as scalars.
 pub struct Vectored<'a, T: Input, R> {
-    x: &'a [T],
+    x: Global<'a, T>,
     head: u64,
-    vectors: &'a [T::Vector],
+    vectors: Global<'a, T::Vector>,
     reduction: PhantomData<R>,
 }
 
-/// The elements of `x` for a rows pass of `R` ([`Vectored`]).
+/// The elements of `x` for a rows or columns pass of `R` ([`Vectored`]).
 #[inline(always)]
-pub fn vectored<T: Input, R: Reduction<T>>(x: &[T]) -> Vectored<'_, T, R> {
+pub fn vectored<T: Input, R: Reduction<T>>(x: Global<'_, T>) -> Vectored<'_, T, R> {
     let (head, vectors) = T::vectors(x);
     Vectored {
         x,
@@ -148,6 +166,10 @@ pub fn vectored<T: Input, R: Reduction<T>>(x: &[T]) -> Vectored<'_, T, R> {
 
 impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
     const WIDTH: u64 = T::WIDTH;
+    #[inline(always)]
+    fn aligned(&self) -> bool {
+        self.head == 0
+    }
     #[inline(always)]
     fn each(
         &mut self,
@@ -161,7 +183,7 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         if n == T::WIDTH
             && let Some(rel) = k.checked_sub(self.head)
             && rel % T::WIDTH == 0
-            && let Some(&v) = self.vectors.get((rel / T::WIDTH) as usize)
+            && let Some(v) = self.vectors.load((rel / T::WIDTH) as usize)
         {
             // `v` copied whole: one 16-byte load, not one per element.
             for c in 0..T::WIDTH {
@@ -173,7 +195,7 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         // trip count, so that `c` is a constant for `f` once unrolled).
         for c in 0..T::WIDTH {
             if c < n
-                && let Some(&x) = self.x.get((k + c) as usize)
+                && let Some(x) = self.x.load((k + c) as usize)
             {
                 f(c as usize, R::load(x, index(c)));
             }
@@ -189,7 +211,9 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         // All of the lane's vectors at once, when they are all there.
         if let Some(rel) = k.checked_sub(self.head)
             && rel % T::WIDTH == 0
-            && let Some(v) = self.vectors.get((rel / T::WIDTH) as usize..)
+            && let Some(v) = self
+                .vectors
+                .get_range((rel / T::WIDTH) as usize..self.vectors.len())
             && let Some(acc) = T::fold_lane_unit::<R>(v, acc, j)
         {
             return acc;
@@ -222,18 +246,19 @@ impl<S: State, F: FnMut(usize, u64) -> S> Items<S> for Scalar<F> {
 
 /// Item `k` of a state buffer (words `2k`, `2k + 1`: one 16-byte vector
 /// load, the buffer starting at a 16-byte boundary as every one does on the
-/// GPU; two scalar loads otherwise); the empty state past the end.
+/// GPU; two scalar loads otherwise), read through [`Global::load`] (counted
+/// by the emulator's memory profile); the empty state past the end.
 #[inline(always)]
-pub fn stored<S: State>(words: &[u64]) -> impl Fn(usize, u64) -> S + '_ {
-    let (head, pairs) = vectors16::<u64, 2>(words);
+pub fn stored<S: State>(words: Global<'_, u64>) -> impl Fn(usize, u64) -> S + '_ {
+    let (head, pairs) = words.vectors16::<2>();
     move |k, _| {
         if head == 0
-            && let Some(pair) = pairs.get(k)
+            && let Some(pair) = pairs.load(k)
         {
             return S::decode(pair.0);
         }
-        match (words.get(2 * k), words.get(2 * k + 1)) {
-            (Some(&a), Some(&b)) => S::decode([a, b]),
+        match (words.load(2 * k), words.load(2 * k + 1)) {
+            (Some(a), Some(b)) => S::decode([a, b]),
             _ => S::empty(),
         }
     }
@@ -657,13 +682,54 @@ const MAX_WIDTH: usize = 8;
 ///
 /// Consecutive threads take consecutive groups of a row, so a warp reads
 /// `32 · 16` consecutive bytes (four whole 128-byte lines) per `j`, each
-/// group with one 16-byte vector load where it is aligned (a whole group at
-/// a multiple of `W` in the buffer: every one when `inner` is a multiple of
-/// `W`), else with scalar loads, the columns' order of folds the same
-/// either way. Each column's fold is the one a thread per column would do,
-/// so the grouping never changes a bit.
+/// group with one 16-byte vector load. That needs every group of every row
+/// to be a whole, aligned vector: `inner` a multiple of `W` and the buffer
+/// 16-byte aligned ([`Items::aligned`]). Otherwise (decided once per launch)
+/// the pass takes one column per thread (`W = 1`, [`Singles`]): consecutive
+/// threads read consecutive elements of a row with scalar loads, which a
+/// warp still coalesces whole. Each column's fold is the one a thread per
+/// column would do, so neither the grouping nor the load width changes a
+/// bit.
 #[inline(always)]
-pub fn cols_pass<S: State>(
+pub fn cols_pass<S: State, I: Items<S>>(
+    outer: u64,
+    len: u64,
+    inner: u64,
+    items: I,
+    states: &mut Out<u64>,
+) {
+    if I::WIDTH == 1 || (inner.is_multiple_of(I::WIDTH) && items.aligned()) {
+        cols_walk(outer, len, inner, items, states);
+    } else {
+        cols_walk(outer, len, inner, Singles(items), states);
+    }
+}
+
+/// The items of `I` one at a time (`WIDTH` 1, each read by a scalar load):
+/// [`cols_pass`]'s thread per column when its groups are not whole vectors.
+pub struct Singles<I>(pub I);
+
+impl<S: State, I: Items<S>> Items<S> for Singles<I> {
+    const WIDTH: u64 = 1;
+    #[inline(always)]
+    fn each(&mut self, k: u64, n: u64, index: impl Fn(u64) -> u64, f: impl FnMut(usize, S)) {
+        if n > 0 {
+            self.0.each(k, 1, index, f);
+        }
+    }
+    #[inline(always)]
+    fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S {
+        if n > 0 {
+            self.0.fold(acc, k, j, 1)
+        } else {
+            acc
+        }
+    }
+}
+
+/// [`cols_pass`] with groups of `I::WIDTH` columns.
+#[inline(always)]
+fn cols_walk<S: State>(
     outer: u64,
     len: u64,
     inner: u64,
@@ -714,17 +780,28 @@ fn items_width<S: State, I: Items<S>>(_: &I) -> u64 {
 }
 
 /// Output `k` = `value(words of state k)` for every `k < out.len()`, one
-/// thread per output, grid-striding over the outputs it owns.
+/// thread per output, grid-striding over the outputs it owns; each state
+/// read with one 16-byte load where the buffer is aligned ([`stored`]'s
+/// reads).
 #[inline(always)]
 pub fn finish_pass<T: Copy>(
-    states: &[u64],
+    states: Global<'_, u64>,
     out: &mut Out<T, Elements>,
     value: impl Fn([u64; 2]) -> T,
 ) {
+    let (head, pairs) = states.vectors16::<2>();
     for mut owned in out.grid_stride() {
         let k = owned.index();
-        if let (Some(&a), Some(&b)) = (states.get(2 * k), states.get(2 * k + 1)) {
-            owned.set(value([a, b]));
+        let words = if head == 0 {
+            pairs.load(k).map(|pair| pair.0)
+        } else {
+            match (states.load(2 * k), states.load(2 * k + 1)) {
+                (Some(a), Some(b)) => Some([a, b]),
+                _ => None,
+            }
+        };
+        if let Some(words) = words {
+            owned.set(value(words));
         }
     }
 }

@@ -6,9 +6,9 @@
 //! [`Reduction`] that turns one element into a state. The kernels in
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
-use warpforge_device::global::{Plain, Vector16, vectors16};
-use warpforge_device::num;
+use warpforge_device::global::{Plain, Vector16};
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
+use warpforge_device::{Global, num};
 use warpforge_device::{bf16, f16};
 
 /// What a reduction has folded so far.
@@ -279,8 +279,10 @@ pub trait Input: Plain {
     type Vector: Copy;
     /// The element as an accumulator value (exact).
     fn widen(self) -> Self::Acc;
-    /// `x` as its unaligned head's length and its aligned vectors ([`vectors16`]).
-    fn vectors(x: &[Self]) -> (usize, &[Self::Vector]);
+    /// `x` as its unaligned head's length and its aligned vectors
+    /// ([`Global::vectors16`]): each vector one 16-byte load, which the
+    /// emulator's memory profile counts.
+    fn vectors(x: Global<'_, Self>) -> (usize, Global<'_, Self::Vector>);
     /// Element `i` of `v`.
     fn lane(v: &Self::Vector, i: usize) -> Self;
     /// `acc` pushed with the elements of vectors `0, 32, 64, …` of `v` (a
@@ -289,7 +291,7 @@ pub trait Input: Plain {
     /// `j + 32·WIDTH·i`. All the loads are issued before the first fold;
     /// `None` if `v` is shorter than `32·(16 / WIDTH − 1) + 1`.
     fn fold_lane_unit<R: Reduction<Self>>(
-        v: &[Self::Vector],
+        v: Global<'_, Self::Vector>,
         acc: R::State,
         j: u64,
     ) -> Option<R::State>;
@@ -306,8 +308,8 @@ macro_rules! input {
                 $widen(self)
             }
             #[inline(always)]
-            fn vectors(x: &[Self]) -> (usize, &[Self::Vector]) {
-                vectors16(x)
+            fn vectors(x: Global<'_, Self>) -> (usize, Global<'_, Self::Vector>) {
+                x.vectors16::<$n>()
             }
             #[inline(always)]
             fn lane(v: &Self::Vector, i: usize) -> Self {
@@ -315,13 +317,18 @@ macro_rules! input {
             }
             #[inline(always)]
             fn fold_lane_unit<R: Reduction<Self>>(
-                v: &[Self::Vector],
+                v: Global<'_, Self::Vector>,
                 mut acc: R::State,
                 j: u64,
             ) -> Option<R::State> {
                 const VECTORS: usize = 16 / $n;
-                let v = v.get(..32 * (VECTORS - 1) + 1)?;
-                let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| v[32 * i]);
+                let v = v.get_range(0..32 * (VECTORS - 1) + 1)?;
+                // Every index is in bounds of `v` (checked once, above), so
+                // each `load` is one unconditional 16-byte load (the default
+                // is never used, and compiled away).
+                let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
+                    v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
+                });
                 for (i, vector) in loaded.iter().enumerate() {
                     for (e, &x) in vector.0.iter().enumerate() {
                         let index = j + (32 * $n * i + e) as u64;

@@ -126,13 +126,15 @@
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
 //!   different cache lines. Instead each thread takes 16 bytes of adjacent
-//!   outputs (4 f32, 8 f16/bf16, 2 f64: one vector load per row where the
-//!   row's columns start at a 16-byte boundary, as they all do when `inner`
-//!   is a multiple of that count; scalar loads otherwise), consecutive
-//!   threads the next 16 bytes, and each folds 64 rows of its columns: a
-//!   warp reads 512 consecutive bytes, four whole 128-byte lines, per row.
-//!   Each column is folded alone in index order, so the grouping changes no
-//!   bit.
+//!   outputs (4 f32, 8 f16/bf16, 2 f64: one vector load per row),
+//!   consecutive threads the next 16 bytes, and each folds 64 rows of its
+//!   columns: a warp reads 512 consecutive bytes, four whole 128-byte lines,
+//!   per row. That needs every row's columns to start at a 16-byte boundary,
+//!   as they do when `inner` is a multiple of that count; otherwise each
+//!   thread takes one column (scalar loads, a warp reading 32 consecutive
+//!   elements of a row). Each column is folded alone in index order, so the
+//!   grouping changes no bit. Every pass reads its input through `Global`
+//!   loads, which the emulator's memory profile counts.
 //!
 //! # Error bounds
 //!
@@ -1514,9 +1516,12 @@ pub fn reduce_with<T: Reducible>(
         _ => Some(dev.scratch(STATES, words[1])?),
     };
     for (i, &pass) in passes.iter().enumerate() {
-        // The element pass's columns kernel reads 16 bytes of a row per thread.
-        let width = match i {
-            0 => T::WIDTH,
+        // The element pass's columns kernel reads 16 bytes of a row per
+        // thread when every row's groups are whole vectors, else one column
+        // per thread (`warpforge_kernels::reduce::cols_pass`).
+        let width = match (i, pass) {
+            (0, Pass::Cols { inner, .. }) if !inner.is_multiple_of(T::WIDTH) => 1,
+            (0, _) => T::WIDTH,
             _ => 1,
         };
         let (_, blocks) = pass.units(width)?;

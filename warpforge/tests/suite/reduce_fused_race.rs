@@ -4,7 +4,7 @@
 //! detector accepts it, and reports the same kernel without its fences.
 
 use warpforge::{Device, Dim3, Error, Fault, LaunchConfig};
-use warpforge_device::Out;
+use warpforge_device::{Global, Out};
 use warpforge_kernels::reduce::State;
 use warpforge_kernels::reduce::state::{Sum, SumState};
 use warpforge_kernels::reduce::{BLOCK_THREADS, finish, reduce_fused_sum_f32};
@@ -13,7 +13,7 @@ use warpforge_macros::kernel;
 
 #[kernel(block = 256)]
 fn fused_sum_without_fences(
-    x: &[f32],
+    x: Global<f32>,
     rows: u64,
     len: u64,
     mut scratch: Out<u64>,

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use warpforge::Device;
 use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced};
 use warpforge::reference::reduce::{RefElement, Value, expected};
+use warpforge_device::Global;
 use warpforge_device::global::vectors16;
 use warpforge_kernels::reduce::state::{ArgMax, Max, Sum};
 use warpforge_kernels::reduce::{Items, Reduction, State, vectored};
@@ -336,7 +337,10 @@ where
     T: warpforge_kernels::reduce::Input,
     R: Reduction<T>,
 {
-    let mut items = vectored::<T, R>(x);
+    // SAFETY: `x` is valid and unwritten while `items` lives; on the host
+    // any memory is the emulator's global memory.
+    let x_global = unsafe { Global::from_raw(x.as_ptr(), x.len()) };
+    let mut items = vectored::<T, R>(x_global);
     let mut acc = R::State::empty();
     let mut k = 0;
     while k < x.len() as u64 {
@@ -883,4 +887,230 @@ fn column_sums_follow_the_documented_order_at_every_grid_size_in_emulator() {
         |a| f16::from_f32(a).to_f64(),
         -0.0,
     );
+}
+
+/// The profiles of the launches `work` makes on a fresh emulator, with the
+/// value it returns.
+fn profiled<R>(
+    work: impl FnOnce(&Device) -> warpforge::Result<R>,
+) -> (R, Vec<warpforge::MemoryProfile>) {
+    let dev = Device::emulator();
+    dev.profile_memory(|| work(&dev)).unwrap()
+}
+
+/// The launch of `kernel` among `profiles`.
+fn launch_of<'a>(
+    profiles: &'a [warpforge::MemoryProfile],
+    kernel: &str,
+) -> &'a warpforge::MemoryProfile {
+    let names: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
+    profiles
+        .iter()
+        .find(|p| p.kernel == kernel)
+        .unwrap_or_else(|| panic!("no launch of {kernel} among {names:?}"))
+}
+
+/// Asserts that `p`'s global loads are all 128-bit and coalesced (≥ 0.95).
+fn assert_vector_loads(p: &warpforge::MemoryProfile) {
+    let l = &p.global_load;
+    assert!(l.requests > 0, "{}: the input's loads are seen", p.kernel);
+    assert_eq!(
+        l.requests_by_width,
+        [0, 0, 0, 0, l.requests],
+        "{}: every load is 16 bytes",
+        p.kernel
+    );
+    assert!(
+        l.efficiency() >= 0.95,
+        "{}: load efficiency {}",
+        p.kernel,
+        l.efficiency()
+    );
+}
+
+/// The main pass of a whole-tensor f32 sum and bf16 max on aligned buffers
+/// of a few thousand elements reads its input with 16-byte vector loads
+/// through `Global` (so the emulator's profile sees them), at ≥ 0.95
+/// coalescing efficiency; so do the columns pass when `inner` is a multiple
+/// of the vector width, and the combine and finish passes (one 16-byte load
+/// per state).
+#[test]
+fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
+    let n = 4096;
+    let xs: Vec<f32> = (0..n).map(|i| (i % 17) as f32 - 8.0).collect();
+    let (sum, profiles) = profiled(|dev| {
+        let x = dev.upload(&xs)?;
+        match reduce::reduce(Op::Sum, &x, &[n], None)? {
+            Reduced::Values(v) => v.to_host(),
+            Reduced::Indices(_) => unreachable!(),
+        }
+    });
+    assert_eq!(sum, [xs.iter().sum::<f32>()]);
+    let p = launch_of(&profiles, "reduce_small_sum_f32");
+    assert_vector_loads(p);
+    // 8 units of 512 floats: 4 vectors per lane each, 16 sectors a request.
+    assert_eq!(p.global_load.requests, 8 * 4);
+    assert_eq!(p.global_load.sectors_per_request(), 16.0);
+
+    let n = 3000; // 5 whole units and a partial one of 55 whole vectors
+    let hs: Vec<bf16> = (0..n)
+        .map(|i| bf16::from_f32(((i * 7919) % 1000) as f32))
+        .collect();
+    let (max, profiles) = profiled(|dev| {
+        let x = dev.upload(&hs)?;
+        match reduce::reduce(Op::Max, &x, &[n], None)? {
+            Reduced::Values(v) => v.to_host(),
+            Reduced::Indices(_) => unreachable!(),
+        }
+    });
+    assert_eq!(max, [hs.iter().copied().fold(bf16::MIN, bf16::max)]);
+    assert_vector_loads(launch_of(&profiles, "reduce_small_max_bf16"));
+
+    // Columns: 256 floats per row, so every thread's 4 columns are a vector.
+    let (rows, inner) = (130, 256);
+    let xs: Vec<f32> = (0..rows * inner).map(|i| (i % 13) as f32).collect();
+    let (_, profiles) = profiled(|dev| {
+        let x = dev.upload(&xs)?;
+        reduce::reduce(Op::Sum, &x, &[rows, inner], Some(0)).map(|_| ())
+    });
+    assert_vector_loads(launch_of(&profiles, "reduce_cols_sum_f32"));
+    assert_vector_loads(launch_of(&profiles, "combine_cols_sum_f32"));
+    assert_vector_loads(launch_of(&profiles, "finish_f32"));
+}
+
+/// Columns whose rows are not whole vectors (`inner` = 250 floats) take a
+/// thread per column: consecutive lanes read consecutive floats, coalesced,
+/// where 4 columns per thread would read 4 bytes of every 16.
+#[test]
+fn ragged_columns_take_a_thread_per_column_in_emulator() {
+    let (rows, inner) = (64, 250);
+    let xs: Vec<f32> = (0..rows * inner).map(|i| (i % 13) as f32).collect();
+    let (sums, profiles) = profiled(|dev| {
+        let x = dev.upload(&xs)?;
+        match reduce::reduce(Op::Sum, &x, &[rows, inner], Some(0))? {
+            Reduced::Values(v) => v.to_host(),
+            Reduced::Indices(_) => unreachable!(),
+        }
+    });
+    let want: Vec<f32> = (0..inner)
+        .map(|c| (0..rows).map(|r| xs[r * inner + c]).sum())
+        .collect();
+    assert_eq!(sums, want);
+    let l = &launch_of(&profiles, "reduce_cols_sum_f32").global_load;
+    assert_eq!(
+        l.requests_by_width,
+        [0, 0, l.requests, 0, 0],
+        "scalar loads"
+    );
+    // 128 bytes per warp request, 8 bytes further into a sector each row.
+    assert!(l.efficiency() >= 0.75, "load efficiency {}", l.efficiency());
+}
+
+macro_rules! from_kernels {
+    ($($name:ident: $t:ty, $r:ty;)*) => { $(
+        /// `out[0..2]` = the encoded state of `x[from .. from + len]` (`len ≤
+        /// 2¹⁶`), by the small rows kernel's fold over a sub-view that may
+        /// start anywhere.
+        #[warpforge_macros::kernel(
+            block = 512,
+            shared = [u64; 2 * warpforge_kernels::reduce::SMALL_MAX_UNITS as usize]
+        )]
+        fn $name(x: Global<$t>, from: u64, len: u64, mut out: warpforge_device::Out<u64>) {
+            let Some(x) = x.get_range(from as usize..(from + len) as usize) else {
+                return;
+            };
+            warpforge_kernels::reduce::rows_small(
+                1,
+                len,
+                vectored::<$t, $r>(x),
+                |_, state: <$r as Reduction<$t>>::State| {
+                    let [a, b] = state.encode();
+                    if let Some(mut w) = out.at(0) {
+                        w.set(a);
+                    }
+                    if let Some(mut w) = out.at(1) {
+                        w.set(b);
+                    }
+                },
+            );
+        }
+    )* };
+}
+from_kernels! {
+    sum_from_f32: f32, Sum;
+    argmax_from_bf16: bf16, ArgMax;
+}
+
+/// A sub-view of a buffer that starts mid-vector (offsets 1–3 of 4 floats,
+/// 1–7 of 8 bf16s) has no aligned vectors: every element is read with a
+/// scalar load, in the same order, so the state has the same bits as at an
+/// aligned offset, where the same elements are read as 16-byte vectors.
+#[test]
+fn a_misaligned_sub_view_reads_scalars_and_keeps_the_bits_in_emulator() {
+    let len = 3001u64;
+    let mut rng = StdRng::seed_from_u64(27);
+    let data: Vec<f32> = (0..len).map(|_| wide(&mut rng) as f32).collect();
+    let halves: Vec<bf16> = data.iter().map(|&v| bf16::from_f32(v)).collect();
+    let mut first: Option<[[u64; 2]; 2]> = None;
+    let mut widths = Vec::new();
+    for from in 0..8u64 {
+        // The same elements at element offset `from` of a fresh buffer.
+        let mut buf = vec![0f32; from as usize];
+        buf.extend_from_slice(&data);
+        let mut hbuf = vec![bf16::ZERO; from as usize];
+        hbuf.extend_from_slice(&halves);
+        let (bits, profiles) = profiled(|dev| {
+            let cfg = warpforge::LaunchConfig::new(
+                warpforge::Dim3::x(1),
+                warpforge::Dim3::x(warpforge_kernels::reduce::SMALL_BLOCK_THREADS),
+            );
+            let (x, h) = (dev.upload(&buf)?, dev.upload(&hbuf)?);
+            let mut out = dev.alloc_zeroed::<u64>(2)?;
+            let mut hout = dev.alloc_zeroed::<u64>(2)?;
+            dev.launch(sum_from_f32, cfg, (&x, from, len, &mut out))?;
+            dev.launch(argmax_from_bf16, cfg, (&h, from, len, &mut hout))?;
+            let (o, ho) = (out.to_host()?, hout.to_host()?);
+            Ok([[o[0], o[1]], [ho[0], ho[1]]])
+        });
+        match first {
+            None => first = Some(bits),
+            Some(f) => assert_eq!(bits, f, "offset {from}"),
+        }
+        let width = |kernel| launch_of(&profiles, kernel).global_load.requests_by_width;
+        widths.push((width("sum_from_f32"), width("argmax_from_bf16")));
+    }
+    // The sum is the documented fold (as the library's small path), the
+    // argmax numpy's.
+    let want_sum = bits_of_library_sum(&data);
+    assert_eq!(first.unwrap()[0][0], want_sum);
+    let want_arg = halves
+        .iter()
+        .enumerate()
+        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, h)| {
+            let v = h.to_f32();
+            if v > bv { (i, v) } else { (bi, bv) }
+        })
+        .0;
+    assert_eq!(first.unwrap()[1][1], want_arg as u64);
+    for (from, (f, h)) in widths.iter().enumerate() {
+        // Aligned (offset 0, and 4 for floats): all 128-bit, but for the
+        // partial last group (3001 = 4·750 + 1: one scalar float; 3001 =
+        // 8·375 + 1: one scalar bf16). Misaligned: no vector at all.
+        let f_aligned = from % 4 == 0;
+        let h_aligned = from == 0;
+        assert_eq!(f[4] > 0, f_aligned, "offset {from}: f32 widths {f:?}");
+        assert_eq!(h[4] > 0, h_aligned, "offset {from}: bf16 widths {h:?}");
+        assert_eq!((f[0], f[1], f[3]), (0, 0, 0), "offset {from}: {f:?}");
+        assert_eq!((h[0], h[2], h[3]), (0, 0, 0), "offset {from}: {h:?}");
+    }
+}
+
+/// The bits of the library's f32 sum of `xs` (one launch, aligned).
+fn bits_of_library_sum(xs: &[f32]) -> u64 {
+    let dev = Device::emulator();
+    let x = dev.upload(xs).unwrap();
+    match reduce::reduce(Op::Sum, &x, &[xs.len()], None).unwrap() {
+        Reduced::Values(v) => u64::from(v.to_host().unwrap()[0].to_bits()),
+        Reduced::Indices(_) => unreachable!(),
+    }
 }

@@ -221,10 +221,13 @@ impl<T: SharedElement, const LEN: usize> SharedTile<T, LEN> {
                 "a shared-memory vector is 16 bytes"
             )
         };
-        self.array.addr(0).is_multiple_of(16).then_some(SharedVectors {
-            base: self.array.base.cast(),
-            len: LEN / N,
-        })
+        self.array
+            .addr(0)
+            .is_multiple_of(16)
+            .then_some(SharedVectors {
+                base: self.array.base.cast(),
+                len: LEN / N,
+            })
     }
 }
 

@@ -294,17 +294,19 @@ fn micro_origin(t: usize) -> (usize, usize) {
 /// One k-step's FMAs: the stage at `cur` (0 or `STAGE`) into `acc`, in
 /// increasing `p` (the same chain as the 64 × 64 kernel).
 #[inline(always)]
-fn multiply(vecs: &Vecs, cur: usize, (ti, tj): (usize, usize), acc: &mut [[f32; 2 * MICRO]; 2 * MICRO]) {
+fn multiply(
+    vecs: &Vecs,
+    cur: usize,
+    (ti, tj): (usize, usize),
+    acc: &mut [[f32; 2 * MICRO]; 2 * MICRO],
+) {
     // Kept rolled (7 bookkeeping instructions per 64 FMAs in the SASS):
     // written out, ptxas hoists the next row's shared loads and needs 139
     // registers on sm_90 (two rows per trip: 133), past the 128 that fit
     // two 256-thread blocks per SM.
     for p in 0..BK {
         // Vector indices: every offset here is a multiple of VEC.
-        let (ra, rb) = (
-            (cur + p * BM + ti) / VEC,
-            (cur + B_AT + p * BN + tj) / VEC,
-        );
+        let (ra, rb) = ((cur + p * BM + ti) / VEC, (cur + B_AT + p * BN + tj) / VEC);
         let a_lo = vecs.load(ra);
         let a_hi = vecs.load(ra + BM / 2 / VEC);
         let b_lo = vecs.load(rb);

@@ -279,8 +279,7 @@ fn warp_tiled_interior_edge_and_mixed_blocks_agree_bit_for_bit() {
                 let got = c.to_host().unwrap();
                 for z in 0..2 {
                     let batch = &got[z * m * n..(z + 1) * m * n];
-                    if let Some(e) = (0..m * n).find(|&e| batch[e].to_bits() != want[e].to_bits())
-                    {
+                    if let Some(e) = (0..m * n).find(|&e| batch[e].to_bits() != want[e].to_bits()) {
                         panic!(
                             "m {m}, ta {ta}, tb {tb}, pad {pad}, gap {gap}, batch {z}: \
                              C[{}][{}] = {}, expected {}",

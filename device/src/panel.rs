@@ -32,9 +32,9 @@
 //! // 4 threads, one vector (a row of the tile) each.
 //! let panel = VectorPanel::<f32, 4, 4>::check(g, 0, 8, 4, 2).unwrap();
 //! let mut mine = panel.thread_vectors::<4>((1, 4)).unwrap();
-//! assert_eq!(mine.next(), Some([8.0, 9.0, 10.0, 11.0])); // row 1, tile 0
-//! assert_eq!(mine.next(), Some([12.0, 13.0, 14.0, 15.0])); // row 1, tile 1
-//! assert_eq!(mine.next(), None);
+//! assert_eq!(mine.load_next(), Some([8.0, 9.0, 10.0, 11.0])); // row 1, tile 0
+//! assert_eq!(mine.load_next(), Some([12.0, 13.0, 14.0, 15.0])); // row 1, tile 1
+//! assert_eq!(mine.load_next(), None);
 //! // A third tile would run past the buffer.
 //! assert!(VectorPanel::<f32, 4, 4>::check(g, 0, 8, 4, 3).is_none());
 //! // A row stride of 6 f32 (24 bytes) leaves the second row misaligned.
@@ -166,7 +166,7 @@ impl<'a, T: Plain, const ROWS: usize, const COLS: usize> VectorPanel<'a, T, ROWS
 
 /// One thread's 16-byte vector of each tile of a [`VectorPanel`] (from
 /// [`VectorPanel::thread_vectors`]), its address computed once: each
-/// [`next`](Self::next) is one 128-bit global load (`LDG.E.128`) and an
+/// [`load_next`](Self::load_next) is one 128-bit global load (`LDG.E.128`) and an
 /// add, no check per load.
 #[derive(Clone, Copy)]
 pub struct ThreadVectors<'a, T, const N: usize> {
@@ -191,7 +191,7 @@ impl<'a, T: Plain, const N: usize> ThreadVectors<'a, T, N> {
     /// `None` once every tile has been read. Uniform over the block.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn next(&mut self) -> Option<[T; N]> {
+    pub fn load_next(&mut self) -> Option<[T; N]> {
         if self.left == 0 {
             return None;
         }
@@ -273,11 +273,11 @@ impl<T: Plain, const N: usize, U: Plain, const M: usize> VectorPairs<'_, T, N, U
         self.first.left()
     }
 
-    /// Both streams' vectors of the next tile ([`ThreadVectors::next`]);
+    /// Both streams' vectors of the next tile ([`ThreadVectors::load_next`]);
     /// `None` once every tile has been read. Uniform over the block.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn next(&mut self) -> Option<([T; N], [U; M])> {
+    pub fn load_next(&mut self) -> Option<([T; N], [U; M])> {
         if self.first.left == 0 {
             return None;
         }

@@ -336,7 +336,7 @@ fn lean_loop<const TA: bool, const TB: bool>(
     let sa = Slice::<BK, BM> { k_rows: TA };
     let sb = Slice::<BK, BN> { k_rows: !TB };
     let micro = micro_origin(t);
-    let Some((va, vb)) = pairs.next() else {
+    let Some((va, vb)) = pairs.load_next() else {
         return;
     };
     sa.store(smem, vecs, 0, t, va);
@@ -349,7 +349,7 @@ fn lean_loop<const TA: bool, const TB: bool>(
         let cur = (step & 1) as usize * STAGE;
         // The next k-step's vectors (none after the last), then this one's
         // FMAs while they load.
-        let fetched = pairs.next();
+        let fetched = pairs.load_next();
         multiply(vecs, cur, micro, acc);
         let Some((va, vb)) = fetched else {
             break;

@@ -261,7 +261,7 @@ fn warp_tiled_interior_edge_and_mixed_blocks_agree_bit_for_bit() {
                 // Lean where the block's rows are whole in m (k and n are
                 // multiples of the tile) and both operands' rows and batch
                 // start are 16-byte aligned.
-                let aligned = |ld: usize, at: usize| ld % 4 == 0 && at % 4 == 0;
+                let aligned = |ld: usize, at: usize| ld.is_multiple_of(4) && at.is_multiple_of(4);
                 let lean: u64 = (0..2)
                     .filter(|z| aligned(lda, z * stride_a) && aligned(ldb, z * stride_b))
                     .map(|_| ((m / 128) * (n / 128)) as u64)

@@ -14,6 +14,7 @@
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`own`] | owned outputs: slots only for the elements this thread alone writes |
 //! | [`global`] | [`Global`]: read-only inputs known by their type to be in global memory |
+//! | [`panel`] | a panel of a `Global` matrix proven in bounds and aligned once, read into registers with no check per load |
 //! | [`kernel`] | the typed description `#[kernel]` derives from a kernel's signature |
 //!
 //! The same source compiles two ways. On `nvptx64-nvidia-cuda` every primitive
@@ -47,6 +48,7 @@ pub mod kernel;
 pub mod mma;
 pub mod num;
 pub mod own;
+pub mod panel;
 pub mod shared;
 pub mod sync;
 pub mod thread;

@@ -194,6 +194,96 @@ impl<T: SharedElement, const N: usize> SharedTile<T, N> {
     }
 }
 
+impl<T: SharedElement, const LEN: usize> SharedTile<T, LEN> {
+    /// The tile as 16-byte vectors of `N` elements (vector `v` is elements
+    /// `N·v .. N·v + N`), if the tile starts on a 16-byte boundary (one
+    /// check: tiles from [`array`](fn@array) do); `None` otherwise. Each
+    /// vector access then checks only its index against the constant
+    /// `LEN / N`, never an alignment. `N · size_of::<T>()` must be 16 (a
+    /// compile-time error otherwise).
+    ///
+    /// ```
+    /// use warpforge_device::{Dim3, emu::{LaunchShape, launch}, shared};
+    /// let shape = LaunchShape { grid: Dim3::x(1), block: Dim3::x(1), dynamic_shared_bytes: 32 };
+    /// launch("doc", shape, &|| {
+    ///     let tile = shared::array::<f32, 8>();
+    ///     let v = tile.vectors16::<4>().unwrap();
+    ///     v.store(1, [1.0, 2.0, 3.0, 4.0]);
+    ///     assert_eq!((v.len(), v.load(1), tile.load(5)), (2, [1.0, 2.0, 3.0, 4.0], 2.0));
+    /// })
+    /// .unwrap();
+    /// ```
+    #[inline(always)]
+    pub fn vectors16<const N: usize>(&self) -> Option<SharedVectors<T, N>> {
+        const {
+            assert!(
+                N * size_of::<T>() == 16,
+                "a shared-memory vector is 16 bytes"
+            )
+        };
+        self.array
+            .addr(0)
+            .is_multiple_of(16)
+            .then_some(SharedVectors {
+                base: self.array.base.cast(),
+                len: LEN / N,
+            })
+    }
+}
+
+/// A shared tile as 16-byte vectors (from [`SharedTile::vectors16`]): its
+/// start is 16-byte aligned, so every vector is, and an access checks only
+/// the vector's index (`LDS.128`/`STS.128` with no alignment test).
+#[derive(Clone, Copy)]
+pub struct SharedVectors<T, const N: usize> {
+    /// 16-byte aligned, `len` vectors of the block's shared memory.
+    base: *mut Vector16<T, N>,
+    len: usize,
+}
+
+impl<T: SharedElement, const N: usize> SharedVectors<T, N> {
+    /// Vectors in the view.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no vectors.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads vector `v` with one 16-byte load. Panics (traps on the GPU) if
+    /// `v >= len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self, v: usize) -> [T; N] {
+        assert!(v < self.len, "shared memory vector read out of bounds");
+        arch::shared_access(self.base.wrapping_add(v).cast(), 16, false);
+        // SAFETY: in bounds (checked above) of the tile, which is in the
+        // block's shared memory, and 16-byte aligned (the view's start is,
+        // `vectors16`, and vectors are 16 bytes apart). Any bytes are a valid
+        // `T` (`SharedElement`) and `Vector16<T, N>` is exactly `N` of them
+        // (`repr(C)`, no padding). Conflicting accesses are the kernel's
+        // barriers' to order, as for `SharedArray::load`.
+        unsafe { self.base.add(v).read().0 }
+    }
+
+    /// Writes vector `v` with one 16-byte store. Panics (traps on the GPU)
+    /// if `v >= len()`.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store(&self, v: usize, values: [T; N]) {
+        assert!(v < self.len, "shared memory vector write out of bounds");
+        arch::shared_access(self.base.wrapping_add(v).cast(), 16, true);
+        // SAFETY: as in `load`; the write invalidates no Rust reference (none
+        // to shared memory exists), and a concurrent access to these
+        // elements is the kernel's barriers' to order, as for `store`.
+        unsafe { self.base.add(v).write(Vector16(values)) }
+    }
+}
+
 impl<T, const N: usize> core::ops::Deref for SharedTile<T, N> {
     type Target = SharedArray<T>;
     #[inline(always)]

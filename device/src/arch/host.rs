@@ -829,3 +829,13 @@ pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) 
     // SAFETY: the caller's contract, passed on.
     unsafe { ldmatrix::<R>(addr, trans) }
 }
+
+/// One 16-byte load of global memory, as four 32-bit words (on the GPU a
+/// single `ld.global.v4.b32`).
+///
+/// # Safety
+/// `ptr` must be valid for a 16-byte, 16-byte-aligned read.
+pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.cast::<[u32; 4]>().read() }
+}

@@ -788,3 +788,24 @@ pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) 
     }
     d
 }
+
+/// One 128-bit load of global memory (`ld.global.v4.b32`, SASS `LDG.E.128`),
+/// as four 32-bit words: a single instruction however the caller uses the
+/// words (a plain `read` of a 16-byte vector may be split into scalar loads).
+///
+/// # Safety
+/// `ptr` must be 16 bytes of global memory (a generic address in the global
+/// window), 16-byte aligned, that no thread writes during the launch.
+#[inline(always)]
+pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's contract; `cvta.to.global` turns the generic
+    // address into a global one. The memory is unwritten during the launch:
+    // `pure, readonly`.
+    unsafe {
+        asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {p}; ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [%g]; }}",
+            p = in(reg64) ptr, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            options(pure, readonly, nostack))
+    };
+    [a, b, c, d]
+}

@@ -194,6 +194,107 @@ proptest! {
     }
 }
 
+/// The warp-tiled kernel's lean k-loop (a block whose whole k-range of A
+/// and B is inside the matrices and 16-byte aligned, proven once) and its
+/// guarded one (edge blocks, odd leading dimensions, misaligned batches) in
+/// one launch: bit for bit against the exact reference, and the emulator's
+/// path count says which blocks took which.
+#[test]
+fn warp_tiled_interior_edge_and_mixed_blocks_agree_bit_for_bit() {
+    let dev = Device::emulator();
+    let (k, n) = (64usize, 256usize);
+    for m in [256usize, 200] {
+        let a_val = |i: usize, p: usize| ((i * 7 + p * 3) % 9) as f64 - 4.0;
+        let b_val = |p: usize, j: usize| ((p * 5 + j * 11) % 9) as f64 - 4.0;
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| {
+                (0..k)
+                    .map(|p| a_val(e / n, p) * b_val(p, e % n))
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        for &(ta, tb) in TRANSPOSES.iter() {
+            // (leading-dimension padding, extra elements between batches)
+            for (pad, gap) in [(0usize, 0usize), (4, 4), (1, 0), (0, 1), (4, 3)] {
+                let (a_rows, a_cols) = if ta { (k, m) } else { (m, k) };
+                let (b_rows, b_cols) = if tb { (n, k) } else { (k, n) };
+                let (lda, ldb) = (a_cols + pad, b_cols + pad);
+                let (stride_a, stride_b) = (a_rows * lda + gap, b_rows * ldb + gap);
+                let mut a = vec![0f32; 2 * stride_a];
+                let mut b = vec![0f32; 2 * stride_b];
+                for z in 0..2 {
+                    for r in 0..a_rows {
+                        for c in 0..a_cols {
+                            let (i, p) = if ta { (c, r) } else { (r, c) };
+                            a[z * stride_a + r * lda + c] = a_val(i, p) as f32;
+                        }
+                    }
+                    for r in 0..b_rows {
+                        for c in 0..b_cols {
+                            let (p, j) = if tb { (c, r) } else { (r, c) };
+                            b[z * stride_b + r * ldb + c] = b_val(p, j) as f32;
+                        }
+                    }
+                }
+                let (a, b) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+                let mut c = dev.alloc_zeroed::<f32>(2 * m * n).unwrap();
+                let gemm = Gemm::new(m, n, k)
+                    .trans_a(ta)
+                    .trans_b(tb)
+                    .lda(lda)
+                    .ldb(ldb)
+                    .batch(2)
+                    .stride_a(stride_a)
+                    .stride_b(stride_b)
+                    .tile(TileConfig::Large);
+                assert_eq!(
+                    gemm.kernel_name_for::<f32, f32>(&dev).unwrap(),
+                    format!(
+                        "gemm_f32_{}{}_128x128x8",
+                        if ta { 't' } else { 'n' },
+                        if tb { 't' } else { 'n' }
+                    )
+                );
+                let ((), profiles) = dev
+                    .profile_memory(|| gemm.run(&dev, &a, &b, &mut c))
+                    .unwrap();
+                // Lean where the block's rows are whole in m (k and n are
+                // multiples of the tile) and both operands' rows and batch
+                // start are 16-byte aligned.
+                let aligned = |ld: usize, at: usize| ld.is_multiple_of(4) && at.is_multiple_of(4);
+                let lean: u64 = (0..2)
+                    .filter(|z| aligned(lda, z * stride_a) && aligned(ldb, z * stride_b))
+                    .map(|_| ((m / 128) * (n / 128)) as u64)
+                    .sum();
+                let blocks = (2 * m.div_ceil(128) * n.div_ceil(128)) as u64;
+                let want_paths: Vec<(String, u64)> = [("guarded", blocks - lean), ("lean", lean)]
+                    .into_iter()
+                    .filter(|p| p.1 > 0)
+                    .map(|(p, b)| (p.to_owned(), b))
+                    .collect();
+                assert_eq!(
+                    profiles[0].paths, want_paths,
+                    "m {m}, ta {ta}, tb {tb}, pad {pad}, gap {gap}: blocks per path"
+                );
+                let got = c.to_host().unwrap();
+                for z in 0..2 {
+                    let batch = &got[z * m * n..(z + 1) * m * n];
+                    if let Some(e) = (0..m * n).find(|&e| batch[e].to_bits() != want[e].to_bits()) {
+                        panic!(
+                            "m {m}, ta {ta}, tb {tb}, pad {pad}, gap {gap}, batch {z}: \
+                             C[{}][{}] = {}, expected {}",
+                            e / n,
+                            e % n,
+                            batch[e],
+                            want[e]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The small and the warp-tiled f32 kernels compute every element with the
 /// same FMA chain: the same bits on random (inexact) floats, and the
 /// heuristic picks the large tile once its grid fills the GPU.

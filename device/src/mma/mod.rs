@@ -667,9 +667,9 @@ pub fn cp_async_16<T: SharedElement>(
 /// — the `A` or `B` slices a GEMM block copies at each of its k-steps.
 ///
 /// Only [`InteriorPanel::check`] makes one (the fields are private), and
-/// [`InteriorPanel::copy_step`], which copies a tile by `cp.async` with no
-/// check per chunk, is a method of it: the unchecked copy cannot be reached
-/// without the check. A tile that is not proven takes the checked path
+/// the copies with no check per chunk ([`PanelCopy`], from
+/// [`InteriorPanel::thread_copy`]) come from it: the unchecked copy cannot
+/// be reached without the check. A tile that is not proven takes the checked path
 /// ([`cp_async_16`] per chunk, or plain loads at a ragged edge).
 ///
 /// ```
@@ -723,127 +723,21 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
         steps: usize,
     ) -> Option<Self> {
         let _ = Self::CHUNK;
-        let size = core::mem::size_of::<T>();
-        // The farthest element: the last tile's last row's end (every
-        // offset is non-negative, so no element lies beyond it).
-        let end = steps
-            .checked_sub(1)?
-            .checked_mul(step)?
-            .checked_add((ROWS - 1).checked_mul(ld)?)?
-            .checked_add(origin)?
-            .checked_add(COLS)?;
-        if end > src.len() {
-            return None;
-        }
-        // In bounds, so `origin`, and `ld` and `step` where used, are at most
-        // the buffer's length: their byte counts do not overflow.
-        let first = (src.as_ptr() as usize).wrapping_add(origin * size);
-        let aligned = first.is_multiple_of(16)
-            && (ROWS == 1 || (ld * size).is_multiple_of(16))
-            && (steps == 1 || (step * size).is_multiple_of(16));
-        aligned.then_some(InteriorPanel {
-            src,
-            origin,
-            ld,
-            step,
-            steps,
-        })
+        crate::global::panel_fits(src, origin, (ld, step, steps), (ROWS, COLS)).then_some(
+            InteriorPanel {
+                src,
+                origin,
+                ld,
+                step,
+                steps,
+            },
+        )
     }
 
     /// The number of tiles.
     #[inline(always)]
     pub fn steps(&self) -> usize {
         self.steps
-    }
-
-    /// Starts copying tile `s` to `dst`, row `r` of it to `dst[base + r·stride
-    /// ..]`, by `cp.async` (landing at the thread's wait, as
-    /// [`cp_async_16`]'s), the block's `threads` threads taking consecutive
-    /// 16-byte chunks (thread `t` chunks `t`, `t + threads`, …: coalesced).
-    /// No check per chunk: the panel's check proved the source, and the
-    /// destination is checked once here (`base + (ROWS − 1)·stride + COLS ≤
-    /// dst.len()`, 16-byte aligned rows).
-    ///
-    /// A tile past the panel, a destination out of bounds or misaligned, or
-    /// `threads = 0` is a bug in the kernel: the emulator reports it (a
-    /// panic, as a fault naming the kernel); on the GPU nothing is copied.
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[inline(always)]
-    pub fn copy_step(
-        &self,
-        s: usize,
-        dst: &SharedArray<T>,
-        base: usize,
-        stride: usize,
-        (t, threads): (usize, usize),
-    ) {
-        let chunk = Self::CHUNK;
-        let size = core::mem::size_of::<T>();
-        let per_row = COLS / chunk;
-        let dst_end = (ROWS - 1)
-            .checked_mul(stride)
-            .and_then(|x| x.checked_add(base))
-            .and_then(|x| x.checked_add(COLS));
-        let ok = s < self.steps
-            && threads > 0
-            && dst_end.is_some_and(|end| end <= dst.len())
-            // In bounds, so these byte counts do not overflow.
-            && dst.addr(base).is_multiple_of(16)
-            && (ROWS == 1 || (stride * size).is_multiple_of(16));
-        if !ok {
-            #[cfg(not(target_arch = "nvptx64"))]
-            panic!(
-                "InteriorPanel::copy_step: tile {s} of {} into shared [{base}..] with row stride \
-                 {stride} (of {}) is outside the panel or the view, or misaligned",
-                self.steps,
-                dst.len()
-            );
-            #[cfg(target_arch = "nvptx64")]
-            return;
-        }
-        let tile = self.origin + s * self.step;
-        // A constant trip count (the tile's chunks over the block's threads,
-        // both constants in a kernel), so the loop unrolls into straight-line
-        // predicated copies.
-        let total = ROWS * per_row;
-        for i in 0..total.div_ceil(threads) {
-            let e = t + i * threads;
-            if e >= total {
-                continue;
-            }
-            let (r, c) = (e / per_row, (e % per_row) * chunk);
-            let (to, from) = (base + r * stride + c, tile + r * self.ld + c);
-            // The emulator checks what the proof claims, per chunk, so that a
-            // wrong proof (a bug in `check`) is an out-of-bounds fault in the
-            // tests rather than a silent read past the buffer; the GPU trusts it.
-            #[cfg(not(target_arch = "nvptx64"))]
-            assert!(
-                from + chunk <= self.src.len() && to + chunk <= dst.len(),
-                "InteriorPanel::copy_step: chunk at {from} (of {}) into shared {to} (of {}) is \
-                 out of bounds: the panel's check was wrong",
-                self.src.len(),
-                dst.len()
-            );
-            // SAFETY: r ≤ ROWS − 1 and c + chunk ≤ COLS (c is a multiple of the
-            // chunk below COLS). Destination: base + r·stride + c + chunk ≤
-            // base + (ROWS − 1)·stride + COLS ≤ dst.len() (checked above), so
-            // `row_ptr_proven`'s contract holds; its address is the view's
-            // 16-aligned `base` plus multiples of 16 bytes (stride·size and
-            // c·size = 16·(c / chunk)). Source: tile + r·ld + c + chunk ≤
-            // origin + (steps − 1)·step + (ROWS − 1)·ld + COLS ≤ src.len()
-            // (s < steps; the panel's check), inside the `Global`, so in the
-            // global state space (its invariant), 16-byte aligned (the first
-            // chunk is, and step·size, ld·size, c·size are multiples of 16,
-            // checked by `check`). The shared bytes are written
-            // asynchronously, under the kernel's barrier discipline as with
-            // `cp_async_16` (the emulator defers the copy and faults on any
-            // access before the wait).
-            unsafe {
-                let to = dst.row_ptr_proven(to, chunk, true);
-                let from = self.src.as_ptr().add(from);
-                arch::cp_async_16(to.cast(), from.cast());
-            }
-        }
     }
 }
 

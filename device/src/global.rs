@@ -228,38 +228,3 @@ pub fn vectors16<T: Plain, const N: usize>(x: &[T]) -> (usize, &[Vector16<T, N>]
     let (head, body, _) = unsafe { x.align_to::<Vector16<T, N>>() };
     (head.len(), body)
 }
-
-/// Whether `steps` tiles of `rows × cols` elements of `src`, rows `ld` apart,
-/// tile `s` starting `s·step` elements after tile 0 at element `origin`, are
-/// all inside `src` and each 16-byte piece of them 16-byte aligned (the
-/// first, and `ld` and `step` in bytes multiples of 16 wherever they are
-/// used); false for no tiles. The one check behind
-/// [`crate::mma::InteriorPanel`] and [`crate::panel::VectorPanel`]; `cols`
-/// is whole 16-byte pieces (their callers check that at compile time).
-#[inline(always)]
-pub(crate) fn panel_fits<T>(
-    src: Global<'_, T>,
-    origin: usize,
-    (ld, step, steps): (usize, usize, usize),
-    (rows, cols): (usize, usize),
-) -> bool {
-    let size = core::mem::size_of::<T>();
-    // The farthest element: the last tile's last row's end (every offset is
-    // non-negative, so no element lies beyond it).
-    let end = steps
-        .checked_sub(1)
-        .and_then(|s| s.checked_mul(step))
-        .zip(rows.checked_sub(1).and_then(|r| r.checked_mul(ld)))
-        .and_then(|(a, b)| a.checked_add(b))
-        .and_then(|e| e.checked_add(origin))
-        .and_then(|e| e.checked_add(cols));
-    if end.is_none_or(|end| end > src.len()) {
-        return false;
-    }
-    // In bounds, so `origin`, and `ld` and `step` where used, are at most the
-    // buffer's length: their byte counts do not overflow.
-    let first = (src.as_ptr() as usize).wrapping_add(origin * size);
-    first.is_multiple_of(16)
-        && (rows == 1 || (ld * size).is_multiple_of(16))
-        && (steps == 1 || (step * size).is_multiple_of(16))
-}

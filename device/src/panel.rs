@@ -89,15 +89,31 @@ impl<'a, T: Plain, const ROWS: usize, const COLS: usize> VectorPanel<'a, T, ROWS
         steps: usize,
     ) -> Option<Self> {
         let _ = Self::CHUNK;
-        crate::global::panel_fits(src, origin, (ld, step, steps), (ROWS, COLS)).then_some(
-            VectorPanel {
-                src,
-                origin,
-                ld,
-                step,
-                steps,
-            },
-        )
+        let size = core::mem::size_of::<T>();
+        // The farthest element: the last tile's last row's end (every
+        // offset is non-negative, so no element lies beyond it).
+        let end = steps
+            .checked_sub(1)?
+            .checked_mul(step)?
+            .checked_add((ROWS - 1).checked_mul(ld)?)?
+            .checked_add(origin)?
+            .checked_add(COLS)?;
+        if end > src.len() {
+            return None;
+        }
+        // In bounds, so `origin`, and `ld` and `step` where used, are at most
+        // the buffer's length: their byte counts do not overflow.
+        let first = (src.as_ptr() as usize).wrapping_add(origin * size);
+        let aligned = first.is_multiple_of(16)
+            && (ROWS == 1 || (ld * size).is_multiple_of(16))
+            && (steps == 1 || (step * size).is_multiple_of(16));
+        aligned.then_some(VectorPanel {
+            src,
+            origin,
+            ld,
+            step,
+            steps,
+        })
     }
 
     /// The number of tiles.

@@ -52,14 +52,6 @@ pub struct Stage {
     offset: u32,
 }
 
-impl Stage {
-    /// Its first element in the ring's view.
-    #[inline(always)]
-    pub fn offset(self) -> usize {
-        self.offset as usize
-    }
-}
-
 impl<T: SharedElement> StageRing<T> {
     /// The ring of `stages` stages of `stage_len` elements at the start of
     /// `array`, if they fit in it, its start is 16-byte aligned and a
@@ -716,12 +708,6 @@ impl<'a, T: SharedElement> AlignedChunks<'a, T> {
         let fits = size != 0 && 16 % size == 0 && (src.as_ptr() as usize).is_multiple_of(16);
         let starts = (src.len() + 1).saturating_sub(16 / size.max(1));
         fits.then_some(AlignedChunks { src, starts })
-    }
-
-    /// The buffer.
-    #[inline(always)]
-    pub fn global(&self) -> Global<'a, T> {
-        self.src
     }
 }
 

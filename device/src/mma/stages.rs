@@ -89,6 +89,25 @@ impl<T: SharedElement> StageRing<T> {
         Stage { offset: 0 }
     }
 
+    /// Stage `i` (`i` below the ring's stages; a larger `i` is its last
+    /// stage, a bug the emulator reports). A constant once a kernel's loop
+    /// over the ring's stages is written out ([`crate::unroll::unroll`]): its
+    /// loads and copies then address `register + immediate`, with no stage
+    /// arithmetic in the loop at all.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn stage(&self, i: usize) -> Stage {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            i < self.stages as usize,
+            "StageRing::stage({i}) of a ring of {} stages",
+            self.stages
+        );
+        Stage {
+            offset: (i.min(self.stages as usize - 1) as u32).wrapping_mul(self.stage_len),
+        }
+    }
+
     /// The stage after `s`, wrapping to stage 0 after the last (an add, a
     /// compare and a select).
     #[inline(always)]

@@ -808,41 +808,102 @@ pub fn pipeline_interior<
     let mut acc = [[FragC::default(); NI]; MI];
     // Prologue: k-steps 0 .. S − 1 in flight, one group each (empty groups
     // past the end keep the count uniform).
-    let mut write = ring.first();
-    unroll(S - 1, |_| {
-        fill.fill(write);
+    unroll(S - 1, |s| {
+        fill.fill(ring.stage(s));
         mma::cp_async_commit();
-        write = ring.next(write);
     });
-    let mut read = ring.first();
     // A 32-bit count (the caller's `ktiles ≤ u32::MAX`).
     let mut left = ktiles.min(u32::MAX as usize) as u32;
+    // The k-loop written out over the ring's S stages, so that k-step kt reads
+    // stage kt mod S and fills stage (kt − 1) mod S as constants: every load
+    // and copy addresses a register plus an immediate, and the ring costs
+    // the loop nothing. One uniform test per k-step ends it.
+    // (Written out by a macro, not `unroll`'s closure: LLVM declines to
+    // inline a closure this large, and the accumulators would go to the stack.)
+    macro_rules! k_step {
+        ($s:expr) => {
+            if left > 0 {
+                k_step::<TIn, LA, LB, TA, TB, BK, S, MI, NI>(
+                    ring,
+                    &mut fill,
+                    (frags_a, frags_b),
+                    (sa, sb),
+                    $s,
+                    &mut acc,
+                );
+                left -= 1;
+            }
+        };
+    }
     while left > 0 {
-        // Step kt has landed (at most S − 2 newer groups pending) and the
-        // barrier publishes it; every warp is also done with step kt − 1,
-        // whose stage `write` is. Then step kt + S − 1 into it, if any
-        // (one uniform branch for both panels).
-        mma::cp_async_wait_group((S - 2) as u32);
-        sync_threads();
-        fill.fill(write);
-        mma::cp_async_commit();
-        write = ring.next(write);
-        unroll(BK / TIn::K, |kk| {
-            let p = kk * TIn::K;
-            let fa: [FragA<TIn>; MI] =
-                core::array::from_fn(|mi| frags_a.load(read, a_offset::<TA>(mi * mma::M, p, sa)));
-            let fb: [FragB<TIn>; NI] =
-                frags_b.load_pairs(read, |j| b_offset::<TB>(j * 2 * mma::N, p, sb));
-            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                    *acc = mma::mma(*fa, *fb, *acc);
+        match S {
+            2 => {
+                k_step!(0);
+                k_step!(1);
+            }
+            3 => {
+                k_step!(0);
+                k_step!(1);
+                k_step!(2);
+            }
+            4 => {
+                k_step!(0);
+                k_step!(1);
+                k_step!(2);
+                k_step!(3);
+            }
+            _ => {
+                for s in 0..S {
+                    k_step!(s);
                 }
             }
-        });
-        read = ring.next(read);
-        left -= 1;
+        }
     }
     acc
+}
+
+/// One k-step of [`pipeline_interior`], reading stage `s` of the ring (a
+/// constant once the caller's loop over the stages is written out).
+#[inline(always)]
+fn k_step<
+    TIn: Input + SharedElement,
+    LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
+    LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
+    const TA: bool,
+    const TB: bool,
+    const BK: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    ring: &StageRing<TIn>,
+    fill: &mut impl StageFill,
+    (frags_a, frags_b): (&StageWindow<TIn, LA>, &StageWindow<TIn, LB>),
+    (sa, sb): (usize, usize),
+    s: usize,
+    acc: &mut [[FragC; NI]; MI],
+) {
+    // Step kt has landed (at most S − 2 newer groups pending) and the
+    // barrier publishes it; every warp is also done with step kt − 1, whose
+    // stage is filled next: step kt + S − 1 into it, if any (one uniform
+    // predicate for every copy).
+    mma::cp_async_wait_group((S - 2) as u32);
+    sync_threads();
+    fill.fill(ring.stage((s + S - 1) % S));
+    mma::cp_async_commit();
+    let read = ring.stage(s);
+    unroll(BK / TIn::K, |kk| {
+        let p = kk * TIn::K;
+        let fa: [FragA<TIn>; MI] =
+            core::array::from_fn(|mi| frags_a.load(read, a_offset::<TA>(mi * mma::M, p, sa)));
+        let fb: [FragB<TIn>; NI] =
+            frags_b.load_pairs(read, |j| b_offset::<TB>(j * 2 * mma::N, p, sb));
+        for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+            for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                *acc = mma::mma(*fa, *fb, *acc);
+            }
+        }
+    });
 }
 
 /// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`

@@ -820,6 +820,24 @@ pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
     unsafe { addr.cast::<u32>().read() }
 }
 
+/// The 16 bytes at `addr` (the caller recorded the access).
+///
+/// # Safety
+/// `addr` must be valid for a 16-byte aligned read.
+pub(crate) unsafe fn ld_shared_v4_at(addr: SharedAddr) -> [u32; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { addr.cast::<[u32; 4]>().read() }
+}
+
+/// Writes the 16 bytes at `addr` (the caller recorded the access).
+///
+/// # Safety
+/// `addr` must be valid for a 16-byte aligned write.
+pub(crate) unsafe fn st_shared_v4_at(addr: SharedAddr, v: [u32; 4]) {
+    // SAFETY: the caller's contract.
+    unsafe { addr.cast::<[u32; 4]>().cast_mut().write(v) }
+}
+
 /// [`ldmatrix`] at `addr`.
 ///
 /// # Safety

@@ -756,6 +756,40 @@ pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
     d
 }
 
+/// `ld.shared.v4.b32` at a 32-bit `.shared` address.
+///
+/// # Safety
+/// `addr` must be 16 bytes of the block's shared memory, 16-byte aligned,
+/// that no thread writes concurrently.
+#[inline(always)]
+pub(crate) unsafe fn ld_shared_v4_at(addr: SharedAddr) -> [u32; 4] {
+    let d: [u32; 4];
+    // SAFETY: the caller's contract. Reads memory: `readonly`.
+    unsafe {
+        let (d0, d1, d2, d3): (u32, u32, u32, u32);
+        asm!("ld.shared.v4.b32 {{{d0}, {d1}, {d2}, {d3}}}, [{a}];", a = in(reg32) addr,
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            options(nostack, readonly, pure));
+        d = [d0, d1, d2, d3];
+    }
+    d
+}
+
+/// `st.shared.v4.b32` at a 32-bit `.shared` address.
+///
+/// # Safety
+/// `addr` must be 16 bytes of the block's shared memory, 16-byte aligned,
+/// that no other thread accesses concurrently.
+#[inline(always)]
+pub(crate) unsafe fn st_shared_v4_at(addr: SharedAddr, v: [u32; 4]) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("st.shared.v4.b32 [{a}], {{{v0}, {v1}, {v2}, {v3}}};", a = in(reg32) addr,
+            v0 = in(reg32) v[0], v1 = in(reg32) v[1], v2 = in(reg32) v[2], v3 = in(reg32) v[3],
+            options(nostack))
+    };
+}
+
 /// [`ldmatrix`] at a 32-bit `.shared` address.
 ///
 /// # Safety

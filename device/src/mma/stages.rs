@@ -3,7 +3,7 @@
 //!
 //! - [`StageRing`]: the `stages` stages of `stage_len` elements a pipeline
 //!   cycles through, checked once against the shared view (in bounds, every
-//!   stage 16-byte aligned); it hands out [`Stage`]s (`first`, `next`) and
+//!   stage 16-byte aligned); it hands out [`Stage`]s (`stage(i)`) and
 //!   the per-thread views below.
 //! - [`StageWindow`]: one lane's `ldmatrix` rows for one fragment layout
 //!   ([`ARowMajor`], [`AKMajor`], [`BKMajorPair`], [`BNMajorPair`]) in every
@@ -42,8 +42,8 @@ pub struct StageRing<T> {
     last: u32,
 }
 
-/// One stage of a [`StageRing`]: made only by [`StageRing::first`] and
-/// [`StageRing::next`], so always a stage of the ring that made it. (A ring
+/// One stage of a [`StageRing`]: made only by [`StageRing::stage`], so
+/// always a stage of the ring that made it. (A ring
 /// clamps a stage of another, larger ring into its own last stage: a bug the
 /// emulator reports.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,12 +83,6 @@ impl<T: SharedElement> StageRing<T> {
         self.stage_len as usize
     }
 
-    /// Stage 0.
-    #[inline(always)]
-    pub fn first(&self) -> Stage {
-        Stage { offset: 0 }
-    }
-
     /// Stage `i` (`i` below the ring's stages; a larger `i` is its last
     /// stage, a bug the emulator reports). A constant once a kernel's loop
     /// over the ring's stages is written out ([`crate::unroll::unroll`]): its
@@ -105,16 +99,6 @@ impl<T: SharedElement> StageRing<T> {
         );
         Stage {
             offset: (i.min(self.stages as usize - 1) as u32).wrapping_mul(self.stage_len),
-        }
-    }
-
-    /// The stage after `s`, wrapping to stage 0 after the last (an add, a
-    /// compare and a select).
-    #[inline(always)]
-    pub fn next(&self, s: Stage) -> Stage {
-        let offset = s.offset.wrapping_add(self.stage_len);
-        Stage {
-            offset: if offset > self.last { 0 } else { offset },
         }
     }
 
@@ -275,7 +259,10 @@ unsafe fn ldmatrix_x4<T: MmaInput + SharedElement>(
     unsafe { arch::ldmatrix_at::<4>(addr, trans) }
 }
 
-/// The f32 at element `at` of `ring`, rounded to tf32.
+/// The f32 at element `at` of `ring`, which its pipeline rounded to tf32 as
+/// it landed ([`PanelCopy::round_landed`]): so a fragment holds tf32 values
+/// with no rounding per load, as [`FragA<f32>`] must. (The emulator checks
+/// that it was rounded: a pipeline that skips the pass fails its tests.)
 ///
 /// # Safety
 /// `at` within the ring.
@@ -286,7 +273,23 @@ unsafe fn tf32_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32) -> 
     // SAFETY: an element inside the ring (the caller's contract), 4-byte
     // aligned (the ring's base is 16-byte aligned, the elements are f32:
     // only tf32 layouts call this). Ordering: the kernel's barriers.
-    T::from_stored(unsafe { arch::ld_shared_u32_at(addr) })
+    landed::<T>(unsafe { arch::ld_shared_u32_at(addr) })
+}
+
+/// A register loaded from a stage, as a fragment takes it: for tf32, a
+/// value the pipeline rounded as it landed ([`PanelCopy::round_landed`]),
+/// which the emulator checks; 16-bit types as stored.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+fn landed<T: MmaInput>(bits: u32) -> u32 {
+    #[cfg(not(target_arch = "nvptx64"))]
+    assert_eq!(
+        bits,
+        T::from_stored(bits),
+        "a tf32 fragment load from a stage that was not rounded as it landed \
+         (PanelCopy::round_landed)"
+    );
+    bits
 }
 
 impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
@@ -311,7 +314,7 @@ impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
     {
         // SAFETY: the caller's contract.
         let regs = unsafe { ldmatrix_x4(ring, first, false) };
-        FragA::from_regs(regs.map(T::from_stored))
+        FragA::from_regs(regs.map(landed::<T>))
     }
 }
 
@@ -447,7 +450,7 @@ impl<T: MmaInput> FragmentLayout<T> for BNMajorPair {
     {
         // SAFETY: the caller's contract.
         let regs = unsafe { ldmatrix_x4(ring, first, false) };
-        let [r0, r1, r2, r3] = regs.map(T::from_stored);
+        let [r0, r1, r2, r3] = regs.map(landed::<T>);
         [FragB::from_regs([r0, r1]), FragB::from_regs([r2, r3])]
     }
 }
@@ -615,6 +618,41 @@ impl<'a, T: SharedElement> PanelCopy<'a, T> {
         issue
     }
 
+    /// For tf32 (f32 inputs; a no-op for 16-bit types): rounds this thread's
+    /// chunks of `stage` to tf32 in place (`cvt.rna.tf32.f32`), once they
+    /// have landed (after the thread's `cp.async` wait for that stage's
+    /// group, before the barrier that publishes it), so the block's fragment
+    /// loads ([`StageWindow`]) read rounded values and round nothing
+    /// themselves: each element is rounded once per block instead of once
+    /// per warp that loads it. The chunks are the ones this thread copied
+    /// into every stage (the same offsets each tile), so no other thread
+    /// touches them before the barrier.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn round_landed(&self, stage: Stage)
+    where
+        T: MmaInput,
+    {
+        if T::KIND != MmaKind::Tf32 {
+            return;
+        }
+        let stage = self.ring.stage_offset(stage);
+        for i in 0..self.chunks {
+            let at = stage + self.dst + i * self.dst_pass;
+            let from = self.ring.address(at, 4, Some(false));
+            let to = self.ring.address(at, 4, Some(true));
+            // SAFETY: the 16 bytes of this thread's chunk i in `stage`, inside
+            // the ring and 16-byte aligned (as `issue`'s destination). Only
+            // this thread accesses them between its wait and the barrier (its
+            // own copies; other threads read the stage after the barrier); an
+            // access before the copy landed is a fault on the emulator.
+            unsafe {
+                let v = arch::ld_shared_v4_at(from);
+                arch::st_shared_v4_at(to, v.map(T::from_stored));
+            }
+        }
+    }
+
     /// The two panels' copies (a stage's `A` and `B` slices) as one, if
     /// they have as many tiles left: then one check per stage serves both.
     #[inline(always)]
@@ -703,6 +741,16 @@ impl<T: SharedElement> PanelCopies<'_, T> {
             self.second.issue(stage, issue);
         }
         issue
+    }
+}
+
+impl<T: SharedElement + MmaInput> PanelCopies<'_, T> {
+    /// Both panels' [`PanelCopy::round_landed`] (tf32; a no-op otherwise).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn round_landed(&self, stage: Stage) {
+        self.first.round_landed(stage);
+        self.second.round_landed(stage);
     }
 }
 

@@ -75,8 +75,8 @@
 //! interior block of a GEMM whose `k` is a multiple of `BK`, with 16-byte
 //! aligned leading dimensions and buffers). When both are proven, the same
 //! three steps run with everything per access decided once: the stages are a
-//! [`StageRing`] (checked against the shared view once; a [`Stage`] is an
-//! offset the ring advances with an add and a select); each thread's share
+//! [`StageRing`] (checked against the shared view once; the k-loop is
+//! written out over its `S` stages, so each [`Stage`] is a constant); each thread's share
 //! of a stage's copy is a [`PanelCopies`] (its chunks' source pointers and
 //! shared offsets computed once, the sources advanced by the panel's step,
 //! every `cp.async` predicated on a k-step being left: no branch); each
@@ -87,8 +87,8 @@
 //! the path is uniform over the block (ptxas then needs no WARPSYNC at the
 //! barrier), and each unchecked access is a method of a value only its check
 //! makes. The k-tile loop is then its `cp.async`s, a wait, a barrier, the
-//! `ldmatrix`s and the `mma`s: 2.9 instructions per HMMA for the 128 × 128
-//! tile, 4.6 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
+//! `ldmatrix`s and the `mma`s: 2.3 instructions per HMMA for the 128 × 128
+//! tile, 3.5 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
 //! limits). The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
 //! pipeline with a gathering fill instead of [`PanelCopies`] ([`StageFill`]).
 //!
@@ -768,12 +768,27 @@ pub(crate) const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> u
 pub trait StageFill {
     /// Starts filling `stage` with the next k-step, if one is left.
     fn fill(&mut self, stage: Stage);
+
+    /// This thread's copies into `stage` have landed (its wait), before the
+    /// barrier that publishes them: finish them in place if the fragment
+    /// loads need it (tf32's rounding). Nothing by default.
+    #[inline(always)]
+    fn landed(&mut self, stage: Stage) {
+        let _ = stage;
+    }
 }
 
-impl<T: SharedElement> StageFill for PanelCopies<'_, T> {
+impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
     #[inline(always)]
     fn fill(&mut self, stage: Stage) {
         self.copy_next(stage);
+    }
+
+    /// tf32: each element of the stage rounded once, by the thread that
+    /// copied it (the fragment loads then round nothing).
+    #[inline(always)]
+    fn landed(&mut self, stage: Stage) {
+        self.round_landed(stage);
     }
 }
 
@@ -888,6 +903,7 @@ fn k_step<
     // stage is filled next: step kt + S − 1 into it, if any (one uniform
     // predicate for every copy).
     mma::cp_async_wait_group((S - 2) as u32);
+    fill.landed(ring.stage(s));
     sync_threads();
     fill.fill(ring.stage((s + S - 1) % S));
     mma::cp_async_commit();

@@ -231,40 +231,43 @@ fn tf32_rounds_each_operand_to_tf32() {
     assert_eq!(tf32(0.75 + 1.0 / 4096.0), 0.75 + 1.0 / 2048.0); // a tie in [0.5, 1)
     let dev = Device::emulator();
     let u = f32::EPSILON as f64 / 2.0;
-    for (t, &trans) in TRANSPOSES.iter().enumerate() {
-        for tile in [Small, Large] {
-            let c = case(
-                (33, 40, 100),
-                trans,
-                1,
-                1.0,
-                0.5,
-                None,
-                70 + t as u64,
-                float,
-            );
-            let got = run(&c, &dev, tile);
-            let want = reference(&c, tf32);
-            let unrounded = reference(&c, |x| x);
-            let mut beyond_f32 = 0;
-            for (e, (&g, (&(w, mag), &(f, _)))) in
-                got.iter().zip(want.iter().zip(&unrounded)).enumerate()
-            {
-                let bound = (mag + 4.0) * (2.0 * c.k as f64 * u + 2.0 * u) + 1e-30;
+    // A ragged shape (every block on the guarded path, rounding each fragment
+    // as it loads) and one of whole aligned tiles (every block on the lean
+    // path, where each stage is rounded in place as it lands: rows padded to
+    // 16 bytes).
+    for (shape, pad, lean) in [((33, 40, 100), 1, false), ((128, 128, 64), 4, true)] {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            for tile in [Small, Large] {
+                let c = case(shape, trans, pad, 1.0, 0.5, None, 70 + t as u64, float);
+                let (got, profiles) = dev.profile_memory(|| Ok(run(&c, &dev, tile))).unwrap();
+                let path = if lean { "lean" } else { "guarded" };
                 assert!(
-                    (g - w).abs() <= bound,
-                    "tf32 ({tile:?}): C[{e}] = {g}, tf32 reference {w}, error {} > {bound}: {}",
-                    (g - w).abs(),
-                    c.describe()
+                    profiles[0].paths.iter().all(|(p, _)| p == path),
+                    "tf32 ({tile:?}) {shape:?}: blocks per path {:?}, expected all {path}",
+                    profiles[0].paths
                 );
-                beyond_f32 += usize::from((g - f).abs() > bound);
-            }
-            assert!(
-                beyond_f32 > got.len() / 4,
-                "tf32 ({tile:?}): only {beyond_f32} of {} elements differ from f32 \
+                let want = reference(&c, tf32);
+                let unrounded = reference(&c, |x| x);
+                let mut beyond_f32 = 0;
+                for (e, (&g, (&(w, mag), &(f, _)))) in
+                    got.iter().zip(want.iter().zip(&unrounded)).enumerate()
+                {
+                    let bound = (mag + 4.0) * (2.0 * c.k as f64 * u + 2.0 * u) + 1e-30;
+                    assert!(
+                        (g - w).abs() <= bound,
+                        "tf32 ({tile:?}): C[{e}] = {g}, tf32 reference {w}, error {} > {bound}: {}",
+                        (g - w).abs(),
+                        c.describe()
+                    );
+                    beyond_f32 += usize::from((g - f).abs() > bound);
+                }
+                assert!(
+                    beyond_f32 > got.len() / 4,
+                    "tf32 ({tile:?}): only {beyond_f32} of {} elements differ from f32 \
                  beyond the bound: were the operands rounded?",
-                got.len()
-            );
+                    got.len()
+                );
+            }
         }
     }
 }

@@ -518,12 +518,21 @@ impl Figures {
 /// Where the figures are recorded.
 const RECORDED: &str = "tests/suite/memory_profile_figures.txt";
 
+/// The kernels and figures of the recorded table, in its order.
+fn parse_figures(text: &str) -> Vec<(String, Figures)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(Figures::parse)
+        .collect()
+}
+
 /// Every library kernel's traffic over `verify`'s edge-length cases, against
 /// the figures recorded in `memory_profile_figures.txt`: a kernel whose
 /// coalescing efficiency drops, whose bank conflicts or bytes per element
 /// grow fails here. Kernels added or removed since the recording are listed,
 /// not failed. `WARPFORGE_RECORD_TRAFFIC=1` rewrites the file with the
-/// figures measured now (after an improvement, or for new kernels).
+/// figures measured now (after an improvement, or for new kernels); the
+/// README's table of them is then regenerated with `WARPFORGE_REGENERATE_README=1`.
 #[test]
 fn library_kernels_keep_their_recorded_traffic() {
     let dev = Device::emulator();
@@ -556,12 +565,7 @@ fn library_kernels_keep_their_recorded_traffic() {
         }
         std::fs::write(&path, text).unwrap();
     }
-    let recorded: Vec<(String, Figures)> = std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(Figures::parse)
-        .collect();
+    let recorded = parse_figures(&std::fs::read_to_string(&path).unwrap());
     assert!(!recorded.is_empty());
     let mut regressions = Vec::new();
     for (kernel, now) in &measured {
@@ -618,4 +622,213 @@ fn a_worse_figure_is_a_regression_and_a_better_one_is_not() {
     );
     let (kernel, parsed) = Figures::parse(&recorded.line("k"));
     assert_eq!((kernel.as_str(), parsed), ("k", recorded));
+}
+
+/// `names` as brace patterns, `a_{x,y}_b` for `a_x_b` and `a_y_b`: two
+/// patterns that differ in one `_`-separated part only are merged, so each
+/// pattern stands for exactly the names it was made of and no others.
+fn brace_patterns(names: &[&str]) -> Vec<String> {
+    let mut patterns: Vec<Vec<Vec<&str>>> = names
+        .iter()
+        .map(|n| n.split('_').map(|part| vec![part]).collect())
+        .collect();
+    'merge: loop {
+        for i in 0..patterns.len() {
+            for j in i + 1..patterns.len() {
+                let (a, b) = (&patterns[i], &patterns[j]);
+                if a.len() != b.len() {
+                    continue;
+                }
+                let differing: Vec<usize> = (0..a.len()).filter(|&k| a[k] != b[k]).collect();
+                if let [k] = differing[..] {
+                    let b = patterns.remove(j);
+                    patterns[i][k].extend(&b[k]);
+                    continue 'merge;
+                }
+            }
+        }
+        break;
+    }
+    patterns
+        .iter()
+        .map(|parts| {
+            let parts: Vec<String> = parts
+                .iter()
+                .map(|alternatives| match alternatives[..] {
+                    [one] => one.to_owned(),
+                    _ => format!("{{{}}}", alternatives.join(",")),
+                })
+                .collect();
+            parts.join("_")
+        })
+        .collect()
+}
+
+/// The README's table of the recorded figures (`memory_profile_figures.txt`'s
+/// text): one row per set of kernels with the same figures, in the order of
+/// the file, efficiencies in percent.
+fn readme_traffic_table(recorded: &str) -> String {
+    let mut groups: Vec<(Figures, Vec<&str>)> = Vec::new();
+    let figures = parse_figures(recorded);
+    for (kernel, f) in &figures {
+        match groups.iter_mut().find(|(g, _)| g == f) {
+            Some((_, kernels)) => kernels.push(kernel),
+            None => groups.push((*f, vec![kernel])),
+        }
+    }
+    let cell = |v: Option<f64>, scale: f64, digits: usize| {
+        v.map_or("-".to_owned(), |v| format!("{:.digits$}", v * scale))
+    };
+    let mut table = String::from(
+        "| kernels | load efficiency (%) | store efficiency (%) | bank conflicts per shared \
+         request | bytes read / written per output element |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for (f, kernels) in &groups {
+        let names: Vec<String> = brace_patterns(kernels)
+            .iter()
+            .map(|p| format!("`{p}`"))
+            .collect();
+        table += &format!(
+            "| {} | {} | {} | {} | {} / {} |\n",
+            names.join(", "),
+            cell(f.load_efficiency, 100.0, 1),
+            cell(f.store_efficiency, 100.0, 1),
+            cell(f.conflicts_per_request, 1.0, 2),
+            cell(f.read_per_element, 1.0, 2),
+            cell(f.written_per_element, 1.0, 2),
+        );
+    }
+    table
+}
+
+/// The README's generated table of the recorded figures sits between these.
+const README_TABLE_BEGIN: &str = concat!(
+    "<!-- generated: from warpforge/tests/suite/memory_profile_figures.txt by ",
+    "memory_profile::the_readme_traffic_table_is_the_recorded_figures -->\n",
+);
+const README_TABLE_END: &str = "<!-- end generated -->";
+
+/// README.md's per-kernel traffic table is `readme_traffic_table` of the
+/// recorded figures, so it cannot go stale when they are re-recorded.
+/// `WARPFORGE_REGENERATE_README=1` rewrites the block from the figures file.
+#[test]
+fn the_readme_traffic_table_is_the_recorded_figures() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let recorded = std::fs::read_to_string(root.join(RECORDED)).unwrap();
+    let expected = readme_traffic_table(&recorded);
+    let readme_path = root.join("../README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let start = readme
+        .find(README_TABLE_BEGIN)
+        .expect("README.md has the generated traffic table")
+        + README_TABLE_BEGIN.len();
+    let end = start
+        + readme[start..]
+            .find(README_TABLE_END)
+            .expect("the traffic table ends with <!-- end generated -->");
+    if std::env::var("WARPFORGE_REGENERATE_README").is_ok_and(|v| v == "1") {
+        let regenerated = format!("{}{expected}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&readme_path, regenerated).unwrap();
+        return;
+    }
+    let shown = &readme[start..end];
+    let first_difference = shown
+        .lines()
+        .zip(expected.lines())
+        .find(|(s, e)| s != e)
+        .map_or(String::new(), |(s, e)| {
+            format!("\n  README:   {s}\n  expected: {e}")
+        });
+    assert!(
+        shown == expected,
+        "README.md's traffic table is not what {RECORDED} records ({} lines shown, {} \
+         expected):{first_difference}\nregenerate it: WARPFORGE_REGENERATE_README=1 cargo test \
+         -p warpforge --test suite -- the_readme_traffic_table_is_the_recorded_figures",
+        shown.lines().count(),
+        expected.lines().count(),
+    );
+}
+
+/// Every name a brace pattern stands for.
+fn expand(pattern: &str) -> Vec<String> {
+    let mut names = vec![String::new()];
+    for (i, part) in pattern.split('_').enumerate() {
+        let alternatives: Vec<&str> = match part.strip_prefix('{') {
+            Some(inner) => inner.trim_end_matches('}').split(',').collect(),
+            None => vec![part],
+        };
+        let separator = if i == 0 { "" } else { "_" };
+        names = names
+            .iter()
+            .flat_map(|n| {
+                alternatives
+                    .iter()
+                    .map(move |a| format!("{n}{separator}{a}"))
+            })
+            .collect();
+    }
+    names
+}
+
+#[test]
+fn the_traffic_table_merges_exactly_the_kernels_with_the_same_figures() {
+    // Not a full product: `sumsq` exists for f32 only, so it stays apart.
+    let names = [
+        "reduce_sum_f32",
+        "reduce_min_f32",
+        "reduce_sumsq_f32",
+        "reduce_sum_i32",
+        "reduce_min_i32",
+        "finish_f32",
+    ];
+    let patterns = brace_patterns(&names);
+    assert_eq!(
+        patterns,
+        [
+            "reduce_{sum,min,sumsq}_f32",
+            "reduce_{sum,min}_i32",
+            "finish_f32"
+        ]
+    );
+    let mut covered: Vec<String> = patterns.iter().flat_map(|p| expand(p)).collect();
+    covered.sort();
+    let mut sorted = names.map(String::from);
+    sorted.sort();
+    assert_eq!(covered, sorted);
+
+    let text = "# header\n\
+                a_f32 0.5000 1.0000 - 8.0000 4.0000\n\
+                b_f32 0.2500 - 0.5000 0.0000 16.0312\n\
+                a_f64 0.5000 1.0000 - 8.0000 4.0000\n";
+    assert_eq!(
+        readme_traffic_table(text)
+            .lines()
+            .skip(2)
+            .collect::<Vec<_>>(),
+        [
+            "| `a_{f32,f64}` | 50.0 | 100.0 | - | 8.00 / 4.00 |",
+            "| `b_f32` | 25.0 | - | 0.50 | 0.00 / 16.03 |",
+        ]
+    );
+
+    // The recorded file: every kernel in exactly one row, none made up.
+    let recorded = include_str!("memory_profile_figures.txt");
+    let mut kernels: Vec<String> = parse_figures(recorded)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    kernels.sort();
+    let mut shown: Vec<String> = readme_traffic_table(recorded)
+        .lines()
+        .skip(2)
+        .flat_map(|row| {
+            let names = row.split(" | ").next().unwrap().trim_start_matches("| ");
+            names
+                .split(", ")
+                .flat_map(|p| expand(p.trim_matches('`')))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    shown.sort();
+    assert_eq!(shown, kernels);
 }

@@ -653,6 +653,35 @@ impl<'a, T: SharedElement> PanelCopy<'a, T> {
         }
     }
 
+    /// As [`copy_next`](Self::copy_next), but once every tile has been
+    /// copied, fills this thread's chunks of `stage` with zeros (plain
+    /// stores) instead: for a pipeline's prologue, so that every stage holds
+    /// initialised values even when the panel has fewer tiles than the ring
+    /// has stages (a pipelined loop loads the stage after the last tile's
+    /// before it ends, and discards what it loaded). A branch: for the
+    /// prologue, not the loop.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next_or_zero(&mut self, stage: Stage) -> bool {
+        if self.copy_next(stage) {
+            return true;
+        }
+        let chunk = 16 / core::mem::size_of::<T>();
+        let stage = self.ring.stage_offset(stage);
+        for i in 0..self.chunks {
+            let to = self
+                .ring
+                .address(stage + self.dst + i * self.dst_pass, chunk, Some(true));
+            // SAFETY: this thread's chunk i of `stage`: inside the ring and
+            // 16-byte aligned, as `issue`'s destination. No other thread
+            // accesses it before the kernel's next barrier (the chunks of a
+            // stage are the threads' own), and no copy of this thread's is
+            // pending into it (none was issued: every tile has been copied).
+            unsafe { arch::st_shared_v4_at(to, [0; 4]) };
+        }
+        false
+    }
+
     /// The two panels' copies (a stage's `A` and `B` slices) as one, if
     /// they have as many tiles left: then one check per stage serves both.
     #[inline(always)]
@@ -741,6 +770,17 @@ impl<T: SharedElement> PanelCopies<'_, T> {
             self.second.issue(stage, issue);
         }
         issue
+    }
+}
+
+impl<T: SharedElement> PanelCopies<'_, T> {
+    /// Both panels' [`PanelCopy::copy_next_or_zero`] (for a prologue).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next_or_zero(&mut self, stage: Stage) -> bool {
+        let issued = self.first.copy_next_or_zero(stage);
+        self.second.copy_next_or_zero(stage);
+        issued
     }
 }
 

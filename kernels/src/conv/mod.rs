@@ -639,6 +639,20 @@ struct NhwcFill<'a, T> {
 impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
     #[inline(always)]
     fn fill(&mut self, stage: Stage) {
+        self.gather(stage, false);
+    }
+
+    #[inline(always)]
+    fn prime(&mut self, stage: Stage) {
+        self.gather(stage, true);
+    }
+}
+
+impl<T: Input + SharedElement> NhwcFill<'_, T> {
+    /// Starts filling `stage` with the next k-step, if one is left; if not,
+    /// with zeros when `zero_rest` (the prologue), else nothing.
+    #[inline(always)]
+    fn gather(&mut self, stage: Stage, zero_rest: bool) {
         let issue = self.left > 0;
         let (h, w, c, cg) = self.size;
         let (r, s, ch) = self.next;
@@ -658,10 +672,16 @@ impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
                 .wrapping_mul(c)
                 .wrapping_add(self.pixel[i])
                 .wrapping_add(ch);
+            // No k-step left: a zero fill (reading nothing) if asked.
+            let at = (issue & inside).then_some(at as usize);
             self.gather
-                .copy_or_zero(stage, i, &self.x, inside.then_some(at as usize), issue);
+                .copy_or_zero(stage, i, &self.x, at, issue | zero_rest);
         });
-        self.weights.copy_next(stage);
+        if zero_rest {
+            self.weights.copy_next_or_zero(stage);
+        } else {
+            self.weights.copy_next(stage);
+        }
         // BK channels on; after the group's last channel, the next tap.
         let ch = ch.wrapping_add(self.step);
         let next_s = ch == cg;

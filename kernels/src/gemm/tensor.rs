@@ -769,6 +769,13 @@ pub trait StageFill {
     /// Starts filling `stage` with the next k-step, if one is left.
     fn fill(&mut self, stage: Stage);
 
+    /// As [`fill`](Self::fill), but with zeros (this thread's share of the
+    /// stage) if no k-step is left: the prologue's fill, so that every stage
+    /// is initialised even when there are fewer k-steps than stages (the
+    /// pipelined loop loads the stage after the last k-step's, and discards
+    /// it, rather than branch).
+    fn prime(&mut self, stage: Stage);
+
     /// This thread's copies into `stage` have landed (its wait), before the
     /// barrier that publishes them: finish them in place if the fragment
     /// loads need it (tf32's rounding). Nothing by default.
@@ -782,6 +789,11 @@ impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
     #[inline(always)]
     fn fill(&mut self, stage: Stage) {
         self.copy_next(stage);
+    }
+
+    #[inline(always)]
+    fn prime(&mut self, stage: Stage) {
+        self.copy_next_or_zero(stage);
     }
 
     /// tf32: each element of the stage rounded once, by the thread that
@@ -820,31 +832,41 @@ pub fn pipeline_interior<
     (sa, sb): (usize, usize),
     ktiles: usize,
 ) -> [[FragC; NI]; MI] {
+    const { assert!(S >= 2, "a pipeline of at least 2 stages") };
     let mut acc = [[FragC::default(); NI]; MI];
-    // Prologue: k-steps 0 .. S − 1 in flight, one group each (empty groups
-    // past the end keep the count uniform).
-    unroll(S - 1, |s| {
-        fill.fill(ring.stage(s));
-        mma::cp_async_commit();
-    });
+    let slices = SliceLoads::<TIn, LA, LB, TA, TB> {
+        a: frags_a,
+        b: frags_b,
+        strides: (sa, sb),
+    };
     // A 32-bit count (the caller's `ktiles ≤ u32::MAX`).
     let mut left = ktiles.min(u32::MAX as usize) as u32;
-    // The k-loop written out over the ring's S stages, so that k-step kt reads
-    // stage kt mod S and fills stage (kt − 1) mod S as constants: every load
-    // and copy addresses a register plus an immediate, and the ring costs
-    // the loop nothing. One uniform test per k-step ends it.
-    // (Written out by a macro, not `unroll`'s closure: LLVM declines to
-    // inline a closure this large, and the accumulators would go to the stack.)
+    // Prologue: k-steps 0 .. S in flight, one group each (empty groups past
+    // the end keep the count uniform); then step 0 has landed (at most S − 1
+    // newer groups pending), the barrier publishes it, and its first
+    // k-slice's fragments load.
+    unroll(S, |s| {
+        fill.prime(ring.stage(s));
+        mma::cp_async_commit();
+    });
+    if left == 0 {
+        return acc;
+    }
+    mma::cp_async_wait_group((S - 1) as u32);
+    fill.landed(ring.stage(0));
+    sync_threads();
+    let mut frags = slices.load::<MI, NI>(ring.stage(0), 0);
+    // The k-loop written out over the ring's S stages, so that k-step kt
+    // reads stage kt mod S as a constant: every load and copy addresses a
+    // register plus an immediate, and the ring costs the loop nothing. One
+    // uniform test per k-step ends it. (Written out by a macro, not
+    // `unroll`'s closure: LLVM declines to inline a closure this large, and
+    // the accumulators would go to the stack.)
     macro_rules! k_step {
         ($s:expr) => {
             if left > 0 {
                 k_step::<TIn, LA, LB, TA, TB, BK, S, MI, NI>(
-                    ring,
-                    &mut fill,
-                    (frags_a, frags_b),
-                    (sa, sb),
-                    $s,
-                    &mut acc,
+                    ring, &mut fill, &slices, $s, &mut frags, &mut acc,
                 );
                 left -= 1;
             }
@@ -877,8 +899,48 @@ pub fn pipeline_interior<
     acc
 }
 
-/// One k-step of [`pipeline_interior`], reading stage `s` of the ring (a
-/// constant once the caller's loop over the stages is written out).
+/// A warp's fragment loads of one k-slice of a stage: its A fragments
+/// (layout `LA`) and B fragment pairs (`LB`), each a [`StageWindow`] load at
+/// a constant offset; stage slices stored as `TA`/`TB` say, rows `strides`
+/// apart.
+struct SliceLoads<'w, TIn, LA, LB, const TA: bool, const TB: bool> {
+    a: &'w StageWindow<TIn, LA>,
+    b: &'w StageWindow<TIn, LB>,
+    strides: (usize, usize),
+}
+
+impl<
+    TIn: Input + SharedElement,
+    LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
+    LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
+    const TA: bool,
+    const TB: bool,
+> SliceLoads<'_, TIn, LA, LB, TA, TB>
+{
+    /// k-slice `kk` (k from `kk·K`) of `stage`: `MI` A and `NI` B fragments.
+    #[inline(always)]
+    fn load<const MI: usize, const NI: usize>(
+        &self,
+        stage: Stage,
+        kk: usize,
+    ) -> ([FragA<TIn>; MI], [FragB<TIn>; NI]) {
+        let (p, (sa, sb)) = (kk * TIn::K, self.strides);
+        (
+            core::array::from_fn(|mi| self.a.load(stage, a_offset::<TA>(mi * mma::M, p, sa))),
+            self.b
+                .load_pairs(stage, |j| b_offset::<TB>(j * 2 * mma::N, p, sb)),
+        )
+    }
+}
+
+/// One k-step of [`pipeline_interior`]: it reads stage `s` of the ring (a
+/// constant once the caller's loop over the stages is written out), whose
+/// first k-slice's fragments `frags` holds. The fragments are double-buffered: each slice's `mma`s
+/// issue after the next slice's loads, and before the last slice's, the
+/// next stage is waited for, published, and its first slice loaded — so the
+/// barrier and the loads' latency hide behind `mma`s. That barrier also
+/// says every warp has loaded all of stage `s`, which is then refilled with
+/// the k-step `S` on (if any; one uniform predicate for every copy).
 #[inline(always)]
 fn k_step<
     TIn: Input + SharedElement,
@@ -893,27 +955,32 @@ fn k_step<
 >(
     ring: &StageRing<TIn>,
     fill: &mut impl StageFill,
-    (frags_a, frags_b): (&StageWindow<TIn, LA>, &StageWindow<TIn, LB>),
-    (sa, sb): (usize, usize),
+    slices: &SliceLoads<'_, TIn, LA, LB, TA, TB>,
     s: usize,
+    frags: &mut ([FragA<TIn>; MI], [FragB<TIn>; NI]),
     acc: &mut [[FragC; NI]; MI],
 ) {
-    // Step kt has landed (at most S − 2 newer groups pending) and the
-    // barrier publishes it; every warp is also done with step kt − 1, whose
-    // stage is filled next: step kt + S − 1 into it, if any (one uniform
-    // predicate for every copy).
-    mma::cp_async_wait_group((S - 2) as u32);
-    fill.landed(ring.stage(s));
-    sync_threads();
-    fill.fill(ring.stage((s + S - 1) % S));
-    mma::cp_async_commit();
-    let read = ring.stage(s);
-    unroll(BK / TIn::K, |kk| {
-        let p = kk * TIn::K;
-        let fa: [FragA<TIn>; MI] =
-            core::array::from_fn(|mi| frags_a.load(read, a_offset::<TA>(mi * mma::M, p, sa)));
-        let fb: [FragB<TIn>; NI] =
-            frags_b.load_pairs(read, |j| b_offset::<TB>(j * 2 * mma::N, p, sb));
+    let slices_per_stage = BK / TIn::K;
+    unroll(slices_per_stage, |kk| {
+        let (fa, fb) = *frags;
+        if kk + 1 < slices_per_stage {
+            *frags = slices.load::<MI, NI>(ring.stage(s), kk + 1);
+        } else {
+            // Step kt + 1 has landed (at most S − 2 newer groups pending:
+            // S in the prologue, one per k-step since); the barrier
+            // publishes it and frees stage s for step kt + S. After the
+            // last k-step, the same with nothing to copy: its stage holds
+            // what the prologue or an earlier step left there (initialised),
+            // loaded and discarded — no branch, so the fragments stay in
+            // their registers.
+            mma::cp_async_wait_group((S - 2) as u32);
+            let next = ring.stage((s + 1) % S);
+            fill.landed(next);
+            sync_threads();
+            fill.fill(ring.stage(s));
+            mma::cp_async_commit();
+            *frags = slices.load::<MI, NI>(next, 0);
+        }
         for (acc_row, fa) in acc.iter_mut().zip(&fa) {
             for (acc, fb) in acc_row.iter_mut().zip(&fb) {
                 *acc = mma::mma(*fa, *fb, *acc);

@@ -15,6 +15,10 @@
 //! tests are a crate of their own (`warpforge-probes`, with its own PTX module).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+// `#[inline(always)]` on the hot loops' closures (`unroll`): LLVM declines to
+// inline a large closure otherwise, and its captures (the accumulators) would
+// go to the stack.
+#![feature(stmt_expr_attributes)]
 #![forbid(unsafe_code)]
 
 pub mod conv;

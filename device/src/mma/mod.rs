@@ -36,8 +36,8 @@ use half::{bf16, f16};
 
 mod stages;
 pub use stages::{
-    AKMajor, ARowMajor, AlignedChunks, BKMajorPair, BNMajorPair, FragmentLayout, GatherCopy,
-    PanelCopies, PanelCopy, Stage, StageRing, StageWindow,
+    AKMajor, ARowMajor, AlignedChunks, BKMajorPair, BNMajorPair, ChunkPlacement, FragmentLayout,
+    GatherCopy, PanelCopies, PanelCopy, Stage, StageRing, StageWindow,
 };
 
 /// Rows of A and C/D.

@@ -5,6 +5,9 @@
 //!   cycles through, checked once against the shared view (in bounds, every
 //!   stage 16-byte aligned); it hands out [`Stage`]s (`stage(i)`) and
 //!   the per-thread views below.
+//! - [`ChunkPlacement`]: where a stored row's 16-byte chunks lie: as stored
+//!   (padded rows), or XOR-swizzled in unpadded rows so that neither the
+//!   `cp.async` stores nor the `ldmatrix` loads meet a bank conflict.
 //! - [`StageWindow`]: one lane's `ldmatrix` rows for one fragment layout
 //!   ([`ARowMajor`], [`AKMajor`], [`BKMajorPair`], [`BNMajorPair`]) in every
 //!   stage: the lane's row offset is computed and clamped once, so each load
@@ -26,6 +29,66 @@ use crate::arch;
 use crate::global::Global;
 use crate::shared::{SharedArray, SharedElement};
 use core::marker::PhantomData;
+
+/// Where the 16-byte chunks of a stored row lie in shared memory: as stored
+/// ([`PLAIN`](Self::PLAIN), rows padded against bank conflicts), or XOR-
+/// swizzled ([`swizzled`](Self::swizzled), rows unpadded, as CUTLASS/CuTe
+/// lay out their `ldmatrix` tiles): chunk `c` of row `r` at chunk
+/// `c ^ ((r / g) mod m)` of the row, `m = min(row chunks, 8)` and `g = 8 /
+/// m` rows sharing one 128-byte line of the 32 banks. Then the 8 rows an
+/// `ldmatrix` reads at one logical chunk, and the 8 consecutive chunks a
+/// quarter-warp's `cp.async`s write, fall in 8 distinct 16-byte bank
+/// groups: no conflict on either side, and no padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkPlacement {
+    /// `m`: the chunks of a row XORed (a power of two; 1: as stored).
+    period: u32,
+    /// `g`: rows per XOR pattern step.
+    rows_per_step: u32,
+}
+
+impl ChunkPlacement {
+    /// Chunks where they are stored.
+    pub const PLAIN: ChunkPlacement = ChunkPlacement {
+        period: 1,
+        rows_per_step: 1,
+    };
+
+    /// The XOR swizzle for unpadded rows of `row_bytes` bytes, if that is a
+    /// power of two of at least 16 (whole chunks).
+    pub const fn swizzled(row_bytes: usize) -> Option<ChunkPlacement> {
+        if row_bytes < 16 || !row_bytes.is_power_of_two() {
+            return None;
+        }
+        let chunks = row_bytes / 16;
+        let period = if chunks < 8 { chunks } else { 8 };
+        Some(ChunkPlacement {
+            period: period as u32,
+            rows_per_step: (8 / period) as u32,
+        })
+    }
+
+    /// Where logical chunk `c` of row `row` lies in the row. Stays in the
+    /// row for any row whose chunks are a multiple of the period.
+    #[inline(always)]
+    pub const fn chunk(&self, row: u32, c: u32) -> u32 {
+        let mask = self.period - 1;
+        (c & !mask) | ((c & mask) ^ ((row / self.rows_per_step) & mask))
+    }
+
+    /// Rows after which the pattern repeats (8 swizzled, 1 plain): rows that
+    /// far apart place their chunks alike.
+    #[inline(always)]
+    pub const fn repeat_rows(&self) -> u32 {
+        self.period * self.rows_per_step
+    }
+
+    /// Whether a row of `chunks` chunks keeps every chunk in itself.
+    #[inline(always)]
+    const fn fits_row(&self, chunks: usize) -> bool {
+        chunks > 0 && chunks.is_multiple_of(self.period as usize)
+    }
+}
 
 /// The stages of a multistage pipeline in a shared view: `stages` stages of
 /// `stage_len` elements each, stage `i` at element `i·stage_len`. Only
@@ -137,54 +200,115 @@ impl<T: SharedElement> StageRing<T> {
 
     /// This lane's [`StageWindow`] for fragments of layout `L` of the tile
     /// stored from element `origin` of each stage with rows `stride`
-    /// elements apart, for loads at constant offsets `0 ..= reach` from it
-    /// (the kernel's k-slices and fragments), if the farthest lane's load at
-    /// `origin + reach` fits in a stage, `L` serves `T` and the lanes' starts
-    /// are aligned as `L` needs (16-byte rows for `ldmatrix`). Uniform over
-    /// the warp for uniform arguments.
+    /// elements apart, its chunks placed as `place` says, for loads at
+    /// constant offsets of up to `reach = (rows, elements along a row)` from
+    /// it (the kernel's fragments and k-slices), if the farthest lane's load
+    /// fits in a stage, `L` serves `T`, the lanes' starts are aligned as `L`
+    /// needs (16-byte rows for `ldmatrix`) and, swizzled, `L` loads whole
+    /// chunks and a row is whole periods of the swizzle. Uniform over the
+    /// warp for uniform arguments.
     #[inline(always)]
     pub fn window<L: FragmentLayout<T>>(
         &self,
         origin: usize,
         stride: usize,
-        reach: usize,
+        (reach_rows, reach_cols): (usize, usize),
+        place: ChunkPlacement,
     ) -> Option<StageWindow<T, L>>
     where
         T: MmaInput,
     {
+        let chunk = row_elems::<T>();
+        let plain = place == ChunkPlacement::PLAIN;
         // The farthest any lane's load reaches from `origin` (constant for a
         // constant stride).
         let spread = (0..32).map(|l| L::lane_start(l, stride)).max().unwrap_or(0);
         let room = (self.stage_len as usize).checked_sub(L::extent(stride))?;
+        let down = reach_rows.checked_mul(stride)?;
+        let reach = down.checked_add(reach_cols)?;
         // Only uniform conditions (ptxas then knows the lean loop is entered
         // by whole warps, and needs no WARPSYNC at its barrier): the origin,
         // which differs per warp, is clamped below rather than checked.
         let fits = stride.is_multiple_of(L::ALIGN)
             && reach <= u32::MAX as usize
-            && spread.checked_add(reach)? <= room;
+            && spread.checked_add(reach)? <= room
+            && (plain
+                || (L::ALIGN == chunk
+                    && stride.is_multiple_of(chunk)
+                    && place.fits_row(stride / chunk)));
         if !fits {
             return None;
         }
         let at = origin.saturating_add(L::lane_start(crate::thread::lane_id(), stride));
-        // Once per thread: clamped into the stage and rounded down to L's
-        // alignment (no-ops for an origin inside the stage at a multiple of
-        // L's alignment, which a kernel computes from its tile shape).
-        let limit = (room - reach) as u32;
-        let fixed = (at.min(limit as usize) as u32) & !(L::ALIGN as u32 - 1);
-        #[cfg(not(target_arch = "nvptx64"))]
-        assert_eq!(
-            fixed as usize, at,
-            "StageWindow: the lane's start (origin {origin}) is outside the stage or misaligned"
-        );
+        // Once per thread, a lane start for each shift of 2v chunks along
+        // the row (loads step 16 elements): plain, `at` plus the shift;
+        // swizzled, the shifted chunk placed (for the shifts the reach
+        // allows, within one period), after which loads add whole rows only.
+        // Each start is clamped so that any load the window allows stays in
+        // the stage, and rounded down to L's alignment: no-ops for an origin
+        // inside the stage at a multiple of L's alignment, which a kernel
+        // computes from its tile shape.
+        let shifts = if plain {
+            WINDOW_SHIFTS
+        } else {
+            (reach_cols / chunk / 2 + 1)
+                .min((place.period as usize / 2).max(1))
+                .min(WINDOW_SHIFTS)
+        };
+        let (row, col) = (at / stride, at % stride);
+        #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+        #[inline(always)]
+        fn start(
+            v: usize,
+            (at, row, col): (usize, usize, usize),
+            (stride, chunk, place): (usize, usize, ChunkPlacement),
+            (room, down, reach_cols, align): (usize, usize, usize, usize),
+        ) -> u32 {
+            let shift = 2 * v * chunk;
+            let (want, limit) = if place == ChunkPlacement::PLAIN {
+                // Loads add up to `down + reach_cols − shift` to it.
+                (at + shift, (room + shift).saturating_sub(down + reach_cols))
+            } else {
+                let c = (col / chunk + 2 * v) as u32;
+                let placed =
+                    row * stride + place.chunk(row as u32, c) as usize * chunk + col % chunk;
+                // Loads add whole rows only, up to `down`.
+                (placed, room - down)
+            };
+            let fixed = (want.min(limit) as u32) & !(align as u32 - 1);
+            #[cfg(not(target_arch = "nvptx64"))]
+            assert!(
+                shift > reach_cols || fixed as usize == want,
+                "StageWindow: the lane's start ({want}) is outside the stage or misaligned"
+            );
+            fixed
+        }
+        let lane = (at, row, col);
+        let shape = (stride, chunk, place);
+        let bound = (room, down, reach_cols, L::ALIGN);
+        let first = start(0, lane, shape, bound);
+        let more = |v: usize| {
+            if v < shifts {
+                start(v, lane, shape, bound)
+            } else {
+                first
+            }
+        };
         Some(StageWindow {
             ring: *self,
-            at: fixed,
-            reach: reach as u32,
+            starts: [first, more(1), more(2), more(3)],
+            shifts: shifts as u32,
+            reach: (reach_rows as u32, reach_cols as u32),
             stride: stride as u32,
+            plain,
             _l: PhantomData,
         })
     }
 }
+
+/// The column shifts (in pairs of chunks, modulo the swizzle's period of at
+/// most 8 chunks) a [`StageWindow`] keeps a lane start for.
+const WINDOW_SHIFTS: usize = 4;
 
 /// Where each lane's elements of one fragment load lie in a stored tile, and
 /// the fragment(s) they make: the layouts the tensor-core GEMM reads.
@@ -461,34 +585,64 @@ impl<T: MmaInput> FragmentLayout<T> for BNMajorPair {
 #[derive(Clone, Copy)]
 pub struct StageWindow<T, L> {
     ring: StageRing<T>,
-    /// The lane's start in a stage (elements), clamped: `at + reach +
-    /// L::extent(stride) ≤ stage_len`.
-    at: u32,
-    /// The largest offset a load may add.
-    reach: u32,
+    /// The lane's start in a stage (elements) for a load `2v` chunks along
+    /// its row, clamped so that every load the window allows stays in the
+    /// stage: plain, `at + 2v·chunk`; swizzled, that chunk placed (`v` below
+    /// `shifts`; the others repeat `starts[0]`).
+    starts: [u32; WINDOW_SHIFTS],
+    /// How many of `starts` a swizzled window made.
+    shifts: u32,
+    /// The most rows and elements along a row a load may add.
+    reach: (u32, u32),
     stride: u32,
+    /// Chunks as stored (else swizzled: loads add whole rows to a start).
+    plain: bool,
     _l: PhantomData<L>,
 }
 
 impl<T: MmaInput + SharedElement, L: FragmentLayout<T>> StageWindow<T, L> {
-    /// The fragment(s) at `offset` elements from the window's origin in
-    /// stage `stage`, with no check: `offset` is clamped to the window's
-    /// reach and rounded down to `L`'s alignment (no work when it is a
-    /// constant; the emulator reports a clamp that changed it). All 32 lanes
-    /// of the warp must call it together, as [`FragA::load`].
+    /// The fragment(s) `(rows, cols)` from the window's origin (rows down,
+    /// elements along a row) in stage `stage`, with no check: the offset is
+    /// clamped to the window's reach (no work when it is a constant; the
+    /// emulator reports a clamp that changed it), and along a swizzled row
+    /// it must be a whole pair of chunks within the reach's. All 32 lanes of
+    /// the warp must call it together, as [`FragA::load`].
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn load(&self, stage: Stage, offset: usize) -> L::Frag {
-        let c = (offset.min(self.reach as usize) as u32) & !(L::ALIGN as u32 - 1);
-        #[cfg(not(target_arch = "nvptx64"))]
-        assert_eq!(
-            c as usize, offset,
-            "StageWindow::load: offset {offset} is past the window's reach {} or misaligned",
-            self.reach
+    pub fn load(&self, stage: Stage, (rows, cols): (usize, usize)) -> L::Frag {
+        let chunk = row_elems::<T>();
+        // The start by the offset's constant part alone (never by a field:
+        // then the starts stay in registers).
+        let v = (cols / (2 * chunk)).min(WINDOW_SHIFTS - 1);
+        let (r, c) = (
+            (rows as u32).min(self.reach.0),
+            (cols as u32).min(self.reach.1),
         );
-        // stage ≤ (stages − 1)·stage_len and at + c + extent ≤ stage_len:
-        // within the ring; aligned as L needs (every term is).
-        let first = self.ring.stage_offset(stage) + self.at + c;
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            assert!(
+                (r as usize, c as usize) == (rows, cols) && cols.is_multiple_of(L::ALIGN),
+                "StageWindow::load: offset ({rows}, {cols}) is past the window's reach {:?} \
+                 or misaligned",
+                self.reach
+            );
+            assert!(
+                self.plain || (cols.is_multiple_of(2 * chunk) && (v as u32) < self.shifts),
+                "StageWindow::load: offset {cols} along a swizzled row is not a whole pair \
+                 of chunks within the window's reach"
+            );
+        }
+        // Swizzled, the start holds the column; plain, the rest of it is
+        // added (c ≥ 2v·chunk: v is at most the offset's pairs).
+        let along = if self.plain {
+            c - (2 * v * chunk) as u32
+        } else {
+            0
+        };
+        // stage ≤ (stages − 1)·stage_len, and the start's clamp keeps it plus
+        // these rows, `along` and the extent within a stage: within the
+        // ring; aligned as L needs (every term is).
+        let first = self.ring.stage_offset(stage) + self.starts[v] + r * self.stride + along;
         // SAFETY: as just said; the whole warp calling it is documented
         // above and checked by the emulator.
         unsafe { L::load(&self.ring, first, self.stride) }
@@ -504,7 +658,7 @@ impl<T: MmaInput + SharedElement, L: FragmentLayout<T, Frag = [FragB<T>; 2]>> St
     pub fn load_pairs<const NI: usize>(
         &self,
         stage: Stage,
-        offset: impl Fn(usize) -> usize,
+        offset: impl Fn(usize) -> (usize, usize),
     ) -> [FragB<T>; NI] {
         const {
             assert!(
@@ -531,10 +685,11 @@ pub struct PanelCopy<'a, T> {
     src: Global<'a, T>,
     ring: StageRing<T>,
     /// This thread's first chunk of the next tile, in `src`.
-    next: *const T,
-    /// Elements of `src` between this thread's chunks of a tile.
+    next: *const u8,
+    /// Bytes of `src` between this thread's chunks of a tile (kept in bytes:
+    /// the loop adds them with no scaling).
     src_pass: usize,
-    /// Elements of `src` between tiles.
+    /// Bytes of `src` between tiles.
     step: usize,
     /// Tiles not yet copied.
     left: u32,
@@ -551,8 +706,10 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
     /// r·stride` of the stage: chunks `t, t + threads, …` of the tile's
     /// `ROWS · COLS/chunk` (coalesced), `None` unless `threads` is a multiple
     /// of a row's chunks and divides the tile's (every thread then copies
-    /// the same number of whole chunks, in the same column), and the
-    /// destination is inside a stage with 16-byte aligned rows. One check,
+    /// the same number of whole chunks, in the same column), the
+    /// destination is inside a stage with 16-byte aligned rows, and `place`
+    /// keeps a row's chunks in the row and places each pass of the block's
+    /// threads alike (each chunk lands where `place` puts it). One check,
     /// uniform over the block.
     #[inline(always)]
     pub fn thread_copy(
@@ -560,6 +717,7 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
         ring: &StageRing<T>,
         base: usize,
         stride: usize,
+        place: ChunkPlacement,
         (t, threads): (usize, usize),
     ) -> Option<PanelCopy<'a, T>> {
         let (chunk, size) = (Self::CHUNK, core::mem::size_of::<T>());
@@ -576,13 +734,19 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             && total.is_multiple_of(threads)
             && end <= ring.stage_len()
             && (base * size).is_multiple_of(16)
-            && (ROWS == 1 || (stride * size).is_multiple_of(16));
+            && (ROWS == 1 || (stride * size).is_multiple_of(16))
+            // Placed chunks stay in their row, and each pass of the block's
+            // threads places its chunks alike (so one offset per pass).
+            && place.fits_row(per_row)
+            && (threads / per_row).is_multiple_of(place.repeat_rows() as usize);
         if !fits {
             return None;
         }
         // A thread index past the block (a bug) copies the last thread's chunks.
         let t = t.min(threads - 1);
         let (r, c) = (t / per_row, (t % per_row) * chunk);
+        // Where the chunk lands in its row (the source is where it is).
+        let placed = place.chunk(r as u32, (c / chunk) as u32) as usize * chunk;
         let rows_per_pass = threads / per_row;
         // In bounds (the panel's check; r, r + rows_per_pass, … < ROWS): no
         // product here overflows.
@@ -592,11 +756,12 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             next: self
                 .src
                 .as_ptr()
-                .wrapping_add(self.origin + r * self.ld + c),
-            src_pass: rows_per_pass * self.ld,
-            step: self.step,
+                .wrapping_add(self.origin + r * self.ld + c)
+                .cast(),
+            src_pass: rows_per_pass * self.ld * size,
+            step: self.step * size,
             left: self.steps as u32,
-            dst: (base + r * stride + c) as u32,
+            dst: (base + r * stride + placed) as u32,
             dst_pass: (rows_per_pass * stride) as u32,
             chunks: (total / threads) as u32,
         })
@@ -844,13 +1009,15 @@ impl<T: SharedElement> StageRing<T> {
     /// threads, …` of its `rows · cols/chunk` (consecutive threads along a
     /// row: coalesced where the sources are), `None` unless `cols` is whole
     /// chunks, `threads` a multiple of a row's chunks that divides the
-    /// slice's, and the slice inside a stage with 16-byte aligned rows. One
-    /// check, uniform over the block.
+    /// slice's, and the slice inside a stage with 16-byte aligned rows; each
+    /// chunk lands where `place` puts it in its row (a pass of the block's
+    /// threads placing its chunks alike). One check, uniform over the block.
     #[inline(always)]
     pub fn gather_copy(
         &self,
         (base, stride): (usize, usize),
         (rows, cols): (usize, usize),
+        place: ChunkPlacement,
         (t, threads): (usize, usize),
     ) -> Option<GatherCopy<T>> {
         let size = core::mem::size_of::<T>();
@@ -869,7 +1036,9 @@ impl<T: SharedElement> StageRing<T> {
             && total.is_multiple_of(threads)
             && end <= self.stage_len()
             && (base * size).is_multiple_of(16)
-            && (stride * size).is_multiple_of(16);
+            && (stride * size).is_multiple_of(16)
+            && place.fits_row(per_row)
+            && (threads / per_row).is_multiple_of(place.repeat_rows() as usize);
         if !fits {
             return None;
         }
@@ -880,7 +1049,8 @@ impl<T: SharedElement> StageRing<T> {
         // Inside a stage (checked), so every figure fits in 32 bits.
         Some(GatherCopy {
             ring: *self,
-            dst: (base + r * stride + c) as u32,
+            dst: (base + r * stride + place.chunk(r as u32, (c / chunk) as u32) as usize * chunk)
+                as u32,
             dst_pass: (rows_per_pass * stride) as u32,
             chunks: (total / threads) as u32,
             row: r as u32,

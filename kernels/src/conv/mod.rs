@@ -658,25 +658,29 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
         let (r, s, ch) = self.next;
         let (dh, dw) = (r.wrapping_mul(self.dil.0), s.wrapping_mul(self.dil.1));
         // Over a constant count, so the per-chunk arrays stay in registers.
-        unroll(MAX_CHUNKS, |i| {
-            if i >= self.gather.chunks() {
-                return;
-            }
-            let (ih, iw) = (
-                self.first_in[i].0.wrapping_add(dh),
-                self.first_in[i].1.wrapping_add(dw),
-            );
-            // `&`, not `&&`: predicates, not branches.
-            let inside = self.rows_in[i] & (ih < h) & (iw < w);
-            let at = (ih.wrapping_mul(w).wrapping_add(iw))
-                .wrapping_mul(c)
-                .wrapping_add(self.pixel[i])
-                .wrapping_add(ch);
-            // No k-step left: a zero fill (reading nothing) if asked.
-            let at = (issue & inside).then_some(at as usize);
-            self.gather
-                .copy_or_zero(stage, i, &self.x, at, issue | zero_rest);
-        });
+        unroll(
+            MAX_CHUNKS,
+            #[inline(always)]
+            |i| {
+                if i >= self.gather.chunks() {
+                    return;
+                }
+                let (ih, iw) = (
+                    self.first_in[i].0.wrapping_add(dh),
+                    self.first_in[i].1.wrapping_add(dw),
+                );
+                // `&`, not `&&`: predicates, not branches.
+                let inside = self.rows_in[i] & (ih < h) & (iw < w);
+                let at = (ih.wrapping_mul(w).wrapping_add(iw))
+                    .wrapping_mul(c)
+                    .wrapping_add(self.pixel[i])
+                    .wrapping_add(ch);
+                // No k-step left: a zero fill (reading nothing) if asked.
+                let at = (issue & inside).then_some(at as usize);
+                self.gather
+                    .copy_or_zero(stage, i, &self.x, at, issue | zero_rest);
+            },
+        );
         if zero_rest {
             self.weights.copy_next_or_zero(stage);
         } else {
@@ -742,24 +746,27 @@ fn nhwc_lean_main_loop<
         return None;
     }
     let smem = shared::dynamic::<T>();
-    let (_, sa) = tile.a_layout(false);
-    let (_, sb) = tile.b_layout(true);
-    let a_len = tile.a_len(false);
-    let ring = StageRing::check(&smem, tile.stage_len(false, true), S)?;
+    // The GEMM's lean stage layout: rows unpadded, chunks XOR-swizzled.
+    let (sa, place_a) = tensor::lean_rows::<T>(tile.a_layout(false).1, tile.pad());
+    let (sb, place_b) = tensor::lean_rows::<T>(tile.b_layout(true).1, tile.pad());
+    let a_len = BM * sa;
+    let ring = StageRing::check(&smem, a_len + BN * sb, S)?;
     let x = AlignedChunks::check(a.x)?;
     let weights = b
         .interior_panel::<BN, BK>((col0, 0), false, ktiles)?
-        .thread_copy(&ring, a_len, sb, me)?;
-    let gather = ring.gather_copy((0, sa), (BM, BK), me)?;
+        .thread_copy(&ring, a_len, sb, place_b, me)?;
+    let gather = ring.gather_copy((0, sa), (BM, BK), place_a, me)?;
     let frags_a = ring.window::<ARowMajor>(
         0, // one row of warps: every warp's rows start at the tile's
         sa,
-        tensor::a_offset::<false>((MI - 1) * mma::M, BK - T::K, sa),
+        tensor::a_at::<false>((MI - 1) * mma::M, BK - T::K),
+        place_a,
     )?;
     let frags_b = ring.window::<BNMajorPair>(
         a_len + tensor::b_offset::<true>(warp_col, 0, sb),
         sb,
-        tensor::b_offset::<true>((NI - 2) * mma::N, BK - T::K, sb),
+        tensor::b_at::<true>((NI - 2) * mma::N, BK - T::K),
+        place_b,
     )?;
     if gather.chunks() > MAX_CHUNKS {
         return None;
@@ -809,7 +816,7 @@ fn nhwc_lean_main_loop<
         S,
         MI,
         NI,
-    >(&ring, fill, &frags_a, &frags_b, (sa, sb), ktiles))
+    >(&ring, fill, &frags_a, &frags_b, ktiles))
 }
 
 const TC_M: usize = TC_TILE.m;

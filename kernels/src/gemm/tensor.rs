@@ -89,7 +89,16 @@
 //! makes. The k-tile loop is then its `cp.async`s, a wait, a barrier, the
 //! `ldmatrix`s and the `mma`s: 2.3 instructions per HMMA for the 128 × 128
 //! tile, 3.5 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
-//! limits). The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
+//! limits). Its stages differ from the guarded path's in two ways: 16-bit
+//! rows are unpadded with their 16-byte chunks XOR-swizzled
+//! ([`ChunkPlacement`], as CUTLASS/CuTe lay out `ldmatrix` tiles), so neither
+//! the `cp.async` stores nor the `ldmatrix` loads meet a bank conflict (the
+//! emulator's profile counts none; padded rows cost the stores 1.5
+//! wavefronts per request); and tf32 stages are rounded in place as they
+//! land, once per element, by the threads that copied them. The fragments
+//! are double-buffered: each k-slice's loads issue before the previous
+//! slice's `mma`s, and the next stage's first slice before the last one's.
+//! The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
 //! pipeline with a gathering fill instead of [`PanelCopies`] ([`StageFill`]).
 //!
 //! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
@@ -106,8 +115,9 @@
 //! B not read).
 
 use warpforge_device::mma::{
-    self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, FragA, FragB, FragC, FragmentLayout,
-    FragmentSource, InteriorPanel, MmaInput, PanelCopies, Stage, StageRing, StageWindow, row_elems,
+    self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, ChunkPlacement, FragA, FragB, FragC,
+    FragmentLayout, FragmentSource, InteriorPanel, MmaInput, MmaKind, PanelCopies, Stage,
+    StageRing, StageWindow, row_elems,
 };
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
@@ -644,36 +654,43 @@ pub fn main_loop<
     // the block. (The panels' shapes and fragment layouts are types: one arm
     // per transpose pair, of which each instance keeps the one its `TA`/`TB`
     // select.)
+    // The lean path's stages: 16-bit rows unpadded, their chunks
+    // XOR-swizzled (no bank conflict for the `cp.async` stores or the
+    // `ldmatrix` loads); tf32 keeps the padded rows (its k-major fragments
+    // are plain 32-bit loads, which this swizzle does not spread).
+    let (a_rows, _) = tile.a_layout(TA);
+    let (b_rows, _) = tile.b_layout(TB);
+    let (sa_lean, place_a) = lean_rows::<TIn>(sa, tile.pad());
+    let (sb_lean, place_b) = lean_rows::<TIn>(sb, tile.pad());
+    let a_len_lean = a_rows * sa_lean;
+    let stage_len_lean = a_len_lean + b_rows * sb_lean;
     macro_rules! interior {
         ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $la:ty,
          $br:expr, $bc:expr, $b0:expr, $b_rows:expr, $lb:ty) => {
             if NI.is_multiple_of(2)
-                && let Some(ring) = StageRing::check(&smem, stage_len, S)
+                && let Some(ring) = StageRing::check(&smem, stage_len_lean, S)
                 && let Some(pa) = a.interior_panel::<{ $ar }, { $ac }>($a0, $a_rows, ktiles)
                 && let Some(pb) = b.interior_panel::<{ $br }, { $bc }>($b0, $b_rows, ktiles)
-                && let Some(ca) = pa.thread_copy(&ring, 0, sa, me)
+                && let Some(ca) = pa.thread_copy(&ring, 0, sa_lean, place_a, me)
                 && let Some(copies) = pb
-                    .thread_copy(&ring, a_len, sb, me)
+                    .thread_copy(&ring, a_len_lean, sb_lean, place_b, me)
                     .and_then(|cb| ca.zip(cb))
                 && let Some(wa) = ring.window::<$la>(
-                    a_offset::<TA>(warp_row, 0, sa),
-                    sa,
-                    a_offset::<TA>((MI - 1) * mma::M, BK - TIn::K, sa),
+                    a_offset::<TA>(warp_row, 0, sa_lean),
+                    sa_lean,
+                    a_at::<TA>((MI - 1) * mma::M, BK - TIn::K),
+                    place_a,
                 )
                 && let Some(wb) = ring.window::<$lb>(
-                    a_len + b_offset::<TB>(warp_col, 0, sb),
-                    sb,
-                    b_offset::<TB>((NI - 2) * mma::N, BK - TIn::K, sb),
+                    a_len_lean + b_offset::<TB>(warp_col, 0, sb_lean),
+                    sb_lean,
+                    b_at::<TB>((NI - 2) * mma::N, BK - TIn::K),
+                    place_b,
                 )
             {
                 thread::path("lean");
                 return pipeline_interior::<TIn, _, _, TA, TB, BK, S, MI, NI>(
-                    &ring,
-                    copies,
-                    &wa,
-                    &wb,
-                    (sa, sb),
-                    ktiles,
+                    &ring, copies, &wa, &wb, ktiles,
                 );
             }
         };
@@ -746,6 +763,34 @@ pub fn main_loop<
         }
     };
     pipeline::<TIn, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(&load, ktiles, (warp_row, warp_col))
+}
+
+/// The lean path's row stride (elements) and chunk placement for a stage
+/// slice whose guarded layout pads each row of `padded` elements by `pad`:
+/// for 16-bit inputs, rows unpadded and swizzled when a row is a power of
+/// two of 16-byte chunks; else (tf32, odd rows) the padded rows as stored.
+#[inline(always)]
+pub(crate) const fn lean_rows<TIn: Input>(padded: usize, pad: usize) -> (usize, ChunkPlacement) {
+    let row = padded - pad;
+    let bytes = row * core::mem::size_of::<TIn>();
+    match ChunkPlacement::swizzled(bytes) {
+        Some(place) if !matches!(TIn::KIND, MmaKind::Tf32) => (row, place),
+        _ => (padded, ChunkPlacement::PLAIN),
+    }
+}
+
+/// `(rows, elements along a row)` in a stage's `A` slice (stored as `TA`
+/// says) of A's element `(i, p)`: row `i` of the block tile, k `p`.
+#[inline(always)]
+pub(crate) const fn a_at<const TA: bool>(i: usize, p: usize) -> (usize, usize) {
+    if TA { (p, i) } else { (i, p) }
+}
+
+/// `(rows, elements along a row)` in a stage's `B` slice (stored as `TB`
+/// says) of op(B)'s element `(p, j)`: k `p`, column `j` of the block tile.
+#[inline(always)]
+pub(crate) const fn b_at<const TB: bool>(j: usize, p: usize) -> (usize, usize) {
+    if TB { (j, p) } else { (p, j) }
 }
 
 /// Element offset in a stage's `A` slice (stored as `TA` says, rows `sa`
@@ -829,7 +874,6 @@ pub fn pipeline_interior<
     mut fill: impl StageFill,
     frags_a: &StageWindow<TIn, LA>,
     frags_b: &StageWindow<TIn, LB>,
-    (sa, sb): (usize, usize),
     ktiles: usize,
 ) -> [[FragC; NI]; MI] {
     const { assert!(S >= 2, "a pipeline of at least 2 stages") };
@@ -837,7 +881,6 @@ pub fn pipeline_interior<
     let slices = SliceLoads::<TIn, LA, LB, TA, TB> {
         a: frags_a,
         b: frags_b,
-        strides: (sa, sb),
     };
     // A 32-bit count (the caller's `ktiles ≤ u32::MAX`).
     let mut left = ktiles.min(u32::MAX as usize) as u32;
@@ -901,12 +944,10 @@ pub fn pipeline_interior<
 
 /// A warp's fragment loads of one k-slice of a stage: its A fragments
 /// (layout `LA`) and B fragment pairs (`LB`), each a [`StageWindow`] load at
-/// a constant offset; stage slices stored as `TA`/`TB` say, rows `strides`
-/// apart.
+/// a constant offset; stage slices stored as `TA`/`TB` say.
 struct SliceLoads<'w, TIn, LA, LB, const TA: bool, const TB: bool> {
     a: &'w StageWindow<TIn, LA>,
     b: &'w StageWindow<TIn, LB>,
-    strides: (usize, usize),
 }
 
 impl<
@@ -924,11 +965,13 @@ impl<
         stage: Stage,
         kk: usize,
     ) -> ([FragA<TIn>; MI], [FragB<TIn>; NI]) {
-        let (p, (sa, sb)) = (kk * TIn::K, self.strides);
+        let p = kk * TIn::K;
         (
-            core::array::from_fn(|mi| self.a.load(stage, a_offset::<TA>(mi * mma::M, p, sa))),
-            self.b
-                .load_pairs(stage, |j| b_offset::<TB>(j * 2 * mma::N, p, sb)),
+            core::array::from_fn(
+                #[inline(always)]
+                |mi| self.a.load(stage, a_at::<TA>(mi * mma::M, p)),
+            ),
+            self.b.load_pairs(stage, |j| b_at::<TB>(j * 2 * mma::N, p)),
         )
     }
 }
@@ -961,32 +1004,36 @@ fn k_step<
     acc: &mut [[FragC; NI]; MI],
 ) {
     let slices_per_stage = BK / TIn::K;
-    unroll(slices_per_stage, |kk| {
-        let (fa, fb) = *frags;
-        if kk + 1 < slices_per_stage {
-            *frags = slices.load::<MI, NI>(ring.stage(s), kk + 1);
-        } else {
-            // Step kt + 1 has landed (at most S − 2 newer groups pending:
-            // S in the prologue, one per k-step since); the barrier
-            // publishes it and frees stage s for step kt + S. After the
-            // last k-step, the same with nothing to copy: its stage holds
-            // what the prologue or an earlier step left there (initialised),
-            // loaded and discarded — no branch, so the fragments stay in
-            // their registers.
-            mma::cp_async_wait_group((S - 2) as u32);
-            let next = ring.stage((s + 1) % S);
-            fill.landed(next);
-            sync_threads();
-            fill.fill(ring.stage(s));
-            mma::cp_async_commit();
-            *frags = slices.load::<MI, NI>(next, 0);
-        }
-        for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-            for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                *acc = mma::mma(*fa, *fb, *acc);
+    unroll(
+        slices_per_stage,
+        #[inline(always)]
+        |kk| {
+            let (fa, fb) = *frags;
+            if kk + 1 < slices_per_stage {
+                *frags = slices.load::<MI, NI>(ring.stage(s), kk + 1);
+            } else {
+                // Step kt + 1 has landed (at most S − 2 newer groups pending:
+                // S in the prologue, one per k-step since); the barrier
+                // publishes it and frees stage s for step kt + S. After the
+                // last k-step, the same with nothing to copy: its stage holds
+                // what the prologue or an earlier step left there (initialised),
+                // loaded and discarded — no branch, so the fragments stay in
+                // their registers.
+                mma::cp_async_wait_group((S - 2) as u32);
+                let next = ring.stage((s + 1) % S);
+                fill.landed(next);
+                sync_threads();
+                fill.fill(ring.stage(s));
+                mma::cp_async_commit();
+                *frags = slices.load::<MI, NI>(next, 0);
             }
-        }
-    });
+            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                    *acc = mma::mma(*fa, *fb, *acc);
+                }
+            }
+        },
+    );
 }
 
 /// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`

@@ -830,6 +830,24 @@ const TC_S: usize = TC_TILE.stages;
 const TC_MI: usize = TC_M / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
 
+/// The NHWC convolutions' large tile: 128 output pixels × 128 output
+/// channels per block, k-step 32, 8 warps side by side (each all 128 rows ×
+/// 16 channels: the epilogue's one row of warps), 4 stages — 80 KiB of
+/// shared memory on the guarded path (dynamic: the host opts in), 64 KiB on
+/// the lean one. Each thread gathers as many chunks per k-step as with the
+/// small tile and feeds twice the `mma`s, so the gather's share of the loop
+/// halves. For layers of at least 128 output channels per group.
+pub const TC_CONV_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 128, 16, 4);
+const _: () =
+    assert!(TC_CONV_TILE_LARGE.is_valid() && TC_CONV_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
+const TL_M: usize = TC_CONV_TILE_LARGE.m;
+const TL_N: usize = TC_CONV_TILE_LARGE.n;
+const TL_K: usize = TC_CONV_TILE_LARGE.k;
+const TL_WN: usize = TC_CONV_TILE_LARGE.warp_n;
+const TL_S: usize = TC_CONV_TILE_LARGE.stages;
+const TL_MI: usize = TL_M / mma::M;
+const TL_NI: usize = TL_WN / mma::N;
+
 /// Implicit-GEMM NHWC convolution (any groups but depthwise) on the tensor
 /// cores (module docs): per group (`blockIdx.z = g`) `A` the group's
 /// gathered input channels ([`Im2colNhwcTc`]), `B` the group's weights
@@ -845,6 +863,8 @@ const TC_NI: usize = TC_WN / mma::N;
     instances(
         conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
         conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_f16_128x128x32_s4 = <f16, TL_M, TL_N, TL_K, TL_WN, TL_S, TL_MI, TL_NI>,
+        conv2d_nhwc_bf16_128x128x32_s4 = <bf16, TL_M, TL_N, TL_K, TL_WN, TL_S, TL_MI, TL_NI>,
     )
 )]
 #[allow(clippy::too_many_arguments)]

@@ -45,7 +45,10 @@
 //!    GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`: `cp.async`
 //!    gather chunks where the 8 elements are contiguous — NHWC when
 //!    `C/G % 8 == 0`, NCHW at column stride 1 — in the image and aligned;
-//!    f32 accumulation, bias + ReLU in f32 and one rounding).
+//!    f32 accumulation, bias + ReLU in f32 and one rounding). NHWC f16/bf16
+//!    also has a 128 × 128 tile (`conv2d_nhwc_{f16,bf16}_128x128x32_s4`),
+//!    which [`Conv2d::large_tile`] picks for layers of at least 128 output
+//!    channels per group and 128 such blocks, and [`Conv2d::tile`] pins.
 //!
 //! **Checked before anything runs** ([`Conv2d::validate`] and
 //! [`Conv2d::run`]), each a clear [`Error`] naming the parameter: zero
@@ -177,6 +180,19 @@ pub struct ConvKernels {
     implicit_nhwc: &'static str,
     /// The implicit GEMM's block tile `(BM, BN)` and threads per block.
     implicit_tile: (usize, usize, usize),
+    /// The NHWC implicit GEMM's large tile, if the type has one
+    /// ([`Conv2d::large_tile`] picks it).
+    implicit_nhwc_large: Option<LargeTile>,
+}
+
+/// The NHWC implicit GEMM's large tile of one element type: its kernel and
+/// its launch shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeTile {
+    /// The kernel's name (`conv2d_nhwc_{f16,bf16}_128x128x32_s4`).
+    pub kernel: &'static str,
+    /// Output pixels (`BM`) and output channels (`BN`) per block, threads per block.
+    pub tile: (usize, usize, usize),
 }
 
 /// Element types of [`Conv2d::run`]: `f32`, `f16`, `bf16` (sealed).
@@ -212,12 +228,12 @@ pub trait ConvElement: Element + sealed::Sealed {
         y: crate::MatrixMut<'_, Self>,
         g: [u64; 8],
     ) -> Result<()>;
-    /// Launches an implicit-GEMM kernel.
+    /// Launches an implicit-GEMM kernel (`large`: the NHWC large tile's).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_implicit(
         dev: &Device,
-        nhwc: bool,
+        nhwc_large: (bool, bool),
         cfg: LaunchConfig,
         x: &DeviceBuffer<Self>,
         w: &DeviceBuffer<Self>,
@@ -289,6 +305,7 @@ impl ConvElement for f32 {
         implicit_nchw: kc::conv2d_nchw_f32_64x64x16::NAME,
         implicit_nhwc: kc::conv2d_nhwc_f32_64x64x16::NAME,
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
+        implicit_nhwc_large: None,
     };
     fn gemm_name(trans_b: bool) -> &'static str {
         <f32 as GemmTypes<f32>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
@@ -297,7 +314,7 @@ impl ConvElement for f32 {
     depthwise_launch!(conv2d_depthwise_nchw_f32, conv2d_depthwise_nhwc_f32);
     fn launch_implicit(
         dev: &Device,
-        nhwc: bool,
+        (nhwc, _): (bool, bool),
         cfg: LaunchConfig,
         x: &DeviceBuffer<f32>,
         w: &DeviceBuffer<f32>,
@@ -326,7 +343,7 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident) => {
+    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 depthwise_nchw: kc::$dw_nchw::NAME,
@@ -336,6 +353,14 @@ macro_rules! half_element {
                 implicit_nchw: kc::$tc_nchw::NAME,
                 implicit_nhwc: kc::$tc_nhwc::NAME,
                 implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
+                implicit_nhwc_large: Some(LargeTile {
+                    kernel: kc::$tc_nhwc_large::NAME,
+                    tile: (
+                        kc::TC_CONV_TILE_LARGE.m,
+                        kc::TC_CONV_TILE_LARGE.n,
+                        kc::TC_CONV_TILE_LARGE.threads(),
+                    ),
+                }),
             };
             // The 1 × 1 GEMM path pins the small tile, so the name needs no
             // device (the tile heuristic counts its SMs).
@@ -346,7 +371,7 @@ macro_rules! half_element {
             depthwise_launch!($dw_nchw, $dw_nhwc);
             fn launch_implicit(
                 dev: &Device,
-                nhwc: bool,
+                (nhwc, large): (bool, bool),
                 cfg: LaunchConfig,
                 x: &DeviceBuffer<$t>,
                 w: &DeviceBuffer<$t>,
@@ -355,10 +380,10 @@ macro_rules! half_element {
                 [a, b, c, d, e, f, g, h]: [u64; 8],
             ) -> Result<()> {
                 let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
-                if nhwc {
-                    dev.launch(kc::$tc_nhwc, cfg, args)
-                } else {
-                    dev.launch(kc::$tc_nchw, cfg, args)
+                match (nhwc, large) {
+                    (true, true) => dev.launch(kc::$tc_nhwc_large, cfg, args),
+                    (true, false) => dev.launch(kc::$tc_nhwc, cfg, args),
+                    (false, _) => dev.launch(kc::$tc_nchw, cfg, args),
                 }
             }
             fn run_gemm(
@@ -381,7 +406,8 @@ half_element!(
     conv2d_direct_nchw_f16,
     conv2d_direct_nhwc_f16,
     conv2d_nchw_f16_64x64x32_s3,
-    conv2d_nhwc_f16_64x64x32_s3
+    conv2d_nhwc_f16_64x64x32_s3,
+    conv2d_nhwc_f16_128x128x32_s4
 );
 half_element!(
     bf16,
@@ -390,7 +416,8 @@ half_element!(
     conv2d_direct_nchw_bf16,
     conv2d_direct_nhwc_bf16,
     conv2d_nchw_bf16_64x64x32_s3,
-    conv2d_nhwc_bf16_64x64x32_s3
+    conv2d_nhwc_bf16_64x64x32_s3,
+    conv2d_nhwc_bf16_128x128x32_s4
 );
 
 /// The convolution's parameters (module docs); the builder never fails,
@@ -405,6 +432,8 @@ pub struct Conv2d {
     dilation: (usize, usize),
     groups: usize,
     relu: bool,
+    /// The NHWC f16/bf16 implicit GEMM's tile, if pinned ([`Conv2d::tile`]).
+    tile: Option<TileConfig>,
 }
 
 fn invalid(parameter: &'static str, detail: String) -> Error {
@@ -445,6 +474,7 @@ impl Conv2d {
             dilation: (1, 1),
             groups: 1,
             relu: false,
+            tile: None,
         }
     }
 
@@ -475,6 +505,16 @@ impl Conv2d {
     /// ReLU after the bias (NaN kept).
     pub fn relu(mut self, on: bool) -> Conv2d {
         self.relu = on;
+        self
+    }
+
+    /// Pins the NHWC f16/bf16 implicit GEMM's tile: [`TileConfig::Small`]
+    /// (64 × 64) or [`TileConfig::Large`] (128 × 128, 256 threads) instead
+    /// of [`large_tile`](Self::large_tile)'s choice. Large is refused
+    /// (`Error::InvalidParameter`, naming `tile`) where no large kernel runs:
+    /// f32, NCHW. Other algorithms ignore it.
+    pub fn tile(mut self, tile: TileConfig) -> Conv2d {
+        self.tile = Some(tile);
         self
     }
 
@@ -737,9 +777,53 @@ impl Conv2d {
                 (false, false) => kernels.direct_nchw,
             },
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
-            Algorithm::ImplicitGemm if nhwc => kernels.implicit_nhwc,
-            Algorithm::ImplicitGemm => kernels.implicit_nchw,
+            Algorithm::ImplicitGemm => match (self.large_tile::<T>()?, nhwc) {
+                (Some(large), _) => large.kernel,
+                (None, true) => kernels.implicit_nhwc,
+                (None, false) => kernels.implicit_nchw,
+            },
         })
+    }
+
+    /// The NHWC implicit GEMM's large tile (128 output pixels × 128 output
+    /// channels, 256 threads), its kernel and `(BM, BN, threads)`, where `T`
+    /// has one and the layer fills it: NHWC, at least 128 output channels
+    /// per group (the tile's columns), and a grid of at least 128 large
+    /// blocks (about one per SM of the GPUs warpforge targets; fewer would
+    /// leave SMs idle that the small tile's 4× as many blocks fill). `None`:
+    /// the 64 × 64 tile. Shape-only, so the kernel's name needs no device;
+    /// a tile pinned by [`tile`](Self::tile) overrides it.
+    pub fn large_tile<T: ConvElement>(&self) -> Result<Option<LargeTile>> {
+        let geo = self.geometry()?;
+        let nhwc = self.layout == Layout::Nhwc;
+        let large = T::KERNELS.implicit_nhwc_large.filter(|_| nhwc);
+        let Some(large) = large else {
+            return match self.tile {
+                Some(TileConfig::Large) => Err(invalid(
+                    "tile",
+                    format!(
+                        "the large tile runs NHWC f16/bf16 implicit GEMMs only, not {:?} {}: \
+                         leave the tile to the heuristic or pin TileConfig::Small",
+                        self.layout,
+                        T::DTYPE.name()
+                    ),
+                )),
+                _ => Ok(None),
+            };
+        };
+        match self.tile {
+            Some(TileConfig::Large) => return Ok(Some(large)),
+            Some(TileConfig::Small) => return Ok(None),
+            None => {}
+        }
+        let (bm, bn, _) = large.tile;
+        let rows = self.input[0].saturating_mul(geo.p).saturating_mul(geo.q);
+        let blocks = rows
+            .div_ceil(bm)
+            .saturating_mul(geo.kg / bn)
+            .saturating_mul(self.groups);
+        let fills = geo.kg >= bn && blocks >= 128;
+        Ok(fills.then_some(large))
     }
 
     /// The tiled depthwise kernel's launch for `T`, or `None` where the
@@ -869,7 +953,8 @@ impl Conv2d {
                 }
             },
             Algorithm::ImplicitGemm => {
-                let (bm, bn, threads) = T::KERNELS.implicit_tile;
+                let large = self.large_tile::<T>()?;
+                let (bm, bn, threads) = large.map_or(T::KERNELS.implicit_tile, |l| l.tile);
                 // One batch per grid z (sizes fit: the output's element
                 // count does). NHWC: group g's output channels, columns
                 // g·K/G .. of [N·P·Q × K], side by side. NCHW: image n's
@@ -884,7 +969,7 @@ impl Conv2d {
                 };
                 let cfg = grid(dev, kernel, bm, bn, threads, (rows, cols, batches))?;
                 let y = y.batched_matrix_mut(rows, cols, row_stride, batches, batch_stride)?;
-                T::launch_implicit(dev, nhwc, cfg, x, w, bias_buf, y, packed)
+                T::launch_implicit(dev, (nhwc, large.is_some()), cfg, x, w, bias_buf, y, packed)
             }
         }
     }

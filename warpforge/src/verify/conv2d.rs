@@ -11,7 +11,10 @@
 //! without bias (the GEMM route) and with it, an empty batch, a 1×1 image,
 //! and one past the implicit GEMM's 64×64 tile in both directions; then one
 //! random geometry per random length of `lens` (multiply-adds about that
-//! length). Each runs NCHW and NHWC, in f32, f16 and bf16.
+//! length). Each runs NCHW and NHWC, in f32, f16 and bf16; the
+//! implicit-GEMM ones run NHWC f16 and bf16 once more on the large tile
+//! (`Conv2d::tile`), which the heuristic picks only for layers too large to
+//! emulate.
 //!
 //! **One report per kernel**, named as [`Conv2d::kernel_name_for`] names it
 //! (`conv2d_depthwise_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
@@ -30,6 +33,7 @@
 
 use super::{EDGE_LENGTHS, GemmValue, KernelReport};
 use crate::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
+use crate::gemm::TileConfig;
 use crate::{Device, Result, reference};
 use half::{bf16, f16};
 use rand::Rng;
@@ -342,10 +346,11 @@ fn check_case<T: ConvElement + GemmValue>(
     dev: &Device,
     rng: &mut StdRng,
     spec: &Spec,
-    layout: Layout,
+    (layout, tile): (Layout, Option<TileConfig>),
     reports: &mut Vec<KernelReport>,
 ) -> Result<()> {
     let conv = spec.conv(layout);
+    let conv = tile.map_or(conv, |t| conv.tile(t));
     let name = report_name::<T>(&conv, spec.bias)?;
     let at = match reports.iter().position(|r| r.kernel == name) {
         Some(i) => i,
@@ -392,7 +397,10 @@ fn check_case<T: ConvElement + GemmValue>(
     let terms = spec.weight[1] * spec.weight[2] * spec.weight[3];
     check_results::<T>(
         report,
-        &spec.describe(layout),
+        &match tile {
+            Some(t) => format!("{} ({t:?} tile)", spec.describe(layout)),
+            None => spec.describe(layout),
+        },
         &got,
         &want,
         &magnitude,
@@ -410,9 +418,19 @@ pub fn verify_conv2d(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<V
     let mut reports = Vec::new();
     for layout in [Layout::Nchw, Layout::Nhwc] {
         for spec in &specs {
-            check_case::<f32>(dev, rng, spec, layout, &mut reports)?;
-            check_case::<f16>(dev, rng, spec, layout, &mut reports)?;
-            check_case::<bf16>(dev, rng, spec, layout, &mut reports)?;
+            let how = (layout, None);
+            check_case::<f32>(dev, rng, spec, how, &mut reports)?;
+            check_case::<f16>(dev, rng, spec, how, &mut reports)?;
+            check_case::<bf16>(dev, rng, spec, how, &mut reports)?;
+        }
+    }
+    // The NHWC large tile, which `Conv2d` picks by shape for layers too large
+    // to emulate here: the implicit-GEMM cases again with it pinned.
+    let large = (Layout::Nhwc, Some(TileConfig::Large));
+    for spec in &specs {
+        if spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)? == Algorithm::ImplicitGemm {
+            check_case::<f16>(dev, rng, spec, large, &mut reports)?;
+            check_case::<bf16>(dev, rng, spec, large, &mut reports)?;
         }
     }
     Ok(reports)
@@ -434,6 +452,9 @@ mod tests {
             expected.push(format!("conv2d_{layout}_f32_64x64x16"));
             for dtype in ["f16", "bf16"] {
                 expected.push(format!("conv2d_{layout}_{dtype}_64x64x32_s3"));
+                if layout == "nhwc" {
+                    expected.push(format!("conv2d_nhwc_{dtype}_128x128x32_s4"));
+                }
             }
             for dtype in ["f32", "f16", "bf16"] {
                 expected.push(format!("conv2d_depthwise_{layout}_{dtype}"));

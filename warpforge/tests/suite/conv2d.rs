@@ -18,6 +18,7 @@
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
+use warpforge::gemm::TileConfig;
 use warpforge::{Device, Error, reference};
 
 trait Val: ConvElement {
@@ -379,19 +380,87 @@ fn tensor_core_nhwc_across_tiles() {
 /// side (zero-filled chunks), 3 row tiles (the last ragged: rows past
 /// `N·P·Q` zero-filled), strides, dilations and groups move the gathered
 /// taps; ReLU and bias.
+/// Both tiles: the 64 × 64 one and the 128 × 128 one (pinned; 8 warps,
+/// 4 stages), on which `K/G = 67` and `64` are ragged column tiles and the
+/// 162 output rows two row tiles; `K/G = 128` (grouped, 2 groups) fills its
+/// columns.
 #[test]
 fn tensor_core_nhwc_lean_gather_across_tiles() {
     let dev = Device::emulator();
-    for (c, k, groups) in [(64, 67, 1), (64, 128, 2), (32, 64, 1)] {
-        let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [k, c / groups, 3, 3])
-            .padding(Padding::uniform(1))
-            .groups(groups)
-            .relu(true);
-        assert_eq!(check::<f16>(&dev, &conv, true, 31), Algorithm::ImplicitGemm);
-        let conv = conv.stride(2, 1).dilation(1, 2);
-        assert_eq!(
-            check::<bf16>(&dev, &conv, true, 32),
-            Algorithm::ImplicitGemm
+    for tile in [TileConfig::Small, TileConfig::Large] {
+        for (c, k, groups) in [(64, 67, 1), (64, 256, 2), (32, 64, 1)] {
+            let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [k, c / groups, 3, 3])
+                .padding(Padding::uniform(1))
+                .groups(groups)
+                .relu(true)
+                .tile(tile);
+            let want = if tile == TileConfig::Large {
+                "conv2d_nhwc_f16_128x128x32_s4"
+            } else {
+                "conv2d_nhwc_f16_64x64x32_s3"
+            };
+            assert_eq!(conv.kernel_name::<f16>().unwrap(), want);
+            assert_eq!(check::<f16>(&dev, &conv, true, 31), Algorithm::ImplicitGemm);
+            let conv = conv.stride(2, 1).dilation(1, 2);
+            assert_eq!(
+                check::<bf16>(&dev, &conv, true, 32),
+                Algorithm::ImplicitGemm
+            );
+        }
+    }
+}
+
+/// The large NHWC tile: picked for layers of at least 128 output channels
+/// per group whose grid has at least 128 large blocks (ResNet-50's res3
+/// 3 × 3 layer at batch 32: 196), else the small tile (res2: 64 channels;
+/// res4, res5: 98 and 52 large blocks, too few for 132 SMs); pinning it is refused
+/// where no large kernel exists (f32, NCHW), naming `tile`.
+#[test]
+fn the_large_nhwc_tile_is_chosen_by_shape() {
+    let layer = |c: usize, hw: usize, k: usize| {
+        Conv2d::new(Layout::Nhwc, [32, c, hw, hw], [k, c, 3, 3]).padding(Padding::uniform(1))
+    };
+    let large = |conv: Conv2d| conv.large_tile::<f16>().unwrap().map(|l| l.kernel);
+    assert_eq!(large(layer(64, 56, 64)), None); // res2: 64 output channels
+    assert_eq!(
+        large(layer(128, 28, 128)),
+        Some("conv2d_nhwc_f16_128x128x32_s4")
+    ); // res3: 196 blocks
+    assert_eq!(large(layer(256, 14, 256)), None); // res4: 49 row tiles × 2 = 98 blocks
+    assert_eq!(large(layer(512, 7, 512)), None); // res5: 13 row tiles × 4 = 52 blocks
+    assert_eq!(
+        large(layer(128, 56, 256)),
+        Some("conv2d_nhwc_f16_128x128x32_s4")
+    ); // 784 row tiles × 2
+    assert_eq!(
+        layer(128, 28, 128).kernel_name::<bf16>().unwrap(),
+        "conv2d_nhwc_bf16_128x128x32_s4"
+    );
+    assert_eq!(
+        layer(128, 28, 128)
+            .tile(TileConfig::Small)
+            .kernel_name::<f16>()
+            .unwrap(),
+        "conv2d_nhwc_f16_64x64x32_s3"
+    );
+    for refused in [
+        layer(128, 28, 128)
+            .tile(TileConfig::Large)
+            .kernel_name::<f32>(),
+        Conv2d::new(Layout::Nchw, [32, 128, 28, 28], [128, 128, 3, 3])
+            .tile(TileConfig::Large)
+            .kernel_name::<f16>(),
+    ] {
+        let err = refused.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidParameter {
+                    parameter: "tile",
+                    ..
+                }
+            ),
+            "{err}"
         );
     }
 }

@@ -858,7 +858,6 @@ impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
 /// constant offsets from the stage and the `mma`s, every loop over k-slices
 /// and fragments written out ([`unroll`]). `ktiles ≤ u32::MAX`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub fn pipeline_interior<
     TIn: Input + SharedElement,
     LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
@@ -908,9 +907,7 @@ pub fn pipeline_interior<
     macro_rules! k_step {
         ($s:expr) => {
             if left > 0 {
-                k_step::<TIn, LA, LB, TA, TB, BK, S, MI, NI>(
-                    ring, &mut fill, &slices, $s, &mut frags, &mut acc,
-                );
+                slices.k_step::<BK, S, MI, NI>(ring, &mut fill, $s, &mut frags, &mut acc);
                 left -= 1;
             }
         };
@@ -976,64 +973,63 @@ impl<
     }
 }
 
-/// One k-step of [`pipeline_interior`]: it reads stage `s` of the ring (a
-/// constant once the caller's loop over the stages is written out), whose
-/// first k-slice's fragments `frags` holds. The fragments are double-buffered: each slice's `mma`s
-/// issue after the next slice's loads, and before the last slice's, the
-/// next stage is waited for, published, and its first slice loaded — so the
-/// barrier and the loads' latency hide behind `mma`s. That barrier also
-/// says every warp has loaded all of stage `s`, which is then refilled with
-/// the k-step `S` on (if any; one uniform predicate for every copy).
-#[inline(always)]
-fn k_step<
+impl<
     TIn: Input + SharedElement,
     LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
     LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
     const TA: bool,
     const TB: bool,
-    const BK: usize,
-    const S: usize,
-    const MI: usize,
-    const NI: usize,
->(
-    ring: &StageRing<TIn>,
-    fill: &mut impl StageFill,
-    slices: &SliceLoads<'_, TIn, LA, LB, TA, TB>,
-    s: usize,
-    frags: &mut ([FragA<TIn>; MI], [FragB<TIn>; NI]),
-    acc: &mut [[FragC; NI]; MI],
-) {
-    let slices_per_stage = BK / TIn::K;
-    unroll(
-        slices_per_stage,
-        #[inline(always)]
-        |kk| {
-            let (fa, fb) = *frags;
-            if kk + 1 < slices_per_stage {
-                *frags = slices.load::<MI, NI>(ring.stage(s), kk + 1);
-            } else {
-                // Step kt + 1 has landed (at most S − 2 newer groups pending:
-                // S in the prologue, one per k-step since); the barrier
-                // publishes it and frees stage s for step kt + S. After the
-                // last k-step, the same with nothing to copy: its stage holds
-                // what the prologue or an earlier step left there (initialised),
-                // loaded and discarded — no branch, so the fragments stay in
-                // their registers.
-                mma::cp_async_wait_group((S - 2) as u32);
-                let next = ring.stage((s + 1) % S);
-                fill.landed(next);
-                sync_threads();
-                fill.fill(ring.stage(s));
-                mma::cp_async_commit();
-                *frags = slices.load::<MI, NI>(next, 0);
-            }
-            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                    *acc = mma::mma(*fa, *fb, *acc);
+> SliceLoads<'_, TIn, LA, LB, TA, TB>
+{
+    /// One k-step of [`pipeline_interior`]: it reads stage `s` of the ring (a
+    /// constant once the caller's loop over the stages is written out), whose
+    /// first k-slice's fragments `frags` holds. The fragments are double-buffered: each slice's `mma`s
+    /// issue after the next slice's loads, and before the last slice's, the
+    /// next stage is waited for, published, and its first slice loaded — so the
+    /// barrier and the loads' latency hide behind `mma`s. That barrier also
+    /// says every warp has loaded all of stage `s`, which is then refilled with
+    /// the k-step `S` on (if any; one uniform predicate for every copy).
+    #[inline(always)]
+    fn k_step<const BK: usize, const S: usize, const MI: usize, const NI: usize>(
+        &self,
+        ring: &StageRing<TIn>,
+        fill: &mut impl StageFill,
+        s: usize,
+        frags: &mut ([FragA<TIn>; MI], [FragB<TIn>; NI]),
+        acc: &mut [[FragC; NI]; MI],
+    ) {
+        let slices_per_stage = BK / TIn::K;
+        unroll(
+            slices_per_stage,
+            #[inline(always)]
+            |kk| {
+                let (fa, fb) = *frags;
+                if kk + 1 < slices_per_stage {
+                    *frags = self.load::<MI, NI>(ring.stage(s), kk + 1);
+                } else {
+                    // Step kt + 1 has landed (at most S − 2 newer groups pending:
+                    // S in the prologue, one per k-step since); the barrier
+                    // publishes it and frees stage s for step kt + S. After the
+                    // last k-step, the same with nothing to copy: its stage holds
+                    // what the prologue or an earlier step left there (initialised),
+                    // loaded and discarded — no branch, so the fragments stay in
+                    // their registers.
+                    mma::cp_async_wait_group((S - 2) as u32);
+                    let next = ring.stage((s + 1) % S);
+                    fill.landed(next);
+                    sync_threads();
+                    fill.fill(ring.stage(s));
+                    mma::cp_async_commit();
+                    *frags = self.load::<MI, NI>(next, 0);
                 }
-            }
-        },
-    );
+                for (acc_row, fa) in acc.iter_mut().zip(&fa) {
+                    for (acc, fb) in acc_row.iter_mut().zip(&fb) {
+                        *acc = mma::mma(*fa, *fb, *acc);
+                    }
+                }
+            },
+        );
+    }
 }
 
 /// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`

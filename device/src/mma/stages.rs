@@ -230,6 +230,7 @@ impl<T: SharedElement> StageRing<T> {
         // by whole warps, and needs no WARPSYNC at its barrier): the origin,
         // which differs per warp, is clamped below rather than checked.
         let fits = stride.is_multiple_of(L::ALIGN)
+            && reach_cols.is_multiple_of(L::ALIGN)
             && reach <= u32::MAX as usize
             && spread.checked_add(reach)? <= room
             && (plain
@@ -611,6 +612,11 @@ impl<T: MmaInput + SharedElement, L: FragmentLayout<T>> StageWindow<T, L> {
     #[inline(always)]
     pub fn load(&self, stage: Stage, (rows, cols): (usize, usize)) -> L::Frag {
         let chunk = row_elems::<T>();
+        #[cfg(not(target_arch = "nvptx64"))]
+        let asked = cols;
+        // Rounded down to L's alignment (a no-op on the constant offsets a
+        // kernel passes; a misaligned `ldmatrix` would fault).
+        let cols = cols & !(L::ALIGN - 1);
         // The start by the offset's constant part alone (never by a field:
         // then the starts stay in registers).
         let v = (cols / (2 * chunk)).min(WINDOW_SHIFTS - 1);
@@ -621,7 +627,7 @@ impl<T: MmaInput + SharedElement, L: FragmentLayout<T>> StageWindow<T, L> {
         #[cfg(not(target_arch = "nvptx64"))]
         {
             assert!(
-                (r as usize, c as usize) == (rows, cols) && cols.is_multiple_of(L::ALIGN),
+                (r as usize, c as usize) == (rows, asked),
                 "StageWindow::load: offset ({rows}, {cols}) is past the window's reach {:?} \
                  or misaligned",
                 self.reach
@@ -640,8 +646,12 @@ impl<T: MmaInput + SharedElement, L: FragmentLayout<T>> StageWindow<T, L> {
             0
         };
         // stage ≤ (stages − 1)·stage_len, and the start's clamp keeps it plus
-        // these rows, `along` and the extent within a stage: within the
-        // ring; aligned as L needs (every term is).
+        // these rows, `along` and the extent within a stage (plain: start ≤
+        // room + 2v·chunk − down − reach_cols, rows·stride ≤ down, along ≤
+        // reach_cols − 2v·chunk; swizzled: start ≤ room − down, along = 0):
+        // within the ring; aligned as L needs (the starts, the stride, `c`
+        // and 2v·chunk are multiples of L's alignment: `cols` is rounded down
+        // and the reach's columns were checked).
         let first = self.ring.stage_offset(stage) + self.starts[v] + r * self.stride + along;
         // SAFETY: as just said; the whole warp calling it is documented
         // above and checked by the emulator.

@@ -963,11 +963,19 @@ impl<
         kk: usize,
     ) -> ([FragA<TIn>; MI], [FragB<TIn>; NI]) {
         let p = kk * TIn::K;
+        // Written out (`unroll`, up to 8 fragments), not `array::from_fn`,
+        // whose loop LLVM may keep rolled for 8: the fragments would then be
+        // indexed at run time and leave the registers.
+        let load = #[inline(always)]
+        |mi: usize| self.a.load(stage, a_at::<TA>(mi * mma::M, p));
+        let mut fa = [load(0); MI];
+        unroll(
+            MI - 1,
+            #[inline(always)]
+            |mi| fa[mi + 1] = load(mi + 1),
+        );
         (
-            core::array::from_fn(
-                #[inline(always)]
-                |mi| self.a.load(stage, a_at::<TA>(mi * mma::M, p)),
-            ),
+            fa,
             self.b.load_pairs(stage, |j| b_at::<TB>(j * 2 * mma::N, p)),
         )
     }

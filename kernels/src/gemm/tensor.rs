@@ -979,22 +979,14 @@ impl<
             self.b.load_pairs(stage, |j| b_at::<TB>(j * 2 * mma::N, p)),
         )
     }
-}
 
-impl<
-    TIn: Input + SharedElement,
-    LA: FragmentLayout<TIn, Frag = FragA<TIn>>,
-    LB: FragmentLayout<TIn, Frag = [FragB<TIn>; 2]>,
-    const TA: bool,
-    const TB: bool,
-> SliceLoads<'_, TIn, LA, LB, TA, TB>
-{
     /// One k-step of [`pipeline_interior`]: it reads stage `s` of the ring (a
     /// constant once the caller's loop over the stages is written out), whose
-    /// first k-slice's fragments `frags` holds. The fragments are double-buffered: each slice's `mma`s
-    /// issue after the next slice's loads, and before the last slice's, the
-    /// next stage is waited for, published, and its first slice loaded — so the
-    /// barrier and the loads' latency hide behind `mma`s. That barrier also
+    /// first k-slice's fragments `frags` holds. The fragments are
+    /// double-buffered: each slice's `mma`s issue after the next slice's
+    /// loads, and before the last slice's, the next stage is waited for,
+    /// published, and its first slice loaded — so the barrier and the loads'
+    /// latency hide behind `mma`s. That barrier also
     /// says every warp has loaded all of stage `s`, which is then refilled with
     /// the k-step `S` on (if any; one uniform predicate for every copy).
     #[inline(always)]

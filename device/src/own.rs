@@ -27,15 +27,15 @@
 //! | [`WarpChunks<N>`] | `Out<T, WarpChunks<N>>` | the same per warp: every lane walks its warp's units, lane 0 writes them ([`GroupChunk::leader`]) |
 //! | [`BlockChunks<N>`] | `Out<T, BlockChunks<N>>` | the same per block: thread 0 of the block writes |
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
-//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)`; its threads split it, element `e` (row-major) to thread `e mod threads` ([`BlockTile::elements`]) |
+//! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)` (clipped to the matrix; batch z of the bound batches); its threads split it packed: element `e` of the clipped tile's `rows × cols` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), so a tile of whole rows of a packed matrix is written as one contiguous run |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
-//! 2-D forms use the z = 0 plane (and the first batch), except the GEMM
-//! tiles ([`MicroTiles`], [`WarpTiles`], [`WarpGrid`]), for which z is the
+//! 2-D forms use the z = 0 plane (and the first batch), except the tiles
+//! ([`BlockTiles`], [`MicroTiles`], [`WarpTiles`], [`WarpGrid`]), for which z is the
 //! batch: blocks of z-index `z` write batch `z` of the bound batches, and
 //! blocks past the last batch nothing ([`OutMatrix::batch`]). Within it
 //! every thread has a distinct rank (or (y, x)), whatever the grid: a
@@ -133,7 +133,8 @@ pub enum WarpChunks<const N: usize> {}
 /// blocks; thread 0 writes them.
 pub enum BlockChunks<const N: usize> {}
 
-/// Each block owns the `TM × TN` tile at its (y, x); its threads split it.
+/// Each block owns the `TM × TN` tile at its (y, x) of batch z; its threads
+/// split the tile's part inside the matrix, packed row-major.
 pub enum BlockTiles<const TM: usize, const TN: usize> {}
 
 /// Each block owns the `TM × TN` tile at its (y, x), cut into `MR × MC`
@@ -798,7 +799,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
         self.row_stride
     }
 
-    /// This block's batch, for the tile mappings ([`MicroTiles`],
+    /// This block's batch, for the tile mappings ([`BlockTiles`], [`MicroTiles`],
     /// [`WarpTiles`], [`WarpGrid`]): block (x, y, z) works in batch
     /// `z = blockIdx.z`, the `rows × cols` matrix starting `z·batch_stride`
     /// elements into the buffer, which is what this view addresses. Returns
@@ -1018,20 +1019,28 @@ fn tile_in(
 }
 
 impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, BlockTiles<TM, TN>> {
-    /// This block's tile: the one at (`blockIdx.y·TM`, `blockIdx.x·TN`), if it
-    /// starts inside the matrix and the block is on the z = 0 plane.
+    /// This block's tile: the one at (`blockIdx.y·TM`, `blockIdx.x·TN`) of
+    /// batch `blockIdx.z` ([`OutMatrix::batch`]; the whole matrix for a plain
+    /// binding, nothing for z past it), if it starts inside the batch.
+    /// Coordinates are the batch's. Batches share no element and block
+    /// tiles of a batch are disjoint (distinct (y, x)).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn tile(&mut self) -> Option<BlockTile<'_, T, TM, TN>> {
         const { assert!(TM > 0 && TN > 0, "a tile has at least one element") };
         let b = thread::block_idx();
-        if b.z != 0 {
-            return None;
-        }
-        let (row0, col0, rows, cols) =
-            tile_in(u64::from(b.y), u64::from(b.x), TM, TN, self.rows, self.cols)?;
+        let (_, batch_rows) = self.batch();
+        let (row0, col0, rows, cols) = tile_in(
+            u64::from(b.y),
+            u64::from(b.x),
+            TM,
+            TN,
+            batch_rows,
+            self.cols,
+        )?;
         Some(BlockTile {
-            // SAFETY: (row0, col0) is in the matrix (`tile_in`).
+            // SAFETY: (row0, col0) is in the batch (`tile_in`), one of the
+            // bound batches (`batch`).
             origin: unsafe { self.element(row0, col0) },
             row_stride: self.row_stride,
             row0,
@@ -1062,10 +1071,14 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
         self.cols
     }
 
-    /// This thread's elements of the tile: element `e` (row-major in the
-    /// `TM × TN` tile) for `e = t, t + threads, …`, `t` the thread's linear
-    /// id in the block, skipping those outside the matrix. With a `TN × TM`
-    /// block that is element (`threadIdx.y`, `threadIdx.x`) alone.
+    /// This thread's elements of the tile: element `e` of its part inside
+    /// the matrix, `rows() × cols()` packed row-major (`(e / cols(), e %
+    /// cols())`), for `e = t, t + threads, …`, `t` the thread's linear id in
+    /// the block. Consecutive threads take consecutive elements across row
+    /// ends, so a warp's stores stay contiguous where the tile is whole rows
+    /// of a packed matrix (a `TM × TN` tile of a narrower matrix included).
+    /// With a `TN × TM` block and a tile inside the matrix that is element
+    /// (`threadIdx.y`, `threadIdx.x`) alone.
     #[inline(always)]
     pub fn elements(&mut self) -> TileElements<'_, T, TN> {
         let d = thread::block_dim();
@@ -1074,11 +1087,11 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
             row_stride: self.row_stride,
             row0: self.row0,
             col0: self.col0,
-            rows: self.rows,
             cols: self.cols,
             walk: Walk {
                 next: u64::from(thread::linear_thread_id()),
-                end: (TM * TN) as u64,
+                // rows ≤ TM and cols ≤ TN: no overflow.
+                end: (self.rows * self.cols) as u64,
                 step: d.volume(),
             },
             _view: PhantomData,
@@ -1249,7 +1262,6 @@ pub struct TileElements<'v, T, const TN: usize> {
     row_stride: usize,
     row0: usize,
     col0: usize,
-    rows: usize,
     cols: usize,
     walk: Walk,
     _view: PhantomData<&'v mut [T]>,
@@ -1260,21 +1272,18 @@ impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<Mine2<'v, T>> {
-        loop {
-            let e = self.walk.next()? as usize;
-            let (r, c) = (e / TN, e % TN);
-            if r < self.rows && c < self.cols {
-                return Some(Mine2 {
-                    row: self.row0 + r,
-                    col: self.col0 + c,
-                    // SAFETY: (r, c) is inside the clipped tile, so inside the
-                    // matrix; e comes once from this walk, from no other thread
-                    // of the block (distinct linear ids), and the tile is this
-                    // block's alone.
-                    slot: unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) },
-                });
-            }
-        }
+        let e = self.walk.next()? as usize;
+        // cols > 0: the tile starts inside the matrix (`tile_in`).
+        let (r, c) = (e / self.cols, e % self.cols);
+        Some(Mine2 {
+            row: self.row0 + r,
+            col: self.col0 + c,
+            // SAFETY: e < rows·cols, so (r, c) is inside the clipped tile,
+            // so inside the batch; e comes once from this walk, from no
+            // other thread of the block (distinct linear ids), and the tile
+            // is this block's alone.
+            slot: unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) },
+        })
     }
 }
 

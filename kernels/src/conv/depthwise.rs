@@ -25,11 +25,14 @@
 //!
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
-//! [`DW_NCHW_ROWS`] × [`DW_NCHW_COLS`] tile of one plane (lane = column,
-//! warps on rows); it stages the input window the tile reads in shared
-//! memory in one pass, consecutive threads on consecutive input columns,
-//! the padding as zeros (never read from global memory), so that every tap
-//! of every output is one unconditional shared load at a fixed offset.
+//! [`DW_NCHW_ROWS`] × [`DW_NCHW_COLS`] tile of one plane, its threads
+//! walking the tile's outputs packed row-major ([`NchwTiles`]); it stages
+//! the input window the tile reads in shared memory in one pass,
+//! consecutive threads on consecutive input elements, the padding as zeros
+//! (never read from global memory), so that every tap of every output is
+//! one unconditional shared load at a fixed offset. Where the tile spans
+//! whole rows (planes at most 64 wide) its input and its output are each
+//! one contiguous run, read and written in whole sectors.
 //!
 //! Each output is one f32 fused multiply-add chain over the taps in `(r,
 //! s)` order, then the epilogue (`Geometry::finish`): the same bits as
@@ -37,9 +40,10 @@
 
 use super::{Element, Geometry};
 use warpforge_device::global::Plain;
-use warpforge_device::own::MicroTiles;
+use warpforge_device::own::{BlockTiles, MicroTiles};
 use warpforge_device::shared::{self, SharedElement};
 use warpforge_device::sync::sync_threads;
+use warpforge_device::thread::WARP_SIZE;
 use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread};
 use warpforge_macros::kernel;
 
@@ -60,8 +64,6 @@ const NHWC_FILTER: usize = DW_NHWC_CHANNELS * DW_TAPS;
 /// NCHW: output rows and columns per block tile.
 pub const DW_NCHW_ROWS: usize = 16;
 pub const DW_NCHW_COLS: usize = 64;
-/// NCHW: rows a block computes per step (`DW_THREADS / DW_NCHW_COLS`).
-const NCHW_STEP: usize = DW_THREADS / DW_NCHW_COLS;
 /// NCHW: the filter's taps and the bias at the start of shared memory,
 /// padded to 16 elements.
 const NCHW_FILTER: usize = 16;
@@ -80,9 +82,11 @@ pub type NhwcTiles =
     MicroTiles<DW_NHWC_PIXELS, DW_NHWC_CHANNELS, 1, 1, { DW_NHWC_PIXELS / NHWC_STEP }, 1>;
 
 /// The NCHW output mapping: block tiles of 16 × 64 outputs of one plane,
-/// the thread with linear id `t` owning column `t % 64` of rows
-/// `t / 64 + 4·i`.
-pub type NchwTiles = MicroTiles<DW_NCHW_ROWS, DW_NCHW_COLS, 1, 1, { DW_NCHW_ROWS / NCHW_STEP }, 1>;
+/// the threads walking the tile's part inside the plane packed row-major
+/// (thread `t` owning elements `t + 256·i`), so a tile of whole rows — any
+/// plane at most 64 wide — is stored as one contiguous run, not row by row
+/// straddling sectors.
+pub type NchwTiles = BlockTiles<DW_NCHW_ROWS, DW_NCHW_COLS>;
 
 /// How the host launches a tiled depthwise kernel ([`Geometry::dw_plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +122,28 @@ impl Geometry {
         )
     }
 
+    /// The NCHW window's row pitch in shared memory, for an output tile of
+    /// `tile_cols` columns whose window is `cols` wide, with `elem_bytes`-byte
+    /// elements: `cols`, except where the tile is whole output rows (then a
+    /// warp's packed walk crosses row ends): the first pitch from `cols` on
+    /// with `pitch ≡ Q·sw + e` modulo the 32 banks' 128 bytes, so a row's
+    /// first output reads one stride past the previous row's last and a
+    /// warp's taps stay on distinct banks across the row end; `e = 4 /
+    /// elem_bytes − 1` elements more for elements narrower than a bank word
+    /// (two f16 lanes share a word only if it is one word: a row end in
+    /// mid-word would put the next row's first element in the same bank,
+    /// another word).
+    #[inline(always)]
+    pub fn dw_nchw_pitch(&self, tile_cols: usize, cols: usize, elem_bytes: usize) -> usize {
+        let period = 128 / elem_bytes.max(1);
+        if tile_cols != self.q || self.stride_h != 1 {
+            return cols;
+        }
+        let skip = (4 / elem_bytes.max(1)).saturating_sub(1);
+        let want = ((self.q % period) * (self.stride_w % period) + skip) % period;
+        cols + (want + period - cols % period) % period
+    }
+
     /// The launch of a tiled depthwise kernel over `n` images with
     /// `elem_bytes`-byte elements, or `None` where the direct kernel runs
     /// instead: more than [`DW_TAPS`] taps, a staging area over
@@ -144,7 +170,8 @@ impl Geometry {
             (grid, elems)
         } else {
             let (rows, cols) = self.dw_nchw_window();
-            let elems = rows.checked_mul(cols)?.checked_add(NCHW_FILTER)?;
+            let pitch = self.dw_nchw_pitch(DW_NCHW_COLS.min(self.q), cols, elem_bytes);
+            let elems = rows.checked_mul(pitch)?.checked_add(NCHW_FILTER)?;
             let grid = (
                 self.q.div_ceil(DW_NCHW_COLS),
                 self.p.div_ceil(DW_NCHW_ROWS),
@@ -425,12 +452,18 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     } else if t == DW_TAPS && g.bias {
         smem.store(t, bias.load(k).unwrap_or(T::ZERO));
     }
+    // The window's rows lie `pitch` apart (`Geometry::dw_nchw_pitch`: the
+    // packed output walk free of bank conflicts across row ends).
+    let pitch = g.dw_nchw_pitch(q_last - q0 + 1, cols, core::mem::size_of::<T>());
+    // (Walked by pitch, so a warp's stores are consecutive words whatever
+    // the pitch.)
     let mut u = t;
-    while u < rows * cols {
+    while u < rows * pitch {
+        let (r, c) = (u / pitch, u % pitch);
         // Input row and column (wrapping below 0 to past the image).
-        let ih = (row0 + u / cols).wrapping_sub(g.pad_top);
-        let iw = (col0 + u % cols).wrapping_sub(g.pad_left);
-        if !(ih < g.h && iw < g.w) {
+        let ih = (row0 + r).wrapping_sub(g.pad_top);
+        let iw = (col0 + c).wrapping_sub(g.pad_left);
+        if c < cols && !(ih < g.h && iw < g.w) {
             smem.store(NCHW_FILTER + u, T::ZERO);
         }
         u += DW_THREADS;
@@ -440,15 +473,25 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     // and unused, when no input is inside).
     let corner = (ih_lo + g.pad_top)
         .wrapping_sub(row0)
-        .wrapping_mul(cols)
+        .wrapping_mul(pitch)
         .wrapping_add((iw_lo + g.pad_left).wrapping_sub(col0));
+    // Where the part inside is whole rows it is one run of the plane: walk
+    // it from the warp-width boundary at or before its start, so each
+    // warp's loads cover whole sectors instead of straddling them (a
+    // 56-wide f16 row is 3.5 sectors, so row-aligned walks waste a third).
+    let first = plane + ih_lo * g.w + iw_lo;
+    let lead = if inside == g.w {
+        first % WARP_SIZE as usize
+    } else {
+        0
+    };
     let mut u = t;
-    while u < (ih_hi - ih_lo) * inside {
-        let (r, c) = (u / inside, u % inside);
-        let v = x
-            .load(plane + (ih_lo + r) * g.w + iw_lo + c)
-            .unwrap_or(T::ZERO);
-        smem.store(NCHW_FILTER + corner + r * cols + c, v);
+    while u < lead + (ih_hi - ih_lo) * inside {
+        if let Some(f) = u.checked_sub(lead) {
+            let (r, c) = (f / inside, f % inside);
+            let v = x.load(first + r * g.w + c).unwrap_or(T::ZERO);
+            smem.store(NCHW_FILTER + corner + r * pitch + c, v);
+        }
         u += DW_THREADS;
     }
     sync_threads();
@@ -464,21 +507,17 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
         0.0
     };
     let (tap_dh, tap_dw) = tap_offsets(&g);
-    let Some(mut tile) = y.micro_tile() else {
+    let Some(mut tile) = y.tile() else {
         return;
     };
-    let (p_first, q) = tile.origin();
-    for i in 0..DW_NCHW_ROWS / NCHW_STEP {
-        let Some(mut out) = tile.slot(i, 0) else {
-            continue;
-        };
-        let p = p_first + i * NCHW_STEP;
+    for mut out in tile.elements() {
+        let (p, q) = (out.row(), out.col());
         // Output (p, q)'s window position; each tap a fixed offset from it.
-        let at = NCHW_FILTER + (p - p0) * g.stride_h * cols + (q - q0) * g.stride_w;
+        let at = NCHW_FILTER + (p - p0) * g.stride_h * pitch + (q - q0) * g.stride_w;
         let mut acc = 0.0f32;
         for tap in 0..DW_TAPS {
             if tap < taps {
-                let v = smem.load(at + tap_dh[tap] * cols + tap_dw[tap]);
+                let v = smem.load(at + tap_dh[tap] * pitch + tap_dw[tap]);
                 acc = num::fma_f32(v.to_f32(), wr[tap], acc);
             }
         }

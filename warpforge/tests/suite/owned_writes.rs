@@ -11,7 +11,7 @@ use warpforge_device::mma::{FragC, c_coord};
 use warpforge_device::own::{
     BlockChunks, BlockTiles, Elements, ThreadChunks, WarpChunks, WarpGrid, WarpTiles,
 };
-use warpforge_device::thread::{global_index_x, global_index_y};
+use warpforge_device::thread::{global_index_x, global_index_y, linear_thread_id};
 use warpforge_device::{Out, OutMatrix};
 use warpforge_macros::kernel;
 
@@ -94,12 +94,21 @@ fn own_matrix(mut count: OutMatrix<u32>, mut owner: OutMatrix<u32>) {
     }
 }
 
-/// Adds 1 to every element this thread owns of its block's 4 × 8 tile.
+/// Adds 1 to every element this thread owns of its block's 4 × 8 tile, and
+/// records its linear id + 1 as the owner (a second view of the same tiles).
 #[kernel]
-fn own_block_tiles(mut count: OutMatrix<u32, BlockTiles<4, 8>>) {
+fn own_block_tiles(
+    mut count: OutMatrix<u32, BlockTiles<4, 8>>,
+    mut owner: OutMatrix<u32, BlockTiles<4, 8>>,
+) {
     if let Some(mut tile) = count.tile() {
         for mut c in tile.elements() {
             c.set(c.get() + 1);
+        }
+    }
+    if let Some(mut tile) = owner.tile() {
+        for mut o in tile.elements() {
+            o.set(linear_thread_id() + 1);
         }
     }
 }
@@ -385,17 +394,40 @@ proptest! {
     }
 
     #[test]
-    fn block_tiles_are_split_among_the_block_and_written_once(
+    fn block_tiles_are_split_among_the_block_packed_and_written_once(
         (grid, block) in dims(), rows in 0usize..30, cols in 0usize..50,
+        batches in 1usize..4, pad in 0usize..3,
     ) {
+        // `batches` stacked matrices of rows × cols, rows `cols + pad` apart.
+        let stride = cols + pad;
+        let per_batch = rows * stride;
         let dev = Device::emulator();
-        let mut count = dev.alloc_zeroed::<u32>(rows * cols).unwrap();
-        dev.launch(own_block_tiles, LaunchConfig::new(grid, block), (count.matrix_mut(rows, cols, cols).unwrap(),)).unwrap();
-        // Block (y, x) owns rows 4y.., cols 8x..: covered iff inside the grid's tiles.
-        let want: Vec<u32> = (0..rows * cols)
-            .map(|k| u32::from(k / cols < 4 * grid.y as usize && k % cols < 8 * grid.x as usize))
-            .collect();
-        prop_assert_eq!(count.to_host().unwrap(), want);
+        let mut count = dev.alloc_zeroed::<u32>(batches * per_batch).unwrap();
+        let mut owner = dev.alloc_zeroed::<u32>(batches * per_batch).unwrap();
+        let args = (
+            count.batched_matrix_mut(rows, cols, stride, batches, per_batch).unwrap(),
+            owner.batched_matrix_mut(rows, cols, stride, batches, per_batch).unwrap(),
+        );
+        dev.launch(own_block_tiles, LaunchConfig::new(grid, block), args).unwrap();
+        // Block (y, x, z) owns rows 4y.., cols 8x.. of batch z: covered iff
+        // inside the grid's tiles; within its clipped tile, element e
+        // (row-major, packed) belongs to thread e mod threads.
+        let threads = (block.x * block.y * block.z) as usize;
+        let (mut want_count, mut want_owner) = (vec![0u32; count.len()], vec![0u32; count.len()]);
+        for b in 0..batches.min(grid.z as usize) {
+            for r in 0..rows.min(4 * grid.y as usize) {
+                for c in 0..cols.min(8 * grid.x as usize) {
+                    let (tile_rows, tile_cols) = (4.min(rows - r / 4 * 4), 8.min(cols - c / 8 * 8));
+                    let e = (r % 4) * tile_cols + c % 8;
+                    prop_assert!(r % 4 < tile_rows);
+                    let at = b * per_batch + r * stride + c;
+                    want_count[at] = 1;
+                    want_owner[at] = (e % threads) as u32 + 1;
+                }
+            }
+        }
+        prop_assert_eq!(count.to_host().unwrap(), want_count);
+        prop_assert_eq!(owner.to_host().unwrap(), want_owner);
     }
 }
 

@@ -621,16 +621,32 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         .map(|(i, body)| (i, count_ops(body)))
         .filter(|(_, ops)| *ops > 0)
         .collect();
-    // Innermost: no other loop holding `op` inside it. Of those, the most ops.
-    let max_ops = holding.iter().map(|(_, ops)| *ops).max()?;
-    // Innermost: no other loop holding `op` inside it.
-    let innermost: Vec<usize> = holding
+    // A loop's own ops: those in no smaller loop holding `op` inside it.
+    // The loop reported is the one with the most of its own: an innermost
+    // loop whose body is all the ops (a GEMM's k-slice loop), or a loop that
+    // holds its ops in straight-line code beside a rarely taken inner loop
+    // (a stencil's fast path beside its generic one).
+    let inside = |j: usize, i: usize| {
+        j != i && subset(&loops[j], &loops[i]) && size(&loops[j]) < size(&loops[i])
+    };
+    let own_ops: Vec<(usize, usize)> = holding
         .iter()
-        .filter(|(i, _)| {
-            holding.iter().all(|(j, _)| {
-                j == i || !subset(&loops[*j], &loops[*i]) || size(&loops[*j]) == size(&loops[*i])
-            })
+        .map(|&(i, _)| {
+            let mut own = loops[i].clone();
+            for &(j, _) in &holding {
+                if inside(j, i) {
+                    for (b, x) in own.iter_mut().enumerate() {
+                        *x &= !loops[j][b];
+                    }
+                }
+            }
+            (i, count_ops(&own))
         })
+        .collect();
+    let max_ops = own_ops.iter().map(|(_, ops)| *ops).max()?;
+    let innermost: Vec<usize> = own_ops
+        .iter()
+        .filter(|(_, ops)| *ops == max_ops)
         .map(|(i, _)| *i)
         .collect();
     let nest = |inner: usize| {
@@ -648,13 +664,16 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
             first_block(&loops[inner]),
         )
     };
-    let mut nests: Vec<(LoopFigures, Option<LoopFigures>, usize)> =
+    let nests: Vec<(LoopFigures, Option<LoopFigures>, usize)> =
         innermost.iter().map(|&i| nest(i)).collect();
-    let others = nests.len() - 1;
-    // Of the nests whose innermost loop holds the most ops, the leanest k-loop
-    // (a kernel with a proven interior path and a guarded edge path has a
-    // loop nest for each; the budget is the main path's), then the first.
-    nests.retain(|(inner, _, _)| inner.ops == max_ops);
+    let others = holding
+        .iter()
+        .filter(|(i, _)| !holding.iter().any(|(j, _)| inside(*j, *i)))
+        .count()
+        .saturating_sub(1);
+    // Of the nests whose loop holds the most ops of its own, the leanest
+    // k-loop (a kernel with a proven interior path and a guarded edge path
+    // has a loop nest for each; the budget is the main path's), then the first.
     let k_per_op =
         |n: &(LoopFigures, Option<LoopFigures>, usize)| n.1.as_ref().unwrap_or(&n.0).per_op();
     let (inner, outer, _) = nests.into_iter().min_by(|a, b| {
@@ -753,6 +772,33 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
             r.summary()
                 .contains("enclosing (k-tile) loop: 16 instrs / 2 HMMA = 8.00")
         );
+    }
+
+    /// A loop whose ops are straight-line code beside a rarely taken inner
+    /// loop holding one op (a stencil's fast path and its generic path): the
+    /// report is the outer loop, which holds the most ops of its own, not
+    /// the inner loop, which is innermost.
+    #[test]
+    fn reports_the_loop_with_the_most_ops_of_its_own() {
+        let text = "\t\tFunction : k\n\
+        /*0000*/                   MOV R0, RZ ;\n\
+        /*0010*/               @P1 BRA 0x60 ;\n\
+        /*0020*/                   FFMA R1, R2, R3, R1 ;\n\
+        /*0030*/                   FFMA R4, R2, R3, R4 ;\n\
+        /*0040*/                   FFMA R5, R2, R3, R5 ;\n\
+        /*0050*/                   BRA 0x90 ;\n\
+        /*0060*/                   FFMA R6, R2, R3, R6 ;\n\
+        /*0070*/                   ISETP.NE.AND P2, PT, R6, R8, PT ;\n\
+        /*0080*/               @P2 BRA 0x60 ;\n\
+        /*0090*/                   ISETP.NE.AND P0, PT, R0, R8, PT ;\n\
+        /*00a0*/               @P0 BRA 0x10 ;\n\
+        /*00b0*/                   EXIT ;\n";
+        let r = analyze(&split_functions(text)[0]).unwrap();
+        assert_eq!(r.op, Op::Ffma);
+        // 0x10 .. 0xa0: ten instructions, all four FFMA.
+        assert_eq!((r.inner.instructions, r.inner.ops), (10, 4));
+        assert!(r.outer.is_none());
+        assert_eq!(r.others, 0);
     }
 
     /// The same loops in cuobjdump's form: branch targets as addresses, no labels.

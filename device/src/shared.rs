@@ -415,6 +415,42 @@ impl<T: SharedElement> SharedArray<T> {
         unsafe { self.base.add(start) }
     }
 
+    /// The view as windows of `REACH` elements ([`SharedWindows::at`]) whose
+    /// loads at constant offsets need no bounds check, for hot loops that
+    /// read a few neighbours of a start computed once (a stencil's input
+    /// row): `None` if the view is shorter than `REACH`. One check here; each
+    /// window then costs one clamp of its start, never a branch or a panic
+    /// path per load.
+    ///
+    /// ```
+    /// use warpforge_device::{Dim3, emu::{LaunchShape, launch}, shared};
+    /// let shape = LaunchShape { grid: Dim3::x(1), block: Dim3::x(1), dynamic_shared_bytes: 40 };
+    /// launch("doc", shape, &|| {
+    ///     let s = shared::dynamic::<f32>(); // 10 elements
+    ///     for i in 0..10 {
+    ///         s.store(i, i as f32);
+    ///     }
+    ///     let rows = s.windows::<4>().unwrap(); // starts 0 ..= 6
+    ///     let w = rows.at(6);
+    ///     assert_eq!((w.load(0), w.load(3)), (6.0, 9.0));
+    ///     assert!(s.windows::<11>().is_none());
+    /// })
+    /// .unwrap();
+    /// // A window that would end past the view: the emulator reports the clamp.
+    /// let past = launch("doc", shape, &|| {
+    ///     let _ = shared::dynamic::<f32>().windows::<4>().unwrap().at(7);
+    /// });
+    /// assert!(past.is_err());
+    /// ```
+    #[inline(always)]
+    pub fn windows<const REACH: usize>(&self) -> Option<SharedWindows<T, REACH>> {
+        // Shared memory is far below 4 GiB: the view's length fits in 32 bits.
+        (REACH <= self.len && self.len <= u32::MAX as usize).then(|| SharedWindows {
+            array: *self,
+            last: (self.len - REACH) as u32,
+        })
+    }
+
     /// Element `i` for atomic access within scope `S` (usually
     /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -443,6 +479,68 @@ impl<T: SharedElement> SharedArray<T> {
         // behaviour (not just a lost write): the kernel's barriers must order
         // it, see "Races" on `SharedArray` (checked by the emulator).
         unsafe { self.base.add(i).write(value) }
+    }
+}
+
+/// A shared array cut into windows of `REACH` elements
+/// ([`SharedArray::windows`]): every start from 0 to `len − REACH` is one.
+#[derive(Clone, Copy)]
+pub struct SharedWindows<T, const REACH: usize> {
+    array: SharedArray<T>,
+    /// `len − REACH`: the last start whose window is in the view (32 bits:
+    /// shared addresses are, so the clamp is one instruction).
+    last: u32,
+}
+
+/// `REACH` elements of shared memory from a start proven in bounds
+/// ([`SharedWindows::at`]).
+#[derive(Clone, Copy)]
+pub struct SharedWindow<T, const REACH: usize> {
+    array: SharedArray<T>,
+    /// `start ≤ len − REACH`.
+    start: u32,
+}
+
+impl<T: SharedElement, const REACH: usize> SharedWindows<T, REACH> {
+    /// The window of `REACH` elements from `start`, clamped into the view
+    /// (`start.min(len − REACH)`, in 32 bits): a no-op for every start a
+    /// kernel means, and memory-safe for any other, which reads the last
+    /// window instead.
+    /// The emulator reports a clamp that changed the start (a kernel bug
+    /// its tests then see) by panicking.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn at(&self, start: usize) -> SharedWindow<T, REACH> {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            start <= self.last as usize,
+            "a shared window of {REACH} elements at {start} ends past the view ({} elements)",
+            self.last as usize + REACH
+        );
+        SharedWindow {
+            array: self.array,
+            // Truncated, then clamped: in the view whatever `start` was.
+            start: (start as u32).min(self.last),
+        }
+    }
+}
+
+impl<T: SharedElement, const REACH: usize> SharedWindow<T, REACH> {
+    /// Element `off` of the window. Panics (traps on the GPU) if `off >=
+    /// REACH`: a check that constant offsets (unrolled loops) fold away.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self, off: usize) -> T {
+        assert!(off < REACH, "shared window read past its reach");
+        // SAFETY: start ≤ len − REACH (`SharedWindows::at`) and off < REACH
+        // (checked above), so start + off < len: in the view. The rest as
+        // for `SharedArray::load`: aligned, initialised bytes of a valid `T`,
+        // races the kernel's barriers' to order (checked by the emulator).
+        unsafe {
+            self.array
+                .row_ptr_proven(self.start as usize + off, 1, false)
+                .read()
+        }
     }
 }
 

@@ -10,18 +10,29 @@
 //! **NHWC** (`conv2d_depthwise_nhwc_{f32,f16,bf16}`): the output is `N`
 //! stacked `[P·Q × K]` matrices (batch `z` = image), each block owning a
 //! tile of [`DW_NHWC_PIXELS`] consecutive output pixels (row-major `(p,
-//! q)`) × [`DW_NHWC_CHANNELS`] output channels (an `NhwcTiles` micro-tile
-//! mapping: lane = channel, warp = pixel, the block walking its pixels 8 at
-//! a time). The input rows those pixels read live in a ring of
-//! [`Geometry::dw_nhwc_ring_rows`] full-width rows × 32 channels in shared
-//! memory: walking down the image the block loads each input row it needs
-//! once (the next rows as the window moves down, a barrier before and after
-//! each load), so a block re-reads only the `(R − 1)·dh` halo rows above its
-//! first output row. Rows are loaded as whole 16-byte channel vectors
-//! (`Global::vectors16`) when the block's channels allow it — `C` and the
-//! first channel a multiple of the vector, the buffer aligned — checked once
-//! per block; element loads otherwise (ragged channel counts, multipliers
-//! that split a vector, a misaligned buffer).
+//! q)`) × [`DW_NHWC_CHANNELS`] output channels, walked 56 pixels a step:
+//! lane = channel, each warp a strip of 7 consecutive pixels ([`NhwcTiles`]).
+//! The input rows those pixels read live in a ring of
+//! [`Geometry::dw_nhwc_ring_rows`] rows × 32 channels in shared memory,
+//! each row the image's columns between zero columns for the padding
+//! ([`Geometry::dw_nhwc_pad_cols`], written once): walking down the image
+//! the block loads each input row it needs once (the next rows as the
+//! window moves down, a barrier before and after each load), so a block
+//! re-reads only the `(R − 1)·dh` halo rows above its first output row.
+//! Rows are loaded as whole 16-byte channel vectors (`Global::vectors16`)
+//! when the block stages a whole tile of aligned channels — `C` and the
+//! first channel a multiple of the vector, 32 channels, the buffer aligned —
+//! checked once per block; element loads otherwise (ragged channel counts,
+//! multipliers, a misaligned buffer).
+//!
+//! Where a strip lies in one output row and the filter slides one pixel per
+//! output (stride and dilation 1 along rows, up to 3 × 3: decided once per
+//! block, and per strip for the row), each thread loads a window of 9 input
+//! pixels of its channel per filter row into registers
+//! (`SharedWindows`: one clamp per row, no check per load) and runs the
+//! strip's 7 × 3 multiply-adds from them, reading each input element once
+//! per filter row instead of once per tap; other strips (row ends, strides,
+//! dilations, larger filters) go output by output, tap by tap.
 //!
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
@@ -36,7 +47,10 @@
 //!
 //! Each output is one f32 fused multiply-add chain over the taps in `(r,
 //! s)` order, then the epilogue (`Geometry::finish`): the same bits as
-//! the direct kernel.
+//! the direct kernel for finite filters (padding columns are zeros both
+//! tiled kernels multiply, `0·w`, where the direct kernel skips the tap: an
+//! infinite or NaN weight over padding gives NaN here, as with cuDNN's
+//! zero-filled padding).
 
 use super::{Element, Geometry};
 use warpforge_device::global::Plain;
@@ -51,16 +65,38 @@ use warpforge_macros::kernel;
 pub const DW_THREADS: usize = 256;
 /// Most filter taps (`R·S`) the tiled kernels keep in registers.
 pub const DW_TAPS: usize = 9;
-/// NHWC: output pixels per block tile.
-pub const DW_NHWC_PIXELS: usize = 1024;
+/// NHWC: output pixels each thread computes per step, consecutive along a
+/// row (its registers slide one input row window across them).
+const NHWC_STRIP: usize = 7;
 /// NHWC: output channels per block tile, one per lane.
 pub const DW_NHWC_CHANNELS: usize = 32;
-/// NHWC: pixels a block computes per step, one per warp.
-const NHWC_STEP: usize = DW_THREADS / DW_NHWC_CHANNELS;
+/// NHWC: pixels a block computes per step: a strip per warp.
+const NHWC_STEP: usize = DW_THREADS / DW_NHWC_CHANNELS * NHWC_STRIP;
+/// NHWC: output pixels per block tile (16 steps).
+pub const DW_NHWC_PIXELS: usize = NHWC_STEP * 16;
+/// NHWC: filter rows and columns the strip path unrolls (3 × 3 and smaller).
+const NHWC_STRIP_TAPS: usize = 3;
+/// NHWC: input pixels a strip's row window spans, `7 + 3 − 1`.
+const NHWC_WINDOW: usize = NHWC_STRIP + NHWC_STRIP_TAPS - 1;
+/// NHWC: elements a strip's row window reaches from its first: its last
+/// pixel's channel, `(NHWC_WINDOW − 1)` pixels of 32 channels on.
+const NHWC_REACH: usize = (NHWC_WINDOW - 1) * DW_NHWC_CHANNELS + 1;
 /// NHWC: elements of the filter area at the start of shared memory (the
-/// block's 32 channels × up to 9 taps; a multiple of 8, so the ring after
-/// it starts 16-byte aligned for every element type).
-const NHWC_FILTER: usize = DW_NHWC_CHANNELS * DW_TAPS;
+/// block's 32 channels, [`filter_stride`] ≤ 10 elements apart; a multiple
+/// of 8, so the ring after it starts 16-byte aligned for every element
+/// type).
+const NHWC_FILTER: usize = DW_NHWC_CHANNELS * (DW_TAPS + 1);
+
+/// Elements between two channels' filters in the NHWC kernel's shared
+/// memory: at least `taps`, an odd number of 4-byte words (so 32 lanes
+/// reading one tap of 32 channels hit 32 banks): 9 for f32 3 × 3 filters,
+/// 10 for f16 and bf16; at most `DW_TAPS + 1`.
+#[inline(always)]
+fn filter_stride<T>(taps: usize) -> usize {
+    let size = core::mem::size_of::<T>();
+    let words = (taps * size).div_ceil(4) | 1;
+    words * 4 / size
+}
 /// NCHW: output rows and columns per block tile.
 pub const DW_NCHW_ROWS: usize = 16;
 pub const DW_NCHW_COLS: usize = 64;
@@ -76,10 +112,11 @@ const GRID_YZ: usize = 65535;
 const _: () = assert!(DW_TAPS < NCHW_FILTER && NHWC_FILTER.is_multiple_of(8));
 
 /// The NHWC output mapping: block tiles of `DW_NHWC_PIXELS` pixels × 32
-/// channels, the thread with linear id `t` owning channel `t % 32` of
-/// pixels `t / 32 + 8·i`.
+/// channels, walked in steps of 56 pixels; in each step the thread with
+/// linear id `t` owns channel `t % 32` of the strip of 7 pixels from
+/// `7·(t / 32)`.
 pub type NhwcTiles =
-    MicroTiles<DW_NHWC_PIXELS, DW_NHWC_CHANNELS, 1, 1, { DW_NHWC_PIXELS / NHWC_STEP }, 1>;
+    MicroTiles<DW_NHWC_PIXELS, DW_NHWC_CHANNELS, NHWC_STRIP, 1, { DW_NHWC_PIXELS / NHWC_STEP }, 1>;
 
 /// The NCHW output mapping: block tiles of 16 × 64 outputs of one plane,
 /// the threads walking the tile's part inside the plane packed row-major
@@ -99,13 +136,31 @@ pub struct DwPlan {
 
 impl Geometry {
     /// Rows of the NHWC kernel's input ring: enough for the input rows of
-    /// any 8 consecutive output pixels (`≤ 7/Q + 2` output rows, so
+    /// any 56 consecutive output pixels (`≤ 55/Q + 2` output rows, so
     /// `(rows − 1)·sh + (R − 1)·dh + 1` input rows), at most `H`.
     #[inline(always)]
     pub fn dw_nhwc_ring_rows(&self) -> usize {
         let out_rows = ((NHWC_STEP - 1) / self.q.max(1) + 2).min(self.p.max(1));
         let span = (self.r.max(1) - 1) * self.dil_h + 1;
         ((out_rows - 1) * self.stride_h + span).min(self.h)
+    }
+
+    /// The NHWC ring's zero columns `(left, right)`: the padding columns an
+    /// output row reads (`pad_left`, and past the image what its last output
+    /// reaches), so that every tap of every output reads its ring row
+    /// unconditionally.
+    #[inline(always)]
+    pub fn dw_nhwc_pad_cols(&self) -> (usize, usize) {
+        let reach = (self.q.max(1) - 1) * self.stride_w + (self.s.max(1) - 1) * self.dil_w + 1;
+        (self.pad_left, reach.saturating_sub(self.pad_left + self.w))
+    }
+
+    /// Elements of one NHWC ring row: its pixels, zero columns included, ×
+    /// 32 channels.
+    #[inline(always)]
+    pub fn dw_nhwc_row_len(&self) -> usize {
+        let (left, right) = self.dw_nhwc_pad_cols();
+        (left + self.w + right) * DW_NHWC_CHANNELS
     }
 
     /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
@@ -156,12 +211,21 @@ impl Geometry {
         }
         let k_all = self.kg.checked_mul(self.groups)?;
         let (grid, elems) = if nhwc {
-            let ring = self.dw_nhwc_ring_rows();
-            let elems = ring
-                .checked_mul(self.w)?
-                .checked_mul(DW_NHWC_CHANNELS)?
-                .checked_add(NHWC_FILTER)?;
+            // The filters, the ring, and the reach of a strip's window
+            // past the last ring row's end (never read: windows are as wide
+            // as the widest filter the strip path takes).
+            let (left, right) = self.dw_nhwc_pad_cols();
+            let row_len = left
+                .checked_add(self.w)?
+                .checked_add(right)?
+                .checked_mul(DW_NHWC_CHANNELS)?;
+            let elems = self
+                .dw_nhwc_ring_rows()
+                .checked_mul(row_len)?
+                .checked_add(NHWC_FILTER + NHWC_REACH)?;
             let pixels = self.p.checked_mul(self.q)?;
+            // The kernel's pixel and row indices in 32 bits (`div_u32`).
+            u32::try_from(pixels.max(self.h)).ok()?;
             let grid = (
                 k_all.div_ceil(DW_NHWC_CHANNELS),
                 pixels.div_ceil(DW_NHWC_PIXELS),
@@ -188,6 +252,17 @@ impl Geometry {
             shared_bytes: bytes as u32,
         })
     }
+}
+
+/// `(a / b, a % b)` in 32 bits (a few instructions, where 64-bit division
+/// is a call of about 70): for the NHWC kernel's pixel and row indices,
+/// which fit (`Geometry::dw_plan` takes only images of `P·Q` and `H` below
+/// 2³²; any other launch gets wrong indices, never an out-of-bounds
+/// access: its loads are checked or clamped and its writes owned).
+#[inline(always)]
+fn div_u32(a: usize, b: usize) -> (usize, usize) {
+    let (a, b) = (a as u32, (b as u32).max(1));
+    ((a / b) as usize, (a % b) as usize)
 }
 
 /// Each tap's row and column offsets `(r·dh, s·dw)`, `(r, s)` row-major,
@@ -227,7 +302,10 @@ fn input_cols(g: &Geometry, q_lo: usize, q_hi: usize) -> (usize, usize) {
 /// Grid `⌈K/32⌉ × ⌈PQ/1024⌉ × N`, blocks of [`DW_THREADS`] threads (1-D),
 /// dynamic shared memory as [`Geometry::dw_plan`] sizes it; another block
 /// shape or a filter of more than [`DW_TAPS`] taps traps.
-#[kernel(instances(
+#[kernel(
+    max_threads = 256,
+    min_blocks = 2,
+    instances(
     conv2d_depthwise_nhwc_f32 = <f32, 4>,
     conv2d_depthwise_nhwc_f16 = <f16, 8>,
     conv2d_depthwise_nhwc_bf16 = <bf16, 8>,
@@ -277,13 +355,32 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
     let (lane, warp) = (t % DW_NHWC_CHANNELS, t / DW_NHWC_CHANNELS);
     let smem = shared::dynamic::<T>();
     let ring = g.dw_nhwc_ring_rows();
-    let row_len = g.w * DW_NHWC_CHANNELS;
+    let row_len = g.dw_nhwc_row_len();
+    let (left, right) = g.dw_nhwc_pad_cols();
 
     // The block's filters, `(k_end − k0)·R·S` contiguous elements, into
-    // shared memory; each thread takes its channel's taps into registers.
+    // shared memory, channel j's at `j·fs` (an odd number of 4-byte words
+    // apart, so a warp reads a tap of its 32 channels from 32 banks), and
+    // every ring row's zero columns (never overwritten: input rows land
+    // between them).
+    let fs = filter_stride::<T>(taps);
     let mut u = t;
     while u < (k_end - k0) * taps {
-        smem.store(u, w.load(k0 * taps + u).unwrap_or(T::ZERO));
+        let (j, tap) = div_u32(u, taps);
+        let v = w.load(k0 * taps + u).unwrap_or(T::ZERO);
+        smem.store(j * fs + tap, v);
+        u += DW_THREADS;
+    }
+    let zero_cols = (left + right) * DW_NHWC_CHANNELS;
+    let mut u = t;
+    while u < ring * zero_cols {
+        let (slot, e) = div_u32(u, zero_cols);
+        let col = if e < left * DW_NHWC_CHANNELS {
+            e
+        } else {
+            e + g.w * DW_NHWC_CHANNELS
+        };
+        smem.store(NHWC_FILTER + slot * row_len + col, T::ZERO);
         u += DW_THREADS;
     }
     let k = k0 + lane;
@@ -296,93 +393,147 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
     // The input channel of output channel k, within the staged ones.
     let cl = if mine_k { k / mult - ci0 } else { 0 };
     sync_threads();
-    let mut wr = [0.0f32; DW_TAPS];
-    for (tap, wt) in wr.iter_mut().enumerate() {
-        if tap < taps && mine_k {
-            *wt = smem.load(lane * taps + tap).to_f32();
+    // The strip path's taps in registers, (r, s) < 3 × 3.
+    let mut w3 = [[0.0f32; NHWC_STRIP_TAPS]; NHWC_STRIP_TAPS];
+    for (r, row) in w3.iter_mut().enumerate() {
+        for (s, wt) in row.iter_mut().enumerate() {
+            if r < g.r && s < g.s && mine_k {
+                *wt = smem.load(lane * fs + r * g.s + s).to_f32();
+            }
         }
     }
-    let (tap_dh, tap_dw) = tap_offsets(&g);
+    // Strips of 7 outputs slide one input-row window in registers where
+    // each output's taps are the next input pixel's (stride and dilation 1
+    // along rows, filters up to 3 × 3): decided once, for the whole block.
+    let strips =
+        g.stride_w == 1 && g.dil_w == 1 && g.r <= NHWC_STRIP_TAPS && g.s <= NHWC_STRIP_TAPS;
+    let windows = smem.windows::<NHWC_REACH>();
 
-    // Whole 16-byte vectors when every row segment the block stages is one
-    // run of aligned vectors: decided once, for the whole block.
+    // Whole 16-byte vectors when the block stages a whole tile of channels
+    // as aligned vectors: decided once, for the whole block.
     let (head, vectors) = x.vectors16::<V>();
     let vector =
-        head == 0 && c_all.is_multiple_of(V) && ci0.is_multiple_of(V) && ci_n.is_multiple_of(V);
+        head == 0 && c_all.is_multiple_of(V) && ci0.is_multiple_of(V) && ci_n == DW_NHWC_CHANNELS;
     let image_row = n * g.h;
 
     let mut mine = y.micro_tile();
     // The first input row not staged yet.
     let mut next_row = 0;
-    let mut step = 0;
-    while m0 + step * NHWC_STEP < m_end {
+    for step in 0..(m_end - m0).div_ceil(NHWC_STEP) {
         // This step's pixels a .. a_end and the input rows lo .. hi they read.
         let a = m0 + step * NHWC_STEP;
         let a_end = m_end.min(a + NHWC_STEP);
-        let (lo, hi) = input_rows(&g, a / g.q, (a_end - 1) / g.q);
+        let (lo, hi) = input_rows(&g, div_u32(a, g.q).0, div_u32(a_end - 1, g.q).0);
         let from = next_row.max(lo);
         if from < hi {
             // Rows from .. hi replace rows at least `ring` above them, which
             // no pixel from here on reads; wait until this step's readers
             // of the old rows are done, load, and wait for the load.
             sync_threads();
-            if vector {
-                let per_pixel = ci_n / V;
-                let per_row = g.w * per_pixel;
-                let mut u = t;
-                while u < (hi - from) * per_row {
-                    let (ih, rest) = (from + u / per_row, u % per_row);
-                    let (iw, j) = (rest / per_pixel, rest % per_pixel);
-                    let at = ((image_row + ih) * g.w + iw) * c_all + ci0 + j * V;
-                    let v = vectors.load(at / V).map_or([T::ZERO; V], |v| v.0);
-                    let dst = NHWC_FILTER + (ih % ring) * row_len + iw * DW_NHWC_CHANNELS + j * V;
-                    smem.store16::<V>(dst, v);
-                    u += DW_THREADS;
-                }
-            } else {
-                let per_row = g.w * ci_n;
-                let mut u = t;
-                while u < (hi - from) * per_row {
-                    let (ih, rest) = (from + u / per_row, u % per_row);
-                    let (iw, c) = (rest / ci_n, rest % ci_n);
-                    let at = ((image_row + ih) * g.w + iw) * c_all + ci0 + c;
-                    let v = x.load(at).unwrap_or(T::ZERO);
-                    smem.store(
-                        NHWC_FILTER + (ih % ring) * row_len + iw * DW_NHWC_CHANNELS + c,
-                        v,
-                    );
-                    u += DW_THREADS;
+            for ih in from..hi {
+                let dst = NHWC_FILTER + div_u32(ih, ring).1 * row_len + left * DW_NHWC_CHANNELS;
+                let src = (image_row + ih) * g.w * c_all + ci0;
+                if vector {
+                    let per_pixel = DW_NHWC_CHANNELS / V;
+                    let mut u = t;
+                    while u < g.w * per_pixel {
+                        let (iw, j) = (u / per_pixel, u % per_pixel);
+                        let at = src + iw * c_all + j * V;
+                        let v = vectors.load(at / V).map_or([T::ZERO; V], |v| v.0);
+                        smem.store16::<V>(dst + iw * DW_NHWC_CHANNELS + j * V, v);
+                        u += DW_THREADS;
+                    }
+                } else {
+                    let mut u = t;
+                    while u < g.w * ci_n {
+                        let (iw, c) = div_u32(u, ci_n);
+                        let v = x.load(src + iw * c_all + c).unwrap_or(T::ZERO);
+                        smem.store(dst + iw * DW_NHWC_CHANNELS + c, v);
+                        u += DW_THREADS;
+                    }
                 }
             }
             sync_threads();
             next_row = hi;
         }
-        // Pixel a + warp, channel k: row ih of the image is in ring slot
-        // ih % ring = (ih − lo + lo % ring) wrapped once.
+        // The warp's strip: pixels m .. m + 7 (those before a_end), channel
+        // k. Input row ih ≥ lo is in ring slot ih % ring = (ih − lo + lo %
+        // ring) wrapped once; column iw in ring column iw + left.
+        let m = a + warp * NHWC_STRIP;
         if let Some(tile) = mine.as_mut()
-            && let Some(mut out) = tile.slot(step, 0)
+            && m < a_end
         {
-            let m = a + warp;
-            let (p, q) = (m / g.q, m % g.q);
-            let lo_slot = lo % ring;
-            let mut acc = 0.0f32;
-            for tap in 0..DW_TAPS {
-                if tap < taps {
-                    let ih = (p * g.stride_h + tap_dh[tap]).wrapping_sub(g.pad_top);
-                    let iw = (q * g.stride_w + tap_dw[tap]).wrapping_sub(g.pad_left);
-                    if ih < g.h && iw < g.w {
-                        let mut slot = ih - lo + lo_slot;
-                        if slot >= ring {
-                            slot -= ring;
+            // (In 32 bits, as `div_u32`: indices of one image and of shared
+            // memory.)
+            let lo_slot = div_u32(lo, ring).1;
+            let slot_of = |ih: usize| {
+                let slot = (ih as u32).wrapping_sub(lo as u32) + lo_slot as u32;
+                let slot = if slot >= ring as u32 {
+                    slot - ring as u32
+                } else {
+                    slot
+                };
+                slot as usize
+            };
+            let (p, q) = div_u32(m, g.q);
+            if strips
+                && q + NHWC_STRIP <= g.q
+                && let Some(windows) = windows
+            {
+                // One row of the strip's input per filter row: output q + o
+                // reads window pixels o + s (ring columns from q, stride 1).
+                let mut acc = [0.0f32; NHWC_STRIP];
+                let first = (NHWC_FILTER + q * DW_NHWC_CHANNELS + cl) as u32;
+                for (r, wr) in w3.iter().enumerate() {
+                    let ih = (p * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
+                    if r < g.r && ih < g.h {
+                        let at = first + slot_of(ih) as u32 * row_len as u32;
+                        let row = windows.at(at as usize);
+                        let mut xs = [0.0f32; NHWC_WINDOW];
+                        for (i, xi) in xs.iter_mut().enumerate() {
+                            if i < NHWC_STRIP + g.s - 1 {
+                                *xi = row.load(i * DW_NHWC_CHANNELS).to_f32();
+                            }
                         }
-                        let at = NHWC_FILTER + slot * row_len + iw * DW_NHWC_CHANNELS + cl;
-                        acc = num::fma_f32(smem.load(at).to_f32(), wr[tap], acc);
+                        for (s, &wt) in wr.iter().enumerate() {
+                            if s < g.s {
+                                for (o, acc) in acc.iter_mut().enumerate() {
+                                    *acc = num::fma_f32(xs[o + s], wt, *acc);
+                                }
+                            }
+                        }
                     }
                 }
+                for (o, &acc) in acc.iter().enumerate() {
+                    if let Some(mut out) = tile.slot(step * NHWC_STRIP + o, 0) {
+                        out.set(T::from_f32(g.finish(acc, b)));
+                    }
+                }
+            } else {
+                // Any stride, dilation and filter: output by output, tap by
+                // tap, the same order.
+                for o in 0..NHWC_STRIP {
+                    let Some(mut out) = tile.slot(step * NHWC_STRIP + o, 0) else {
+                        continue;
+                    };
+                    let (po, qo) = div_u32(m + o, g.q);
+                    let mut acc = 0.0f32;
+                    for r in 0..g.r {
+                        let ih = (po * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
+                        if ih < g.h {
+                            let row = NHWC_FILTER + slot_of(ih) * row_len + cl;
+                            for s in 0..g.s {
+                                let col = qo * g.stride_w + s * g.dil_w;
+                                let v = smem.load(row + col * DW_NHWC_CHANNELS).to_f32();
+                                let wt = smem.load(lane * fs + r * g.s + s).to_f32();
+                                acc = num::fma_f32(v, wt, acc);
+                            }
+                        }
+                    }
+                    out.set(T::from_f32(g.finish(acc, b)));
+                }
             }
-            out.set(T::from_f32(g.finish(acc, b)));
         }
-        step += 1;
     }
 }
 

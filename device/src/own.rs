@@ -1081,6 +1081,12 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
     /// (`threadIdx.y`, `threadIdx.x`) alone.
     #[inline(always)]
     pub fn elements(&mut self) -> TileElements<'_, T, TN> {
+        const {
+            assert!(
+                TM * TN <= u32::MAX as usize,
+                "a block tile's elements are numbered in 32 bits"
+            )
+        };
         let d = thread::block_dim();
         TileElements {
             origin: self.origin,
@@ -1272,9 +1278,11 @@ impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<Mine2<'v, T>> {
-        let e = self.walk.next()? as usize;
-        // cols > 0: the tile starts inside the matrix (`tile_in`).
-        let (r, c) = (e / self.cols, e % self.cols);
+        // e < rows·cols ≤ TM·TN < 2³² (`BlockTile::elements`): divided in
+        // 32 bits (a few instructions; 64-bit division is a call). cols > 0:
+        // the tile starts inside the matrix (`tile_in`).
+        let (e, cols) = (self.walk.next()? as u32, self.cols as u32);
+        let (r, c) = ((e / cols) as usize, (e % cols) as usize);
         Some(Mine2 {
             row: self.row0 + r,
             col: self.col0 + c,

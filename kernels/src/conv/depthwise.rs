@@ -657,18 +657,24 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     } else {
         0.0
     };
+    // Each tap a fixed offset from an output's window position, all in 32
+    // bits (offsets within the staged window, far below 2³²).
     let (tap_dh, tap_dw) = tap_offsets(&g);
-    let Some(mut tile) = y.tile() else {
+    let tap_at: [u32; DW_TAPS] =
+        core::array::from_fn(|tap| (tap_dh[tap] * pitch + tap_dw[tap]) as u32);
+    let (row_step, col_step) = ((g.stride_h * pitch) as u32, g.stride_w as u32);
+    // Every tap's element is in the staged window by construction: a clamp
+    // per load (`SharedWindows`), not a check and a panic path.
+    let (Some(mut tile), Some(elements)) = (y.tile(), smem.windows::<1>()) else {
         return;
     };
     for mut out in tile.elements() {
-        let (p, q) = (out.row(), out.col());
-        // Output (p, q)'s window position; each tap a fixed offset from it.
-        let at = NCHW_FILTER + (p - p0) * g.stride_h * pitch + (q - q0) * g.stride_w;
+        let (p, q) = ((out.row() - p0) as u32, (out.col() - q0) as u32);
+        let at = NCHW_FILTER as u32 + p * row_step + q * col_step;
         let mut acc = 0.0f32;
         for tap in 0..DW_TAPS {
             if tap < taps {
-                let v = smem.load(at + tap_dh[tap] * pitch + tap_dw[tap]);
+                let v = elements.at((at + tap_at[tap]) as usize).load(0);
                 acc = num::fma_f32(v.to_f32(), wr[tap], acc);
             }
         }

@@ -834,6 +834,26 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     }
 }
 
+impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
+    /// The `tm × tn` tile at (`blockIdx.y·tm`, `blockIdx.x·tn`) of this
+    /// block's batch ([`batch`](Self::batch)), clipped to it: `(row0, col0,
+    /// rows, cols)`, if it starts inside. The block tiles of the tile
+    /// mappings ([`BlockTiles`], [`MicroTiles`]).
+    #[inline(always)]
+    fn block_tile(&self, tm: usize, tn: usize) -> Option<(usize, usize, usize, usize)> {
+        let b = thread::block_idx();
+        let (_, batch_rows) = self.batch();
+        tile_in(
+            u64::from(b.y),
+            u64::from(b.x),
+            tm,
+            tn,
+            batch_rows,
+            self.cols,
+        )
+    }
+}
+
 /// This thread on the grid's z = 0 plane: its global y of the plane's
 /// extent in y, and its global x of the extent in x; off the plane if its
 /// thread or block index has z ≠ 0.
@@ -1028,16 +1048,7 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, BlockTiles<
     #[inline(always)]
     pub fn tile(&mut self) -> Option<BlockTile<'_, T, TM, TN>> {
         const { assert!(TM > 0 && TN > 0, "a tile has at least one element") };
-        let b = thread::block_idx();
-        let (_, batch_rows) = self.batch();
-        let (row0, col0, rows, cols) = tile_in(
-            u64::from(b.y),
-            u64::from(b.x),
-            TM,
-            TN,
-            batch_rows,
-            self.cols,
-        )?;
+        let (row0, col0, rows, cols) = self.block_tile(TM, TN)?;
         Some(BlockTile {
             // SAFETY: (row0, col0) is in the batch (`tile_in`), one of the
             // bound batches (`batch`).
@@ -1159,16 +1170,7 @@ impl<
                  divide the block tile"
             )
         };
-        let b = thread::block_idx();
-        let (_, batch_rows) = self.batch();
-        let (row0, col0, rows, cols) = tile_in(
-            u64::from(b.y),
-            u64::from(b.x),
-            TM,
-            TN,
-            batch_rows,
-            self.cols,
-        )?;
+        let (row0, col0, rows, cols) = self.block_tile(TM, TN)?;
         let per_row = TN / RJ / MC;
         let t = thread::linear_thread_id() as usize;
         if t >= (TM / RI / MR) * per_row {

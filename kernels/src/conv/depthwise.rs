@@ -25,14 +25,14 @@
 //! checked once per block; element loads otherwise (ragged channel counts,
 //! multipliers, a misaligned buffer).
 //!
-//! Where a strip lies in one output row and the filter slides one pixel per
-//! output (stride and dilation 1 along rows, up to 3 × 3: decided once per
-//! block, and per strip for the row), each thread loads a window of 9 input
-//! pixels of its channel per filter row into registers
+//! Where a strip lies in one output row and its taps are consecutive input
+//! pixels (dilation 1 along rows, stride 1 or 2, up to 3 × 3: decided once
+//! per block, and per strip for the row), each thread loads a window of 9
+//! (stride 2: 15) input pixels of its channel per filter row into registers
 //! (`SharedWindows`: one clamp per row, no check per load) and runs the
 //! strip's 7 × 3 multiply-adds from them, reading each input element once
-//! per filter row instead of once per tap; other strips (row ends, strides,
-//! dilations, larger filters) go output by output, tap by tap.
+//! per filter row instead of once per tap; other strips (row ends, larger
+//! strides, dilations, larger filters) go output by output, tap by tap.
 //!
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
@@ -55,7 +55,7 @@
 use super::{Element, Geometry};
 use warpforge_device::global::Plain;
 use warpforge_device::own::{BlockTiles, MicroTiles};
-use warpforge_device::shared::{self, SharedElement};
+use warpforge_device::shared::{self, SharedElement, SharedWindows};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::thread::WARP_SIZE;
 use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread};
@@ -76,11 +76,15 @@ const NHWC_STEP: usize = DW_THREADS / DW_NHWC_CHANNELS * NHWC_STRIP;
 pub const DW_NHWC_PIXELS: usize = NHWC_STEP * 16;
 /// NHWC: filter rows and columns the strip path unrolls (3 × 3 and smaller).
 const NHWC_STRIP_TAPS: usize = 3;
-/// NHWC: input pixels a strip's row window spans, `7 + 3 − 1`.
-const NHWC_WINDOW: usize = NHWC_STRIP + NHWC_STRIP_TAPS - 1;
-/// NHWC: elements a strip's row window reaches from its first: its last
-/// pixel's channel, `(NHWC_WINDOW − 1)` pixels of 32 channels on.
-const NHWC_REACH: usize = (NHWC_WINDOW - 1) * DW_NHWC_CHANNELS + 1;
+/// NHWC: input pixels a strip's row window spans at stride `sw` (1 or 2):
+/// `sw·(7 − 1) + 3`.
+const fn nhwc_window(sw: usize) -> usize {
+    sw * (NHWC_STRIP - 1) + NHWC_STRIP_TAPS
+}
+/// NHWC: elements a strip's row window reaches from its first, at the
+/// widest stride the strip path takes (2): its last pixel's channel,
+/// `(nhwc_window(2) − 1)` pixels of 32 channels on.
+const NHWC_REACH: usize = (nhwc_window(2) - 1) * DW_NHWC_CHANNELS + 1;
 /// NHWC: elements of the filter area at the start of shared memory (the
 /// block's 32 channels, [`filter_stride`] ≤ 10 elements apart; a multiple
 /// of 8, so the ring after it starts 16-byte aligned for every element
@@ -211,18 +215,25 @@ impl Geometry {
         }
         let k_all = self.kg.checked_mul(self.groups)?;
         let (grid, elems) = if nhwc {
-            // The filters, the ring, and the reach of a strip's window
-            // past the last ring row's end (never read: windows are as wide
-            // as the widest filter the strip path takes).
+            // The filters, the ring, and what a strip's window in the last
+            // ring row reaches past its end (never read: a window is as
+            // wide as the widest stride and filter the strip path takes).
             let (left, right) = self.dw_nhwc_pad_cols();
             let row_len = left
                 .checked_add(self.w)?
                 .checked_add(right)?
                 .checked_mul(DW_NHWC_CHANNELS)?;
+            let last_start = self
+                .q
+                .saturating_sub(NHWC_STRIP)
+                .checked_mul(self.stride_w)?
+                .checked_mul(DW_NHWC_CHANNELS)?
+                .checked_add(DW_NHWC_CHANNELS - 1)?;
+            let tail = (last_start + NHWC_REACH).saturating_sub(row_len);
             let elems = self
                 .dw_nhwc_ring_rows()
                 .checked_mul(row_len)?
-                .checked_add(NHWC_FILTER + NHWC_REACH)?;
+                .checked_add(NHWC_FILTER + tail)?;
             let pixels = self.p.checked_mul(self.q)?;
             // The kernel's pixel and row indices in 32 bits (`div_u32`).
             u32::try_from(pixels.max(self.h)).ok()?;
@@ -252,6 +263,41 @@ impl Geometry {
             shared_bytes: bytes as u32,
         })
     }
+}
+
+/// A strip of 7 NHWC outputs at stride `SW` from the windows of its
+/// filter rows, starting at `row_start(r)` (`None`: an input row outside
+/// the image): output `o` takes tap `(r, s)`, `s < taps`, from pixel `SW·o + s`
+/// of row r's window, each window's `WIN = SW·6 + 3` pixels (those `taps`
+/// needs) loaded into registers once; every index a constant, the taps in
+/// `(r, s)` order.
+#[inline(always)]
+fn strip<T: Element + SharedElement, const SW: usize, const WIN: usize>(
+    windows: SharedWindows<T, NHWC_REACH>,
+    row_start: impl Fn(usize) -> Option<u32>,
+    taps: usize,
+    weights: &[[f32; NHWC_STRIP_TAPS]; NHWC_STRIP_TAPS],
+) -> [f32; NHWC_STRIP] {
+    const { assert!(WIN == nhwc_window(SW) && (WIN - 1) * DW_NHWC_CHANNELS < NHWC_REACH) };
+    let mut acc = [0.0f32; NHWC_STRIP];
+    for (r, wr) in weights.iter().enumerate() {
+        let Some(start) = row_start(r) else { continue };
+        let row = windows.at(start as usize);
+        let mut xs = [0.0f32; WIN];
+        for (i, xi) in xs.iter_mut().enumerate() {
+            if i < SW * (NHWC_STRIP - 1) + taps {
+                *xi = row.load(i * DW_NHWC_CHANNELS).to_f32();
+            }
+        }
+        for (s, &wt) in wr.iter().enumerate() {
+            if s < taps {
+                for (o, acc) in acc.iter_mut().enumerate() {
+                    *acc = num::fma_f32(xs[SW * o + s], wt, *acc);
+                }
+            }
+        }
+    }
+    acc
 }
 
 /// `(a / b, a % b)` in 32 bits (a few instructions, where 64-bit division
@@ -402,11 +448,14 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
             }
         }
     }
-    // Strips of 7 outputs slide one input-row window in registers where
-    // each output's taps are the next input pixel's (stride and dilation 1
-    // along rows, filters up to 3 × 3): decided once, for the whole block.
-    let strips =
-        g.stride_w == 1 && g.dil_w == 1 && g.r <= NHWC_STRIP_TAPS && g.s <= NHWC_STRIP_TAPS;
+    // Strips of 7 outputs read one input-row window in registers where
+    // each output's taps are consecutive input pixels (dilation 1 along
+    // rows, stride 1 or 2, filters up to 3 × 3): decided once, for the
+    // whole block.
+    let strips = (g.stride_w == 1 || g.stride_w == 2)
+        && g.dil_w == 1
+        && g.r <= NHWC_STRIP_TAPS
+        && g.s <= NHWC_STRIP_TAPS;
     let windows = smem.windows::<NHWC_REACH>();
 
     // Whole 16-byte vectors when the block stages a whole tile of channels
@@ -481,29 +530,19 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
                 && let Some(windows) = windows
             {
                 // One row of the strip's input per filter row: output q + o
-                // reads window pixels o + s (ring columns from q, stride 1).
-                let mut acc = [0.0f32; NHWC_STRIP];
-                let first = (NHWC_FILTER + q * DW_NHWC_CHANNELS + cl) as u32;
-                for (r, wr) in w3.iter().enumerate() {
+                // reads window pixels sw·o + s (ring columns from q·sw).
+                // Filter row r's window, if its input row is in the image.
+                let first = (NHWC_FILTER + q * g.stride_w * DW_NHWC_CHANNELS + cl) as u32;
+                let row_start = #[inline(always)]
+                |r: usize| {
                     let ih = (p * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
-                    if r < g.r && ih < g.h {
-                        let at = first + slot_of(ih) as u32 * row_len as u32;
-                        let row = windows.at(at as usize);
-                        let mut xs = [0.0f32; NHWC_WINDOW];
-                        for (i, xi) in xs.iter_mut().enumerate() {
-                            if i < NHWC_STRIP + g.s - 1 {
-                                *xi = row.load(i * DW_NHWC_CHANNELS).to_f32();
-                            }
-                        }
-                        for (s, &wt) in wr.iter().enumerate() {
-                            if s < g.s {
-                                for (o, acc) in acc.iter_mut().enumerate() {
-                                    *acc = num::fma_f32(xs[o + s], wt, *acc);
-                                }
-                            }
-                        }
-                    }
-                }
+                    (r < g.r && ih < g.h).then(|| first + slot_of(ih) as u32 * row_len as u32)
+                };
+                let acc = if g.stride_w == 1 {
+                    strip::<T, 1, { nhwc_window(1) }>(windows, row_start, g.s, &w3)
+                } else {
+                    strip::<T, 2, { nhwc_window(2) }>(windows, row_start, g.s, &w3)
+                };
                 for (o, &acc) in acc.iter().enumerate() {
                     if let Some(mut out) = tile.slot(step * NHWC_STRIP + o, 0) {
                         out.set(T::from_f32(g.finish(acc, b)));

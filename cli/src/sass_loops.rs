@@ -104,7 +104,9 @@ impl LoopFigures {
 pub struct LoopReport {
     /// What the loops are counted per.
     pub op: Op,
-    /// The innermost loop holding `op` (of several, the one with the most).
+    /// The loop holding the most `op` of its own (none of it inside a
+    /// smaller loop holding `op`): the innermost `op` loop, unless a loop
+    /// holds its ops in straight-line code beside an inner one.
     pub inner: LoopFigures,
     /// The loop around it (the k-tile loop), if any.
     pub outer: Option<LoopFigures>,
@@ -644,7 +646,7 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         })
         .collect();
     let max_ops = own_ops.iter().map(|(_, ops)| *ops).max()?;
-    let innermost: Vec<usize> = own_ops
+    let richest: Vec<usize> = own_ops
         .iter()
         .filter(|(_, ops)| *ops == max_ops)
         .map(|(i, _)| *i)
@@ -665,7 +667,7 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         )
     };
     let nests: Vec<(LoopFigures, Option<LoopFigures>, usize)> =
-        innermost.iter().map(|&i| nest(i)).collect();
+        richest.iter().map(|&i| nest(i)).collect();
     let others = holding
         .iter()
         .filter(|(i, _)| !holding.iter().any(|(j, _)| inside(*j, *i)))

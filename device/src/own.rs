@@ -838,7 +838,7 @@ impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
     /// The `tm × tn` tile at (`blockIdx.y·tm`, `blockIdx.x·tn`) of this
     /// block's batch ([`batch`](Self::batch)), clipped to it: `(row0, col0,
     /// rows, cols)`, if it starts inside. The block tiles of the tile
-    /// mappings ([`BlockTiles`], [`MicroTiles`]).
+    /// mappings ([`BlockTiles`], [`MicroTiles`], [`WarpGrid`]).
     #[inline(always)]
     fn block_tile(&self, tm: usize, tn: usize) -> Option<(usize, usize, usize, usize)> {
         let b = thread::block_idx();
@@ -1395,17 +1395,8 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         let (dr, dc) = self.warp_offset()?;
-        let b = thread::block_idx();
-        let (_, batch_rows) = self.batch();
         // The block tile's corner, then the warp's inside it.
-        let (brow, bcol, brows, bcols) = tile_in(
-            u64::from(b.y),
-            u64::from(b.x),
-            BM,
-            BN,
-            batch_rows,
-            self.cols,
-        )?;
+        let (brow, bcol, brows, bcols) = self.block_tile(BM, BN)?;
         if dr >= brows || dc >= bcols {
             return None;
         }

@@ -160,11 +160,14 @@ impl Geometry {
     }
 
     /// Elements of one NHWC ring row: its pixels, zero columns included, ×
-    /// 32 channels.
+    /// 32 channels (`None` on overflow: the host then runs the direct
+    /// kernel, so the tiled kernel never sees it).
     #[inline(always)]
-    pub fn dw_nhwc_row_len(&self) -> usize {
+    pub fn dw_nhwc_row_len(&self) -> Option<usize> {
         let (left, right) = self.dw_nhwc_pad_cols();
-        (left + self.w + right) * DW_NHWC_CHANNELS
+        left.checked_add(self.w)?
+            .checked_add(right)?
+            .checked_mul(DW_NHWC_CHANNELS)
     }
 
     /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
@@ -218,11 +221,7 @@ impl Geometry {
             // The filters, the ring, and what a strip's window in the last
             // ring row reaches past its end (never read: a window is as
             // wide as the widest stride and filter the strip path takes).
-            let (left, right) = self.dw_nhwc_pad_cols();
-            let row_len = left
-                .checked_add(self.w)?
-                .checked_add(right)?
-                .checked_mul(DW_NHWC_CHANNELS)?;
+            let row_len = self.dw_nhwc_row_len()?;
             let last_start = self
                 .q
                 .saturating_sub(NHWC_STRIP)
@@ -345,7 +344,8 @@ fn input_cols(g: &Geometry, q_lo: usize, q_hi: usize) -> (usize, usize) {
 /// Tiled depthwise NHWC convolution (module docs): `x` the input `N × H × W
 /// × C`, `w` the filters `K × R × S` (`K = C·M`), `bias` (`K`, read only when
 /// the geometry says so), `y` bound as `N` stacked `[P·Q × K]` matrices.
-/// Grid `⌈K/32⌉ × ⌈PQ/1024⌉ × N`, blocks of [`DW_THREADS`] threads (1-D),
+/// Grid `⌈K/32⌉ × ⌈PQ/896⌉ × N` ([`DW_NHWC_PIXELS`] pixels a block), blocks
+/// of [`DW_THREADS`] threads (1-D),
 /// dynamic shared memory as [`Geometry::dw_plan`] sizes it; another block
 /// shape or a filter of more than [`DW_TAPS`] taps traps.
 #[kernel(
@@ -401,8 +401,9 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
     let (lane, warp) = (t % DW_NHWC_CHANNELS, t / DW_NHWC_CHANNELS);
     let smem = shared::dynamic::<T>();
     let ring = g.dw_nhwc_ring_rows();
-    let row_len = g.dw_nhwc_row_len();
-    let (left, right) = g.dw_nhwc_pad_cols();
+    let (Some(row_len), (left, right)) = (g.dw_nhwc_row_len(), g.dw_nhwc_pad_cols()) else {
+        return; // the whole block: a geometry `dw_plan` refuses
+    };
 
     // The block's filters, `(k_end − k0)·R·S` contiguous elements, into
     // shared memory, channel j's at `j·fs` (an odd number of 4-byte words

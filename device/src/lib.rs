@@ -36,6 +36,7 @@
     )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+#![feature(stmt_expr_attributes)]
 
 mod arch;
 #[cfg(any(target_arch = "nvptx64", test))]

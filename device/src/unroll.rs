@@ -39,6 +39,21 @@ pub fn unroll(n: usize, mut f: impl FnMut(usize)) {
     }
 }
 
+/// `[f(0), f(1), …, f(N − 1)]`, the calls written out as by [`unroll`]
+/// (`core::array::from_fn`'s loop may stay rolled for 8 elements, and an
+/// array indexed in a loop leaves the registers for local memory).
+#[inline(always)]
+pub fn array<T: Copy, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
+    const { assert!(N > 0, "unroll::array: at least one element") };
+    let mut out = [f(0); N];
+    unroll(
+        N - 1,
+        #[inline(always)]
+        |i| out[i + 1] = f(i + 1),
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -48,5 +63,18 @@ mod tests {
             super::unroll(n, |i| seen.push(i));
             assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
         }
+    }
+
+    #[test]
+    fn array_calls_each_index_once_in_order() {
+        let mut seen = Vec::new();
+        let a: [usize; 8] = super::array(|i| {
+            seen.push(i);
+            10 * i
+        });
+        assert_eq!(a, [0, 10, 20, 30, 40, 50, 60, 70]);
+        assert_eq!(seen, (0..8).collect::<Vec<_>>());
+        let b: [u8; 5] = super::array(|i| i as u8);
+        assert_eq!(b, [0, 1, 2, 3, 4]);
     }
 }

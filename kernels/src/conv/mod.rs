@@ -74,7 +74,7 @@ use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
     ARowMajor, AlignedChunks, BNMajorPair, FragC, GatherCopy, PanelCopy, Stage, StageRing,
 };
-use warpforge_device::own::{Elements, MicroTiles, WarpTiles};
+use warpforge_device::own::{Elements, MicroTiles, WarpGrid, WarpTiles};
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::unroll::unroll;
 use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
@@ -618,10 +618,9 @@ struct NhwcFill<'a, T> {
     x: AlignedChunks<'a, T>,
     gather: GatherCopy<T>,
     weights: PanelCopy<'a, T>,
-    /// Per chunk: whether its output pixel is a row of the matrix; the first
-    /// input row and column it reads (wrapping below 0: far past the image);
-    /// the element of its first channel at input pixel (0, 0) of its image.
-    rows_in: [bool; MAX_CHUNKS],
+    /// Per chunk: the first input row and column it reads (wrapping below
+    /// 0: far past the image); the element of its first channel at input
+    /// pixel (0, 0) of its image.
     first_in: [(u32, u32); MAX_CHUNKS],
     pixel: [u32; MAX_CHUNKS],
     /// `(H, W, C, C/G)`, the dilations, the filter's columns, the channels
@@ -670,7 +669,7 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
                     self.first_in[i].1.wrapping_add(dw),
                 );
                 // `&`, not `&&`: predicates, not branches.
-                let inside = self.rows_in[i] & (ih < h) & (iw < w);
+                let inside = (ih < h) & (iw < w);
                 let at = (ih.wrapping_mul(w).wrapping_add(iw))
                     .wrapping_mul(c)
                     .wrapping_add(self.pixel[i])
@@ -721,6 +720,7 @@ fn nhwc_lean_main_loop<
     const BM: usize,
     const BN: usize,
     const BK: usize,
+    const WM: usize,
     const WN: usize,
     const S: usize,
     const MI: usize,
@@ -731,9 +731,9 @@ fn nhwc_lean_main_loop<
     ktiles: usize,
     (row0, col0): (usize, usize),
     t: usize,
-    warp_col: usize,
+    (warp_row, warp_col): (usize, usize),
 ) -> Option<[[FragC; NI]; MI]> {
-    let tile = MmaTile::new(BM, BN, BK, BM, WN, S);
+    let tile = MmaTile::new(BM, BN, BK, WM, WN, S);
     let me = (t, tile.threads());
     let g = &a.g;
     let (pq, channels) = (g.p * g.q, g.cg * g.groups);
@@ -757,7 +757,7 @@ fn nhwc_lean_main_loop<
         .thread_copy(&ring, a_len, sb, place_b, me)?;
     let gather = ring.gather_copy((0, sa), (BM, BK), place_a, me)?;
     let frags_a = ring.window::<ARowMajor>(
-        0, // one row of warps: every warp's rows start at the tile's
+        tensor::a_offset::<false>(warp_row, 0, sa),
         sa,
         tensor::a_at::<false>((MI - 1) * mma::M, BK - T::K),
         place_a,
@@ -774,17 +774,19 @@ fn nhwc_lean_main_loop<
     // Once per thread: each chunk's output pixel, its first input row and
     // column (wrapping below 0 into the padding: a u32 far past the image)
     // and the element of its first channel at input pixel (0, 0). 32-bit:
-    // the input's every index fits (checked).
-    let mut rows_in = [false; MAX_CHUNKS];
+    // the input's every index fits (checked). A chunk whose row is past the
+    // matrix (the last block row's) gathers the last row's pixel instead:
+    // in bounds, and its accumulators are never written (the epilogue's
+    // view ends at the matrix), so it needs no flag of its own — one
+    // register fewer per chunk.
     let mut first_in = [(0u32, 0u32); MAX_CHUNKS];
     let mut pixel = [0u32; MAX_CHUNKS];
     unroll(MAX_CHUNKS, |i| {
         if i >= gather.chunks() {
             return;
         }
-        let m = row0 + gather.row(i);
+        let m = (row0 + gather.row(i)).min(a.rows.saturating_sub(1));
         let (n, p, q) = (m / pq, (m % pq) / g.q, m % g.q);
-        rows_in[i] = m < a.rows;
         first_in[i] = (
             (p * g.stride_h).wrapping_sub(g.pad_top) as u32,
             (q * g.stride_w).wrapping_sub(g.pad_left) as u32,
@@ -795,7 +797,6 @@ fn nhwc_lean_main_loop<
         x,
         gather,
         weights,
-        rows_in,
         first_in,
         pixel,
         size: (g.h as u32, g.w as u32, channels as u32, g.cg as u32),
@@ -831,21 +832,23 @@ const TC_MI: usize = TC_M / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
 
 /// The NHWC convolutions' large tile: 128 output pixels × 128 output
-/// channels per block, k-step 32, 8 warps side by side (each all 128 rows ×
-/// 16 channels: the epilogue's one row of warps), 4 stages — 80 KiB of
-/// shared memory on the guarded path (dynamic: the host opts in), 64 KiB on
-/// the lean one. Each thread gathers as many chunks per k-step as with the
-/// small tile and feeds twice the `mma`s, so the gather's share of the loop
-/// halves. For layers of at least 128 output channels per group.
-pub const TC_CONV_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 128, 16, 4);
+/// channels per block, k-step 32, 2 × 2 warps of 64 × 64 (the GEMM's large
+/// tile, [`TC_TILE_LARGE`](crate::gemm::tensor::TC_TILE_LARGE)), 4 stages —
+/// 80 KiB of shared memory on the guarded path (dynamic: the host opts in),
+/// 64 KiB on the lean one. Each thread gathers 4 chunks per k-step (the
+/// small tile's 2) and feeds 8 times the `mma`s; each warp loads a quarter
+/// of the fragments per `mma` of the small tile's. For layers of at least
+/// 128 output channels per group.
+pub const TC_CONV_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 64, 4);
 const _: () =
     assert!(TC_CONV_TILE_LARGE.is_valid() && TC_CONV_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
 const TL_M: usize = TC_CONV_TILE_LARGE.m;
 const TL_N: usize = TC_CONV_TILE_LARGE.n;
 const TL_K: usize = TC_CONV_TILE_LARGE.k;
+const TL_WM: usize = TC_CONV_TILE_LARGE.warp_m;
 const TL_WN: usize = TC_CONV_TILE_LARGE.warp_n;
 const TL_S: usize = TC_CONV_TILE_LARGE.stages;
-const TL_MI: usize = TL_M / mma::M;
+const TL_MI: usize = TL_WM / mma::M;
 const TL_NI: usize = TL_WN / mma::N;
 
 /// Implicit-GEMM NHWC convolution (any groups but depthwise) on the tensor
@@ -859,12 +862,12 @@ const TL_NI: usize = TL_WN / mma::N;
 /// NaN, one rounding to `T`. Grid `⌈(K/G)/BN⌉ × ⌈NPQ/BM⌉ × G`, blocks of
 /// `MmaTile::threads()` threads (1-D); any other block traps.
 #[kernel(
-    shared = [T; MmaTile::new(BM, BN, BK, BM, WN, S).shared_len(false, true)],
+    shared = [T; MmaTile::new(BM, BN, BK, WM, WN, S).shared_len(false, true)],
     instances(
-        conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        conv2d_nhwc_f16_128x128x32_s4 = <f16, TL_M, TL_N, TL_K, TL_WN, TL_S, TL_MI, TL_NI>,
-        conv2d_nhwc_bf16_128x128x32_s4 = <bf16, TL_M, TL_N, TL_K, TL_WN, TL_S, TL_MI, TL_NI>,
+        conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_M, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_M, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_f16_128x128x32_s4 = <f16, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        conv2d_nhwc_bf16_128x128x32_s4 = <bf16, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -873,6 +876,7 @@ pub fn conv2d_nhwc_tc<
     const BM: usize,
     const BN: usize,
     const BK: usize,
+    const WM: usize,
     const WN: usize,
     const S: usize,
     const MI: usize,
@@ -881,7 +885,7 @@ pub fn conv2d_nhwc_tc<
     x: Global<T>,
     w: Global<T>,
     bias: &[T],
-    mut y: OutMatrix<T, WarpTiles<BM, WN>>,
+    mut y: OutMatrix<T, WarpGrid<BM, BN, WM, WN>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -891,9 +895,11 @@ pub fn conv2d_nhwc_tc<
     chans: u64,
     groups: u64,
 ) {
-    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, BM, WN, S, MI, NI>();
+    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, WM, WN, S, MI, NI>();
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let warp_col = thread::warp_id() as usize * WN;
+    // The warp's tile in the block tile, by the map its epilogue writes
+    // through (`WarpGrid`); with the checked block every warp has one.
+    let warp_at = y.warp_offset().unwrap_or((0, 0));
     let block = thread::block_idx();
     // Batch z = group gr: its input channels, weights and output channels.
     let gr = block.z as usize;
@@ -917,23 +923,23 @@ pub fn conv2d_nhwc_tc<
     let ktiles = k.div_ceil(BK);
     // The lean pipeline where its checks (once per block, uniform) pass;
     // else the guarded main loop, chunk by chunk.
-    let lean = nhwc_lean_main_loop::<T, BM, BN, BK, WN, S, MI, NI>(
+    let lean = nhwc_lean_main_loop::<T, BM, BN, BK, WM, WN, S, MI, NI>(
         &a,
         &b,
         ktiles,
         (row0, col0),
         t,
-        warp_col,
+        warp_at,
     );
-    let mut acc = match lean {
+    let acc = match lean {
         Some(acc) => acc,
-        None => tensor::main_loop::<T, _, _, false, true, BM, BN, BK, BM, WN, S, MI, NI>(
+        None => tensor::main_loop::<T, _, _, false, true, BM, BN, BK, WM, WN, S, MI, NI>(
             &a,
             &b,
             ktiles,
             (row0, col0),
             t,
-            (0, warp_col), // one row of warps, as `WarpTiles` maps them
+            warp_at,
         ),
     };
     let Some(mut out) = y.tile() else {
@@ -943,25 +949,31 @@ pub fn conv2d_nhwc_tc<
     let (lane, bias_base) = (thread::lane_id(), gr * g.kg);
     // Bias and ReLU in f32 on a copy of each fragment (its element i is at
     // `c_coord(lane, i)`, so its column and bias are known), then one
-    // rounding per element through the owned view. Row `mi` is always
-    // `acc[0]`, the rows rotating one place per step (as in `gemm_tc`): a
-    // constant index, so the accumulators stay in registers.
-    for mi in 0..MI {
-        for (ni, frag) in acc[0].iter().enumerate() {
-            let mut done = *frag;
-            for (i, v) in done.regs.iter_mut().enumerate() {
-                let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
-                let b = if g.bias {
-                    read(bias, bias_base + col)
-                } else {
-                    0.0
-                };
-                *v = g.finish(*v, b);
-            }
-            out.store_mma_c(mi, ni, &done, T::from_f32);
-        }
-        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
-    }
+    // rounding per element through the owned view. Written out (`unroll`):
+    // every accumulator a constant index, so they stay in registers.
+    unroll(
+        MI,
+        #[inline(always)]
+        |mi| {
+            unroll(
+                NI,
+                #[inline(always)]
+                |ni| {
+                    let mut done = acc[mi][ni];
+                    for (i, v) in done.regs.iter_mut().enumerate() {
+                        let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
+                        let b = if g.bias {
+                            read(bias, bias_base + col)
+                        } else {
+                            0.0
+                        };
+                        *v = g.finish(*v, b);
+                    }
+                    out.store_mma_c(mi, ni, &done, T::from_f32);
+                },
+            )
+        },
+    );
 }
 
 /// One image's group of the NCHW input as the tensor-core implicit GEMM's

@@ -18,9 +18,9 @@
 //! | configuration | block tile | warps (warp tile) | stages | instances |
 //! |---|---|---|---|---|
 //! | [`TC_TILE`] | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | f16/bf16 → f32/f16/bf16, 4 transposes: `gemm_*_64x64x32_s3` |
-//! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
+//! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
 //! | [`TF32_TILE`] | 64 × 64 × 16 | 1 × 4 (64 × 16) | 3 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_64x64x16_s3` |
-//! | [`TF32_TILE_LARGE`] | 128 × 128 × 16 | 2 × 4 (64 × 32) | 4 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_128x128x16_s4` |
+//! | [`TF32_TILE_LARGE`] | 128 × 128 × 16 | 2 × 2 (64 × 64) | 4 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_128x128x16_s4` |
 //!
 //! The tf32 tiles are the 16-bit ones with half the k-step: a stored row of
 //! `BK` f32 is as long as one of `2·BK` halves, and copy chunks and padding
@@ -32,10 +32,15 @@
 //! [`MmaTile::chunk`] elements are one 16-byte copy chunk, [`MmaTile::pad`]
 //! elements pad each stored row.
 //!
-//! Per `mma`, the large tile's 64 × 32 warp tile loads two thirds of the
-//! shared-memory fragments of the small one's 64 × 16 (4 A and 4 B per 16
-//! `mma`s, against 4 and 2 per 8), and its 128 × 128 block tile reads half
-//! the global bytes of a 64 × 64 one; it is instantiated for the pairs whose output is f32 or the input type
+//! Per `mma`, the large tile's 64 × 64 warp tile loads 0.25 `ldmatrix.x4`
+//! (4 A and 4 B per 32 `mma`s), against the small one's 0.75 (4 A and 2 B
+//! per 8): shared-memory bandwidth, not the tensor cores, bounds a warp
+//! tile as narrow as 64 × 16 or 64 × 32 (each `ldmatrix.x4` reads 512
+//! bytes, 4 cycles of an SM's 128 bytes per cycle, about what two
+//! `m16n8k16` take), and its 128 × 128 block tile reads half the global
+//! bytes of a 64 × 64 one. Its 128 threads hold 128 accumulators each
+//! (228–242 registers, no spills), so 2 blocks run per SM, and one block's
+//! barrier leaves the other's warps issuing. It is instantiated for the pairs whose output is f32 or the input type
 //! (the mixed f16 → bf16 and bf16 → f16 outputs keep the 64 × 64 tile only,
 //! to keep the PTX module smaller).
 //!
@@ -123,7 +128,7 @@ use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
-use warpforge_device::unroll::unroll;
+use warpforge_device::unroll::{self, unroll};
 use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
 use warpforge_macros::kernel;
 
@@ -304,12 +309,12 @@ impl MmaTile {
 /// blocks: the tile for shapes whose large-tile grid would leave SMs idle.
 pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 16, 3);
 
-/// The large tensor-core tile: 128 × 128 per block, k-step 32, eight 64 × 32
-/// warp tiles as 2 × 4 (256 threads), 4 stages: 68–80 KiB of shared memory
+/// The large tensor-core tile: 128 × 128 per block, k-step 32, four 64 × 64
+/// warp tiles as 2 × 2 (128 threads), 4 stages: 68–80 KiB of shared memory
 /// (dynamic, above 48 KiB: the host opts in; every target from sm_80 allows
-/// it, sm_86/sm_89 up to 99 KiB). Twice the `mma`s per loaded fragment of
-/// the small tile: the tile for large GEMMs.
-pub const TC_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 32, 4);
+/// it, sm_86/sm_89 up to 99 KiB). Three times the `mma`s per loaded
+/// fragment of the small tile (module docs): the tile for large GEMMs.
+pub const TC_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 64, 4);
 
 /// The small tf32 tile: [`TC_TILE`]'s blocks and warps with a k-step of 16
 /// f32, no more bytes per stage (27–30 KiB in all).
@@ -317,7 +322,7 @@ pub const TF32_TILE: MmaTile = MmaTile::of::<f32>(64, 64, 16, 64, 16, 3);
 
 /// The large tf32 tile: [`TC_TILE_LARGE`]'s blocks and warps with a k-step
 /// of 16 f32, no more bytes per stage (68–80 KiB, dynamic: the host opts in).
-pub const TF32_TILE_LARGE: MmaTile = MmaTile::of::<f32>(128, 128, 16, 64, 32, 4);
+pub const TF32_TILE_LARGE: MmaTile = MmaTile::of::<f32>(128, 128, 16, 64, 64, 4);
 
 const _: () = assert!(TC_TILE.is_valid() && TC_TILE.shared_bytes(true, false) <= 48 * 1024);
 const _: () = assert!(TC_TILE_LARGE.is_valid() && TC_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
@@ -963,19 +968,11 @@ impl<
         kk: usize,
     ) -> ([FragA<TIn>; MI], [FragB<TIn>; NI]) {
         let p = kk * TIn::K;
-        // Written out (`unroll`, up to 8 fragments), not `array::from_fn`,
-        // whose loop LLVM may keep rolled for 8: the fragments would then be
-        // indexed at run time and leave the registers.
-        let load = #[inline(always)]
-        |mi: usize| self.a.load(stage, a_at::<TA>(mi * mma::M, p));
-        let mut fa = [load(0); MI];
-        unroll(
-            MI - 1,
-            #[inline(always)]
-            |mi| fa[mi + 1] = load(mi + 1),
-        );
         (
-            fa,
+            unroll::array(
+                #[inline(always)]
+                |mi| self.a.load(stage, a_at::<TA>(mi * mma::M, p)),
+            ),
             self.b.load_pairs(stage, |j| b_at::<TB>(j * 2 * mma::N, p)),
         )
     }
@@ -1022,14 +1019,33 @@ impl<
                     mma::cp_async_commit();
                     *frags = self.load::<MI, NI>(next, 0);
                 }
-                for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-                    for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                        *acc = mma::mma(*fa, *fb, *acc);
-                    }
-                }
+                mma_all(acc, &fa, &fb);
             },
         );
     }
+}
+
+/// `acc[mi][ni] += fa[mi]·fb[ni]` for every pair: the warp tile's `MI · NI`
+/// `mma`s, written out ([`unroll`]) so that every accumulator is a constant
+/// index, which keeps them in registers (an indexed loop would put all of
+/// them in local memory).
+#[inline(always)]
+fn mma_all<TIn: Input, const MI: usize, const NI: usize>(
+    acc: &mut [[FragC; NI]; MI],
+    fa: &[FragA<TIn>; MI],
+    fb: &[FragB<TIn>; NI],
+) {
+    unroll(
+        MI,
+        #[inline(always)]
+        |mi| {
+            unroll(
+                NI,
+                #[inline(always)]
+                |ni| acc[mi][ni] = mma::mma(fa[mi], fb[ni], acc[mi][ni]),
+            )
+        },
+    );
 }
 
 /// Steps 2 and 3 of the module docs: the `cp.async` pipeline over `ktiles`
@@ -1091,7 +1107,7 @@ fn pipeline<
         let base = (kt % S) * stage_len;
         for kk in 0..BK / TIn::K {
             let p = kk * TIn::K;
-            let fa: [FragA<TIn>; MI] = core::array::from_fn(|mi| {
+            let fa: [FragA<TIn>; MI] = unroll::array(|mi| {
                 let i = warp_row + mi * mma::M;
                 if TA {
                     FragA::load_k_major_from(&frags, base + p * sa + i, sa)
@@ -1099,7 +1115,7 @@ fn pipeline<
                     FragA::load_from(&frags, base + i * sa + p, sa)
                 }
             });
-            let fb: [FragB<TIn>; NI] = core::array::from_fn(|ni| {
+            let fb: [FragB<TIn>; NI] = unroll::array(|ni| {
                 let j = warp_col + ni * mma::N;
                 if TB {
                     FragB::load_n_major_from(&frags, base + a_len + j * sb + p, sb)
@@ -1107,11 +1123,7 @@ fn pipeline<
                     FragB::load_k_major_from(&frags, base + a_len + p * sb + j, sb)
                 }
             });
-            for (acc_row, fa) in acc.iter_mut().zip(&fa) {
-                for (acc, fb) in acc_row.iter_mut().zip(&fb) {
-                    *acc = mma::mma(*fa, *fb, *acc);
-                }
-            }
+            mma_all(&mut acc, &fa, &fb);
         }
         kt += 1;
     }
@@ -1228,7 +1240,7 @@ pub fn gemm_tc<
     };
     // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
     let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
-    let mut acc = main_loop::<TIn, _, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
+    let acc = main_loop::<TIn, _, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
         &a_src,
         &b_src,
         ktiles,
@@ -1241,26 +1253,29 @@ pub fn gemm_tc<
     let Some(mut out) = c.tile() else {
         return;
     };
-    // Row `mi` is always `acc[0]` and column `ni` of it `row[0]`, rows and
-    // columns rotating one place per step: constant indices (and fixed
-    // permutations), so the accumulators stay in registers even where the
-    // compiler keeps these loops rolled (an indexed walk would put them in
-    // local memory: 512 bytes of stack in the 128 × 128 tile).
-    for mi in 0..MI {
-        let mut row = acc[0];
-        for ni in 0..NI {
-            out.update_mma_c(mi, ni, &row[0], |v, d| {
-                let prod = alpha * v;
-                // beta = 0: C is never read (NaN there must not leak).
-                let r = if beta == 0.0 {
-                    prod
-                } else {
-                    num::fma_f32(beta, d.get().to_f32(), prod)
-                };
-                d.set(TOut::from_f32(r));
-            });
-            row = core::array::from_fn(|j| row[(j + 1) % NI]);
-        }
-        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
-    }
+    // Written out (`unroll`): every accumulator a constant index, so they
+    // stay in registers (a loop indexing them would put them in local
+    // memory: 512 bytes of stack for a 64 × 64 warp tile).
+    unroll(
+        MI,
+        #[inline(always)]
+        |mi| {
+            unroll(
+                NI,
+                #[inline(always)]
+                |ni| {
+                    out.update_mma_c(mi, ni, &acc[mi][ni], |v, d| {
+                        let prod = alpha * v;
+                        // beta = 0: C is never read (NaN there must not leak).
+                        let r = if beta == 0.0 {
+                            prod
+                        } else {
+                            num::fma_f32(beta, d.get().to_f32(), prod)
+                        };
+                        d.set(TOut::from_f32(r));
+                    })
+                },
+            )
+        },
+    );
 }

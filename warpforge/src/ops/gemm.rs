@@ -78,7 +78,7 @@
 //! | [`TileConfig`] | block tile | warps (warp tile) | stages | threads | shared memory | kernels |
 //! |---|---|---|---|---|---|---|
 //! | `Small` | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | 128 | 27–30 KiB | every pair: `gemm_*_64x64x32_s3` |
-//! | `Large` | 128 × 128 × 32 | 2 × 4 (64 × 32) | 4 | 256 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
+//! | `Large` | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | 128 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
 //!
 //! **TF32** ([`Gemm::tf32`], off by default, as in cuBLAS and torch): f32
 //! `A` and `B` rounded to tf32 as the fragments load (`cvt.rna`, 10
@@ -336,7 +336,7 @@ pub enum TileConfig {
     /// blocks, for small and skinny shapes. Every tensor-core pair and f32
     /// have it.
     Small,
-    /// 128 × 128 × 32, 2 × 4 warps of 64 × 32, 4 stages
+    /// 128 × 128 × 32, 2 × 2 warps of 64 × 64, 4 stages
     /// ([`TC_TILE_LARGE`]; f32 SIMT: 128 × 128 × 8, warp-tiled 8 × 8 per
     /// thread): for shapes that fill the GPU with its blocks. The
     /// tensor-core pairs with output f32 or their input type, and f32, have

@@ -498,7 +498,9 @@ fn kernel_names_and_resources_come_from_the_tile() {
     );
     // NT is the largest: 128 × 40 for A and for B, 80 KiB in all.
     assert_eq!(TC_TILE_LARGE.max_shared_bytes(), 80 * 1024);
-    assert_eq!((TC_TILE_LARGE.warps(), TC_TILE_LARGE.threads()), (8, 256));
+    // 2 × 2 warps of 64 × 64 (128 threads): 2 blocks per SM on registers.
+    assert_eq!((TC_TILE_LARGE.warps(), TC_TILE_LARGE.threads()), (4, 128));
+    assert_eq!((TC_TILE_LARGE.warp_m, TC_TILE_LARGE.warp_n), (64, 64));
     // f32 on the SIMT cores has the same two choices (its own tiles);
     // f64 has one tile and no choice.
     let g = Gemm::<f32>::new(1, 1, 1).tile(Large);

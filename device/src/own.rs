@@ -30,7 +30,7 @@
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)` (clipped to the matrix; batch z of the bound batches); its threads split it packed: element `e` of the clipped tile's `rows × cols` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), so a tile of whole rows of a packed matrix is written as one contiguous run |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
-//! | [`WarpGrid<BM, BN, TM, TN>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)`, cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
+//! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
@@ -163,13 +163,26 @@ pub enum MicroTiles<
 /// write the accumulator layout.
 pub enum WarpTiles<const TM: usize, const TN: usize> {}
 
-/// Each block owns the `BM × BN` tile at its (y, x), cut into a
-/// `(BM / TM) × (BN / TN)` grid of `TM × TN` warp tiles (multiples of the
-/// `mma` 16 × 8) numbered row-major; warp `w` of the block owns warp tile
-/// `w`, its lanes writing the accumulator layout. The CUTLASS-style block
-/// tile with a 2-D grid of warps; `WarpTiles<TM, TN>` is the one-row case
-/// with the block's warp count as its width.
-pub enum WarpGrid<const BM: usize, const BN: usize, const TM: usize, const TN: usize> {}
+/// Each block owns a `BM × BN` tile, cut into a `(BM / TM) × (BN / TN)`
+/// grid of `TM × TN` warp tiles (multiples of the `mma` 16 × 8) numbered
+/// row-major; warp `w` of the block owns warp tile `w`, its lanes writing
+/// the accumulator layout. The CUTLASS-style block tile with a 2-D grid of
+/// warps; `WarpTiles<TM, TN>` is the one-row case with the block's warp
+/// count as its width.
+///
+/// Which tile a block owns: with `G = 1` (the default) the one at its
+/// (y, x); with `G > 1` the one at [`grouped_block`]`(y, x, G)`, the
+/// launch's blocks taken in their launch order (x fastest) down bands of
+/// `G` tile rows, column by column, so that the blocks resident at once
+/// share `G` row panels of `A` and few column panels of `B` in L2 (a
+/// bijection of the grid: still one block per tile).
+pub enum WarpGrid<
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize = 1,
+> {}
 
 impl sealed::Sealed for Indexed {}
 impl sealed::Sealed for Elements {}
@@ -188,8 +201,8 @@ impl<
 {
 }
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
-impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize> sealed::Sealed
-    for WarpGrid<BM, BN, TM, TN>
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize>
+    sealed::Sealed for WarpGrid<BM, BN, TM, TN, G>
 {
 }
 impl Mapping for Indexed {}
@@ -210,8 +223,8 @@ impl<
 {
 }
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
-impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize> Mapping2
-    for WarpGrid<BM, BN, TM, TN>
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize> Mapping2
+    for WarpGrid<BM, BN, TM, TN, G>
 {
 }
 
@@ -1022,6 +1035,35 @@ pub struct BlockTile<'v, T, const TM: usize, const TN: usize> {
     _view: PhantomData<&'v mut [T]>,
 }
 
+/// The tile `(y', x')` that block `(y, x)` of a launch takes when its blocks,
+/// in their launch order (x fastest: `l = y·gx + x`), walk the `gy × gx`
+/// grid of tiles down bands of `g` tile rows, column by column: band
+/// `l / (g·gx)` holds `h = min(g, gy − g·band)` rows, and `r = l mod
+/// (g·gx)` its tile `(g·band + r mod h, r / h)`. A bijection of the grid
+/// onto itself (within a band, `r ↦ (r mod h, r / h)` maps `0 .. h·gx`
+/// one-to-one onto `h × gx`), so one block per tile whatever `g`; the
+/// identity for `g ≤ 1`, and for a grid of more than 2³² blocks in a plane
+/// (its order then kept: 32-bit arithmetic, once per block). Why: the
+/// blocks resident at once then span about `g` row panels and `resident /
+/// g` column panels instead of one or two rows of the whole grid, so more
+/// of their operand panels are shared in L2.
+#[inline(always)]
+pub fn grouped_block(block: crate::Dim3, grid: crate::Dim3, g: usize) -> (u32, u32) {
+    let (y, x, gy, gx) = (block.y, block.x, grid.y, grid.x);
+    let g = g.min(u32::MAX as usize) as u32;
+    let band = gx.checked_mul(g).filter(|_| gx.checked_mul(gy).is_some());
+    match band {
+        Some(band) if g > 1 && y < gy && x < gx => {
+            let l = y * gx + x;
+            let first = (l / band) * g;
+            let h = (gy - first).min(g);
+            let r = l % band;
+            (first + r % h, r / h)
+        }
+        _ => (y, x),
+    }
+}
+
 /// The tile's corner and clipped extent, if `(tile_row, tile_col)` of
 /// `TM × TN` tiles starts inside a `rows × cols` matrix.
 #[inline(always)]
@@ -1348,9 +1390,27 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
     }
 }
 
-impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: usize>
-    OutMatrix<'a, T, WarpGrid<BM, BN, TM, TN>>
+impl<
+    'a,
+    T: Copy,
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize,
+> OutMatrix<'a, T, WarpGrid<BM, BN, TM, TN, G>>
 {
+    /// The corner `(row, column)` of this block's `BM × BN` tile (unclipped,
+    /// in its batch's coordinates): `(y'·BM, x'·BN)` for
+    /// `(y', x') = `[`grouped_block`]`(blockIdx.y, blockIdx.x, G)`. The one
+    /// block → tile map of this mapping, for the kernel to read the operands
+    /// of the tile [`tile`](Self::tile) writes.
+    #[inline(always)]
+    pub fn block_origin(&self) -> (usize, usize) {
+        let (y, x) = grouped_block(thread::block_idx(), thread::grid_dim(), G);
+        ((y as usize).wrapping_mul(BM), (x as usize).wrapping_mul(BN))
+    }
+
     /// Where this warp's tile lies in its block's `BM × BN` tile: warp `w`
     /// is at row `(w / (BN/TN))·TM` and column `(w mod (BN/TN))·TN`; `None`
     /// for a warp past the `(BM/TM) × (BN/TN)` grid (a block with more
@@ -1376,15 +1436,16 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
         (w < per_row * per_col).then(|| ((w / per_row) * TM, (w % per_row) * TN))
     }
 
-    /// This warp's tile: block (y, x) owns the `BM × BN` tile at
-    /// `(y·BM, x·BN)` of batch `z` ([`OutMatrix::batch`]; the whole matrix
-    /// for a plain binding), and the warp the `TM × TN` part of it at
-    /// [`warp_offset`](Self::warp_offset), clipped to the batch; `None` if
-    /// the warp has no warp tile or its tile starts outside the batch.
-    /// Coordinates are the batch's.
+    /// This warp's tile: the block owns the `BM × BN` tile at
+    /// [`block_origin`](Self::block_origin) of batch `z`
+    /// ([`OutMatrix::batch`]; the whole matrix for a plain binding), and the
+    /// warp the `TM × TN` part of it at [`warp_offset`](Self::warp_offset),
+    /// clipped to the batch; `None` if the warp has no warp tile or its tile
+    /// starts outside the batch. Coordinates are the batch's.
     ///
     /// Disjoint for any grid and block shape: batches share no element
-    /// (distinct z), block tiles of a batch are disjoint (distinct (y, x)),
+    /// (distinct z), block tiles of a batch are disjoint (distinct (y, x),
+    /// and [`grouped_block`] is one-to-one on the grid),
     /// `w ↦ (w / (BN/TN), w mod (BN/TN))` is one-to-one on the
     /// `(BM/TM)·(BN/TN)` warps that get a tile (warp ids are distinct within
     /// the block), and those warp tiles partition the block tile (`TM | BM`,
@@ -1396,7 +1457,16 @@ impl<'a, T: Copy, const BM: usize, const BN: usize, const TM: usize, const TN: u
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
         let (dr, dc) = self.warp_offset()?;
         // The block tile's corner, then the warp's inside it.
-        let (brow, bcol, brows, bcols) = self.block_tile(BM, BN)?;
+        let b = thread::block_idx();
+        let (ty, tx) = grouped_block(b, thread::grid_dim(), G);
+        let (brow, bcol, brows, bcols) = tile_in(
+            u64::from(ty),
+            u64::from(tx),
+            BM,
+            BN,
+            self.batch().1,
+            self.cols,
+        )?;
         if dr >= brows || dc >= bcols {
             return None;
         }
@@ -1473,5 +1543,48 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
                 f(v, &mut slot);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grouped_block;
+    use crate::Dim3;
+
+    /// Every block of a grid takes a distinct tile of it (a bijection), for
+    /// bands that divide the rows and ones that do not; `g ≤ 1` and grids
+    /// of more than 2³² blocks keep the launch order; and the order is the
+    /// banded one: consecutive blocks walk down a band's rows first.
+    #[test]
+    fn grouped_block_is_a_bijection_walking_bands_of_rows() {
+        for (gy, gx) in [(1, 1), (1, 7), (7, 1), (8, 8), (13, 5), (17, 32), (64, 3)] {
+            for g in [0, 1, 2, 3, 8, 16, 100] {
+                let grid = Dim3::new(gx, gy, 1);
+                let mut seen = vec![false; (gx * gy) as usize];
+                for y in 0..gy {
+                    for x in 0..gx {
+                        let (ty, tx) = grouped_block(Dim3::new(x, y, 0), grid, g);
+                        assert!(ty < gy && tx < gx, "{gy}×{gx} g={g}: ({y},{x}) -> ({ty},{tx})");
+                        let i = (ty * gx + tx) as usize;
+                        assert!(!seen[i], "{gy}×{gx} g={g}: tile ({ty},{tx}) twice");
+                        seen[i] = true;
+                        if g <= 1 {
+                            assert_eq!((ty, tx), (y, x));
+                        }
+                    }
+                }
+            }
+        }
+        // 13 rows in bands of 8: blocks 0..8 take column 0 of rows 0..8,
+        // block 8 column 1; the last band (rows 8..13) walks 5 rows.
+        let grid = Dim3::new(4, 13, 1);
+        let at = |l: u32| grouped_block(Dim3::new(l % 4, l / 4, 0), grid, 8);
+        assert_eq!((0..9).map(at).collect::<Vec<_>>()[..], [
+            (0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (0, 1)
+        ]);
+        assert_eq!([at(32), at(36), at(37)], [(8, 0), (12, 0), (8, 1)]);
+        // 2^16 × 2^16 blocks overflow 32 bits: the launch order is kept.
+        let huge = Dim3::new(1 << 16, 1 << 16, 1);
+        assert_eq!(grouped_block(Dim3::new(5, 9, 0), huge, 8), (9, 5));
     }
 }

@@ -68,7 +68,7 @@ pub mod depthwise;
 pub use depthwise::*;
 
 use crate::gemm::tensor::{
-    self, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
+    self, BLOCK_BANDS, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
 };
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
@@ -885,7 +885,7 @@ pub fn conv2d_nhwc_tc<
     x: Global<T>,
     w: Global<T>,
     bias: &[T],
-    mut y: OutMatrix<T, WarpGrid<BM, BN, WM, WN>>,
+    mut y: OutMatrix<T, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -895,7 +895,9 @@ pub fn conv2d_nhwc_tc<
     chans: u64,
     groups: u64,
 ) {
-    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, WM, WN, S, MI, NI>();
+    let (t, _) = tensor::enter_block_tile::<T, BM, BN, BK, WM, WN, S, MI, NI>();
+    // The block's tile, as its epilogue's map (`WarpGrid`) places it.
+    let (row0, col0) = y.block_origin();
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
     // The warp's tile in the block tile, by the map its epilogue writes
     // through (`WarpGrid`); with the checked block every warp has one.

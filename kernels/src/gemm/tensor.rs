@@ -44,8 +44,9 @@
 //! (the mixed f16 → bf16 and bf16 → f16 outputs keep the 64 × 64 tile only,
 //! to keep the PTX module smaller).
 //!
-//! Per block (`blockIdx = (x, y)` owns the `BM × BN` tile of `C` at
-//! `(y·BM, x·BN)`), k-steps of `BK` flow through an `S`-stage ring of
+//! Per block (each owns a `BM × BN` tile of `C`, at
+//! [`WarpGrid`]`::block_origin`: the blocks take the tiles in bands of
+//! [`BLOCK_BANDS`] tile rows, for L2 reuse), k-steps of `BK` flow through an `S`-stage ring of
 //! shared-memory buffers:
 //! 1. **load stage** (`load_tile`): the block copies the `op(A)` and
 //!    `op(B)` slices of a k-step into a stage, each in its stored
@@ -367,6 +368,14 @@ const _: () = assert!(
         && TF32_TILE_LARGE.stages == TL_S
 );
 
+/// The tensor-core kernels take their block tiles in bands of this many tile
+/// rows ([`WarpGrid`]'s `G`, [`warpforge_device::own::grouped_block`]):
+/// consecutive blocks walk down 8 row tiles, then the next column, so the
+/// 264 blocks an H100 holds at once (2 per SM) read 8 row panels of `A` and
+/// about 33 column panels of `B` per wave, where row-major order reads
+/// every column panel (64 at 8192²) with 4 row panels.
+pub const BLOCK_BANDS: usize = 8;
+
 /// Input element types of the tensor-core kernels: f16, bf16, and f32
 /// (rounded to tf32 as its fragments load).
 pub trait Input: MmaInput + Copy {
@@ -576,7 +585,9 @@ fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>
 /// threads which the thread → chunk and warp → tile maps assume (a uniform
 /// check: every thread traps alike, before any barrier). Returns this
 /// thread's index in the block and the origin `(blockIdx.y·BM,
-/// blockIdx.x·BN)` of the block's tile.
+/// blockIdx.x·BN)` of the block's tile in launch order (the NCHW
+/// convolution's; the kernels whose output map takes the tiles in bands read
+/// theirs from it: `WarpGrid::block_origin`).
 #[inline(always)]
 pub fn enter_block_tile<
     T,
@@ -1212,9 +1223,12 @@ pub fn gemm_tc<
     b: Global<TIn>,
     ldb: usize,
     stride_b: usize,
-    mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN>>,
+    mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS>>,
 ) {
-    let (t, (row0, col0)) = enter_block_tile::<TIn, BM, BN, BK, WM, WN, S, MI, NI>();
+    let (t, _) = enter_block_tile::<TIn, BM, BN, BK, WM, WN, S, MI, NI>();
+    // The block's tile, by the map its epilogue writes through: blocks in
+    // bands of `BLOCK_BANDS` tile rows (L2 reuse).
+    let (row0, col0) = c.block_origin();
     // Batch z (`blockIdx.z`), as in the SIMT kernel: A and B at z·stride_a
     // and z·stride_b, C the z-th of the host-bound batches (m rows each).
     let (_, m) = c.batch();

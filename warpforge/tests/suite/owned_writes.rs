@@ -152,6 +152,32 @@ fn own_warp_grid(
     }
 }
 
+/// As `own_warp_grid`, with the blocks taking their tiles in bands of 2 tile
+/// rows (`WarpGrid`'s `G`); each lane records its block's launch-order index
+/// `blockIdx.y·gridDim.x + blockIdx.x`, + 1, as the owner.
+#[kernel]
+fn own_warp_grid_banded(
+    mut count: OutMatrix<f32, WarpGrid<32, 48, 16, 16, 2>>,
+    mut owner: OutMatrix<f32, WarpGrid<32, 48, 16, 16, 2>>,
+) {
+    let (b, g) = (
+        warpforge_device::thread::block_idx(),
+        warpforge_device::thread::grid_dim(),
+    );
+    let block = (b.y * g.x + b.x) as f32;
+    let one = FragC::from_fn(|_, _| 1.0);
+    if let Some(mut tile) = count.tile() {
+        for sc in 0..3 {
+            tile.update_mma_c(0, sc, &one, |v, slot| slot.set(slot.get() + v));
+        }
+    }
+    if let Some(mut tile) = owner.tile() {
+        for sc in 0..3 {
+            tile.update_mma_c(0, sc, &one, |_, slot| slot.set(block + 1.0));
+        }
+    }
+}
+
 fn dims() -> impl Strategy<Value = (Dim3, Dim3)> {
     (
         (1u32..5, 1u32..3, 1u32..3),
@@ -279,7 +305,9 @@ proptest! {
     /// (block (y, x) of batch z < batches and z < gridDim.z, warp w < 6 at
     /// warp tile (w / 3, w mod 3), the lane that holds the element in the
     /// accumulator layout), nothing else (the gaps between batches and
-    /// rows stay 0).
+    /// rows stay 0); and with the blocks in bands of 2 tile rows (`G = 2`),
+    /// the same elements, each tile by the block the inverse of the bands'
+    /// order names.
     #[test]
     fn warp_grid_tiles_are_written_once_by_the_warp_that_owns_them(
         (gx, gy, gz) in (1u32..4, 1u32..4, 1u32..4),
@@ -354,6 +382,45 @@ proptest! {
             let w = at[e].map_or(0, |(_, r, c)| ((r % 32) / 16) * 3 + (c % 48) / 16);
             prop_assert_eq!(count[e], if owned { 1.0 } else { 0.0 }, "count at {} ({:?})", e, at[e]);
             prop_assert_eq!(owner[e], if owned { w as f32 + 1.0 } else { 0.0 }, "owner at {} ({:?})", e, at[e]);
+        }
+
+        // Banded (G = 2): the same elements, each once; tile (ty, tx) is
+        // taken by the block the bands' order puts there. The reference
+        // inverts that order: tile row ty is in band ty / 2 of h rows, and
+        // the band's blocks go down its h rows, column by column.
+        let mut count = dev.alloc_zeroed::<f32>(len).unwrap();
+        let mut owner = dev.alloc_zeroed::<f32>(len).unwrap();
+        dev.launch(
+            own_warp_grid_banded,
+            LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(threads)),
+            (
+                count.batched_matrix_mut(rows, cols, stride, batches, batch_stride).unwrap(),
+                owner.batched_matrix_mut(rows, cols, stride, batches, batch_stride).unwrap(),
+            ),
+        )
+        .unwrap();
+        let (count, owner) = (count.to_host().unwrap(), owner.to_host().unwrap());
+        for e in 0..len {
+            let owned = at[e].is_some_and(|(b, r, c)| {
+                let w = ((r % 32) / 16) * 3 + (c % 48) / 16;
+                let lane = lane_of[r % 16][c % 8];
+                b < gz as usize
+                    && r / 32 < gy as usize
+                    && c / 48 < gx as usize
+                    && w < warps.min(6)
+                    && 32 * w as u32 + lane < threads
+            });
+            let want = match at[e] {
+                Some((_, r, c)) if owned => {
+                    let (ty, tx, gy, gx) = (r / 32, c / 48, gy as usize, gx as usize);
+                    let first = ty / 2 * 2;
+                    let h = (gy - first).min(2);
+                    (first * gx + tx * h + (ty - first)) as f32 + 1.0
+                }
+                _ => 0.0,
+            };
+            prop_assert_eq!(count[e], if owned { 1.0 } else { 0.0 }, "banded count at {} ({:?})", e, at[e]);
+            prop_assert_eq!(owner[e], want, "banded owner at {} ({:?})", e, at[e]);
         }
     }
 

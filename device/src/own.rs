@@ -1564,7 +1564,10 @@ mod tests {
                 for y in 0..gy {
                     for x in 0..gx {
                         let (ty, tx) = grouped_block(Dim3::new(x, y, 0), grid, g);
-                        assert!(ty < gy && tx < gx, "{gy}×{gx} g={g}: ({y},{x}) -> ({ty},{tx})");
+                        assert!(
+                            ty < gy && tx < gx,
+                            "{gy}×{gx} g={g}: ({y},{x}) -> ({ty},{tx})"
+                        );
                         let i = (ty * gx + tx) as usize;
                         assert!(!seen[i], "{gy}×{gx} g={g}: tile ({ty},{tx}) twice");
                         seen[i] = true;
@@ -1579,9 +1582,20 @@ mod tests {
         // block 8 column 1; the last band (rows 8..13) walks 5 rows.
         let grid = Dim3::new(4, 13, 1);
         let at = |l: u32| grouped_block(Dim3::new(l % 4, l / 4, 0), grid, 8);
-        assert_eq!((0..9).map(at).collect::<Vec<_>>()[..], [
-            (0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (0, 1)
-        ]);
+        assert_eq!(
+            (0..9).map(at).collect::<Vec<_>>()[..],
+            [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (3, 0),
+                (4, 0),
+                (5, 0),
+                (6, 0),
+                (7, 0),
+                (0, 1)
+            ]
+        );
         assert_eq!([at(32), at(36), at(37)], [(8, 0), (12, 0), (8, 1)]);
         // 2^16 × 2^16 blocks overflow 32 bits: the launch order is kept.
         let huge = Dim3::new(1 << 16, 1 << 16, 1);

@@ -68,7 +68,7 @@ pub mod depthwise;
 pub use depthwise::*;
 
 use crate::gemm::tensor::{
-    self, BLOCK_BANDS, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
+    self, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
 };
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
@@ -885,7 +885,7 @@ pub fn conv2d_nhwc_tc<
     x: Global<T>,
     w: Global<T>,
     bias: &[T],
-    mut y: OutMatrix<T, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS>>,
+    mut y: OutMatrix<T, WarpGrid<BM, BN, WM, WN>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -896,7 +896,11 @@ pub fn conv2d_nhwc_tc<
     groups: u64,
 ) {
     let (t, _) = tensor::enter_block_tile::<T, BM, BN, BK, WM, WN, S, MI, NI>();
-    // The block's tile, as its epilogue's map (`WarpGrid`) places it.
+    // The block's tile, as its epilogue's map (`WarpGrid`) places it: in
+    // launch order, not in the GEMM's bands (`BLOCK_BANDS`). A layer's grid
+    // is 1–4 channel tiles wide, so consecutive blocks already share their
+    // gathered pixels; on an H100 the bands made the ResNet-50 3 × 3 layers
+    // 4–7 % slower (2026-11-27, docs/gpu-results/2026-11-27-h100-bands).
     let (row0, col0) = y.block_origin();
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
     // The warp's tile in the block tile, by the map its epilogue writes

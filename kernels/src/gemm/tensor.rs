@@ -39,7 +39,7 @@
 //! bytes, 4 cycles of an SM's 128 bytes per cycle, about what two
 //! `m16n8k16` take), and its 128 × 128 block tile reads half the global
 //! bytes of a 64 × 64 one. Its 128 threads hold 128 accumulators each
-//! (228–242 registers, no spills), so 2 blocks run per SM, and one block's
+//! (223–242 registers, no spills), so 2 blocks run per SM, and one block's
 //! barrier leaves the other's warps issuing. It is instantiated for the pairs whose output is f32 or the input type
 //! (the mixed f16 → bf16 and bf16 → f16 outputs keep the 64 × 64 tile only,
 //! to keep the PTX module smaller).
@@ -93,8 +93,8 @@
 //! the path is uniform over the block (ptxas then needs no WARPSYNC at the
 //! barrier), and each unchecked access is a method of a value only its check
 //! makes. The k-tile loop is then its `cp.async`s, a wait, a barrier, the
-//! `ldmatrix`s and the `mma`s: 2.3 instructions per HMMA for the 128 × 128
-//! tile, 3.5 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
+//! `ldmatrix`s and the `mma`s: 2.1 instructions per HMMA for the 128 × 128
+//! tile, 3.6 for the 64 × 64 (sm_90; `cli/sass-budget.toml` holds the
 //! limits). Its stages differ from the guarded path's in two ways: 16-bit
 //! rows are unpadded with their 16-byte chunks XOR-swizzled
 //! ([`ChunkPlacement`], as CUTLASS/CuTe lay out `ldmatrix` tiles), so neither

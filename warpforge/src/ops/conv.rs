@@ -509,7 +509,7 @@ impl Conv2d {
     }
 
     /// Pins the NHWC f16/bf16 implicit GEMM's tile: [`TileConfig::Small`]
-    /// (64 × 64) or [`TileConfig::Large`] (128 × 128, 256 threads) instead
+    /// (64 × 64) or [`TileConfig::Large`] (128 × 128, 128 threads) instead
     /// of [`large_tile`](Self::large_tile)'s choice. Large is refused
     /// (`Error::InvalidParameter`, naming `tile`) where no large kernel runs:
     /// f32, NCHW. Other algorithms ignore it.
@@ -786,7 +786,7 @@ impl Conv2d {
     }
 
     /// The NHWC implicit GEMM's large tile (128 output pixels × 128 output
-    /// channels, 256 threads), its kernel and `(BM, BN, threads)`, where `T`
+    /// channels, 128 threads), its kernel and `(BM, BN, threads)`, where `T`
     /// has one and the layer fills it: NHWC, at least 128 output channels
     /// per group (the tile's columns), and a grid of at least 128 large
     /// blocks (about one per SM of the GPUs warpforge targets; fewer would

@@ -39,6 +39,25 @@ pub fn unroll(n: usize, mut f: impl FnMut(usize)) {
     }
 }
 
+/// Calls `f(i, j)` for every `i < m` and `j < n`, row by row, each loop
+/// written out as by [`unroll`]: a warp tile's `MI × NI` fragments, each a
+/// constant index (an indexed loop over them would move them to local
+/// memory).
+#[inline(always)]
+pub fn unroll2(m: usize, n: usize, mut f: impl FnMut(usize, usize)) {
+    unroll(
+        m,
+        #[inline(always)]
+        |i| {
+            unroll(
+                n,
+                #[inline(always)]
+                |j| f(i, j),
+            )
+        },
+    );
+}
+
 /// `[f(0), f(1), …, f(N − 1)]`, the calls written out as by [`unroll`]
 /// (`core::array::from_fn`'s loop may stay rolled for 8 elements, and an
 /// array indexed in a loop leaves the registers for local memory).
@@ -62,6 +81,16 @@ mod tests {
             let mut seen = Vec::new();
             super::unroll(n, |i| seen.push(i));
             assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn unroll2_calls_each_pair_once_row_by_row() {
+        for (m, n) in [(0, 3), (3, 0), (1, 1), (4, 8), (8, 2), (5, 7)] {
+            let mut seen = Vec::new();
+            super::unroll2(m, n, |i, j| seen.push((i, j)));
+            let want: Vec<_> = (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).collect();
+            assert_eq!(seen, want, "{m} × {n}");
         }
     }
 

@@ -76,7 +76,7 @@ use warpforge_device::mma::{
 };
 use warpforge_device::own::{Elements, MicroTiles, WarpGrid, WarpTiles};
 use warpforge_device::shared::{self, SharedArray, SharedElement};
-use warpforge_device::unroll::unroll;
+use warpforge_device::unroll::{unroll, unroll2};
 use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
 use warpforge_device::{mma, num};
 use warpforge_macros::kernel;
@@ -955,29 +955,24 @@ pub fn conv2d_nhwc_tc<
     let (lane, bias_base) = (thread::lane_id(), gr * g.kg);
     // Bias and ReLU in f32 on a copy of each fragment (its element i is at
     // `c_coord(lane, i)`, so its column and bias are known), then one
-    // rounding per element through the owned view. Written out (`unroll`):
+    // rounding per element through the owned view. Written out (`unroll2`):
     // every accumulator a constant index, so they stay in registers.
-    unroll(
+    unroll2(
         MI,
+        NI,
         #[inline(always)]
-        |mi| {
-            unroll(
-                NI,
-                #[inline(always)]
-                |ni| {
-                    let mut done = acc[mi][ni];
-                    for (i, v) in done.regs.iter_mut().enumerate() {
-                        let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
-                        let b = if g.bias {
-                            read(bias, bias_base + col)
-                        } else {
-                            0.0
-                        };
-                        *v = g.finish(*v, b);
-                    }
-                    out.store_mma_c(mi, ni, &done, T::from_f32);
-                },
-            )
+        |mi, ni| {
+            let mut done = acc[mi][ni];
+            for (i, v) in done.regs.iter_mut().enumerate() {
+                let col = tile_col + ni * mma::N + mma::c_coord(lane, i).1;
+                let b = if g.bias {
+                    read(bias, bias_base + col)
+                } else {
+                    0.0
+                };
+                *v = g.finish(*v, b);
+            }
+            out.store_mma_c(mi, ni, &done, T::from_f32);
         },
     );
 }

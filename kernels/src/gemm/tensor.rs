@@ -89,7 +89,7 @@
 //! lane's fragment loads are [`StageWindow`]s (the lane's `ldmatrix` start
 //! computed and clamped once per layout, each load the stage's address plus
 //! a constant, `ldmatrix.x4` for B too, two fragments a load); the k-slice
-//! and fragment loops are written out ([`unroll`]). Every check that picks
+//! and fragment loops are written out ([`unroll()`]). Every check that picks
 //! the path is uniform over the block (ptxas then needs no WARPSYNC at the
 //! barrier), and each unchecked access is a method of a value only its check
 //! makes. The k-tile loop is then its `cp.async`s, a wait, a barrier, the
@@ -129,7 +129,7 @@ use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
-use warpforge_device::unroll::{self, unroll};
+use warpforge_device::unroll::{self, unroll, unroll2};
 use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
 use warpforge_macros::kernel;
 
@@ -872,7 +872,7 @@ impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
 /// warp's fragment loads ([`StageWindow`]) computed and checked once, so
 /// that a k-step is its `cp.async`s, a wait, a barrier, the `ldmatrix`s at
 /// constant offsets from the stage and the `mma`s, every loop over k-slices
-/// and fragments written out ([`unroll`]). `ktiles ≤ u32::MAX`.
+/// and fragments written out ([`unroll()`]). `ktiles ≤ u32::MAX`.
 #[inline(always)]
 pub fn pipeline_interior<
     TIn: Input + SharedElement,
@@ -1037,7 +1037,7 @@ impl<
 }
 
 /// `acc[mi][ni] += fa[mi]·fb[ni]` for every pair: the warp tile's `MI · NI`
-/// `mma`s, written out ([`unroll`]) so that every accumulator is a constant
+/// `mma`s, written out ([`unroll2`]) so that every accumulator is a constant
 /// index, which keeps them in registers (an indexed loop would put all of
 /// them in local memory).
 #[inline(always)]
@@ -1046,16 +1046,11 @@ fn mma_all<TIn: Input, const MI: usize, const NI: usize>(
     fa: &[FragA<TIn>; MI],
     fb: &[FragB<TIn>; NI],
 ) {
-    unroll(
+    unroll2(
         MI,
+        NI,
         #[inline(always)]
-        |mi| {
-            unroll(
-                NI,
-                #[inline(always)]
-                |ni| acc[mi][ni] = mma::mma(fa[mi], fb[ni], acc[mi][ni]),
-            )
-        },
+        |mi, ni| acc[mi][ni] = mma::mma(fa[mi], fb[ni], acc[mi][ni]),
     );
 }
 
@@ -1267,29 +1262,24 @@ pub fn gemm_tc<
     let Some(mut out) = c.tile() else {
         return;
     };
-    // Written out (`unroll`): every accumulator a constant index, so they
+    // Written out (`unroll2`): every accumulator a constant index, so they
     // stay in registers (a loop indexing them would put them in local
     // memory: 512 bytes of stack for a 64 × 64 warp tile).
-    unroll(
+    unroll2(
         MI,
+        NI,
         #[inline(always)]
-        |mi| {
-            unroll(
-                NI,
-                #[inline(always)]
-                |ni| {
-                    out.update_mma_c(mi, ni, &acc[mi][ni], |v, d| {
-                        let prod = alpha * v;
-                        // beta = 0: C is never read (NaN there must not leak).
-                        let r = if beta == 0.0 {
-                            prod
-                        } else {
-                            num::fma_f32(beta, d.get().to_f32(), prod)
-                        };
-                        d.set(TOut::from_f32(r));
-                    })
-                },
-            )
+        |mi, ni| {
+            out.update_mma_c(mi, ni, &acc[mi][ni], |v, d| {
+                let prod = alpha * v;
+                // beta = 0: C is never read (NaN there must not leak).
+                let r = if beta == 0.0 {
+                    prod
+                } else {
+                    num::fma_f32(beta, d.get().to_f32(), prod)
+                };
+                d.set(TOut::from_f32(r));
+            })
         },
     );
 }

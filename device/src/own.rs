@@ -850,8 +850,8 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
 impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
     /// The `tm × tn` tile at (`blockIdx.y·tm`, `blockIdx.x·tn`) of this
     /// block's batch ([`batch`](Self::batch)), clipped to it: `(row0, col0,
-    /// rows, cols)`, if it starts inside. The block tiles of the tile
-    /// mappings ([`BlockTiles`], [`MicroTiles`], [`WarpGrid`]).
+    /// rows, cols)`, if it starts inside. The block tiles of [`BlockTiles`]
+    /// and [`MicroTiles`] ([`WarpGrid`] places its own: its bands).
     #[inline(always)]
     fn block_tile(&self, tm: usize, tn: usize) -> Option<(usize, usize, usize, usize)> {
         let b = thread::block_idx();

@@ -839,7 +839,7 @@ const TC_NI: usize = TC_WN / mma::N;
 /// small tile's 2) and feeds 8 times the `mma`s; each warp loads a quarter
 /// of the fragments per `mma` of the small tile's. For layers of at least
 /// 128 output channels per group.
-pub const TC_CONV_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 64, 4);
+pub const TC_CONV_TILE_LARGE: MmaTile = tensor::TC_TILE_LARGE;
 const _: () =
     assert!(TC_CONV_TILE_LARGE.is_valid() && TC_CONV_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
 const TL_M: usize = TC_CONV_TILE_LARGE.m;

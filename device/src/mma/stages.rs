@@ -969,27 +969,34 @@ impl<T: SharedElement + MmaInput> PanelCopies<'_, T> {
     }
 }
 
-/// Proof, from one check, that a [`Global`] buffer starts 16-byte aligned: so
-/// each of its 16-byte chunks (elements `8·j ..` for 16-bit types, `4·j ..`
-/// for f32) is aligned, and a gather that computes its chunks' indices per
-/// tile ([`GatherCopy`]) needs no alignment check per chunk.
+/// Proof, from one check, that a [`Global`] buffer starts 16-byte aligned
+/// and that its 16-byte chunks (elements `8·j ..` for 16-bit types, `4·j ..`
+/// for f32) are numbered by a `u32`: a gather that computes its chunks'
+/// numbers per tile ([`GatherCopy`]) needs no alignment check per chunk (a
+/// chunk number is aligned by construction) and one 32-bit comparison for
+/// its bounds.
 #[derive(Clone, Copy)]
 pub struct AlignedChunks<'a, T> {
     src: Global<'a, T>,
-    /// One past the last element a chunk may start at: `len − chunk + 1`, or
-    /// 0 when no chunk fits.
-    starts: usize,
+    /// The buffer's whole chunks: `len / chunk`.
+    chunks: u32,
 }
 
 impl<'a, T: SharedElement> AlignedChunks<'a, T> {
-    /// The proof for `src`, if it starts 16-byte aligned (an empty buffer
-    /// too: it has no chunk to read).
+    /// The proof for `src`, if it starts 16-byte aligned and has fewer than
+    /// 2³² chunks (an empty buffer too: it has no chunk to read).
     #[inline(always)]
     pub fn check(src: Global<'a, T>) -> Option<Self> {
         let size = core::mem::size_of::<T>();
         let fits = size != 0 && 16 % size == 0 && (src.as_ptr() as usize).is_multiple_of(16);
-        let starts = (src.len() + 1).saturating_sub(16 / size.max(1));
-        fits.then_some(AlignedChunks { src, starts })
+        let chunks = u32::try_from(src.len() / (16 / size.max(1))).ok()?;
+        fits.then_some(AlignedChunks { src, chunks })
+    }
+
+    /// The buffer's whole 16-byte chunks.
+    #[inline(always)]
+    pub fn chunks(&self) -> u32 {
+        self.chunks
     }
 }
 
@@ -1090,13 +1097,14 @@ impl<T: SharedElement> GatherCopy<T> {
     }
 
     /// If `issue`, starts filling this thread's chunk `i` (of
-    /// [`chunks`](Self::chunks)) of `stage`: by `cp.async` from the 16 bytes
-    /// at element `at` of `src` if `at` is `Some`, a whole chunk of it and
-    /// inside it, else with zeros (reading nothing). Lands at the thread's
-    /// wait, as [`super::cp_async_16`]'s copies; uniform `issue` keeps the
-    /// block's groups in step. An `at` that is not a chunk boundary or runs
-    /// past `src` is a bug in the kernel: zeros on the GPU, a fault on the
-    /// emulator.
+    /// [`chunks`](Self::chunks)) of `stage`: by `cp.async` from chunk
+    /// `chunk` of `src` (its elements `chunk · 16/size ..`) if `wanted` and
+    /// that chunk is inside `src`, else with zeros (reading nothing). Lands
+    /// at the thread's wait, as [`super::cp_async_16`]'s copies; uniform
+    /// `issue` keeps the block's groups in step. A wanted chunk past `src` is
+    /// a bug in the kernel: zeros on the GPU, a fault on the emulator. One
+    /// 32-bit comparison, no branch: a chunk number is aligned by
+    /// construction.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn copy_or_zero(
@@ -1104,38 +1112,39 @@ impl<T: SharedElement> GatherCopy<T> {
         stage: Stage,
         i: usize,
         src: &AlignedChunks<'_, T>,
-        at: Option<usize>,
+        chunk: u32,
+        wanted: bool,
         issue: bool,
     ) {
-        let size = core::mem::size_of::<T>();
-        let chunk = 16 / size;
-        // Branch-free (`&`, not `&&`): a whole chunk inside the buffer, or zeros.
-        let (a, wanted) = match at {
-            Some(a) => (a, true),
-            None => (0, false),
-        };
-        let ok = wanted & a.is_multiple_of(chunk) & (a < src.starts);
+        let elems = 16 / core::mem::size_of::<T>();
+        // Branch-free (`&`, not `&&`): a chunk inside the buffer, or zeros.
+        let ok = wanted & (chunk < src.chunks);
         #[cfg(not(target_arch = "nvptx64"))]
         assert!(
             !(issue && wanted) || ok,
-            "GatherCopy: chunk at element {a} of a buffer of {} is not a whole chunk inside it",
-            src.src.len()
+            "GatherCopy: chunk {chunk} of a buffer of {} elements ({} whole chunks) is not inside it",
+            src.src.len(),
+            src.chunks
         );
         // Clamped to this thread's chunks: `i` past them (a bug) refills the last.
         let i = (i as u32).min(self.chunks - 1);
         let to = self.ring.stage_offset(stage) + self.dst + i * self.dst_pass;
-        let to = self.ring.address(to, chunk, issue.then_some(true));
-        let from = src.src.as_ptr().wrapping_add(if ok { a } else { 0 });
+        let to = self.ring.address(to, elems, issue.then_some(true));
+        let from = src
+            .src
+            .as_ptr()
+            .wrapping_add(if ok { chunk as usize * elems } else { 0 });
         // SAFETY: destination: stage + dst + i·dst_pass + chunk ≤ (stages −
         // 1)·stage_len + base + (rows − 1)·stride + cols ≤ the ring's elements
         // (`gather_copy`, `stage_offset`, i < chunks), 16-byte aligned (the
         // ring's stages, `base`, `stride` and the chunk column are). Source:
-        // unless zero-filling (which reads nothing), elements at .. at + chunk
-        // of `src` (checked just above), in the global state space (`Global`'s
-        // invariant), 16-byte aligned (the buffer's start is, by
-        // `AlignedChunks::check`, and `at` is a multiple of 16 bytes). The
-        // shared bytes are written asynchronously, under the kernel's barrier
-        // discipline as with `cp_async_16`.
+        // unless zero-filling (which reads nothing), the 16 bytes of chunk
+        // `chunk` < len / chunk of `src` (checked just above): inside it, in
+        // the global state space (`Global`'s invariant), 16-byte aligned (the
+        // buffer's start is, by `AlignedChunks::check`, and the chunk starts
+        // a multiple of 16 bytes after it). The shared bytes are written
+        // asynchronously, under the kernel's barrier discipline as with
+        // `cp_async_16`.
         unsafe { arch::cp_async_16_zfill_at(to, from.cast(), !ok, issue) };
     }
 }

@@ -674,10 +674,18 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
                     .wrapping_mul(c)
                     .wrapping_add(self.pixel[i])
                     .wrapping_add(ch);
-                // No k-step left: a zero fill (reading nothing) if asked.
-                let at = (issue & inside).then_some(at as usize);
-                self.gather
-                    .copy_or_zero(stage, i, &self.x, at, issue | zero_rest);
+                // In 8-channel chunks: `C`, the chunk's first channel and
+                // `ch` are multiples of 8 (`C/G` of `BK`: checked), so `at`
+                // is a chunk's first element. Padding or no k-step left: a
+                // zero fill (reading nothing) if asked.
+                self.gather.copy_or_zero(
+                    stage,
+                    i,
+                    &self.x,
+                    at / 8,
+                    issue & inside,
+                    issue | zero_rest,
+                );
             },
         );
         if zero_rest {

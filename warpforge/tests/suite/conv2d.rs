@@ -410,6 +410,50 @@ fn tensor_core_nhwc_lean_gather_across_tiles() {
     }
 }
 
+/// The lean NHWC gather's tap walk over filter shapes: one tap, one row,
+/// one column, `R ≠ S`, dilated, 32 and 49 taps, each with padding on every
+/// side, uneven (so a chunk's taps inside the image are a different
+/// sub-rectangle at every edge), and strides; `K/G = 64`, so every block of
+/// the small tile takes the lean path (the emulator's per-launch path count
+/// says so). Exact against the reference on integer inputs: a tap's
+/// coordinates or chunk one off reads a wrong pixel or a zero.
+#[test]
+fn tensor_core_nhwc_lean_gather_filter_shapes() {
+    let dev = Device::emulator();
+    let pad = Padding {
+        top: 2,
+        bottom: 1,
+        left: 1,
+        right: 3,
+    };
+    for (r, s, stride, dil) in [
+        (1, 1, (1, 1), (1, 1)),
+        (1, 3, (1, 2), (1, 1)),
+        (3, 1, (2, 1), (1, 1)),
+        (2, 5, (1, 1), (2, 1)),
+        (5, 3, (2, 2), (1, 2)),
+        (4, 8, (1, 1), (1, 1)),
+        (7, 7, (1, 1), (1, 1)),
+    ] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, 32, 9, 11], [64, 32, r, s])
+            .padding(pad)
+            .stride(stride.0, stride.1)
+            .dilation(dil.0, dil.1)
+            .tile(TileConfig::Small);
+        // One block per 64 output pixels (`N·P·Q` rows; `K/G` one column tile).
+        let pixels = conv.output_dims().unwrap().iter().product::<usize>() / 64;
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<f16>(&dev, &conv, true, 41)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::ImplicitGemm);
+        assert_eq!(
+            profiles[0].paths,
+            vec![("lean".to_owned(), pixels.div_ceil(64) as u64)],
+            "{r} x {s}, stride {stride:?}, dilation {dil:?}: blocks per path"
+        );
+    }
+}
+
 /// The large NHWC tile: picked for layers of at least 128 output channels
 /// per group whose grid has at least 128 large blocks (ResNet-50's res3
 /// 3 × 3 layer at batch 32: 196), else the small tile (res2: 64 channels;

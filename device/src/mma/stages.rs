@@ -992,12 +992,6 @@ impl<'a, T: SharedElement> AlignedChunks<'a, T> {
         let chunks = u32::try_from(src.len() / (16 / size.max(1))).ok()?;
         fits.then_some(AlignedChunks { src, chunks })
     }
-
-    /// The buffer's whole 16-byte chunks.
-    #[inline(always)]
-    pub fn chunks(&self) -> u32 {
-        self.chunks
-    }
 }
 
 /// One thread's chunks of a stage slice whose sources the kernel computes per

@@ -612,27 +612,69 @@ impl<T: Input + Element> TileSource<T> for Im2colNhwcTc<'_, T> {
 /// [`nhwc_lean_main_loop`] (2 for the 64 × 64 × 32 tile's 128 threads).
 const MAX_CHUNKS: usize = 4;
 
+/// The filter taps `first..end` (of `taps`) whose row (or column) `at +
+/// tap·dil` lies in `0..len`: a range, as `at + tap·dil` grows with `tap`.
+#[inline(always)]
+fn inside_range(at: isize, dil: usize, len: usize, taps: usize) -> (usize, usize) {
+    let dil = dil.max(1) as isize;
+    // The taps before `x` (those whose `tap·dil < x`): ⌈x / dil⌉ for x > 0.
+    let before = |x: isize| if x <= 0 { 0 } else { (x + dil - 1) / dil };
+    let first = before(-at).min(taps as isize) as usize;
+    let end = before(len as isize - at).min(taps as isize) as usize;
+    (first, end.max(first))
+}
+
+/// The bits `r·S + s` of the taps inside both ranges (rows `r`, columns
+/// `s`), for `R·S ≤ 32`: the columns' bits repeated once per filter row
+/// (no carries: each copy is below `2^S`), masked to the rows'. No loop.
+#[inline(always)]
+fn tap_bits(rows: (usize, usize), cols: (usize, usize), s: usize) -> u64 {
+    let span = |(first, end): (usize, usize), width: usize| {
+        ((1u64 << (end * width)) - 1) & !((1u64 << (first * width)) - 1)
+    };
+    // 1 at bit r·S for each row r < 32 / S.
+    let s = s.max(1);
+    let repeat = span((0, 32 / s), s)
+        .checked_div((1u64 << s) - 1)
+        .unwrap_or(0);
+    (span(cols, 1) * repeat) & span(rows, s)
+}
+
+/// The most filter taps `R·S` of the lean NHWC gather: each chunk keeps
+/// which taps read inside the image as the bits of one `u32`.
+const MAX_TAPS: usize = 32;
+
 /// One thread's fill of each stage of [`nhwc_lean_main_loop`]: its chunks of
-/// the gathered `A` and its copies of the weights' `B`.
+/// the gathered `A` and its copies of the weights' `B`. A chunk's source is
+/// a number of 8-channel chunks of the input: its own `base` (once per
+/// thread) plus the k-step's `offset` (once per k-step, uniform over the
+/// block); whether it reads inside the image is one bit of its `taps`, the
+/// k-step's `tap_bit` — per chunk and k-step one add and one test, no
+/// multiply and no comparison of coordinates.
 struct NhwcFill<'a, T> {
     x: AlignedChunks<'a, T>,
     gather: GatherCopy<T>,
     weights: PanelCopy<'a, T>,
-    /// Per chunk: the first input row and column it reads (wrapping below
-    /// 0: far past the image); the element of its first channel at input
-    /// pixel (0, 0) of its image.
-    first_in: [(u32, u32); MAX_CHUNKS],
-    pixel: [u32; MAX_CHUNKS],
-    /// `(H, W, C, C/G)`, the dilations, the filter's columns, the channels
-    /// per k-step (`BK`).
-    size: (u32, u32, u32, u32),
-    dil: (u32, u32),
-    taps_s: u32,
-    step: u32,
-    /// The next k-step's filter tap `(r, s)` and first channel (uniform over
-    /// the block), and the k-steps left.
-    next: (u32, u32, u32),
+    /// Per chunk: the input chunk its channels would read at filter tap
+    /// (0, 0) (wrapping below 0 where that pixel is in the padding), and its
+    /// taps that read inside the image (bit `r·S + s`).
+    base: [u32; MAX_CHUNKS],
+    taps: [u32; MAX_CHUNKS],
+    /// The next k-step (uniform over the block): its input chunks' offset
+    /// from `base`, its tap's bit, its k-steps left in that tap (1: the
+    /// tap's last) and its tap's filter column; then the k-steps left.
+    offset: u32,
+    tap_bit: u32,
+    in_tap: u32,
+    s: u32,
     left: u32,
+    /// The k-steps per tap (`C/G / BK`), the filter's columns, and the
+    /// change of `offset` to the next k-step (`BK / 8` chunks), plus, after
+    /// a tap's last, what takes it to the next column's tap instead, plus,
+    /// after a row's last tap, what takes it to the next row's first.
+    per_tap: u32,
+    taps_s: u32,
+    step: (u32, u32, u32),
 }
 
 impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
@@ -645,6 +687,22 @@ impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
     fn prime(&mut self, stage: Stage) {
         self.gather(stage, true);
     }
+
+    /// The default prologue, its closure inlined by force: where LLVM
+    /// declined (this fill is large), `&mut self` escaped into the calls and
+    /// the whole gather state went to local memory for the k-loop (272
+    /// bytes of stack). The GEMMs keep the default, which LLVM inlines.
+    #[inline(always)]
+    fn prime_ring<U: SharedElement, const S: usize>(&mut self, ring: &StageRing<U>) {
+        unroll(
+            S,
+            #[inline(always)]
+            |s| {
+                self.prime(ring.stage(s));
+                warpforge_device::mma::cp_async_commit();
+            },
+        );
+    }
 }
 
 impl<T: Input + SharedElement> NhwcFill<'_, T> {
@@ -653,9 +711,6 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
     #[inline(always)]
     fn gather(&mut self, stage: Stage, zero_rest: bool) {
         let issue = self.left > 0;
-        let (h, w, c, cg) = self.size;
-        let (r, s, ch) = self.next;
-        let (dh, dw) = (r.wrapping_mul(self.dil.0), s.wrapping_mul(self.dil.1));
         // Over a constant count, so the per-chunk arrays stay in registers.
         unroll(
             MAX_CHUNKS,
@@ -664,25 +719,15 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
                 if i >= self.gather.chunks() {
                     return;
                 }
-                let (ih, iw) = (
-                    self.first_in[i].0.wrapping_add(dh),
-                    self.first_in[i].1.wrapping_add(dw),
-                );
-                // `&`, not `&&`: predicates, not branches.
-                let inside = (ih < h) & (iw < w);
-                let at = (ih.wrapping_mul(w).wrapping_add(iw))
-                    .wrapping_mul(c)
-                    .wrapping_add(self.pixel[i])
-                    .wrapping_add(ch);
-                // In 8-channel chunks: `C`, the chunk's first channel and
-                // `ch` are multiples of 8 (`C/G` of `BK`: checked), so `at`
-                // is a chunk's first element. Padding or no k-step left: a
-                // zero fill (reading nothing) if asked.
+                // Padding (the tap's pixel outside the image) or no k-step
+                // left: zeros (reading nothing), if asked.
+                let inside = self.taps[i] & self.tap_bit != 0;
+                let chunk = self.base[i].wrapping_add(self.offset);
                 self.gather.copy_or_zero(
                     stage,
                     i,
                     &self.x,
-                    at / 8,
+                    chunk,
                     issue & inside,
                     issue | zero_rest,
                 );
@@ -693,34 +738,48 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
         } else {
             self.weights.copy_next(stage);
         }
-        // BK channels on; after the group's last channel, the next tap.
-        let ch = ch.wrapping_add(self.step);
-        let next_s = ch == cg;
-        let s = s + next_s as u32;
-        let next_r = s == self.taps_s;
-        self.next = (
-            r + next_r as u32,
-            if next_r { 0 } else { s },
-            if next_s { 0 } else { ch },
+        // BK channels on; after a tap's last channels, the next tap: the next
+        // column's, or after the row's last, the next row's first. As masks,
+        // not selects of two of `self`'s fields.
+        let next_s = self.in_tap == 1;
+        let next_r = next_s & (self.s + 1 == self.taps_s);
+        let (mask_s, mask_r) = (
+            0u32.wrapping_sub(next_s as u32),
+            0u32.wrapping_sub(next_r as u32),
         );
+        let (step, to_col, to_row) = self.step;
+        self.offset = self
+            .offset
+            .wrapping_add(step)
+            .wrapping_add(mask_s & to_col)
+            .wrapping_add(mask_r & to_row);
+        self.tap_bit <<= next_s as u32;
+        // On a tap's last k-step `in_tap − 1` is 0.
+        self.in_tap = self
+            .in_tap
+            .wrapping_sub(1)
+            .wrapping_add(mask_s & self.per_tap);
+        self.s = self.s.wrapping_add(next_s as u32) & !mask_r;
         self.left = self.left.saturating_sub(1);
     }
 }
 
 /// The implicit-GEMM NHWC convolution's lean main loop
 /// ([`tensor::pipeline_interior`]): `A`'s im2col rows gathered by
-/// [`GatherCopy`](warpforge_device::mma::GatherCopy) — each thread's output pixels (`n`, the first input row and
-/// column) computed once, the filter tap `(r, s)` and first channel of each
-/// k-step advanced once per step for the block, each 16-byte chunk of 8
-/// channels copied by `cp.async` when its pixel is inside the image and
-/// zero-filled in the padding, predicated (no branch, no check that can
-/// fail) — and `B`, the weights, as the GEMM's
+/// [`GatherCopy`](warpforge_device::mma::GatherCopy) as [`NhwcFill`] walks
+/// them — each thread's chunks' input chunk at tap (0, 0) and the taps that
+/// read inside the image computed once, the k-step's offset and tap bit
+/// advanced once per step for the block, each 16-byte chunk of 8 channels
+/// copied by `cp.async` when its tap reads inside the image and zero-filled
+/// in the padding, predicated (no branch, no check that can fail) — and
+/// `B`, the weights, as the GEMM's
 /// [`InteriorPanel`](warpforge_device::mma::InteriorPanel) copies.
 /// `None` (before any barrier: the checks are uniform over the block) unless
-/// every k-step is one tap's channels (`C/G` a multiple of `BK`, so the
-/// chunks of a k-step share a tap, and 16-byte aligned where the input is),
-/// the input starts 16-byte aligned and indexes in 32 bits, and the block's
-/// weights are an interior panel.
+/// every k-step is one tap's channels (`C/G` a non-zero multiple of `BK`, so
+/// the chunks of a k-step share a tap, and whole 16-byte chunks), the filter
+/// has at most [`MAX_TAPS`] taps, the input starts 16-byte aligned with its
+/// chunks numbered in 32 bits, and the block's weights are an interior
+/// panel.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn nhwc_lean_main_loop<
@@ -746,8 +805,9 @@ fn nhwc_lean_main_loop<
     let g = &a.g;
     let (pq, channels) = (g.p * g.q, g.cg * g.groups);
     let fits = g.cg.is_multiple_of(BK)
+        && g.cg >= BK
         && pq > 0
-        && a.x.len() <= u32::MAX as usize
+        && (1..=MAX_TAPS).contains(&(g.r * g.s))
         && ktiles <= u32::MAX as usize
         && NI.is_multiple_of(2);
     if !fits {
@@ -779,40 +839,65 @@ fn nhwc_lean_main_loop<
     if gather.chunks() > MAX_CHUNKS {
         return None;
     }
-    // Once per thread: each chunk's output pixel, its first input row and
-    // column (wrapping below 0 into the padding: a u32 far past the image)
-    // and the element of its first channel at input pixel (0, 0). 32-bit:
-    // the input's every index fits (checked). A chunk whose row is past the
-    // matrix (the last block row's) gathers the last row's pixel instead:
-    // in bounds, and its accumulators are never written (the epilogue's
-    // view ends at the matrix), so it needs no flag of its own — one
-    // register fewer per chunk.
-    let mut first_in = [(0u32, 0u32); MAX_CHUNKS];
-    let mut pixel = [0u32; MAX_CHUNKS];
-    unroll(MAX_CHUNKS, |i| {
-        if i >= gather.chunks() {
-            return;
-        }
-        let m = (row0 + gather.row(i)).min(a.rows.saturating_sub(1));
-        let (n, p, q) = (m / pq, (m % pq) / g.q, m % g.q);
-        first_in[i] = (
-            (p * g.stride_h).wrapping_sub(g.pad_top) as u32,
-            (q * g.stride_w).wrapping_sub(g.pad_left) as u32,
-        );
-        pixel[i] = (n * g.h * g.w * channels + a.c0 + gather.col()) as u32;
-    });
+    // Once per thread: each chunk's input chunk at tap (0, 0) and the taps
+    // that read inside the image. In 8-channel chunks of the input (`C` and
+    // the chunk's first channel are multiples of 8: checked), wrapping in 32
+    // bits: a tap inside the image reads a chunk of the input, whose every
+    // number fits (checked), so base + offset is exact there. A chunk whose
+    // row is past the matrix (the last block row's) gathers the last row's
+    // pixels instead: in bounds, and its accumulators are never written
+    // (the epilogue's view ends at the matrix).
+    let c8 = (channels / 8) as u32;
+    let (h, w) = (g.h as isize, g.w as isize);
+    let mut base = [0u32; MAX_CHUNKS];
+    let mut taps = [0u32; MAX_CHUNKS];
+    unroll(
+        MAX_CHUNKS,
+        #[inline(always)]
+        |i| {
+            if i >= gather.chunks() {
+                return;
+            }
+            let m = (row0 + gather.row(i)).min(a.rows.saturating_sub(1));
+            let (n, p, q) = (m / pq, (m % pq) / g.q, m % g.q);
+            let ih0 = (p * g.stride_h) as isize - g.pad_top as isize;
+            let iw0 = (q * g.stride_w) as isize - g.pad_left as isize;
+            let pixel = (n as isize * h + ih0) * w + iw0;
+            base[i] = (pixel as u32)
+                .wrapping_mul(c8)
+                .wrapping_add(((a.c0 + gather.col()) / 8) as u32);
+            let rows = inside_range(ih0, g.dil_h, g.h, g.r);
+            let cols = inside_range(iw0, g.dil_w, g.w, g.s);
+            taps[i] = tap_bits(rows, cols, g.s) as u32;
+        },
+    );
+    // The offset's steps (wrapping): BK channels on; from a tap's last
+    // channels to the next column's first (dil_w pixels on); from a row's
+    // last tap to the next row's first (dil_h rows on, S − 1 columns back).
+    let (col_step, row_step) = (
+        ((g.dil_w as u32).wrapping_mul(c8)),
+        (g.dil_h as u32).wrapping_mul(g.w as u32).wrapping_mul(c8),
+    );
+    let back = ((g.cg - BK) / 8) as u32;
+    let step = (BK / 8) as u32;
+    let to_col = col_step.wrapping_sub(back);
+    let to_row = row_step
+        .wrapping_sub(col_step.wrapping_mul(g.s as u32 - 1))
+        .wrapping_sub(back);
     let fill = NhwcFill {
         x,
         gather,
         weights,
-        first_in,
-        pixel,
-        size: (g.h as u32, g.w as u32, channels as u32, g.cg as u32),
-        dil: (g.dil_h as u32, g.dil_w as u32),
-        taps_s: g.s as u32,
-        step: BK as u32,
-        next: (0, 0, 0),
+        base,
+        taps,
+        offset: 0,
+        tap_bit: 1,
+        in_tap: (g.cg / BK) as u32,
+        s: 0,
         left: ktiles as u32,
+        per_tap: (g.cg / BK) as u32,
+        taps_s: g.s as u32,
+        step: (step, to_col.wrapping_sub(step), to_row.wrapping_sub(to_col)),
     };
     thread::path("lean");
     Some(tensor::pipeline_interior::<

@@ -844,6 +844,18 @@ pub trait StageFill {
     fn landed(&mut self, stage: Stage) {
         let _ = stage;
     }
+
+    /// The pipeline's prologue: [`prime`](Self::prime) stages `0 .. S` of
+    /// `ring`, one `cp.async` group each (empty groups past the end keep
+    /// the count uniform). A fill overrides it only to change how it is
+    /// inlined (the NHWC conv's gather).
+    #[inline(always)]
+    fn prime_ring<T: SharedElement, const S: usize>(&mut self, ring: &StageRing<T>) {
+        unroll(S, |s| {
+            self.prime(ring.stage(s));
+            mma::cp_async_commit();
+        });
+    }
 }
 
 impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
@@ -899,14 +911,10 @@ pub fn pipeline_interior<
     };
     // A 32-bit count (the caller's `ktiles ≤ u32::MAX`).
     let mut left = ktiles.min(u32::MAX as usize) as u32;
-    // Prologue: k-steps 0 .. S in flight, one group each (empty groups past
-    // the end keep the count uniform); then step 0 has landed (at most S − 1
-    // newer groups pending), the barrier publishes it, and its first
-    // k-slice's fragments load.
-    unroll(S, |s| {
-        fill.prime(ring.stage(s));
-        mma::cp_async_commit();
-    });
+    // Prologue: k-steps 0 .. S in flight, one group each; then step 0 has
+    // landed (at most S − 1 newer groups pending), the barrier publishes
+    // it, and its first k-slice's fragments load.
+    fill.prime_ring::<TIn, S>(ring);
     if left == 0 {
         return acc;
     }

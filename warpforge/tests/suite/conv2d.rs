@@ -411,12 +411,14 @@ fn tensor_core_nhwc_lean_gather_across_tiles() {
 }
 
 /// The lean NHWC gather's tap walk over filter shapes: one tap, one row,
-/// one column, `R ≠ S`, dilated, 32 and 49 taps, each with padding on every
-/// side, uneven (so a chunk's taps inside the image are a different
+/// one column, `R ≠ S`, dilated, 32 taps (the most whose in-image bits fit
+/// the gather's one word per chunk), each with padding on every side,
+/// uneven (so a chunk's taps inside the image are a different
 /// sub-rectangle at every edge), and strides; `K/G = 64`, so every block of
 /// the small tile takes the lean path (the emulator's per-launch path count
-/// says so). Exact against the reference on integer inputs: a tap's
-/// coordinates or chunk one off reads a wrong pixel or a zero.
+/// says so) — and 7 × 7 (49 taps) every block the guarded one. Exact
+/// against the reference on integer inputs: a tap's bit or chunk offset one
+/// off reads a wrong pixel or a zero.
 #[test]
 fn tensor_core_nhwc_lean_gather_filter_shapes() {
     let dev = Device::emulator();
@@ -426,14 +428,14 @@ fn tensor_core_nhwc_lean_gather_filter_shapes() {
         left: 1,
         right: 3,
     };
-    for (r, s, stride, dil) in [
-        (1, 1, (1, 1), (1, 1)),
-        (1, 3, (1, 2), (1, 1)),
-        (3, 1, (2, 1), (1, 1)),
-        (2, 5, (1, 1), (2, 1)),
-        (5, 3, (2, 2), (1, 2)),
-        (4, 8, (1, 1), (1, 1)),
-        (7, 7, (1, 1), (1, 1)),
+    for (r, s, stride, dil, lean) in [
+        (1, 1, (1, 1), (1, 1), true),
+        (1, 3, (1, 2), (1, 1), true),
+        (3, 1, (2, 1), (1, 1), true),
+        (2, 5, (1, 1), (2, 1), true),
+        (5, 3, (2, 2), (1, 2), true),
+        (4, 8, (1, 1), (1, 1), true),
+        (7, 7, (1, 1), (1, 1), false),
     ] {
         let conv = Conv2d::new(Layout::Nhwc, [2, 32, 9, 11], [64, 32, r, s])
             .padding(pad)
@@ -446,9 +448,10 @@ fn tensor_core_nhwc_lean_gather_filter_shapes() {
             .profile_memory(|| Ok(check::<f16>(&dev, &conv, true, 41)))
             .unwrap();
         assert_eq!(algorithm, Algorithm::ImplicitGemm);
+        let path = if lean { "lean" } else { "guarded" };
         assert_eq!(
             profiles[0].paths,
-            vec![("lean".to_owned(), pixels.div_ceil(64) as u64)],
+            vec![(path.to_owned(), pixels.div_ceil(64) as u64)],
             "{r} x {s}, stride {stride:?}, dilation {dil:?}: blocks per path"
         );
     }

@@ -35,17 +35,20 @@
 //!     rows `(n·G + g)·K/G ..` of the `[N·K × P·Q]` matrix that NCHW is:
 //!     `N·G` stacked batches of the `OutMatrix` binding (batch stride
 //!     `K/G·P·Q`), disjoint by construction.
-//! - **Tensor-core implicit GEMM**
-//!   (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`): the same GEMMs as the
-//!   f32 kernels (NHWC per group; NCHW per image and group) on the
-//!   tensor-core GEMM's main loop ([`tensor::main_loop`], its tile
-//!   [`TC_TILE`]), the gathered operand a [`TileSource`] that fills 16-byte
-//!   chunks: [`Im2colNhwcTc`] (`A`; `cp.async` when `C/G % 8 == 0`, the pixel
-//!   in the image and the address aligned) and [`Im2colNchwTc`] (`B`;
-//!   `cp.async` when 8 output columns read 8 contiguous in-image input
-//!   columns at an aligned address); zeros in the padding, element loads
-//!   otherwise. The weights are a [`Stored`] matrix (read transposed in
-//!   NHWC); the output goes through the owned `WarpTiles` epilogue.
+//! - **Tensor-core implicit GEMM** (`conv2d_nhwc_{f16,bf16}_64x64x32_s3`,
+//!   `conv2d_nhwc_{f16,bf16}_128x128x32_s4`): the NHWC GEMM of the f32
+//!   kernels (per group) on the tensor-core GEMM's main loops
+//!   ([`tensor::main_loop`] and, for a block whose gather is proven once,
+//!   the lean [`tensor::pipeline_interior`]), the gathered input a
+//!   [`TileSource`] that fills 16-byte channel chunks ([`Im2colNhwcTc`]:
+//!   `cp.async` when `C/G % 8 == 0`, the pixel in the image and the address
+//!   aligned; zeros in the padding, element loads otherwise). The weights
+//!   are a [`Stored`] matrix read transposed; the output goes through the
+//!   owned `WarpGrid` epilogue. There is no NCHW tensor-core kernel: in
+//!   NCHW, 8 consecutive output pixels of a tap rarely read an aligned
+//!   16-byte run of the input, so the host runs an NCHW f16/bf16
+//!   convolution as this NHWC one between layout changes
+//!   ([`crate::transpose`]), as cuDNN does.
 //! - **Tiled depthwise** (`conv2d_depthwise_{nchw,nhwc}_{f32,f16,bf16}`,
 //!   [`depthwise`]): `G = C`, any channel multiplier, filters of up to 9
 //!   taps; each block stages its output tile's input (with the halo) in
@@ -74,7 +77,7 @@ use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
     ARowMajor, AlignedChunks, BNMajorPair, FragC, GatherCopy, PanelCopy, Stage, StageRing,
 };
-use warpforge_device::own::{Elements, MicroTiles, WarpGrid, WarpTiles};
+use warpforge_device::own::{Elements, MicroTiles, WarpGrid};
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::unroll::{unroll, unroll2};
 use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
@@ -916,12 +919,10 @@ fn nhwc_lean_main_loop<
 const TC_M: usize = TC_TILE.m;
 const TC_N: usize = TC_TILE.n;
 const TC_K: usize = TC_TILE.k;
+const TC_WM: usize = TC_TILE.warp_m;
 const TC_WN: usize = TC_TILE.warp_n;
-// The convolutions' epilogue (`WarpTiles`) is one row of warps, each warp
-// tile all of the block tile's rows: so they pass `BM` as the warp rows.
-const _: () = assert!(TC_TILE.warp_m == TC_TILE.m);
 const TC_S: usize = TC_TILE.stages;
-const TC_MI: usize = TC_M / mma::M;
+const TC_MI: usize = TC_WM / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
 
 /// The NHWC convolutions' large tile: 128 output pixels × 128 output
@@ -951,14 +952,14 @@ const TL_NI: usize = TL_WN / mma::N;
 /// [`main_loop`](tensor::main_loop), and the output `y` bound as `G`
 /// side-by-side batches of `[N·P·Q × K/G]` (row stride `K`, batch stride
 /// `K/G`: the group's output channels of the NHWC output) through the owned
-/// `WarpTiles` epilogue: in f32 `acc (+ bias[g·K/G + col])`, ReLU keeping
+/// `WarpGrid` epilogue: in f32 `acc (+ bias[g·K/G + col])`, ReLU keeping
 /// NaN, one rounding to `T`. Grid `⌈(K/G)/BN⌉ × ⌈NPQ/BM⌉ × G`, blocks of
 /// `MmaTile::threads()` threads (1-D); any other block traps.
 #[kernel(
     shared = [T; MmaTile::new(BM, BN, BK, WM, WN, S).shared_len(false, true)],
     instances(
-        conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_M, TC_WN, TC_S, TC_MI, TC_NI>,
-        conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_M, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
+        conv2d_nhwc_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
         conv2d_nhwc_f16_128x128x32_s4 = <f16, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
         conv2d_nhwc_bf16_128x128x32_s4 = <bf16, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
     )
@@ -1068,165 +1069,4 @@ pub fn conv2d_nhwc_tc<
             out.store_mma_c(mi, ni, &done, T::from_f32);
         },
     );
-}
-
-/// One image's group of the NCHW input as the tensor-core implicit GEMM's
-/// `B`: `(C/G)·R·S × P·Q`, row = `(c, r, s)`, column = output pixel
-/// `(p, q)`, zero in the padding; `off` is the first element of the image's
-/// group. A chunk is 8 consecutive output pixels of one row `(c, r, s)`:
-/// `cp.async` when they lie in one output row, the stride along columns is
-/// 1, all 8 input columns are in the image and the address is 16-byte
-/// aligned; element loads otherwise (zeros outside the matrix and in the
-/// padding). Never reads outside `x`.
-pub struct Im2colNchwTc<'a, T> {
-    /// The input, `N × C × H × W`.
-    pub x: Global<'a, T>,
-    /// Where channel 0 of this image's group starts.
-    pub off: usize,
-    /// The sizes.
-    pub g: Geometry,
-    /// `(C/G)·R·S` and `P·Q`: the matrix's rows and columns.
-    pub rows: usize,
-    pub cols: usize,
-}
-
-impl<T: Input + Element> TileSource<T> for Im2colNchwTc<'_, T> {
-    #[inline(always)]
-    fn load_chunk(&self, smem: &SharedArray<T>, dst: usize, row: usize, col: usize) {
-        let g = &self.g;
-        let zero = <T as Input>::ZERO;
-        if row >= self.rows {
-            for i in 0..T::CHUNK {
-                smem.store(dst + i, zero);
-            }
-            return;
-        }
-        let rs = g.r * g.s;
-        let (c, r, s) = (row / rs, (row % rs) / g.s, row % g.s);
-        let (p, q) = (col / g.q, col % g.q);
-        let plane = self.off.wrapping_add(c * g.h * g.w);
-        if g.stride_w == 1 && q + T::CHUNK <= g.q && col + T::CHUNK <= self.cols {
-            // One output row, unit column stride: input columns iw .. iw + 8.
-            let ih = g.in_row(p, r);
-            let iw = (q + s * g.dil_w).checked_sub(g.pad_left);
-            if let (Some(ih), Some(iw)) = (ih, iw)
-                && iw + T::CHUNK <= g.w
-            {
-                let at = plane.wrapping_add(ih * g.w + iw);
-                if is_aligned(self.x, at) {
-                    mma::cp_async_16(smem, dst, self.x, at);
-                    return;
-                }
-            }
-        }
-        for i in 0..T::CHUNK {
-            let col = col + i;
-            let (p, q) = (col / g.q, col % g.q);
-            let v = match (col < self.cols, g.in_row(p, r), g.in_col(q, s)) {
-                (true, Some(ih), Some(iw)) => self
-                    .x
-                    .get(plane.wrapping_add(ih * g.w + iw))
-                    .copied()
-                    .unwrap_or(zero),
-                _ => zero,
-            };
-            smem.store(dst + i, v);
-        }
-    }
-}
-
-/// Implicit-GEMM NCHW convolution (any groups) on the tensor cores (module
-/// docs): per image and group (`blockIdx.z = n·G + g`) `A` is group `g`'s
-/// weights `K/G × (C/G)·R·S` (a [`Stored`] matrix), `B` the gathered image
-/// ([`Im2colNchwTc`]), the GEMM's [`main_loop`](tensor::main_loop), and the
-/// output `y` bound as `[N·K × P·Q]` (batch `z` its rows `z·K/G ..`,
-/// `OutMatrix::batch`) through the owned `WarpTiles` epilogue: in f32
-/// `acc (+ bias[g·K/G + row])`, ReLU keeping NaN, one rounding to `T`. Grid
-/// `⌈PQ/BN⌉ × ⌈(K/G)/BM⌉ × N·G`, blocks of `MmaTile::threads()` threads
-/// (1-D); any other block traps.
-#[kernel(
-    shared = [T; MmaTile::new(BM, BN, BK, BM, WN, S).shared_len(false, false)],
-    instances(
-        conv2d_nchw_f16_64x64x32_s3 = <f16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-        conv2d_nchw_bf16_64x64x32_s3 = <bf16, TC_M, TC_N, TC_K, TC_WN, TC_S, TC_MI, TC_NI>,
-    )
-)]
-#[allow(clippy::too_many_arguments)]
-pub fn conv2d_nchw_tc<
-    T: Input + Element,
-    const BM: usize,
-    const BN: usize,
-    const BK: usize,
-    const WN: usize,
-    const S: usize,
-    const MI: usize,
-    const NI: usize,
->(
-    x: Global<T>,
-    w: Global<T>,
-    bias: &[T],
-    mut y: OutMatrix<T, WarpTiles<BM, WN>>,
-    hw: u64,
-    rs: u64,
-    pq: u64,
-    stride: u64,
-    pad: u64,
-    dil: u64,
-    chans: u64,
-    groups: u64,
-) {
-    let (t, (row0, col0)) = tensor::enter_block_tile::<T, BM, BN, BK, BM, WN, S, MI, NI>();
-    let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    let warp_col = thread::warp_id() as usize * WN;
-    let block = thread::block_idx();
-    // Batch z = n·G + gr: image n, group gr.
-    let z = block.z as usize;
-    let (n_img, gr) = (z / g.groups, z % g.groups);
-    let (_, m) = y.batch();
-    let (n, k) = (y.cols(), g.cg * g.r * g.s);
-    let a = Stored {
-        src: w,
-        ld: k,
-        off: gr * g.kg * k,
-        rows: m,
-        cols: k,
-    };
-    let b = Im2colNchwTc {
-        x,
-        off: (n_img * g.groups + gr) * g.cg * g.h * g.w,
-        g,
-        rows: k,
-        cols: n,
-    };
-    let mut acc = tensor::main_loop::<T, _, _, false, false, BM, BN, BK, BM, WN, S, MI, NI>(
-        &a,
-        &b,
-        k.div_ceil(BK),
-        (row0, col0),
-        t,
-        (0, warp_col), // one row of warps, as `WarpTiles` maps them
-    );
-    let Some(mut out) = y.tile() else {
-        return;
-    };
-    let (tile_row, _) = out.origin();
-    let (lane, bias_base) = (thread::lane_id(), gr * g.kg);
-    // As in the NHWC kernel, with the bias by row (output channel); `acc[0]`
-    // is row `mi` (the rotation keeps the accumulators in registers).
-    for mi in 0..MI {
-        for (ni, frag) in acc[0].iter().enumerate() {
-            let mut done = *frag;
-            for (i, v) in done.regs.iter_mut().enumerate() {
-                let row = tile_row + mi * mma::M + mma::c_coord(lane, i).0;
-                let b = if g.bias {
-                    read(bias, bias_base + row)
-                } else {
-                    0.0
-                };
-                *v = g.finish(*v, b);
-            }
-            out.store_mma_c(mi, ni, &done, T::from_f32);
-        }
-        acc = core::array::from_fn(|i| acc[(i + 1) % MI]);
-    }
 }

@@ -42,13 +42,23 @@
 //!    its output channels a side-by-side batch of columns of
 //!    `[N·P·Q × K]`). f32 on the SIMT GEMM's main loop
 //!    (`conv2d_{nchw,nhwc}_f32_64x64x16`); f16/bf16 on the tensor-core
-//!    GEMM's (`conv2d_{nchw,nhwc}_{f16,bf16}_64x64x32_s3`: `cp.async`
-//!    gather chunks where the 8 elements are contiguous — NHWC when
-//!    `C/G % 8 == 0`, NCHW at column stride 1 — in the image and aligned;
-//!    f32 accumulation, bias + ReLU in f32 and one rounding). NHWC f16/bf16
-//!    also has a 128 × 128 tile (`conv2d_nhwc_{f16,bf16}_128x128x32_s4`),
-//!    which [`Conv2d::large_tile`] picks for layers of at least 128 output
-//!    channels per group and 128 such blocks, and [`Conv2d::tile`] pins.
+//!    GEMM's, NHWC (`conv2d_nhwc_{f16,bf16}_64x64x32_s3`: `cp.async`
+//!    gather chunks of 8 channels where `C/G % 8 == 0`, the pixel in the
+//!    image and the address aligned; f32 accumulation, bias + ReLU in f32
+//!    and one rounding), with a 128 × 128 tile
+//!    (`conv2d_nhwc_{f16,bf16}_128x128x32_s4`) which [`Conv2d::large_tile`]
+//!    picks for layers of at least 128 output channels per group and 128
+//!    such blocks, and [`Conv2d::tile`] pins. **NCHW f16/bf16** runs the
+//!    same NHWC kernels between layout changes, as cuDNN does (in NCHW, 8
+//!    consecutive output pixels of a tap rarely read an aligned 16-byte run
+//!    of the input, so no gather there copies whole chunks): the input and
+//!    weights are transposed to NHWC (`transpose_{f16,bf16}`: `[N][C][H·W]`
+//!    to `[N][H·W][C]`, `[K][C/G][R·S]` to `[K][R·S][C/G]`) into temporary
+//!    buffers, the NHWC convolution runs into a third, and its output is
+//!    transposed back (`[N][P·Q][K]` to `[N][K][P·Q]`): three more
+//!    memory-bound launches and temporaries the size of `x`, `w` and `y`
+//!    (allocated per call; an allocation failure is `OutOfMemory` with
+//!    nothing written).
 //!
 //! **Checked before anything runs** ([`Conv2d::validate`] and
 //! [`Conv2d::run`]), each a clear [`Error`] naming the parameter: zero
@@ -86,6 +96,7 @@
 
 use crate::gemm::{Gemm, GemmTypes, TileConfig};
 use crate::ops::elementwise::grid_stride_config;
+use crate::runtime::launch::grid_axis;
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, Result};
 use half::{bf16, f16};
 use std::fmt;
@@ -94,6 +105,7 @@ use warpforge_device::kernel::Kernel;
 use warpforge_kernels::conv::{self as kc, Geometry};
 use warpforge_kernels::gemm::F32_TILE;
 use warpforge_kernels::gemm::tensor::TC_TILE;
+use warpforge_kernels::transpose::{self as kt, TRANSPOSE_THREADS, TRANSPOSE_TILE};
 
 const OP: &str = "conv2d";
 
@@ -175,17 +187,21 @@ pub struct ConvKernels {
     /// The direct kernels (the depthwise fallback).
     direct_nchw: &'static str,
     direct_nhwc: &'static str,
-    /// The implicit-GEMM kernels.
-    implicit_nchw: &'static str,
+    /// The implicit-GEMM kernels; no NCHW one where NCHW runs the NHWC
+    /// kernel between layout changes (f16, bf16: [`Conv2d::run`]).
+    implicit_nchw: Option<&'static str>,
     implicit_nhwc: &'static str,
+    /// The batched transpose (the NCHW route's layout changes).
+    transpose: &'static str,
     /// The implicit GEMM's block tile `(BM, BN)` and threads per block.
     implicit_tile: (usize, usize, usize),
-    /// The NHWC implicit GEMM's large tile, if the type has one
+    /// The tensor-core implicit GEMM's large tile, if the type has one
     /// ([`Conv2d::large_tile`] picks it).
     implicit_nhwc_large: Option<LargeTile>,
 }
 
-/// The NHWC implicit GEMM's large tile of one element type: its kernel and
+/// The tensor-core implicit GEMM's large tile of one element type (NHWC
+/// kernels; NCHW runs them too): its kernel and
 /// its launch shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LargeTile {
@@ -227,6 +243,15 @@ pub trait ConvElement: Element + sealed::Sealed {
         bias: &DeviceBuffer<Self>,
         y: crate::MatrixMut<'_, Self>,
         g: [u64; 8],
+    ) -> Result<()>;
+    /// Launches the batched transpose (`transpose_*`: the layout changes of
+    /// the NCHW f16/bf16 route).
+    #[doc(hidden)]
+    fn launch_transpose(
+        dev: &Device,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        y: crate::MatrixMut<'_, Self>,
     ) -> Result<()>;
     /// Launches an implicit-GEMM kernel (`large`: the NHWC large tile's).
     #[doc(hidden)]
@@ -302,8 +327,9 @@ impl ConvElement for f32 {
         depthwise_nhwc: kc::conv2d_depthwise_nhwc_f32::NAME,
         direct_nchw: kc::conv2d_direct_nchw_f32::NAME,
         direct_nhwc: kc::conv2d_direct_nhwc_f32::NAME,
-        implicit_nchw: kc::conv2d_nchw_f32_64x64x16::NAME,
+        implicit_nchw: Some(kc::conv2d_nchw_f32_64x64x16::NAME),
         implicit_nhwc: kc::conv2d_nhwc_f32_64x64x16::NAME,
+        transpose: kt::transpose_f32::NAME,
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
         implicit_nhwc_large: None,
     };
@@ -312,6 +338,14 @@ impl ConvElement for f32 {
     }
     direct_launch!(conv2d_direct_nchw_f32, conv2d_direct_nhwc_f32);
     depthwise_launch!(conv2d_depthwise_nchw_f32, conv2d_depthwise_nhwc_f32);
+    fn launch_transpose(
+        dev: &Device,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<f32>,
+        y: crate::MatrixMut<'_, f32>,
+    ) -> Result<()> {
+        dev.launch(kt::transpose_f32, cfg, (x, y))
+    }
     fn launch_implicit(
         dev: &Device,
         (nhwc, _): (bool, bool),
@@ -343,15 +377,16 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $tc_nchw:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
+    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $transpose:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 depthwise_nchw: kc::$dw_nchw::NAME,
                 depthwise_nhwc: kc::$dw_nhwc::NAME,
                 direct_nchw: kc::$nchw::NAME,
                 direct_nhwc: kc::$nhwc::NAME,
-                implicit_nchw: kc::$tc_nchw::NAME,
+                implicit_nchw: None,
                 implicit_nhwc: kc::$tc_nhwc::NAME,
+                transpose: kt::$transpose::NAME,
                 implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
                 implicit_nhwc_large: Some(LargeTile {
                     kernel: kc::$tc_nhwc_large::NAME,
@@ -369,9 +404,18 @@ macro_rules! half_element {
             }
             direct_launch!($nchw, $nhwc);
             depthwise_launch!($dw_nchw, $dw_nhwc);
+            fn launch_transpose(
+                dev: &Device,
+                cfg: LaunchConfig,
+                x: &DeviceBuffer<$t>,
+                y: crate::MatrixMut<'_, $t>,
+            ) -> Result<()> {
+                dev.launch(kt::$transpose, cfg, (x, y))
+            }
+            // NHWC only: `run` takes NCHW through the layout changes.
             fn launch_implicit(
                 dev: &Device,
-                (nhwc, large): (bool, bool),
+                (_, large): (bool, bool),
                 cfg: LaunchConfig,
                 x: &DeviceBuffer<$t>,
                 w: &DeviceBuffer<$t>,
@@ -380,10 +424,10 @@ macro_rules! half_element {
                 [a, b, c, d, e, f, g, h]: [u64; 8],
             ) -> Result<()> {
                 let args = (x, w, bias, y, a, b, c, d, e, f, g, h);
-                match (nhwc, large) {
-                    (true, true) => dev.launch(kc::$tc_nhwc_large, cfg, args),
-                    (true, false) => dev.launch(kc::$tc_nhwc, cfg, args),
-                    (false, _) => dev.launch(kc::$tc_nchw, cfg, args),
+                if large {
+                    dev.launch(kc::$tc_nhwc_large, cfg, args)
+                } else {
+                    dev.launch(kc::$tc_nhwc, cfg, args)
                 }
             }
             fn run_gemm(
@@ -405,7 +449,7 @@ half_element!(
     conv2d_depthwise_nhwc_f16,
     conv2d_direct_nchw_f16,
     conv2d_direct_nhwc_f16,
-    conv2d_nchw_f16_64x64x32_s3,
+    transpose_f16,
     conv2d_nhwc_f16_64x64x32_s3,
     conv2d_nhwc_f16_128x128x32_s4
 );
@@ -415,7 +459,7 @@ half_element!(
     conv2d_depthwise_nhwc_bf16,
     conv2d_direct_nchw_bf16,
     conv2d_direct_nhwc_bf16,
-    conv2d_nchw_bf16_64x64x32_s3,
+    transpose_bf16,
     conv2d_nhwc_bf16_64x64x32_s3,
     conv2d_nhwc_bf16_128x128x32_s4
 );
@@ -432,7 +476,7 @@ pub struct Conv2d {
     dilation: (usize, usize),
     groups: usize,
     relu: bool,
-    /// The NHWC f16/bf16 implicit GEMM's tile, if pinned ([`Conv2d::tile`]).
+    /// The f16/bf16 implicit GEMM's tile, if pinned ([`Conv2d::tile`]).
     tile: Option<TileConfig>,
 }
 
@@ -508,11 +552,12 @@ impl Conv2d {
         self
     }
 
-    /// Pins the NHWC f16/bf16 implicit GEMM's tile: [`TileConfig::Small`]
-    /// (64 × 64) or [`TileConfig::Large`] (128 × 128, 128 threads) instead
-    /// of [`large_tile`](Self::large_tile)'s choice. Large is refused
+    /// Pins the f16/bf16 implicit GEMM's tile (NHWC, and NCHW, which runs
+    /// the NHWC kernels): [`TileConfig::Small`] (64 × 64) or
+    /// [`TileConfig::Large`] (128 × 128, 128 threads) instead of
+    /// [`large_tile`](Self::large_tile)'s choice. Large is refused
     /// (`Error::InvalidParameter`, naming `tile`) where no large kernel runs:
-    /// f32, NCHW. Other algorithms ignore it.
+    /// f32. Other algorithms ignore it.
     pub fn tile(mut self, tile: TileConfig) -> Conv2d {
         self.tile = Some(tile);
         self
@@ -777,34 +822,38 @@ impl Conv2d {
                 (false, false) => kernels.direct_nchw,
             },
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
-            Algorithm::ImplicitGemm => match (self.large_tile::<T>()?, nhwc) {
-                (Some(large), _) => large.kernel,
-                (None, true) => kernels.implicit_nhwc,
-                (None, false) => kernels.implicit_nchw,
-            },
+            Algorithm::ImplicitGemm => {
+                match (
+                    self.large_tile::<T>()?,
+                    kernels.implicit_nchw.filter(|_| !nhwc),
+                ) {
+                    (Some(large), _) => large.kernel,
+                    (None, Some(nchw)) => nchw,
+                    // NHWC, or NCHW run as NHWC between layout changes.
+                    (None, None) => kernels.implicit_nhwc,
+                }
+            }
         })
     }
 
-    /// The NHWC implicit GEMM's large tile (128 output pixels × 128 output
-    /// channels, 128 threads), its kernel and `(BM, BN, threads)`, where `T`
-    /// has one and the layer fills it: NHWC, at least 128 output channels
-    /// per group (the tile's columns), and a grid of at least 128 large
-    /// blocks (about one per SM of the GPUs warpforge targets; fewer would
-    /// leave SMs idle that the small tile's 4× as many blocks fill). `None`:
-    /// the 64 × 64 tile. Shape-only, so the kernel's name needs no device;
-    /// a tile pinned by [`tile`](Self::tile) overrides it.
+    /// The tensor-core implicit GEMM's large tile (128 output pixels × 128
+    /// output channels, 128 threads), its kernel and `(BM, BN, threads)`,
+    /// where `T` has one (f16, bf16; in NCHW too, which runs the NHWC
+    /// kernels) and the layer fills it: at least 128 output channels per
+    /// group (the tile's columns), and a grid of at least 128 large blocks
+    /// (about one per SM of the GPUs warpforge targets; fewer would leave
+    /// SMs idle that the small tile's 4× as many blocks fill). `None`: the
+    /// 64 × 64 tile. Shape-only, so the kernel's name needs no device; a
+    /// tile pinned by [`tile`](Self::tile) overrides it.
     pub fn large_tile<T: ConvElement>(&self) -> Result<Option<LargeTile>> {
         let geo = self.geometry()?;
-        let nhwc = self.layout == Layout::Nhwc;
-        let large = T::KERNELS.implicit_nhwc_large.filter(|_| nhwc);
-        let Some(large) = large else {
+        let Some(large) = T::KERNELS.implicit_nhwc_large else {
             return match self.tile {
                 Some(TileConfig::Large) => Err(invalid(
                     "tile",
                     format!(
-                        "the large tile runs NHWC f16/bf16 implicit GEMMs only, not {:?} {}: \
+                        "the large tile runs f16/bf16 implicit GEMMs only, not {}: \
                          leave the tile to the heuristic or pin TileConfig::Small",
-                        self.layout,
                         T::DTYPE.name()
                     ),
                 )),
@@ -952,6 +1001,9 @@ impl Conv2d {
                     T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
                 }
             },
+            Algorithm::ImplicitGemm if !nhwc && T::KERNELS.implicit_nchw.is_none() => {
+                self.run_nchw_as_nhwc(dev, x, w, bias, y)
+            }
             Algorithm::ImplicitGemm => {
                 let large = self.large_tile::<T>()?;
                 let (bm, bn, threads) = large.map_or(T::KERNELS.implicit_tile, |l| l.tile);
@@ -975,6 +1027,77 @@ impl Conv2d {
     }
 }
 
+impl Conv2d {
+    /// An NCHW implicit GEMM for a type without an NCHW kernel (f16, bf16;
+    /// module docs): the input `[N][C][H·W]` and the weights `[K][C/G][R·S]`
+    /// transposed per image (per output channel) into temporary NHWC
+    /// buffers, the NHWC convolution into a third, and its `[N][P·Q][K]`
+    /// transposed back into `y`. Sizes are checked (`run`'s lengths).
+    fn run_nchw_as_nhwc<T: ConvElement>(
+        &self,
+        dev: &Device,
+        x: &DeviceBuffer<T>,
+        w: &DeviceBuffer<T>,
+        bias: Option<&DeviceBuffer<T>>,
+        y: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        let [n, c, h, wd] = self.input;
+        let [k, cg, r, s] = self.weight;
+        let (p, q) = self.output_hw()?;
+        let nhwc = Conv2d {
+            layout: Layout::Nhwc,
+            ..*self
+        };
+        // Products of sizes whose buffers `run` checked: no overflow.
+        let mut x_nhwc = dev.alloc_zeroed::<T>(x.len())?;
+        transpose(dev, x, (n, c, h * wd), &mut x_nhwc)?;
+        let mut w_nhwc = dev.alloc_zeroed::<T>(w.len())?;
+        transpose(dev, w, (k, cg, r * s), &mut w_nhwc)?;
+        let mut y_nhwc = dev.alloc_zeroed::<T>(y.len())?;
+        nhwc.run(dev, &x_nhwc, &w_nhwc, bias, &mut y_nhwc)?;
+        // The temporaries are freed in stream order (after the launches
+        // that use them), on a GPU as on the emulator.
+        transpose(dev, &y_nhwc, (n, p * q, k), y)
+    }
+}
+
+/// `y[b] = x[b]ᵀ` for the `batches` row-major `rows × cols` matrices packed
+/// in `x` (`transpose_*`; `x` and `y` hold `batches·rows·cols` elements,
+/// the caller's check): one block per 32 × 32 tile of each `cols × rows`
+/// output, within the device's grid limits.
+fn transpose<T: ConvElement>(
+    dev: &Device,
+    x: &DeviceBuffer<T>,
+    (batches, rows, cols): (usize, usize, usize),
+    y: &mut DeviceBuffer<T>,
+) -> Result<()> {
+    if batches == 0 || rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let kernel = T::KERNELS.transpose;
+    let limits = dev.limits().max_grid_dim;
+    let axis = |what, v, limit| {
+        let fix = "split the batch (or the image) over several calls, or use NHWC tensors";
+        grid_axis(kernel, what, v, limit, fix)
+    };
+    let grid = Dim3::new(
+        axis(
+            "grid.x (32-row tiles of each matrix)",
+            rows.div_ceil(TRANSPOSE_TILE),
+            limits[0],
+        )?,
+        axis(
+            "grid.y (32-column tiles of each matrix)",
+            cols.div_ceil(TRANSPOSE_TILE),
+            limits[1],
+        )?,
+        axis("grid.z (matrices)", batches, limits[2])?,
+    );
+    let cfg = LaunchConfig::new(grid, Dim3::x(TRANSPOSE_THREADS as u32));
+    let y = y.batched_matrix_mut(cols, rows, rows, batches, rows * cols)?;
+    T::launch_transpose(dev, cfg, x, y)
+}
+
 /// The implicit GEMM's launch: one block per `bm × bn` tile of each batch's
 /// `rows × cols` output, `batches` along z, within the device's limits.
 fn grid(
@@ -986,18 +1109,7 @@ fn grid(
     (rows, cols, batches): (usize, usize, usize),
 ) -> Result<LaunchConfig> {
     let limits = dev.limits().max_grid_dim;
-    let axis = |what: &'static str, v: usize, limit: u32, fix: &'static str| {
-        u32::try_from(v)
-            .ok()
-            .filter(|&t| t <= limit)
-            .ok_or(Error::LaunchConfig {
-                kernel,
-                what,
-                value: v as u64,
-                limit: u64::from(limit),
-                fix,
-            })
-    };
+    let axis = |what, v, limit, fix| grid_axis(kernel, what, v, limit, fix);
     let x = axis(
         "grid.x (column tiles of the output matrix)",
         cols.div_ceil(bn),

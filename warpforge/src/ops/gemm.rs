@@ -145,6 +145,7 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
+use crate::runtime::launch::grid_axis;
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Result};
 use half::{bf16, f16};
 use warpforge_device::Dim3;
@@ -964,18 +965,7 @@ impl<T: GemmElement> Gemm<T> {
         kernel: &'static str,
     ) -> Result<LaunchConfig> {
         let limits = dev.limits().max_grid_dim;
-        let axis = |what: &'static str, tiles: usize, limit: u32, fix: &'static str| {
-            u32::try_from(tiles)
-                .ok()
-                .filter(|&t| t <= limit)
-                .ok_or(Error::LaunchConfig {
-                    kernel,
-                    what,
-                    value: tiles as u64,
-                    limit: u64::from(limit),
-                    fix,
-                })
-        };
+        let axis = |what, tiles, limit, fix| grid_axis(kernel, what, tiles, limit, fix);
         let x = axis(
             "grid.x (column tiles of C, ⌈n / tile columns⌉)",
             self.n.div_ceil(shape.cols),

@@ -76,17 +76,13 @@ impl LaunchConfig {
                 detail: "block_threads is 0; use a positive multiple of 32 such as 256".into(),
             });
         }
-        let blocks = n.div_ceil(block_threads as usize).max(1);
-        let grid_x = u32::try_from(blocks)
-            .ok()
-            .filter(|&b| b <= GRID_X_MAX)
-            .ok_or(Error::LaunchConfig {
-                kernel: "(any)",
-                what: "grid.x",
-                value: blocks as u64,
-                limit: u64::from(GRID_X_MAX),
-                fix: "use a grid-stride loop with a capped grid instead of one thread per element",
-            })?;
+        let grid_x = grid_axis(
+            "(any)",
+            "grid.x",
+            n.div_ceil(block_threads as usize).max(1),
+            GRID_X_MAX,
+            "use a grid-stride loop with a capped grid instead of one thread per element",
+        )?;
         Ok(LaunchConfig {
             elements: Some(n as u64),
             ..LaunchConfig::new(Dim3::x(grid_x), Dim3::x(block_threads))
@@ -128,17 +124,8 @@ impl LaunchConfig {
             });
         }
         let blocks = |n: usize, b: u32, what, limit: u32| {
-            let count = n.div_ceil(b as usize).max(1);
-            u32::try_from(count)
-                .ok()
-                .filter(|&c| c <= limit)
-                .ok_or(Error::LaunchConfig {
-                    kernel: "(any)",
-                    what,
-                    value: count as u64,
-                    limit: u64::from(limit),
-                    fix: "use larger tiles, or loop over rows inside the kernel",
-                })
+            let fix = "use larger tiles, or loop over rows inside the kernel";
+            grid_axis("(any)", what, n.div_ceil(b as usize).max(1), limit, fix)
         };
         let gx = blocks(cols, bx, "grid.x", GRID_X_MAX)?;
         let gy = blocks(rows, by, "grid.y", GRID_YZ_MAX)?;
@@ -733,3 +720,25 @@ tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
 tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
 tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
 tuple_args!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+
+/// `blocks` as one dimension of `kernel`'s grid, if it fits in `u32` and
+/// within `limit`; else `Error::LaunchConfig` naming the dimension (`what`)
+/// and the `fix`.
+pub(crate) fn grid_axis(
+    kernel: &'static str,
+    what: &'static str,
+    blocks: usize,
+    limit: u32,
+    fix: &'static str,
+) -> Result<u32> {
+    u32::try_from(blocks)
+        .ok()
+        .filter(|&b| b <= limit)
+        .ok_or(Error::LaunchConfig {
+            kernel,
+            what,
+            value: blocks as u64,
+            limit: u64::from(limit),
+            fix,
+        })
+}

@@ -21,7 +21,7 @@ mod element;
 mod emulator;
 mod error;
 pub mod gpu;
-mod launch;
+pub(crate) mod launch;
 pub mod nvtx;
 mod stream;
 

@@ -19,7 +19,9 @@
 //! **One report per kernel**, named as [`Conv2d::kernel_name_for`] names it
 //! (`conv2d_depthwise_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
 //! route, whose kernel is a GEMM that the `gemm` entry already reports: it is
-//! `conv2d_1x1_{nchw,nhwc}_{dtype}` here. A report's `lengths` hold each
+//! `conv2d_1x1_{nchw,nhwc}_{dtype}` here; and NCHW f16/bf16 implicit GEMMs,
+//! which run the NHWC kernels between layout changes:
+//! `conv2d_nchw_{f16,bf16}_via_nhwc`. A report's `lengths` hold each
 //! case's multiply-adds `N·P·Q·K·(C/G)·R·S`.
 //!
 //! **Tolerance.** The output is poisoned with NaN first, so an element no
@@ -326,18 +328,25 @@ pub(super) fn check_results<T: GemmValue>(
     }
 }
 
-/// The report name of `spec` in `layout` for `T`: the kernel's own, or
-/// `conv2d_1x1_{layout}_{dtype}` for the GEMM route (module docs).
+/// The report name of `spec` in `layout` for `T`: the kernel's own,
+/// `conv2d_1x1_{layout}_{dtype}` for the GEMM route, or
+/// `conv2d_nchw_{dtype}_via_nhwc` for an NCHW convolution that runs an NHWC
+/// kernel between layout changes (module docs).
 fn report_name<T: ConvElement>(conv: &Conv2d, bias: bool) -> Result<&'static str> {
-    if conv.algorithm_for::<T>(bias)? == Algorithm::Gemm1x1 {
-        let layout = match conv.layout() {
-            Layout::Nchw => "nchw",
-            Layout::Nhwc => "nhwc",
-        };
-        let name = format!("conv2d_1x1_{layout}_{}", T::DTYPE.name());
-        return Ok(Box::leak(name.into_boxed_str()));
-    }
-    conv.kernel_name_for::<T>(bias)
+    let layout = match conv.layout() {
+        Layout::Nchw => "nchw",
+        Layout::Nhwc => "nhwc",
+    };
+    let dtype = T::DTYPE.name();
+    let kernel = conv.kernel_name_for::<T>(bias)?;
+    let name = if conv.algorithm_for::<T>(bias)? == Algorithm::Gemm1x1 {
+        format!("conv2d_1x1_{layout}_{dtype}")
+    } else if layout == "nchw" && kernel.starts_with("conv2d_nhwc_") {
+        format!("conv2d_nchw_{dtype}_via_nhwc")
+    } else {
+        return Ok(kernel);
+    };
+    Ok(Box::leak(name.into_boxed_str()))
 }
 
 /// Runs `spec` in `layout` on `dev` in `T` and checks it into the report of
@@ -451,9 +460,11 @@ mod tests {
         for layout in ["nchw", "nhwc"] {
             expected.push(format!("conv2d_{layout}_f32_64x64x16"));
             for dtype in ["f16", "bf16"] {
-                expected.push(format!("conv2d_{layout}_{dtype}_64x64x32_s3"));
                 if layout == "nhwc" {
+                    expected.push(format!("conv2d_nhwc_{dtype}_64x64x32_s3"));
                     expected.push(format!("conv2d_nhwc_{dtype}_128x128x32_s4"));
+                } else {
+                    expected.push(format!("conv2d_nchw_{dtype}_via_nhwc"));
                 }
             }
             for dtype in ["f32", "f16", "bf16"] {

@@ -460,8 +460,9 @@ fn tensor_core_nhwc_lean_gather_filter_shapes() {
 /// The large NHWC tile: picked for layers of at least 128 output channels
 /// per group whose grid has at least 128 large blocks (ResNet-50's res3
 /// 3 × 3 layer at batch 32: 196), else the small tile (res2: 64 channels;
-/// res4, res5: 98 and 52 large blocks, too few for 132 SMs); pinning it is refused
-/// where no large kernel exists (f32, NCHW), naming `tile`.
+/// res4, res5: 98 and 52 large blocks, too few for 132 SMs), in NCHW too
+/// (which runs the NHWC kernels); pinning it is refused where no large
+/// kernel exists (f32), naming `tile`.
 #[test]
 fn the_large_nhwc_tile_is_chosen_by_shape() {
     let layer = |c: usize, hw: usize, k: usize| {
@@ -490,15 +491,23 @@ fn the_large_nhwc_tile_is_chosen_by_shape() {
             .unwrap(),
         "conv2d_nhwc_f16_64x64x32_s3"
     );
-    for refused in [
-        layer(128, 28, 128)
+    // NCHW runs the NHWC kernels, the large one included.
+    let nchw = Conv2d::new(Layout::Nchw, [32, 128, 28, 28], [128, 128, 3, 3]);
+    assert_eq!(
+        nchw.padding(Padding::uniform(1))
+            .kernel_name::<f16>()
+            .unwrap(),
+        "conv2d_nhwc_f16_128x128x32_s4"
+    );
+    assert_eq!(
+        nchw.tile(TileConfig::Large).kernel_name::<bf16>().unwrap(),
+        "conv2d_nhwc_bf16_128x128x32_s4"
+    );
+    {
+        let err = layer(128, 28, 128)
             .tile(TileConfig::Large)
-            .kernel_name::<f32>(),
-        Conv2d::new(Layout::Nchw, [32, 128, 28, 28], [128, 128, 3, 3])
-            .tile(TileConfig::Large)
-            .kernel_name::<f16>(),
-    ] {
-        let err = refused.unwrap_err();
+            .kernel_name::<f32>()
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -512,24 +521,113 @@ fn the_large_nhwc_tile_is_chosen_by_shape() {
     }
 }
 
-/// The tensor-core NCHW kernel across tiles, dense and grouped: `K/G` of
-/// 67 and 66 (2 row tiles), `P·Q` = 81 (2 column tiles, ragged), several
-/// k-steps; stride 1 (the `cp.async` gather where 8 output columns are
-/// contiguous and aligned) and stride 2 with dilation (element loads).
+/// NCHW f16/bf16 runs the NHWC tensor-core kernels between layout changes:
+/// four launches (the input and the weights to NHWC, the NHWC convolution,
+/// its output back to NCHW), exact against the reference, with every
+/// temporary freed afterwards; across tiles, dense and grouped (`K/G` of 67
+/// and 66: 2 column tiles of the NHWC GEMM, ragged), with stride 2 and
+/// dilation, and on the pinned large tile.
 #[test]
-fn tensor_core_nchw_across_tiles() {
+fn nchw_tensor_core_runs_nhwc_between_layout_changes() {
     let dev = Device::emulator();
     for (c, k, groups) in [(16, 67, 1), (12, 132, 2)] {
         let conv = Conv2d::new(Layout::Nchw, [2, c, 9, 16], [k, c / groups, 3, 3])
             .padding(Padding::uniform(1))
             .groups(groups)
             .relu(true);
-        assert_eq!(check::<f16>(&dev, &conv, true, 23), Algorithm::ImplicitGemm);
-        let conv = conv.stride(2, 2).dilation(2, 1);
+        let strided = conv.stride(2, 2).dilation(2, 1);
+        let large = conv.tile(TileConfig::Large);
+        let free = dev.memory_info().unwrap().0;
+        for (conv, main, seed) in [
+            (conv, "conv2d_nhwc_f16_64x64x32_s3", 23),
+            (strided, "conv2d_nhwc_f16_64x64x32_s3", 24),
+            (large, "conv2d_nhwc_f16_128x128x32_s4", 25),
+        ] {
+            assert_eq!(conv.kernel_name::<f16>().unwrap(), main);
+            let (algorithm, profiles) = dev
+                .profile_memory(|| Ok(check::<f16>(&dev, &conv, true, seed)))
+                .unwrap();
+            assert_eq!(algorithm, Algorithm::ImplicitGemm);
+            let kernels: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
+            assert_eq!(
+                kernels,
+                ["transpose_f16", "transpose_f16", main, "transpose_f16"],
+                "{conv:?}"
+            );
+        }
         assert_eq!(
-            check::<bf16>(&dev, &conv, true, 24),
+            check::<bf16>(&dev, &conv.stride(2, 1), false, 26),
             Algorithm::ImplicitGemm
         );
+        assert_eq!(dev.memory_info().unwrap().0, free, "temporaries left");
+    }
+}
+
+/// The batched transpose kernel on its own: `y[b] = x[b]ᵀ` for ragged
+/// sizes (several 32 × 32 tiles each way, partial ones at both edges) and
+/// whole tiles, every output written exactly (a NaN-filled output,
+/// distinct values), in f32 and f16; on whole tiles its staged column reads
+/// are free of bank conflicts for 4- and 2-byte elements (rows of 33).
+#[test]
+fn transpose_kernel_moves_every_element_and_reads_columns_without_conflicts() {
+    use warpforge::{DeviceBuffer, Dim3, LaunchConfig, MatrixMut, MemoryProfile};
+    use warpforge_kernels::transpose::{
+        TRANSPOSE_THREADS, TRANSPOSE_TILE, transpose_f16, transpose_f32,
+    };
+    type Launch<T> =
+        fn(&Device, LaunchConfig, &DeviceBuffer<T>, MatrixMut<'_, T>) -> warpforge::Result<()>;
+    fn run<T: Val + warpforge::Element>(
+        dev: &Device,
+        launch: Launch<T>,
+        (batches, rows, cols): (usize, usize, usize),
+        distinct: usize,
+    ) -> MemoryProfile {
+        let n = batches * rows * cols;
+        let x: Vec<f64> = (0..n).map(|i| (i % distinct) as f64).collect();
+        let mut want = vec![f64::NAN; n];
+        for b in 0..batches {
+            for i in 0..rows {
+                for j in 0..cols {
+                    want[(b * cols + j) * rows + i] = x[(b * rows + i) * cols + j];
+                }
+            }
+        }
+        let xd = dev
+            .upload(&x.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>())
+            .unwrap();
+        let mut yd = dev.upload(&vec![T::from_f64(f64::NAN); n]).unwrap();
+        let tiles = |v: usize| v.div_ceil(TRANSPOSE_TILE) as u32;
+        let grid = Dim3::new(tiles(rows), tiles(cols), batches as u32);
+        let cfg = LaunchConfig::new(grid, Dim3::x(TRANSPOSE_THREADS as u32));
+        let (_, profiles) = dev
+            .profile_memory(|| {
+                let y = yd.batched_matrix_mut(cols, rows, rows, batches, rows * cols)?;
+                launch(dev, cfg, &xd, y)
+            })
+            .unwrap();
+        let got: Vec<f64> = yd.to_host().unwrap().into_iter().map(T::to_f64).collect();
+        assert_eq!(got, want, "{batches} x {rows} x {cols}");
+        profiles.into_iter().next().unwrap()
+    }
+    let dev = Device::emulator();
+    for dims in [(3, 37, 70), (2, 64, 96)] {
+        let f32_profile = run::<f32>(
+            &dev,
+            |dev, cfg, x, y| dev.launch(transpose_f32, cfg, (x, y)),
+            dims,
+            usize::MAX,
+        );
+        // Distinct within each 2048: exact in f16.
+        let f16_profile = run::<f16>(
+            &dev,
+            |dev, cfg, x, y| dev.launch(transpose_f16, cfg, (x, y)),
+            dims,
+            2048,
+        );
+        if dims.1 % TRANSPOSE_TILE == 0 && dims.2 % TRANSPOSE_TILE == 0 {
+            assert_eq!(f32_profile.bank_conflicts(), 0, "f32");
+            assert_eq!(f16_profile.bank_conflicts(), 0, "f16");
+        }
     }
 }
 
@@ -805,7 +903,7 @@ fn algorithm_rule() {
     );
     assert_eq!(
         nchw(4, 8, 2).kernel_name::<bf16>().unwrap(),
-        "conv2d_nchw_bf16_64x64x32_s3"
+        "conv2d_nhwc_bf16_64x64x32_s3" // NCHW runs it between layout changes
     );
     assert_eq!(
         nhwc(4, 8, 1).algorithm::<f16>().unwrap(),

@@ -1124,10 +1124,15 @@ impl<T: SharedElement> GatherCopy<T> {
         let i = (i as u32).min(self.chunks - 1);
         let to = self.ring.stage_offset(stage) + self.dst + i * self.dst_pass;
         let to = self.ring.address(to, elems, issue.then_some(true));
+        // Chunk 0 when zero-filling (nothing is read): selected in 32 bits,
+        // then the address formed once, base + chunk·16 (a 64-bit select of
+        // the element index cost a wide multiply, two selects and an add).
+        let chunk = if ok { chunk } else { 0 };
         let from = src
             .src
             .as_ptr()
-            .wrapping_add(if ok { chunk as usize * elems } else { 0 });
+            .cast::<[u8; 16]>()
+            .wrapping_add(chunk as usize);
         // SAFETY: destination: stage + dst + i·dst_pass + chunk ≤ (stages −
         // 1)·stage_len + base + (rows − 1)·stride + cols ≤ the ring's elements
         // (`gather_copy`, `stage_offset`, i < chunks), 16-byte aligned (the

@@ -1069,6 +1069,16 @@ where
             op: gemm.kernel_name_for::<TIn, TOut>(dev)?,
             ..kernel.clone()
         };
+        // A split shape runs that kernel into the workspace, then the sum.
+        let ranges = gemm.split_k_for::<TIn, TOut>(dev)?;
+        if ranges > 1 {
+            report.notes.push(format!(
+                "{m} × {n} × {k} ({}): split-k into {ranges} k-ranges, then \
+                 gemm_split_k_sum_{}",
+                kernel.op,
+                TOut::DTYPE.name()
+            ));
+        }
         // Out of memory allocating the operands skips the case as one in the run does.
         let seconds = buffers.and_then(|(a, b, mut c)| {
             seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c))

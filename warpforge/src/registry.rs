@@ -258,8 +258,19 @@ mod tests {
                 expected.push(format!("gemm_{types}_{t}_{tile}"));
             }
         }
+        for out in ["f32", "f16", "bf16", "f64"] {
+            expected.push(format!("gemm_split_k_sum_{out}"));
+        }
         assert_eq!(names, expected, "{names:?}");
-        for r in &reports {
+        let (kernels, sums) = reports.split_at(60);
+        // Split-k's sums: 4 transposes × 4 shapes per input pair (f32: from
+        // f16, bf16 and f32), none of them empty.
+        for (r, pairs) in sums.iter().zip([3, 1, 1, 1]) {
+            assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
+            assert_eq!(r.lengths.len(), 16 * pairs, "{r:?}");
+            assert!(r.lengths.iter().all(|&l| l > 0), "{r:?}");
+        }
+        for r in kernels {
             assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
             // The edge shapes: m·n·k of 0 (three of them), 1, and larger ones.
             assert_eq!(r.lengths.iter().filter(|&&l| l == 0).count(), 3, "{r:?}");
@@ -269,8 +280,12 @@ mod tests {
         // A random length adds one random shape per kernel.
         let reports =
             verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
-        assert_eq!(reports.len(), 60);
-        assert!(reports.iter().all(|r| r.passed() && r.lengths.len() == 11));
+        assert_eq!(reports.len(), 64);
+        assert!(
+            reports[..60]
+                .iter()
+                .all(|r| r.passed() && r.lengths.len() == 11)
+        );
     }
 
     #[test]

@@ -38,6 +38,8 @@ use crate::{Device, Error, Result, ops, reference};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use warpforge_device::kernel::Kernel;
+use warpforge_kernels::gemm::split_k as sk;
 
 pub mod conv2d;
 pub use conv2d::verify_conv2d;
@@ -456,6 +458,8 @@ struct GemmCase {
     broadcast: u8,
     /// Where a batch's `C` starts.
     c_layout: CLayout,
+    /// Split-k ranges to pin ([`Gemm::split_k`]; `None`: the default).
+    split: Option<usize>,
 }
 
 /// How a batch of `C` matrices is laid out (`stride_c`); every element no
@@ -477,7 +481,7 @@ impl GemmCase {
     fn describe(&self) -> String {
         let p = &self.p;
         format!(
-            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}{}",
+            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}{}{}",
             p.m,
             p.n,
             p.k,
@@ -498,6 +502,10 @@ impl GemmCase {
                 (1, _) | (_, CLayout::Packed) => "",
                 (_, CLayout::Padded) => " (C padded)",
                 (_, CLayout::SideBySide) => " (C side by side)",
+            },
+            match self.split {
+                Some(r) => format!(" split_k={r}"),
+                None => String::new(),
             }
         )
     }
@@ -581,6 +589,7 @@ fn gemm_cases(
                 batch,
                 broadcast: ((i / 4) % 3) as u8,
                 c_layout,
+                split: None,
             }
         })
         .collect()
@@ -712,7 +721,8 @@ where
     if let Some(tile) = tile {
         gemm = gemm.tile(tile);
     }
-    gemm.trans_a(p.trans_a)
+    gemm = gemm
+        .trans_a(p.trans_a)
         .trans_b(p.trans_b)
         .tf32(tf32)
         .alpha(S::from_f64(case.alpha))
@@ -723,8 +733,11 @@ where
         .batch(nb)
         .stride_a(stride_a)
         .stride_b(stride_b)
-        .stride_c(stride_c)
-        .run(dev, &a_buf, &b_buf, &mut c_buf)?;
+        .stride_c(stride_c);
+    if let Some(ranges) = case.split {
+        gemm = gemm.split_k(ranges);
+    }
+    gemm.run(dev, &a_buf, &b_buf, &mut c_buf)?;
     let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
     for (index, &g) in got.iter().enumerate() {
         let Some((z, i, j)) = owner[index] else {
@@ -805,13 +818,71 @@ where
     Ok(())
 }
 
+/// Split GEMMs ([`Gemm::split_k`]) of `TIn` into `TOut` into `report`
+/// (the sum kernel's): every transpose, `k` split unevenly into 2 or 3 ranges
+/// (the last one short), exact and random inputs, `beta = 0` over NaN.
+fn check_split_k<TIn, TOut, S>(
+    dev: &Device,
+    rng: &mut StdRng,
+    accumulation: Accumulation,
+    report: &mut KernelReport,
+) -> Result<()>
+where
+    TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+    TOut: GemmValue,
+    S: GemmElement + GemmValue,
+{
+    // (m, n, k, pinned ranges): 2 or 3 ranges of whole 32s, the last short.
+    let shapes = [
+        (1, 1, 65, 2),
+        (7, 13, 100, 3),
+        (65, 63, 129, 4),
+        (3, 70, 200, 3),
+    ];
+    for (t, (trans_a, trans_b)) in [(false, false), (false, true), (true, false), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        for (i, &(m, n, k, ranges)) in shapes.iter().enumerate() {
+            let pad = (i + t) % 2;
+            let (alpha, beta, nan_c) = [(1.0, 0.0, true), (2.0, -1.0, false)][(i + t) % 2];
+            let case = GemmCase {
+                p: Problem {
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    lda: if trans_a { m } else { k } + pad,
+                    ldb: if trans_b { k } else { n } + pad,
+                    ldc: n + pad,
+                },
+                alpha,
+                beta,
+                integers: i % 2 == 0,
+                nan_c,
+                batch: 1,
+                broadcast: 0,
+                c_layout: CLayout::Packed,
+                split: Some(ranges),
+            };
+            check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;
+        }
+    }
+    Ok(())
+}
+
 /// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32
 /// (both configurations, pinned) and f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
 /// outputs on the tensor cores with the small tile, then the pairs with a
 /// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), then f32
 /// through TF32 ([`Gemm::tf32`]) with both tiles, each ×
 /// NN, NT, TN, TT: the edge shapes (the tile's), then
-/// one random shape per random length of `lens` (`m·n·k` about that length).
+/// one random shape per random length of `lens` (`m·n·k` about that length);
+/// then split-k's sum kernels (`gemm_split_k_sum_*`), one report each over
+/// split GEMMs into its output type (f32: from f16 and bf16 on the tensor
+/// cores and from f32 on the SIMT cores; f16 and bf16 from their own type;
+/// f64).
 /// Each report's `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     use Accumulation::{FmaChain, TensorCores, Tf32};
@@ -850,6 +921,20 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     check_gemms::<bf16, bf16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     check_gemms::<f32, f32, f32>(dev, rng, lens, tf32, Tf32, &mut r)?;
     check_gemms::<f32, f32, f32>(dev, rng, lens, tf32_large, Tf32, &mut r)?;
+    let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_f32::NAME);
+    check_split_k::<f16, f32, f32>(dev, rng, TensorCores, &mut sum)?;
+    check_split_k::<bf16, f32, f32>(dev, rng, TensorCores, &mut sum)?;
+    check_split_k::<f32, f32, f32>(dev, rng, FmaChain, &mut sum)?;
+    r.push(sum);
+    let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_f16::NAME);
+    check_split_k::<f16, f16, f32>(dev, rng, TensorCores, &mut sum)?;
+    r.push(sum);
+    let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_bf16::NAME);
+    check_split_k::<bf16, bf16, f32>(dev, rng, TensorCores, &mut sum)?;
+    r.push(sum);
+    let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_f64::NAME);
+    check_split_k::<f64, f64, f64>(dev, rng, FmaChain, &mut sum)?;
+    r.push(sum);
     Ok(r)
 }
 

@@ -44,6 +44,7 @@
 //! [`tensor`]; f32's warp-tiled 128 × 128 kernels (the same arithmetic,
 //! for shapes that fill the GPU) in [`warp_tiled`].
 
+pub mod split_k;
 pub mod tensor;
 pub mod warp_tiled;
 
@@ -138,6 +139,20 @@ impl Element for f64 {
     const ZERO: f64 = 0.0;
 }
 
+/// The depth of this block's batch (`blockIdx.z`): `k_last` for the grid's
+/// last batch, `k` for the others. A plain batch passes `k_last = k`;
+/// split-k (`warpforge::gemm`) runs one GEMM's k-ranges as a batch whose
+/// strides step along k, `k` deep each but the last, the remainder. One
+/// uniform select per block, before its k-loop.
+#[inline(always)]
+pub fn batch_depth(k: usize, k_last: usize) -> usize {
+    if thread::block_idx().z + 1 == thread::grid_dim().z {
+        k_last
+    } else {
+        k
+    }
+}
+
 /// `D = alpha·op(A)·op(B) + beta·C` for the `BM × BN` tile of `C` this block
 /// owns (module docs). `TA`/`TB`: `A`/`B` stored transposed. Launch with
 /// blocks of `Tile::new(BM, BN, BK).threads()` threads (1-D) and a
@@ -145,7 +160,8 @@ impl Element for f64 {
 /// reads `A` from `z·stride_a` and `B` from `z·stride_b` (stride 0: one
 /// matrix for all batches) and writes batch `z` of `c`, bound by the host
 /// as `batch` matrices of `m × n`, `stride_c` apart (`OutMatrix::batch`;
-/// stacked or side by side, never overlapping).
+/// stacked or side by side, never overlapping). Every batch is `k` deep but
+/// the last, `k_last` deep ([`batch_depth`]: split-k's remainder).
 #[kernel(
     shared = [T; Tile::new(BM, BN, BK).shared_len()],
     instances(
@@ -169,6 +185,7 @@ pub fn gemm<
     const BK: usize,
 >(
     k: usize,
+    k_last: usize,
     alpha: T,
     beta: T,
     a: &[T],
@@ -198,6 +215,7 @@ pub fn gemm<
     let (a_off, b_off_g) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
 
+    let k = batch_depth(k, k_last);
     // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
     let k_eff = if alpha == T::ZERO { 0 } else { k };
     let a = Strided::<T, TA> {

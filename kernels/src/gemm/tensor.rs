@@ -1148,7 +1148,9 @@ fn pipeline<
 /// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
 /// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`] (of `TIn`); `MI = WM/16`,
 /// `NI = WN/8` (checked). Launch with blocks of `MmaTile::threads()`
-/// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉` grid; any other block shape traps.
+/// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block
+/// shape traps. Batches (and their depths, `k` and `k_last`) as for the
+/// SIMT kernel ([`super::gemm`]).
 #[kernel(
     shared = [TIn; MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
@@ -1218,6 +1220,7 @@ pub fn gemm_tc<
     const NI: usize,
 >(
     k: usize,
+    k_last: usize,
     alpha: f32,
     beta: f32,
     a: Global<TIn>,
@@ -1241,6 +1244,8 @@ pub fn gemm_tc<
     let warp_at = c.warp_offset().unwrap_or((0, 0));
     let z = thread::block_idx().z as usize;
     let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
+    // Every batch is k deep but the last (split-k's remainder).
+    let k = super::batch_depth(k, k_last);
     let a_src = Stored {
         src: a,
         ld: lda,

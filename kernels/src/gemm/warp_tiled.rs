@@ -411,8 +411,8 @@ fn guarded_loop<const TA: bool, const TB: bool>(
 /// block owns, as [`super::gemm`] computes it (the same bits), warp-tiled
 /// (module docs), on the [`F32_TILE_LARGE`] tile (`BM × BN × BK`). Launch
 /// with blocks of `F32_TILE_LARGE.threads()` threads (1-D) and a
-/// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batches as
-/// for [`super::gemm`].
+/// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batches
+/// (and their depths, `k` and `k_last`) as for [`super::gemm`].
 #[kernel(
     shared = [f32; SHARED_LEN],
     instances(
@@ -425,6 +425,7 @@ fn guarded_loop<const TA: bool, const TB: bool>(
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_warp_tiled<const TA: bool, const TB: bool>(
     k: usize,
+    k_last: usize,
     alpha: f32,
     beta: f32,
     a: Global<f32>,
@@ -449,6 +450,7 @@ pub fn gemm_warp_tiled<const TA: bool, const TB: bool>(
     let t = thread::linear_thread_id() as usize % tile.threads();
     let block = thread::block_idx();
     let z = block.z as usize;
+    let k = super::batch_depth(k, k_last);
     let (row0, col0) = (block.y as usize * BM, block.x as usize * BN);
     let a = Stored::new(
         a,

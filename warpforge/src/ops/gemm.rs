@@ -112,6 +112,24 @@
 //! 128, sm_90 H100: 132), so it picks what that GPU picks and runs the same
 //! kernels.
 //!
+//! **Split-k** ([`Gemm::split_k`]): a GEMM whose grid cannot fill the GPU
+//! (`128 × 4096 × 4096`: 128 blocks of 64 × 64 on 132 SMs) runs as
+//! `ranges` GEMMs over consecutive k-ranges, launched once as a batch of
+//! the configuration's kernel into the scalar type (f32, f64 for f64)
+//! whose strides step along k — every range a multiple of
+//! [`SPLIT_K_ALIGN`] deep, so it keeps the lean path and its operands'
+//! 16-byte alignment, but the last, the remainder (the kernels' `k_last`) —
+//! each writing `alpha·op(A)·op(B)` of its range into its own `m × n`
+//! plane of a workspace; then `gemm_split_k_sum_*` adds the planes in order
+//! and `beta·C` (not read when `beta = 0`), rounded once to `C`'s type.
+//! Deterministic, but not the unsplit GEMM's bits. The default is
+//! [`split_k_count`] for the configuration's grid: no split when it has a
+//! block per SM, for a batch, or for `k` under two ranges of
+//! [`SPLIT_K_MIN_DEPTH`]; else enough ranges for two blocks per SM. The
+//! workspace (`ranges·m·n` scalars) is allocated per call and freed in
+//! stream order; when it does not fit, the default runs unsplit and a
+//! pinned split is `OutOfMemory`, `C` untouched.
+//!
 //! The heuristic between the aligned fast path and the
 //! guarded path is made per 16-byte chunk inside each kernel, not by the
 //! host: a chunk of 8 elements wholly inside `A` or `B` at a 16-byte aligned
@@ -150,6 +168,7 @@ use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Resul
 use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
+use warpforge_kernels::gemm::split_k as sk;
 use warpforge_kernels::gemm::tensor::{
     self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
 };
@@ -206,14 +225,14 @@ macro_rules! kernel_table {
             tile: Option<TileConfig>,
             tf32: bool,
             trans: (bool, bool),
-            (_, k): (usize, usize),
+            (k, k_last): (usize, usize),
             alpha: Self::Scalar,
             beta: Self::Scalar,
             (a, lda, stride_a): (&DeviceBuffer<Self>, usize, usize),
             (b, ldb, stride_b): (&DeviceBuffer<Self>, usize, usize),
             c: MatrixMut<'_, $tout>,
         ) -> Result<()> {
-            let args = (k, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
+            let args = (k, k_last, alpha, beta, a, lda, stride_a, b, ldb, stride_b, c);
             match (tile, tf32) {
                 $($pat => match trans {
                     (false, false) => dev.launch($module::$nn, cfg, args),
@@ -222,6 +241,24 @@ macro_rules! kernel_table {
                     (true, true) => dev.launch($module::$tt, cfg, args),
                 },)+
             }
+        }
+    };
+}
+
+/// [`GemmTypes::run_split_k`] for every pair: `TIn → S` partial products
+/// (the `S`-output kernels of the same tile), summed into `TOut`.
+macro_rules! split_k_impl {
+    ($tout:ty, $scalar:ty) => {
+        fn run_split_k(
+            gemm: &Gemm<$scalar>,
+            dev: &Device,
+            split: SplitK,
+            a: (&DeviceBuffer<Self>, usize),
+            b: (&DeviceBuffer<Self>, usize),
+            partials: &mut DeviceBuffer<$scalar>,
+            c: MatrixMut<'_, $tout>,
+        ) -> Result<()> {
+            run_split_k::<Self, $tout, $scalar>(gemm, dev, split, a, b, partials, c)
         }
     };
 }
@@ -277,6 +314,7 @@ impl GemmTypes<f32> for f32 {
             gemm_f32_tn_64x64x16,
             gemm_f32_tt_64x64x16;
     );
+    split_k_impl!(f32, f32);
 }
 
 impl sealed::Sealed<f64> for f64 {}
@@ -297,6 +335,7 @@ impl GemmTypes<f64> for f64 {
             gemm_f64_tn_64x64x8,
             gemm_f64_tt_64x64x8;
     );
+    split_k_impl!(f64, f64);
 }
 
 /// The error for [`Gemm::tf32`] on a pair without TF32 kernels.
@@ -426,6 +465,197 @@ fn multiprocessors(dev: &Device) -> u32 {
     }
 }
 
+/// Split-k's partial-product depth is a multiple of this (every tile's
+/// k-step divides it), so every range but the last is whole k-steps and
+/// each range's first element keeps its operand's 16-byte alignment.
+pub const SPLIT_K_ALIGN: usize = 32;
+
+/// The least depth [`split_k_count`] gives a k-range: below it the extra
+/// plane each range writes and the sum reads would cost more than the
+/// blocks it adds.
+pub const SPLIT_K_MIN_DEPTH: usize = 512;
+
+/// The most k-ranges [`split_k_count`] picks.
+pub const SPLIT_K_MAX: usize = 16;
+
+/// The split-k heuristic ([`Gemm::split_k`], module docs): how many k-ranges
+/// a GEMM of `k` runs as, when its configuration's tile grid has `blocks`
+/// blocks in a batch of `batch` on a GPU of `multiprocessors` SMs. `1` (no
+/// split) when the grid already has a block per SM, for a batch (its blocks
+/// fill the GPU along z), or when `k` is under two ranges of
+/// [`SPLIT_K_MIN_DEPTH`]; otherwise enough ranges for two blocks per SM,
+/// at most one per `SPLIT_K_MIN_DEPTH` of `k` and at most [`SPLIT_K_MAX`].
+///
+/// ```
+/// use warpforge::gemm::split_k_count;
+/// // An H100 (132 SMs). 128 × 4096 × 4096 in 64 × 64 tiles: 2 · 64 = 128 blocks.
+/// assert_eq!(split_k_count(128, 4096, 1, 132), 3); // 384 blocks
+/// assert_eq!(split_k_count(1024, 4096, 1, 132), 1); // fills the GPU already
+/// assert_eq!(split_k_count(16, 1 << 20, 1, 132), 16); // at most 16
+/// assert_eq!(split_k_count(16, 1536, 1, 132), 3); // at most k / 512
+/// assert_eq!(split_k_count(16, 1000, 1, 132), 1); // k too shallow
+/// assert_eq!(split_k_count(16, 4096, 2, 132), 1); // a batch: no split
+/// ```
+pub fn split_k_count(blocks: usize, k: usize, batch: usize, multiprocessors: u32) -> usize {
+    let sms = multiprocessors.max(1) as usize;
+    if batch != 1 || blocks == 0 || blocks >= sms {
+        return 1;
+    }
+    (2 * sms)
+        .div_ceil(blocks)
+        .min(k / SPLIT_K_MIN_DEPTH)
+        .clamp(1, SPLIT_K_MAX)
+}
+
+/// How a split-k GEMM runs: `ranges` consecutive k-ranges, each `depth`
+/// deep but the last, `last` (`0 < last ≤ depth`), as a batch of `ranges`
+/// GEMMs on the configuration `tile` ([`Gemm::split_k`]).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitK {
+    pub ranges: usize,
+    pub depth: usize,
+    pub last: usize,
+    pub tile: Option<TileConfig>,
+}
+
+impl SplitK {
+    /// `k` in at most `ranges` ranges of a multiple of [`SPLIT_K_ALIGN`]
+    /// (fewer when `k` is too shallow for them); `None` when that leaves
+    /// one range.
+    fn new(k: usize, ranges: usize, tile: Option<TileConfig>) -> Option<SplitK> {
+        let depth = k.div_ceil(ranges.max(1)).next_multiple_of(SPLIT_K_ALIGN);
+        let ranges = k.div_ceil(depth);
+        (ranges > 1).then(|| SplitK {
+            ranges,
+            depth,
+            last: k - (ranges - 1) * depth,
+            tile,
+        })
+    }
+}
+
+/// The sum kernel of split-k for an output type: `gemm_split_k_sum_*`
+/// (`warpforge_kernels::gemm::split_k`) from partial planes of `S`.
+trait SplitKSum<S: Element>: Element {
+    fn launch_sum(
+        dev: &Device,
+        cfg: LaunchConfig,
+        splits: usize,
+        beta: S,
+        partials: &DeviceBuffer<S>,
+        c: MatrixMut<'_, Self>,
+    ) -> Result<()>;
+    fn sum_name() -> &'static str;
+}
+
+macro_rules! split_k_sum {
+    ($($tout:ty, $s:ty => $kernel:ident;)+) => { $(
+        impl SplitKSum<$s> for $tout {
+            fn launch_sum(
+                dev: &Device,
+                cfg: LaunchConfig,
+                splits: usize,
+                beta: $s,
+                partials: &DeviceBuffer<$s>,
+                c: MatrixMut<'_, $tout>,
+            ) -> Result<()> {
+                dev.launch(sk::$kernel, cfg, (splits, beta, partials, c))
+            }
+            fn sum_name() -> &'static str {
+                sk::$kernel::NAME
+            }
+        }
+    )+ };
+}
+
+split_k_sum!(
+    f32, f32 => gemm_split_k_sum_f32;
+    f16, f32 => gemm_split_k_sum_f16;
+    bf16, f32 => gemm_split_k_sum_bf16;
+    f64, f64 => gemm_split_k_sum_f64;
+);
+
+/// Split-k ([`GemmTypes::run_split_k`]): `split.ranges` GEMMs `TIn → S`
+/// over consecutive k-ranges of `A` and `B` (a batch whose strides step
+/// along k) into the planes of `partials`, then their sum with `beta·C`
+/// into `c` (`gemm_split_k_sum_*`). The caller checked every size and
+/// sized `partials` `ranges·m·n`.
+fn run_split_k<TIn, TOut, S>(
+    gemm: &Gemm<S>,
+    dev: &Device,
+    split: SplitK,
+    (a, lda): (&DeviceBuffer<TIn>, usize),
+    (b, ldb): (&DeviceBuffer<TIn>, usize),
+    partials: &mut DeviceBuffer<S>,
+    c: MatrixMut<'_, TOut>,
+) -> Result<()>
+where
+    S: GemmElement,
+    TIn: GemmTypes<TOut, Scalar = S> + GemmTypes<S, Scalar = S>,
+    TOut: SplitKSum<S>,
+{
+    let Gemm {
+        m,
+        n,
+        trans_a,
+        trans_b,
+        alpha,
+        beta,
+        tf32,
+        ..
+    } = *gemm;
+    let SplitK {
+        ranges,
+        depth,
+        last,
+        tile,
+    } = split;
+    // Range z starts at column z·depth of op(A), row z·depth of op(B):
+    // along A's stored rows unless A is transposed, across B's unless B is.
+    // In bounds: z·depth < k, so within the checked extents.
+    let stride_a = if trans_a { depth * lda } else { depth };
+    let stride_b = if trans_b { depth } else { depth * ldb };
+    let plane = m * n;
+    let partial_kernel = <TIn as GemmTypes<S>>::kernel_name(trans_a, trans_b, tile, tf32);
+    let cfg = Gemm {
+        batch: ranges,
+        ..*gemm
+    }
+    .config(
+        dev,
+        <TIn as GemmTypes<S>>::shape(tile, tf32),
+        partial_kernel,
+    )?;
+    <TIn as GemmTypes<S>>::launch_gemm(
+        dev,
+        cfg,
+        tile,
+        tf32,
+        (trans_a, trans_b),
+        (depth, last),
+        alpha,
+        S::ZERO,
+        (a, lda, stride_a),
+        (b, ldb, stride_b),
+        partials.batched_matrix_mut(m, n, n, ranges, plane)?,
+    )?;
+    // One thread per element of C, 32 × 8 blocks; the kernel strides over
+    // rows beyond the grid's.
+    let sum_kernel = TOut::sum_name();
+    let limits = dev.limits().max_grid_dim;
+    let x = grid_axis(
+        sum_kernel,
+        "grid.x (⌈n / 32⌉)",
+        n.div_ceil(32),
+        limits[0],
+        "split the columns of C over several calls",
+    )?;
+    let y = m.div_ceil(8).min(limits[1].min(65535) as usize) as u32;
+    let cfg = LaunchConfig::new(Dim3::new(x, y, 1), Dim3::new(32, 8, 1));
+    TOut::launch_sum(dev, cfg, ranges, beta, partials, c)
+}
+
 /// The supported pairs of input (`Self`, the type of `A` and `B`) and output
 /// (`TOut`, the type of `C`) element types, and the type of `alpha` and
 /// `beta` ([`Scalar`](Self::Scalar)): `(f32, f32)`, `(f64, f64)` on the SIMT
@@ -455,7 +685,8 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         tf32: bool,
     ) -> &'static str;
     /// Launches the kernel for these transposes and `tile` (as for
-    /// `kernel_name`).
+    /// `kernel_name`); `depth` is `(k, k_last)`: every batch `k` deep but
+    /// the last, `k_last` (split-k's remainder; `k` for a plain batch).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_gemm(
@@ -464,11 +695,24 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         tile: Option<TileConfig>,
         tf32: bool,
         trans: (bool, bool),
-        mk: (usize, usize),
+        depth: (usize, usize),
         alpha: Self::Scalar,
         beta: Self::Scalar,
         a: (&DeviceBuffer<Self>, usize, usize),
         b: (&DeviceBuffer<Self>, usize, usize),
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()>;
+    /// Split-k ([`Gemm::split_k`]): the partial products of `split`'s
+    /// k-ranges into `partials` (this input type into the scalar type, one
+    /// `m × n` plane each), then their sum into `c`.
+    #[doc(hidden)]
+    fn run_split_k(
+        gemm: &Gemm<Self::Scalar>,
+        dev: &Device,
+        split: SplitK,
+        a: (&DeviceBuffer<Self>, usize),
+        b: (&DeviceBuffer<Self>, usize),
+        partials: &mut DeviceBuffer<Self::Scalar>,
         c: MatrixMut<'_, TOut>,
     ) -> Result<()>;
 }
@@ -489,6 +733,7 @@ macro_rules! gemm_tensor {
                 $((Some(TileConfig::Large), _) => tc: $($large),+;)?
                 _ => tc: $($small),+;
             );
+            split_k_impl!($tout, f32);
         }
     };
     (@tiles) => { &[TileConfig::Small] };
@@ -616,6 +861,7 @@ pub struct Gemm<T> {
     stride_c: Option<usize>,
     tile: Option<TileConfig>,
     tf32: bool,
+    split_k: Option<usize>,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -756,6 +1002,7 @@ impl<T: GemmElement> Gemm<T> {
             stride_c: None,
             tile: None,
             tf32: false,
+            split_k: None,
         }
     }
 
@@ -879,6 +1126,81 @@ impl<T: GemmElement> Gemm<T> {
     pub fn tf32(mut self, allow: bool) -> Self {
         self.tf32 = allow;
         self
+    }
+
+    /// Pins split-k: the GEMM runs as at most `ranges` GEMMs over
+    /// consecutive k-ranges (each a multiple of [`SPLIT_K_ALIGN`] deep but
+    /// the last, so fewer when `k` is shallow), each writing its partial
+    /// `alpha·op(A)·op(B)` into a plane of a workspace of `ranges·m·n`
+    /// scalars (f32; f64 for f64), then one kernel sums the planes in order
+    /// and adds `beta·C` (module docs). `1` turns it off; default:
+    /// [`split_k_count`]'s pick for the shape and device. The results are
+    /// deterministic, but not the bits of the unsplit GEMM (the ranges' sums
+    /// are added afterwards, each rounded). For one GEMM (batch 1) with
+    /// `alpha ≠ 0`; [`run`](Self::run) refuses `0` and a split of a batch
+    /// (`InvalidParameter`), and `OutOfMemory` if the pinned workspace does
+    /// not fit (the default falls back to the unsplit GEMM then).
+    pub fn split_k(mut self, ranges: usize) -> Self {
+        self.split_k = Some(ranges);
+        self
+    }
+
+    /// The k-ranges [`run`](Self::run) splits this GEMM into on `dev` for
+    /// `A` and `B` of `TIn` and `C` of `TOut` (`1`: not split): the pinned
+    /// count ([`split_k`](Self::split_k)) or [`split_k_count`]'s for the
+    /// configuration's grid ([`tile_config_for`](Self::tile_config_for)),
+    /// as [`SPLIT_K_ALIGN`]-deep ranges leave it. Errors as
+    /// `tile_config_for`'s, and those of `split_k`.
+    pub fn split_k_for<TIn, TOut>(&self, dev: &Device) -> Result<usize>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        let tile = self.tile_config_for::<TIn, TOut>(dev)?;
+        Ok(self
+            .split_plan(dev, tile, TIn::shape(tile, self.tf32))?
+            .map_or(1, |split| split.ranges))
+    }
+
+    /// The split-k plan for `tile` (of launch shape `shape`), or `None`.
+    fn split_plan(
+        &self,
+        dev: &Device,
+        tile: Option<TileConfig>,
+        shape: BlockShape,
+    ) -> Result<Option<SplitK>> {
+        let refuse = |detail: String| Error::InvalidParameter {
+            op: "gemm",
+            parameter: "split_k",
+            detail,
+        };
+        let ranges = match self.split_k {
+            Some(0) => {
+                return Err(refuse(
+                    "0 k-ranges: use 1 for no split, or more to split k".into(),
+                ));
+            }
+            Some(r) if r > 1 && self.batch != 1 => {
+                return Err(refuse(format!(
+                    "{r} k-ranges for a batch of {}: split-k runs one GEMM's k-ranges as a \
+                     batch; drop .split_k or run the GEMMs one by one",
+                    self.batch
+                )));
+            }
+            Some(r) => r,
+            None => {
+                let blocks = self
+                    .m
+                    .div_ceil(shape.rows)
+                    .saturating_mul(self.n.div_ceil(shape.cols));
+                split_k_count(blocks, self.k, self.batch, multiprocessors(dev))
+            }
+        };
+        // alpha = 0 or k = 0: C ← beta·C, no products to split.
+        if ranges <= 1 || self.alpha == T::ZERO || self.k == 0 {
+            return Ok(None);
+        }
+        Ok(SplitK::new(self.k, ranges, tile))
     }
 
     /// The name of the small-tile SIMT kernel for `A`, `B` and `C` of `T`
@@ -1060,8 +1382,40 @@ impl<T: GemmElement> Gemm<T> {
         // stride_c ≥ n and (count − 1)·stride_c + n ≤ ldc).
         let ldc = c_shape.ld;
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
+        let shape = TIn::shape(tile, self.tf32);
+        if let Some(split) = self.split_plan(dev, tile, shape)? {
+            // The workspace: a plane of m × n scalars per k-range (checked
+            // size). Out of memory: refused when pinned, else the unsplit
+            // GEMM below (C untouched either way).
+            let planes = split
+                .ranges
+                .checked_mul(m)
+                .and_then(|x| x.checked_mul(n))
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!(
+                        "gemm: split-k workspace, {} planes of {m} × {n}",
+                        split.ranges
+                    ),
+                })?;
+            match dev.alloc_zeroed::<T>(planes) {
+                Ok(mut partials) => {
+                    let c = c.matrix_mut(m, n, ldc)?;
+                    return TIn::run_split_k(
+                        self,
+                        dev,
+                        split,
+                        (a, a_shape.ld),
+                        (b, b_shape.ld),
+                        &mut partials,
+                        c,
+                    );
+                }
+                Err(Error::OutOfMemory { .. }) if self.split_k.is_none() => {}
+                Err(e) => return Err(e),
+            }
+        }
         let kernel = TIn::kernel_name(trans_a, trans_b, tile, self.tf32);
-        let cfg = self.config(dev, TIn::shape(tile, self.tf32), kernel)?;
+        let cfg = self.config(dev, shape, kernel)?;
         let c = c
             .batched_matrix_mut(m, n, ldc, count, stride_c)
             .map_err(|e| match e {
@@ -1080,7 +1434,7 @@ impl<T: GemmElement> Gemm<T> {
             tile,
             self.tf32,
             (trans_a, trans_b),
-            (m, k),
+            (k, k),
             alpha,
             beta,
             (a, a_shape.ld, stride_a),

@@ -44,7 +44,9 @@
 //!   `cp.async` when `C/G % 8 == 0`, the pixel in the image and the address
 //!   aligned; zeros in the padding, element loads otherwise). The weights
 //!   are a [`Stored`] matrix read transposed; the output goes through the
-//!   owned `WarpGrid` epilogue. There is no NCHW tensor-core kernel: in
+//!   owned `WarpGrid` epilogue. The tiles: [`TC_CONV_TILE`] (64 × 64, 1 × 2
+//!   warps of 64 × 32) and [`TC_CONV_TILE_LARGE`] (the GEMM's 128 × 128).
+//!   There is no NCHW tensor-core kernel: in
 //!   NCHW, 8 consecutive output pixels of a tap rarely read an aligned
 //!   16-byte run of the input, so the host runs an NCHW f16/bf16
 //!   convolution as this NHWC one between layout changes
@@ -71,7 +73,7 @@ pub mod depthwise;
 pub use depthwise::*;
 
 use crate::gemm::tensor::{
-    self, Input, MmaTile, Output, StageFill, Stored, TC_TILE, TileSource, is_aligned,
+    self, Input, MmaTile, Output, StageFill, Stored, TileSource, is_aligned,
 };
 use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
@@ -612,7 +614,8 @@ impl<T: Input + Element> TileSource<T> for Im2colNhwcTc<'_, T> {
 }
 
 /// The most 16-byte chunks of `A` one thread gathers per k-step in
-/// [`nhwc_lean_main_loop`] (2 for the 64 × 64 × 32 tile's 128 threads).
+/// [`nhwc_lean_main_loop`] (4 for the small tile's 64 threads and for the
+/// large tile's 128).
 const MAX_CHUNKS: usize = 4;
 
 /// The filter taps `first..end` (of `taps`) whose row (or column) `at +
@@ -916,12 +919,24 @@ fn nhwc_lean_main_loop<
     >(&ring, fill, &frags_a, &frags_b, ktiles))
 }
 
-const TC_M: usize = TC_TILE.m;
-const TC_N: usize = TC_TILE.n;
-const TC_K: usize = TC_TILE.k;
-const TC_WM: usize = TC_TILE.warp_m;
-const TC_WN: usize = TC_TILE.warp_n;
-const TC_S: usize = TC_TILE.stages;
+/// The NHWC convolutions' small tile: 64 output pixels × 64 output
+/// channels per block, k-step 32, 3 stages, as the GEMM's
+/// ([`TC_TILE`](crate::gemm::tensor::TC_TILE)), but in 1 × 2 warps of
+/// 64 × 32 (64 threads) instead of 4 of 64 × 16: each warp issues 32 `mma`
+/// per k-step instead of 16, so the k-step's fixed work (the gather's
+/// advance to the next tap, the wait, the barrier), which a thread does once
+/// whatever its share, is spread over twice the `mma`s, and each `ldmatrix`
+/// feeds more of them. The same blocks (the tile's point: layers whose
+/// large-tile grid would leave SMs idle), half the threads a block, more
+/// blocks per SM.
+pub const TC_CONV_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 32, 3);
+const _: () = assert!(TC_CONV_TILE.is_valid() && TC_CONV_TILE.max_shared_bytes() <= 48 * 1024);
+const TC_M: usize = TC_CONV_TILE.m;
+const TC_N: usize = TC_CONV_TILE.n;
+const TC_K: usize = TC_CONV_TILE.k;
+const TC_WM: usize = TC_CONV_TILE.warp_m;
+const TC_WN: usize = TC_CONV_TILE.warp_n;
+const TC_S: usize = TC_CONV_TILE.stages;
 const TC_MI: usize = TC_WM / mma::M;
 const TC_NI: usize = TC_WN / mma::N;
 
@@ -929,10 +944,10 @@ const TC_NI: usize = TC_WN / mma::N;
 /// channels per block, k-step 32, 2 × 2 warps of 64 × 64 (the GEMM's large
 /// tile, [`TC_TILE_LARGE`](crate::gemm::tensor::TC_TILE_LARGE)), 4 stages —
 /// 80 KiB of shared memory on the guarded path (dynamic: the host opts in),
-/// 64 KiB on the lean one. Each thread gathers 4 chunks per k-step (the
-/// small tile's 2) and feeds 8 times the `mma`s; each warp loads a quarter
-/// of the fragments per `mma` of the small tile's. For layers of at least
-/// 128 output channels per group.
+/// 64 KiB on the lean one. Each thread gathers 4 chunks per k-step (as
+/// the small tile's) and feeds 4 times the `mma`s; each warp loads half the
+/// fragments per `mma` of the small tile's. For layers of at least 128
+/// output channels per group.
 pub const TC_CONV_TILE_LARGE: MmaTile = tensor::TC_TILE_LARGE;
 const _: () =
     assert!(TC_CONV_TILE_LARGE.is_valid() && TC_CONV_TILE_LARGE.max_shared_bytes() <= 99 * 1024);

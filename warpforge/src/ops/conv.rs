@@ -104,7 +104,6 @@ use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::conv::{self as kc, Geometry};
 use warpforge_kernels::gemm::F32_TILE;
-use warpforge_kernels::gemm::tensor::TC_TILE;
 use warpforge_kernels::transpose::{self as kt, TRANSPOSE_THREADS, TRANSPOSE_TILE};
 
 const OP: &str = "conv2d";
@@ -387,7 +386,11 @@ macro_rules! half_element {
                 implicit_nchw: None,
                 implicit_nhwc: kc::$tc_nhwc::NAME,
                 transpose: kt::$transpose::NAME,
-                implicit_tile: (TC_TILE.m, TC_TILE.n, TC_TILE.threads()),
+                implicit_tile: (
+                    kc::TC_CONV_TILE.m,
+                    kc::TC_CONV_TILE.n,
+                    kc::TC_CONV_TILE.threads(),
+                ),
                 implicit_nhwc_large: Some(LargeTile {
                     kernel: kc::$tc_nhwc_large::NAME,
                     tile: (

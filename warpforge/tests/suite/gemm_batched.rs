@@ -14,33 +14,11 @@
 
 use crate::common;
 
-use common::gemm::xorshift;
+use common::gemm::{Val, xorshift};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
-use warpforge::{Device, Element, Error};
-
-trait Val: Element {
-    fn from_f64(x: f64) -> Self;
-    fn to_f64(self) -> f64;
-}
-
-macro_rules! val {
-    ($t:ty, $from:expr, $to:expr) => {
-        impl Val for $t {
-            fn from_f64(x: f64) -> Self {
-                $from(x)
-            }
-            fn to_f64(self) -> f64 {
-                $to(self)
-            }
-        }
-    };
-}
-val!(f32, |x| x as f32, f64::from);
-val!(f64, |x| x, |x| x);
-val!(f16, f16::from_f64, f16::to_f64);
-val!(bf16, bf16::from_f64, bf16::to_f64);
+use warpforge::{Device, Error};
 
 #[derive(Clone, Copy, Debug)]
 enum CLayout {

@@ -17,35 +17,12 @@
 
 use crate::common;
 
-use common::gemm::{Case, PADDING, TRANSPOSES, case};
+use common::gemm::{Case, PADDING, TRANSPOSES, Val, case};
 use half::{bf16, f16};
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig, split_k_count};
-use warpforge::{Arch, DType, Device, Element, Error};
+use warpforge::{Arch, DType, Device, Error};
 
 use TileConfig::{Large, Small};
-
-/// Element types from and to f64 (exact on the values used).
-trait Val: Element {
-    fn from_f64(x: f64) -> Self;
-    fn to_f64(self) -> f64;
-}
-
-macro_rules! val {
-    ($t:ty, $from:expr, $to:expr) => {
-        impl Val for $t {
-            fn from_f64(x: f64) -> Self {
-                $from(x)
-            }
-            fn to_f64(self) -> f64 {
-                $to(self)
-            }
-        }
-    };
-}
-val!(f32, |x| x as f32, f64::from);
-val!(f64, |x| x, |x| x);
-val!(f16, f16::from_f64, f16::to_f64);
-val!(bf16, bf16::from_f64, bf16::to_f64);
 
 /// Integers in `[-4, 4]`: exact in every input type, sums of a few hundred
 /// products exact in f32.

@@ -10,6 +10,31 @@
 #[allow(unused_imports)]
 pub use warpforge::reference::gemm::needed;
 
+/// Element types from and to f64, exact on the values the suites use
+/// (small integers, dyadic factors).
+#[allow(dead_code)]
+pub trait Val: warpforge::Element {
+    fn from_f64(x: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! val {
+    ($t:ty, $from:expr, $to:expr) => {
+        impl Val for $t {
+            fn from_f64(x: f64) -> Self {
+                $from(x)
+            }
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+        }
+    };
+}
+val!(f32, |x| x as f32, f64::from);
+val!(f64, |x| x, |x| x);
+val!(half::f16, half::f16::from_f64, half::f16::to_f64);
+val!(half::bf16, half::bf16::from_f64, half::bf16::to_f64);
+
 /// `(trans_a, trans_b)`: all four combinations.
 pub const TRANSPOSES: [(bool, bool); 4] =
     [(false, false), (false, true), (true, false), (true, true)];

@@ -896,9 +896,13 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
         let t = c.tile();
         ((t.m, t.n, t.k), Some(c))
     };
-    let (tc, large) = (config(TileConfig::Small), config(TileConfig::Large));
+    let (tc, large, wide) = (
+        config(TileConfig::Small),
+        config(TileConfig::Large),
+        config(TileConfig::Wide),
+    );
     let tf32_config = |c: TileConfig| {
-        let t = c.tf32_tile();
+        let t = c.tf32_tile().expect("a TF32 configuration");
         ((t.m, t.n, t.k), Some(c))
     };
     let (tf32, tf32_large) = (
@@ -919,6 +923,10 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     check_gemms::<f16, f16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     check_gemms::<bf16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
     check_gemms::<bf16, bf16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
+    check_gemms::<f16, f32, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
+    check_gemms::<f16, f16, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
+    check_gemms::<bf16, f32, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
+    check_gemms::<bf16, bf16, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
     check_gemms::<f32, f32, f32>(dev, rng, lens, tf32, Tf32, &mut r)?;
     check_gemms::<f32, f32, f32>(dev, rng, lens, tf32_large, Tf32, &mut r)?;
     let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_f32::NAME);

@@ -34,9 +34,10 @@ fn verify_op_runs_that_operation_only() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let kernels = verified_kernels(&stdout);
     // f32 (SIMT, both tiles) and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
-    // tile), f16 → f32/f16 and bf16 → f32/bf16 (large tile), f32 through TF32
-    // (both tiles), × NN, NT, TN, TT; then split-k's four sum kernels.
-    assert_eq!(kernels.len(), 64, "{stdout}");
+    // tile), f16 → f32/f16 and bf16 → f32/bf16 (large and wide tiles), f32
+    // through TF32 (small and large tiles), × NN, NT, TN, TT; then split-k's
+    // four sum kernels.
+    assert_eq!(kernels.len(), 80, "{stdout}");
     assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
     for k in [
         "gemm_f32_tn_64x64x16",
@@ -44,6 +45,7 @@ fn verify_op_runs_that_operation_only() {
         "gemm_f64_tt_64x64x8",
         "gemm_bf16_f16_nt_64x64x32_s3",
         "gemm_bf16_bf16_tn_128x128x32_s4",
+        "gemm_f16_f32_tt_128x256x32_s3",
         "gemm_tf32_f32_nt_64x64x16_s3",
         "gemm_tf32_f32_tt_128x128x16_s4",
         "gemm_split_k_sum_bf16",
@@ -54,7 +56,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 64 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 80 passed, 0 failed"), "{stdout}");
 }
 
 #[test]

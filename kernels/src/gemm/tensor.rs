@@ -19,6 +19,7 @@
 //! |---|---|---|---|---|
 //! | [`TC_TILE`] | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | f16/bf16 → f32/f16/bf16, 4 transposes: `gemm_*_64x64x32_s3` |
 //! | [`TC_TILE_LARGE`] | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x128x32_s4` |
+//! | [`TC_TILE_WIDE`] | 128 × 256 × 32 | 2 × 4 (64 × 64) | 3 | f16 → f32/f16, bf16 → f32/bf16, 4 transposes: `gemm_*_128x256x32_s3` |
 //! | [`TF32_TILE`] | 64 × 64 × 16 | 1 × 4 (64 × 16) | 3 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_64x64x16_s3` |
 //! | [`TF32_TILE_LARGE`] | 128 × 128 × 16 | 2 × 2 (64 × 64) | 4 | tf32 → f32, 4 transposes: `gemm_tf32_f32_*_128x128x16_s4` |
 //!
@@ -317,6 +318,18 @@ pub const TC_TILE: MmaTile = MmaTile::new(64, 64, 32, 64, 16, 3);
 /// fragment of the small tile (module docs): the tile for large GEMMs.
 pub const TC_TILE_LARGE: MmaTile = MmaTile::new(128, 128, 32, 64, 64, 4);
 
+/// The wide tensor-core tile: 128 × 256 per block, k-step 32, eight 64 × 64
+/// warp tiles as 2 × 4 (256 threads), 3 stages: 72–90 KiB of shared memory
+/// (dynamic, opt-in; within sm_86/sm_89's 99 KiB, where 4 stages would not
+/// be). The same warp tile as [`TC_TILE_LARGE`], so the same `mma`s per
+/// loaded fragment, with a quarter fewer global bytes per `mma`
+/// (`(128 + 256)·32` elements per k-step for `128·256·32` multiply-adds,
+/// against `(128 + 128)·32` for half as many) and 6 copy chunks a thread
+/// per k-step instead of 8. One block of 8 warps per SM (≤ 255 registers a
+/// thread): the tile for GEMMs large enough to fill the GPU twice over with
+/// it (CUTLASS's sm80 default for large f16 GEMMs has this shape).
+pub const TC_TILE_WIDE: MmaTile = MmaTile::new(128, 256, 32, 64, 64, 3);
+
 /// The small tf32 tile: [`TC_TILE`]'s blocks and warps with a k-step of 16
 /// f32, no more bytes per stage (27–30 KiB in all).
 pub const TF32_TILE: MmaTile = MmaTile::of::<f32>(64, 64, 16, 64, 16, 3);
@@ -327,6 +340,7 @@ pub const TF32_TILE_LARGE: MmaTile = MmaTile::of::<f32>(128, 128, 16, 64, 64, 4)
 
 const _: () = assert!(TC_TILE.is_valid() && TC_TILE.shared_bytes(true, false) <= 48 * 1024);
 const _: () = assert!(TC_TILE_LARGE.is_valid() && TC_TILE_LARGE.max_shared_bytes() <= 99 * 1024);
+const _: () = assert!(TC_TILE_WIDE.is_valid() && TC_TILE_WIDE.max_shared_bytes() <= 99 * 1024);
 const _: () = assert!(TF32_TILE.is_valid() && TF32_TILE.max_shared_bytes() <= 48 * 1024);
 const _: () = assert!(
     TF32_TILE_LARGE.is_valid()
@@ -352,6 +366,14 @@ const TL_WN: usize = TC_TILE_LARGE.warp_n;
 const TL_S: usize = TC_TILE_LARGE.stages;
 const TL_MI: usize = TL_WM / mma::M;
 const TL_NI: usize = TL_WN / mma::N;
+const TW_M: usize = TC_TILE_WIDE.m;
+const TW_N: usize = TC_TILE_WIDE.n;
+const TW_K: usize = TC_TILE_WIDE.k;
+const TW_WM: usize = TC_TILE_WIDE.warp_m;
+const TW_WN: usize = TC_TILE_WIDE.warp_n;
+const TW_S: usize = TC_TILE_WIDE.stages;
+const TW_MI: usize = TW_WM / mma::M;
+const TW_NI: usize = TW_WN / mma::N;
 // The tf32 tiles differ from the 16-bit ones in k only (asserted).
 const TF_K: usize = TF32_TILE.k;
 const TFL_K: usize = TF32_TILE_LARGE.k;
@@ -1194,6 +1216,22 @@ fn pipeline<
         gemm_bf16_bf16_nt_128x128x32_s4 = <bf16, bf16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
         gemm_bf16_bf16_tn_128x128x32_s4 = <bf16, bf16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
         gemm_bf16_bf16_tt_128x128x32_s4 = <bf16, bf16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f32_nn_128x256x32_s3 = <f16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f32_nt_128x256x32_s3 = <f16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f32_tn_128x256x32_s3 = <f16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f32_tt_128x256x32_s3 = <f16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f16_nn_128x256x32_s3 = <f16, f16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f16_nt_128x256x32_s3 = <f16, f16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f16_tn_128x256x32_s3 = <f16, f16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_f16_f16_tt_128x256x32_s3 = <f16, f16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_f32_nn_128x256x32_s3 = <bf16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_f32_nt_128x256x32_s3 = <bf16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_f32_tn_128x256x32_s3 = <bf16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_f32_tt_128x256x32_s3 = <bf16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_bf16_nn_128x256x32_s3 = <bf16, bf16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_bf16_nt_128x256x32_s3 = <bf16, bf16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_bf16_tn_128x256x32_s3 = <bf16, bf16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
+        gemm_bf16_bf16_tt_128x256x32_s3 = <bf16, bf16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
         gemm_tf32_f32_nn_64x64x16_s3 = <f32, f32, false, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
         gemm_tf32_f32_nt_64x64x16_s3 = <f32, f32, false, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
         gemm_tf32_f32_tn_64x64x16_s3 = <f32, f32, true, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,

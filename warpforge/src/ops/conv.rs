@@ -560,7 +560,8 @@ impl Conv2d {
     /// [`TileConfig::Large`] (128 × 128, 128 threads) instead of
     /// [`large_tile`](Self::large_tile)'s choice. Large is refused
     /// (`Error::InvalidParameter`, naming `tile`) where no large kernel runs:
-    /// f32. Other algorithms ignore it.
+    /// f32; [`TileConfig::Wide`] always (the GEMM's only). Other algorithms
+    /// ignore it.
     pub fn tile(mut self, tile: TileConfig) -> Conv2d {
         self.tile = Some(tile);
         self
@@ -850,6 +851,14 @@ impl Conv2d {
     /// tile pinned by [`tile`](Self::tile) overrides it.
     pub fn large_tile<T: ConvElement>(&self) -> Result<Option<LargeTile>> {
         let geo = self.geometry()?;
+        if self.tile == Some(TileConfig::Wide) {
+            return Err(invalid(
+                "tile",
+                "the implicit-GEMM convolutions have the Small and Large tiles; Wide \
+                 (128 × 256) is the GEMM's only: pin TileConfig::Large or Small"
+                    .to_owned(),
+            ));
+        }
         let Some(large) = T::KERNELS.implicit_nhwc_large else {
             return match self.tile {
                 Some(TileConfig::Large) => Err(invalid(
@@ -866,7 +875,7 @@ impl Conv2d {
         match self.tile {
             Some(TileConfig::Large) => return Ok(Some(large)),
             Some(TileConfig::Small) => return Ok(None),
-            None => {}
+            Some(TileConfig::Wide) | None => {}
         }
         let (bm, bn, _) = large.tile;
         let rows = self.input[0].saturating_mul(geo.p).saturating_mul(geo.q);

@@ -72,19 +72,20 @@
 //! **Tensor cores** (`warpforge_kernels::gemm::tensor`): `mma.sync`
 //! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a multi-stage
 //! `cp.async` pipeline; the epilogue computes `alpha·acc + beta·c` in f32 and
-//! rounds once to `TOut` (nearest, ties to even). Two configurations
+//! rounds once to `TOut` (nearest, ties to even). Three configurations
 //! ([`TileConfig`]), from one generic kernel body, for every arch from sm_80:
 //!
 //! | [`TileConfig`] | block tile | warps (warp tile) | stages | threads | shared memory | kernels |
 //! |---|---|---|---|---|---|---|
 //! | `Small` | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | 128 | 27–30 KiB | every pair: `gemm_*_64x64x32_s3` |
 //! | `Large` | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | 128 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
+//! | `Wide` | 128 × 256 × 32 | 2 × 4 (64 × 64) | 3 | 256 | 72–90 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x256x32_s3` |
 //!
 //! **TF32** ([`Gemm::tf32`], off by default, as in cuBLAS and torch): f32
 //! `A` and `B` rounded to tf32 as the fragments load (`cvt.rna`, 10
 //! fraction bits) and multiplied by `mma.sync.m16n8k8` with f32
-//! accumulation, from the same generic kernel body with the same two
-//! configurations at half the k-step in elements (16 f32 = 32 halves in
+//! accumulation, from the same generic kernel body with the `Small` and
+//! `Large` configurations at half the k-step in elements (16 f32 = 32 halves in
 //! bytes: at most the same shared memory, [`TileConfig::tf32_tile`]),
 //! `gemm_tf32_f32_*_64x64x16_s3` and `gemm_tf32_f32_*_128x128x16_s4`, chosen
 //! by the same heuristic. Where a fragment's elements are not contiguous
@@ -93,24 +94,33 @@
 //!
 //! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
 //! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and
-//! [`Gemm::kernel_name_for`] say which): `Large` when the pair has large-tile
-//! kernels (every tensor-core pair with output f32 or its input type, TF32,
-//! and f32 on the SIMT cores), the device allows their shared memory per
-//! block (every target from sm_80 does), and the large tile's grid, `⌈m/128⌉·⌈n/128⌉·batch`
-//! blocks, is at least one block per SM (132 on an H100); `Small`
-//! otherwise. The reasoning: per `mma` the large tile loads two thirds of
-//! the small one's shared-memory fragments and half its global bytes, so it
-//! is the faster tile whenever the GPU is full; but it makes a quarter as many
-//! blocks, and below one block per SM some SMs would sit idle, where the
-//! small tile's 4× more blocks keep them busy (a 1024 × 1024 GEMM is 64
-//! large blocks, half an H100, or 256 small ones). `k` does not enter: both
-//! tiles stream `k` the same way, so it scales both alike; nor does
-//! alignment: both tiles take the same per-chunk path (below), and an
-//! unaligned operand costs both the same per loaded element, of which the
-//! large tile loads fewer. The SM count is the GPU's; an emulator counts
-//! the SMs of its arch's flagship GPU (sm_80 A100: 108, sm_86: 84, sm_89:
-//! 128, sm_90 H100: 132), so it picks what that GPU picks and runs the same
-//! kernels.
+//! [`Gemm::kernel_name_for`] say which), among the configurations the pair
+//! has kernels for and the device has shared memory for (every target from
+//! sm_80 has it for all three): `Wide` when its grid,
+//! `⌈m/128⌉·⌈n/256⌉·batch` blocks, is at least two blocks per SM (264 on
+//! an H100) and its 256-column tiles cover at most an eighth more of `C`
+//! than 128-column ones would (not for a narrow or ragged `n`); else `Large` when its grid, `⌈m/128⌉·⌈n/128⌉·batch` blocks, is
+//! at least one block per SM (132); `Small` otherwise. The reasoning: per
+//! `mma` the large tile loads two thirds of the small one's shared-memory
+//! fragments and half its global bytes, so it is the faster tile whenever
+//! the GPU is full; but it makes a quarter as many blocks, and below one
+//! block per SM some SMs would sit idle, where the small tile's 4× more
+//! blocks keep them busy (a 1024 × 1024 GEMM is 64 large blocks, half an
+//! H100, or 256 small ones). The wide tile has the large one's warp tiles
+//! (the same shared-memory fragments per `mma`) and a quarter fewer global
+//! bytes per `mma`, but half its blocks, each one of 8 warps alone on its
+//! SM (the large tile runs two of 4 warps, whose barriers interleave): it
+//! is asked to fill the GPU twice, so that a partial last wave idles at
+//! most a third of the run (4096 × 4096: 512 wide blocks, 3.9 waves on an
+//! H100). `k` does not enter: the tiles stream `k` the same way, so it
+//! scales them alike; nor does alignment: every tile takes the same
+//! per-chunk path (below), and an unaligned operand costs each the same
+//! per loaded element, of which the larger tiles load fewer. The SM count
+//! is the GPU's; an emulator counts the SMs of its arch's flagship GPU
+//! (sm_80 A100: 108, sm_86: 84, sm_89: 128, sm_90 H100: 132), so it picks
+//! what that GPU picks and runs the same kernels. (The wide tile's rule is
+//! not yet measured on a GPU: `bench gemm` times the large tile beside it
+//! wherever it picks the wide one.)
 //!
 //! **Split-k** ([`Gemm::split_k`]): a GEMM whose grid cannot fill the GPU
 //! (`128 × 4096 × 4096`: 128 blocks of 64 × 64 on 132 SMs) runs as
@@ -170,7 +180,7 @@ use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::gemm::split_k as sk;
 use warpforge_kernels::gemm::tensor::{
-    self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
+    self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TC_TILE_WIDE, TF32_TILE, TF32_TILE_LARGE,
 };
 use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
@@ -382,6 +392,12 @@ pub enum TileConfig {
     /// tensor-core pairs with output f32 or their input type, and f32, have
     /// it.
     Large,
+    /// 128 × 256 × 32, 2 × 4 warps of 64 × 64, 3 stages ([`TC_TILE_WIDE`]):
+    /// the large tile's warp tiles, a quarter fewer global bytes per `mma`,
+    /// one block of 8 warps per SM; for shapes that fill the GPU twice over
+    /// with its blocks. The f16/bf16 pairs with output f32 or their input
+    /// type have it (not TF32, not the SIMT cores).
+    Wide,
 }
 
 impl TileConfig {
@@ -390,51 +406,75 @@ impl TileConfig {
         match self {
             TileConfig::Small => TC_TILE,
             TileConfig::Large => TC_TILE_LARGE,
+            TileConfig::Wide => TC_TILE_WIDE,
         }
     }
 
     /// The TF32 kernel's tile parameters ([`Gemm::tf32`]): the same blocks
     /// and warps as [`tile`](Self::tile), half its k-step in f32 elements,
-    /// at most its bytes of shared memory (the same at the largest layout).
-    pub const fn tf32_tile(self) -> MmaTile {
+    /// at most its bytes of shared memory (the same at the largest layout);
+    /// `None` for [`Wide`](Self::Wide), which has no TF32 kernels.
+    pub const fn tf32_tile(self) -> Option<MmaTile> {
         match self {
-            TileConfig::Small => TF32_TILE,
-            TileConfig::Large => TF32_TILE_LARGE,
+            TileConfig::Small => Some(TF32_TILE),
+            TileConfig::Large => Some(TF32_TILE_LARGE),
+            TileConfig::Wide => None,
         }
     }
 
-    /// The heuristic (module docs): [`Large`](Self::Large) if
-    /// `large_kernels` (the type pair has large-tile kernels), the device
-    /// allows `shared_optin` bytes of shared memory per block, at least the
-    /// large tile's, and the large tile's grid of `⌈m/128⌉·⌈n/128⌉·batch`
-    /// blocks has at least one block per SM (`multiprocessors`);
-    /// [`Small`](Self::Small) otherwise.
+    /// The heuristic (module docs), among `tiles` (the configurations the
+    /// type pair has kernels for; [`Small`](Self::Small) when none fits):
+    /// [`Wide`](Self::Wide) if the device allows `shared_optin` bytes of
+    /// shared memory per block, at least the wide tile's, and its grid of
+    /// `⌈m/128⌉·⌈n/256⌉·batch` blocks has at least two blocks per SM
+    /// (`multiprocessors`; it runs one block per SM, so at least two full
+    /// waves) and its 256-column tiles cover at most an eighth more of `C`
+    /// than the large tile's 128-column ones (`2·⌈n/256⌉ ≤ 9/8·⌈n/128⌉`: not
+    /// for `n = 64` or `384`); else [`Large`](Self::Large) if its shared memory fits and
+    /// its grid of `⌈m/128⌉·⌈n/128⌉·batch` blocks has at least one block per
+    /// SM; else [`Small`](Self::Small).
     ///
     /// ```
-    /// use warpforge::gemm::TileConfig;
+    /// use warpforge::gemm::TileConfig::{self, Large, Small, Wide};
     /// // An H100: 132 SMs, 227 KiB of shared memory per block.
-    /// let h100 = |m, n, batch| TileConfig::choose(m, n, batch, true, 132, 227 * 1024);
-    /// assert_eq!(h100(4096, 4096, 1), TileConfig::Large); // 1024 blocks
-    /// assert_eq!(h100(1024, 1024, 1), TileConfig::Small); // 64 large blocks: half the GPU
-    /// assert_eq!(h100(1024, 1024, 4), TileConfig::Large); // 256 with the batch
-    /// assert_eq!(h100(65536, 64, 1), TileConfig::Large); // 512 row tiles
-    /// assert_eq!(h100(8192, 32, 1), TileConfig::Small); // skinny: 64 blocks
+    /// let h100 = |m, n, batch| TileConfig::choose(m, n, batch, &[Small, Large, Wide], 132, 227 * 1024);
+    /// assert_eq!(h100(4096, 4096, 1), Wide); // 512 wide blocks: ~3.9 waves
+    /// assert_eq!(h100(2048, 2048, 1), Large); // 128 wide blocks: under 2 per SM
+    /// assert_eq!(h100(1024, 1024, 1), Small); // 64 large blocks: half the GPU
+    /// assert_eq!(h100(1024, 1024, 4), Large); // 256 with the batch
+    /// assert_eq!(h100(65536, 64, 1), Large); // 512 row tiles; n too narrow for 256
+    /// assert_eq!(h100(8192, 32, 1), Small); // skinny: 64 blocks
+    /// // A pair without wide kernels (f32 on the SIMT cores, TF32, f16 → bf16):
+    /// assert_eq!(TileConfig::choose(4096, 4096, 1, &[Small, Large], 132, 227 * 1024), Large);
     /// ```
     pub fn choose(
         m: usize,
         n: usize,
         batch: usize,
-        large_kernels: bool,
+        tiles: &[TileConfig],
         multiprocessors: u32,
         shared_optin: u32,
     ) -> TileConfig {
-        let large = TC_TILE_LARGE;
-        let fits = large.max_shared_bytes() <= shared_optin as usize;
-        let blocks = m
-            .div_ceil(large.m)
-            .saturating_mul(n.div_ceil(large.n))
-            .saturating_mul(batch);
-        if large_kernels && fits && blocks >= multiprocessors.max(1) as usize {
+        let sms = multiprocessors.max(1) as usize;
+        let usable = |c: TileConfig, blocks_per_sm: usize| {
+            let tile = c.tile();
+            let blocks = m
+                .div_ceil(tile.m)
+                .saturating_mul(n.div_ceil(tile.n))
+                .saturating_mul(batch);
+            tiles.contains(&c)
+                && tile.max_shared_bytes() <= shared_optin as usize
+                && blocks >= sms.saturating_mul(blocks_per_sm)
+        };
+        // The wide tile's 256 columns must not cover much more of C than the
+        // large tile's 128 (at most an eighth more): a narrow or ragged n
+        // would leave a wide block's warp columns idle.
+        let (wide, large) = (TC_TILE_WIDE.n, TC_TILE_LARGE.n);
+        let columns_fit = n.div_ceil(wide).saturating_mul(wide).saturating_mul(8)
+            <= n.div_ceil(large).saturating_mul(large).saturating_mul(9);
+        if columns_fit && usable(TileConfig::Wide, 2) {
+            TileConfig::Wide
+        } else if usable(TileConfig::Large, 1) {
             TileConfig::Large
         } else {
             TileConfig::Small
@@ -718,9 +758,10 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
 }
 
 /// The tensor-core pairs: `$small` the 64 × 64 kernels (nn, nt, tn, tt),
-/// `$large` the 128 × 128 ones where the pair has them.
+/// `$large` the 128 × 128 ones and `$wide` the 128 × 256 ones where the
+/// pair has them.
 macro_rules! gemm_tensor {
-    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+])?) => {
+    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+], [$($wide:ident),+])?) => {
         impl sealed::Sealed<$tout> for $tin {}
         impl GemmTypes<$tout> for $tin {
             type Scalar = f32;
@@ -730,14 +771,15 @@ macro_rules! gemm_tensor {
                 tile.unwrap_or(TileConfig::Small).shape()
             }
             kernel_table!($tout;
-                $((Some(TileConfig::Large), _) => tc: $($large),+;)?
+                $((Some(TileConfig::Large), _) => tc: $($large),+;
+                (Some(TileConfig::Wide), _) => tc: $($wide),+;)?
                 _ => tc: $($small),+;
             );
             split_k_impl!($tout, f32);
         }
     };
     (@tiles) => { &[TileConfig::Small] };
-    (@tiles [$($large:ident),+]) => { &[TileConfig::Small, TileConfig::Large] };
+    (@tiles [$($large:ident),+]) => { &[TileConfig::Small, TileConfig::Large, TileConfig::Wide] };
 }
 
 gemm_tensor!(
@@ -754,6 +796,12 @@ gemm_tensor!(
         gemm_f16_f32_nt_128x128x32_s4,
         gemm_f16_f32_tn_128x128x32_s4,
         gemm_f16_f32_tt_128x128x32_s4
+    ],
+    [
+        gemm_f16_f32_nn_128x256x32_s3,
+        gemm_f16_f32_nt_128x256x32_s3,
+        gemm_f16_f32_tn_128x256x32_s3,
+        gemm_f16_f32_tt_128x256x32_s3
     ]
 );
 gemm_tensor!(
@@ -770,6 +818,12 @@ gemm_tensor!(
         gemm_f16_f16_nt_128x128x32_s4,
         gemm_f16_f16_tn_128x128x32_s4,
         gemm_f16_f16_tt_128x128x32_s4
+    ],
+    [
+        gemm_f16_f16_nn_128x256x32_s3,
+        gemm_f16_f16_nt_128x256x32_s3,
+        gemm_f16_f16_tn_128x256x32_s3,
+        gemm_f16_f16_tt_128x256x32_s3
     ]
 );
 gemm_tensor!(
@@ -796,6 +850,12 @@ gemm_tensor!(
         gemm_bf16_f32_nt_128x128x32_s4,
         gemm_bf16_f32_tn_128x128x32_s4,
         gemm_bf16_f32_tt_128x128x32_s4
+    ],
+    [
+        gemm_bf16_f32_nn_128x256x32_s3,
+        gemm_bf16_f32_nt_128x256x32_s3,
+        gemm_bf16_f32_tn_128x256x32_s3,
+        gemm_bf16_f32_tt_128x256x32_s3
     ]
 );
 gemm_tensor!(
@@ -822,6 +882,12 @@ gemm_tensor!(
         gemm_bf16_bf16_nt_128x128x32_s4,
         gemm_bf16_bf16_tn_128x128x32_s4,
         gemm_bf16_bf16_tt_128x128x32_s4
+    ],
+    [
+        gemm_bf16_bf16_nn_128x256x32_s3,
+        gemm_bf16_bf16_nt_128x256x32_s3,
+        gemm_bf16_bf16_tn_128x256x32_s3,
+        gemm_bf16_bf16_tt_128x256x32_s3
     ]
 );
 
@@ -1086,8 +1152,9 @@ impl<T: GemmElement> Gemm<T> {
     /// Pins the configuration (default: [`TileConfig::choose`]'s pick for
     /// the shape and device, module docs). For the tensor-core pairs, TF32
     /// and f32 on the SIMT cores; f64's one SIMT tile ignores it.
-    /// [`run`](Self::run) refuses [`TileConfig::Large`] for a pair without
-    /// large-tile kernels (`InvalidParameter`).
+    /// [`run`](Self::run) refuses a configuration the pair has no kernels
+    /// for (`InvalidParameter`: `Large` and `Wide` for f16 → bf16 and
+    /// bf16 → f16, `Wide` for TF32 and f32 on the SIMT cores).
     pub fn tile(mut self, tile: TileConfig) -> Self {
         self.tile = Some(tile);
         self
@@ -1252,7 +1319,7 @@ impl<T: GemmElement> Gemm<T> {
                 self.m,
                 self.n,
                 self.batch,
-                tiles.contains(&TileConfig::Large),
+                tiles,
                 multiprocessors(dev),
                 dev.limits().max_shared_per_block_optin,
             ),

@@ -462,7 +462,8 @@ fn tensor_core_nhwc_lean_gather_filter_shapes() {
 /// 3 × 3 layer at batch 32: 196), else the small tile (res2: 64 channels;
 /// res4, res5: 98 and 52 large blocks, too few for 132 SMs), in NCHW too
 /// (which runs the NHWC kernels); pinning it is refused where no large
-/// kernel exists (f32), naming `tile`.
+/// kernel exists (f32), and pinning the GEMM's wide tile always, naming
+/// `tile`.
 #[test]
 fn the_large_nhwc_tile_is_chosen_by_shape() {
     let layer = |c: usize, hw: usize, k: usize| {
@@ -503,11 +504,18 @@ fn the_large_nhwc_tile_is_chosen_by_shape() {
         nchw.tile(TileConfig::Large).kernel_name::<bf16>().unwrap(),
         "conv2d_nhwc_bf16_128x128x32_s4"
     );
-    {
-        let err = layer(128, 28, 128)
+    // Large where no large kernel runs (f32), and Wide (the GEMM's only)
+    // for every type: refused, naming the parameter.
+    for err in [
+        layer(128, 28, 128)
             .tile(TileConfig::Large)
             .kernel_name::<f32>()
-            .unwrap_err();
+            .unwrap_err(),
+        layer(128, 28, 128)
+            .tile(TileConfig::Wide)
+            .kernel_name::<f16>()
+            .unwrap_err(),
+    ] {
         assert!(
             matches!(
                 err,

@@ -15,9 +15,9 @@
 //! f32 value once, so that is exact too). `C`'s padding must be untouched.
 //! Then one test with random floats, within a bound derived from `k`.
 //!
-//! Both tile configurations (`TileConfig::Small`, `Large`) run the same
-//! properties, pinned with `Gemm::tile`; the heuristic that picks between
-//! them is tested at its boundaries.
+//! Every tile configuration (`TileConfig::Small`, `Large`, `Wide`) runs the
+//! same properties, pinned with `Gemm::tile`; the heuristic that picks
+//! between them is tested at its boundaries.
 
 use crate::common;
 
@@ -26,9 +26,9 @@ use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
 use warpforge::{Arch, Device, Element, Error, Kernel};
-use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE, TC_TILE_LARGE};
+use warpforge_kernels::gemm::tensor::{self as tc, TC_TILE, TC_TILE_LARGE, TC_TILE_WIDE};
 
-use TileConfig::{Large, Small};
+use TileConfig::{Large, Small, Wide};
 
 /// Input element types, from f64 (exact on the values used).
 trait In:
@@ -214,7 +214,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     /// Random shapes, transposes, pads, factors, pair (input, output) and
-    /// tile configuration (the large one for the pairs that have it).
+    /// tile configuration (the large and wide ones for the pairs that have
+    /// them).
     #[test]
     fn tensor_gemm_matches_the_exact_reference(
         m in dim(),
@@ -226,7 +227,7 @@ proptest! {
         beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
         nan_c in any::<bool>(),
         pair in 0usize..6,
-        large in any::<bool>(),
+        tile in prop::sample::select(vec![Small, Large, Wide]),
         seed in any::<u64>(),
     ) {
         // A NaN-filled C only with beta = 0, where it must not be read.
@@ -234,7 +235,7 @@ proptest! {
         let c = case((m, n, k), trans, pad, alpha, beta, fill, seed, small_int);
         let dev = Device::emulator();
         // The mixed f16 → bf16 and bf16 → f16 pairs have the small tile only.
-        let tile = if large && pair != 2 && pair != 4 { Large } else { Small };
+        let tile = if pair == 2 || pair == 4 { Small } else { tile };
         match pair {
             0 => c.check_tensor::<f16, f32>(&dev, tile),
             1 => c.check_tensor::<f16, f16>(&dev, tile),
@@ -290,6 +291,37 @@ fn every_large_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
             c.check_tensor::<f16, f16>(&dev, Large);
             c.check_tensor::<bf16, f32>(&dev, Large);
             c.check_tensor::<bf16, bf16>(&dev, Large);
+        }
+    }
+}
+
+/// Every one of the 16 wide-tile kernels on a shape ragged in every
+/// dimension of its tile: 131 rows (a 128-row block tile and 3 rows; in the
+/// second block the second row of warps owns nothing), 263 columns (one
+/// full 256-column block tile, then 7 columns: warp columns 1–3 of the
+/// second block own nothing), k = 109 (three 32-deep k-steps and 13: four
+/// steps through three stages, so the ring wraps), aligned and odd leading
+/// dimensions.
+#[test]
+fn every_wide_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 3] {
+            let seed = (t * 16 + pad) as u64 + 700;
+            let c = case(
+                (131, 263, 109),
+                trans,
+                pad,
+                -1.0,
+                0.5,
+                None,
+                seed,
+                small_int,
+            );
+            c.check_tensor::<f16, f32>(&dev, Wide);
+            c.check_tensor::<f16, f16>(&dev, Wide);
+            c.check_tensor::<bf16, f32>(&dev, Wide);
+            c.check_tensor::<bf16, bf16>(&dev, Wide);
         }
     }
 }
@@ -351,7 +383,7 @@ fn beta_zero_never_reads_c_and_alpha_or_k_zero_scale_c() {
             small_int,
         );
         c.check_outputs::<bf16>(&dev);
-        for tile in [Small, Large] {
+        for tile in [Small, Large, Wide] {
             let got = c.run_tensor::<f16, f32>(&dev, tile);
             for i in 0..c.m {
                 for j in 0..c.n {
@@ -380,7 +412,7 @@ fn random_floats_are_within_the_error_bound() {
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
     {
-        for tile in [Small, Large] {
+        for tile in [Small, Large, Wide] {
             let got = c.run_tensor::<I, O>(dev, tile);
             let u32_ = f32::EPSILON as f64 / 2.0;
             for (e, (&g, &(w, mag))) in got.iter().zip(&c.reference()).enumerate() {
@@ -442,14 +474,14 @@ fn kernel_names_and_resources_come_from_the_tile() {
     let dev = Device::emulator();
     let t = |x: bool| if x { "t" } else { "n" };
     let suffix = |tile: tc::MmaTile| format!("{}x{}x{}_s{}", tile.m, tile.n, tile.k, tile.stages);
-    let (small, large) = (suffix(TC_TILE), suffix(TC_TILE_LARGE));
+    let (small, large, wide) = (suffix(TC_TILE), suffix(TC_TILE_LARGE), suffix(TC_TILE_WIDE));
     assert_eq!(
-        (small.as_str(), large.as_str()),
-        ("64x64x32_s3", "128x128x32_s4")
+        (small.as_str(), large.as_str(), wide.as_str()),
+        ("64x64x32_s3", "128x128x32_s4", "128x256x32_s3")
     );
     for (ta, tb) in TRANSPOSES {
         let tr = format!("{}{}", t(ta), t(tb));
-        for (config, tile) in [(Small, &small), (Large, &large)] {
+        for (config, tile) in [(Small, &small), (Large, &large), (Wide, &wide)] {
             let g = Gemm::<f32>::new(1, 1, 1)
                 .trans_a(ta)
                 .trans_b(tb)
@@ -501,6 +533,14 @@ fn kernel_names_and_resources_come_from_the_tile() {
     // 2 × 2 warps of 64 × 64 (128 threads): 2 blocks per SM on registers.
     assert_eq!((TC_TILE_LARGE.warps(), TC_TILE_LARGE.threads()), (4, 128));
     assert_eq!((TC_TILE_LARGE.warp_m, TC_TILE_LARGE.warp_n), (64, 64));
+    // The wide tile: 2 × 4 warps of 64 × 64 (256 threads), 3 stages; NT the
+    // largest layout again: (128 + 256) × 40 elements a stage, 90 KiB.
+    assert_eq!((TC_TILE_WIDE.warps(), TC_TILE_WIDE.threads()), (8, 256));
+    assert_eq!(
+        tc::gemm_f16_f16_nt_128x256x32_s3::SHARED_BYTES,
+        (128 + 256) * 40 * 3 * 2
+    );
+    assert_eq!(TC_TILE_WIDE.max_shared_bytes(), 90 * 1024);
     // f32 on the SIMT cores has the same two choices (its own tiles);
     // f64 has one tile and no choice.
     let g = Gemm::<f32>::new(1, 1, 1).tile(Large);
@@ -509,6 +549,26 @@ fn kernel_names_and_resources_come_from_the_tile() {
         "gemm_f32_nn_128x128x8"
     );
     assert_eq!(g.tile_config_for::<f32, f32>(&dev).unwrap(), Some(Large));
+    // The wide tile is the 16-bit tensor cores' only: refused for f32
+    // (SIMT and TF32) and the mixed pairs, naming the parameter.
+    for g in [Gemm::<f32>::new(1, 1, 1), Gemm::new(1, 1, 1).tf32(true)] {
+        let err = g.tile(Wide).kernel_name_for::<f32, f32>(&dev).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidParameter {
+                    parameter: "tile",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+    let err = Gemm::<f32>::new(1, 1, 1)
+        .tile(Wide)
+        .kernel_name_for::<f16, bf16>(&dev)
+        .unwrap_err();
+    assert!(err.to_string().contains("f16 → bf16"), "{err}");
     let g = Gemm::<f64>::new(1, 1, 1).tile(Large);
     assert_eq!(
         g.kernel_name_for::<f64, f64>(&dev).unwrap(),
@@ -543,11 +603,26 @@ fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
     );
     // Skinny: 8192 × 64 is 64 large blocks (256 small ones): small.
     assert_eq!(choice(&h100, Gemm::new(8192, 64, 4096)), Some(Small));
-    // k does not enter; the square benchmarks' shapes pick large.
-    assert_eq!(choice(&h100, Gemm::new(4096, 4096, 1)), Some(Large));
-    assert_eq!(choice(&h100, Gemm::new(8192, 8192, 8192)), Some(Large));
-    // A pair without large-tile kernels: small, whatever the shape; pinning
-    // the large tile there is refused, naming the parameter.
+    // The wide tile once its grid, ⌈m/128⌉·⌈n/256⌉, is two blocks per SM:
+    // 24 × 11 = 264 on an H100 (216 on an A100: 24 × 9), 24 × 10 short.
+    assert_eq!(choice(&h100, Gemm::new(3072, 2816, 64)), Some(Wide));
+    assert_eq!(choice(&h100, Gemm::new(3072, 2560, 64)), Some(Large));
+    assert_eq!(choice(&a100, Gemm::new(3072, 2304, 64)), Some(Wide));
+    assert_eq!(choice(&a100, Gemm::new(3072, 2048, 64)), Some(Large));
+    // Narrow or ragged n: 256-column tiles covering more than 9/8 of the
+    // 128-column ones' columns stay large (384: 512 against 384; 1152: 1280
+    // against 1152, under 9/8), however many blocks.
+    assert_eq!(choice(&h100, Gemm::new(65536, 384, 64)), Some(Large));
+    assert_eq!(choice(&h100, Gemm::new(65536, 64, 64)), Some(Large));
+    assert_eq!(choice(&h100, Gemm::new(65536, 1152, 64)), Some(Wide));
+    // 8192 × 1024: 256 wide blocks, short of 264: large (512 blocks).
+    assert_eq!(choice(&h100, Gemm::new(8192, 1024, 4096)), Some(Large));
+    // k does not enter; the large square benchmarks' shapes pick wide.
+    assert_eq!(choice(&h100, Gemm::new(4096, 4096, 1)), Some(Wide));
+    assert_eq!(choice(&h100, Gemm::new(8192, 8192, 8192)), Some(Wide));
+    assert_eq!(choice(&h100, Gemm::new(2048, 2048, 2048)), Some(Large));
+    // A pair without large- and wide-tile kernels: small, whatever the
+    // shape; pinning the large tile there is refused, naming the parameter.
     let big = Gemm::<f32>::new(4096, 4096, 64);
     assert_eq!(
         big.tile_config_for::<f16, bf16>(&h100).unwrap(),
@@ -555,7 +630,12 @@ fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
     );
     assert_eq!(
         big.kernel_name_for::<bf16, bf16>(&h100).unwrap(),
-        "gemm_bf16_bf16_nn_128x128x32_s4"
+        "gemm_bf16_bf16_nn_128x256x32_s3"
+    );
+    // TF32 has no wide tile: large.
+    assert_eq!(
+        big.tf32(true).kernel_name_for::<f32, f32>(&h100).unwrap(),
+        "gemm_tf32_f32_nn_128x128x16_s4"
     );
     let err = big
         .tile(Large)
@@ -587,20 +667,26 @@ fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
         ),
         "{err}"
     );
-    // The rule itself: shared memory the device cannot give keeps the small tile.
+    // The rule itself: a tile whose shared memory the device cannot give
+    // is passed over (the wide tile needs 90 KiB, the large 80).
+    let all = [Small, Large, Wide];
     assert_eq!(
-        TileConfig::choose(4096, 4096, 1, true, 132, 99 * 1024),
+        TileConfig::choose(4096, 4096, 1, &all, 132, 99 * 1024),
+        Wide
+    );
+    assert_eq!(
+        TileConfig::choose(4096, 4096, 1, &all, 132, 85 * 1024),
         Large
     );
     assert_eq!(
-        TileConfig::choose(4096, 4096, 1, true, 132, 64 * 1024),
+        TileConfig::choose(4096, 4096, 1, &all, 132, 64 * 1024),
         Small
     );
     assert_eq!(
-        TileConfig::choose(4096, 4096, 1, false, 132, 227 * 1024),
+        TileConfig::choose(4096, 4096, 1, &[Small], 132, 227 * 1024),
         Small
     );
-    assert_eq!(TileConfig::choose(0, 4096, 1, true, 132, 227 * 1024), Small);
+    assert_eq!(TileConfig::choose(0, 4096, 1, &all, 132, 227 * 1024), Small);
 }
 
 /// A batch on the large tile: each GEMM of the batch against its own
@@ -738,6 +824,8 @@ fn gpu_tensor_gemm_matches_the_exact_reference() {
             let nan = case(shape, trans, 0, 1.0, 0.0, Some(f64::NAN), seed, small_int);
             nan.check_tensor::<f16, f32>(&gpu, Large);
             nan.check_tensor::<bf16, bf16>(&gpu, Small);
+            nan.check_tensor::<f16, f16>(&gpu, Wide);
+            c.check_tensor::<bf16, f32>(&gpu, Wide);
         }
     }
 }
@@ -749,13 +837,14 @@ fn gpu_tensor_gemm_matches_the_exact_reference() {
 /// offsets, k a multiple of the k-step), every one is an edge (odd leading
 /// dimensions: misaligned rows), or they are mixed (a ragged m, and a
 /// second batch at an odd offset: its blocks misaligned while the first
-/// batch's are interior), each with both tiles and every transpose; the
+/// batch's are interior), each with every tile and every transpose; the
 /// emulator's per-launch path count (`MemoryProfile::paths`) says which
 /// blocks took the lean path and which the guarded one.
 #[test]
 fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
     let dev = Device::emulator();
-    let (k, n) = (64usize, 128usize);
+    // n = 256: one whole column of wide tiles too.
+    let (k, n) = (64usize, 256usize);
     for m in [128usize, 100] {
         let a_val = |i: usize, p: usize| ((i * 7 + p * 3) % 9) as f64 - 4.0;
         let b_val = |p: usize, j: usize| ((p * 5 + j * 11) % 9) as f64 - 4.0;
@@ -790,7 +879,7 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
                     }
                 }
                 let (a, b) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
-                for tile in [Small, Large] {
+                for tile in [Small, Large, Wide] {
                     let mut c = dev.alloc_zeroed::<f32>(2 * m * n).unwrap();
                     let gemm = Gemm::new(m, n, k)
                         .trans_a(ta)
@@ -807,7 +896,8 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
                     // Which path each block took: lean where the block's rows
                     // are whole in m and both operands' rows and batch start
                     // are 16-byte aligned (k is a multiple of the k-step).
-                    let (bm, bn) = if tile == Small { (64, 64) } else { (128, 128) };
+                    let t = tile.tile();
+                    let (bm, bn) = (t.m, t.n);
                     let aligned =
                         |ld: usize, at: usize| ld.is_multiple_of(8) && at.is_multiple_of(8);
                     let lean: u64 = (0..2)
@@ -854,7 +944,7 @@ fn interior_edge_and_mixed_block_tiles_agree_bit_for_bit() {
 #[test]
 fn lean_stages_are_swizzled_without_bank_conflicts() {
     let dev = Device::emulator();
-    let (m, n, k) = (128, 128, 64);
+    let (m, n, k) = (128, 256, 64);
     let a: Vec<f16> = (0..m * k)
         .map(|i| f16::from_f32((i % 7) as f32 - 3.0))
         .collect();
@@ -863,7 +953,7 @@ fn lean_stages_are_swizzled_without_bank_conflicts() {
         .collect();
     let (a, b) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
     for (ta, tb) in TRANSPOSES {
-        for tile in [Small, Large] {
+        for tile in [Small, Large, Wide] {
             let mut c = dev.alloc_zeroed::<f32>(m * n).unwrap();
             let gemm = Gemm::new(m, n, k).trans_a(ta).trans_b(tb).tile(tile);
             let ((), profiles) = dev

@@ -51,7 +51,8 @@
 //! shared-memory buffers:
 //! 1. **load stage** (`load_tile`): the block copies the `op(A)` and
 //!    `op(B)` slices of a k-step into a stage, each in its stored
-//!    orientation (rows padded by 16 bytes against bank conflicts), in
+//!    orientation (rows padded by 16 bytes against bank conflicts; tf32's
+//!    k-major slices by 32 bytes, [`MmaTile::k_major_pad`]), in
 //!    chunks of 16 bytes (8 halves, 4 f32), each asked of the operand's
 //!    [`TileSource`]. For the GEMM's stored matrices ([`Stored`]): a chunk wholly inside its matrix
 //!    whose global address is 16-byte aligned is copied by `cp.async`; any
@@ -200,11 +201,28 @@ impl MmaTile {
         16 / self.elem_bytes
     }
 
-    /// Elements of padding after each stored row of a stage: 16 bytes, so
-    /// that the 8 rows an `ldmatrix` reads fall in distinct banks (and, for
-    /// tf32's plain loads, the 4 rows of a fragment's k fall 4 banks apart).
+    /// Elements of padding after each stored row of a stage whose rows run
+    /// along k: 16 bytes, so that the 8 rows an `ldmatrix` reads fall in
+    /// distinct banks.
     pub const fn pad(&self) -> usize {
         self.chunk()
+    }
+
+    /// Elements of padding after each stored row of a stage whose rows run
+    /// along m or n (a k-major slice: `A` transposed, `B` not): [`pad`]
+    /// for the 16-bit types (`ldmatrix.trans`); 32 bytes for tf32, whose
+    /// k-major fragments are plain 32-bit loads of 4 rows (k) × 8 columns:
+    /// with rows 8 banks apart (a row of 64 or 128 f32 plus 8) the 32 lanes
+    /// hit 32 distinct banks, where 16-byte padding puts them 4 banks apart
+    /// and half the lanes share a bank with another (2 wavefronts a load).
+    ///
+    /// [`pad`]: Self::pad
+    pub const fn k_major_pad(&self) -> usize {
+        if self.elem_bytes == 4 {
+            2 * self.chunk()
+        } else {
+            self.pad()
+        }
     }
 
     /// Depth of one `mma`: 16 (`m16n8k16`, 16-bit inputs) or 8 (`m16n8k8`, tf32).
@@ -226,7 +244,7 @@ impl MmaTile {
     /// `A` is: `BM × BK`, or `BK × BM` when transposed.
     pub const fn a_layout(&self, trans_a: bool) -> (usize, usize) {
         if trans_a {
-            (self.k, self.m + self.pad())
+            (self.k, self.m + self.k_major_pad())
         } else {
             (self.m, self.k + self.pad())
         }
@@ -238,7 +256,7 @@ impl MmaTile {
         if trans_b {
             (self.n, self.k + self.pad())
         } else {
-            (self.k, self.n + self.pad())
+            (self.k, self.n + self.k_major_pad())
         }
     }
 
@@ -698,8 +716,10 @@ pub fn main_loop<
     // are plain 32-bit loads, which this swizzle does not spread).
     let (a_rows, _) = tile.a_layout(TA);
     let (b_rows, _) = tile.b_layout(TB);
-    let (sa_lean, place_a) = lean_rows::<TIn>(sa, tile.pad());
-    let (sb_lean, place_b) = lean_rows::<TIn>(sb, tile.pad());
+    let pad_a = if TA { tile.k_major_pad() } else { tile.pad() };
+    let pad_b = if TB { tile.pad() } else { tile.k_major_pad() };
+    let (sa_lean, place_a) = lean_rows::<TIn>(sa, pad_a);
+    let (sb_lean, place_b) = lean_rows::<TIn>(sb, pad_b);
     let a_len_lean = a_rows * sa_lean;
     let stage_len_lean = a_len_lean + b_rows * sb_lean;
     macro_rules! interior {

@@ -277,6 +277,74 @@ fn tf32_rounds_each_operand_to_tf32() {
 /// for the largest layout, NT, whose rows are all k long); the
 /// heuristic picks as for f16; TF32 on any other pair is refused, naming the
 /// parameter.
+/// The lean path's tf32 k-major fragment loads meet no bank conflict: the
+/// k-major slices (`A` transposed, `B` not), read by plain 32-bit loads of
+/// 4 rows × 8 columns, are padded by 32 bytes so those rows fall 8 banks
+/// apart. TN has both operands k-major, so every shared load of its k-loop
+/// (those fragment loads and the tf32 rounding pass's 16-byte loads along
+/// rows of 64 or 128 f32) must be conflict-free; the other transposes run
+/// the same layouts exact on the lean path. (With 16-byte padding TN's
+/// fragment loads cost 2 wavefronts each: a regression shows here. The
+/// k-contiguous slices' rounding pass, 16-byte loads over rows of 16 f32
+/// plus 4, does meet conflicts: counted in the memory profile, not here.)
+#[test]
+fn tf32_lean_fragment_loads_are_free_of_bank_conflicts() {
+    let dev = Device::emulator();
+    let (m, n, k) = (128, 128, 32);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    for (ta, tb) in TRANSPOSES {
+        // op(A)·op(B) in f64 (small integers: exact in tf32 and f32).
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|p| {
+                        let x = if ta { a[p * m + i] } else { a[i * k + p] };
+                        let y = if tb { b[j * k + p] } else { b[p * n + j] };
+                        f64::from(x) * f64::from(y)
+                    })
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        for tile in [Small, Large] {
+            let mut c = dev.alloc_zeroed::<f32>(m * n).unwrap();
+            let gemm = Gemm::new(m, n, k)
+                .trans_a(ta)
+                .trans_b(tb)
+                .tf32(true)
+                .tile(tile);
+            let ((), profiles) = dev
+                .profile_memory(|| gemm.run(&dev, &da, &db, &mut c))
+                .unwrap();
+            let p = &profiles[0];
+            let what = format!("ta {ta}, tb {tb}, {tile:?}");
+            assert_eq!(c.to_host().unwrap(), want, "{what}");
+            assert!(
+                p.paths.iter().all(|(path, _)| path == "lean"),
+                "{what}: {:?}",
+                p.paths
+            );
+            assert!(p.shared_load.requests > 0, "{what}");
+            assert_eq!(p.ldmatrix.bank_conflicts, 0, "{what}: ldmatrix loads");
+            if !(ta && !tb) {
+                continue;
+            }
+            assert_eq!(
+                p.shared_load.bank_conflicts,
+                0,
+                "{what}: shared loads; by line: {:?}",
+                p.lines
+                    .iter()
+                    .filter(|l| l.shared_requests > 0)
+                    .map(|l| (l.file, l.line, l.shared_requests, l.wavefronts))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
 #[test]
 fn tf32_kernels_names_tiles_and_refusals() {
     let dev = Device::emulator();
@@ -318,8 +386,10 @@ fn tf32_kernels_names_tiles_and_refusals() {
         tc::gemm_tf32_f32_nt_128x128x16_s4::SHARED_BYTES,
         tc::gemm_f16_f32_nt_128x128x32_s4::SHARED_BYTES
     );
-    // 64 × (16 + 4) for A, 16 × (64 + 4) for B: 2368 f32 a stage, 3 stages.
-    assert_eq!(tc::gemm_tf32_f32_nn_64x64x16_s3::SHARED_BYTES, 2368 * 3 * 4);
+    // 64 × (16 + 4) for A, 16 × (64 + 8) for B (k-major: 32 bytes of
+    // padding, so its plain fragment loads meet no bank conflict): 2432 f32
+    // a stage, 3 stages.
+    assert_eq!(tc::gemm_tf32_f32_nn_64x64x16_s3::SHARED_BYTES, 2432 * 3 * 4);
     // The heuristic: as for f16 (1024² is half an H100 in large blocks).
     let pick = |m, n| {
         Gemm::<f32>::new(m, n, 64)

@@ -251,6 +251,10 @@ mod tests {
             ("f16_f16", "128x128x32_s4"),
             ("bf16_f32", "128x128x32_s4"),
             ("bf16_bf16", "128x128x32_s4"),
+            ("f16_f32", "128x256x32_s3"),
+            ("f16_f16", "128x256x32_s3"),
+            ("bf16_f32", "128x256x32_s3"),
+            ("bf16_bf16", "128x256x32_s3"),
             ("tf32_f32", "64x64x16_s3"),
             ("tf32_f32", "128x128x16_s4"),
         ] {
@@ -262,7 +266,7 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(60);
+        let (kernels, sums) = reports.split_at(76);
         // Split-k's sums: 4 transposes × 4 shapes per input pair (f32: from
         // f16, bf16 and f32), none of them empty.
         for (r, pairs) in sums.iter().zip([3, 1, 1, 1]) {
@@ -280,9 +284,9 @@ mod tests {
         // A random length adds one random shape per kernel.
         let reports =
             verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
-        assert_eq!(reports.len(), 64);
+        assert_eq!(reports.len(), 80);
         assert!(
-            reports[..60]
+            reports[..76]
                 .iter()
                 .all(|r| r.passed() && r.lengths.len() == 11)
         );

@@ -264,6 +264,28 @@ fn every_kernel_on_a_ragged_shape() {
     }
 }
 
+/// Every one of `tile`'s 16 kernels (f16 → f32/f16, bf16 → f32/bf16, every
+/// transpose) on `shape` with `alpha`, `beta`, aligned and odd leading
+/// dimensions, exact; seeds from `seed`.
+fn every_kernel_of_the_tile(
+    tile: TileConfig,
+    shape: (usize, usize, usize),
+    (alpha, beta): (f64, f64),
+    seed: u64,
+) {
+    let dev = Device::emulator();
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 3] {
+            let seed = (t * 16 + pad) as u64 + seed;
+            let c = case(shape, trans, pad, alpha, beta, None, seed, small_int);
+            c.check_tensor::<f16, f32>(&dev, tile);
+            c.check_tensor::<f16, f16>(&dev, tile);
+            c.check_tensor::<bf16, f32>(&dev, tile);
+            c.check_tensor::<bf16, bf16>(&dev, tile);
+        }
+    }
+}
+
 /// Every one of the 16 large-tile kernels on a shape ragged in every
 /// dimension of its tile: 131 rows (a 128-row block tile and 3 rows; in the
 /// first block the second row of warps is full, in the second it is empty),
@@ -273,26 +295,7 @@ fn every_kernel_on_a_ragged_shape() {
 /// dimensions.
 #[test]
 fn every_large_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
-    let dev = Device::emulator();
-    for (t, &trans) in TRANSPOSES.iter().enumerate() {
-        for pad in [0, 3] {
-            let seed = (t * 16 + pad) as u64 + 500;
-            let c = case(
-                (131, 139, 173),
-                trans,
-                pad,
-                1.0,
-                -1.0,
-                None,
-                seed,
-                small_int,
-            );
-            c.check_tensor::<f16, f32>(&dev, Large);
-            c.check_tensor::<f16, f16>(&dev, Large);
-            c.check_tensor::<bf16, f32>(&dev, Large);
-            c.check_tensor::<bf16, bf16>(&dev, Large);
-        }
-    }
+    every_kernel_of_the_tile(Large, (131, 139, 173), (1.0, -1.0), 500);
 }
 
 /// Every one of the 16 wide-tile kernels on a shape ragged in every
@@ -304,26 +307,7 @@ fn every_large_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
 /// dimensions.
 #[test]
 fn every_wide_tile_kernel_on_a_shape_ragged_in_every_tile_dimension() {
-    let dev = Device::emulator();
-    for (t, &trans) in TRANSPOSES.iter().enumerate() {
-        for pad in [0, 3] {
-            let seed = (t * 16 + pad) as u64 + 700;
-            let c = case(
-                (131, 263, 109),
-                trans,
-                pad,
-                -1.0,
-                0.5,
-                None,
-                seed,
-                small_int,
-            );
-            c.check_tensor::<f16, f32>(&dev, Wide);
-            c.check_tensor::<f16, f16>(&dev, Wide);
-            c.check_tensor::<bf16, f32>(&dev, Wide);
-            c.check_tensor::<bf16, bf16>(&dev, Wide);
-        }
-    }
+    every_kernel_of_the_tile(Wide, (131, 263, 109), (-1.0, 0.5), 700);
 }
 
 /// Shapes at the edges: empty, single elements, exact tiles (every chunk by

@@ -1053,7 +1053,7 @@ where
             }
         };
         let host = |len: usize| (0..len).map(|i| to_input(sample(i))).collect::<Vec<TIn>>();
-        let buffers = (|| {
+        let mut buffers = (|| {
             Ok::<_, Error>((
                 dev.upload(&host(m * k))?,
                 dev.upload(&host(k * n))?,
@@ -1064,44 +1064,34 @@ where
             .trans_a(config.trans.0)
             .trans_b(config.trans.1)
             .tf32(tf32);
-        // The row names the kernel this shape runs (the tile heuristic's).
-        let kernel = &Case {
-            op: gemm.kernel_name_for::<TIn, TOut>(dev)?,
-            ..kernel.clone()
-        };
-        // A split shape runs that kernel into the workspace, then the sum.
+        // A split shape runs its kernel into the workspace, then the sum.
         let ranges = gemm.split_k_for::<TIn, TOut>(dev)?;
         if ranges > 1 {
             report.notes.push(format!(
                 "{m} × {n} × {k} ({}): split-k into {ranges} k-ranges, then \
                  gemm_split_k_sum_{}",
-                kernel.op,
+                gemm.kernel_name_for::<TIn, TOut>(dev)?,
                 TOut::DTYPE.name()
             ));
         }
-        // Out of memory allocating the operands skips the case as one in the run does.
-        let seconds = buffers.and_then(|(a, b, mut c)| {
-            seconds_per_call(dev, config.timing, || gemm.run(dev, &a, &b, &mut c))
-        });
-        record(report, kernel, seconds, |s| {
-            gemm_row(kernel, flops, bytes, s, anchor_gbps)
-        })?;
-        // The wide tile is picked by a rule not yet measured against the
-        // large one: where it runs, the large tile's row too, same buffers.
+        // The shape as the tile heuristic runs it; where that is the wide
+        // tile, whose rule is not yet measured against the large one, the
+        // large tile too, on the same buffers.
+        let mut runs = vec![gemm];
         if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(crate::gemm::TileConfig::Wide) {
-            let large = gemm.tile(crate::gemm::TileConfig::Large);
+            runs.push(gemm.tile(crate::gemm::TileConfig::Large));
+        }
+        for run in runs {
+            // The row names the kernel it runs.
             let kernel = &Case {
-                op: large.kernel_name_for::<TIn, TOut>(dev)?,
+                op: run.kernel_name_for::<TIn, TOut>(dev)?,
                 ..kernel.clone()
             };
-            let seconds = (|| {
-                let (a, b, mut c) = (
-                    dev.upload(&host(m * k))?,
-                    dev.upload(&host(k * n))?,
-                    dev.alloc_zeroed::<TOut>(m * n)?,
-                );
-                seconds_per_call(dev, config.timing, || large.run(dev, &a, &b, &mut c))
-            })();
+            // Out of memory allocating the operands skips the case as one in the run does.
+            let seconds = match &mut buffers {
+                Ok((a, b, c)) => seconds_per_call(dev, config.timing, || run.run(dev, a, b, c)),
+                Err(e) => Err(e.clone()),
+            };
             record(report, kernel, seconds, |s| {
                 gemm_row(kernel, flops, bytes, s, anchor_gbps)
             })?;

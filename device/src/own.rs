@@ -30,7 +30,7 @@
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)` (clipped to the matrix; batch z of the bound batches); its threads split it packed: element `e` of the clipped tile's `rows × cols` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), so a tile of whole rows of a packed matrix is written as one contiguous run |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
-//! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles`, the tensor-core GEMM epilogue; batch z of the bound batches |
+//! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`](crate::mma::MmaOrder)), the tensor-core GEMM epilogue; batch z of the bound batches |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
@@ -101,7 +101,7 @@
 //! ```
 
 use crate::guard::{Out, Slot, fits_2d};
-use crate::mma::{FragC, c_coord};
+use crate::mma::{FragC, MmaOrder};
 use crate::thread::{self, WARP_SIZE};
 use core::marker::PhantomData;
 
@@ -176,12 +176,19 @@ pub enum WarpTiles<const TM: usize, const TN: usize> {}
 /// `G` tile rows, column by column, so that the blocks resident at once
 /// share `G` row panels of `A` and few column panels of `B` in L2 (a
 /// bijection of the grid: still one block per tile).
+///
+/// Where a lane's accumulator elements go: [`c_coord`](crate::mma::c_coord)'s
+/// layout, or with rows paired (`RP`) as an `mma` that read a k-major tf32
+/// A with 64-bit loads computed them ([`MmaOrder`]). The order is part of
+/// the type, so every lane of every warp writes through the one map (two
+/// lanes choosing different maps could write one element).
 pub enum WarpGrid<
     const BM: usize,
     const BN: usize,
     const TM: usize,
     const TN: usize,
     const G: usize = 1,
+    const RP: bool = false,
 > {}
 
 impl sealed::Sealed for Indexed {}
@@ -201,8 +208,14 @@ impl<
 {
 }
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
-impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize>
-    sealed::Sealed for WarpGrid<BM, BN, TM, TN, G>
+impl<
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize,
+    const RP: bool,
+> sealed::Sealed for WarpGrid<BM, BN, TM, TN, G, RP>
 {
 }
 impl Mapping for Indexed {}
@@ -223,8 +236,14 @@ impl<
 {
 }
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
-impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize> Mapping2
-    for WarpGrid<BM, BN, TM, TN, G>
+impl<
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize,
+    const RP: bool,
+> Mapping2 for WarpGrid<BM, BN, TM, TN, G, RP>
 {
 }
 
@@ -1341,8 +1360,9 @@ impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
 
 /// The `TM × TN` tile of an `OutMatrix<T, WarpTiles<TM, TN>>` (or
 /// `WarpGrid<_, _, TM, TN>`) that this thread's warp owns, written lane by
-/// lane in the `mma` accumulator layout.
-pub struct WarpTile<'v, T, const TM: usize, const TN: usize> {
+/// lane in the `mma` accumulator layout ([`c_coord`](crate::mma::c_coord)'s,
+/// or with rows paired if `RP`: [`MmaOrder`], fixed by the view's type).
+pub struct WarpTile<'v, T, const TM: usize, const TN: usize, const RP: bool = false> {
     origin: *mut T,
     row_stride: usize,
     row0: usize,
@@ -1398,7 +1418,8 @@ impl<
     const TM: usize,
     const TN: usize,
     const G: usize,
-> OutMatrix<'a, T, WarpGrid<BM, BN, TM, TN, G>>
+    const RP: bool,
+> OutMatrix<'a, T, WarpGrid<BM, BN, TM, TN, G, RP>>
 {
     /// The corner `(row, column)` of this block's `BM × BN` tile (unclipped,
     /// in its batch's coordinates): `(y'·BM, x'·BN)` for
@@ -1454,7 +1475,7 @@ impl<
     /// ([`WarpTile::update_mma_c`]).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN>> {
+    pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN, RP>> {
         let (dr, dc) = self.warp_offset()?;
         // The block tile's corner, then the warp's inside it.
         let b = thread::block_idx();
@@ -1485,7 +1506,7 @@ impl<
     }
 }
 
-impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
+impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v, T, TM, TN, RP> {
     /// The tile's first row and column in the matrix.
     #[inline(always)]
     pub fn origin(&self) -> (usize, usize) {
@@ -1497,7 +1518,7 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
     /// columns `8·sub_col ..`), each `convert`ed, through its [`Slot`];
     /// elements outside the matrix, and sub-tiles outside the tile, are
     /// skipped. Lanes own distinct elements of every sub-tile
-    /// ([`c_coord`] is one-to-one), so a warp's lanes
+    /// ([`c_coord`](crate::mma::c_coord) is one-to-one), so a warp's lanes
     /// never write the same element.
     #[inline(always)]
     pub fn store_mma_c(
@@ -1511,13 +1532,18 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
     }
 
     /// As [`store_mma_c`](Self::store_mma_c) (which calls this, so the two
-    /// use the one lane → element map [`c_coord`]: a lane that stores one
-    /// sub-tile and updates another can never reach another lane's
-    /// element), but hands each of this lane's
-    /// elements of the sub-tile to `f(value, slot)` with the element's
-    /// [`Slot`], which may read the old value (a GEMM epilogue's `beta·C`)
-    /// before writing, or not read it at all. Same ownership: the slot is
-    /// this lane's alone and lives only for the call.
+    /// use the one lane → element map: a lane that stores one sub-tile and
+    /// updates another can never reach another lane's element), but hands
+    /// each of this lane's elements of the sub-tile to `f(value, slot)` with
+    /// the element's [`Slot`], which may read the old value (a GEMM
+    /// epilogue's `beta·C`) before writing, or not read it at all. Same
+    /// ownership: the slot is this lane's alone and lives only for the call.
+    ///
+    /// The map is [`MmaOrder::c_coord`] of the tile's order (`RP`):
+    /// [`c_coord`](crate::mma::c_coord)'s layout at rows `16·sub_row ..`,
+    /// columns `8·sub_col ..`, its rows paired for accumulators an `mma`
+    /// computed from a paired tf32 A. One order per view type, one-to-one
+    /// over lanes, elements and sub-tiles.
     #[inline(always)]
     pub fn update_mma_c(
         &mut self,
@@ -1529,15 +1555,17 @@ impl<'v, T: Copy, const TM: usize, const TN: usize> WarpTile<'v, T, TM, TN> {
         if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
             return;
         }
+        let order = MmaOrder { rows_paired: RP };
         let lane = thread::lane_id();
         for (i, &v) in frag.regs.iter().enumerate() {
-            let (r, c) = c_coord(lane, i);
-            let (r, c) = (sub_row * crate::mma::M + r, sub_col * crate::mma::N + c);
+            let (r, c) = order.c_coord(lane, i, sub_row, sub_col);
             if r < self.rows && c < self.cols {
-                // SAFETY: (r, c) is inside the clipped tile, so in the matrix;
-                // it is this lane's alone (c_coord is one-to-one over lanes and
-                // i), the tile this warp's alone, and the slot lives only here
-                // (`f` borrows it for any lifetime, so it cannot keep it).
+                // SAFETY: (r, c) is inside the clipped tile (rows ≤ TM, cols
+                // ≤ TN), so in the matrix and in this warp's tile alone; it is
+                // this lane's alone (every lane maps by the one order of this
+                // type, and `MmaOrder::c_coord` is one-to-one over lanes, i
+                // and sub-tiles), and the slot lives only here (`f` borrows it
+                // for any lifetime, so it cannot keep it).
                 let mut slot =
                     unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
                 f(v, &mut slot);

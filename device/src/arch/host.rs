@@ -820,6 +820,20 @@ pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
     unsafe { addr.cast::<u32>().read() }
 }
 
+/// The 8 bytes at `addr` (the caller recorded the access).
+///
+/// # Safety
+/// `addr` must be valid for an 8-byte aligned read.
+pub(crate) unsafe fn ld_shared_v2_at(addr: SharedAddr) -> [u32; 2] {
+    // The GPU faults on a misaligned vector load: so does the emulator.
+    assert!(
+        (addr as usize).is_multiple_of(8),
+        "ld.shared.v2 at a shared address not 8-byte aligned"
+    );
+    // SAFETY: the caller's contract.
+    unsafe { addr.cast::<[u32; 2]>().read() }
+}
+
 /// The 16 bytes at `addr` (the caller recorded the access).
 ///
 /// # Safety

@@ -756,6 +756,22 @@ pub(crate) unsafe fn ld_shared_u32_at(addr: SharedAddr) -> u32 {
     d
 }
 
+/// `ld.shared.v2.b32` at a 32-bit `.shared` address.
+///
+/// # Safety
+/// `addr` must be 8 bytes of the block's shared memory, 8-byte aligned, that
+/// no thread writes concurrently.
+#[inline(always)]
+pub(crate) unsafe fn ld_shared_v2_at(addr: SharedAddr) -> [u32; 2] {
+    let (d0, d1): (u32, u32);
+    // SAFETY: the caller's contract. Reads memory: `readonly`.
+    unsafe {
+        asm!("ld.shared.v2.b32 {{{d0}, {d1}}}, [{a}];", a = in(reg32) addr,
+            d0 = out(reg32) d0, d1 = out(reg32) d1, options(nostack, readonly, pure))
+    };
+    [d0, d1]
+}
+
 /// `ld.shared.v4.b32` at a 32-bit `.shared` address.
 ///
 /// # Safety

@@ -89,6 +89,70 @@ pub const fn c_coord(lane: u32, i: usize) -> (usize, usize) {
     (group + if i >= 2 { 8 } else { 0 }, thread * 2 + (i & 1))
 }
 
+/// Where the `mma` results of a warp's tile lie in it: as [`c_coord`] says
+/// ([`MmaOrder::PLAIN`]), or with A's rows *paired*.
+///
+/// Why pair: a k-major tf32 A cannot be loaded by `ldmatrix.trans` (which
+/// moves 16-bit elements only), so each lane loads its four elements with
+/// plain shared loads; registers 0 and 1 (rows `g` and `g + 8` at one k)
+/// lie 8 elements apart, as do 2 and 3. If the `mma` instead reads its row
+/// `r` of each 16-row block from stored row [`paired`]`(r)` (rows `g`,
+/// `g + 8` from `2g`, `2g + 1`), each pair is adjacent: one 64-bit load
+/// fills the two consecutive registers `mma` takes them in, where there
+/// were two 32-bit loads. The products are then C with the same rows
+/// permuted — a bijection within each 16-row block — which the epilogue
+/// undoes by writing each element where this map puts it
+/// (`OutMatrix<_, WarpGrid<…, RP>>`,
+/// [`WarpTile::update_mma_c`](crate::own::WarpTile::update_mma_c)).
+/// (B has no such pairing: its two registers differ in k, which a k-major
+/// B stores in different rows, and what lies adjacent — the same k of two
+/// fragments — is not a register pair `mma` takes.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmaOrder {
+    /// A's row `r` of each 16-row block read from stored row `paired(r)`.
+    pub rows_paired: bool,
+}
+
+impl MmaOrder {
+    /// Rows as [`c_coord`] says.
+    pub const PLAIN: MmaOrder = MmaOrder { rows_paired: false };
+
+    /// The order the stage loads of [`AKMajor`] (A k-major, `a_k_major`)
+    /// read `T` in: rows paired for tf32 (64-bit loads), plain for the
+    /// 16-bit types (`ldmatrix.trans`) and for an A stored along k
+    /// (`ldmatrix`).
+    pub const fn of<T: MmaInput>(a_k_major: bool) -> MmaOrder {
+        MmaOrder {
+            rows_paired: a_k_major && matches!(T::KIND, MmaKind::Tf32),
+        }
+    }
+
+    /// (row, col) in a warp tile of element `i` (0..4) of lane `lane`'s
+    /// fragment of the 16 × 8 sub-tile (`sub_row`, `sub_col`): rows
+    /// `16·sub_row ..`, columns `8·sub_col ..`, the rows within the 16
+    /// [`paired`] if this order says so. One-to-one over lanes, elements
+    /// and sub-tiles, whatever the order.
+    #[inline(always)]
+    pub const fn c_coord(
+        self,
+        lane: u32,
+        i: usize,
+        sub_row: usize,
+        sub_col: usize,
+    ) -> (usize, usize) {
+        let (r, c) = c_coord(lane, i);
+        let row = if self.rows_paired { paired(r) } else { r };
+        (sub_row * M + row, sub_col * N + c)
+    }
+}
+
+/// Where [`MmaOrder::rows_paired`] stores row `r` (0..16) of a 16-row block:
+/// rows `g` and `g + 8` side by side at `2g`, `2g + 1`. A bijection of 0..16.
+#[inline(always)]
+pub const fn paired(r: usize) -> usize {
+    2 * (r % 8) + r / 8
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -252,6 +316,29 @@ impl<T: MmaInput> FragmentSource<T> {
     #[inline(always)]
     pub fn array(&self) -> &SharedArray<T> {
         &self.array
+    }
+
+    /// The two 32-bit elements at `at` (one 64-bit load), checked: `at` even
+    /// and `at + 1` in the view, the elements 4 bytes (tf32's f32) — a
+    /// panic, a trap on the GPU, otherwise.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn pair(&self, at: usize) -> [u32; 2] {
+        assert!(
+            core::mem::size_of::<T>() == 4
+                && at.is_multiple_of(2)
+                && at < self.array.len().saturating_sub(1),
+            "fragment pair at element {at} is outside the shared view or not 8-byte aligned"
+        );
+        // SAFETY: at + 2 ≤ len (just checked); records the access for the
+        // emulator's race and pending-copy checks.
+        let _ = unsafe { self.array.row_ptr_proven(at, 2, false) };
+        let addr = arch::shared_addr_add(self.base, (at * 4) as u32);
+        // SAFETY: 8 bytes of the view (in bounds, above), 8-byte aligned (the
+        // view starts 16-byte aligned, `check`, and `at` is even), in the
+        // block's shared memory. Ordering: the kernel's barriers (see
+        // "Races" on `SharedArray`; checked by the emulator).
+        unsafe { arch::ld_shared_v2_at(addr) }
     }
 
     /// The 16-byte row at `start`, clamped into the view and rounded down to
@@ -437,6 +524,34 @@ impl<T: MmaInput> FragA<T> {
             regs: ldmatrix_from::<T, 4>(src, a_k_major_start(base, row_stride), true),
             _t: PhantomData,
         }
+    }
+}
+
+impl<T: MmaInput> FragA<T> {
+    /// [`FragA::load_k_major_from`] with A's rows paired
+    /// ([`MmaOrder::rows_paired`]): row `r` of the fragment from stored row
+    /// [`paired`]`(r)`. For tf32 each register pair (rows `g`, `g + 8` at one
+    /// k: stored side by side) is one 64-bit shared load, checked in bounds
+    /// and 8-byte aligned (a panic, a trap on the GPU, otherwise), then
+    /// rounded; the 16-bit types load element by element. The guarded
+    /// path's; the lean one's are [`AKMajor`]'s, unchecked.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load_k_major_paired_from(
+        src: &FragmentSource<T>,
+        base: usize,
+        row_stride: usize,
+    ) -> Self {
+        if T::KIND != MmaKind::Tf32 {
+            return FragA::from_fn(|row, col| {
+                src.array.load(base + col * row_stride + paired(row))
+            });
+        }
+        let lane = crate::thread::lane_id() as usize;
+        let first = base + (lane % 4) * row_stride + 2 * (lane / 4);
+        let [r0, r1] = src.pair(first);
+        let [r2, r3] = src.pair(first + 4 * row_stride);
+        FragA::from_regs([r0, r1, r2, r3].map(T::from_stored))
     }
 }
 
@@ -782,6 +897,41 @@ mod tests {
     use crate::emu::{LaunchShape, launch};
     use crate::{Dim3, shared, sync};
     use std::sync::Mutex;
+
+    /// Both orders map the 32 lanes × 4 elements × sub-tiles of a 32 × 32
+    /// warp tile one-to-one onto it: plain is `c_coord` shifted by the
+    /// sub-tile; paired rows put row `g` (`g + 8`) of each 16 at `2g`
+    /// (`2g + 1`). Only a k-major tf32 A pairs.
+    #[test]
+    fn mma_orders_are_bijections_of_the_warp_tile() {
+        for rows_paired in [false, true] {
+            let order = MmaOrder { rows_paired };
+            let mut seen = [[0u32; 32]; 32];
+            for lane in 0..32u32 {
+                for (i, sr, sc) in (0..4)
+                    .flat_map(|i| (0..2).flat_map(move |sr| (0..4).map(move |sc| (i, sr, sc))))
+                {
+                    let (r, c) = order.c_coord(lane, i, sr, sc);
+                    let (r0, c0) = c_coord(lane, i);
+                    let want = if rows_paired {
+                        2 * (r0 % 8) + r0 / 8
+                    } else {
+                        r0
+                    };
+                    assert_eq!(
+                        (r, c),
+                        (16 * sr + want, 8 * sc + c0),
+                        "{order:?} lane {lane} i {i}"
+                    );
+                    seen[r][c] += 1;
+                }
+            }
+            assert!(seen.iter().flatten().all(|&n| n == 1), "{order:?}");
+        }
+        assert_eq!(MmaOrder::of::<f32>(true), MmaOrder { rows_paired: true });
+        assert_eq!(MmaOrder::of::<f32>(false), MmaOrder::PLAIN);
+        assert_eq!(MmaOrder::of::<f16>(true), MmaOrder::PLAIN);
+    }
 
     /// One warp stores A (16 × K) row-major and k-major and B (K × 8)
     /// k-major and n-major in shared memory, with row strides past the row

@@ -343,7 +343,8 @@ mod sealed {
 #[derive(Clone, Copy, Debug)]
 pub struct ARowMajor;
 /// A's fragment, A stored k-major: `ldmatrix.x4.trans` for 16-bit types,
-/// four plain loads for tf32; as [`FragA::load_k_major`].
+/// as [`FragA::load_k_major`]; for tf32 two 64-bit loads, the rows paired
+/// ([`MmaOrder`](super::MmaOrder)).
 #[derive(Clone, Copy, Debug)]
 pub struct AKMajor;
 /// Two B fragments side by side (n and n + 8), B stored k-major:
@@ -386,7 +387,7 @@ unsafe fn ldmatrix_x4<T: MmaInput + SharedElement>(
 
 /// The f32 at element `at` of `ring`, which its pipeline rounded to tf32 as
 /// it landed ([`PanelCopy::round_landed`]): so a fragment holds tf32 values
-/// with no rounding per load, as [`FragA<f32>`] must. (The emulator checks
+/// with no rounding per load, as [`FragB<f32>`] must. (The emulator checks
 /// that it was rounded: a pipeline that skips the pass fails its tests.)
 ///
 /// # Safety
@@ -399,6 +400,25 @@ unsafe fn tf32_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32) -> 
     // aligned (the ring's base is 16-byte aligned, the elements are f32:
     // only tf32 layouts call this). Ordering: the kernel's barriers.
     landed::<T>(unsafe { arch::ld_shared_u32_at(addr) })
+}
+
+/// The two f32 at elements `at`, `at + 1` of `ring` (one 64-bit load),
+/// which its pipeline rounded to tf32 as they landed
+/// ([`PanelCopy::round_landed`]): so a fragment holds tf32 values with no
+/// rounding per load, as [`FragA<f32>`] must. (The emulator checks that they
+/// were rounded: a pipeline that skips the pass fails its tests.)
+///
+/// # Safety
+/// `at + 1` within the ring, `at` even.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+unsafe fn tf32_pair_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32) -> [u32; 2] {
+    let addr = ring.address(at, 2, Some(false));
+    // SAFETY: two elements inside the ring (the caller's contract), 8-byte
+    // aligned (the ring's base is 16-byte aligned, the elements are f32 —
+    // only tf32 layouts call this — and `at` is even). Ordering: the
+    // kernel's barriers.
+    unsafe { arch::ld_shared_v2_at(addr) }.map(landed::<T>)
 }
 
 /// A register loaded from a stage, as a fragment takes it: for tf32, a
@@ -443,29 +463,40 @@ impl<T: MmaInput> FragmentLayout<T> for ARowMajor {
     }
 }
 
-/// A k-major layout's start granularity: a 16-byte row for `ldmatrix.trans`,
-/// one element for tf32's plain loads.
-const fn k_major_align<T: MmaInput>() -> usize {
+/// A k-major layout's start granularity: a 16-byte row for `ldmatrix.trans`;
+/// for tf32 `tf32`, two elements for A's 64-bit loads, one for B's.
+const fn k_major_align<T: MmaInput>(tf32: usize) -> usize {
     if matches!(T::KIND, MmaKind::Tf32) {
-        1
+        tf32
     } else {
         row_elems::<T>()
     }
 }
 
-/// Where lane `lane`'s first element of a tf32 fragment stored k-major lies:
-/// A's `(row, col) = (l / 4 + 8·(i % 2), l % 4 + 4·(i / 2))` and B's `(k, n) =
-/// (l % 4 + 4·i, l / 4)` (the second of a pair 8 columns on) are both at
-/// `k·stride + m` with `k = l % 4`, `m = l / 4` for `i = 0`.
-const fn tf32_k_major_start(lane: usize, stride: usize) -> usize {
+/// Where lane `l`'s first element of B's tf32 fragments stored k-major
+/// lies: register `i` of the pair's first is `(k, n) = (l % 4 + 4·i, l / 4)`
+/// at `k·stride + n` (the second fragment's 8 columns on).
+const fn tf32_b_k_major_start(lane: usize, stride: usize) -> usize {
     (lane % 4) * stride + lane / 4
 }
 
+/// Where lane `l`'s first pair of A's tf32 fragment stored k-major lies, its
+/// rows paired ([`MmaOrder`](super::MmaOrder)): registers `(row, col) =
+/// (l / 4 + 8·(i % 2), l % 4 + 4·(i / 2))` are, rows paired, at element
+/// `col·stride + 2·(l / 4) + i % 2` — registers 0, 1 side by side at
+/// `k = l % 4`, 2, 3 at `k + 4`: two 64-bit loads. With the stage's 32-byte
+/// row padding (rows 8 banks apart) a half-warp's loads (k = 0..4,
+/// `2·(l / 4)` = 0..8) hit 32 distinct banks.
+const fn tf32_a_k_major_start(lane: usize, stride: usize) -> usize {
+    (lane % 4) * stride + 2 * (lane / 4)
+}
+
 /// Elements from a lane's start to one past the farthest it reads, k-major:
-/// a 16-byte row, or for tf32 the four loads up to `4·stride + 8`.
-const fn k_major_extent<T: MmaInput>(stride: usize) -> usize {
+/// a 16-byte row, or for tf32 `tf32` (A's two pairs: `4·stride + 2`; B's
+/// four loads: `4·stride + 9`).
+const fn k_major_extent<T: MmaInput>(tf32: usize) -> usize {
     if matches!(T::KIND, MmaKind::Tf32) {
-        4 * stride + 9
+        tf32
     } else {
         row_elems::<T>()
     }
@@ -473,12 +504,12 @@ const fn k_major_extent<T: MmaInput>(stride: usize) -> usize {
 
 impl<T: MmaInput> FragmentLayout<T> for AKMajor {
     type Frag = FragA<T>;
-    const ALIGN: usize = k_major_align::<T>();
+    const ALIGN: usize = k_major_align::<T>(2);
     #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         let lane = lane as usize;
         if T::KIND == MmaKind::Tf32 {
-            tf32_k_major_start(lane, stride)
+            tf32_a_k_major_start(lane, stride)
         } else {
             // Register r is the quadrant (rows 8·(r % 2) ..) × (k 8·(r / 2) ..),
             // stored as rows k = 8·(r / 2) .. of 8 elements at m = 8·(r % 2).
@@ -488,7 +519,7 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
     }
     #[inline(always)]
     fn extent(stride: usize) -> usize {
-        k_major_extent::<T>(stride)
+        k_major_extent::<T>(4 * stride + 2)
     }
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
@@ -497,15 +528,17 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
         T: SharedElement,
     {
         if T::KIND == MmaKind::Tf32 {
-            // SAFETY: each within first + extent (the caller's contract).
-            return FragA::from_regs(unsafe {
-                [
-                    tf32_at(ring, first),
-                    tf32_at(ring, first + 8),
-                    tf32_at(ring, first + 4 * stride),
-                    tf32_at(ring, first + 4 * stride + 8),
-                ]
-            });
+            // Rows paired: registers 0, 1 (rows g, g + 8 at k) side by
+            // side, then 2, 3 (at k + 4).
+            // SAFETY: both within first + extent, `first` even and the
+            // stride even (the caller's contract: ALIGN is 2).
+            let ([r0, r1], [r2, r3]) = unsafe {
+                (
+                    tf32_pair_at(ring, first),
+                    tf32_pair_at(ring, first + 4 * stride),
+                )
+            };
+            return FragA::from_regs([r0, r1, r2, r3]);
         }
         // SAFETY: the caller's contract.
         FragA::from_regs(unsafe { ldmatrix_x4(ring, first, true) })
@@ -514,12 +547,12 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
 
 impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
     type Frag = [FragB<T>; 2];
-    const ALIGN: usize = k_major_align::<T>();
+    const ALIGN: usize = k_major_align::<T>(1);
     #[inline(always)]
     fn lane_start(lane: u32, stride: usize) -> usize {
         let lane = lane as usize;
         if T::KIND == MmaKind::Tf32 {
-            tf32_k_major_start(lane, stride)
+            tf32_b_k_major_start(lane, stride)
         } else {
             // Matrices 0, 1: k 0–7, 8–15 at column n; 2, 3: the same at n + 8.
             (lane % 16) * stride + (lane / 16) * 8
@@ -527,7 +560,7 @@ impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
     }
     #[inline(always)]
     fn extent(stride: usize) -> usize {
-        k_major_extent::<T>(stride)
+        k_major_extent::<T>(4 * stride + 9)
     }
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]

@@ -28,7 +28,13 @@
 //! are alike in bytes, so a stage takes the same bytes where its rows run
 //! along k (the largest layout, NT) and less where k counts rows (their
 //! padding is counted half as often); each k-step is two `m16n8k8` slices
-//! instead of two `m16n8k16`.
+//! instead of two `m16n8k16`. Rounding to tf32 exactly (`cvt.rna`) costs 3
+//! instructions an element on sm_80/sm_90, and a block rounds each of its
+//! `(BM + BN)·BK` stage elements once: `32·(BM + BN)/(BM·BN)` elements per
+//! `mma`, 0.5 for the large tile, 1.0 for the small one — at least 3.5
+//! instructions per `mma` on rounding alone, whatever its warps, so the
+//! small tf32 tile cannot be as lean per `mma` as the others; it is the one
+//! that keeps small grids busy (its 4× more blocks).
 //! Each tile is written in elements of its input type ([`MmaTile::of`]):
 //! [`MmaTile::chunk`] elements are one 16-byte copy chunk, [`MmaTile::pad`]
 //! elements pad each stored row.
@@ -75,7 +81,12 @@
 //!    stored orientation asks for it; for f32, plain shared loads there,
 //!    since `.trans` moves 16-bit elements only, and every f32 fragment
 //!    rounded to tf32) and issues `WM/16 · WN/8` `mma.sync` into its f32
-//!    accumulators.
+//!    accumulators. A k-major f32 A is read with its rows *paired*
+//!    ([`MmaOrder`]): rows `g`, `g + 8` of each 16 from stored rows `2g`,
+//!    `2g + 1`, so that on the lean path each lane's register pairs are one
+//!    64-bit load each; the accumulators then hold C with those rows
+//!    permuted within each 16, which the epilogue's view (`WarpGrid<…, RP>`,
+//!    the order a type parameter of the kernel) writes back in place.
 //!
 //! **The lean path** ([`pipeline_interior`]): before its k-loop each block
 //! asks both operands once for an [`InteriorPanel`] of its whole k-range
@@ -124,7 +135,7 @@
 
 use warpforge_device::mma::{
     self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, ChunkPlacement, FragA, FragB, FragC,
-    FragmentLayout, FragmentSource, InteriorPanel, MmaInput, MmaKind, PanelCopies, Stage,
+    FragmentLayout, FragmentSource, InteriorPanel, MmaInput, MmaKind, MmaOrder, PanelCopies, Stage,
     StageRing, StageWindow, row_elems,
 };
 use warpforge_device::num;
@@ -1137,6 +1148,9 @@ fn pipeline<
     // does), so the fragment loads need no check or branch per load.
     let frags = FragmentSource::check(&smem)
         .expect("tensor-core kernel: the dynamic shared memory is not 16-byte aligned");
+    // The order the lean path's k-major A loads compute in (rows paired for
+    // tf32), which the epilogue's view undoes: the guarded loads read the same.
+    let order = MmaOrder::of::<TIn>(TA);
     let mut acc = [[FragC::default(); NI]; MI];
     // Step 2, pipeline prologue: k-steps 0 .. S − 1 in flight, one group each
     // (empty groups past the end keep the count uniform).
@@ -1165,10 +1179,12 @@ fn pipeline<
             let p = kk * TIn::K;
             let fa: [FragA<TIn>; MI] = unroll::array(|mi| {
                 let i = warp_row + mi * mma::M;
-                if TA {
-                    FragA::load_k_major_from(&frags, base + p * sa + i, sa)
-                } else {
+                if !TA {
                     FragA::load_from(&frags, base + i * sa + p, sa)
+                } else if order.rows_paired {
+                    FragA::load_k_major_paired_from(&frags, base + p * sa + i, sa)
+                } else {
+                    FragA::load_k_major_from(&frags, base + p * sa + i, sa)
                 }
             });
             let fb: [FragB<TIn>; NI] = unroll::array(|ni| {
@@ -1189,77 +1205,78 @@ fn pipeline<
 /// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
 /// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
 /// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`] (of `TIn`); `MI = WM/16`,
-/// `NI = WN/8` (checked). Launch with blocks of `MmaTile::threads()`
-/// threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block
-/// shape traps. Batches (and their depths, `k` and `k_last`) as for the
+/// `NI = WN/8` (checked); `RP` whether the accumulators' rows are paired
+/// ([`MmaOrder::of`]`(TA)`: a k-major tf32 A; checked). Launch with blocks
+/// of `MmaTile::threads()` threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉ × batch`
+/// grid; any other block shape traps. Batches (and their depths, `k` and `k_last`) as for the
 /// SIMT kernel ([`super::gemm`]).
 #[kernel(
     shared = [TIn; MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
-        gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_tn_64x64x32_s3 = <f16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_tt_64x64x32_s3 = <f16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_nn_64x64x32_s3 = <f16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_nt_64x64x32_s3 = <f16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_tn_64x64x32_s3 = <f16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f16_tt_64x64x32_s3 = <f16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_nn_64x64x32_s3 = <f16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_nt_64x64x32_s3 = <f16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_tn_64x64x32_s3 = <f16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_bf16_tt_64x64x32_s3 = <f16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_nn_64x64x32_s3 = <bf16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_nt_64x64x32_s3 = <bf16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_tn_64x64x32_s3 = <bf16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f32_tt_64x64x32_s3 = <bf16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_nn_64x64x32_s3 = <bf16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_nt_64x64x32_s3 = <bf16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_tn_64x64x32_s3 = <bf16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_f16_tt_64x64x32_s3 = <bf16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_nn_64x64x32_s3 = <bf16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_nt_64x64x32_s3 = <bf16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_tn_64x64x32_s3 = <bf16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_bf16_bf16_tt_64x64x32_s3 = <bf16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_f16_f32_nn_128x128x32_s4 = <f16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f32_nt_128x128x32_s4 = <f16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f32_tn_128x128x32_s4 = <f16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f32_tt_128x128x32_s4 = <f16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f16_nn_128x128x32_s4 = <f16, f16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f16_nt_128x128x32_s4 = <f16, f16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f16_tn_128x128x32_s4 = <f16, f16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f16_tt_128x128x32_s4 = <f16, f16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_f32_nn_128x128x32_s4 = <bf16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_f32_nt_128x128x32_s4 = <bf16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_f32_tn_128x128x32_s4 = <bf16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_f32_tt_128x128x32_s4 = <bf16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_bf16_nn_128x128x32_s4 = <bf16, bf16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_bf16_nt_128x128x32_s4 = <bf16, bf16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_bf16_tn_128x128x32_s4 = <bf16, bf16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_bf16_bf16_tt_128x128x32_s4 = <bf16, bf16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_f16_f32_nn_128x256x32_s3 = <f16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f32_nt_128x256x32_s3 = <f16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f32_tn_128x256x32_s3 = <f16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f32_tt_128x256x32_s3 = <f16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f16_nn_128x256x32_s3 = <f16, f16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f16_nt_128x256x32_s3 = <f16, f16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f16_tn_128x256x32_s3 = <f16, f16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_f16_f16_tt_128x256x32_s3 = <f16, f16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_f32_nn_128x256x32_s3 = <bf16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_f32_nt_128x256x32_s3 = <bf16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_f32_tn_128x256x32_s3 = <bf16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_f32_tt_128x256x32_s3 = <bf16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_bf16_nn_128x256x32_s3 = <bf16, bf16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_bf16_nt_128x256x32_s3 = <bf16, bf16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_bf16_tn_128x256x32_s3 = <bf16, bf16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_bf16_bf16_tt_128x256x32_s3 = <bf16, bf16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI>,
-        gemm_tf32_f32_nn_64x64x16_s3 = <f32, f32, false, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_tf32_f32_nt_64x64x16_s3 = <f32, f32, false, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_tf32_f32_tn_64x64x16_s3 = <f32, f32, true, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_tf32_f32_tt_64x64x16_s3 = <f32, f32, true, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI>,
-        gemm_tf32_f32_nn_128x128x16_s4 = <f32, f32, false, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_tf32_f32_nt_128x128x16_s4 = <f32, f32, false, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_tf32_f32_tn_128x128x16_s4 = <f32, f32, true, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
-        gemm_tf32_f32_tt_128x128x16_s4 = <f32, f32, true, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI>,
+        gemm_f16_f32_nn_64x64x32_s3 = <f16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f32_nt_64x64x32_s3 = <f16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f32_tn_64x64x32_s3 = <f16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f32_tt_64x64x32_s3 = <f16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f16_nn_64x64x32_s3 = <f16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f16_nt_64x64x32_s3 = <f16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f16_tn_64x64x32_s3 = <f16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f16_tt_64x64x32_s3 = <f16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_bf16_nn_64x64x32_s3 = <f16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_bf16_nt_64x64x32_s3 = <f16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_bf16_tn_64x64x32_s3 = <f16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_bf16_tt_64x64x32_s3 = <f16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f32_nn_64x64x32_s3 = <bf16, f32, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f32_nt_64x64x32_s3 = <bf16, f32, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f32_tn_64x64x32_s3 = <bf16, f32, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f32_tt_64x64x32_s3 = <bf16, f32, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f16_nn_64x64x32_s3 = <bf16, f16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f16_nt_64x64x32_s3 = <bf16, f16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f16_tn_64x64x32_s3 = <bf16, f16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_f16_tt_64x64x32_s3 = <bf16, f16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_bf16_nn_64x64x32_s3 = <bf16, bf16, false, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_bf16_nt_64x64x32_s3 = <bf16, bf16, false, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_bf16_tn_64x64x32_s3 = <bf16, bf16, true, false, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_bf16_bf16_tt_64x64x32_s3 = <bf16, bf16, true, true, TC_M, TC_N, TC_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_f16_f32_nn_128x128x32_s4 = <f16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f32_nt_128x128x32_s4 = <f16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f32_tn_128x128x32_s4 = <f16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f32_tt_128x128x32_s4 = <f16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f16_nn_128x128x32_s4 = <f16, f16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f16_nt_128x128x32_s4 = <f16, f16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f16_tn_128x128x32_s4 = <f16, f16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f16_tt_128x128x32_s4 = <f16, f16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_f32_nn_128x128x32_s4 = <bf16, f32, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_f32_nt_128x128x32_s4 = <bf16, f32, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_f32_tn_128x128x32_s4 = <bf16, f32, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_f32_tt_128x128x32_s4 = <bf16, f32, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_bf16_nn_128x128x32_s4 = <bf16, bf16, false, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_bf16_nt_128x128x32_s4 = <bf16, bf16, false, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_bf16_tn_128x128x32_s4 = <bf16, bf16, true, false, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_bf16_bf16_tt_128x128x32_s4 = <bf16, bf16, true, true, TL_M, TL_N, TL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_f16_f32_nn_128x256x32_s3 = <f16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f32_nt_128x256x32_s3 = <f16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f32_tn_128x256x32_s3 = <f16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f32_tt_128x256x32_s3 = <f16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f16_nn_128x256x32_s3 = <f16, f16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f16_nt_128x256x32_s3 = <f16, f16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f16_tn_128x256x32_s3 = <f16, f16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_f16_f16_tt_128x256x32_s3 = <f16, f16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_f32_nn_128x256x32_s3 = <bf16, f32, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_f32_nt_128x256x32_s3 = <bf16, f32, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_f32_tn_128x256x32_s3 = <bf16, f32, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_f32_tt_128x256x32_s3 = <bf16, f32, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_bf16_nn_128x256x32_s3 = <bf16, bf16, false, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_bf16_nt_128x256x32_s3 = <bf16, bf16, false, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_bf16_tn_128x256x32_s3 = <bf16, bf16, true, false, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_bf16_bf16_tt_128x256x32_s3 = <bf16, bf16, true, true, TW_M, TW_N, TW_K, TW_WM, TW_WN, TW_S, TW_MI, TW_NI, false>,
+        gemm_tf32_f32_nn_64x64x16_s3 = <f32, f32, false, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_tf32_f32_nt_64x64x16_s3 = <f32, f32, false, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, false>,
+        gemm_tf32_f32_tn_64x64x16_s3 = <f32, f32, true, false, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, true>,
+        gemm_tf32_f32_tt_64x64x16_s3 = <f32, f32, true, true, TC_M, TC_N, TF_K, TC_WM, TC_WN, TC_S, TC_MI, TC_NI, true>,
+        gemm_tf32_f32_nn_128x128x16_s4 = <f32, f32, false, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_tf32_f32_nt_128x128x16_s4 = <f32, f32, false, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, false>,
+        gemm_tf32_f32_tn_128x128x16_s4 = <f32, f32, true, false, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, true>,
+        gemm_tf32_f32_tt_128x128x16_s4 = <f32, f32, true, true, TL_M, TL_N, TFL_K, TL_WM, TL_WN, TL_S, TL_MI, TL_NI, true>,
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -1276,6 +1293,7 @@ pub fn gemm_tc<
     const S: usize,
     const MI: usize,
     const NI: usize,
+    const RP: bool,
 >(
     k: usize,
     k_last: usize,
@@ -1287,8 +1305,14 @@ pub fn gemm_tc<
     b: Global<TIn>,
     ldb: usize,
     stride_b: usize,
-    mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS>>,
+    mut c: OutMatrix<TOut, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS, RP>>,
 ) {
+    const {
+        assert!(
+            MmaOrder::of::<TIn>(TA).rows_paired == RP,
+            "gemm_tc: RP must be the order its k-major A loads compute in (MmaOrder::of)"
+        )
+    };
     let (t, _) = enter_block_tile::<TIn, BM, BN, BK, WM, WN, S, MI, NI>();
     // The block's tile, by the map its epilogue writes through: blocks in
     // bands of `BLOCK_BANDS` tile rows (L2 reuse).

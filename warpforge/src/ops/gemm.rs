@@ -90,8 +90,11 @@
 //! `gemm_tf32_f32_*_64x64x16_s3` and `gemm_tf32_f32_*_128x128x16_s4`, chosen
 //! by the same heuristic. Where a fragment's elements are not contiguous
 //! along k (`A` transposed, `B` not), f32 fragments load with plain shared
-//! loads, since `ldmatrix.trans` moves 16-bit elements only (those slices'
-//! rows padded by 32 bytes, so the loads meet no bank conflict).
+//! loads, since `ldmatrix.trans` moves 16-bit elements only — 64-bit ones
+//! for `A`, whose rows `g` and `g + 8` the `mma` reads side by side, the
+//! epilogue putting its results back in place
+//! (`warpforge_device::mma::MmaOrder`); those slices' rows are padded by 32
+//! bytes, so the loads meet no bank conflict.
 //!
 //! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
 //! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and

@@ -178,6 +178,30 @@ fn own_warp_grid_banded(
     }
 }
 
+/// As `own_warp_grid` with the accumulators' rows paired (`WarpGrid`'s
+/// `RP`: rows `g`, `g + 8` of each 16 at `2g`, `2g + 1`): each lane adds 1
+/// to its elements, and stores each element's `mma` coordinates in its warp
+/// tile, `row·16 + col` (sub-tile `sc`'s column `c` is column `8·sc + c`),
+/// + 1.
+#[kernel]
+fn own_warp_grid_paired(
+    mut count: OutMatrix<f32, WarpGrid<32, 48, 16, 16, 1, true>>,
+    mut logical: OutMatrix<f32, WarpGrid<32, 48, 16, 16, 1, true>>,
+) {
+    let one = FragC::from_fn(|_, _| 1.0);
+    if let Some(mut tile) = count.tile() {
+        for sc in 0..2 {
+            tile.update_mma_c(0, sc, &one, |v, slot| slot.set(slot.get() + v));
+        }
+    }
+    if let Some(mut tile) = logical.tile() {
+        for sc in 0..2 {
+            let at = FragC::from_fn(|r, c| (r * 16 + sc * 8 + c) as f32 + 1.0);
+            tile.store_mma_c(0, sc, &at, |v| v);
+        }
+    }
+}
+
 fn dims() -> impl Strategy<Value = (Dim3, Dim3)> {
     (
         (1u32..5, 1u32..3, 1u32..3),
@@ -534,6 +558,43 @@ fn warp_tiles_take_the_mma_accumulator_layout_one_lane_per_element() {
             0.0 // the padding between rows is not in the matrix
         };
         assert_eq!(v, want, "({r}, {c})");
+    }
+}
+
+/// The rows-paired order (`MmaOrder`, a tf32 GEMM's 64-bit loads of a
+/// k-major A) writes every element of a warp tile exactly once, and puts
+/// the `mma`'s row `r` at stored row `2·(r mod 8) + r / 8` — checked against
+/// that inverse, computed here by hand — clipping a ragged matrix (30 × 44
+/// in one 32 × 48 block of 2 × 3 warp tiles, stride 50) without touching
+/// its padding.
+#[test]
+fn paired_warp_tiles_put_each_mma_element_back_in_place_once() {
+    let dev = Device::emulator();
+    let (rows, cols, stride) = (30usize, 44usize, 50usize);
+    let len = (rows - 1) * stride + cols;
+    let mut count = dev.upload(&vec![0.0f32; len]).unwrap();
+    let mut logical = dev.upload(&vec![0.0f32; len]).unwrap();
+    dev.launch(
+        own_warp_grid_paired,
+        LaunchConfig::new(Dim3::new(1, 1, 1), Dim3::x(192)),
+        (
+            count.matrix_mut(rows, cols, stride).unwrap(),
+            logical.matrix_mut(rows, cols, stride).unwrap(),
+        ),
+    )
+    .unwrap();
+    let (count, logical) = (count.to_host().unwrap(), logical.to_host().unwrap());
+    for k in 0..len {
+        let (r, c) = (k / stride, k % stride);
+        if c >= cols {
+            assert_eq!((count[k], logical[k]), (0.0, 0.0), "padding ({r}, {c})");
+            continue;
+        }
+        // Stored row R of a 16-row block holds the mma's row (R mod 2)·8 + R / 2.
+        let (sr, mc) = (r % 16, c % 16);
+        let mr = (sr % 2) * 8 + sr / 2;
+        assert_eq!(count[k], 1.0, "count ({r}, {c})");
+        assert_eq!(logical[k], (mr * 16 + mc) as f32 + 1.0, "({r}, {c})");
     }
 }
 

@@ -36,8 +36,9 @@ use half::{bf16, f16};
 
 mod stages;
 pub use stages::{
-    AKMajor, ARowMajor, AlignedChunks, BKMajorPair, BNMajorPair, ChunkPlacement, FragmentLayout,
-    GatherCopy, PanelCopies, PanelCopy, Stage, StageRing, StageWindow,
+    AKMajor, AKMajorInterleaved, ARowMajor, AlignedChunks, BKMajorInterleaved, BKMajorPair,
+    BNMajorPair, ChunkPlacement, FragmentLayout, GatherCopy, InterleavedCopies, PanelCopies,
+    PanelCopy, Stage, StageRing, StageWindow,
 };
 
 /// Rows of A and C/D.
@@ -547,8 +548,8 @@ impl<T: MmaInput> FragA<T> {
                 src.array.load(base + col * row_stride + paired(row))
             });
         }
-        let lane = crate::thread::lane_id() as usize;
-        let first = base + (lane % 4) * row_stride + 2 * (lane / 4);
+        let first =
+            base + stages::tf32_a_k_major_start(crate::thread::lane_id() as usize, row_stride);
         let [r0, r1] = src.pair(first);
         let [r2, r3] = src.pair(first + 4 * row_stride);
         FragA::from_regs([r0, r1, r2, r3].map(T::from_stored))

@@ -352,6 +352,26 @@ pub struct AKMajor;
 /// [`FragB::load_k_major`].
 #[derive(Clone, Copy, Debug)]
 pub struct BKMajorPair;
+/// A's tf32 fragment, A stored k-major with rows k and k + 4 interleaved in
+/// 2 × 2 blocks, its rows paired ([`MmaOrder`](super::MmaOrder)): one
+/// 128-bit load. A fragment's registers are (m, k) = `(2g, t)`, `(2g + 1,
+/// t)`, `(2g, t + 4)`, `(2g + 1, t + 4)` as stored; [`InterleavedCopies`]'s
+/// rounding pass stores each pair of rows `p`, `p + 4` (`p mod 8 < 4`) of
+/// chunk `c` as `(A[p][4c], A[p][4c + 1], A[p + 4][4c], A[p + 4][4c + 1])`
+/// in row `p`'s chunk and the same of columns `4c + 2, 4c + 3` in row `p +
+/// 4`'s, which is that order. For the 16-bit types it is [`AKMajor`].
+#[derive(Clone, Copy, Debug)]
+pub struct AKMajorInterleaved;
+/// Two tf32 B fragments side by side (n and n + 8), B stored k-major with
+/// rows k and k + 4 interleaved: two 64-bit loads. A fragment's registers
+/// are k = t and t + 4 of one column, which k-major rows put a row apart;
+/// [`PanelCopies::interleave_b_k_rows`]'s rounding pass stores each pair of
+/// rows `p`, `p + 4` (`p mod 8 < 4`) as pairs `(B[p][n], B[p + 4][n])`,
+/// columns `4c, 4c + 1` in row `p`'s chunk `c` and `4c + 2, 4c + 3` in row
+/// `p + 4`'s, so each register pair is one load. For the 16-bit types it is
+/// [`BKMajorPair`] (one `ldmatrix.x4.trans` already serves both fragments).
+#[derive(Clone, Copy, Debug)]
+pub struct BKMajorInterleaved;
 /// Two B fragments side by side (n and n + 8), B stored n-major
 /// (`ldmatrix.x4`), as two [`FragB::load_n_major`].
 #[derive(Clone, Copy, Debug)]
@@ -359,7 +379,9 @@ pub struct BNMajorPair;
 
 impl sealed::Sealed for ARowMajor {}
 impl sealed::Sealed for AKMajor {}
+impl sealed::Sealed for AKMajorInterleaved {}
 impl sealed::Sealed for BKMajorPair {}
+impl sealed::Sealed for BKMajorInterleaved {}
 impl sealed::Sealed for BNMajorPair {}
 
 /// `ldmatrix.x4` (`.trans` if `trans`) of each lane's 16-byte row at
@@ -419,6 +441,22 @@ unsafe fn tf32_pair_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32
     // only tf32 layouts call this — and `at` is even). Ordering: the
     // kernel's barriers.
     unsafe { arch::ld_shared_v2_at(addr) }.map(landed::<T>)
+}
+
+/// The four f32 at elements `at .. at + 4` of `ring` (one 128-bit load),
+/// which its pipeline rounded to tf32 as they landed, as [`tf32_pair_at`]'s.
+///
+/// # Safety
+/// `at + 3` within the ring, `at` a multiple of 4.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+unsafe fn tf32_quad_at<T: MmaInput + SharedElement>(ring: &StageRing<T>, at: u32) -> [u32; 4] {
+    let addr = ring.address(at, 4, Some(false));
+    // SAFETY: four elements inside the ring (the caller's contract),
+    // 16-byte aligned (the ring's base is 16-byte aligned, the elements are
+    // f32 — only tf32 layouts call this — and `at` is a multiple of 4).
+    // Ordering: the kernel's barriers.
+    unsafe { arch::ld_shared_v4_at(addr) }.map(landed::<T>)
 }
 
 /// A register loaded from a stage, as a fragment takes it: for tf32, a
@@ -487,7 +525,7 @@ const fn tf32_b_k_major_start(lane: usize, stride: usize) -> usize {
 /// `k = l % 4`, 2, 3 at `k + 4`: two 64-bit loads. With the stage's 32-byte
 /// row padding (rows 8 banks apart) a half-warp's loads (k = 0..4,
 /// `2·(l / 4)` = 0..8) hit 32 distinct banks.
-const fn tf32_a_k_major_start(lane: usize, stride: usize) -> usize {
+pub(super) const fn tf32_a_k_major_start(lane: usize, stride: usize) -> usize {
     (lane % 4) * stride + 2 * (lane / 4)
 }
 
@@ -545,6 +583,48 @@ impl<T: MmaInput> FragmentLayout<T> for AKMajor {
     }
 }
 
+/// Where lane `l`'s A fragment lies in a k-major tf32 stage with rows k,
+/// k + 4 interleaved in 2 × 2 blocks ([`AKMajorInterleaved`]): registers
+/// `(2g, t)` .. `(2g + 1, t + 4)` (`t = l % 4`, `g = l / 4`, rows paired)
+/// are the 4 elements of row `t` (g even) or `t + 4` (g odd) at column
+/// `4·(g / 2)`. With rows `stride ≡ 4 (mod 32)` words apart a quarter-warp's
+/// 128-bit loads — 8 rows, one column — hit 32 distinct banks.
+const fn tf32_a_interleaved_start(lane: usize, stride: usize) -> usize {
+    let (t, g) = (lane % 4, lane / 4);
+    (t + 4 * (g % 2)) * stride + 4 * (g / 2)
+}
+
+impl<T: MmaInput> FragmentLayout<T> for AKMajorInterleaved {
+    type Frag = FragA<T>;
+    const ALIGN: usize = k_major_align::<T>(4);
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        if T::KIND == MmaKind::Tf32 {
+            tf32_a_interleaved_start(lane as usize, stride)
+        } else {
+            <AKMajor as FragmentLayout<T>>::lane_start(lane, stride)
+        }
+    }
+    #[inline(always)]
+    fn extent(_: usize) -> usize {
+        k_major_extent::<T>(4)
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, stride: u32) -> FragA<T>
+    where
+        T: SharedElement,
+    {
+        if T::KIND != MmaKind::Tf32 {
+            // SAFETY: the caller's contract, which is AKMajor's here.
+            return unsafe { <AKMajor as FragmentLayout<T>>::load(ring, first, stride) };
+        }
+        // SAFETY: within first + extent, `first` a multiple of 4 (the
+        // caller's contract: ALIGN is 4).
+        FragA::from_regs(unsafe { tf32_quad_at(ring, first) })
+    }
+}
+
 impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
     type Frag = [FragB<T>; 2];
     const ALIGN: usize = k_major_align::<T>(1);
@@ -582,6 +662,52 @@ impl<T: MmaInput> FragmentLayout<T> for BKMajorPair {
             // SAFETY: the caller's contract.
             unsafe { ldmatrix_x4(ring, first, true) }
         };
+        [FragB::from_regs([r0, r1]), FragB::from_regs([r2, r3])]
+    }
+}
+
+/// Where lane `l`'s first pair of B's tf32 fragments lies in a k-major
+/// stage with rows k, k + 4 interleaved ([`BKMajorInterleaved`]): its
+/// registers are `(k, n) = (t, g)` and `(t + 4, g)` (`t = l % 4`, `g = l /
+/// 4`), stored side by side in row `t` (columns `g mod 4` < 2) or `t + 4`
+/// of chunk `g / 4`. With rows `stride ≡ 4 (mod 32)` words apart (16-byte
+/// padding of 64 or 128 f32) a half-warp's 64-bit loads — 8 rows, 4 words
+/// each — hit 32 distinct banks.
+const fn tf32_b_interleaved_start(lane: usize, stride: usize) -> usize {
+    let (t, g) = (lane % 4, lane / 4);
+    (t + 4 * ((g % 4) / 2)) * stride + 4 * (g / 4) + 2 * (g % 2)
+}
+
+impl<T: MmaInput> FragmentLayout<T> for BKMajorInterleaved {
+    type Frag = [FragB<T>; 2];
+    const ALIGN: usize = k_major_align::<T>(2);
+    #[inline(always)]
+    fn lane_start(lane: u32, stride: usize) -> usize {
+        if T::KIND == MmaKind::Tf32 {
+            tf32_b_interleaved_start(lane as usize, stride)
+        } else {
+            <BKMajorPair as FragmentLayout<T>>::lane_start(lane, stride)
+        }
+    }
+    #[inline(always)]
+    fn extent(_: usize) -> usize {
+        // tf32: the second fragment's pair, 8 columns on.
+        k_major_extent::<T>(8 + 2)
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn load(ring: &StageRing<T>, first: u32, stride: u32) -> [FragB<T>; 2]
+    where
+        T: SharedElement,
+    {
+        if T::KIND != MmaKind::Tf32 {
+            // SAFETY: the caller's contract, which is BKMajorPair's here.
+            return unsafe { <BKMajorPair as FragmentLayout<T>>::load(ring, first, stride) };
+        }
+        // SAFETY: both pairs within first + extent, `first` even (the
+        // caller's contract: ALIGN is 2).
+        let ([r0, r1], [r2, r3]) =
+            unsafe { (tf32_pair_at(ring, first), tf32_pair_at(ring, first + 8)) };
         [FragB::from_regs([r0, r1]), FragB::from_regs([r2, r3])]
     }
 }
@@ -739,8 +865,9 @@ pub struct PanelCopy<'a, T> {
     /// Element of a stage of this thread's first chunk, and between its chunks.
     dst: u32,
     dst_pass: u32,
-    /// Chunks per tile for this thread.
+    /// Chunks per tile for this thread, and the tile rows between them.
     chunks: u32,
+    rows_per_pass: u32,
 }
 
 impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'a, T, ROWS, COLS> {
@@ -807,6 +934,7 @@ impl<'a, T: SharedElement, const ROWS: usize, const COLS: usize> InteriorPanel<'
             dst: (base + r * stride + placed) as u32,
             dst_pass: (rows_per_pass * stride) as u32,
             chunks: (total / threads) as u32,
+            rows_per_pass: rows_per_pass as u32,
         })
     }
 }
@@ -857,6 +985,46 @@ impl<'a, T: SharedElement> PanelCopy<'a, T> {
             unsafe {
                 let v = arch::ld_shared_v4_at(from);
                 arch::st_shared_v4_at(to, v.map(T::from_stored));
+            }
+        }
+    }
+
+    /// As [`round_landed`](Self::round_landed), and stores each pair of
+    /// this thread's chunks — tile rows `p` and `p + 4` of one column, `x`
+    /// and `y`, a pass of the block being 4 rows — interleaved: in 2 × 2
+    /// blocks if `BLOCKS` (`(x0, x1, y0, y1)` in row `p`'s chunk, `(x2, x3,
+    /// y2, y3)` in row `p + 4`'s: [`AKMajorInterleaved`]), else by column
+    /// (`(x0, y0, x1, y1)`, `(x2, y2, x3, y3)`: [`BKMajorInterleaved`]).
+    /// Reached only through [`PanelCopies::interleave_k_rows`], which
+    /// checked the passes.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn round_interleaving<const BLOCKS: bool>(&self, stage: Stage)
+    where
+        T: MmaInput,
+    {
+        let stage = self.ring.stage_offset(stage);
+        for j in 0..self.chunks / 2 {
+            let (p, q) = (
+                stage + self.dst + 2 * j * self.dst_pass,
+                stage + self.dst + (2 * j + 1) * self.dst_pass,
+            );
+            // SAFETY: this thread's chunks 2j and 2j + 1 in `stage`, 16 bytes
+            // each, inside the ring and 16-byte aligned (as `issue`'s
+            // destinations); only this thread accesses them between its wait
+            // and the barrier, as in `round_landed`. Both are read before
+            // either is written.
+            unsafe {
+                let x = arch::ld_shared_v4_at(self.ring.address(p, 4, Some(false)));
+                let y = arch::ld_shared_v4_at(self.ring.address(q, 4, Some(false)));
+                let (x, y) = (x.map(T::from_stored), y.map(T::from_stored));
+                let (to_p, to_q) = if BLOCKS {
+                    ([x[0], x[1], y[0], y[1]], [x[2], x[3], y[2], y[3]])
+                } else {
+                    ([x[0], y[0], x[1], y[1]], [x[2], y[2], x[3], y[3]])
+                };
+                arch::st_shared_v4_at(self.ring.address(p, 4, Some(true)), to_p);
+                arch::st_shared_v4_at(self.ring.address(q, 4, Some(true)), to_q);
             }
         }
     }
@@ -992,13 +1160,76 @@ impl<T: SharedElement> PanelCopies<'_, T> {
     }
 }
 
-impl<T: SharedElement + MmaInput> PanelCopies<'_, T> {
+impl<'a, T: SharedElement + MmaInput> PanelCopies<'a, T> {
+    /// These copies with tf32 k-major panels stored rows k, k + 4
+    /// interleaved by the rounding pass: the first (A) in 2 × 2 blocks if
+    /// `A`, for [`AKMajorInterleaved`]'s 128-bit fragment loads, the second
+    /// (B) by column if `B`, for [`BKMajorInterleaved`]'s 64-bit ones.
+    /// `None` unless the inputs are tf32 and each thread's chunks of an
+    /// interleaved panel come in pairs 4 rows apart (the block's threads
+    /// copy 4 rows a pass: e.g. 128 threads and rows of 128 f32), so that
+    /// the thread that rounds a chunk also holds the one it interleaves
+    /// with. One check, uniform over the block.
+    #[inline(always)]
+    pub fn interleave_k_rows<const A: bool, const B: bool>(
+        self,
+    ) -> Option<InterleavedCopies<'a, T, A, B>> {
+        let pairs = |c: &PanelCopy<'a, T>| c.rows_per_pass == 4 && c.chunks.is_multiple_of(2);
+        (matches!(T::KIND, MmaKind::Tf32)
+            && (!A || pairs(&self.first))
+            && (!B || pairs(&self.second)))
+        .then_some(InterleavedCopies(self))
+    }
+
     /// Both panels' [`PanelCopy::round_landed`] (tf32; a no-op otherwise).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn round_landed(&self, stage: Stage) {
         self.first.round_landed(stage);
         self.second.round_landed(stage);
+    }
+}
+
+/// [`PanelCopies`] whose rounding pass stores A (if `A`) and B (if `B`),
+/// tf32 and k-major, rows k, k + 4 interleaved, as [`AKMajorInterleaved`]
+/// and [`BKMajorInterleaved`] load them (from
+/// [`PanelCopies::interleave_k_rows`], which checked that each thread holds
+/// both chunks of every pair it interleaves).
+#[derive(Clone, Copy)]
+pub struct InterleavedCopies<'a, T, const A: bool, const B: bool>(PanelCopies<'a, T>);
+
+impl<T: SharedElement + MmaInput, const A: bool, const B: bool> InterleavedCopies<'_, T, A, B> {
+    /// [`PanelCopies::copy_next`].
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next(&mut self, stage: Stage) -> bool {
+        self.0.copy_next(stage)
+    }
+
+    /// [`PanelCopies::copy_next_or_zero`] (zeros interleave to zeros).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_next_or_zero(&mut self, stage: Stage) -> bool {
+        self.0.copy_next_or_zero(stage)
+    }
+
+    /// Both panels' chunks rounded once they have landed (as
+    /// [`PanelCopy::round_landed`]: after this thread's wait for `stage`'s
+    /// group, before the barrier that publishes it), and interleaved as the
+    /// type says.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn round_landed(&self, stage: Stage) {
+        if A {
+            self.0.first.round_interleaving::<true>(stage);
+        } else {
+            self.0.first.round_landed(stage);
+        }
+        if B {
+            self.0.second.round_interleaving::<false>(stage);
+        } else {
+            self.0.second.round_landed(stage);
+        }
     }
 }
 
@@ -1178,5 +1409,117 @@ impl<T: SharedElement> GatherCopy<T> {
         // asynchronously, under the kernel's barrier discipline as with
         // `cp_async_16`.
         unsafe { arch::cp_async_16_zfill_at(to, from.cast(), !ok, issue) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stores k-major 16 × 32 tiles as [`PanelCopy::round_interleaving`]
+    /// does — B by column (rows p, p + 4 of a chunk as `(x0, y0, x1, y1)`,
+    /// `(x2, y2, x3, y3)`), A in 2 × 2 blocks (`(x0, x1, y0, y1)`, `(x2, x3,
+    /// y2, y3)`) — then reads them as [`BKMajorInterleaved`] and
+    /// [`AKMajorInterleaved`] do: every lane's load holds the elements the
+    /// `m16n8k8` layout names (B: register `i` of fragment `f` is `(k, n) =
+    /// (t + 4i, g + 8f)`; A: rows paired) in every k-slice and column block;
+    /// with rows padded by 16 bytes neither load meets a bank conflict.
+    #[test]
+    fn interleaved_k_rows_put_each_fragment_register_in_one_load() {
+        const ROWS: usize = 16;
+        const COLS: usize = 32;
+        let stride = COLS + 4;
+        let value = |k: usize, n: usize| (k * 1000 + n) as u32;
+        let mut stage = vec![u32::MAX; ROWS * stride];
+        for p in (0..ROWS).filter(|p| p % 8 < 4) {
+            for c in 0..COLS / 4 {
+                let x: [u32; 4] = core::array::from_fn(|j| value(p, 4 * c + j));
+                let y: [u32; 4] = core::array::from_fn(|j| value(p + 4, 4 * c + j));
+                stage[p * stride + 4 * c..][..4].copy_from_slice(&[x[0], y[0], x[1], y[1]]);
+                stage[(p + 4) * stride + 4 * c..][..4].copy_from_slice(&[x[2], y[2], x[3], y[3]]);
+            }
+        }
+        for slice in 0..ROWS / 8 {
+            for pair in 0..COLS / 16 {
+                for lane in 0..32u32 {
+                    let first = slice * 8 * stride
+                        + pair * 16
+                        + <BKMajorInterleaved as FragmentLayout<f32>>::lane_start(lane, stride);
+                    assert!(first.is_multiple_of(2), "lane {lane}: a 64-bit load");
+                    let (t, g) = (lane as usize % 4, lane as usize / 4);
+                    for f in 0..2 {
+                        let got = [stage[first + 8 * f], stage[first + 8 * f + 1]];
+                        let n = pair * 16 + 8 * f + g;
+                        let want = [value(slice * 8 + t, n), value(slice * 8 + t + 4, n)];
+                        assert_eq!(
+                            got, want,
+                            "slice {slice}, pair {pair}, lane {lane}, frag {f}"
+                        );
+                    }
+                }
+            }
+        }
+        // A, stored k-major as `value(k, m)` and interleaved in 2 × 2
+        // blocks: each lane's one load holds registers (m, k) = (2g, t),
+        // (2g + 1, t), (2g, t + 4), (2g + 1, t + 4) — rows paired, so mma
+        // rows g and g + 8 are stored columns 2g and 2g + 1.
+        let mut stage = vec![u32::MAX; ROWS * stride];
+        for p in (0..ROWS).filter(|p| p % 8 < 4) {
+            for c in 0..COLS / 4 {
+                let x: [u32; 4] = core::array::from_fn(|j| value(p, 4 * c + j));
+                let y: [u32; 4] = core::array::from_fn(|j| value(p + 4, 4 * c + j));
+                stage[p * stride + 4 * c..][..4].copy_from_slice(&[x[0], x[1], y[0], y[1]]);
+                stage[(p + 4) * stride + 4 * c..][..4].copy_from_slice(&[x[2], x[3], y[2], y[3]]);
+            }
+        }
+        for slice in 0..ROWS / 8 {
+            for block in 0..COLS / 16 {
+                for lane in 0..32u32 {
+                    let first = slice * 8 * stride
+                        + block * 16
+                        + <AKMajorInterleaved as FragmentLayout<f32>>::lane_start(lane, stride);
+                    assert!(first.is_multiple_of(4), "lane {lane}: a 128-bit load");
+                    let (t, g) = (lane as usize % 4, lane as usize / 4);
+                    let (k, m) = (slice * 8 + t, block * 16 + 2 * g);
+                    let want = [
+                        value(k, m),
+                        value(k, m + 1),
+                        value(k + 4, m),
+                        value(k + 4, m + 1),
+                    ];
+                    assert_eq!(
+                        &stage[first..first + 4],
+                        &want,
+                        "A: slice {slice}, block {block}, lane {lane}"
+                    );
+                }
+            }
+        }
+        // Banks of a half-warp's loads (8 bytes = 2 banks a lane), rows of
+        // 128 f32 padded by 4 (the large tile's).
+        let stride = 128 + 4;
+        for half in 0..2u32 {
+            let mut banks: Vec<usize> = (16 * half..16 * half + 16)
+                .flat_map(|l| {
+                    let at = <BKMajorInterleaved as FragmentLayout<f32>>::lane_start(l, stride);
+                    [at % 32, (at + 1) % 32]
+                })
+                .collect();
+            banks.sort_unstable();
+            banks.dedup();
+            assert_eq!(banks.len(), 32, "half-warp {half}");
+        }
+        // A's 128-bit loads: a quarter-warp's 8 lanes, 4 banks each.
+        for quarter in 0..4u32 {
+            let mut banks: Vec<usize> = (8 * quarter..8 * quarter + 8)
+                .flat_map(|l| {
+                    let at = <AKMajorInterleaved as FragmentLayout<f32>>::lane_start(l, stride);
+                    (0..4).map(move |w| (at + w) % 32)
+                })
+                .collect();
+            banks.sort_unstable();
+            banks.dedup();
+            assert_eq!(banks.len(), 32, "quarter-warp {quarter}");
+        }
     }
 }

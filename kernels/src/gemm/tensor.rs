@@ -114,7 +114,12 @@
 //! the `cp.async` stores nor the `ldmatrix` loads meet a bank conflict (the
 //! emulator's profile counts none; padded rows cost the stores 1.5
 //! wavefronts per request); and tf32 stages are rounded in place as they
-//! land, once per element, by the threads that copied them. The fragments
+//! land, once per element, by the threads that copied them — the large
+//! tile's k-major panels also interleaved there, rows k and k + 4 side by
+//! side (each thread copies both: 4 rows a pass), so that an A fragment is
+//! one 128-bit load ([`AKMajorInterleaved`]) instead of two 64-bit ones and
+//! a B fragment one 64-bit load ([`BKMajorInterleaved`]) instead of two
+//! 32-bit ones, their rows padded by 16 bytes. The fragments
 //! are double-buffered: each k-slice's loads issue before the previous
 //! slice's `mma`s, and the next stage's first slice before the last one's.
 //! The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
@@ -134,9 +139,10 @@
 //! B not read).
 
 use warpforge_device::mma::{
-    self, AKMajor, ARowMajor, BKMajorPair, BNMajorPair, ChunkPlacement, FragA, FragB, FragC,
-    FragmentLayout, FragmentSource, InteriorPanel, MmaInput, MmaKind, MmaOrder, PanelCopies, Stage,
-    StageRing, StageWindow, row_elems,
+    self, AKMajor, AKMajorInterleaved, ARowMajor, BKMajorInterleaved, BKMajorPair, BNMajorPair,
+    ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel,
+    InterleavedCopies, MmaInput, MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow,
+    row_elems,
 };
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
@@ -731,19 +737,33 @@ pub fn main_loop<
     let pad_b = if TB { tile.pad() } else { tile.k_major_pad() };
     let (sa_lean, place_a) = lean_rows::<TIn>(sa, pad_a);
     let (sb_lean, place_b) = lean_rows::<TIn>(sb, pad_b);
-    let a_len_lean = a_rows * sa_lean;
-    let stage_len_lean = a_len_lean + b_rows * sb_lean;
+    // tf32 on a tile whose copy passes are 4 rows (the 128 × 128 tile):
+    // its k-major panels stored rows k, k + 4 interleaved by the rounding
+    // pass, so that an A fragment is one 128-bit load and a B fragment one
+    // 64-bit load (`AKMajorInterleaved`, `BKMajorInterleaved`), their rows
+    // padded by 16 bytes (4 banks apart: the 8 rows a load's lanes read hit
+    // 32 distinct banks).
+    let interleave = matches!(TIn::KIND, MmaKind::Tf32)
+        && 4 * BM == threads * tile.chunk()
+        && 4 * BN == threads * tile.chunk();
+    let (sa_il, sb_il) = (
+        if TA { BM + tile.pad() } else { sa_lean },
+        if TB { sb_lean } else { BN + tile.pad() },
+    );
     macro_rules! interior {
-        ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $la:ty,
-         $br:expr, $bc:expr, $b0:expr, $b_rows:expr, $lb:ty) => {
+        ($ar:expr, $ac:expr, $a0:expr, $a_rows:expr, $la:ty, $sa:expr,
+         $br:expr, $bc:expr, $b0:expr, $b_rows:expr, $lb:ty, $sb:expr, $fill:expr) => {{
+            let (sa_lean, sb_lean) = ($sa, $sb);
+            let a_len_lean = a_rows * sa_lean;
             if NI.is_multiple_of(2)
-                && let Some(ring) = StageRing::check(&smem, stage_len_lean, S)
+                && let Some(ring) = StageRing::check(&smem, a_len_lean + b_rows * sb_lean, S)
                 && let Some(pa) = a.interior_panel::<{ $ar }, { $ac }>($a0, $a_rows, ktiles)
                 && let Some(pb) = b.interior_panel::<{ $br }, { $bc }>($b0, $b_rows, ktiles)
                 && let Some(ca) = pa.thread_copy(&ring, 0, sa_lean, place_a, me)
                 && let Some(copies) = pb
                     .thread_copy(&ring, a_len_lean, sb_lean, place_b, me)
                     .and_then(|cb| ca.zip(cb))
+                    .and_then($fill)
                 && let Some(wa) = ring.window::<$la>(
                     a_offset::<TA>(warp_row, 0, sa_lean),
                     sa_lean,
@@ -762,20 +782,39 @@ pub fn main_loop<
                     &ring, copies, &wa, &wb, ktiles,
                 );
             }
-        };
+        }};
     }
+    // A's panel and fragment layout, then B's, each stage's fill last.
     match (TA, TB) {
+        (false, false) if interleave => interior!(
+            BM,
+            BK,
+            (row0, 0),
+            false,
+            ARowMajor,
+            sa_lean,
+            BK,
+            BN,
+            (0, col0),
+            true,
+            BKMajorInterleaved,
+            sb_il,
+            PanelCopies::interleave_k_rows::<false, true>
+        ),
         (false, false) => interior!(
             BM,
             BK,
             (row0, 0),
             false,
             ARowMajor,
+            sa_lean,
             BK,
             BN,
             (0, col0),
             true,
-            BKMajorPair
+            BKMajorPair,
+            sb_lean,
+            Some
         ),
         (false, true) => interior!(
             BM,
@@ -783,11 +822,29 @@ pub fn main_loop<
             (row0, 0),
             false,
             ARowMajor,
+            sa_lean,
             BN,
             BK,
             (col0, 0),
             false,
-            BNMajorPair
+            BNMajorPair,
+            sb_lean,
+            Some
+        ),
+        (true, false) if interleave => interior!(
+            BK,
+            BM,
+            (0, row0),
+            true,
+            AKMajorInterleaved,
+            sa_il,
+            BK,
+            BN,
+            (0, col0),
+            true,
+            BKMajorInterleaved,
+            sb_il,
+            PanelCopies::interleave_k_rows::<true, true>
         ),
         (true, false) => interior!(
             BK,
@@ -795,11 +852,29 @@ pub fn main_loop<
             (0, row0),
             true,
             AKMajor,
+            sa_lean,
             BK,
             BN,
             (0, col0),
             true,
-            BKMajorPair
+            BKMajorPair,
+            sb_lean,
+            Some
+        ),
+        (true, true) if interleave => interior!(
+            BK,
+            BM,
+            (0, row0),
+            true,
+            AKMajorInterleaved,
+            sa_il,
+            BN,
+            BK,
+            (col0, 0),
+            false,
+            BNMajorPair,
+            sb_lean,
+            PanelCopies::interleave_k_rows::<true, false>
         ),
         (true, true) => interior!(
             BK,
@@ -807,11 +882,14 @@ pub fn main_loop<
             (0, row0),
             true,
             AKMajor,
+            sa_lean,
             BN,
             BK,
             (col0, 0),
             false,
-            BNMajorPair
+            BNMajorPair,
+            sb_lean,
+            Some
         ),
     }
 
@@ -908,6 +986,28 @@ pub trait StageFill {
             self.prime(ring.stage(s));
             mma::cp_async_commit();
         });
+    }
+}
+
+impl<T: SharedElement + MmaInput, const A: bool, const B: bool> StageFill
+    for InterleavedCopies<'_, T, A, B>
+{
+    #[inline(always)]
+    fn fill(&mut self, stage: Stage) {
+        self.copy_next(stage);
+    }
+
+    #[inline(always)]
+    fn prime(&mut self, stage: Stage) {
+        self.copy_next_or_zero(stage);
+    }
+
+    /// Rounded in place, the k-major panels interleaved (rows k, k + 4)
+    /// for [`AKMajorInterleaved`]'s and [`BKMajorInterleaved`]'s loads,
+    /// each element by the thread that copied it.
+    #[inline(always)]
+    fn landed(&mut self, stage: Stage) {
+        self.round_landed(stage);
     }
 }
 

@@ -277,10 +277,13 @@ fn tf32_rounds_each_operand_to_tf32() {
 /// for the largest layout, NT, whose rows are all k long); the
 /// heuristic picks as for f16; TF32 on any other pair is refused, naming the
 /// parameter.
-/// The lean path's tf32 k-major fragment loads meet no bank conflict: the
-/// k-major slices (`A` transposed, `B` not), read by plain 32-bit loads of
-/// 4 rows × 8 columns, are padded by 32 bytes so those rows fall 8 banks
-/// apart. TN has both operands k-major, so every shared load of its k-loop
+/// The lean path's tf32 k-major fragment loads meet no bank conflict: on
+/// the small tile the k-major slices (`A` transposed, `B` not), read by
+/// plain 64-bit (`A`, rows paired) and 32-bit (`B`) loads of 4 rows, are
+/// padded by 32 bytes so those rows fall 8 banks apart; on the large tile
+/// their rows k, k + 4 are interleaved as they are rounded and read by one
+/// 128-bit (`A`) or 64-bit (`B`) load a fragment from 8 rows, padded by 16
+/// bytes so those fall 4 banks apart. TN has both operands k-major, so every shared load of its k-loop
 /// (those fragment loads and the tf32 rounding pass's 16-byte loads along
 /// rows of 64 or 128 f32) must be conflict-free; the other transposes run
 /// the same layouts exact on the lean path. (With 16-byte padding TN's

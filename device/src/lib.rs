@@ -10,6 +10,7 @@
 //! | [`warp`] | warp-synchronous shuffles and reductions |
 //! | [`atomic`] | scoped atomic read-modify-write on global and shared memory |
 //! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
+//! | [`mbarrier`] | split-phase barriers in shared memory: arrivals and transaction bytes per phase, waits by phase (sm_90) |
 //! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`own`] | owned outputs: slots only for the elements this thread alone writes |
@@ -46,6 +47,7 @@ pub mod atomic;
 pub mod global;
 pub mod guard;
 pub mod kernel;
+pub mod mbarrier;
 pub mod mma;
 pub mod num;
 pub mod own;

@@ -10,8 +10,8 @@ use super::{
 };
 use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp};
 use crate::emu::profile::Op;
-use crate::emu::race::Race;
-use crate::emu::{Access, Fault, raise};
+use crate::emu::race::{Race, RaceDetector};
+use crate::emu::{Access, Fault, MbarrierProblem, raise};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::panic::Location;
@@ -163,6 +163,13 @@ fn shared_access_as(ptr: *const u8, bytes: usize, write: bool, profiled: bool) {
             t.log_access(site, op, offset, bytes);
         }
         pending_copy_check(t, offset, bytes, write, site)?;
+        if let Some(barrier) = t.block().mbarriers.borrow().overlapping(offset, bytes) {
+            return Err(Fault::Mbarrier {
+                offset: barrier,
+                problem: MbarrierProblem::PlainAccess,
+                at: site.into(),
+            });
+        }
         if write {
             t.block().progressed();
         }
@@ -870,4 +877,185 @@ pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) 
 pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
     // SAFETY: the caller's contract.
     unsafe { ptr.cast::<[u32; 4]>().read() }
+}
+
+/// Runs mbarrier operation `op` on the barrier at `addr` for the calling
+/// thread (its block's barriers, its offset, the block's race detector),
+/// noting a change to the block's state; unwinds with `Fault::Mbarrier`,
+/// naming the call, if the operation breaks the barrier's protocol.
+#[track_caller]
+fn mbarrier_op<R>(
+    addr: SharedAddr,
+    op: impl FnOnce(&fiber::ThreadState, usize, Option<&RaceDetector>) -> Result<R, MbarrierProblem>,
+) -> R {
+    let site = Location::caller();
+    let result = fiber::with_current(|t| {
+        t.site.set(Some(site));
+        let offset = (addr as usize).wrapping_sub(t.shared_base as usize);
+        let outcome = if offset.checked_add(8).is_none_or(|end| end > t.shared_len) {
+            Err(MbarrierProblem::NotLive)
+        } else if !offset.is_multiple_of(8) {
+            Err(MbarrierProblem::Misaligned)
+        } else {
+            // SAFETY: the detector lives as long as the block (see the scheduler).
+            op(t, offset, unsafe { t.race.as_ref() })
+        };
+        outcome.map_err(|problem| Fault::Mbarrier {
+            offset,
+            problem,
+            at: site.into(),
+        })
+    });
+    result.unwrap_or_else(|fault| raise(fault))
+}
+
+/// The release of an arrive or `complete_tx`: this thread's clock, joined
+/// into the phase's (nothing when the race detector is off).
+fn release<'a>(
+    t: &fiber::ThreadState,
+    race: Option<&'a RaceDetector>,
+) -> impl FnOnce(&mut Vec<u32>) + 'a {
+    let thread = t.linear_id;
+    move |into| {
+        if let Some(r) = race {
+            r.release(thread, into);
+        }
+    }
+}
+
+/// `mbarrier.init`.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_init(addr: SharedAddr, count: u32) {
+    mbarrier_op(addr, |t, offset, _| {
+        t.block().progressed();
+        t.block().mbarriers.borrow_mut().init(offset, count)
+    });
+}
+
+/// `mbarrier.arrive` (a release).
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_arrive(addr: SharedAddr) {
+    // SAFETY: forwarded.
+    unsafe { mbarrier_arrive_expect_tx(addr, 0) }
+}
+
+/// `mbarrier.arrive.expect_tx`: the tx-count raised by `bytes`, then an arrive.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_arrive_expect_tx(addr: SharedAddr, bytes: u32) {
+    mbarrier_op(addr, |t, offset, race| {
+        t.block().progressed();
+        let release = release(t, race);
+        t.block()
+            .mbarriers
+            .borrow_mut()
+            .arrive(offset, bytes, release)
+    });
+}
+
+/// `mbarrier.expect_tx`.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_expect_tx(addr: SharedAddr, bytes: u32) {
+    mbarrier_op(addr, |t, offset, _| {
+        t.block().progressed();
+        t.block()
+            .mbarriers
+            .borrow_mut()
+            .tx(offset, i64::from(bytes), |_| {})
+    });
+}
+
+/// `mbarrier.complete_tx` (a release, as an async copy's completion is).
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_complete_tx(addr: SharedAddr, bytes: u32) {
+    mbarrier_op(addr, |t, offset, race| {
+        t.block().progressed();
+        let release = release(t, race);
+        t.block()
+            .mbarriers
+            .borrow_mut()
+            .tx(offset, -i64::from(bytes), release)
+    });
+}
+
+/// `mbarrier.test_wait.parity` for phase number `phase` (the emulator checks
+/// the whole number, the GPU sees its parity): whether it completed; if so
+/// the thread acquires what its arrivals released.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_test_wait(addr: SharedAddr, phase: u32) -> bool {
+    mbarrier_op(addr, |t, offset, race| {
+        let mut barriers = t.block().mbarriers.borrow_mut();
+        let done = barriers.wait(offset, phase)?;
+        if let (Some(clock), Some(race)) = (done, race) {
+            race.acquire(t.linear_id, clock);
+        }
+        Ok(done.is_some())
+    })
+}
+
+/// `mbarrier.try_wait.parity`: as [`mbarrier_test_wait`]; when the phase is
+/// not complete the thread yields to the block's others, and counts as
+/// stuck (for `Fault::SpinDeadlock`) if nothing in the block changed since
+/// its last poll of the same phase.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_try_wait(addr: SharedAddr, phase: u32) -> bool {
+    // SAFETY: forwarded.
+    let done = unsafe { mbarrier_test_wait(addr, phase) };
+    if !done {
+        let spin = fiber::with_current(|t| {
+            let progress = t.block().progress.get();
+            let key = addr as usize;
+            let mut poll = t.poll.get();
+            if (poll.addr, poll.value, poll.progress) == (key, u64::from(phase), progress) {
+                poll.repeats = poll.repeats.saturating_add(1);
+            } else {
+                poll = Poll {
+                    addr: key,
+                    value: u64::from(phase),
+                    progress,
+                    repeats: 0,
+                };
+            }
+            t.poll.set(poll);
+            if poll.repeats > 0 {
+                Spin::Shared
+            } else {
+                Spin::No
+            }
+        });
+        yield_now(spin);
+    }
+    done
+}
+
+/// `mbarrier.inval`.
+///
+/// # Safety
+/// As the GPU's (the emulator checks what it can).
+#[track_caller]
+pub(crate) unsafe fn mbarrier_inval(addr: SharedAddr) {
+    mbarrier_op(addr, |t, offset, _| {
+        t.block().progressed();
+        t.block().mbarriers.borrow_mut().inval(offset)
+    });
 }

@@ -859,3 +859,115 @@ pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
     };
     [a, b, c, d]
 }
+
+/// `mbarrier.init.shared::cta.b64`: a fresh barrier expecting `count`
+/// arrivals a phase.
+///
+/// # Safety
+/// `addr` is 8 bytes of the block's shared memory, 8-byte aligned, not a
+/// live barrier, that no other thread accesses until a barrier publishes it;
+/// `count` in 1 ..= 2^20 − 1.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_init(addr: SharedAddr, count: u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("mbarrier.init.shared::cta.b64 [{a}], {n};", a = in(reg32) addr, n = in(reg32) count,
+            options(nostack))
+    };
+}
+
+/// `mbarrier.arrive.shared::cta.b64` (release, `.cta`).
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_arrive(addr: SharedAddr) {
+    // SAFETY: the caller's contract. A memory clobber: it releases.
+    unsafe {
+        asm!("mbarrier.arrive.shared::cta.b64 _, [{a}];", a = in(reg32) addr, options(nostack))
+    };
+}
+
+/// `mbarrier.arrive.expect_tx.shared::cta.b64`.
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_arrive_expect_tx(addr: SharedAddr, bytes: u32) {
+    // SAFETY: the caller's contract. A memory clobber: it releases.
+    unsafe {
+        asm!("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], {b};", a = in(reg32) addr,
+            b = in(reg32) bytes, options(nostack))
+    };
+}
+
+/// `mbarrier.expect_tx.relaxed.cta.shared::cta.b64`.
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_expect_tx(addr: SharedAddr, bytes: u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{a}], {b};", a = in(reg32) addr,
+            b = in(reg32) bytes, options(nostack))
+    };
+}
+
+/// `mbarrier.complete_tx.relaxed.cta.shared::cta.b64`.
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_complete_tx(addr: SharedAddr, bytes: u32) {
+    // SAFETY: the caller's contract. A memory clobber.
+    unsafe {
+        asm!("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [{a}], {b};", a = in(reg32) addr,
+            b = in(reg32) bytes, options(nostack))
+    };
+}
+
+/// `mbarrier.test_wait.parity.shared::cta.b64` for phase `phase`'s parity
+/// (acquire, `.cta`, when true).
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_test_wait(addr: SharedAddr, phase: u32) -> bool {
+    let done: u32;
+    // SAFETY: the caller's contract. A memory clobber: it acquires.
+    unsafe {
+        asm!("{{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [{a}], {q}; \
+              selp.u32 {d}, 1, 0, p; }}",
+            a = in(reg32) addr, q = in(reg32) phase & 1, d = out(reg32) done, options(nostack))
+    };
+    done != 0
+}
+
+/// `mbarrier.try_wait.parity.shared::cta.b64` for phase `phase`'s parity: as
+/// [`mbarrier_test_wait`], but the hardware may suspend the thread a while
+/// before answering false.
+///
+/// # Safety
+/// `addr` is a live barrier.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_try_wait(addr: SharedAddr, phase: u32) -> bool {
+    let done: u32;
+    // SAFETY: the caller's contract. A memory clobber: it acquires.
+    unsafe {
+        asm!("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{a}], {q}; \
+              selp.u32 {d}, 1, 0, p; }}",
+            a = in(reg32) addr, q = in(reg32) phase & 1, d = out(reg32) done, options(nostack))
+    };
+    done != 0
+}
+
+/// `mbarrier.inval.shared::cta.b64`.
+///
+/// # Safety
+/// `addr` is a live barrier that no thread uses afterwards.
+#[inline(always)]
+pub(crate) unsafe fn mbarrier_inval(addr: SharedAddr) {
+    // SAFETY: the caller's contract.
+    unsafe { asm!("mbarrier.inval.shared::cta.b64 [{a}];", a = in(reg32) addr, options(nostack)) };
+}

@@ -172,6 +172,8 @@ pub(crate) struct BlockState {
     pub progress: Cell<u64>,
     /// The block's `cp.async` copies in flight.
     pub copies: RefCell<Vec<PendingCopy>>,
+    /// The block's live mbarriers.
+    pub mbarriers: RefCell<super::mbarrier::Barriers>,
 }
 
 impl BlockState {
@@ -183,6 +185,7 @@ impl BlockState {
             rng: Cell::new(seed() ^ linear_block.wrapping_mul(0xD1B5_4A32_D192_ED03)),
             progress: Cell::new(0),
             copies: RefCell::new(Vec::new()),
+            mbarriers: RefCell::new(Default::default()),
         };
         state.next();
         state

@@ -104,7 +104,14 @@
 //! - threads spin on an atomic that nothing will change
 //!   (`Fault::SpinDeadlock`, see "Spins");
 //! - a thread touches the destination of a `cp.async` not yet waited for
-//!   (`Fault::CpAsyncPending`, see "`cp.async`").
+//!   (`Fault::CpAsyncPending`, see "`cp.async`");
+//! - an mbarrier ([`crate::mbarrier`]) is used against its protocol — more
+//!   arrivals than a phase expects, a tx-count out of range, a wait for a
+//!   phase that is neither the current one nor the one before it, a plain
+//!   access to a live barrier's bytes (`Fault::Mbarrier`) — or waited on
+//!   with nothing left to complete it (`Fault::SpinDeadlock`: a wait polls
+//!   the barrier as a spin polls an atomic, and counts as stuck once a poll
+//!   finds nothing in the block changed since its last).
 //!
 //! The shared-race, global-race and uninitialised-read checks are the race
 //! detector (see the `race` module for exactly what it does and does not
@@ -196,6 +203,7 @@
 //! reductions` (debug build) went from 15–17 s to 17–19 s.
 
 pub(crate) mod fiber;
+pub(crate) mod mbarrier;
 mod memory;
 pub mod profile;
 pub(crate) mod race;
@@ -430,7 +438,9 @@ pub enum Fault {
     /// element, seeing the same value, many times in a row while no thread of
     /// the block changed memory, and every other thread of the block waits or
     /// has exited (for global memory: and no other running block changed it
-    /// either). `thread` in the error is the first spinner.
+    /// either) — or wait on mbarrier phases that nothing will complete (each
+    /// polled twice with no change in the block between). `thread` in the
+    /// error is the first spinner.
     SpinDeadlock {
         /// The spinning threads (the first 8, in the block's order).
         spinning: Vec<Dim3>,
@@ -442,8 +452,11 @@ pub enum Fault {
         at_barrier: u32,
         /// Threads waiting in a warp collective.
         at_warp_op: u32,
-        /// The first spinner's polling atomic.
+        /// The first spinner's polling atomic (or mbarrier wait).
         at: Option<SourceLocation>,
+        /// If the first spinner waits on an mbarrier: the barrier and the
+        /// phase.
+        mbarrier: Option<MbarrierWait>,
     },
     /// A thread accessed shared memory that is the destination of a
     /// `cp.async` whose issuing thread has not yet waited for it
@@ -460,6 +473,106 @@ pub enum Fault {
         /// The `cp_async_16` call that issued the copy.
         issued_at: SourceLocation,
     },
+    /// An mbarrier operation, or a plain access to a live barrier's bytes,
+    /// against the barrier's protocol: the PTX ISA leaves each undefined.
+    Mbarrier {
+        /// Byte offset of the barrier in the block's shared memory.
+        offset: usize,
+        /// What was wrong.
+        problem: MbarrierProblem,
+        /// This thread's operation or access.
+        at: SourceLocation,
+    },
+}
+
+/// An mbarrier wait that nothing will complete ([`Fault::SpinDeadlock`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MbarrierWait {
+    /// Byte offset of the barrier in the block's shared memory.
+    pub offset: usize,
+    /// The phase waited for.
+    pub waited: u32,
+    /// The barrier's current phase.
+    pub phase: u32,
+    /// Arrivals the current phase still expects.
+    pub pending: u32,
+    /// Its tx-count: bytes of asynchronous copies still expected.
+    pub tx: i64,
+}
+
+/// How an mbarrier was misused ([`Fault::Mbarrier`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MbarrierProblem {
+    /// No live barrier there: not initialised, or invalidated (or the
+    /// address is outside the block's shared memory).
+    NotLive,
+    /// Not 8-byte aligned.
+    Misaligned,
+    /// `init` of a barrier that is live (it must be invalidated first).
+    InitLive,
+    /// `init` with an arrival count outside 1 ..= 2^20 − 1.
+    BadCount {
+        /// The count given.
+        count: u32,
+    },
+    /// An arrive on a phase whose expected arrivals have all come.
+    TooManyArrivals {
+        /// The phase.
+        phase: u32,
+        /// Arrivals it expects.
+        expected: u32,
+    },
+    /// The tx-count would leave −(2^20 − 1) ..= 2^20 − 1.
+    TxOutOfRange {
+        /// The tx-count it would have.
+        tx: i64,
+    },
+    /// A wait for a phase that is neither the current one nor the one
+    /// before it: the parity it gives names another phase than it means.
+    PhaseNotCurrentOrPreceding {
+        /// The phase waited for.
+        waited: u32,
+        /// The barrier's current phase.
+        current: u32,
+    },
+    /// A plain load or store of a live barrier's bytes.
+    PlainAccess,
+}
+
+impl fmt::Display for MbarrierProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MbarrierProblem::NotLive => {
+                f.write_str("there is no live mbarrier there (not initialised, or invalidated)")
+            }
+            MbarrierProblem::Misaligned => f.write_str("the mbarrier is not 8-byte aligned"),
+            MbarrierProblem::InitLive => {
+                f.write_str("init of an mbarrier that is live (invalidate it first)")
+            }
+            MbarrierProblem::BadCount { count } => write!(
+                f,
+                "init with {count} arrivals a phase: the count must be 1 ..= 2^20 - 1"
+            ),
+            MbarrierProblem::TooManyArrivals { phase, expected } => write!(
+                f,
+                "an arrive on phase {phase}, whose {expected} expected arrivals have all come"
+            ),
+            MbarrierProblem::TxOutOfRange { tx } => write!(
+                f,
+                "the tx-count would be {tx}: it must stay within -(2^20 - 1) ..= 2^20 - 1"
+            ),
+            MbarrierProblem::PhaseNotCurrentOrPreceding { waited, current } => write!(
+                f,
+                "a wait for phase {} while the barrier is in phase {current}: only the current \
+                 phase and the one before it can be waited for (the GPU sees the parity, \
+                 which names another phase)",
+                *waited as i32
+            ),
+            MbarrierProblem::PlainAccess => {
+                f.write_str("a plain access to a live mbarrier's bytes")
+            }
+        }
+    }
 }
 
 impl Fault {
@@ -475,6 +588,7 @@ impl Fault {
             Fault::Deadlock { .. } => "deadlock",
             Fault::SpinDeadlock { .. } => "spin deadlock",
             Fault::CpAsyncPending { .. } => "cp.async destination used before its wait",
+            Fault::Mbarrier { .. } => "mbarrier misuse",
         }
     }
 
@@ -491,7 +605,8 @@ impl Fault {
             Fault::SharedRace { at, .. }
             | Fault::GlobalRace { at, .. }
             | Fault::UninitSharedRead { at, .. }
-            | Fault::CpAsyncPending { at, .. } => Some(*at),
+            | Fault::CpAsyncPending { at, .. }
+            | Fault::Mbarrier { at, .. } => Some(*at),
         }
     }
 }
@@ -708,6 +823,7 @@ impl EmuError {
                 at_barrier,
                 at_warp_op,
                 at: loc,
+                mbarrier,
             } => {
                 let list: Vec<String> = spinning.iter().map(ToString::to_string).collect();
                 let more = if *spinners as usize > spinning.len() {
@@ -715,8 +831,21 @@ impl EmuError {
                 } else {
                     ""
                 };
-                let mut lines = vec![
-                    format!(
+                let what = match mbarrier {
+                    Some(w) => format!(
+                        "{spinners} threads ({}{more}) wait on mbarrier phases nothing will \
+                         complete; this one waits {} on the barrier at byte {} of shared memory \
+                         for phase {}, and it is in phase {} with {} arrivals and {} bytes still \
+                         expected",
+                        list.join(", "),
+                        at(*loc),
+                        w.offset,
+                        w.waited as i32,
+                        w.phase,
+                        w.pending,
+                        w.tx
+                    ),
+                    None => format!(
                         "{spinners} threads ({}{more}) poll an atomic in {} memory, each seeing \
                          the same value {} times in a row; this one polls {}",
                         list.join(", "),
@@ -724,6 +853,9 @@ impl EmuError {
                         fiber::SPIN_BOUND,
                         at(*loc)
                     ),
+                };
+                let mut lines = vec![
+                    what,
                     format!(
                         "no thread of the block changes memory ({at_barrier} wait at a block \
                          barrier, {at_warp_op} in a warp collective, the rest exited)"
@@ -754,6 +886,13 @@ impl EmuError {
                      {issued_at} and has not waited for: the bytes have not landed"
                 ),
             ],
+            Fault::Mbarrier {
+                offset,
+                problem,
+                at: loc,
+            } => vec![format!(
+                "mbarrier at byte {offset} of shared memory, at {loc}: {problem}"
+            )],
         }
     }
 
@@ -811,12 +950,18 @@ impl EmuError {
                      flag before spinning on it, or split the work into two launches"
                 } else {
                     "fix: nothing will ever release them: make sure a thread that is not \
-                     waiting sets the flag they poll"
+                     waiting sets the flag they poll (for an mbarrier: that each phase gets the \
+                     arrivals and bytes it expects, from threads that do not wait on it first)"
                 }
             }
             Fault::CpAsyncPending { .. } => {
                 "fix: call cp_async_wait_all() (or cp_async_wait_group) in the issuing thread \
                  before the access, and sync_threads() after it before other threads read them"
+            }
+            Fault::Mbarrier { .. } => {
+                "fix: give each phase exactly the arrivals (and bytes) it expects, keep each \
+                 waiting thread's Phase in step with the barrier (one wait per phase), and \
+                 touch a barrier's bytes only through MBarrier"
             }
         }
     }

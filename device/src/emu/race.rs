@@ -15,7 +15,28 @@
 //! with an atomic one to the same shared byte is *not* detected), but they do
 //! initialise the bytes they touch. The lanes of a warp are distinct threads
 //! (since Volta they are not implicitly ordered); `__syncwarp` does not exist
-//! here, so nothing but a block barrier orders two threads of a block.
+//! here, so nothing but a block barrier orders two threads of a block —
+//! until the block uses an mbarrier ([`crate::mbarrier`]).
+//!
+//! # mbarriers: vector clocks
+//!
+//! From a block's first mbarrier operation on, each of its threads also
+//! keeps a vector clock: an arrive (or `complete_tx`) *releases* (the
+//! thread's clock joins the phase's, then ticks), and a wait that sees the
+//! phase complete *acquires* (the phase's clock joins the thread's). Each
+//! record then holds the clock of its access too, and two accesses of one
+//! barrier interval are ordered when the later thread's clock has reached
+//! the earlier access's: a consumer's read after its wait on a producer's
+//! "full" barrier is ordered after the producer's writes, and the
+//! producer's next write after its wait on the "empty" barrier after the
+//! consumers' reads. A byte read by several threads in one interval keeps
+//! each reader's clock (a side table, only once the clocks exist), so a
+//! write is checked against every read. Several reads recorded before the
+//! clocks existed (earlier in the same interval) are not known one by one:
+//! a later write that the clocks order is not checked against them (the
+//! detector may miss such a race; it never invents one). Before a block's
+//! first mbarrier operation every thread is at clock 1 (nothing released
+//! yet), so that what a thread did before it releases is published by it.
 //!
 //! The same records say whether a byte was ever written (by a plain store, a
 //! `cp.async` or an atomic). A read of a byte that no thread has written, or
@@ -87,6 +108,10 @@ struct Record {
     writer_site: Option<Site>,
     /// Where the last plain read was made (with several readers, the latest one's).
     reader_site: Option<Site>,
+    /// The writer's and the (single) reader's vector-clock entries at their
+    /// access (1 before the block's clocks exist).
+    write_clock: u32,
+    read_clock: u32,
 }
 
 const FRESH: Record = Record {
@@ -97,6 +122,8 @@ const FRESH: Record = Record {
     initialised: false,
     writer_site: None,
     reader_site: None,
+    write_clock: 0,
+    read_clock: 0,
 };
 
 /// A race found: where, the other thread and what each did.
@@ -151,12 +178,26 @@ pub(crate) struct RaceDetector {
     fenced: Cell<bool>,
     /// This block has made a global atomic.
     atomic_seen: Cell<bool>,
+    /// Threads in the block.
+    threads: usize,
+    /// Per thread, its vector clock (`clocks[t][u]`: the latest clock of
+    /// thread `u` that `t` is ordered after; `clocks[t][t]` its own), from
+    /// the block's first mbarrier operation; empty before.
+    clocks: RefCell<Vec<Vec<u32>>>,
+    /// Since the clocks exist: for each byte read by several threads in the
+    /// current interval, each reader's clock at its latest read.
+    read_sets: RefCell<HashMap<usize, Vec<(u32, u32)>>>,
 }
 
 impl RaceDetector {
     /// The detector of block `block` (linear), with `shared_bytes` of shared
     /// memory and the launch's global records, if they are checked.
-    pub(crate) fn new(shared_bytes: usize, block: u32, global: Option<Arc<GlobalShadow>>) -> Self {
+    pub(crate) fn new(
+        shared_bytes: usize,
+        threads: usize,
+        block: u32,
+        global: Option<Arc<GlobalShadow>>,
+    ) -> Self {
         RaceDetector {
             epoch: Cell::new(1),
             bytes: shared_bytes,
@@ -168,6 +209,49 @@ impl RaceDetector {
             acquired: Cell::new(0),
             fenced: Cell::new(false),
             atomic_seen: Cell::new(false),
+            threads,
+            clocks: RefCell::new(Vec::new()),
+            read_sets: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Starts the vector clocks (the block's first mbarrier operation):
+    /// every thread at 1, having seen nobody.
+    fn start_clocks(&self) -> core::cell::RefMut<'_, Vec<Vec<u32>>> {
+        let mut clocks = self.clocks.borrow_mut();
+        if clocks.is_empty() {
+            *clocks = (0..self.threads)
+                .map(|t| {
+                    let mut c = vec![0; self.threads];
+                    c[t] = 1;
+                    c
+                })
+                .collect();
+        }
+        clocks
+    }
+
+    /// `thread` releases: its clock joins `into`, then ticks (its later
+    /// accesses are not covered by this release).
+    pub(crate) fn release(&self, thread: u32, into: &mut Vec<u32>) {
+        let mut clocks = self.start_clocks();
+        let Some(mine) = clocks.get_mut(thread as usize) else {
+            return;
+        };
+        into.resize(into.len().max(mine.len()), 0);
+        for (to, &from) in into.iter_mut().zip(mine.iter()) {
+            *to = (*to).max(from);
+        }
+        mine[thread as usize] += 1;
+    }
+
+    /// `thread` acquires `from` (a completed phase's clock).
+    pub(crate) fn acquire(&self, thread: u32, from: &[u32]) {
+        let mut clocks = self.start_clocks();
+        if let Some(mine) = clocks.get_mut(thread as usize) {
+            for (to, &from) in mine.iter_mut().zip(from) {
+                *to = (*to).max(from);
+            }
         }
     }
 
@@ -175,6 +259,7 @@ impl RaceDetector {
     /// after. Returns the epoch's first read of never-written shared memory.
     pub(crate) fn barrier(&self) -> Option<UninitRead> {
         self.epoch.set(self.epoch.get() + 1);
+        self.read_sets.borrow_mut().clear();
         self.uninit.take()
     }
 
@@ -206,11 +291,22 @@ impl RaceDetector {
     ) -> Result<(), Race> {
         let epoch = self.epoch.get();
         let kind = |w| if w { Access::Write } else { Access::Read };
+        let clocks = self.clocks.borrow();
+        // With clocks (an mbarrier in use): this thread's view of the others.
+        let seen = clocks.get(thread as usize);
+        let now = seen.map_or(1, |c| c[thread as usize]);
+        // Whether an access of this interval by `other` at clock `at` is
+        // ordered before this one.
+        let ordered = |other: u32, at: u32| {
+            other == thread || seen.is_some_and(|c| c.get(other as usize).is_some_and(|&c| c >= at))
+        };
+        let mut read_sets = seen.map(|_| self.read_sets.borrow_mut());
         let mut uninit = None;
         let result = self.with_records(offset, len, |records| {
             for (i, r) in records.iter_mut().enumerate() {
+                let byte = offset + i;
                 let race = |other, other_writes, other_site| Race {
-                    offset: offset + i,
+                    offset: byte,
                     other_block: self.block,
                     other,
                     this_access: kind(write),
@@ -218,22 +314,43 @@ impl RaceDetector {
                     buffer: "",
                     other_site,
                 };
-                if r.write_epoch == epoch && r.writer != thread {
+                if r.write_epoch == epoch && !ordered(r.writer, r.write_clock) {
                     return Err(race(r.writer, true, r.writer_site));
                 }
                 if write {
-                    if r.read_epoch == epoch && r.reader != thread {
-                        // With several readers, at least one of them is another thread.
-                        return Err(race(r.reader, false, r.reader_site));
+                    if r.read_epoch == epoch {
+                        if r.reader != SEVERAL {
+                            if !ordered(r.reader, r.read_clock) {
+                                return Err(race(r.reader, false, r.reader_site));
+                            }
+                        } else if let Some(sets) = &read_sets {
+                            // Each reader's clock, if they were recorded one by
+                            // one (see the module doc).
+                            let set = sets.get(&byte).map_or(&[][..], Vec::as_slice);
+                            if let Some(&(other, _)) = set.iter().find(|&&(u, at)| !ordered(u, at))
+                            {
+                                return Err(race(other, false, r.reader_site));
+                            }
+                        } else {
+                            // With several readers, at least one of them is another thread.
+                            return Err(race(r.reader, false, r.reader_site));
+                        }
+                        if let Some(sets) = &mut read_sets {
+                            // Ordered after every read of the interval: later
+                            // accesses need only be ordered after this write.
+                            r.read_epoch = 0;
+                            sets.remove(&byte);
+                        }
                     }
                     r.write_epoch = epoch;
                     r.writer = thread;
+                    r.write_clock = now;
                     r.writer_site = Some(site);
                     r.initialised = true;
                 } else {
                     if !r.initialised && uninit.is_none() {
                         uninit = Some(UninitRead {
-                            offset: offset + i,
+                            offset: byte,
                             thread,
                             site,
                         });
@@ -241,7 +358,21 @@ impl RaceDetector {
                     if r.read_epoch != epoch {
                         r.read_epoch = epoch;
                         r.reader = thread;
-                    } else if r.reader != thread {
+                        r.read_clock = now;
+                    } else if r.reader == thread {
+                        r.read_clock = now;
+                    } else {
+                        if let Some(sets) = &mut read_sets {
+                            let set = sets.entry(byte).or_default();
+                            if r.reader != SEVERAL {
+                                set.clear();
+                                set.push((r.reader, r.read_clock));
+                            }
+                            match set.iter_mut().find(|(u, _)| *u == thread) {
+                                Some(entry) => entry.1 = now,
+                                None => set.push((thread, now)),
+                            }
+                        }
                         r.reader = SEVERAL;
                     }
                     r.reader_site = Some(site);
@@ -510,7 +641,7 @@ mod tests {
     fn blocks(n: u32) -> Vec<RaceDetector> {
         let shadow = Arc::new(GlobalShadow::new(&[OUT]));
         (0..n)
-            .map(|b| RaceDetector::new(0, b, Some(shadow.clone())))
+            .map(|b| RaceDetector::new(0, 1, b, Some(shadow.clone())))
             .collect()
     }
 
@@ -613,7 +744,7 @@ mod tests {
 
     #[test]
     fn an_uninitialised_shared_read_is_kept_until_the_barrier() {
-        let d = RaceDetector::new(8, 0, None);
+        let d = RaceDetector::new(8, 2, 0, None);
         let (write_at, read_at) = (here(), here());
         d.access(0, 0, 4, true, write_at).unwrap();
         d.access(1, 4, 4, false, read_at).unwrap(); // byte 4: never written

@@ -3,7 +3,7 @@
 use super::fiber::{self, BlockState, FiberYielder, Poll, Request, Spin, ThreadState, WarpOp};
 use super::profile::{BlockProfile, Counts, MemoryProfile};
 use super::race::{GlobalShadow, RaceDetector, UninitRead};
-use super::{Detected, EmuError, Fault, LaunchShape, OutputBuffer, SourceLocation};
+use super::{Detected, EmuError, Fault, LaunchShape, MbarrierWait, OutputBuffer, SourceLocation};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
 use core::cell::Cell;
@@ -283,7 +283,8 @@ fn run_block(
     let race = race_check_enabled().then(|| {
         // Fits: `global` is None when the grid has too many blocks for u32.
         let block = u32::try_from(linear_block).unwrap_or(u32::MAX);
-        RaceDetector::new(shape.dynamic_shared_bytes, block, global)
+        let threads = usize::try_from(shape.block.volume()).unwrap_or(usize::MAX);
+        RaceDetector::new(shape.dynamic_shared_bytes, threads, block, global)
     });
     let race_ptr: *const RaceDetector = race.as_ref().map_or(core::ptr::null(), |r| r);
 
@@ -591,7 +592,23 @@ fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> Box<Emu
             at_barrier: count(|r| !r.is_warp()),
             at_warp_op: count(Request::is_warp),
             at: site_of(first),
+            mbarrier: mbarrier_wait(&first.state),
         },
+    })
+}
+
+/// The mbarrier wait `t` polls, if it polls one (its poll's address is a
+/// live barrier of its block, the value the phase it waits for).
+fn mbarrier_wait(t: &ThreadState) -> Option<MbarrierWait> {
+    let poll = t.poll.get();
+    let offset = poll.addr.wrapping_sub(t.shared_base as usize);
+    let (phase, pending, tx) = t.block().mbarriers.borrow().state(offset)?;
+    Some(MbarrierWait {
+        offset,
+        waited: poll.value as u32,
+        phase,
+        pending,
+        tx,
     })
 }
 

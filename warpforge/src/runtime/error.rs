@@ -459,6 +459,8 @@ pub enum FaultCode {
     UninitSharedRead,
     /// Emulator: no thread of a block can make progress (a hang on a GPU).
     Deadlock,
+    /// Emulator: an mbarrier used against its protocol (undefined on a GPU).
+    MbarrierMisuse,
 }
 
 impl std::fmt::Display for FaultCode {
@@ -475,6 +477,7 @@ impl std::fmt::Display for FaultCode {
             FaultCode::GlobalRace => "global-memory race",
             FaultCode::UninitSharedRead => "read of uninitialised shared memory",
             FaultCode::Deadlock => "deadlock",
+            FaultCode::MbarrierMisuse => "mbarrier misuse",
         })
     }
 }
@@ -510,6 +513,7 @@ impl FaultCode {
             Fault::Deadlock { .. } | Fault::SpinDeadlock { .. } => FaultCode::Deadlock,
             // The copy engine writes the bytes while the thread touches them: a race.
             Fault::CpAsyncPending { .. } => FaultCode::SharedRace,
+            Fault::Mbarrier { .. } => FaultCode::MbarrierMisuse,
         }
     }
 }

@@ -853,9 +853,10 @@ fn a_spin_on_a_flag_that_no_thread_sets_is_a_deadlock_naming_the_spinner() {
             at_barrier,
             at_warp_op,
             at,
+            mbarrier: None,
         } = &e.fault
         else {
-            panic!("expected a spin deadlock: {e}")
+            panic!("expected a spin deadlock on an atomic: {e}")
         };
         assert_eq!(at.map(|l| l.file), Some(file!()), "{e}");
         assert_eq!(

@@ -37,8 +37,8 @@ use half::{bf16, f16};
 mod stages;
 pub use stages::{
     AKMajor, AKMajorInterleaved, ARowMajor, AlignedChunks, BKMajorInterleaved, BKMajorPair,
-    BNMajorPair, ChunkPlacement, FragmentLayout, GatherCopy, InterleavedCopies, PanelCopies,
-    PanelCopy, Stage, StageRing, StageWindow,
+    BNMajorPair, ChunkPlacement, FragmentLayout, GatherCopy, PanelCopies, PanelCopy, Stage,
+    StageRing, StageWindow,
 };
 
 /// Rows of A and C/D.

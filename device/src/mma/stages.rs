@@ -355,7 +355,7 @@ pub struct BKMajorPair;
 /// A's tf32 fragment, A stored k-major with rows k and k + 4 interleaved in
 /// 2 × 2 blocks, its rows paired ([`MmaOrder`](super::MmaOrder)): one
 /// 128-bit load. A fragment's registers are (m, k) = `(2g, t)`, `(2g + 1,
-/// t)`, `(2g, t + 4)`, `(2g + 1, t + 4)` as stored; [`InterleavedCopies`]'s
+/// t)`, `(2g, t + 4)`, `(2g + 1, t + 4)` as stored; [`PanelCopies::interleave_k_rows`]'s
 /// rounding pass stores each pair of rows `p`, `p + 4` (`p mod 8 < 4`) of
 /// chunk `c` as `(A[p][4c], A[p][4c + 1], A[p + 4][4c], A[p + 4][4c + 1])`
 /// in row `p`'s chunk and the same of columns `4c + 2, 4c + 3` in row `p +
@@ -1123,14 +1123,19 @@ impl<'a, T: SharedElement> PanelCopy<'a, T> {
 
 /// Two [`PanelCopy`]s with as many tiles left (from [`PanelCopy::zip`]),
 /// copied together into each stage: one check of what is left per stage.
+/// With `A` (`B`), the first (second) panel is tf32 and k-major, and the
+/// rounding pass stores its rows k, k + 4 interleaved, as
+/// [`AKMajorInterleaved`] ([`BKMajorInterleaved`]) loads it (from
+/// [`PanelCopies::interleave_k_rows`], which checked that each thread holds
+/// both chunks of every pair it interleaves).
 #[derive(Clone, Copy)]
-pub struct PanelCopies<'a, T> {
+pub struct PanelCopies<'a, T, const A: bool = false, const B: bool = false> {
     /// Invariant: `first.left == second.left`.
     first: PanelCopy<'a, T>,
     second: PanelCopy<'a, T>,
 }
 
-impl<T: SharedElement> PanelCopies<'_, T> {
+impl<T: SharedElement, const A: bool, const B: bool> PanelCopies<'_, T, A, B> {
     /// Starts copying both panels' next tiles into `stage` (as
     /// [`PanelCopy::copy_next`]); `false` (and nothing copied) once every
     /// tile has been. Uniform over the block; no branch.
@@ -1149,8 +1154,9 @@ impl<T: SharedElement> PanelCopies<'_, T> {
     }
 }
 
-impl<T: SharedElement> PanelCopies<'_, T> {
-    /// Both panels' [`PanelCopy::copy_next_or_zero`] (for a prologue).
+impl<T: SharedElement, const A: bool, const B: bool> PanelCopies<'_, T, A, B> {
+    /// Both panels' [`PanelCopy::copy_next_or_zero`] (for a prologue; zeros
+    /// interleave to zeros).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn copy_next_or_zero(&mut self, stage: Stage) -> bool {
@@ -1173,62 +1179,35 @@ impl<'a, T: SharedElement + MmaInput> PanelCopies<'a, T> {
     #[inline(always)]
     pub fn interleave_k_rows<const A: bool, const B: bool>(
         self,
-    ) -> Option<InterleavedCopies<'a, T, A, B>> {
+    ) -> Option<PanelCopies<'a, T, A, B>> {
         let pairs = |c: &PanelCopy<'a, T>| c.rows_per_pass == 4 && c.chunks.is_multiple_of(2);
         (matches!(T::KIND, MmaKind::Tf32)
             && (!A || pairs(&self.first))
             && (!B || pairs(&self.second)))
-        .then_some(InterleavedCopies(self))
-    }
-
-    /// Both panels' [`PanelCopy::round_landed`] (tf32; a no-op otherwise).
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[inline(always)]
-    pub fn round_landed(&self, stage: Stage) {
-        self.first.round_landed(stage);
-        self.second.round_landed(stage);
+        .then_some(PanelCopies {
+            first: self.first,
+            second: self.second,
+        })
     }
 }
 
-/// [`PanelCopies`] whose rounding pass stores A (if `A`) and B (if `B`),
-/// tf32 and k-major, rows k, k + 4 interleaved, as [`AKMajorInterleaved`]
-/// and [`BKMajorInterleaved`] load them (from
-/// [`PanelCopies::interleave_k_rows`], which checked that each thread holds
-/// both chunks of every pair it interleaves).
-#[derive(Clone, Copy)]
-pub struct InterleavedCopies<'a, T, const A: bool, const B: bool>(PanelCopies<'a, T>);
-
-impl<T: SharedElement + MmaInput, const A: bool, const B: bool> InterleavedCopies<'_, T, A, B> {
-    /// [`PanelCopies::copy_next`].
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[inline(always)]
-    pub fn copy_next(&mut self, stage: Stage) -> bool {
-        self.0.copy_next(stage)
-    }
-
-    /// [`PanelCopies::copy_next_or_zero`] (zeros interleave to zeros).
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[inline(always)]
-    pub fn copy_next_or_zero(&mut self, stage: Stage) -> bool {
-        self.0.copy_next_or_zero(stage)
-    }
-
-    /// Both panels' chunks rounded once they have landed (as
+impl<T: SharedElement + MmaInput, const A: bool, const B: bool> PanelCopies<'_, T, A, B> {
+    /// Both panels' chunks rounded to tf32 once they have landed (as
     /// [`PanelCopy::round_landed`]: after this thread's wait for `stage`'s
-    /// group, before the barrier that publishes it), and interleaved as the
-    /// type says.
+    /// group, before the barrier that publishes it; a no-op for 16-bit
+    /// types), and interleaved as `A` and `B` say.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn round_landed(&self, stage: Stage) {
         if A {
-            self.0.first.round_interleaving::<true>(stage);
+            self.first.round_interleaving::<true>(stage);
         } else {
-            self.0.first.round_landed(stage);
+            self.first.round_landed(stage);
         }
         if B {
-            self.0.second.round_interleaving::<false>(stage);
+            self.second.round_interleaving::<false>(stage);
         } else {
-            self.0.second.round_landed(stage);
+            self.second.round_landed(stage);
         }
     }
 }

@@ -140,9 +140,8 @@
 
 use warpforge_device::mma::{
     self, AKMajor, AKMajorInterleaved, ARowMajor, BKMajorInterleaved, BKMajorPair, BNMajorPair,
-    ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel,
-    InterleavedCopies, MmaInput, MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow,
-    row_elems,
+    ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel, MmaInput,
+    MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow, row_elems,
 };
 use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
@@ -990,7 +989,7 @@ pub trait StageFill {
 }
 
 impl<T: SharedElement + MmaInput, const A: bool, const B: bool> StageFill
-    for InterleavedCopies<'_, T, A, B>
+    for PanelCopies<'_, T, A, B>
 {
     #[inline(always)]
     fn fill(&mut self, stage: Stage) {
@@ -1002,28 +1001,10 @@ impl<T: SharedElement + MmaInput, const A: bool, const B: bool> StageFill
         self.copy_next_or_zero(stage);
     }
 
-    /// Rounded in place, the k-major panels interleaved (rows k, k + 4)
-    /// for [`AKMajorInterleaved`]'s and [`BKMajorInterleaved`]'s loads,
-    /// each element by the thread that copied it.
-    #[inline(always)]
-    fn landed(&mut self, stage: Stage) {
-        self.round_landed(stage);
-    }
-}
-
-impl<T: SharedElement + MmaInput> StageFill for PanelCopies<'_, T> {
-    #[inline(always)]
-    fn fill(&mut self, stage: Stage) {
-        self.copy_next(stage);
-    }
-
-    #[inline(always)]
-    fn prime(&mut self, stage: Stage) {
-        self.copy_next_or_zero(stage);
-    }
-
     /// tf32: each element of the stage rounded once, by the thread that
-    /// copied it (the fragment loads then round nothing).
+    /// copied it (the fragment loads then round nothing), the k-major
+    /// panels interleaved (rows k, k + 4) for [`AKMajorInterleaved`]'s and
+    /// [`BKMajorInterleaved`]'s loads if `A`, `B`.
     #[inline(always)]
     fn landed(&mut self, stage: Stage) {
         self.round_landed(stage);

@@ -7,7 +7,7 @@
 //! | [`thread`] | thread, block and grid indices and dimensions; lanes and warps |
 //! | [`sync`] | block-wide barriers |
 //! | [`shared`] | per-block shared memory, typed and bounds-known |
-//! | [`warp`] | warp-synchronous shuffles and reductions |
+//! | [`warp`] | warp-synchronous shuffles, votes, reductions and `elect.sync` |
 //! | [`atomic`] | scoped atomic read-modify-write on global and shared memory |
 //! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
 //! | [`mbarrier`] | split-phase barriers in shared memory: arrivals and transaction bytes per phase, waits by phase (sm_90) |

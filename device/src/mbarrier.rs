@@ -8,7 +8,7 @@
 //! warp fills a stage and arrives on its "full" barrier; the consumers wait
 //! there, read the stage and arrive on its "empty" barrier, where the
 //! producer waits before refilling it), where
-//! [`sync_threads`](crate::sync::sync_threads) would hold the whole block.
+//! [`sync_threads`] would hold the whole block.
 //!
 //! What the types guarantee:
 //! - A barrier exists only as an [`MBarrier`] of an [`MBarriers`] from

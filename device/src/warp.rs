@@ -116,6 +116,18 @@ pub fn any(mask: u32, predicate: bool) -> bool {
     arch::vote(VoteMode::Any, predicate, mask) != 0
 }
 
+/// One lane of `mask`, the same for all of them: `true` in that lane only
+/// (`elect.sync`, sm_90; the lane that issues a TMA copy or an
+/// `arrive_expect_tx` for its warp). Every lane of `mask` calls it together.
+/// The hardware picks the lane deterministically but does not say which:
+/// the emulator picks one by the block's seeded interleaving, so a kernel
+/// that assumes lane 0 fails there rather than on some future GPU.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+pub fn elect_one(mask: u32) -> bool {
+    arch::elect_sync(mask)
+}
+
 /// Bit i is set iff lane i is in `mask` and its `predicate` is true (`__ballot_sync`).
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
@@ -357,4 +369,48 @@ pub fn match_all<T: MatchValue>(mask: u32, value: T) -> Option<u32> {
 #[track_caller]
 pub fn active_mask() -> u32 {
     arch::active_mask()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emu::{LaunchShape, launch};
+    use crate::{Dim3, thread};
+    use std::sync::Mutex;
+
+    /// `elect_one` is true in exactly one lane of its mask, in every warp:
+    /// the full warp, and 8 lanes of it calling with their own mask.
+    #[test]
+    fn elect_one_elects_one_lane_of_the_mask() {
+        let elected = Mutex::new(Vec::new());
+        let shape = LaunchShape {
+            grid: Dim3::x(1),
+            block: Dim3::x(64),
+            dynamic_shared_bytes: 0,
+        };
+        launch("elect", shape, &|| {
+            let (warp, lane) = (thread::linear_thread_id() / 32, thread::lane_id());
+            if elect_one(FULL_MASK) {
+                elected.lock().unwrap().push(("full", warp, lane));
+            }
+            if (4..12).contains(&lane) && elect_one(0x0ff0) {
+                elected.lock().unwrap().push(("part", warp, lane));
+            }
+        })
+        .unwrap();
+        let mut elected = elected.into_inner().unwrap();
+        elected.sort_unstable();
+        let of = |what: &str, warp: u32| {
+            elected
+                .iter()
+                .filter(|&&(w, k, _)| w == what && k == warp)
+                .map(|&(_, _, lane)| lane)
+                .collect::<Vec<_>>()
+        };
+        for warp in 0..2 {
+            assert_eq!(of("full", warp).len(), 1, "{elected:?}");
+            let part = of("part", warp);
+            assert!(part.len() == 1 && (4..12).contains(&part[0]), "{elected:?}");
+        }
+    }
 }

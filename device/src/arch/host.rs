@@ -64,6 +64,12 @@ fn warp_op(op: WarpOp, mask: u32, value: u64, arg: u32) -> u32 {
     )
 }
 
+/// `elect.sync`: whether this lane is the one the collective elected.
+#[track_caller]
+pub(crate) fn elect_sync(mask: u32) -> bool {
+    warp_op(WarpOp::Elect, mask, 0, 0) == lane_id()
+}
+
 #[track_caller]
 pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
     warp_op(WarpOp::Vote(mode), mask, u64::from(predicate), 0)

@@ -233,6 +233,18 @@ pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
 }
 
 #[inline(always)]
+pub(crate) fn elect_sync(mask: u32) -> bool {
+    let out: u32;
+    // SAFETY: elect.sync over the lanes of `mask` (PTX 8.0, sm_90);
+    // registers only. A warp collective: not `pure`.
+    unsafe {
+        asm!("{{ .reg .pred %p; elect.sync _|%p, {m}; selp.u32 {o}, 1, 0, %p; }}",
+            o = out(reg32) out, m = in(reg32) mask, options(nomem, nostack))
+    };
+    out != 0
+}
+
+#[inline(always)]
 pub(crate) fn vote(mode: VoteMode, predicate: bool, mask: u32) -> u32 {
     let p = predicate as u32;
     let out: u32;

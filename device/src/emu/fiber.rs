@@ -55,6 +55,8 @@ pub(crate) enum WarpOp {
     Vote(VoteMode),
     Match(MatchMode),
     Redux(ReduxOp),
+    /// `elect.sync`: every lane is resumed with the elected lane.
+    Elect,
     /// `ldmatrix`: `value` is the lane's row address; results in `collective_out`.
     Ldmatrix {
         matrices: u8,
@@ -199,6 +201,12 @@ impl BlockState {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// One lane of `mask` (not empty), picked by the PRNG.
+    pub(crate) fn pick_lane(&self, mask: u32) -> u32 {
+        let k = (self.next() % u64::from(mask.count_ones().max(1))) as usize;
+        (0..32).filter(|l| mask & (1 << l) != 0).nth(k).unwrap_or(0)
     }
 
     /// Whether to switch fibers at this access: 1 time in 8.

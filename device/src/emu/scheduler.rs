@@ -715,6 +715,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
         return Ok(true);
     }
     let lanes = || (0..WARP_SIZE).filter(move |l| mask & (1 << l) != 0);
+    let elected = (op == WarpOp::Elect).then(|| warp[0].state.block().pick_lane(mask));
     let mut results = [0u32; WARP_SIZE as usize];
     for lane in lanes() {
         let l = lane as usize;
@@ -760,6 +761,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 .map(|k| value[k as usize] as u32)
                 .reduce(|a, b| redux(rop, a, b))
                 .unwrap_or(0),
+            WarpOp::Elect => elected.unwrap_or(0),
             WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) => unreachable!("completed above"),
         };
     }

@@ -365,7 +365,7 @@ pub struct AKMajorInterleaved;
 /// Two tf32 B fragments side by side (n and n + 8), B stored k-major with
 /// rows k and k + 4 interleaved: two 64-bit loads. A fragment's registers
 /// are k = t and t + 4 of one column, which k-major rows put a row apart;
-/// [`PanelCopies::interleave_b_k_rows`]'s rounding pass stores each pair of
+/// [`PanelCopies::interleave_k_rows`]'s rounding pass stores each pair of
 /// rows `p`, `p + 4` (`p mod 8 < 4`) as pairs `(B[p][n], B[p + 4][n])`,
 /// columns `4c, 4c + 1` in row `p`'s chunk `c` and `4c + 2, 4c + 3` in row
 /// `p + 4`'s, so each register pair is one load. For the 16-bit types it is

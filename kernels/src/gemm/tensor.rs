@@ -736,15 +736,7 @@ pub fn main_loop<
     let pad_b = if TB { tile.pad() } else { tile.k_major_pad() };
     let (sa_lean, place_a) = lean_rows::<TIn>(sa, pad_a);
     let (sb_lean, place_b) = lean_rows::<TIn>(sb, pad_b);
-    // tf32 on a tile whose copy passes are 4 rows (the 128 × 128 tile):
-    // its k-major panels stored rows k, k + 4 interleaved by the rounding
-    // pass, so that an A fragment is one 128-bit load and a B fragment one
-    // 64-bit load (`AKMajorInterleaved`, `BKMajorInterleaved`), their rows
-    // padded by 16 bytes (4 banks apart: the 8 rows a load's lanes read hit
-    // 32 distinct banks).
-    let interleave = matches!(TIn::KIND, MmaKind::Tf32)
-        && 4 * BM == threads * tile.chunk()
-        && 4 * BN == threads * tile.chunk();
+    // The interleaved k-major panels' rows, padded by 16 bytes (`interleaves`).
     let (sa_il, sb_il) = (
         if TA { BM + tile.pad() } else { sa_lean },
         if TB { sb_lean } else { BN + tile.pad() },
@@ -783,9 +775,97 @@ pub fn main_loop<
             }
         }};
     }
-    // A's panel and fragment layout, then B's, each stage's fill last.
-    match (TA, TB) {
-        (false, false) if interleave => interior!(
+    // One arm per instance: `TA`, `TB` and whether the tile interleaves are
+    // constants, so an instance compiles only the lean pipeline it runs (a
+    // `match` on `(TA, TB)`, or a guard on a local, would have every
+    // instance compile every arm's). A's panel and fragment layout, then
+    // B's, each stage's fill last.
+    if TA {
+        if TB {
+            if const { interleaves::<TIn, BM, BN, BK, WM, WN, S>() } {
+                interior!(
+                    BK,
+                    BM,
+                    (0, row0),
+                    true,
+                    AKMajorInterleaved,
+                    sa_il,
+                    BN,
+                    BK,
+                    (col0, 0),
+                    false,
+                    BNMajorPair,
+                    sb_lean,
+                    PanelCopies::interleave_k_rows::<true, false>
+                );
+            } else {
+                interior!(
+                    BK,
+                    BM,
+                    (0, row0),
+                    true,
+                    AKMajor,
+                    sa_lean,
+                    BN,
+                    BK,
+                    (col0, 0),
+                    false,
+                    BNMajorPair,
+                    sb_lean,
+                    Some
+                );
+            }
+        } else if const { interleaves::<TIn, BM, BN, BK, WM, WN, S>() } {
+            interior!(
+                BK,
+                BM,
+                (0, row0),
+                true,
+                AKMajorInterleaved,
+                sa_il,
+                BK,
+                BN,
+                (0, col0),
+                true,
+                BKMajorInterleaved,
+                sb_il,
+                PanelCopies::interleave_k_rows::<true, true>
+            );
+        } else {
+            interior!(
+                BK,
+                BM,
+                (0, row0),
+                true,
+                AKMajor,
+                sa_lean,
+                BK,
+                BN,
+                (0, col0),
+                true,
+                BKMajorPair,
+                sb_lean,
+                Some
+            );
+        }
+    } else if TB {
+        interior!(
+            BM,
+            BK,
+            (row0, 0),
+            false,
+            ARowMajor,
+            sa_lean,
+            BN,
+            BK,
+            (col0, 0),
+            false,
+            BNMajorPair,
+            sb_lean,
+            Some
+        );
+    } else if const { interleaves::<TIn, BM, BN, BK, WM, WN, S>() } {
+        interior!(
             BM,
             BK,
             (row0, 0),
@@ -799,8 +879,9 @@ pub fn main_loop<
             BKMajorInterleaved,
             sb_il,
             PanelCopies::interleave_k_rows::<false, true>
-        ),
-        (false, false) => interior!(
+        );
+    } else {
+        interior!(
             BM,
             BK,
             (row0, 0),
@@ -814,82 +895,7 @@ pub fn main_loop<
             BKMajorPair,
             sb_lean,
             Some
-        ),
-        (false, true) => interior!(
-            BM,
-            BK,
-            (row0, 0),
-            false,
-            ARowMajor,
-            sa_lean,
-            BN,
-            BK,
-            (col0, 0),
-            false,
-            BNMajorPair,
-            sb_lean,
-            Some
-        ),
-        (true, false) if interleave => interior!(
-            BK,
-            BM,
-            (0, row0),
-            true,
-            AKMajorInterleaved,
-            sa_il,
-            BK,
-            BN,
-            (0, col0),
-            true,
-            BKMajorInterleaved,
-            sb_il,
-            PanelCopies::interleave_k_rows::<true, true>
-        ),
-        (true, false) => interior!(
-            BK,
-            BM,
-            (0, row0),
-            true,
-            AKMajor,
-            sa_lean,
-            BK,
-            BN,
-            (0, col0),
-            true,
-            BKMajorPair,
-            sb_lean,
-            Some
-        ),
-        (true, true) if interleave => interior!(
-            BK,
-            BM,
-            (0, row0),
-            true,
-            AKMajorInterleaved,
-            sa_il,
-            BN,
-            BK,
-            (col0, 0),
-            false,
-            BNMajorPair,
-            sb_lean,
-            PanelCopies::interleave_k_rows::<true, false>
-        ),
-        (true, true) => interior!(
-            BK,
-            BM,
-            (0, row0),
-            true,
-            AKMajor,
-            sa_lean,
-            BN,
-            BK,
-            (col0, 0),
-            false,
-            BNMajorPair,
-            sb_lean,
-            Some
-        ),
+        );
     }
 
     thread::path("guarded");
@@ -923,6 +929,28 @@ pub(crate) const fn lean_rows<TIn: Input>(padded: usize, pad: usize) -> (usize, 
         Some(place) if !matches!(TIn::KIND, MmaKind::Tf32) => (row, place),
         _ => (padded, ChunkPlacement::PLAIN),
     }
+}
+
+/// Whether the lean path of a tile stores its tf32 k-major panels rows k,
+/// k + 4 interleaved: tf32 on a tile whose copy passes are 4 rows (the 128 ×
+/// 128 tile), so that each thread holds both rows; an `A` fragment is then
+/// one 128-bit load and a `B` fragment one 64-bit load
+/// (`AKMajorInterleaved`, `BKMajorInterleaved`), their rows padded by 16
+/// bytes (4 banks apart: the 8 rows a load's lanes read hit 32 distinct
+/// banks).
+const fn interleaves<
+    TIn: Input,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM: usize,
+    const WN: usize,
+    const S: usize,
+>() -> bool {
+    let tile = MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S);
+    let rows_a_pass = 4 * BM == tile.threads() * tile.chunk();
+    let rows_b_pass = 4 * BN == tile.threads() * tile.chunk();
+    matches!(TIn::KIND, MmaKind::Tf32) && rows_a_pass && rows_b_pass
 }
 
 /// `(rows, elements along a row)` in a stage's `A` slice (stored as `TA`

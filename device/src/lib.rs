@@ -11,6 +11,7 @@
 //! | [`atomic`] | scoped atomic read-modify-write on global and shared memory |
 //! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
 //! | [`mbarrier`] | split-phase barriers in shared memory: arrivals and transaction bytes per phase, waits by phase (sm_90) |
+//! | [`bulk`] | bulk asynchronous copies global → shared (`cp.async.bulk`, the TMA's 1-D form), counted on an mbarrier (sm_90) |
 //! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`own`] | owned outputs: slots only for the elements this thread alone writes |
@@ -44,6 +45,7 @@ mod arch;
 mod panic_text;
 
 pub mod atomic;
+pub mod bulk;
 pub mod global;
 pub mod guard;
 pub mod kernel;

@@ -8,7 +8,9 @@ use super::{
     AtomicOp, CANONICAL_NAN_BF16, CANONICAL_NAN_F16, MatchMode, ReduxOp, Scope, ShuffleMode,
     VoteMode, f32_op,
 };
-use crate::emu::fiber::{self, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp};
+use crate::emu::fiber::{
+    self, BulkCopy, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp,
+};
 use crate::emu::profile::Op;
 use crate::emu::race::{Race, RaceDetector};
 use crate::emu::{Access, Fault, MbarrierProblem, raise};
@@ -185,24 +187,30 @@ fn shared_access_as(ptr: *const u8, bytes: usize, write: bool, profiled: bool) {
         };
         detector
             .access(t.linear_id, offset, bytes, write, site)
-            .map_err(|race| Fault::SharedRace {
-                offset: race.offset,
-                other: race
-                    .other_thread()
-                    .map(|o| t.block_dim.unflatten(u64::from(o))),
-                this_writes: race.this_access == Access::Write,
-                other_writes: race.other_access == Access::Write,
-                at: site.into(),
-                other_at: race.other_site.map(Into::into),
-            })
+            .map_err(|race| shared_race(t, race, site))
     });
     if let Err(fault) = race {
         raise(fault);
     }
 }
 
-/// Unwinds with `Fault::CpAsyncPending` if shared bytes `offset .. offset +
-/// bytes` are the destination of a `cp.async` that its thread has not waited for.
+/// The `Fault::SharedRace` of `race`, found at `site` by thread `t`.
+fn shared_race(t: &fiber::ThreadState, race: Race, site: Site) -> Fault {
+    Fault::SharedRace {
+        offset: race.offset,
+        other: race
+            .other_thread()
+            .map(|o| t.block_dim.unflatten(u64::from(o))),
+        this_writes: race.this_access == Access::Write,
+        other_writes: race.other_access == Access::Write,
+        at: site.into(),
+        other_at: race.other_site.map(Into::into),
+    }
+}
+
+/// `Fault::CpAsyncPending` if shared bytes `offset .. offset + bytes` are
+/// the destination of a `cp.async` that its thread has not waited for,
+/// `Fault::BulkCopyPending` if of a bulk copy that has not landed.
 fn pending_copy_check(
     t: &fiber::ThreadState,
     offset: usize,
@@ -210,12 +218,26 @@ fn pending_copy_check(
     write: bool,
     site: Site,
 ) -> Result<(), Fault> {
+    let start = t.shared_base as usize + offset;
+    let end = start.saturating_add(bytes);
+    let bulk = t.block().bulk.borrow();
+    if let Some(copy) = bulk
+        .iter()
+        .find(|c| (c.dst as usize) < end && start < c.dst as usize + c.data.len())
+    {
+        return Err(Fault::BulkCopyPending {
+            offset: (copy.dst as usize).max(start) - t.shared_base as usize,
+            issuer: t.block_dim.unflatten(u64::from(copy.thread)),
+            barrier: copy.barrier,
+            this_writes: write,
+            at: site.into(),
+            issued_at: copy.site.into(),
+        });
+    }
     let copies = t.block().copies.borrow();
     if copies.is_empty() {
         return Ok(());
     }
-    let start = t.shared_base as usize + offset;
-    let end = start.saturating_add(bytes);
     let Some(copy) = copies
         .iter()
         .find(|c| (c.dst as usize) < end && start < c.dst as usize + 16)
@@ -1007,6 +1029,14 @@ pub(crate) unsafe fn mbarrier_complete_tx(addr: SharedAddr, bytes: u32) {
 #[track_caller]
 pub(crate) unsafe fn mbarrier_test_wait(addr: SharedAddr, phase: u32) -> bool {
     mbarrier_op(addr, |t, offset, race| {
+        if t.block()
+            .mbarriers
+            .borrow_mut()
+            .wait(offset, phase)?
+            .is_none()
+        {
+            land_bulk_copies(t, offset)?;
+        }
         let mut barriers = t.block().mbarriers.borrow_mut();
         let done = barriers.wait(offset, phase)?;
         if let (Some(clock), Some(race)) = (done, race) {
@@ -1054,6 +1084,122 @@ pub(crate) unsafe fn mbarrier_try_wait(addr: SharedAddr, phase: u32) -> bool {
     done
 }
 
+/// `fence.proxy.async.shared::cta`: the emulator has one proxy (every
+/// access is immediately visible to the block), so nothing to do.
+pub(crate) fn fence_proxy_async_shared() {}
+
+/// `cp.async.bulk` global → shared, its bytes counted on the barrier at
+/// `bar`. The emulator reads the source now and queues the copy; it lands
+/// when a wait on `bar` finds the phase incomplete ([`land_bulk_copies`]),
+/// the latest a GPU may land it. Until then the destination holds `0xFF`
+/// bytes and any access to it is `Fault::BulkCopyPending`. For the race
+/// detector the copy writes its destination at issue, as the issuing
+/// thread, and its landing releases that thread's clock at issue: a thread
+/// that waits for the phase is ordered after the copy, one that does not
+/// races with it. Outside a launch it copies at once.
+///
+/// # Safety
+/// `src` valid for `bytes` reads and `dst` for `bytes` writes, not
+/// overlapping (the emulator checks the barrier).
+#[track_caller]
+pub(crate) unsafe fn bulk_copy_to_shared(
+    dst: SharedAddr,
+    src: *const u8,
+    bytes: u32,
+    bar: SharedAddr,
+) {
+    let site = Location::caller();
+    let len = bytes as usize;
+    let dst = dst.cast_mut();
+    // SAFETY: the caller's contract: `src` is valid for `len` reads.
+    let data = unsafe { core::slice::from_raw_parts(src, len) }.to_vec();
+    let mut data = Some(data);
+    let queued = fiber::try_with_current(|t| {
+        t.site.set(Some(site));
+        let offset = (dst as usize).wrapping_sub(t.shared_base as usize);
+        let barrier = (bar as usize).wrapping_sub(t.shared_base as usize);
+        let block = t.block();
+        pending_copy_check(t, offset, len, true, site)?;
+        let barriers = block.mbarriers.borrow();
+        let problem = if barriers.state(barrier).is_none() {
+            Some((barrier, MbarrierProblem::NotLive))
+        } else {
+            barriers
+                .overlapping(offset, len)
+                .map(|b| (b, MbarrierProblem::PlainAccess))
+        };
+        drop(barriers);
+        if let Some((offset, problem)) = problem {
+            return Err(Fault::Mbarrier {
+                offset,
+                problem,
+                at: site.into(),
+            });
+        }
+        let mut clock = Vec::new();
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        if let Some(race) = unsafe { t.race.as_ref() } {
+            race.access(t.linear_id, offset, len, true, site)
+                .map_err(|r| shared_race(t, r, site))?;
+            race.release(t.linear_id, &mut clock);
+        }
+        block.bulk.borrow_mut().push(BulkCopy {
+            thread: t.linear_id,
+            dst,
+            data: data.take().unwrap_or_default(),
+            barrier,
+            clock,
+            site,
+        });
+        block.progressed();
+        Ok(())
+    });
+    match (queued, data) {
+        (Some(Err(fault)), _) => raise(fault),
+        // SAFETY: the caller's contract: `dst` is valid for `len` writes.
+        (Some(Ok(())), _) => unsafe { core::ptr::write_bytes(dst, 0xFF, len) },
+        // SAFETY: as above; `data` is `len` bytes.
+        (None, Some(data)) => unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst, len) },
+        (None, None) => {}
+    }
+}
+
+/// Lands the block's bulk copies that count on the barrier at `offset`, in
+/// issue order: writes their bytes, then counts them on the barrier
+/// (`complete_tx`, releasing each issuer's clock at issue).
+fn land_bulk_copies(t: &fiber::ThreadState, offset: usize) -> Result<(), MbarrierProblem> {
+    let block = t.block();
+    let landing: Vec<BulkCopy> = {
+        let mut bulk = block.bulk.borrow_mut();
+        if !bulk.iter().any(|c| c.barrier == offset) {
+            return Ok(());
+        }
+        let (landing, rest) = core::mem::take(&mut *bulk)
+            .into_iter()
+            .partition(|c| c.barrier == offset);
+        *bulk = rest;
+        landing
+    };
+    block.progressed();
+    let mut barriers = block.mbarriers.borrow_mut();
+    for copy in landing {
+        // SAFETY: `dst` is `data.len()` bytes of the block's shared memory
+        // (checked at issue: the caller's tile), which outlives its fibers.
+        unsafe { core::ptr::copy_nonoverlapping(copy.data.as_ptr(), copy.dst, copy.data.len()) };
+        let bytes = copy.data.len() as i64;
+        barriers.tx(offset, -bytes, |into| join(into, &copy.clock))?;
+    }
+    Ok(())
+}
+
+/// `into` = the join (elementwise max) of `into` and `clock`.
+fn join(into: &mut Vec<u32>, clock: &[u32]) {
+    into.resize(into.len().max(clock.len()), 0);
+    for (to, &from) in into.iter_mut().zip(clock) {
+        *to = (*to).max(from);
+    }
+}
+
 /// `mbarrier.inval`.
 ///
 /// # Safety
@@ -1061,6 +1207,16 @@ pub(crate) unsafe fn mbarrier_try_wait(addr: SharedAddr, phase: u32) -> bool {
 #[track_caller]
 pub(crate) unsafe fn mbarrier_inval(addr: SharedAddr) {
     mbarrier_op(addr, |t, offset, _| {
+        let copies = t
+            .block()
+            .bulk
+            .borrow()
+            .iter()
+            .filter(|c| c.barrier == offset)
+            .count();
+        if copies > 0 {
+            return Err(MbarrierProblem::CopiesInFlight { copies });
+        }
         t.block().progressed();
         t.block().mbarriers.borrow_mut().inval(offset)
     });

@@ -872,6 +872,43 @@ pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// `fence.proxy.async.shared::cta`: orders this thread's generic-proxy
+/// accesses to the block's shared memory with the async proxy's (bulk
+/// copies, `wgmma`), both ways.
+#[inline(always)]
+pub(crate) fn fence_proxy_async_shared() {
+    // SAFETY: a fence: no operands, no memory of its own. A memory clobber.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
+}
+
+/// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`:
+/// `bytes` from global `src` to shared `dst`, counted on the barrier at
+/// `bar` when they land. A block's own `.shared::cta` addresses are
+/// `.shared::cluster` addresses of itself (PTX ISA, state spaces), with or
+/// without a cluster.
+///
+/// # Safety
+/// `src` must be `bytes` of global memory (a generic address in the global
+/// window) and `dst` `bytes` of the block's shared memory, both 16-byte
+/// aligned, `bytes` a multiple of 16; `bar` a live barrier whose phase
+/// expects the bytes; nobody may access `dst` before waiting on that phase.
+#[inline(always)]
+pub(crate) unsafe fn bulk_copy_to_shared(
+    dst: SharedAddr,
+    src: *const u8,
+    bytes: u32,
+    bar: SharedAddr,
+) {
+    // SAFETY: the caller's contract; cvta turns the generic source address
+    // into a global one. Not `nomem`: it reads and (later) writes memory.
+    unsafe {
+        asm!("{{ .reg .u64 %s; cvta.to.global.u64 %s, {s}; \
+              cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [%s], {n}, [{b}]; }}",
+            d = in(reg32) dst, s = in(reg64) src, n = in(reg32) bytes, b = in(reg32) bar,
+            options(nostack))
+    }
+}
+
 /// `mbarrier.init.shared::cta.b64`: a fresh barrier expecting `count`
 /// arrivals a phase.
 ///

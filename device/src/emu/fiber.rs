@@ -165,6 +165,22 @@ pub(crate) struct PendingCopy {
     pub site: Site,
 }
 
+/// A bulk copy (`cp.async.bulk`) issued but not landed: its bytes, read at
+/// issue, land at `dst` when a wait on the barrier at `barrier` finds the
+/// phase incomplete, and then count there (`complete_tx`).
+pub(crate) struct BulkCopy {
+    pub thread: u32,
+    pub dst: *mut u8,
+    pub data: Vec<u8>,
+    /// Byte offset of the barrier in the block's shared memory.
+    pub barrier: usize,
+    /// The issuing thread's clock at issue (empty when the race detector is
+    /// off): what the landing releases.
+    pub clock: Vec<u32>,
+    /// The `copy_to_shared` call that issued it.
+    pub site: Site,
+}
+
 /// What the threads of one block share, on the OS thread that runs them.
 pub(crate) struct BlockState {
     /// The interleaving PRNG (splitmix64), seeded per block.
@@ -174,6 +190,8 @@ pub(crate) struct BlockState {
     pub progress: Cell<u64>,
     /// The block's `cp.async` copies in flight.
     pub copies: RefCell<Vec<PendingCopy>>,
+    /// The block's bulk copies in flight.
+    pub bulk: RefCell<Vec<BulkCopy>>,
     /// The block's live mbarriers.
     pub mbarriers: RefCell<super::mbarrier::Barriers>,
 }
@@ -187,6 +205,7 @@ impl BlockState {
             rng: Cell::new(seed() ^ linear_block.wrapping_mul(0xD1B5_4A32_D192_ED03)),
             progress: Cell::new(0),
             copies: RefCell::new(Vec::new()),
+            bulk: RefCell::new(Vec::new()),
             mbarriers: RefCell::new(Default::default()),
         };
         state.next();

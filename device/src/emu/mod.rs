@@ -104,7 +104,8 @@
 //! - threads spin on an atomic that nothing will change
 //!   (`Fault::SpinDeadlock`, see "Spins");
 //! - a thread touches the destination of a `cp.async` not yet waited for
-//!   (`Fault::CpAsyncPending`, see "`cp.async`");
+//!   (`Fault::CpAsyncPending`, see "`cp.async`"), or of a bulk copy before
+//!   a wait on its barrier (`Fault::BulkCopyPending`, see [`crate::bulk`]);
 //! - an mbarrier ([`crate::mbarrier`]) is used against its protocol — more
 //!   arrivals than a phase expects, a tx-count out of range, a wait for a
 //!   phase that is neither the current one nor the one before it, a plain
@@ -473,6 +474,24 @@ pub enum Fault {
         /// The `cp_async_16` call that issued the copy.
         issued_at: SourceLocation,
     },
+    /// An access to shared bytes that a bulk copy
+    /// ([`crate::bulk`]) will write but has not landed: the thread did not
+    /// wait on the copy's barrier first (or its phase does not count the
+    /// copy yet).
+    BulkCopyPending {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The thread that issued the copy.
+        issuer: Dim3,
+        /// Byte offset of the barrier the copy counts its bytes on.
+        barrier: usize,
+        /// Whether this thread's access is a write (or an atomic).
+        this_writes: bool,
+        /// This thread's access.
+        at: SourceLocation,
+        /// The `copy_to_shared` call that issued the copy.
+        issued_at: SourceLocation,
+    },
     /// An mbarrier operation, or a plain access to a live barrier's bytes,
     /// against the barrier's protocol: the PTX ISA leaves each undefined.
     Mbarrier {
@@ -535,8 +554,14 @@ pub enum MbarrierProblem {
         /// The barrier's current phase.
         current: u32,
     },
-    /// A plain load or store of a live barrier's bytes.
+    /// A plain load or store of a live barrier's bytes (or a bulk copy
+    /// whose destination covers them).
     PlainAccess,
+    /// `inval` of a barrier that bulk copies still count their bytes on.
+    CopiesInFlight {
+        /// The copies not landed.
+        copies: usize,
+    },
 }
 
 impl fmt::Display for MbarrierProblem {
@@ -571,6 +596,11 @@ impl fmt::Display for MbarrierProblem {
             MbarrierProblem::PlainAccess => {
                 f.write_str("a plain access to a live mbarrier's bytes")
             }
+            MbarrierProblem::CopiesInFlight { copies } => write!(
+                f,
+                "inval while {copies} bulk copies that count on it have not landed (wait for \
+                 their phase first)"
+            ),
         }
     }
 }
@@ -588,6 +618,7 @@ impl Fault {
             Fault::Deadlock { .. } => "deadlock",
             Fault::SpinDeadlock { .. } => "spin deadlock",
             Fault::CpAsyncPending { .. } => "cp.async destination used before its wait",
+            Fault::BulkCopyPending { .. } => "bulk copy destination used before its barrier wait",
             Fault::Mbarrier { .. } => "mbarrier misuse",
         }
     }
@@ -606,6 +637,7 @@ impl Fault {
             | Fault::GlobalRace { at, .. }
             | Fault::UninitSharedRead { at, .. }
             | Fault::CpAsyncPending { at, .. }
+            | Fault::BulkCopyPending { at, .. }
             | Fault::Mbarrier { at, .. } => Some(*at),
         }
     }
@@ -886,6 +918,24 @@ impl EmuError {
                      {issued_at} and has not waited for: the bytes have not landed"
                 ),
             ],
+            Fault::BulkCopyPending {
+                offset,
+                issuer,
+                barrier,
+                this_writes,
+                at: loc,
+                issued_at,
+            } => vec![
+                format!(
+                    "this thread {} byte {offset} of shared memory at {loc}",
+                    verb(*this_writes)
+                ),
+                format!(
+                    "it is the destination of a bulk copy that thread {issuer} issued at \
+                     {issued_at}, counted on the mbarrier at byte {barrier}: the bytes have \
+                     not landed"
+                ),
+            ],
             Fault::Mbarrier {
                 offset,
                 problem,
@@ -957,6 +1007,11 @@ impl EmuError {
             Fault::CpAsyncPending { .. } => {
                 "fix: call cp_async_wait_all() (or cp_async_wait_group) in the issuing thread \
                  before the access, and sync_threads() after it before other threads read them"
+            }
+            Fault::BulkCopyPending { .. } => {
+                "fix: wait on the copy's barrier (MBarrier::wait, for the phase that counts its \
+                 bytes) before touching its destination, and refill a stage only after its \
+                 readers have arrived on its \"empty\" barrier"
             }
             Fault::Mbarrier { .. } => {
                 "fix: give each phase exactly the arrivals (and bytes) it expects, keep each \

@@ -576,7 +576,15 @@ fn spin_error(kernel: &str, threads: &[EmulatedThread], global: bool) -> Box<Emu
             .filter(|t| matches!(&t.status, State::Waiting(r) if f(r)))
             .count() as u32
     };
-    let first = spinners.first().expect("a stuck round has a spinner");
+    // The thread the report is about: one whose mbarrier phase has all its
+    // arrivals and waits only for bytes, if any (the bytes nobody will
+    // deliver are the cause; the other waiters wait on threads that wait),
+    // else the first.
+    let first = spinners
+        .iter()
+        .find(|t| mbarrier_wait(&t.state).is_some_and(|w| w.pending == 0))
+        .or(spinners.first())
+        .expect("a stuck round has a spinner");
     Box::new(EmuError {
         kernel: kernel.to_owned(),
         block: first.state.block_idx,

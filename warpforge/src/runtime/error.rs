@@ -512,7 +512,7 @@ impl FaultCode {
             Fault::UninitSharedRead { .. } => FaultCode::UninitSharedRead,
             Fault::Deadlock { .. } | Fault::SpinDeadlock { .. } => FaultCode::Deadlock,
             // The copy engine writes the bytes while the thread touches them: a race.
-            Fault::CpAsyncPending { .. } => FaultCode::SharedRace,
+            Fault::CpAsyncPending { .. } | Fault::BulkCopyPending { .. } => FaultCode::SharedRace,
             Fault::Mbarrier { .. } => FaultCode::MbarrierMisuse,
         }
     }

@@ -34,6 +34,7 @@
 //! (PTX 8.0, sm_90); a shared::cta address is a shared::cluster address of
 //! the block itself, so no cluster is needed.
 
+use crate::Global;
 use crate::arch;
 use crate::mbarrier::{MAX_COUNT, MBarrier};
 use crate::shared::{SharedElement, SharedTile};
@@ -41,11 +42,13 @@ use crate::shared::{SharedElement, SharedTile};
 /// The alignment, in bytes, of a bulk copy's source, destination and size.
 pub const ALIGN: usize = 16;
 
-/// A global slice whose start is 16-byte aligned (checked once, by
-/// [`BulkSource::new`]): the source of bulk copies into shared memory.
+/// A [`Global`] input whose start is 16-byte aligned (checked once, by
+/// [`BulkSource::new`]): the source of bulk copies into shared memory. A
+/// `Global`, not a `&[T]`: the instruction reads the global state space,
+/// and only a `Global` is known by its type to be there.
 #[derive(Clone, Copy)]
 pub struct BulkSource<'a, T> {
-    src: &'a [T],
+    src: Global<'a, T>,
 }
 
 impl<'a, T: SharedElement> BulkSource<'a, T> {
@@ -53,7 +56,7 @@ impl<'a, T: SharedElement> BulkSource<'a, T> {
     /// (`None` otherwise: a buffer at an odd offset, for which a kernel
     /// takes its plain path).
     #[inline(always)]
-    pub fn new(src: &'a [T]) -> Option<Self> {
+    pub fn new(src: Global<'a, T>) -> Option<Self> {
         (src.as_ptr() as usize)
             .is_multiple_of(ALIGN)
             .then_some(BulkSource { src })
@@ -102,8 +105,7 @@ impl<'a, T: SharedElement> BulkSource<'a, T> {
         };
         let Some(run) = start
             .checked_add(N)
-            .filter(|&end| end <= self.src.len())
-            .map(|end| &self.src[start..end])
+            .and_then(|end| self.src.get_range(start..end))
         else {
             panic!("BulkSource::copy_to_shared: the run leaves the source slice")
         };
@@ -117,7 +119,7 @@ impl<'a, T: SharedElement> BulkSource<'a, T> {
             "BulkSource::copy_to_shared: the shared tile must start on a 16-byte boundary"
         );
         // SAFETY: `run` is `N · size_of::<T>()` readable bytes of global
-        // memory, 16-byte aligned (the source's start, checked by `new`,
+        // memory (a `Global`), 16-byte aligned (the source's start, checked by `new`,
         // plus a multiple of 16); `to` is the tile's `N` elements of shared
         // memory, 16-byte aligned (checked); the size is a positive multiple
         // of 16 (const-checked); `bar` is a live barrier (an `MBarrier`
@@ -183,7 +185,9 @@ mod tests {
         } else {
             src.len()
         };
-        let words: &[u32] = &words[..len];
+        // SAFETY: `words` lives, unwritten, through the launch; in the
+        // emulator any host memory is global memory.
+        let words = unsafe { Global::from_raw(words.as_ptr(), len) };
         let got = Mutex::new(vec![Vec::new(); 32]);
         let shape = LaunchShape {
             grid: Dim3::x(1),
@@ -319,8 +323,8 @@ mod tests {
     #[test]
     fn a_copy_onto_a_barrier_or_past_its_retirement_is_misuse() {
         let backing = [0u128; 4];
-        // SAFETY: 64 bytes of `u32`s.
-        let words = unsafe { core::slice::from_raw_parts(backing.as_ptr().cast::<u32>(), 16) };
+        // SAFETY: 64 bytes of `u32`s, unwritten while the view lives.
+        let words = unsafe { Global::from_raw(backing.as_ptr().cast::<u32>(), 16) };
         let shape = LaunchShape {
             grid: Dim3::x(1),
             block: Dim3::x(32),
@@ -360,10 +364,11 @@ mod tests {
     #[test]
     fn a_misaligned_source_is_refused() {
         let backing = [0u128; 4];
-        // SAFETY: 64 bytes of `u32`s.
-        let words = unsafe { core::slice::from_raw_parts(backing.as_ptr().cast::<u32>(), 16) };
-        assert!(BulkSource::new(words).is_some());
-        assert!(BulkSource::new(&words[1..]).is_none());
-        assert!(BulkSource::new(&words[4..]).is_some());
+        // SAFETY: 64 bytes of `u32`s, unwritten while the view lives.
+        let words = unsafe { Global::from_raw(backing.as_ptr().cast::<u32>(), 16) };
+        let from = |i: usize| BulkSource::new(words.get_range(i..16).unwrap());
+        assert!(from(0).is_some());
+        assert!(from(1).is_none());
+        assert!(from(4).is_some());
     }
 }

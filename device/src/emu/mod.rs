@@ -732,6 +732,12 @@ impl EmuError {
     pub fn details(&self) -> Vec<String> {
         let verb = |w: bool| if w { "writes" } else { "reads" };
         let past = |w: bool| if w { "wrote" } else { "read" };
+        let access = |w: bool, offset: usize, loc: &SourceLocation| {
+            format!(
+                "this thread {} byte {offset} of shared memory at {loc}",
+                verb(w)
+            )
+        };
         match &self.fault {
             Fault::Panic { message, at: loc } => {
                 vec![format!("panicked {}: {message}", at(*loc))]
@@ -909,10 +915,7 @@ impl EmuError {
                 at: loc,
                 issued_at,
             } => vec![
-                format!(
-                    "this thread {} byte {offset} of shared memory at {loc}",
-                    verb(*this_writes)
-                ),
+                access(*this_writes, *offset, loc),
                 format!(
                     "it is the destination of a cp.async that thread {issuer} issued at \
                      {issued_at} and has not waited for: the bytes have not landed"
@@ -926,10 +929,7 @@ impl EmuError {
                 at: loc,
                 issued_at,
             } => vec![
-                format!(
-                    "this thread {} byte {offset} of shared memory at {loc}",
-                    verb(*this_writes)
-                ),
+                access(*this_writes, *offset, loc),
                 format!(
                     "it is the destination of a bulk copy that thread {issuer} issued at \
                      {issued_at}, counted on the mbarrier at byte {barrier}: the bytes have \

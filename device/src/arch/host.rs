@@ -12,7 +12,7 @@ use crate::emu::fiber::{
     self, BulkCopy, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp,
 };
 use crate::emu::profile::Op;
-use crate::emu::race::{Race, RaceDetector};
+use crate::emu::race::{Race, RaceDetector, join};
 use crate::emu::{Access, Fault, MbarrierProblem, raise};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
@@ -1190,14 +1190,6 @@ fn land_bulk_copies(t: &fiber::ThreadState, offset: usize) -> Result<(), Mbarrie
         barriers.tx(offset, -bytes, |into| join(into, &copy.clock))?;
     }
     Ok(())
-}
-
-/// `into` = the join (elementwise max) of `into` and `clock`.
-fn join(into: &mut Vec<u32>, clock: &[u32]) {
-    into.resize(into.len().max(clock.len()), 0);
-    for (to, &from) in into.iter_mut().zip(clock) {
-        *to = (*to).max(from);
-    }
 }
 
 /// `mbarrier.inval`.

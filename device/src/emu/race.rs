@@ -238,10 +238,7 @@ impl RaceDetector {
         let Some(mine) = clocks.get_mut(thread as usize) else {
             return;
         };
-        into.resize(into.len().max(mine.len()), 0);
-        for (to, &from) in into.iter_mut().zip(mine.iter()) {
-            *to = (*to).max(from);
-        }
+        join(into, mine);
         mine[thread as usize] += 1;
     }
 
@@ -249,9 +246,7 @@ impl RaceDetector {
     pub(crate) fn acquire(&self, thread: u32, from: &[u32]) {
         let mut clocks = self.start_clocks();
         if let Some(mine) = clocks.get_mut(thread as usize) {
-            for (to, &from) in mine.iter_mut().zip(from) {
-                *to = (*to).max(from);
-            }
+            join(mine, from);
         }
     }
 
@@ -624,6 +619,15 @@ impl GlobalShadow {
             }
         }
         Ok(())
+    }
+}
+
+/// `into` = the join (elementwise max) of the vector clocks `into` and
+/// `from`, as long as the longer.
+pub(crate) fn join(into: &mut Vec<u32>, from: &[u32]) {
+    into.resize(into.len().max(from.len()), 0);
+    for (to, &from) in into.iter_mut().zip(from) {
+        *to = (*to).max(from);
     }
 }
 

@@ -170,24 +170,7 @@ fn shared_access_as(ptr: *const u8, bytes: usize, write: bool, profiled: bool) {
             };
             t.log_access(site, op, offset, bytes);
         }
-        pending_copy_check(t, offset, bytes, write, site)?;
-        if let Some(barrier) = t.block().mbarriers.borrow().overlapping(offset, bytes) {
-            return Err(Fault::Mbarrier {
-                offset: barrier,
-                problem: MbarrierProblem::PlainAccess,
-                at: site.into(),
-            });
-        }
-        if write {
-            t.block().progressed();
-        }
-        // SAFETY: the detector lives as long as the block (see the scheduler).
-        let Some(detector) = (unsafe { t.race.as_ref() }) else {
-            return Ok(());
-        };
-        detector
-            .access(t.linear_id, offset, bytes, write, site)
-            .map_err(|race| shared_race(t, race, site))
+        shared_checks(t, offset, bytes, write, site)
     });
     if let Err(fault) = race {
         raise(fault);
@@ -1212,4 +1195,92 @@ pub(crate) unsafe fn mbarrier_inval(addr: SharedAddr) {
         t.block().progressed();
         t.block().mbarriers.borrow_mut().inval(offset)
     });
+}
+
+/// A shared pointer's offset from the block's shared memory (the
+/// emulator's shared window starts at the block's first byte).
+pub(crate) fn shared_window_offset(ptr: *const u8) -> u32 {
+    fiber::with_current(|t| (ptr as usize).wrapping_sub(t.shared_base as usize) as u32)
+}
+
+/// `wgmma.fence`: the emulator's registers are the Rust values themselves,
+/// which the borrow of an `InFlight` already keeps untouched.
+pub(crate) fn wgmma_fence() {}
+
+/// `wgmma.commit_group`: a new group for this thread's next `mma`s.
+pub(crate) fn wgmma_commit() {
+    fiber::try_with_current(|t| t.wgmma_groups.set(t.wgmma_groups.get().wrapping_add(1)));
+}
+
+/// `wgmma.wait_group PENDING`: a warp collective whose completion retires
+/// this warp's older groups (`emu::wgmma::wait`).
+#[track_caller]
+pub(crate) fn wgmma_wait<const PENDING: u32>() {
+    // An `InFlight` dropped while its fiber unwinds (a fault elsewhere, or
+    // the block abandoned) waits for nothing: it cannot meet its warp.
+    if std::thread::panicking() {
+        return;
+    }
+    warp_op(WarpOp::WgmmaWait(PENDING as u8), u32::MAX, 0, 0);
+}
+
+/// `wgmma.mma_async` of `2R` columns: a warp collective that computes the
+/// warp's 16 rows into `d` at once (`emu::wgmma::issue`); the operands'
+/// bytes are checked again when a wait retires it.
+#[track_caller]
+pub(crate) fn wgmma_mma_async<const R: usize>(
+    d: &mut [f32; R],
+    a: u64,
+    b: u64,
+    bf16: bool,
+    tnsp_a: bool,
+    tnsp_b: bool,
+) {
+    let issue = crate::emu::wgmma::Issue {
+        a,
+        b,
+        n: 2 * R as u32,
+        bf16,
+        tnsp_a,
+        tnsp_b,
+        acc: d.as_mut_ptr(),
+    };
+    warp_op(WarpOp::Wgmma, u32::MAX, &raw const issue as u64, 0);
+}
+
+/// Commits, then waits for every group.
+#[track_caller]
+pub(crate) fn wgmma_commit_wait_all<const R: usize>(_d: &mut [f32; R]) {
+    wgmma_commit();
+    wgmma_wait::<0>();
+}
+
+/// The checks of an access to `bytes` shared bytes at `offset` by thread
+/// `t`, by an instruction or by an asynchronous unit on its behalf (a
+/// `wgmma` operand): a copy not landed there, a live mbarrier there, a race.
+pub(crate) fn shared_checks(
+    t: &fiber::ThreadState,
+    offset: usize,
+    bytes: usize,
+    write: bool,
+    site: Site,
+) -> Result<(), Fault> {
+    pending_copy_check(t, offset, bytes, write, site)?;
+    if let Some(barrier) = t.block().mbarriers.borrow().overlapping(offset, bytes) {
+        return Err(Fault::Mbarrier {
+            offset: barrier,
+            problem: MbarrierProblem::PlainAccess,
+            at: site.into(),
+        });
+    }
+    if write {
+        t.block().progressed();
+    }
+    // SAFETY: the detector lives as long as the block (see the scheduler).
+    let Some(detector) = (unsafe { t.race.as_ref() }) else {
+        return Ok(());
+    };
+    detector
+        .access(t.linear_id, offset, bytes, write, site)
+        .map_err(|race| shared_race(t, race, site))
 }

@@ -1020,3 +1020,133 @@ pub(crate) unsafe fn mbarrier_inval(addr: SharedAddr) {
     // SAFETY: the caller's contract.
     unsafe { asm!("mbarrier.inval.shared::cta.b64 [{a}];", a = in(reg32) addr, options(nostack)) };
 }
+
+/// `.shared` window offset of a generic pointer into the block's shared
+/// memory: what a `wgmma` descriptor's address field holds.
+#[inline(always)]
+pub(crate) fn shared_window_offset(ptr: *const u8) -> u32 {
+    shared_addr(ptr)
+}
+
+/// `wgmma.fence.sync.aligned`: orders this warp's earlier register accesses
+/// to accumulators before the `wgmma.mma_async`s after it.
+#[inline(always)]
+pub(crate) fn wgmma_fence() {
+    // SAFETY: a warpgroup fence: no memory access, no operand.
+    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack)) }
+}
+
+/// `wgmma.commit_group.sync.aligned`.
+#[inline(always)]
+pub(crate) fn wgmma_commit() {
+    // SAFETY: closes this warp's group of issued `wgmma`s: no operand.
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) }
+}
+
+/// `wgmma.wait_group.sync.aligned PENDING` (`PENDING` ≤ 7, the caller's
+/// compile-time check).
+#[inline(always)]
+pub(crate) fn wgmma_wait<const PENDING: u32>() {
+    macro_rules! wait {
+        ($($n:literal)*) => {
+            match PENDING {
+                // SAFETY: waits for this warp's older `wgmma` groups; reads no
+                // register, and the shared memory it orders is the kernel's.
+                $($n => unsafe { asm!(concat!("wgmma.wait_group.sync.aligned ", $n, ";"), options(nostack)) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    wait!(0 1 2 3 4 5 6 7)
+}
+
+/// One `wgmma.mma_async` per width, element type and pair of transposes;
+/// the accumulator's registers listed one by one (`{0}, {1}, …`).
+macro_rules! wgmma_widths {
+    ($($name:ident, $wait:ident, $n:literal, $regs:literal, [$first:literal $($i:literal)*];)*) => { $(
+        #[inline(always)]
+        fn $name(d: &mut [f32; $regs], a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool) {
+            macro_rules! mma {
+                ($ty:literal, $ta:literal, $tb:literal) => {
+                    asm!(concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                            " {{{", $first, "}" $(, ", {", $i, "}")*, "}}, {a}, {b}, 1, 1, 1, ", $ta, ", ", $tb, ";"),
+                        inout(reg32) d[$first], $(inout(reg32) d[$i],)*
+                        a = in(reg64) a, b = in(reg64) b, options(nostack))
+                };
+            }
+            // SAFETY: the descriptors are an `OperandTile`'s (in the block's
+            // shared memory, on the swizzle's period, strides of its layout);
+            // `d` is the accumulator that the `InFlight` holds until the
+            // final `wait_group` (`wgmma_commit_wait_all`), whose operands
+            // they are again. The warpgroup issuing it together is the
+            // kernel's rule (the emulator checks it).
+            unsafe {
+                match (bf16, tnsp_a, tnsp_b) {
+                    (false, false, false) => mma!("f16", 0, 0),
+                    (false, false, true) => mma!("f16", 0, 1),
+                    (false, true, false) => mma!("f16", 1, 0),
+                    (false, true, true) => mma!("f16", 1, 1),
+                    (true, false, false) => mma!("bf16", 0, 0),
+                    (true, false, true) => mma!("bf16", 0, 1),
+                    (true, true, false) => mma!("bf16", 1, 0),
+                    (true, true, true) => mma!("bf16", 1, 1),
+                }
+            }
+        }
+
+        #[inline(always)]
+        fn $wait(d: &mut [f32; $regs]) {
+            // SAFETY: commits and waits for every group; the registers are
+            // operands (named in a PTX comment), so the compiler reads and
+            // writes them only after the wait.
+            unsafe {
+                asm!(concat!("wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0; // {", $first, "}" $(, " {", $i, "}")*),
+                    inout(reg32) d[$first], $(inout(reg32) d[$i],)* options(nostack))
+            }
+        }
+    )* };
+}
+wgmma_widths! {
+    wgmma_m64n64, wgmma_wait_all_32, 64, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31];
+    wgmma_m64n128, wgmma_wait_all_64, 128, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63];
+    wgmma_m64n256, wgmma_wait_all_128, 256, 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127];
+}
+
+/// `d`'s array as `[f32; R2]` when `R == R2`.
+#[inline(always)]
+fn regs_as<const R: usize, const R2: usize>(d: &mut [f32; R]) -> &mut [f32; R2] {
+    assert!(R == R2);
+    // SAFETY: the same type when R == R2 (asserted; a constant, folded).
+    unsafe { &mut *(d as *mut [f32; R]).cast::<[f32; R2]>() }
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n(2R)k16.f32` for `R` ∈ {32, 64, 128}
+/// accumulator registers, both operands through descriptors.
+#[inline(always)]
+pub(crate) fn wgmma_mma_async<const R: usize>(
+    d: &mut [f32; R],
+    a: u64,
+    b: u64,
+    bf16: bool,
+    tnsp_a: bool,
+    tnsp_b: bool,
+) {
+    match R {
+        32 => wgmma_m64n64(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
+        64 => wgmma_m64n128(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
+        128 => wgmma_m64n256(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
+        _ => unreachable!(),
+    }
+}
+
+/// Commits, then `wgmma.wait_group 0` with the accumulator's registers as
+/// operands: after it they hold every `mma`'s result.
+#[inline(always)]
+pub(crate) fn wgmma_commit_wait_all<const R: usize>(d: &mut [f32; R]) {
+    match R {
+        32 => wgmma_wait_all_32(regs_as(d)),
+        64 => wgmma_wait_all_64(regs_as(d)),
+        128 => wgmma_wait_all_128(regs_as(d)),
+        _ => unreachable!(),
+    }
+}

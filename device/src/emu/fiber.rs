@@ -64,6 +64,10 @@ pub(crate) enum WarpOp {
     },
     /// `mma.sync`: operands in `collective_in`, results in `collective_out`.
     Mma(MmaKind),
+    /// `wgmma.mma_async`: `value` points at the lane's `emu::wgmma::Issue`.
+    Wgmma,
+    /// `wgmma.wait_group N`.
+    WgmmaWait(u8),
 }
 
 impl Request {
@@ -103,6 +107,11 @@ pub(crate) struct ThreadState {
     pub block: *const BlockState,
     /// `cp.async` groups this thread has committed.
     pub cp_groups: Cell<u32>,
+    /// `wgmma` groups this thread has committed.
+    pub wgmma_groups: Cell<u32>,
+    /// The shared bytes this thread's share of its warp's `wgmma`s in
+    /// flight read (checked again when a wait retires them).
+    pub wgmma_reads: RefCell<Vec<super::wgmma::OperandRead>>,
     /// This thread's last atomic that changed nothing, for the spin rule.
     pub poll: Cell<Poll>,
     /// Where this thread last called the device API: the barrier or
@@ -194,6 +203,8 @@ pub(crate) struct BlockState {
     pub bulk: RefCell<Vec<BulkCopy>>,
     /// The block's live mbarriers.
     pub mbarriers: RefCell<super::mbarrier::Barriers>,
+    /// Per warpgroup, the `wgmma`s its warps issued (to check they agree).
+    pub warpgroups: RefCell<Vec<super::wgmma::WarpgroupLog>>,
 }
 
 impl BlockState {
@@ -207,6 +218,7 @@ impl BlockState {
             copies: RefCell::new(Vec::new()),
             bulk: RefCell::new(Vec::new()),
             mbarriers: RefCell::new(Default::default()),
+            warpgroups: RefCell::new(Vec::new()),
         };
         state.next();
         state

@@ -211,9 +211,10 @@ pub(crate) mod race;
 mod scheduler;
 pub mod stream;
 mod tensor;
+pub(crate) mod wgmma;
 // The TMA box geometry, not yet reachable from a kernel (issue 28).
 #[cfg_attr(not(test), allow(dead_code))]
-mod tma;
+pub(crate) mod tma;
 
 use crate::thread::Dim3;
 use core::fmt;
@@ -505,6 +506,102 @@ pub enum Fault {
         /// This thread's operation or access.
         at: SourceLocation,
     },
+    /// A `wgmma` against the instruction's rules (undefined on the GPU).
+    Wgmma {
+        /// What was wrong.
+        problem: WgmmaProblem,
+        /// This warp's instruction (or, for a changed operand, its wait).
+        at: SourceLocation,
+        /// The other instruction involved: another warp's, or the issue
+        /// whose operand changed.
+        other_at: Option<SourceLocation>,
+    },
+}
+
+/// How a `wgmma` broke the instruction's rules ([`Fault::Wgmma`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaProblem {
+    /// Lane `lane` of the warp issued it with other operands (or from
+    /// another line) than lane 0: the instruction is `.sync.aligned`.
+    LanesDisagree {
+        /// The first lane that differs.
+        lane: u32,
+    },
+    /// The block's threads end before this warp's warpgroup (4 warps from
+    /// a multiple of 4) is complete.
+    PartialWarpgroup {
+        /// Threads in the block.
+        threads: u64,
+    },
+    /// This warp's `nth` `wgmma` (from 0) is not the same instruction (line,
+    /// descriptors, shape, types) as warp `other_warp`'s of the warpgroup.
+    WarpsDisagree {
+        /// Which instruction of the warp's sequence.
+        nth: u32,
+        /// The warp (in the block) that issued it first.
+        other_warp: u32,
+    },
+    /// When the block ended, this warp had issued `issued` `wgmma`s and warp
+    /// `behind` of its warpgroup only `behind_issued`.
+    Unmatched {
+        /// This warp's count.
+        issued: u32,
+        /// The warp (in the block) that issued fewer.
+        behind: u32,
+        /// Its count.
+        behind_issued: u32,
+    },
+    /// Operand `operand`'s descriptor cannot be what the kernel meant.
+    Descriptor {
+        /// `'A'` or `'B'`.
+        operand: char,
+        /// The descriptor.
+        bits: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Shared byte `offset`, an operand of an issued `wgmma`, changed before
+    /// the `wait_group` that retires it.
+    OperandChanged {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+    },
+}
+
+impl fmt::Display for WgmmaProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WgmmaProblem::LanesDisagree { lane } => write!(
+                f,
+                "lane {lane} issued it with other operands (or from another line) than lane 0;                  the whole warp must issue the same instruction"
+            ),
+            WgmmaProblem::PartialWarpgroup { threads } => write!(
+                f,
+                "the block has {threads} threads: this warp's warpgroup (4 warps, the first a                  multiple of 4) is incomplete"
+            ),
+            WgmmaProblem::WarpsDisagree { nth, other_warp } => write!(
+                f,
+                "this warp's wgmma number {nth} is not the instruction (line, descriptors,                  shape) that warp {other_warp} of its warpgroup issued as its number {nth}"
+            ),
+            WgmmaProblem::Unmatched {
+                issued,
+                behind,
+                behind_issued,
+            } => write!(
+                f,
+                "this warp issued {issued} wgmma instructions and warp {behind} of its                  warpgroup {behind_issued}: every warp of a warpgroup issues each one"
+            ),
+            WgmmaProblem::Descriptor {
+                operand,
+                bits,
+                reason,
+            } => write!(f, "{operand}'s descriptor {bits:#018x}: {reason}"),
+            WgmmaProblem::OperandChanged { offset } => write!(
+                f,
+                "byte {offset} of shared memory, which it reads, changed before the wait_group                  that retires it"
+            ),
+        }
+    }
 }
 
 /// An mbarrier wait that nothing will complete ([`Fault::SpinDeadlock`]).
@@ -623,6 +720,7 @@ impl Fault {
             Fault::CpAsyncPending { .. } => "cp.async destination used before its wait",
             Fault::BulkCopyPending { .. } => "bulk copy destination used before its barrier wait",
             Fault::Mbarrier { .. } => "mbarrier misuse",
+            Fault::Wgmma { .. } => "wgmma misuse",
         }
     }
 
@@ -641,7 +739,8 @@ impl Fault {
             | Fault::UninitSharedRead { at, .. }
             | Fault::CpAsyncPending { at, .. }
             | Fault::BulkCopyPending { at, .. }
-            | Fault::Mbarrier { at, .. } => Some(*at),
+            | Fault::Mbarrier { at, .. }
+            | Fault::Wgmma { at, .. } => Some(*at),
         }
     }
 }
@@ -946,6 +1045,17 @@ impl EmuError {
             } => vec![format!(
                 "mbarrier at byte {offset} of shared memory, at {loc}: {problem}"
             )],
+            Fault::Wgmma {
+                problem,
+                at: loc,
+                other_at,
+            } => {
+                let mut lines = vec![format!("wgmma at {loc}: {problem}")];
+                if let Some(other) = other_at {
+                    lines.push(format!("the other instruction is at {other}"));
+                }
+                lines
+            }
         }
     }
 
@@ -1015,6 +1125,11 @@ impl EmuError {
                 "fix: wait on the copy's barrier (MBarrier::wait, for the phase that counts its \
                  bytes) before touching its destination, and refill a stage only after its \
                  readers have arrived on its \"empty\" barrier"
+            }
+            Fault::Wgmma { .. } => {
+                "fix: issue every wgmma from all 4 warps of a warpgroup with the same operands, \
+                 and write its shared operands only after the wait_group that covers it (then \
+                 arrive on the stage's \"empty\" barrier)"
             }
             Fault::Mbarrier { .. } => {
                 "fix: give each phase exactly the arrivals (and bytes) it expects, keep each \

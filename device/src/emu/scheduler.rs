@@ -6,7 +6,7 @@ use super::race::{GlobalShadow, RaceDetector, UninitRead};
 use super::{Detected, EmuError, Fault, LaunchShape, MbarrierWait, OutputBuffer, SourceLocation};
 use crate::arch::{MatchMode, ReduxOp, ShuffleMode, VoteMode};
 use crate::thread::{Dim3, WARP_SIZE};
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -305,6 +305,8 @@ fn run_block(
                 yielder: Cell::new(core::ptr::null()),
                 block: block_ptr,
                 cp_groups: Cell::new(0),
+                wgmma_groups: Cell::new(0),
+                wgmma_reads: RefCell::new(Vec::new()),
                 poll: Cell::new(Poll::default()),
                 site: Cell::new(None),
             });
@@ -486,6 +488,23 @@ fn schedule(
             }
         }
         if exited == threads.len() as u32 {
+            if let Some((warp, issued, behind, behind_issued, site)) =
+                super::wgmma::unmatched(block)
+            {
+                let t = &threads[(warp * WARP_SIZE) as usize];
+                return Err(error(
+                    t,
+                    Fault::Wgmma {
+                        problem: super::WgmmaProblem::Unmatched {
+                            issued,
+                            behind,
+                            behind_issued,
+                        },
+                        at: site.into(),
+                        other_at: None,
+                    },
+                ));
+            }
             return match race.and_then(RaceDetector::finish) {
                 Some(read) => Err(uninit_error(kernel, threads, read)),
                 None => Ok(()),
@@ -702,23 +721,29 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             _ => return Ok(false),
         }
     }
-    if let WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) = op {
+    if let WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) | WarpOp::Wgmma | WarpOp::WgmmaWait(_) = op {
         if mask != u32::MAX {
             return Err((
                 leader,
                 Fault::WarpMask {
                     mask,
                     missing_lane: mask.trailing_ones(),
-                    reason: "is missing: ldmatrix and mma need all 32 lanes",
+                    reason: "is missing: ldmatrix, mma and wgmma need all 32 lanes",
                     at: leader_at,
                     missing_at: warp.get(mask.trailing_ones() as usize).and_then(site_of),
                 },
             ));
         }
-        if let WarpOp::Ldmatrix { matrices, .. } = op {
-            profile_ldmatrix(warp, usize::from(matrices), &value);
+        match op {
+            WarpOp::Wgmma => super::wgmma::issue(warp, &value)?,
+            WarpOp::WgmmaWait(pending) => super::wgmma::wait(warp, u32::from(pending))?,
+            _ => {
+                if let WarpOp::Ldmatrix { matrices, .. } = op {
+                    profile_ldmatrix(warp, usize::from(matrices), &value);
+                }
+                super::tensor::complete(warp, op, &value);
+            }
         }
-        super::tensor::complete(warp, op, &value);
         resume(warp, mask, |_| 0);
         return Ok(true);
     }
@@ -770,7 +795,9 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 .reduce(|a, b| redux(rop, a, b))
                 .unwrap_or(0),
             WarpOp::Elect => elected.unwrap_or(0),
-            WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) => unreachable!("completed above"),
+            WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) | WarpOp::Wgmma | WarpOp::WgmmaWait(_) => {
+                unreachable!("completed above")
+            }
         };
     }
     resume(warp, mask, |l| results[l]);

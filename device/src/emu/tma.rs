@@ -8,57 +8,7 @@
 //! the host by `cuTensorMapEncodeTiled`, and `cp.async.bulk.tensor`); this is
 //! the geometry both will share, tested on its own.
 
-/// A tensor map's shared-memory swizzle: 16-byte chunks permuted within
-/// each 128-byte line by the line's index (`CU_TENSOR_MAP_SWIZZLE_*`; the
-/// same patterns as `wgmma`'s descriptors). Keyed to address bits 4 and up,
-/// so a destination starts on a multiple of [`Swizzle::period`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Swizzle {
-    /// Identity.
-    None,
-    /// Bit 4 ^= bit 7: lines of 32 bytes' span, period 256 bytes.
-    B32,
-    /// Bits 5:4 ^= bits 8:7: period 512 bytes.
-    B64,
-    /// Bits 6:4 ^= bits 9:7: period 1024 bytes.
-    B128,
-}
-
-impl Swizzle {
-    /// The bytes of a box's innermost dimension may span at most this (the
-    /// swizzle's width; `None`: no limit from the swizzle).
-    pub const fn span(self) -> Option<usize> {
-        match self {
-            Swizzle::None => None,
-            Swizzle::B32 => Some(32),
-            Swizzle::B64 => Some(64),
-            Swizzle::B128 => Some(128),
-        }
-    }
-
-    /// The pattern repeats every this many bytes; a swizzled destination
-    /// starts on a multiple of it (16 for `None`: any copy's alignment).
-    pub const fn period(self) -> usize {
-        match self {
-            Swizzle::None => 16,
-            Swizzle::B32 => 256,
-            Swizzle::B64 => 512,
-            Swizzle::B128 => 1024,
-        }
-    }
-
-    /// Where byte `offset` of the dense box lands, from a destination that
-    /// starts on a multiple of [`period`](Self::period).
-    pub const fn apply(self, offset: usize) -> usize {
-        let line_bits = match self {
-            Swizzle::None => 0,
-            Swizzle::B32 => 1,
-            Swizzle::B64 => 3,
-            Swizzle::B128 => 7,
-        };
-        offset ^ (((offset >> 7) & line_bits) << 4)
-    }
-}
+use crate::swizzle::Swizzle;
 
 /// A box copy's geometry: the tensor's extents and byte strides, the box's
 /// extents and start corner, the element size.
@@ -98,8 +48,8 @@ impl BoxGeometry<'_> {
             // The element's tensor coordinates, and whether they are inside.
             let mut offset = 0u64;
             let mut inside = true;
-            for d in 0..rank {
-                let c = self.corner[d] + i64::from(index[d]);
+            for (d, &i) in index.iter().enumerate() {
+                let c = self.corner[d] + i64::from(i);
                 if c < 0 || c as u64 >= self.dims[d] {
                     inside = false;
                     break;
@@ -116,12 +66,12 @@ impl BoxGeometry<'_> {
                 out[at..at + self.elem].copy_from_slice(&element);
             }
             // Next index, dimension 0 fastest.
-            for d in 0..rank {
-                index[d] += 1;
-                if index[d] < self.box_dims[d] {
+            for (i, &extent) in index.iter_mut().zip(self.box_dims) {
+                *i += 1;
+                if *i < extent {
                     break;
                 }
-                index[d] = 0;
+                *i = 0;
             }
         }
         out
@@ -131,26 +81,6 @@ impl BoxGeometry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The ISA's tables (PTX ISA §5.5.7), written as they are drawn: in line
-    /// `r` (128 bytes) of a swizzled buffer, 16-byte chunk `c` holds the
-    /// dense buffer's chunk `c ^ (r mod 8)` (128B), `c ^ (r mod 4)` (64B),
-    /// `c ^ (r mod 2)` (32B). Checked for every byte of two periods.
-    #[test]
-    fn swizzles_permute_chunks_within_lines_as_the_isa_tables_draw() {
-        for (swizzle, rows) in [
-            (Swizzle::None, 1),
-            (Swizzle::B32, 2),
-            (Swizzle::B64, 4),
-            (Swizzle::B128, 8),
-        ] {
-            for offset in 0..2 * swizzle.period().max(1024) {
-                let (line, chunk, byte) = (offset / 128, offset / 16 % 8, offset % 16);
-                let want = line * 128 + (chunk ^ (line % rows)) * 16 + byte;
-                assert_eq!(swizzle.apply(offset), want, "{swizzle:?} at {offset}");
-            }
-        }
-    }
 
     /// A 2-D box of `u16`s over a 5 × 7 tensor (rows padded to 16 bytes),
     /// at corners inside, across every edge and fully outside: each element

@@ -461,6 +461,8 @@ pub enum FaultCode {
     Deadlock,
     /// Emulator: an mbarrier used against its protocol (undefined on a GPU).
     MbarrierMisuse,
+    /// Emulator: a `wgmma` against the instruction's rules (undefined on a GPU).
+    WgmmaMisuse,
 }
 
 impl std::fmt::Display for FaultCode {
@@ -478,6 +480,7 @@ impl std::fmt::Display for FaultCode {
             FaultCode::UninitSharedRead => "read of uninitialised shared memory",
             FaultCode::Deadlock => "deadlock",
             FaultCode::MbarrierMisuse => "mbarrier misuse",
+            FaultCode::WgmmaMisuse => "wgmma misuse",
         })
     }
 }
@@ -514,6 +517,11 @@ impl FaultCode {
             // The copy engine writes the bytes while the thread touches them: a race.
             Fault::CpAsyncPending { .. } | Fault::BulkCopyPending { .. } => FaultCode::SharedRace,
             Fault::Mbarrier { .. } => FaultCode::MbarrierMisuse,
+            Fault::Wgmma {
+                problem: WgmmaProblem::OperandChanged { .. },
+                ..
+            } => FaultCode::SharedRace,
+            Fault::Wgmma { .. } => FaultCode::WgmmaMisuse,
         }
     }
 }

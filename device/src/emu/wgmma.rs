@@ -1,0 +1,383 @@
+//! `wgmma.mma_async` as the emulator performs it (docs/hopper/ptx-semantics.md §3).
+//!
+//! The instruction is `.sync` per warp and `.aligned` per warpgroup: each
+//! warp's 32 lanes meet (a warp collective), and the 4 warps of the
+//! warpgroup must issue the same sequence of instructions, in any
+//! interleaving. Warp `w` of the warpgroup computes rows `16w .. 16w + 16`
+//! of the 64 × N result from those rows of A and all of B, so the emulator
+//! completes each warp's instruction when its lanes meet:
+//!
+//! - the descriptors are decoded exactly (start, leading and stride byte
+//!   offsets, swizzle; the canonical K- and MN-major layouts of the ISA),
+//!   and every 16-byte chunk they address is checked: inside the block's
+//!   shared memory, no copy pending there, no live mbarrier, no race (the
+//!   warp's chunks are shared out among its lanes, each read as that lane);
+//! - the result is computed in f64 from the exact products and rounded once
+//!   to f32 (a NaN is the canonical one), as `mma.sync` is, and written
+//!   into each lane's accumulator at once (the Rust API keeps the
+//!   registers borrowed until the final wait, so nothing sees them early);
+//! - each lane keeps its chunks' bytes as read: a `wait_group` that
+//!   retires the group compares them (a changed byte is
+//!   [`WgmmaProblem::OperandChanged`]: the GPU reads operands at any time
+//!   until then) and reads them again for the race detector, at the wait
+//!   (a refill ordered only by an arrive before the wait races with it);
+//!   the warp's wait then orders its lanes' reads before any lane's later
+//!   accesses (the lanes' clocks are joined: the reads completed for the
+//!   whole warp).
+//!
+//! The warpgroup's agreement is checked as each warp issues (the n-th
+//! instruction of every warp must be the same line with the same operands)
+//! and when the block ends (every warp issued as many).
+
+use super::fiber::{Site, ThreadState};
+use super::scheduler::EmulatedThread;
+use super::{Fault, WgmmaProblem};
+use crate::swizzle::Swizzle;
+use std::collections::VecDeque;
+
+const LANES: usize = 32;
+
+/// What each lane brings to a `wgmma.mma_async` (on its fiber's stack
+/// while it waits in the collective).
+pub(crate) struct Issue {
+    pub a: u64,
+    pub b: u64,
+    /// Columns of the accumulator (N).
+    pub n: u32,
+    pub bf16: bool,
+    pub tnsp_a: bool,
+    pub tnsp_b: bool,
+    /// The lane's `N / 2` accumulator registers.
+    pub acc: *mut f32,
+}
+
+impl Issue {
+    fn signature(&self, site: Site) -> Signature {
+        Signature {
+            site,
+            a: self.a,
+            b: self.b,
+            n: self.n,
+            bf16: self.bf16,
+            tnsp: (self.tnsp_a, self.tnsp_b),
+        }
+    }
+}
+
+/// An instruction as the warpgroup's agreement sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Signature {
+    site: Site,
+    a: u64,
+    b: u64,
+    n: u32,
+    bf16: bool,
+    tnsp: (bool, bool),
+}
+
+/// 16 shared bytes that a lane's share of an in-flight `wgmma` read, with
+/// their value at issue.
+pub(crate) struct OperandRead {
+    /// The lane's commit count at issue: the group it belongs to.
+    group: u32,
+    offset: usize,
+    data: [u8; 16],
+    site: Site,
+}
+
+/// The `wgmma`s the warps of one warpgroup issued, for the agreement check.
+#[derive(Default)]
+pub(crate) struct WarpgroupLog {
+    /// Instructions each warp issued.
+    issued: [u32; 4],
+    /// `sigs[i]` is instruction `first + i` as the warp that issued it first did.
+    first: u32,
+    sigs: VecDeque<(u32, Signature)>,
+}
+
+/// A decoded shared-memory matrix descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub start: usize,
+    pub leading: usize,
+    pub stride: usize,
+    pub swizzle: Swizzle,
+}
+
+/// The descriptor's fields, or what is wrong with it.
+pub(crate) fn decode(bits: u64) -> Result<Decoded, &'static str> {
+    const RESERVED: u64 = 0b11 << 14 | 0b11 << 30 | 0b111 << 46 | 0x3ff << 52;
+    if bits & RESERVED != 0 {
+        return Err("reserved bits (14-15, 30-31, 46-48, 52-61) are set");
+    }
+    if (bits >> 49) & 7 != 0 {
+        return Err(
+            "a non-zero base offset: the emulator models operands that start on their \
+                    swizzle's period, as an OperandTile does",
+        );
+    }
+    let field = |at: u32| ((bits >> at) & 0x3fff) as usize * 16;
+    Ok(Decoded {
+        start: field(0),
+        leading: field(16),
+        stride: field(32),
+        swizzle: Swizzle::from_descriptor_code(bits >> 62),
+    })
+}
+
+/// The shared offset of element `(mn, k)` (k < 16) of the k16 slice that
+/// `d` describes, K-major or (`mn_major`) MN-major: the ISA's canonical
+/// layouts in 2-byte elements (T = 8 to a 16-byte chunk, W = span / 16):
+///
+/// | layout | (mn, k) ↦ byte, before the swizzle |
+/// |---|---|
+/// | K-major, none | (mn/8)·SBO + (mn%8)·16 + (k/8)·LBO + (k%8)·2 |
+/// | K-major, swizzled | (mn/8)·SBO + (mn%8)·span + 2k |
+/// | MN-major, none | (mn/8)·SBO + 2·(mn%8) + (k/8)·LBO + (k%8)·16 |
+/// | MN-major, swizzled | (mn/8W)·LBO + 2·(mn%8W) + (k/8)·SBO + (k%8)·span |
+///
+/// then the swizzle of the address itself.
+pub(crate) fn element_offset(d: &Decoded, mn_major: bool, mn: usize, k: usize) -> usize {
+    let (lbo, sbo) = (d.leading, d.stride);
+    let logical = d.start
+        + match (mn_major, d.swizzle.span()) {
+            (false, None) => (mn / 8) * sbo + (mn % 8) * 16 + (k / 8) * lbo + (k % 8) * 2,
+            (false, Some(span)) => (mn / 8) * sbo + (mn % 8) * span + 2 * k,
+            (true, None) => (mn / 8) * sbo + 2 * (mn % 8) + (k / 8) * lbo + (k % 8) * 16,
+            (true, Some(span)) => {
+                let atom = span / 2;
+                (mn / atom) * lbo + 2 * (mn % atom) + (k / 8) * sbo + (k % 8) * span
+            }
+        };
+    d.swizzle.apply(logical)
+}
+
+/// The 16-byte chunks of rows `rows` × k 0..16 of an operand: K-major, a
+/// chunk is 8 k of one row; MN-major, 8 rows of one k. Each is contiguous.
+fn chunks(d: &Decoded, mn_major: bool, rows: core::ops::Range<usize>) -> Vec<usize> {
+    if mn_major {
+        rows.step_by(8)
+            .flat_map(|mn| (0..16).map(move |k| element_offset(d, true, mn, k)))
+            .collect()
+    } else {
+        rows.flat_map(|mn| [0, 8].map(|k| element_offset(d, false, mn, k)))
+            .collect()
+    }
+}
+
+/// Completes a full warp's `wgmma.mma_async`, each lane's [`Issue`] at
+/// `values[lane]`. An error names the lane (index into `warp`) at fault.
+pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<(), (usize, Fault)> {
+    // SAFETY: each lane waits in the collective with `value` pointing at its
+    // `Issue`, on its suspended fiber's stack (`arch::wgmma_mma_async`).
+    let issues: [&Issue; LANES] =
+        core::array::from_fn(|l| unsafe { &*(values[l] as *const Issue) });
+    let t0 = &warp[0].state;
+    let site = site_of(t0);
+    let at = site.into();
+    let fault = |problem| Fault::Wgmma {
+        problem,
+        at,
+        other_at: None,
+    };
+    let lead = issues[0].signature(site);
+    if let Some(lane) = (1..LANES).find(|&l| issues[l].signature(site_of(&warp[l].state)) != lead) {
+        return Err((
+            lane,
+            fault(WgmmaProblem::LanesDisagree { lane: lane as u32 }),
+        ));
+    }
+    let warp_index = t0.linear_id / 32;
+    let (group, w) = ((warp_index / 4) as usize, (warp_index % 4) as usize);
+    let threads = t0.block_dim.volume();
+    if (group as u64 + 1) * 128 > threads {
+        return Err((0, fault(WgmmaProblem::PartialWarpgroup { threads })));
+    }
+    agree(t0, group, w, lead).map_err(|(nth, other, other_site)| {
+        (
+            0,
+            Fault::Wgmma {
+                problem: WgmmaProblem::WarpsDisagree {
+                    nth,
+                    other_warp: (group * 4) as u32 + other,
+                },
+                at,
+                other_at: Some(other_site.into()),
+            },
+        )
+    })?;
+
+    let lead = issues[0];
+    let decoded = |bits: u64, operand: char| {
+        decode(bits).map_err(|reason| {
+            (
+                0,
+                fault(WgmmaProblem::Descriptor {
+                    operand,
+                    bits,
+                    reason,
+                }),
+            )
+        })
+    };
+    let (da, db) = (decoded(lead.a, 'A')?, decoded(lead.b, 'B')?);
+    let n = lead.n as usize;
+    let mut reads = chunks(&da, lead.tnsp_a, 16 * w..16 * w + 16);
+    reads.extend(chunks(&db, lead.tnsp_b, 0..n));
+    let shared_len = t0.shared_len;
+    if let Some(&bad) = reads
+        .iter()
+        .find(|&&o| !o.is_multiple_of(16) || o + 16 > shared_len)
+    {
+        let operand = if reads[..32].contains(&bad) { 'A' } else { 'B' };
+        let bits = if operand == 'A' { lead.a } else { lead.b };
+        return Err((
+            0,
+            fault(WgmmaProblem::Descriptor {
+                operand,
+                bits,
+                reason: "it addresses bytes outside the block's shared memory (or off a 16-byte \
+                         boundary)",
+            }),
+        ));
+    }
+    let base = t0.shared_base;
+    // SAFETY: every chunk read lies inside the block's shared memory (checked above).
+    let bytes_at = |o: usize| unsafe { core::ptr::read(base.add(o).cast::<[u8; 16]>()) };
+    for (i, &offset) in reads.iter().enumerate() {
+        let lane = i % LANES;
+        let t = &warp[lane].state;
+        crate::arch::shared_checks(t, offset, 16, false, site).map_err(|f| (lane, f))?;
+        t.wgmma_reads.borrow_mut().push(OperandRead {
+            group: t.wgmma_groups.get(),
+            offset,
+            data: bytes_at(offset),
+            site,
+        });
+    }
+
+    let value = |offset: usize| {
+        // SAFETY: inside a chunk checked above (2-byte aligned: chunks are 16).
+        let bits = unsafe { base.add(offset).cast::<u16>().read_unaligned() };
+        if lead.bf16 {
+            f64::from(f32::from_bits(u32::from(bits) << 16))
+        } else {
+            half::f16::from_bits(bits).to_f64()
+        }
+    };
+    let a: Vec<[f64; 16]> = (0..16)
+        .map(|r| core::array::from_fn(|k| value(element_offset(&da, lead.tnsp_a, 16 * w + r, k))))
+        .collect();
+    let b: Vec<[f64; 16]> = (0..n)
+        .map(|c| core::array::from_fn(|k| value(element_offset(&db, lead.tnsp_b, c, k))))
+        .collect();
+    for (lane, issue) in issues.iter().enumerate() {
+        // SAFETY: the lane's accumulator, `n / 2` registers (an `[f32; N/2]`
+        // on its suspended fiber's stack, borrowed by its `InFlight`).
+        let acc = unsafe { core::slice::from_raw_parts_mut(issue.acc, n / 2) };
+        for (i, d) in acc.iter_mut().enumerate() {
+            // Each 4 registers are the m16n8 C fragment (`mma.sync`'s
+            // table) of columns 8·(i/4) .., rows of warp w's 16.
+            let (row, col) = crate::mma::c_coord(lane as u32, i % 4);
+            let col = 8 * (i / 4) + col;
+            let dot: f64 = (0..16).map(|k| a[row][k] * b[col][k]).sum();
+            *d = crate::arch::f32_op((dot + f64::from(*d)) as f32);
+        }
+    }
+    Ok(())
+}
+
+/// Logs warp `w`'s next instruction in warpgroup `group`'s record; the
+/// instruction's index, the warp (0..4) and site of the first issue of it,
+/// if they differ.
+fn agree(t: &ThreadState, group: usize, w: usize, sig: Signature) -> Result<(), (u32, u32, Site)> {
+    let mut groups = t.block().warpgroups.borrow_mut();
+    if groups.len() <= group {
+        groups.resize_with(group + 1, WarpgroupLog::default);
+    }
+    let log = &mut groups[group];
+    let nth = log.issued[w];
+    let at = (nth - log.first) as usize;
+    match log.sigs.get(at) {
+        Some(&(other, first)) if first != sig => return Err((nth, other, first.site)),
+        Some(_) => {}
+        None => log.sigs.push_back((w as u32, sig)),
+    }
+    log.issued[w] += 1;
+    while log.issued.iter().all(|&i| i > log.first) {
+        log.sigs.pop_front();
+        log.first += 1;
+    }
+    Ok(())
+}
+
+/// When the block has ended: the first warpgroup one of whose warps issued
+/// more `wgmma`s than another, as (the warp ahead, its count, the warp
+/// behind, its count, the site of the first instruction it lacks), warps by
+/// their index in the block.
+pub(super) fn unmatched(block: &super::fiber::BlockState) -> Option<(u32, u32, u32, u32, Site)> {
+    let groups = block.warpgroups.borrow();
+    groups.iter().enumerate().find_map(|(g, log)| {
+        let (ahead, most) = (0..4).map(|w| (w, log.issued[w])).max_by_key(|&(_, i)| i)?;
+        let (behind, least) = (0..4).map(|w| (w, log.issued[w])).min_by_key(|&(_, i)| i)?;
+        // The behind warp's next instruction is still logged (the log keeps
+        // every instruction some warp has not issued).
+        let site = log.sigs.get((least - log.first) as usize)?.1.site;
+        let warp = |w: usize| (4 * g + w) as u32;
+        (most != least).then_some((warp(ahead), most, warp(behind), least, site))
+    })
+}
+
+/// Completes a full warp's `wgmma.wait_group pending`: each lane's reads of
+/// groups older than its newest `pending` committed ones retire, checked
+/// against their bytes at issue and read again at the wait; then the warp's
+/// lanes are ordered after each other's reads.
+pub(super) fn wait(warp: &[EmulatedThread], pending: u32) -> Result<(), (usize, Fault)> {
+    let site = site_of(&warp[0].state);
+    let mut retired_any = false;
+    for (lane, t) in warp.iter().enumerate() {
+        let state = &t.state;
+        let keep_from = state.wgmma_groups.get().saturating_sub(pending);
+        let mut reads = state.wgmma_reads.borrow_mut();
+        let retired: Vec<OperandRead> = reads.extract_if(.., |r| r.group < keep_from).collect();
+        drop(reads);
+        for r in &retired {
+            // SAFETY: checked inside the block's shared memory at issue.
+            let now =
+                unsafe { core::ptr::read(state.shared_base.add(r.offset).cast::<[u8; 16]>()) };
+            let at = site;
+            if let Some(byte) = (0..16).find(|&i| now[i] != r.data[i]) {
+                return Err((
+                    lane,
+                    Fault::Wgmma {
+                        problem: WgmmaProblem::OperandChanged {
+                            offset: r.offset + byte,
+                        },
+                        at: at.into(),
+                        other_at: Some(r.site.into()),
+                    },
+                ));
+            }
+            crate::arch::shared_checks(state, r.offset, 16, false, at).map_err(|f| (lane, f))?;
+            retired_any = true;
+        }
+    }
+    // SAFETY: the detector lives as long as the block (see the scheduler).
+    if let (true, Some(race)) = (retired_any, unsafe { warp[0].state.race.as_ref() }) {
+        let mut joint = Vec::new();
+        for t in warp {
+            race.release(t.state.linear_id, &mut joint);
+        }
+        for t in warp {
+            race.acquire(t.state.linear_id, &joint);
+        }
+    }
+    Ok(())
+}
+
+/// Where thread `t` waits in a collective (its lanes set it on the way in).
+fn site_of(t: &ThreadState) -> Site {
+    t.site
+        .get()
+        .expect("a thread waiting in a collective has a site")
+}

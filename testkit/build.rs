@@ -2,7 +2,7 @@
 //! a user's host crate compiles its kernels crate: the builder writes
 //! `$OUT_DIR/warpforge-modules/warpforge-probes.rs`, which
 //! `include_module!("warpforge-probes")` in `src/lib.rs` reads. The path of
-//! each `.ptx` file is handed on too (`WARPFORGE_PROBES_PTX_SM_80`), so CI can
+//! each `.ptx` file is handed on too (`WARPFORGE_PROBES_PTX_SM_80`, `…_SM_90A`), so CI can
 //! run `warpforge ptx FILE --deny-spills` on it.
 
 use warpforge_builder::{Arch, PtxBuilder};
@@ -14,6 +14,8 @@ fn main() {
         .to_path_buf();
     let modules = PtxBuilder::new("warpforge-probes", &workspace)
         .arch(Arch::Sm80)
+        // The Hopper probes (`wgmma`) exist only here.
+        .arch(Arch::Sm90a)
         .watch(workspace.join("rust-toolchain.toml"))
         .build_or_exit();
     for m in modules {

@@ -407,7 +407,9 @@ where
 /// `f(0)` … `f(N/2 − 1)`, written out on the GPU (`N / 2` = 16 · {2, 4, 8}).
 #[inline(always)]
 fn each_register<const N: usize>(mut f: impl FnMut(usize)) {
-    unroll(N / 32, |hi| unroll(8, |mid| unroll(2, |lo| f(16 * hi + 2 * mid + lo))));
+    unroll(N / 32, |hi| {
+        unroll(8, |mid| unroll(2, |lo| f(16 * hi + 2 * mid + lo)))
+    });
 }
 
 /// An accumulator in flight: `mma`s accumulate into it asynchronously. Its
@@ -527,6 +529,9 @@ mod tests {
         LaneDisagrees,
         /// Thread 0 stores into B between the last `mma` and the wait.
         StoreBeforeWait,
+        /// Thread 0 stores into the chunk of A that is its own share of the
+        /// third `mma`'s reads, before the wait.
+        StoreOwnShareBeforeWait,
         /// Thread 0 stores into B after every warp's wait and a block
         /// barrier (the correct twin).
         StoreAfterWait,
@@ -609,6 +614,11 @@ mod tests {
                     }
                     if misstep == Misstep::StoreBeforeWait && me == 0 {
                         b.store(1, 40, <$t>::of(1.0));
+                    }
+                    if misstep == Misstep::StoreOwnShareBeforeWait && me == 0 {
+                        // A's row 0, k 32..40: chunk 0 of the third mma's
+                        // warp-0 reads, which lane 0 checks.
+                        a.store(0, 33, <$t>::of(1.0));
                     }
                     run.finish();
                 }
@@ -867,6 +877,21 @@ mod tests {
             }
             _ => panic!("not the early store: {e}"),
         }
+        // A thread changing bytes that only it reads for the wgmma (no race
+        // to see): the wait finds them changed.
+        let e = product!(
+            f16,
+            KMajor<Sw128>,
+            KMajor<Sw128>,
+            64,
+            128,
+            Misstep::StoreOwnShareBeforeWait
+        )
+        .expect_err("the change is reported");
+        assert!(
+            matches!(e.fault, Fault::Wgmma { problem: WgmmaProblem::OperandChanged { offset }, other_at: Some(_), .. } if offset < 8192),
+            "{e}"
+        );
         let got = product!(
             f16,
             KMajor<Sw128>,
@@ -927,8 +952,12 @@ mod tests {
             let full = bars.get(0);
             if thread::linear_thread_id() == 0 {
                 full.arrive_expect_tx(((64 + 128) * KX * 2) as u32);
-                BulkSource::new(a_glob).unwrap().copy_to_shared(0, a_tile, full);
-                BulkSource::new(b_glob).unwrap().copy_to_shared(0, b_tile, full);
+                BulkSource::new(a_glob)
+                    .unwrap()
+                    .copy_to_shared(0, a_tile, full);
+                BulkSource::new(b_glob)
+                    .unwrap()
+                    .copy_to_shared(0, b_tile, full);
             }
             let a = OperandTile::<bf16, 64, KX, LA>::new(a_tile).unwrap();
             let b = OperandTile::<bf16, 128, KX, LB>::new(b_tile).unwrap();
@@ -966,7 +995,13 @@ mod tests {
         assert_eq!(bulk_fed(false).unwrap(), reference(128));
         let e = bulk_fed(true).expect_err("the early mma is reported");
         assert!(
-            matches!(e.fault, Fault::BulkCopyPending { this_writes: false, .. }),
+            matches!(
+                e.fault,
+                Fault::BulkCopyPending {
+                    this_writes: false,
+                    ..
+                }
+            ),
             "{e}"
         );
     }

@@ -16,6 +16,7 @@ pub const WGMMA_K: usize = 64;
 /// 64 × 128 (k × n), C and D 64 × 128, all row-major. The threads store A
 /// K-major and B MN-major, both 128-byte swizzled, then the warpgroup issues
 /// the 4 k-steps (two committed groups, a `wait::<1>` between them).
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 #[kernel(shared = [bf16; 12288])]
 pub fn probe_wgmma_bf16(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
     let a_tile = shared::array::<bf16, { 64 * WGMMA_K }>();
@@ -28,7 +29,11 @@ pub fn probe_wgmma_bf16(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
     };
     let me = thread::linear_thread_id() as usize;
     for i in (me..64 * WGMMA_K).step_by(128) {
-        at.store(i / WGMMA_K, i % WGMMA_K, a.get(i).copied().unwrap_or_default());
+        at.store(
+            i / WGMMA_K,
+            i % WGMMA_K,
+            a.get(i).copied().unwrap_or_default(),
+        );
     }
     for i in (me..WGMMA_K * WGMMA_N).step_by(128) {
         let (k, n) = (i / WGMMA_N, i % WGMMA_N);

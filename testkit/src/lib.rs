@@ -32,3 +32,7 @@ pub static PROBES: warpforge::ptx::Module = warpforge::include_module!("warpforg
 /// `warpforge ptx FILE --deny-spills`; `cargo run -p warpforge-testkit --bin
 /// probes-ptx` prints it.
 pub const PROBES_PTX_SM_80: &str = env!("WARPFORGE_PROBES_PTX_SM_80");
+
+/// The sm_90a `.ptx` file (the Hopper probes are only in it), as
+/// [`PROBES_PTX_SM_80`].
+pub const PROBES_PTX_SM_90A: &str = env!("WARPFORGE_PROBES_PTX_SM_90A");

@@ -505,7 +505,7 @@ impl FaultCode {
 
     /// The code of an emulator fault.
     pub fn from_emulator(fault: &warpforge_device::emu::Fault) -> FaultCode {
-        use warpforge_device::emu::Fault;
+        use warpforge_device::emu::{Fault, WgmmaProblem};
         match fault {
             Fault::Panic { .. } => FaultCode::Trap,
             Fault::DivergentBarrier { .. } => FaultCode::DivergentBarrier,

@@ -253,3 +253,90 @@ fn gpu_mma_is_within_the_bound_and_ldmatrix_agrees_with_the_tables() {
         }
     }
 }
+
+/// `probe_wgmma_bf16` (64 × 64 · 64 × 128 + C) on `dev`, inputs row-major.
+fn run_wgmma(dev: &Device, a: &[half::bf16], b: &[half::bf16], c: &[f32]) -> Vec<f32> {
+    let (ab, bb, cb) = (
+        dev.upload(a).unwrap(),
+        dev.upload(b).unwrap(),
+        dev.upload(c).unwrap(),
+    );
+    let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
+    dev.launch(
+        probe::probe_wgmma_bf16,
+        LaunchConfig::new(Dim3::x(1), Dim3::x(128)),
+        (&ab, &bb, &cb, &mut d),
+    )
+    .unwrap();
+    d.to_host().unwrap()
+}
+
+/// Integer-valued operands for `probe_wgmma_bf16` from `seed`: every product
+/// and sum exact in f32, so any two correct devices agree bit for bit.
+fn wgmma_operands(seed: usize) -> (Vec<half::bf16>, Vec<half::bf16>, Vec<f32>) {
+    let (n, k) = (probe::WGMMA_N, probe::WGMMA_K);
+    let int = |i: usize, m: usize, r: usize| ((i * m + seed) % r) as f32 - (r / 2) as f32;
+    let a = (0..64 * k)
+        .map(|i| half::bf16::from_f32(int(i, 7, 9)))
+        .collect();
+    let b = (0..k * n)
+        .map(|i| half::bf16::from_f32(int(i, 5, 7)))
+        .collect();
+    let c = (0..64 * n).map(|i| int(i, 3, 11)).collect();
+    (a, b, c)
+}
+
+/// `A·B + C` in f64 (exact for these operands), row-major 64 × N.
+fn wgmma_reference(a: &[half::bf16], b: &[half::bf16], c: &[f32]) -> Vec<f32> {
+    let (n, k) = (probe::WGMMA_N, probe::WGMMA_K);
+    (0..64 * n)
+        .map(|i| {
+            let (r, col) = (i / n, i % n);
+            let dot: f64 = (0..k)
+                .map(|j| a[r * k + j].to_f64() * b[j * n + col].to_f64())
+                .sum();
+            (dot + f64::from(c[i])) as f32
+        })
+        .collect()
+}
+
+/// A warpgroup's `wgmma` through the host launch path (the emulator): the
+/// exact `A·B + C` in every element, for several operand sets.
+#[test]
+fn wgmma_probe_computes_the_exact_product() {
+    let dev = Device::emulator();
+    for seed in [0, 3, 8] {
+        let (a, b, c) = wgmma_operands(seed);
+        assert_eq!(
+            run_wgmma(&dev, &a, &b, &c),
+            wgmma_reference(&a, &b, &c),
+            "seed {seed}"
+        );
+    }
+}
+
+/// On a Hopper GPU (sm_90: the probe is in the sm_90a module only), the
+/// `wgmma` probe gives the exact product, bit for bit the emulator's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_wgmma_matches_the_emulator_bit_for_bit() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    assert_eq!(
+        gpu.compute_capability(),
+        (9, 0),
+        "wgmma needs an sm_90 GPU (H100, H200)"
+    );
+    gpu.load(&PROBES).unwrap();
+    let emu = Device::emulator();
+    for seed in [0, 5] {
+        let (a, b, c) = wgmma_operands(seed);
+        let on_gpu = run_wgmma(&gpu, &a, &b, &c);
+        assert_eq!(on_gpu, wgmma_reference(&a, &b, &c), "seed {seed}");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&on_gpu),
+            bits(&run_wgmma(&emu, &a, &b, &c)),
+            "seed {seed}"
+        );
+    }
+}

@@ -77,6 +77,7 @@ mod sealed {
         fn regs(r: &Self::Regs) -> &[f32];
         fn regs_mut(r: &mut Self::Regs) -> &mut [f32];
         fn mma(d: &mut Self::Regs, a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool);
+        fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool);
         fn commit_wait_all(d: &mut Self::Regs);
     }
 }
@@ -309,6 +310,11 @@ macro_rules! width {
             }
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
+            fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool) {
+                arch::wgmma_mma_async_ra(d, a, b, bf16, tnsp_b)
+            }
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            #[inline(always)]
             fn commit_wait_all(d: &mut Self::Regs) {
                 arch::wgmma_commit_wait_all(d)
             }
@@ -446,6 +452,28 @@ where
         );
     }
 
+    /// [`mma`](Self::mma) with A in registers: `a` is this lane's fragment
+    /// of its warp's 16 rows of the k16 slice (warp `w` of the warpgroup
+    /// holds rows `16w .. 16w + 16`, in the `mma.m16n8k16` A layout of
+    /// [`FragA`](crate::mma::FragA): loaded by `ldmatrix`, or from any
+    /// function). A is K-major here (the instruction transposes only
+    /// descriptor operands).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn mma_a_registers<T: Element + crate::mma::MmaInput, LB: Layout>(
+        &mut self,
+        a: crate::mma::FragA<T>,
+        b: Descriptor<T, LB, N>,
+    ) {
+        <Width<N> as sealed::Width>::mma_ra(
+            &mut self.acc.regs,
+            a.regs,
+            b.bits,
+            T::BF16,
+            LB::MN_MAJOR,
+        );
+    }
+
     /// Closes the group of `mma`s issued since the last commit
     /// (`wgmma.commit_group`).
     #[inline(always)]
@@ -487,6 +515,39 @@ where
     fn drop(&mut self) {
         <Width<N> as sealed::Width>::commit_wait_all(&mut self.acc.regs);
     }
+}
+
+/// Raises this warp's per-thread register limit to `REGS`
+/// (`setmaxnreg.inc`, sm_90a): what a warp-specialised kernel's consumer
+/// warpgroups do with the registers its producer gave back. Every warp of the
+/// warpgroup calls it together; it waits until the block's pool can supply
+/// them. `REGS` in 24 ..= 256, a multiple of 8, at least the current limit
+/// (compile-time checks for the first two).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+pub fn increase_registers<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "setmaxnreg: 24 ..= 256, a multiple of 8"
+        )
+    };
+    arch::setmaxnreg::<true, REGS>();
+}
+
+/// Lowers this warp's per-thread register limit to `REGS` (`setmaxnreg.dec`,
+/// sm_90a), returning the rest to the block's pool: a producer warpgroup's
+/// first act. As [`increase_registers`], `REGS` at most the current limit.
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+pub fn release_registers<const REGS: u32>() {
+    const {
+        assert!(
+            REGS >= 24 && REGS <= 256 && REGS.is_multiple_of(8),
+            "setmaxnreg: 24 ..= 256, a multiple of 8"
+        )
+    };
+    arch::setmaxnreg::<false, REGS>();
 }
 
 /// Makes this thread's plain stores to shared memory visible to `wgmma`'s
@@ -999,6 +1060,91 @@ mod tests {
                 e.fault,
                 Fault::BulkCopyPending {
                     this_writes: false,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    /// A from registers (each warp's fragment of its 16 rows, through
+    /// `mma.sync`'s A table) with B from a descriptor: the exact product,
+    /// for two widths and both B layouts.
+    #[test]
+    fn a_from_registers_computes_the_exact_product() {
+        use crate::mma::FragA;
+        macro_rules! run {
+            ($lb:ty, $n:literal) => {{
+                let out = Mutex::new(vec![f32::NAN; 64 * $n]);
+                let shape = LaunchShape {
+                    grid: Dim3::x(1),
+                    block: Dim3::x(128),
+                    dynamic_shared_bytes: $n * KX * 2,
+                };
+                launch("wgmma_a_registers", shape, &|| {
+                    let b =
+                        OperandTile::<bf16, $n, KX, $lb>::new(shared::array::<bf16, { $n * KX }>())
+                            .unwrap();
+                    let me = thread::linear_thread_id() as usize;
+                    for i in (me..$n * KX).step_by(128) {
+                        b.store(i / KX, i % KX, bf16::of(b_at(i / KX, i % KX)));
+                    }
+                    fence_operands();
+                    sync_threads();
+                    let t = thread_in_warpgroup();
+                    let rows = 16 * (t as usize / 32);
+                    let a = |step: usize| {
+                        FragA::<bf16>::from_fn(|r, k| bf16::of(a_at(rows + r, 16 * step + k)))
+                    };
+                    let mut acc = Accumulator::<$n>::from_fn(t, |r, c| c_at(r, c) as f32);
+                    let mut run = acc.start();
+                    run.mma_a_registers(a(0), b.descriptor::<0>());
+                    run.mma_a_registers(a(1), b.descriptor::<1>());
+                    run.mma_a_registers(a(2), b.descriptor::<2>());
+                    run.mma_a_registers(a(3), b.descriptor::<3>());
+                    run.finish();
+                    let mut out = out.lock().unwrap();
+                    acc.for_each(t, |_, r, c, v| out[r * $n + c] = v);
+                })
+                .unwrap();
+                out.into_inner().unwrap()
+            }};
+        }
+        assert_eq!(run!(KMajor<Sw128>, 64), reference(64));
+        assert_eq!(run!(MnMajor<Sw64>, 256), reference(256));
+    }
+
+    /// `setmaxnreg` by every warp of a warpgroup passes; a warp that
+    /// increases where the others release, and a block without a whole
+    /// warpgroup, are reported.
+    #[test]
+    fn setmaxnreg_is_checked_per_warpgroup() {
+        let run = |threads: u32, odd_warp: Option<u32>| {
+            let shape = LaunchShape {
+                grid: Dim3::x(1),
+                block: Dim3::x(threads),
+                dynamic_shared_bytes: 0,
+            };
+            launch("setmaxnreg", shape, &|| {
+                if Some(thread::warp_id()) == odd_warp {
+                    increase_registers::<232>();
+                } else {
+                    release_registers::<40>();
+                }
+            })
+        };
+        run(256, None).unwrap();
+        let e = run(256, Some(6)).unwrap_err();
+        assert!(
+            matches!(e.fault, Fault::Wgmma { problem: WgmmaProblem::WarpsDisagree { nth: 0, other_warp }, .. } if (4..8).contains(&other_warp)),
+            "{e}"
+        );
+        let e = run(64, None).unwrap_err();
+        assert!(
+            matches!(
+                e.fault,
+                Fault::Wgmma {
+                    problem: WgmmaProblem::PartialWarpgroup { threads: 64 },
                     ..
                 }
             ),

@@ -1237,7 +1237,7 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
     tnsp_b: bool,
 ) {
     let issue = crate::emu::wgmma::Issue {
-        a,
+        a: Ok(a),
         b,
         n: 2 * R as u32,
         bf16,
@@ -1246,6 +1246,39 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
         acc: d.as_mut_ptr(),
     };
     warp_op(WarpOp::Wgmma, u32::MAX, &raw const issue as u64, 0);
+}
+
+/// [`wgmma_mma_async`] with A from registers: this lane's fragment of its
+/// warp's 16 rows (the `mma.m16n8k16` A layout).
+#[track_caller]
+pub(crate) fn wgmma_mma_async_ra<const R: usize>(
+    d: &mut [f32; R],
+    a: [u32; 4],
+    b: u64,
+    bf16: bool,
+    tnsp_b: bool,
+) {
+    let issue = crate::emu::wgmma::Issue {
+        a: Err(a),
+        b,
+        n: 2 * R as u32,
+        bf16,
+        tnsp_a: false,
+        tnsp_b,
+        acc: d.as_mut_ptr(),
+    };
+    warp_op(WarpOp::Wgmma, u32::MAX, &raw const issue as u64, 0);
+}
+
+/// `setmaxnreg`: a warp collective whose completion checks the warpgroup's
+/// agreement (the emulator has no register file to resize).
+#[track_caller]
+pub(crate) fn setmaxnreg<const INCREASE: bool, const REGS: u32>() {
+    let op = WarpOp::SetMaxNreg {
+        increase: INCREASE,
+        regs: REGS as u16,
+    };
+    warp_op(op, u32::MAX, 0, 0);
 }
 
 /// Commits, then waits for every group.

@@ -1063,7 +1063,7 @@ pub(crate) fn wgmma_wait<const PENDING: u32>() {
 /// One `wgmma.mma_async` per width, element type and pair of transposes;
 /// the accumulator's registers listed one by one (`{0}, {1}, …`).
 macro_rules! wgmma_widths {
-    ($($name:ident, $wait:ident, $n:literal, $regs:literal, [$first:literal $($i:literal)*];)*) => { $(
+    ($($name:ident, $ra:ident, $wait:ident, $n:literal, $regs:literal, [$first:literal $($i:literal)*];)*) => { $(
         #[inline(always)]
         fn $name(d: &mut [f32; $regs], a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool) {
             macro_rules! mma {
@@ -1095,6 +1095,29 @@ macro_rules! wgmma_widths {
         }
 
         #[inline(always)]
+        fn $ra(d: &mut [f32; $regs], a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool) {
+            macro_rules! mma {
+                ($ty:literal, $tb:literal) => {
+                    asm!(concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                            " {{{", $first, "}" $(, ", {", $i, "}")*, "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, 1, 1, 1, ", $tb, ";"),
+                        inout(reg32) d[$first], $(inout(reg32) d[$i],)*
+                        a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                        b = in(reg64) b, options(nostack))
+                };
+            }
+            // SAFETY: as `$name`'s, with A in this lane's registers (read
+            // asynchronously too: ptxas keeps them until the wait).
+            unsafe {
+                match (bf16, tnsp_b) {
+                    (false, false) => mma!("f16", 0),
+                    (false, true) => mma!("f16", 1),
+                    (true, false) => mma!("bf16", 0),
+                    (true, true) => mma!("bf16", 1),
+                }
+            }
+        }
+
+        #[inline(always)]
         fn $wait(d: &mut [f32; $regs]) {
             // SAFETY: commits and waits for every group; the registers are
             // operands (named in a PTX comment), so the compiler reads and
@@ -1107,9 +1130,9 @@ macro_rules! wgmma_widths {
     )* };
 }
 wgmma_widths! {
-    wgmma_m64n64, wgmma_wait_all_32, 64, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31];
-    wgmma_m64n128, wgmma_wait_all_64, 128, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63];
-    wgmma_m64n256, wgmma_wait_all_128, 256, 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127];
+    wgmma_m64n64, wgmma_m64n64_ra, wgmma_wait_all_32, 64, 32, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31];
+    wgmma_m64n128, wgmma_m64n128_ra, wgmma_wait_all_64, 128, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63];
+    wgmma_m64n256, wgmma_m64n256_ra, wgmma_wait_all_128, 256, 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127];
 }
 
 /// `d`'s array as `[f32; R2]` when `R == R2`.
@@ -1136,6 +1159,39 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
         64 => wgmma_m64n128(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
         128 => wgmma_m64n256(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
         _ => unreachable!(),
+    }
+}
+
+/// [`wgmma_mma_async`] with A in this lane's registers (its fragment of the
+/// warp's 16 rows).
+#[inline(always)]
+pub(crate) fn wgmma_mma_async_ra<const R: usize>(
+    d: &mut [f32; R],
+    a: [u32; 4],
+    b: u64,
+    bf16: bool,
+    tnsp_b: bool,
+) {
+    match R {
+        32 => wgmma_m64n64_ra(regs_as(d), a, b, bf16, tnsp_b),
+        64 => wgmma_m64n128_ra(regs_as(d), a, b, bf16, tnsp_b),
+        128 => wgmma_m64n256_ra(regs_as(d), a, b, bf16, tnsp_b),
+        _ => unreachable!(),
+    }
+}
+
+/// `setmaxnreg.{inc,dec}.sync.aligned.u32 REGS` (`REGS` in 24 ..= 256, a
+/// multiple of 8: the caller's compile-time check).
+#[inline(always)]
+pub(crate) fn setmaxnreg<const INCREASE: bool, const REGS: u32>() {
+    // SAFETY: changes this warp's register budget; the warpgroup executing
+    // it together, and the kernel's register limit, are the caller's rules.
+    unsafe {
+        if INCREASE {
+            asm!("setmaxnreg.inc.sync.aligned.u32 {r};", r = const REGS, options(nostack));
+        } else {
+            asm!("setmaxnreg.dec.sync.aligned.u32 {r};", r = const REGS, options(nostack));
+        }
     }
 }
 

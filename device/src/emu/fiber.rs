@@ -68,6 +68,11 @@ pub(crate) enum WarpOp {
     Wgmma,
     /// `wgmma.wait_group N`.
     WgmmaWait(u8),
+    /// `setmaxnreg.{inc,dec}` to `regs` registers a thread.
+    SetMaxNreg {
+        increase: bool,
+        regs: u16,
+    },
 }
 
 impl Request {

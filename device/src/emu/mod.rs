@@ -506,7 +506,8 @@ pub enum Fault {
         /// This thread's operation or access.
         at: SourceLocation,
     },
-    /// A `wgmma` against the instruction's rules (undefined on the GPU).
+    /// A warpgroup instruction (`wgmma`, `setmaxnreg`) against its rules
+    /// (undefined on the GPU).
     Wgmma {
         /// What was wrong.
         problem: WgmmaProblem,
@@ -533,16 +534,17 @@ pub enum WgmmaProblem {
         /// Threads in the block.
         threads: u64,
     },
-    /// This warp's `nth` `wgmma` (from 0) is not the same instruction (line,
-    /// descriptors, shape, types) as warp `other_warp`'s of the warpgroup.
+    /// This warp's `nth` warpgroup instruction (from 0; `wgmma` or
+    /// `setmaxnreg`) is not the same (line, operands, shape, types) as warp
+    /// `other_warp`'s of the warpgroup.
     WarpsDisagree {
         /// Which instruction of the warp's sequence.
         nth: u32,
         /// The warp (in the block) that issued it first.
         other_warp: u32,
     },
-    /// When the block ended, this warp had issued `issued` `wgmma`s and warp
-    /// `behind` of its warpgroup only `behind_issued`.
+    /// When the block ended, this warp had executed `issued` warpgroup
+    /// instructions and warp `behind` of its warpgroup only `behind_issued`.
     Unmatched {
         /// This warp's count.
         issued: u32,
@@ -573,15 +575,19 @@ impl fmt::Display for WgmmaProblem {
         match self {
             WgmmaProblem::LanesDisagree { lane } => write!(
                 f,
-                "lane {lane} issued it with other operands (or from another line) than lane 0;                  the whole warp must issue the same instruction"
+                "lane {lane} issued it with other operands (or from another line) than lane 0; \
+                 the whole warp must issue the same instruction"
             ),
             WgmmaProblem::PartialWarpgroup { threads } => write!(
                 f,
-                "the block has {threads} threads: this warp's warpgroup (4 warps, the first a                  multiple of 4) is incomplete"
+                "the block has {threads} threads: this warp's warpgroup (4 warps, the first a \
+                 multiple of 4) is incomplete"
             ),
             WgmmaProblem::WarpsDisagree { nth, other_warp } => write!(
                 f,
-                "this warp's wgmma number {nth} is not the instruction (line, descriptors,                  shape) that warp {other_warp} of its warpgroup issued as its number {nth}"
+                "this warp's warpgroup instruction number {nth} (wgmma or setmaxnreg) is not \
+                 the one (line, operands, shape) that warp {other_warp} of its warpgroup \
+                 executed as its number {nth}"
             ),
             WgmmaProblem::Unmatched {
                 issued,
@@ -589,7 +595,9 @@ impl fmt::Display for WgmmaProblem {
                 behind_issued,
             } => write!(
                 f,
-                "this warp issued {issued} wgmma instructions and warp {behind} of its                  warpgroup {behind_issued}: every warp of a warpgroup issues each one"
+                "this warp executed {issued} warpgroup instructions (wgmma, setmaxnreg) and \
+                 warp {behind} of its warpgroup {behind_issued}: every warp of a warpgroup \
+                 executes each one"
             ),
             WgmmaProblem::Descriptor {
                 operand,
@@ -598,7 +606,8 @@ impl fmt::Display for WgmmaProblem {
             } => write!(f, "{operand}'s descriptor {bits:#018x}: {reason}"),
             WgmmaProblem::OperandChanged { offset } => write!(
                 f,
-                "byte {offset} of shared memory, which it reads, changed before the wait_group                  that retires it"
+                "byte {offset} of shared memory, which it reads, changed before the wait_group \
+                 that retires it"
             ),
         }
     }

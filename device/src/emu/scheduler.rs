@@ -721,14 +721,19 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             _ => return Ok(false),
         }
     }
-    if let WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) | WarpOp::Wgmma | WarpOp::WgmmaWait(_) = op {
+    if let WarpOp::Ldmatrix { .. }
+    | WarpOp::Mma(_)
+    | WarpOp::Wgmma
+    | WarpOp::WgmmaWait(_)
+    | WarpOp::SetMaxNreg { .. } = op
+    {
         if mask != u32::MAX {
             return Err((
                 leader,
                 Fault::WarpMask {
                     mask,
                     missing_lane: mask.trailing_ones(),
-                    reason: "is missing: ldmatrix, mma and wgmma need all 32 lanes",
+                    reason: "is missing: ldmatrix, mma, wgmma and setmaxnreg need all 32 lanes",
                     at: leader_at,
                     missing_at: warp.get(mask.trailing_ones() as usize).and_then(site_of),
                 },
@@ -737,6 +742,9 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
         match op {
             WarpOp::Wgmma => super::wgmma::issue(warp, &value)?,
             WarpOp::WgmmaWait(pending) => super::wgmma::wait(warp, u32::from(pending))?,
+            WarpOp::SetMaxNreg { increase, regs } => {
+                super::wgmma::setmaxnreg(warp, increase, u32::from(regs))?
+            }
             _ => {
                 if let WarpOp::Ldmatrix { matrices, .. } = op {
                     profile_ldmatrix(warp, usize::from(matrices), &value);
@@ -795,9 +803,11 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 .reduce(|a, b| redux(rop, a, b))
                 .unwrap_or(0),
             WarpOp::Elect => elected.unwrap_or(0),
-            WarpOp::Ldmatrix { .. } | WarpOp::Mma(_) | WarpOp::Wgmma | WarpOp::WgmmaWait(_) => {
-                unreachable!("completed above")
-            }
+            WarpOp::Ldmatrix { .. }
+            | WarpOp::Mma(_)
+            | WarpOp::Wgmma
+            | WarpOp::WgmmaWait(_)
+            | WarpOp::SetMaxNreg { .. } => unreachable!("completed above"),
         };
     }
     resume(warp, mask, |l| results[l]);

@@ -40,7 +40,9 @@ const LANES: usize = 32;
 /// What each lane brings to a `wgmma.mma_async` (on its fiber's stack
 /// while it waits in the collective).
 pub(crate) struct Issue {
-    pub a: u64,
+    /// A's descriptor, or (`Err`) this lane's A fragment: the warp's 16 rows
+    /// of the k16 slice in the `mma.m16n8k16` A layout.
+    pub a: Result<u64, [u32; 4]>,
     pub b: u64,
     /// Columns of the accumulator (N).
     pub n: u32,
@@ -55,11 +57,14 @@ impl Issue {
     fn signature(&self, site: Site) -> Signature {
         Signature {
             site,
-            a: self.a,
-            b: self.b,
-            n: self.n,
-            bf16: self.bf16,
-            tnsp: (self.tnsp_a, self.tnsp_b),
+            op: Op::Mma {
+                // Each lane holds its own fragment: only its presence must agree.
+                a: self.a.ok(),
+                b: self.b,
+                n: self.n,
+                bf16: self.bf16,
+                tnsp: (self.tnsp_a, self.tnsp_b),
+            },
         }
     }
 }
@@ -68,11 +73,24 @@ impl Issue {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Signature {
     site: Site,
-    a: u64,
-    b: u64,
-    n: u32,
-    bf16: bool,
-    tnsp: (bool, bool),
+    op: Op,
+}
+
+/// The warpgroup instructions whose sequence its warps must agree on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Mma {
+        /// A's descriptor; `None`: A from registers.
+        a: Option<u64>,
+        b: u64,
+        n: u32,
+        bf16: bool,
+        tnsp: (bool, bool),
+    },
+    SetMaxNreg {
+        increase: bool,
+        regs: u32,
+    },
 }
 
 /// 16 shared bytes that a lane's share of an in-flight `wgmma` read, with
@@ -187,25 +205,8 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
             fault(WgmmaProblem::LanesDisagree { lane: lane as u32 }),
         ));
     }
-    let warp_index = t0.linear_id / 32;
-    let (group, w) = ((warp_index / 4) as usize, (warp_index % 4) as usize);
-    let threads = t0.block_dim.volume();
-    if (group as u64 + 1) * 128 > threads {
-        return Err((0, fault(WgmmaProblem::PartialWarpgroup { threads })));
-    }
-    agree(t0, group, w, lead).map_err(|(nth, other, other_site)| {
-        (
-            0,
-            Fault::Wgmma {
-                problem: WgmmaProblem::WarpsDisagree {
-                    nth,
-                    other_warp: (group * 4) as u32 + other,
-                },
-                at,
-                other_at: Some(other_site.into()),
-            },
-        )
-    })?;
+    warpgroup_agrees(t0, lead)?;
+    let w = (t0.linear_id / 32 % 4) as usize;
 
     let lead = issues[0];
     let decoded = |bits: u64, operand: char| {
@@ -220,27 +221,35 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
             )
         })
     };
-    let (da, db) = (decoded(lead.a, 'A')?, decoded(lead.b, 'B')?);
     let n = lead.n as usize;
-    let mut reads = chunks(&da, lead.tnsp_a, 16 * w..16 * w + 16);
-    reads.extend(chunks(&db, lead.tnsp_b, 0..n));
+    let da = match lead.a {
+        Ok(bits) => Some(decoded(bits, 'A')?),
+        Err(_) => None,
+    };
+    let db = decoded(lead.b, 'B')?;
+    let a_reads = da.map_or_else(Vec::new, |da| chunks(&da, lead.tnsp_a, 16 * w..16 * w + 16));
+    let b_reads = chunks(&db, lead.tnsp_b, 0..n);
     let shared_len = t0.shared_len;
-    if let Some(&bad) = reads
-        .iter()
-        .find(|&&o| !o.is_multiple_of(16) || o + 16 > shared_len)
-    {
-        let operand = if reads[..32].contains(&bad) { 'A' } else { 'B' };
-        let bits = if operand == 'A' { lead.a } else { lead.b };
-        return Err((
-            0,
-            fault(WgmmaProblem::Descriptor {
-                operand,
-                bits,
-                reason: "it addresses bytes outside the block's shared memory (or off a 16-byte \
-                         boundary)",
-            }),
-        ));
+    for (operand, bits, reads) in [
+        ('A', lead.a.unwrap_or(0), &a_reads),
+        ('B', lead.b, &b_reads),
+    ] {
+        if reads
+            .iter()
+            .any(|&o| !o.is_multiple_of(16) || o + 16 > shared_len)
+        {
+            return Err((
+                0,
+                fault(WgmmaProblem::Descriptor {
+                    operand,
+                    bits,
+                    reason: "it addresses bytes outside the block's shared memory (or off a \
+                             16-byte boundary)",
+                }),
+            ));
+        }
     }
+    let reads = [a_reads, b_reads].concat();
     let base = t0.shared_base;
     // SAFETY: every chunk read lies inside the block's shared memory (checked above).
     let bytes_at = |o: usize| unsafe { core::ptr::read(base.add(o).cast::<[u8; 16]>()) };
@@ -256,20 +265,35 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
         });
     }
 
-    let value = |offset: usize| {
-        // SAFETY: inside a chunk checked above (2-byte aligned: chunks are 16).
-        let bits = unsafe { base.add(offset).cast::<u16>().read_unaligned() };
+    let value = |bits: u16| {
         if lead.bf16 {
             f64::from(f32::from_bits(u32::from(bits) << 16))
         } else {
             half::f16::from_bits(bits).to_f64()
         }
     };
-    let a: Vec<[f64; 16]> = (0..16)
-        .map(|r| core::array::from_fn(|k| value(element_offset(&da, lead.tnsp_a, 16 * w + r, k))))
-        .collect();
+    // SAFETY: inside a chunk checked above (2-byte aligned: chunks are 16).
+    let at = |offset: usize| value(unsafe { base.add(offset).cast::<u16>().read_unaligned() });
+    let a: Vec<[f64; 16]> = match da {
+        Some(da) => (0..16)
+            .map(|r| core::array::from_fn(|k| at(element_offset(&da, lead.tnsp_a, 16 * w + r, k))))
+            .collect(),
+        None => {
+            // The fragments, through `mma.sync`'s A table: element i of
+            // lane l is half i % 2 of register i / 2.
+            let mut a = vec![[0f64; 16]; 16];
+            for (lane, issue) in issues.iter().enumerate() {
+                let regs = issue.a.err().unwrap_or_default();
+                for i in 0..8 {
+                    let (r, k) = crate::mma::a_coord(lane as u32, i);
+                    a[r][k] = value((regs[i / 2] >> (16 * (i % 2))) as u16);
+                }
+            }
+            a
+        }
+    };
     let b: Vec<[f64; 16]> = (0..n)
-        .map(|c| core::array::from_fn(|k| value(element_offset(&db, lead.tnsp_b, c, k))))
+        .map(|c| core::array::from_fn(|k| at(element_offset(&db, lead.tnsp_b, c, k))))
         .collect();
     for (lane, issue) in issues.iter().enumerate() {
         // SAFETY: the lane's accumulator, `n / 2` registers (an `[f32; N/2]`
@@ -285,6 +309,57 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Completes a full warp's `setmaxnreg` (`increase`: `.inc`; `regs` the new
+/// per-thread maximum): the emulator has no register file, so what it checks
+/// is that the warp is in a whole warpgroup whose warps all execute the same
+/// sequence of warpgroup instructions.
+pub(super) fn setmaxnreg(
+    warp: &[EmulatedThread],
+    increase: bool,
+    regs: u32,
+) -> Result<(), (usize, Fault)> {
+    let t0 = &warp[0].state;
+    let site = site_of(t0);
+    let sig = Signature {
+        site,
+        op: Op::SetMaxNreg { increase, regs },
+    };
+    warpgroup_agrees(t0, sig)
+}
+
+/// The checks every warpgroup instruction makes: a whole warpgroup, and
+/// this warp's instruction the same as its warpgroup's others' at that
+/// place in the sequence.
+fn warpgroup_agrees(t0: &ThreadState, sig: Signature) -> Result<(), (usize, Fault)> {
+    let at = sig.site.into();
+    let warp_index = t0.linear_id / 32;
+    let (group, w) = ((warp_index / 4) as usize, (warp_index % 4) as usize);
+    let threads = t0.block_dim.volume();
+    if (group as u64 + 1) * 128 > threads {
+        return Err((
+            0,
+            Fault::Wgmma {
+                problem: WgmmaProblem::PartialWarpgroup { threads },
+                at,
+                other_at: None,
+            },
+        ));
+    }
+    agree(t0, group, w, sig).map_err(|(nth, other, other_site)| {
+        (
+            0,
+            Fault::Wgmma {
+                problem: WgmmaProblem::WarpsDisagree {
+                    nth,
+                    other_warp: (group * 4) as u32 + other,
+                },
+                at,
+                other_at: Some(other_site.into()),
+            },
+        )
+    })
 }
 
 /// Logs warp `w`'s next instruction in warpgroup `group`'s record; the

@@ -256,17 +256,31 @@ fn gpu_mma_is_within_the_bound_and_ldmatrix_agrees_with_the_tables() {
 
 /// `probe_wgmma_bf16` (64 × 64 · 64 × 128 + C) on `dev`, inputs row-major.
 fn run_wgmma(dev: &Device, a: &[half::bf16], b: &[half::bf16], c: &[f32]) -> Vec<f32> {
+    run_wgmma_probe(dev, a, b, c, false)
+}
+
+/// `probe_wgmma_bf16` (one warpgroup), or `probe_wgmma_specialised` (two,
+/// one giving its registers to the other), on `dev`.
+fn run_wgmma_probe(
+    dev: &Device,
+    a: &[half::bf16],
+    b: &[half::bf16],
+    c: &[f32],
+    specialised: bool,
+) -> Vec<f32> {
     let (ab, bb, cb) = (
         dev.upload(a).unwrap(),
         dev.upload(b).unwrap(),
         dev.upload(c).unwrap(),
     );
     let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
-    dev.launch(
-        probe::probe_wgmma_bf16,
-        LaunchConfig::new(Dim3::x(1), Dim3::x(128)),
-        (&ab, &bb, &cb, &mut d),
-    )
+    if specialised {
+        let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(256));
+        dev.launch(probe::probe_wgmma_specialised, cfg, (&ab, &bb, &cb, &mut d))
+    } else {
+        let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(128));
+        dev.launch(probe::probe_wgmma_bf16, cfg, (&ab, &bb, &cb, &mut d))
+    }
     .unwrap();
     d.to_host().unwrap()
 }
@@ -301,7 +315,8 @@ fn wgmma_reference(a: &[half::bf16], b: &[half::bf16], c: &[f32]) -> Vec<f32> {
 }
 
 /// A warpgroup's `wgmma` through the host launch path (the emulator): the
-/// exact `A·B + C` in every element, for several operand sets.
+/// exact `A·B + C` in every element, for several operand sets; and the same
+/// from the warp-specialised probe (`setmaxnreg` in both warpgroups).
 #[test]
 fn wgmma_probe_computes_the_exact_product() {
     let dev = Device::emulator();
@@ -313,6 +328,12 @@ fn wgmma_probe_computes_the_exact_product() {
             "seed {seed}"
         );
     }
+    let (a, b, c) = wgmma_operands(5);
+    assert_eq!(
+        run_wgmma_probe(&dev, &a, &b, &c, true),
+        wgmma_reference(&a, &b, &c),
+        "the warp-specialised probe"
+    );
 }
 
 /// On a Hopper GPU (sm_90: the probe is in the sm_90a module only), the
@@ -332,6 +353,11 @@ fn gpu_wgmma_matches_the_emulator_bit_for_bit() {
         let (a, b, c) = wgmma_operands(seed);
         let on_gpu = run_wgmma(&gpu, &a, &b, &c);
         assert_eq!(on_gpu, wgmma_reference(&a, &b, &c), "seed {seed}");
+        let specialised = run_wgmma_probe(&gpu, &a, &b, &c, true);
+        assert_eq!(
+            specialised, on_gpu,
+            "seed {seed}: the warp-specialised probe"
+        );
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(
             bits(&on_gpu),

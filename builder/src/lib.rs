@@ -142,10 +142,23 @@ impl Arch {
     }
 
     /// The rustc flags that select this architecture.
+    ///
+    /// `sm_90a` also builds with `-Cpanic=immediate-abort` (core included):
+    /// every panic is a bare `trap`, with no call to a panic function. A
+    /// kernel with *any* call gets each `wgmma` serialised by ptxas (C7509)
+    /// and its `setmaxnreg` dropped (C7506), and the formatted panic paths
+    /// are such calls (docs/hopper/ptx-semantics.md §3). A trapped sm_90a
+    /// kernel therefore prints no message on the GPU; the emulator, which
+    /// runs the same checks, gives it.
     fn rustflags(self) -> &'static [&'static str] {
         match self {
             Arch::Sm80 => &["-Ctarget-cpu=sm_80"],
-            Arch::Sm90a => &["-Ctarget-cpu=sm_90a", "-Ctarget-feature=+ptx80"],
+            Arch::Sm90a => &[
+                "-Ctarget-cpu=sm_90a",
+                "-Ctarget-feature=+ptx80",
+                "-Zunstable-options",
+                "-Cpanic=immediate-abort",
+            ],
         }
     }
 }

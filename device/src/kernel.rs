@@ -32,6 +32,9 @@ mod host {
         /// device pointer, length, rows, columns, row stride, batches and
         /// batch stride (`usize` each).
         OutputMatrix,
+        /// `TensorMap<T, R, B0, B1, S>`: a TMA tensor map, passed as the
+        /// device address of its 128 bytes (which the host encoded).
+        TensorMap,
     }
 
     /// A kernel's launch bounds, CUDA's `__launch_bounds__` and
@@ -160,6 +163,53 @@ mod host {
         }
     }
 
+    /// A tensor map argument as the emulator receives it: the description
+    /// the host checked, typed as the kernel's parameter is.
+    pub struct RawTensorMap<T, const R: usize, const B0: usize, const B1: usize, S> {
+        /// The map.
+        pub desc: crate::emu::tma::TensorDesc,
+        _kernel_type: core::marker::PhantomData<fn() -> (T, S)>,
+    }
+
+    impl<T, const R: usize, const B0: usize, const B1: usize, S> RawTensorMap<T, R, B0, B1, S> {
+        /// `desc`, for a kernel parameter of this type.
+        pub fn new(desc: crate::emu::tma::TensorDesc) -> Self {
+            RawTensorMap {
+                desc,
+                _kernel_type: core::marker::PhantomData,
+            }
+        }
+    }
+
+    impl<T, const R: usize, const B0: usize, const B1: usize, S> Clone
+        for RawTensorMap<T, R, B0, B1, S>
+    {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T, const R: usize, const B0: usize, const B1: usize, S> Copy
+        for RawTensorMap<T, R, B0, B1, S>
+    {
+    }
+
+    impl<T: crate::shared::SharedElement, const R: usize, const B0: usize, const B1: usize, S>
+        RawTensorMap<T, R, B0, B1, S>
+    where
+        S: crate::swizzle::Mode,
+    {
+        /// The map as the kernel's parameter.
+        ///
+        /// # Safety
+        /// The tensor must stay readable and unwritten while the view lives.
+        #[track_caller]
+        pub unsafe fn as_map<'a>(self) -> crate::tma::TensorMap<'a, T, R, B0, B1, S> {
+            // SAFETY: the caller's contract; `from_raw` checks on the host
+            // that the description is of this type.
+            unsafe { crate::tma::TensorMap::from_raw(self.desc) }
+        }
+    }
+
     impl<T> Clone for RawIn<T> {
         fn clone(&self) -> Self {
             *self
@@ -228,7 +278,9 @@ mod host {
     ///   `&[T]` as [`RawIn<T>`], each `Out<T>` as [`RawOut<T>`] (on the GPU a
     ///   device pointer then a `usize` element count) and each `OutMatrix<T>`
     ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride,
-    ///   batches, batch stride),
+    ///   batches, batch stride), each `TensorMap<T, R, B0, B1, S>` as
+    ///   [`RawTensorMap`] of the same arguments (on the GPU the map's
+    ///   device address),
     ///   and the body touches a buffer only within the element count it is given;
     /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
     ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;

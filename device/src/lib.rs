@@ -12,6 +12,7 @@
 //! | [`mma`] | tensor-core `mma.sync` fragments, `ldmatrix`, `cp.async` |
 //! | [`mbarrier`] | split-phase barriers in shared memory: arrivals and transaction bytes per phase, waits by phase (sm_90) |
 //! | [`bulk`] | bulk asynchronous copies global → shared (`cp.async.bulk`, the TMA's 1-D form), counted on an mbarrier (sm_90) |
+//! | [`tma`] | TMA tensor copies (`cp.async.bulk.tensor`): boxes of a host-made tensor map into shared tiles and `wgmma` operands, counted on an mbarrier (sm_90) |
 //! | [`swizzle`] | the shared-memory swizzles TMA writes and `wgmma` reads, as values and as types |
 //! | [`wgmma`] | warpgroup `wgmma.mma_async` from typed, swizzled shared tiles into a 64 × N accumulator (sm_90a) |
 //! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
@@ -60,6 +61,7 @@ pub mod shared;
 pub mod swizzle;
 pub mod sync;
 pub mod thread;
+pub mod tma;
 pub mod unroll;
 pub mod warp;
 pub mod wgmma;

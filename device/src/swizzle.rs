@@ -85,11 +85,17 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A swizzle pattern as a type: the layout parameter of a swizzled shared
-/// tile. Implemented by [`Sw32`], [`Sw64`] and [`Sw128`] only.
-pub trait Pattern: sealed::Sealed + Copy + 'static {
-    /// The pattern.
+/// A swizzle as a type: how a tensor map's boxes land in shared memory.
+/// Implemented by [`Unswizzled`], [`Sw32`], [`Sw64`] and [`Sw128`] only.
+pub trait Mode: sealed::Sealed + Copy + 'static {
+    /// The swizzle.
     const SWIZZLE: Swizzle;
+}
+
+/// A swizzle pattern as a type: the layout parameter of a swizzled shared
+/// tile (a `wgmma` operand). Implemented by [`Sw32`], [`Sw64`] and
+/// [`Sw128`] only.
+pub trait Pattern: Mode {
     /// Its span in bytes: a swizzled row.
     const SPAN: usize = match Self::SWIZZLE.span() {
         Some(s) => s,
@@ -97,6 +103,9 @@ pub trait Pattern: sealed::Sealed + Copy + 'static {
     };
 }
 
+/// No swizzle (`CU_TENSOR_MAP_SWIZZLE_NONE`): a box lands densely.
+#[derive(Clone, Copy, Debug)]
+pub struct Unswizzled;
 /// The 32-byte swizzle (`CU_TENSOR_MAP_SWIZZLE_32B`).
 #[derive(Clone, Copy, Debug)]
 pub struct Sw32;
@@ -108,15 +117,18 @@ pub struct Sw64;
 #[derive(Clone, Copy, Debug)]
 pub struct Sw128;
 
-macro_rules! pattern {
+macro_rules! mode {
     ($($t:ident = $v:ident),*) => { $(
         impl sealed::Sealed for $t {}
-        impl Pattern for $t {
+        impl Mode for $t {
             const SWIZZLE: Swizzle = Swizzle::$v;
         }
     )* };
 }
-pattern!(Sw32 = B32, Sw64 = B64, Sw128 = B128);
+mode!(Unswizzled = None, Sw32 = B32, Sw64 = B64, Sw128 = B128);
+impl Pattern for Sw32 {}
+impl Pattern for Sw64 {}
+impl Pattern for Sw128 {}
 
 #[cfg(test)]
 mod tests {

@@ -193,6 +193,17 @@ pub struct OperandTile<T, const MN: usize, const KX: usize, L> {
 }
 
 impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN, KX, L> {
+    /// The tile's bytes: what a phase expects when the TMA fills it
+    /// ([`TensorMap::load_operand`](crate::tma::TensorMap::load_operand)).
+    pub const BYTES: u32 = (MN * KX * 2) as u32;
+
+    /// The shared address of element `element` of the tile's storage (a
+    /// box's destination).
+    #[inline(always)]
+    pub(crate) fn block_addr(&self, element: usize) -> arch::SharedAddr {
+        arch::shared_addr(self.array.addr(element) as *const u8)
+    }
+
     /// `tile` as an operand, if it starts on a multiple of the swizzle's
     /// period (1024 bytes for [`Sw128`](crate::swizzle::Sw128)), which the
     /// swizzle is keyed to; `None` otherwise. `LEN` must be `MN · KX`, and

@@ -15,7 +15,9 @@
 //! in global memory, which `cp.async` needs), guarded outputs `Out<T>` (or `Out<T, M>`, an
 //! owned mapping: `warpforge_device::own`), and output matrices
 //! `OutMatrix<T>` / `OutMatrix<T, M>`, whose rows, columns, row stride,
-//! batches and batch stride the host binds at launch (seven PTX parameters). Anything else is a
+//! batches and batch stride the host binds at launch (seven PTX parameters), and TMA
+//! tensor maps `TensorMap<T, R, B0, B1, S>` (one PTX parameter: the device address of
+//! the 128-byte map the host encoded; `warpforge_device::tma`). Anything else is a
 //! compile error that says what to write instead.
 //!
 //! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
@@ -348,6 +350,9 @@ enum Kind {
     /// `OutMatrix<T>`: an output whose shape (rows, cols, row stride, batches,
     /// batch stride) the host binds.
     OutputMatrix,
+    /// `TensorMap<T, R, B0, B1, S>`: a TMA tensor map; its type arguments
+    /// (lifetimes left out), which the host's raw form repeats.
+    TensorMap(TokenStream2),
 }
 
 struct Param {
@@ -408,6 +413,28 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
                 "Global" => Some(Kind::Input),
                 _ => None,
             };
+            if last.ident == "TensorMap" {
+                let PathArguments::AngleBracketed(args) = &last.arguments else {
+                    return Err(Error::new(
+                        ty.span(),
+                        "write `TensorMap<T, R, B0, B1, S>`: the element, the rank, the box and \
+                         the swizzle",
+                    ));
+                };
+                let kept: Vec<&GenericArgument> = args
+                    .args
+                    .iter()
+                    .filter(|a| !matches!(a, GenericArgument::Lifetime(_)))
+                    .collect();
+                let Some(GenericArgument::Type(elem)) = kept.first() else {
+                    return Err(Error::new(
+                        ty.span(),
+                        "a `TensorMap`'s first argument is its element type",
+                    ));
+                };
+                let elem = scalar_elem(elem)?;
+                return Ok((Kind::TensorMap(quote!(#(#kept),*)), elem));
+            }
             if let Some(kind) = buffer {
                 let missing = || {
                     let msg = format!("write `{}<T>` with its element type", last.ident);
@@ -438,7 +465,8 @@ fn unsupported(ty: &Type) -> Error {
         ty.span(),
         format!(
             "unsupported kernel parameter type `{}`: a kernel takes scalars ({}), read-only \
-             buffers `&[T]` and guarded outputs `Out<T>`",
+             buffers `&[T]`, guarded outputs `Out<T>` and tensor maps `TensorMap<T, R, B0, B1, S>` \
+             (written out: the macro reads the type's name, so an alias is not recognised)",
             show(ty),
             SCALARS.join(", ")
         ),
@@ -836,7 +864,7 @@ fn instance_items(
         let ptr = format_ident!("{}_ptr", n);
         let len = format_ident!("{}_len", n);
         abi_names.push(n.clone());
-        match p.kind {
+        match &p.kind {
             Kind::Scalar => {
                 ptx_params.push(quote!(#n: #t));
                 ptx_args.push(quote!(#n));
@@ -862,6 +890,15 @@ fn instance_items(
                 abi_types.push(quote!(#dev::kernel::RawOut<#t>));
                 host_args.push(quote_spanned!(ms=> unsafe { #n.as_out() }));
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
+            }
+            Kind::TensorMap(args) => {
+                // The map's device address; the body gets it typed as its
+                // parameter is (`from_raw` is generic, inferred from the body).
+                ptx_params.push(quote!(#n: *const u8));
+                ptx_args.push(quote_spanned!(ms=> unsafe { #dev::tma::TensorMap::from_raw(#n) }));
+                abi_types.push(quote!(#dev::kernel::RawTensorMap<#args>));
+                host_args.push(quote_spanned!(ms=> unsafe { #n.as_map() }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::TensorMap, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::OutputMatrix => {
                 // The shape travels with the buffer, bound by the host at launch,

@@ -1,8 +1,10 @@
-//! Hopper probes (sm_90a only: the instructions exist nowhere else, so the
+//! Hopper probes: `wgmma`, `setmaxnreg`, TMA tensor copies (sm_90a only: the instructions exist nowhere else, so the
 //! kernels are compiled into the probes' sm_90a module and left out of the
 //! sm_80 one).
 
+use warpforge_device::mbarrier::{MBarriers, Phase};
 use warpforge_device::swizzle::Sw128;
+use warpforge_device::tma::TensorMap;
 use warpforge_device::wgmma::{self, Accumulator, KMajor, MnMajor, OperandTile};
 use warpforge_device::{Out, bf16, shared, sync, thread};
 use warpforge_macros::kernel;
@@ -94,6 +96,53 @@ pub fn probe_wgmma_specialised(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32
         } else {
             wgmma::increase_registers::<232>();
             true
+        }
+    });
+}
+
+/// `D = A·B` (64 × 128, row-major, f32) with both operands brought by the
+/// TMA: A's 64 × 64 tile of the row-major tensor `a` from row `m0`, B's
+/// 64 × 128 tile of the row-major (k × n) tensor `b` from column `n0`, one
+/// mbarrier phase for all three boxes; elements outside the tensors are
+/// zeros. Both maps are of bf16 rows, copied in boxes of 64 columns (one
+/// 128-byte swizzle span) × 64 rows. Launch with one block of 128 threads.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[kernel(shared = [bf16; 12292], max_threads = 128, min_blocks = 1)]
+pub fn probe_tma_wgmma(
+    a: TensorMap<bf16, 2, 64, 64, Sw128>,
+    b: TensorMap<bf16, 2, 64, 64, Sw128>,
+    m0: i32,
+    n0: i32,
+    mut d: Out<f32>,
+) {
+    let a_tile = shared::array::<bf16, { 64 * WGMMA_K }>();
+    let b_tile = a_tile.after::<bf16, { WGMMA_N * WGMMA_K }>();
+    let bars = MBarriers::init(b_tile.after::<u64, 1>(), [1]);
+    let full = bars.get(0);
+    type ATile = OperandTile<bf16, 64, WGMMA_K, KMajor<Sw128>>;
+    type BTile = OperandTile<bf16, WGMMA_N, WGMMA_K, MnMajor<Sw128>>;
+    let (Some(at), Some(bt)) = (ATile::new(a_tile), BTile::new(b_tile)) else {
+        return;
+    };
+    if thread::linear_thread_id() == 0 {
+        a.prefetch();
+        b.prefetch();
+        full.arrive_expect_tx(ATile::BYTES + BTile::BYTES);
+        a.load_operand([0, m0], at, full);
+        b.load_operand([n0, 0], bt, full);
+    }
+    full.wait(&mut Phase::FIRST.clone());
+    let t = wgmma::thread_in_warpgroup();
+    let mut acc = Accumulator::<WGMMA_N>::zero();
+    let mut run = acc.start();
+    run.mma(at.descriptor::<0>(), bt.descriptor::<0>());
+    run.mma(at.descriptor::<1>(), bt.descriptor::<1>());
+    run.mma(at.descriptor::<2>(), bt.descriptor::<2>());
+    run.mma(at.descriptor::<3>(), bt.descriptor::<3>());
+    run.finish();
+    acc.for_each(t, |_, r, col, v| {
+        if let Some(mut o) = d.at(r * WGMMA_N + col) {
+            o.set(v);
         }
     });
 }

@@ -19,7 +19,7 @@
 //! | `math` | fast and accurate math, packed f16x2/bf16x2 |
 //! | `matrix` | 2-D guards (`probe_transpose`), compile-time-sized shared tiles |
 //! | `tensor` | `mma.sync`, `ldmatrix`, `cp.async` |
-//! | `hopper` | `wgmma` (sm_90a module only) |
+//! | `hopper` | `wgmma`, `setmaxnreg`, TMA tensor copies (sm_90a module only) |
 //! | `traffic` | access patterns of known memory cost, for the emulator's memory profile |
 //! | [`faults`] | one planted fault per class the emulator reports, with the planted lines |
 #![cfg_attr(target_arch = "nvptx64", no_std)]

@@ -781,6 +781,11 @@ fn expected(params: &[Param]) -> Vec<Expected> {
                     pointer: false,
                 },
             ]),
+            // The device address of the map's 128 bytes.
+            ParamKind::TensorMap => out.push(Expected {
+                bytes: POINTER_BYTES,
+                pointer: true,
+            }),
             // Pointer, length, rows, cols, row stride, batches, batch stride:
             // the shape the host binds.
             ParamKind::OutputMatrix => {
@@ -812,6 +817,7 @@ fn show_expected(params: &[Param]) -> String {
                 "{}: Out<{}> = pointer + {LENGTH_BYTES}-byte length",
                 p.name, p.ty
             ),
+            ParamKind::TensorMap => format!("{}: TensorMap<{}, ..> = pointer", p.name, p.ty),
             ParamKind::OutputMatrix => format!(
                 "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride, \
                  batches, batch stride",

@@ -1091,11 +1091,43 @@ pub(crate) unsafe fn bulk_copy_to_shared(
     bytes: u32,
     bar: SharedAddr,
 ) {
-    let site = Location::caller();
-    let len = bytes as usize;
+    // SAFETY: the caller's contract: `src` is valid for `bytes` reads.
+    let data = unsafe { core::slice::from_raw_parts(src, bytes as usize) }.to_vec();
+    // SAFETY: the caller's contract: `dst` is valid for `bytes` writes.
+    unsafe { queue_bulk_copy(dst, data, bar, Location::caller()) }
+}
+
+/// `cp.async.bulk.tensor` global → shared (the TMA's tensor form): the box
+/// of `map` at `corner` gathered now (zeros outside the tensor, swizzled as
+/// the map says) and queued as a bulk copy of the whole box, which lands as
+/// [`bulk_copy_to_shared`]'s do.
+///
+/// # Safety
+/// `dst` valid for the box's bytes; `map`'s buffer readable.
+#[track_caller]
+pub(crate) unsafe fn tma_load<const R: usize>(
+    dst: SharedAddr,
+    map: &crate::emu::tma::TensorDesc,
+    corner: [i32; R],
+    bar: SharedAddr,
+) {
+    // SAFETY: the caller's contract: the map's buffer is readable.
+    let data = unsafe { map.gather(&corner) };
+    // SAFETY: the caller's contract: `dst` is valid for the box's bytes.
+    unsafe { queue_bulk_copy(dst, data, bar, Location::caller()) }
+}
+
+/// `prefetch.tensormap`: a hint the emulator has no cache for.
+pub(crate) fn tma_prefetch_map(_map: &crate::emu::tma::TensorDesc) {}
+
+/// Queues `data` for `dst`, to land when a wait on `bar` needs it (see
+/// [`bulk_copy_to_shared`]); outside a launch it lands at once.
+///
+/// # Safety
+/// `dst` valid for `data.len()` writes.
+unsafe fn queue_bulk_copy(dst: SharedAddr, data: Vec<u8>, bar: SharedAddr, site: Site) {
+    let len = data.len();
     let dst = dst.cast_mut();
-    // SAFETY: the caller's contract: `src` is valid for `len` reads.
-    let data = unsafe { core::slice::from_raw_parts(src, len) }.to_vec();
     let mut data = Some(data);
     let queued = fiber::try_with_current(|t| {
         t.site.set(Some(site));
@@ -1236,16 +1268,7 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
     tnsp_a: bool,
     tnsp_b: bool,
 ) {
-    let issue = crate::emu::wgmma::Issue {
-        a: Ok(a),
-        b,
-        n: 2 * R as u32,
-        bf16,
-        tnsp_a,
-        tnsp_b,
-        acc: d.as_mut_ptr(),
-    };
-    warp_op(WarpOp::Wgmma, u32::MAX, &raw const issue as u64, 0);
+    wgmma_issue(d, Ok(a), b, bf16, tnsp_a, tnsp_b);
 }
 
 /// [`wgmma_mma_async`] with A from registers: this lane's fragment of its
@@ -1258,12 +1281,26 @@ pub(crate) fn wgmma_mma_async_ra<const R: usize>(
     bf16: bool,
     tnsp_b: bool,
 ) {
+    wgmma_issue(d, Err(a), b, bf16, false, tnsp_b);
+}
+
+/// Both forms of `wgmma.mma_async`: A's descriptor (`Ok`) or this lane's
+/// fragment (`Err`), handed to the warp collective that completes it.
+#[track_caller]
+fn wgmma_issue<const R: usize>(
+    d: &mut [f32; R],
+    a: Result<u64, [u32; 4]>,
+    b: u64,
+    bf16: bool,
+    tnsp_a: bool,
+    tnsp_b: bool,
+) {
     let issue = crate::emu::wgmma::Issue {
-        a: Err(a),
+        a,
         b,
         n: 2 * R as u32,
         bf16,
-        tnsp_a: false,
+        tnsp_a,
         tnsp_b,
         acc: d.as_mut_ptr(),
     };

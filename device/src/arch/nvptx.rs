@@ -909,6 +909,65 @@ pub(crate) unsafe fn bulk_copy_to_shared(
     }
 }
 
+/// `cp.async.bulk.tensor.Rd.shared::cluster.global.tile.mbarrier::complete_tx::bytes`:
+/// the box of the tensor map at `map` (a generic address of its 128 bytes
+/// in global memory) whose start corner is `corner`, into shared `dst`,
+/// counted on the barrier at `bar` when it lands.
+///
+/// # Safety
+/// `map` must be a tensor map the host encoded, live for the launch, whose
+/// box is as many bytes as `dst` holds; `dst` aligned as TMA requires (128
+/// bytes, the swizzle's period when swizzled); `bar` a live barrier whose
+/// phase expects the box's bytes; nobody may access `dst` before waiting on
+/// that phase.
+#[inline(always)]
+pub(crate) unsafe fn tma_load<const R: usize>(
+    dst: SharedAddr,
+    map: *const u8,
+    corner: [i32; R],
+    bar: SharedAddr,
+) {
+    let mut c = [0i32; 5];
+    c[..R].copy_from_slice(&corner);
+    // SAFETY: the caller's contract. Not `nomem`: it reads global memory
+    // and (later) writes shared memory.
+    unsafe {
+        match R {
+            1 => {
+                asm!("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}}}], [{b}];",
+                d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c[0], b = in(reg32) bar, options(nostack))
+            }
+            2 => {
+                asm!("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}}}], [{b}];",
+                d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c[0], c1 = in(reg32) c[1], b = in(reg32) bar, options(nostack))
+            }
+            3 => {
+                asm!("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}];",
+                d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], b = in(reg32) bar, options(nostack))
+            }
+            4 => {
+                asm!("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}, {c2}, {c3}}}], [{b}];",
+                d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3], b = in(reg32) bar, options(nostack))
+            }
+            _ => {
+                asm!("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}, {c2}, {c3}, {c4}}}], [{b}];",
+                d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3], c4 = in(reg32) c[4], b = in(reg32) bar, options(nostack))
+            }
+        }
+    }
+}
+
+/// `prefetch.tensormap`: brings the tensor map at `map` into the cache the
+/// TMA reads it through (once per kernel, before the first copy).
+#[inline(always)]
+pub(crate) fn tma_prefetch_map(map: *const u8) {
+    // SAFETY: a prefetch: a hint that reads nothing the program sees and
+    // faults on no address.
+    unsafe {
+        asm!("prefetch.tensormap [{m}];", m = in(reg64) map, options(nostack, readonly, preserves_flags))
+    }
+}
+
 /// `mbarrier.init.shared::cta.b64`: a fresh barrier expecting `count`
 /// arrivals a phase.
 ///

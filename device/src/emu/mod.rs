@@ -105,7 +105,9 @@
 //!   (`Fault::SpinDeadlock`, see "Spins");
 //! - a thread touches the destination of a `cp.async` not yet waited for
 //!   (`Fault::CpAsyncPending`, see "`cp.async`"), or of a bulk copy before
-//!   a wait on its barrier (`Fault::BulkCopyPending`, see [`crate::bulk`]);
+//!   a wait on its barrier (`Fault::BulkCopyPending`, see [`crate::bulk`];
+//!   a TMA tensor copy, [`crate::tma`], is one: its box is gathered at issue,
+//!   zeros outside the tensor, and lands as a bulk copy does);
 //! - an mbarrier ([`crate::mbarrier`]) is used against its protocol — more
 //!   arrivals than a phase expects, a tx-count out of range, a wait for a
 //!   phase that is neither the current one nor the one before it, a plain
@@ -211,10 +213,8 @@ pub(crate) mod race;
 mod scheduler;
 pub mod stream;
 mod tensor;
+pub mod tma;
 pub(crate) mod wgmma;
-// The TMA box geometry, not yet reachable from a kernel (issue 28).
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) mod tma;
 
 use crate::thread::Dim3;
 use core::fmt;

@@ -4,9 +4,10 @@
 //! with the elements outside the tensor filled with zeros, then stored into
 //! shared memory through the tensor map's swizzle.
 //!
-//! Not wired to a kernel-facing API yet (issue 28: the tensor map, built on
-//! the host by `cuTensorMapEncodeTiled`, and `cp.async.bulk.tensor`); this is
-//! the geometry both will share, tested on its own.
+//! [`TensorDesc`] is a tensor map as the emulator holds it, and the one
+//! place its rules live: the host crate validates every map through
+//! [`TensorDesc::new`] before it encodes it for the GPU
+//! (`cuTensorMapEncodeTiled`), so both backends refuse the same maps.
 
 use crate::swizzle::Swizzle;
 
@@ -75,6 +76,233 @@ impl BoxGeometry<'_> {
             }
         }
         out
+    }
+}
+
+/// Most dimensions a tensor map has (`cuTensorMapEncodeTiled`'s rank).
+pub const MAX_RANK: usize = 5;
+
+/// A tensor map: a tensor in global memory, the box its copies move and the
+/// swizzle they land with. The emulator's form of a `CUtensorMap`, made only
+/// by [`TensorDesc::new`], which checks every rule the driver's encoder and
+/// the copies rely on.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorDesc {
+    base: *const u8,
+    rank: usize,
+    dims: [u64; MAX_RANK],
+    /// Bytes between consecutive indices of dimensions 1 .. rank.
+    strides: [u64; MAX_RANK - 1],
+    box_dims: [u32; MAX_RANK],
+    elem: usize,
+    swizzle: Swizzle,
+}
+
+// SAFETY: a description of memory that the launch holding it keeps alive
+// and unwritten (the host binds the buffer as read by the launch); the
+// copies only read through it.
+unsafe impl Send for TensorDesc {}
+// SAFETY: as above.
+unsafe impl Sync for TensorDesc {}
+
+/// Why [`TensorDesc::new`] refused a map: the field and what it must be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapError {
+    /// The field, as `cuTensorMapEncodeTiled` names it (`globalDim[1]`, `boxDim[0]`, …).
+    pub field: String,
+    /// What it is and what it must be.
+    pub detail: String,
+}
+
+impl core::fmt::Display for MapError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: {}", self.field, self.detail)
+    }
+}
+
+impl TensorDesc {
+    /// A map of the tensor at `base` (within `buffer_bytes` readable
+    /// bytes): `dims` elements per dimension, innermost first; `strides`
+    /// the *bytes* between consecutive indices of dimensions 1.. (one fewer
+    /// than `dims`); boxes of `box_dims` elements of `elem` bytes, landing
+    /// with `swizzle`. Refused, naming the field, unless: the rank is
+    /// 1 ..= 5 and the lists agree with it; `base` is 16-byte aligned; every
+    /// dimension is 1 ..= 2^32; every stride a multiple of 16 below 2^40;
+    /// the whole tensor lies inside the buffer; every box extent 1 ..= 256;
+    /// the box's inner extent a multiple of 16 bytes and, swizzled, at most
+    /// the swizzle's span; the whole box at most an mbarrier's tx-count.
+    pub fn new(
+        base: *const u8,
+        buffer_bytes: usize,
+        dims: &[u64],
+        strides: &[u64],
+        box_dims: &[u32],
+        elem: usize,
+        swizzle: Swizzle,
+    ) -> Result<TensorDesc, MapError> {
+        let fail = |field: String, detail: String| Err(MapError { field, detail });
+        let rank = dims.len();
+        if !(1..=MAX_RANK).contains(&rank) {
+            return fail(
+                "tensorRank".into(),
+                format!("is {rank}; a tensor map has 1 ..= 5 dimensions"),
+            );
+        }
+        if strides.len() + 1 != rank || box_dims.len() != rank {
+            return fail(
+                "globalStrides".into(),
+                format!(
+                    "{} strides and {} box extents for {rank} dimensions; give rank − 1 \
+                     strides (dimension 0's elements are adjacent) and rank box extents",
+                    strides.len(),
+                    box_dims.len()
+                ),
+            );
+        }
+        if !(base as usize).is_multiple_of(16) {
+            return fail(
+                "globalAddress".into(),
+                format!("{base:p} is not 16-byte aligned"),
+            );
+        }
+        if !matches!(elem, 1 | 2 | 4 | 8) {
+            return fail(
+                "tensorDataType".into(),
+                format!("{elem}-byte elements; TMA moves 1, 2, 4 or 8"),
+            );
+        }
+        for (d, &n) in dims.iter().enumerate() {
+            if !(1..=1u64 << 32).contains(&n) {
+                return fail(
+                    format!("globalDim[{d}]"),
+                    format!("is {n}; each extent is 1 ..= 2^32"),
+                );
+            }
+        }
+        for (d, &s) in strides.iter().enumerate() {
+            if !s.is_multiple_of(16) || s >= 1 << 40 {
+                return fail(
+                    format!("globalStrides[{d}]"),
+                    format!(
+                        "is {s} bytes (dimension {}'s); strides are multiples of 16 bytes below \
+                         2^40 (pad the rows, or use a kernel without TMA)",
+                        d + 1
+                    ),
+                );
+            }
+        }
+        // The last byte the tensor reaches, checked: it must be in the buffer.
+        let mut end = dims[0].checked_mul(elem as u64);
+        for (d, &s) in strides.iter().enumerate() {
+            end = end.and_then(|e| e.checked_add((dims[d + 1] - 1).checked_mul(s)?));
+        }
+        match end {
+            Some(end) if end <= buffer_bytes as u64 => {}
+            _ => {
+                return fail(
+                    "globalDim".into(),
+                    format!(
+                        "the tensor ({dims:?} elements, strides {strides:?} bytes) reaches past \
+                         its buffer of {buffer_bytes} bytes"
+                    ),
+                );
+            }
+        }
+        for (d, &b) in box_dims.iter().enumerate() {
+            if !(1..=256).contains(&b) {
+                return fail(
+                    format!("boxDim[{d}]"),
+                    format!("is {b}; each box extent is 1 ..= 256"),
+                );
+            }
+        }
+        let inner = box_dims[0] as usize * elem;
+        if !inner.is_multiple_of(16) {
+            return fail(
+                "boxDim[0]".into(),
+                format!("{inner} bytes; the box's rows are multiples of 16 bytes"),
+            );
+        }
+        if let Some(span) = swizzle.span()
+            && inner > span
+        {
+            return fail(
+                "boxDim[0]".into(),
+                format!("{inner} bytes, over the {span}-byte swizzle's span; split the box"),
+            );
+        }
+        let bytes = box_dims.iter().map(|&b| b as usize).product::<usize>() * elem;
+        if bytes > crate::mbarrier::MAX_COUNT as usize {
+            return fail(
+                "boxDim".into(),
+                format!("{bytes} bytes a box; an mbarrier counts at most 2^20 − 1"),
+            );
+        }
+        let mut desc = TensorDesc {
+            base,
+            rank,
+            dims: [1; MAX_RANK],
+            strides: [0; MAX_RANK - 1],
+            box_dims: [1; MAX_RANK],
+            elem,
+            swizzle,
+        };
+        desc.dims[..rank].copy_from_slice(dims);
+        desc.strides[..rank - 1].copy_from_slice(strides);
+        desc.box_dims[..rank].copy_from_slice(box_dims);
+        Ok(desc)
+    }
+
+    /// Dimensions.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    /// Elements per dimension, innermost first.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims[..self.rank]
+    }
+    /// Bytes between consecutive indices of dimensions 1 .. rank.
+    pub fn strides(&self) -> &[u64] {
+        &self.strides[..self.rank - 1]
+    }
+    /// The box's extents.
+    pub fn box_dims(&self) -> &[u32] {
+        &self.box_dims[..self.rank]
+    }
+    /// Bytes per element.
+    pub fn elem(&self) -> usize {
+        self.elem
+    }
+    /// The swizzle boxes land with.
+    pub fn swizzle(&self) -> Swizzle {
+        self.swizzle
+    }
+    /// The tensor's first byte.
+    pub fn base(&self) -> *const u8 {
+        self.base
+    }
+
+    /// The box at `corner` as it lands in shared memory.
+    ///
+    /// # Safety
+    /// The buffer `new` was given must still be readable.
+    pub(crate) unsafe fn gather(&self, corner: &[i32]) -> Vec<u8> {
+        let corner: Vec<i64> = corner.iter().map(|&c| i64::from(c)).collect();
+        let geometry = BoxGeometry {
+            dims: self.dims(),
+            strides: self.strides(),
+            box_dims: self.box_dims(),
+            corner: &corner,
+            elem: self.elem,
+        };
+        geometry.gather(self.swizzle, |offset, out| {
+            // SAFETY: `new` checked that every element of the tensor lies
+            // in the buffer; `gather` reads only elements inside it; the
+            // caller keeps the buffer alive.
+            let src =
+                unsafe { core::slice::from_raw_parts(self.base.add(offset as usize), out.len()) };
+            out.copy_from_slice(src);
+        })
     }
 }
 

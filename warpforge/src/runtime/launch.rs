@@ -371,7 +371,7 @@ impl Limits {
     }
 }
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 

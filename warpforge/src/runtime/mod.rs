@@ -14,6 +14,7 @@
 //! | `element.rs` | [`Element`], [`DType`] |
 //! | `error.rs` | [`Error`], [`FaultCode`], [`Result`] |
 //! | `nvtx.rs` | NVTX ranges around launches, for Nsight |
+//! | `tensor_map.rs` | [`TensorMap`]: TMA tensor maps, checked and encoded |
 
 mod buffer;
 pub(crate) mod device;
@@ -24,6 +25,7 @@ pub mod gpu;
 pub(crate) mod launch;
 pub mod nvtx;
 mod stream;
+mod tensor_map;
 
 pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use device::{Device, ModuleLoad};
@@ -31,3 +33,4 @@ pub use element::{DType, Element};
 pub use error::{Error, FaultCode, Result};
 pub use launch::{Arch, FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};
 pub use stream::{Event, Stream};
+pub use tensor_map::TensorMap;

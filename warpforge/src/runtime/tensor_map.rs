@@ -1,0 +1,274 @@
+//! TMA tensor maps on the host: a [`DeviceBuffer`] described as a tensor,
+//! checked once and encoded for the copy engine, then passed to a kernel
+//! whose parameter is `warpforge_device::tma::TensorMap` of the same type.
+//!
+//! ```
+//! use warpforge::{Device, TensorMap};
+//! use warpforge_device::swizzle::Sw128;
+//! use half::bf16;
+//! let dev = Device::emulator();
+//! let a = dev.upload(&vec![bf16::ZERO; 100 * 72]).unwrap();
+//! // A 100 × 72 row-major matrix (rows 72 elements apart), copied in boxes
+//! // of 64 columns × 128 rows, 128B-swizzled: the `wgmma` operand layout.
+//! let map = TensorMap::<bf16, 2, 64, 128, Sw128>::matrix(&a, 100, 72, 72).unwrap();
+//! assert_eq!(map.dims(), [72, 100]);
+//! // Rows 1 element apart are not 16-byte multiples: refused, naming the field.
+//! let bad = TensorMap::<bf16, 2, 64, 128, Sw128>::matrix(&a, 100, 71, 71).unwrap_err();
+//! assert!(bad.to_string().contains("globalStrides[0]"));
+//! ```
+
+use super::buffer::{DeviceBuffer, Memory};
+use super::device::Device;
+use super::element::{DType, Element};
+use super::emulator::Binding;
+use super::error::{Error, Result};
+use super::launch::{KernelArg, sealed};
+use cudarc::driver::sys;
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchArgs, PushKernelArg};
+use std::marker::PhantomData;
+use warpforge_device::emu::stream::Access;
+use warpforge_device::emu::tma::TensorDesc;
+use warpforge_device::kernel::RawTensorMap;
+use warpforge_device::swizzle::{Mode, Swizzle};
+
+/// A rank-`R` tensor of `T` in a device buffer, whose TMA copies move boxes
+/// of `B0 × B1` elements (× 1 in further dimensions) landing swizzled by
+/// `S`: a kernel parameter of type
+/// `warpforge_device::tma::TensorMap<T, R, B0, B1, S>`. It borrows the
+/// buffer: the buffer cannot be written, or freed, while a map of it
+/// exists (a kernel reads it through the map).
+///
+/// Made by [`new`](Self::new) (any rank), [`matrix`](Self::matrix) or
+/// [`batched`](Self::batched), each of which checks every rule of
+/// `cuTensorMapEncodeTiled` (and that the tensor lies inside the buffer)
+/// on both backends, and refuses a map with `Error::InvalidParameter`
+/// naming the field. On a GPU the 128-byte map is encoded by the driver
+/// and kept in device memory for the launches.
+pub struct TensorMap<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> {
+    buffer: &'b DeviceBuffer<T>,
+    desc: TensorDesc,
+    /// The encoded map on the GPU (16 × u64 = 128 bytes, 256-byte aligned).
+    encoded: Option<CudaSlice<u64>>,
+    _swizzle: PhantomData<S>,
+}
+
+const OP: &str = "TensorMap::new";
+
+impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>
+    TensorMap<'b, T, R, B0, B1, S>
+{
+    /// The tensor of `buffer` with `dims` elements per dimension, innermost
+    /// (contiguous) first, and `strides` elements between consecutive
+    /// indices of dimensions 1 .. R (`R − 1` of them; dimension 0's elements
+    /// are adjacent). Each stride must be a multiple of 16 bytes: pad rows
+    /// whose bytes are not (or use a kernel without TMA).
+    pub fn new(buffer: &'b DeviceBuffer<T>, dims: [usize; R], strides: &[usize]) -> Result<Self> {
+        let invalid = |parameter: &'static str, detail: String| Error::InvalidParameter {
+            op: OP,
+            parameter,
+            detail,
+        };
+        if strides.len() + 1 != R {
+            return Err(invalid(
+                "strides",
+                format!(
+                    "{} strides for {R} dimensions; give {}",
+                    strides.len(),
+                    R.max(1) - 1
+                ),
+            ));
+        }
+        let elem = size_of::<T>();
+        let byte_strides: Vec<u64> = strides
+            .iter()
+            .map(|&s| s.checked_mul(elem).map(|b| b as u64))
+            .collect::<Option<_>>()
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("{OP}: strides {strides:?} in bytes"),
+            })?;
+        let dims64 = dims.map(|d| d as u64);
+        let mut box_dims = [1u32; 5];
+        box_dims[0] = B0 as u32;
+        if R > 1 {
+            box_dims[1] = B1 as u32;
+        }
+        let buffer_bytes = buffer
+            .len()
+            .checked_mul(elem)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("{OP}: the buffer's bytes"),
+            })?;
+        let base = match &buffer.memory {
+            Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
+            Memory::Gpu(slice) => {
+                let (ptr, _sync) = slice.device_ptr(slice.stream());
+                ptr as usize as *const u8
+            }
+        };
+        // Check a rank-2 box with B1 = 1 too: the device type refuses it at
+        // compile time, and so must the host.
+        if R == 1 && B1 != 1 {
+            return Err(invalid(
+                "B1",
+                format!("a rank-1 map's box is B0 × 1, not × {B1}"),
+            ));
+        }
+        let desc = TensorDesc::new(
+            base,
+            buffer_bytes,
+            &dims64,
+            &byte_strides,
+            &box_dims[..R],
+            elem,
+            S::SWIZZLE,
+        )
+        .map_err(|e| Error::InvalidParameter {
+            op: OP,
+            parameter: "the tensor map",
+            detail: e.to_string(),
+        })?;
+        let encoded = match &buffer.memory {
+            Memory::Emulated(_) => None,
+            Memory::Gpu(_) => Some(encode::<T>(buffer.device(), &desc)?),
+        };
+        Ok(TensorMap {
+            buffer,
+            desc,
+            encoded,
+            _swizzle: PhantomData,
+        })
+    }
+
+    /// Elements per dimension, innermost first.
+    pub fn dims(&self) -> Vec<u64> {
+        self.desc.dims().to_vec()
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Device {
+        self.buffer.device()
+    }
+}
+
+impl<'b, T: Element, const B0: usize, const B1: usize, S: Mode> TensorMap<'b, T, 2, B0, B1, S> {
+    /// A `rows × cols` row-major matrix, rows `ld` elements apart:
+    /// dimension 0 is the columns, dimension 1 the rows, so a box corner is
+    /// `[col, row]`.
+    pub fn matrix(
+        buffer: &'b DeviceBuffer<T>,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+    ) -> Result<Self> {
+        Self::new(buffer, [cols, rows], &[ld])
+    }
+}
+
+impl<'b, T: Element, const B0: usize, const B1: usize, S: Mode> TensorMap<'b, T, 3, B0, B1, S> {
+    /// `batches` row-major `rows × cols` matrices, rows `ld` and matrices
+    /// `batch_stride` elements apart: a box corner is `[col, row, batch]`.
+    pub fn batched(
+        buffer: &'b DeviceBuffer<T>,
+        batches: usize,
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        batch_stride: usize,
+    ) -> Result<Self> {
+        Self::new(buffer, [cols, rows, batches], &[ld, batch_stride])
+    }
+}
+
+/// `cuTensorMapEncodeTiled` for `desc` (already checked), the 128 bytes
+/// copied into device memory.
+fn encode<T: Element>(device: &Device, desc: &TensorDesc) -> Result<CudaSlice<u64>> {
+    use sys::CUtensorMapDataType_enum as D;
+    let data_type = match T::DTYPE {
+        DType::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::BF16 => D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::F32 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        DType::F64 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+        DType::I32 => D::CU_TENSOR_MAP_DATA_TYPE_INT32,
+        DType::U32 => D::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+        DType::I64 => D::CU_TENSOR_MAP_DATA_TYPE_INT64,
+        DType::U64 => D::CU_TENSOR_MAP_DATA_TYPE_UINT64,
+    };
+    use sys::CUtensorMapSwizzle_enum as W;
+    let swizzle = match desc.swizzle() {
+        Swizzle::None => W::CU_TENSOR_MAP_SWIZZLE_NONE,
+        Swizzle::B32 => W::CU_TENSOR_MAP_SWIZZLE_32B,
+        Swizzle::B64 => W::CU_TENSOR_MAP_SWIZZLE_64B,
+        Swizzle::B128 => W::CU_TENSOR_MAP_SWIZZLE_128B,
+    };
+    let rank = desc.rank();
+    let element_strides = [1u32; 5];
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every pointer is to a live array of at least `rank` (the
+    // strides: `rank − 1`) elements, `map` is a writable, 128-byte-aligned
+    // CUtensorMap; the driver reads them during the call only.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type,
+            rank as u32,
+            desc.base().cast_mut().cast(),
+            desc.dims().as_ptr(),
+            desc.strides().as_ptr(),
+            desc.box_dims().as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave_enum::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
+            sys::CUtensorMapL2promotion_enum::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            sys::CUtensorMapFloatOOBfill_enum::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::InvalidParameter {
+            op: OP,
+            parameter: "the tensor map",
+            detail: format!(
+                "the driver's cuTensorMapEncodeTiled refused it ({status:?}) for dims {:?}, \
+                 strides {:?} bytes, box {:?}, {:?}; tensor maps need a GPU of compute \
+                 capability 9.0 or newer",
+                desc.dims(),
+                desc.strides(),
+                desc.box_dims(),
+                desc.swizzle()
+            ),
+        });
+    }
+    let uploaded = device.upload(&map.opaque)?;
+    match uploaded.memory {
+        Memory::Gpu(slice) => Ok(slice),
+        Memory::Emulated(_) => unreachable!("a GPU buffer's device uploads to the GPU"),
+    }
+}
+
+impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> sealed::Sealed
+    for &TensorMap<'_, T, R, B0, B1, S>
+{
+}
+impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> KernelArg
+    for &TensorMap<'_, T, R, B0, B1, S>
+{
+    type Abi = RawTensorMap<T, R, B0, B1, S>;
+    fn owner(&self) -> Option<&Device> {
+        Some(self.buffer.device())
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi> {
+        match &self.buffer.memory {
+            Memory::Emulated(m) => {
+                // The launch reads the buffer (ordered after its writers, and
+                // kept alive until the launch has run).
+                binding.claim(m, Access::Read);
+                Some(RawTensorMap::new(self.desc))
+            }
+            Memory::Gpu(_) => None,
+        }
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        if let Some(encoded) = &self.encoded {
+            args.arg(encoded);
+        }
+    }
+}

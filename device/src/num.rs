@@ -122,6 +122,48 @@ pub fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
     arch::fma_f64(a, b, c)
 }
 
+/// Output element types of the tensor-core kernels' epilogues: f32, f16,
+/// bf16, to and from the f32 the epilogue computes in.
+pub trait Output: Copy {
+    /// `x` rounded to this type (nearest, ties to even).
+    fn from_f32(x: f32) -> Self;
+    /// The f32 equal to `self`.
+    fn to_f32(self) -> f32;
+}
+
+impl Output for f32 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> f32 {
+        x
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Output for f16 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> f16 {
+        f16_from_f32(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16_to_f32(self)
+    }
+}
+
+impl Output for bf16 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> bf16 {
+        bf16_from_f32(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16_to_f32(self)
+    }
+}
+
 /// Floats with a fused multiply-add, for kernels generic over the float type.
 pub trait Fma: Copy {
     /// `self · b + c` with a single rounding.

@@ -174,14 +174,18 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
         }
     }
 
-    /// Fills `dst`, a `wgmma` operand tile, from the tensor: one box per
-    /// swizzle span of the tile's contiguous extent, the first at `corner`,
-    /// each next one `B0` further along dimension 0, all counted on `bar`
-    /// ([`OperandTile::BYTES`] in all). The box must be one span of the
-    /// tile: `B0` elements along its contiguous extent (K of a K-major
-    /// tile, MN of an MN-major one) and `B1` along the other, with the
-    /// tile's swizzle (compile-time errors otherwise). No check at run time:
-    /// the tile's start was checked when it was made.
+    /// Fills `dst`, a `wgmma` operand tile, from the tensor: the tile's
+    /// contiguous extent (K of a K-major tile, MN of an MN-major one) lies
+    /// along dimension 0, its other extent along dimension 1, and the tile
+    /// starts at `corner`. One box per swizzle span of the contiguous
+    /// extent and per `B1` of the other (`corner[0]` advancing by `B0`,
+    /// `corner[1]` by `B1`), all counted on `bar`
+    /// ([`OperandTile::BYTES`] in all). The box must be one span wide
+    /// (`2·B0` bytes = the tile's swizzle span, the map's swizzle the
+    /// tile's) and `B1` a multiple of 8 dividing the other extent
+    /// (compile-time errors otherwise). No check at run time: the tile's
+    /// start was checked when it was made, and every box lands a whole
+    /// number of swizzle periods after it.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn load_operand<const MN: usize, const K: usize, L: Layout>(
@@ -192,8 +196,8 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
     ) where
         T: wgmma::Element,
     {
-        let (contiguous, other) = if L::MN_MAJOR { (MN, K) } else { (K, MN) };
         const {
+            assert!(R >= 2, "an operand tile is two-dimensional");
             assert!(
                 matches!(
                     (S::SWIZZLE, L::SWIZZLE),
@@ -206,30 +210,36 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
             let (contiguous, other) = if L::MN_MAJOR { (MN, K) } else { (K, MN) };
             assert!(
                 matches!(L::SWIZZLE.span(), Some(span) if span == 2 * B0)
-                    && B1 == other
-                    && contiguous.is_multiple_of(B0),
-                "the map's box is one swizzle span of the operand tile"
+                    && contiguous.is_multiple_of(B0)
+                    && B1.is_multiple_of(8)
+                    && other.is_multiple_of(B1),
+                "the map's box is one swizzle span of the operand tile by a multiple of 8 \
+                 dividing its other extent"
             );
         };
-        let _ = (Self::BOX_BYTES, other);
-        let mut c0 = corner[0];
-        for block in 0..contiguous / B0 {
-            let mut at = corner;
-            at[0] = c0;
-            // SAFETY: as in `load`: the box is `B0 · B1` elements, one
-            // span block of the tile (const-checked), which starts on the
-            // swizzle's period (checked by `OperandTile::new`, and each
-            // block is a multiple of the period further: `B0 · B1 · 2`
-            // bytes, `B1` a multiple of 8 rows of the span).
-            unsafe {
-                arch::tma_load(
-                    dst.block_addr(block * B0 * B1),
-                    self.handle_ptr(),
-                    at,
-                    bar.addr(),
-                )
-            };
-            c0 = c0.wrapping_add(B0 as i32);
+        let _ = Self::BOX_BYTES;
+        let (contiguous, other) = if L::MN_MAJOR { (MN, K) } else { (K, MN) };
+        for span in 0..contiguous / B0 {
+            for part in 0..other / B1 {
+                let mut at = corner;
+                at[0] = corner[0].wrapping_add((span * B0) as i32);
+                at[1] = corner[1].wrapping_add((part * B1) as i32);
+                // SAFETY: as in `load`: the box is `B0 · B1` elements, a
+                // part of the tile (const-checked: the layout's span block
+                // `span` holds `other` rows of `B0` elements, and part
+                // `part` is `B1` of them), which starts on the swizzle's
+                // period (checked by `OperandTile::new`), each box a whole
+                // number of periods further (`B1` a multiple of 8 rows of
+                // one span).
+                unsafe {
+                    arch::tma_load(
+                        dst.block_addr(span * other * B0 + part * B1 * B0),
+                        self.handle_ptr(),
+                        at,
+                        bar.addr(),
+                    )
+                };
+            }
         }
     }
 
@@ -380,95 +390,102 @@ mod tests {
     }
 
     /// Both operands of a 64 × 128 × 64 `wgmma` filled by the TMA from
-    /// ragged tensors (A 50 × 40 row-major, K-major tiles; B 40 × 100
-    /// row-major, so MN-major tiles of Bᵀ), the corners placing the tensors'
-    /// ends inside the tiles: the product is exactly `A·B` with the
-    /// elements outside both tensors zero.
+    /// ragged tensors (A 50 × 40 row-major, so K-major tiles; B 40 × 100
+    /// row-major, so MN-major tiles of Bᵀ, two boxes along N; or B stored
+    /// transposed, 100 × 40 row-major, so K-major, two boxes along N's
+    /// rows), the corners placing the tensors' ends inside the tiles: the
+    /// product is exactly `A·B` with the elements outside both tensors zero.
     #[test]
     fn operands_filled_by_the_tma_multiply_exactly() {
         let (m, k, n) = (50usize, 40usize, 100usize);
-        let (lda, ldb) = (48usize, 104usize);
+        let (lda, ldb, ldbt) = (48usize, 104usize, 48usize);
         let a_val = |r: usize, c: usize| ((r * 7 + c * 3) % 7) as f64 - 3.0;
         let b_val = |r: usize, c: usize| ((r * 5 + c * 11) % 5) as f64 - 2.0;
         let a = aligned::<bf16>(m * lda, |i| bf16::from_f64(a_val(i / lda, i % lda)));
         let b = aligned::<bf16>(k * ldb, |i| bf16::from_f64(b_val(i / ldb, i % ldb)));
-        let map_a = TensorDesc::new(
-            a.as_ptr().cast(),
-            m * lda * 2,
-            &[k as u64, m as u64],
-            &[lda as u64 * 2],
-            &[64, 64],
-            2,
-            Swizzle::B128,
-        )
-        .unwrap();
-        let map_b = TensorDesc::new(
-            b.as_ptr().cast(),
-            k * ldb * 2,
-            &[n as u64, k as u64],
-            &[ldb as u64 * 2],
-            &[64, 64],
-            2,
-            Swizzle::B128,
-        )
-        .unwrap();
+        let bt = aligned::<bf16>(n * ldbt, |i| bf16::from_f64(b_val(i % ldbt, i / ldbt)));
+        let map = |t: &[u128], rows: usize, cols: usize, ld: usize| {
+            let dims = [cols as u64, rows as u64];
+            let (bytes, strides) = (rows * ld * 2, [ld as u64 * 2]);
+            TensorDesc::new(t.as_ptr().cast(), bytes, &dims, &strides, &[64, 64], 2, Swizzle::B128)
+                .unwrap()
+        };
+        let (map_a, map_b, map_bt) = (map(&a, m, k, lda), map(&b, k, n, ldb), map(&bt, n, k, ldbt));
         // Tile corners: A's rows from -4 (4 zero rows first), k from 0;
         // B's columns from 0 (128 > 100: zeros past the end).
         let (m0, n0) = (-4i32, 0i32);
         type Map<'a> = TensorMap<'a, bf16, 2, 64, 64, Sw128>;
-        let out = Mutex::new(vec![f32::NAN; 64 * 128]);
-        let shape = LaunchShape {
-            grid: Dim3::x(1),
-            block: Dim3::x(128),
-            dynamic_shared_bytes: (64 + 128) * 64 * 2 + 8,
-        };
-        launch("tma_wgmma", shape, &|| {
-            // SAFETY: both descriptions are of this type; their tensors
-            // live through the launch.
-            let (ma, mb) = unsafe { (Map::from_raw(map_a), Map::from_raw(map_b)) };
-            let a_tile = shared::array::<bf16, { 64 * 64 }>();
-            let b_tile = a_tile.after::<bf16, { 128 * 64 }>();
-            let bars = MBarriers::init(b_tile.after::<u64, 1>(), [1]);
-            let full = bars.get(0);
-            let a_op = OperandTile::<bf16, 64, 64, KMajor<Sw128>>::new(a_tile).unwrap();
-            let b_op = OperandTile::<bf16, 128, 64, MnMajor<Sw128>>::new(b_tile).unwrap();
-            if thread::linear_thread_id() == 0 {
-                type A = OperandTile<bf16, 64, 64, KMajor<Sw128>>;
-                type B = OperandTile<bf16, 128, 64, MnMajor<Sw128>>;
-                full.arrive_expect_tx(A::BYTES + B::BYTES);
-                ma.load_operand([0, m0], a_op, full);
-                mb.load_operand([n0, 0], b_op, full);
-            }
-            full.wait(&mut Phase::FIRST.clone());
-            let mut acc = Accumulator::<128>::zero();
-            {
-                let mut run = acc.start();
-                run.mma(a_op.descriptor::<0>(), b_op.descriptor::<0>());
-                run.mma(a_op.descriptor::<1>(), b_op.descriptor::<1>());
-                run.mma(a_op.descriptor::<2>(), b_op.descriptor::<2>());
-                run.mma(a_op.descriptor::<3>(), b_op.descriptor::<3>());
-            }
-            let t = thread_in_warpgroup();
-            let mut out = out.lock().unwrap();
-            for (i, &v) in acc.regs().iter().enumerate() {
-                let (row, col) = Accumulator::<128>::coord(t, i);
-                out[row * 128 + col] = v;
-            }
-        })
-        .unwrap();
-        let out = out.into_inner().unwrap();
-        for row in 0..64 {
-            for col in 0..128 {
-                let r = row as i64 + i64::from(m0);
-                let c = col as i64 + i64::from(n0);
-                let want: f64 = if (0..m as i64).contains(&r) && (0..n as i64).contains(&c) {
-                    (0..k)
-                        .map(|kk| a_val(r as usize, kk) * b_val(kk, c as usize))
-                        .sum()
-                } else {
-                    0.0
+        type A = OperandTile<bf16, 64, 64, KMajor<Sw128>>;
+        type B = OperandTile<bf16, 128, 64, MnMajor<Sw128>>;
+        type Bt = OperandTile<bf16, 128, 64, KMajor<Sw128>>;
+        for transposed in [false, true] {
+            let out = Mutex::new(vec![f32::NAN; 64 * 128]);
+            let shape = LaunchShape {
+                grid: Dim3::x(1),
+                block: Dim3::x(128),
+                dynamic_shared_bytes: (64 + 128) * 64 * 2 + 8,
+            };
+            launch("tma_wgmma", shape, &|| {
+                // SAFETY: the descriptions are of this type; their tensors
+                // live through the launch.
+                let (ma, mb) = unsafe {
+                    (Map::from_raw(map_a), Map::from_raw(if transposed { map_bt } else { map_b }))
                 };
-                assert_eq!(out[row * 128 + col], want as f32, "element ({row}, {col})");
+                let a_tile = shared::array::<bf16, { 64 * 64 }>();
+                let b_tile = a_tile.after::<bf16, { 128 * 64 }>();
+                let bars = MBarriers::init(b_tile.after::<u64, 1>(), [1]);
+                let full = bars.get(0);
+                let a_op = A::new(a_tile).unwrap();
+                let (b_op, bt_op) = (B::new(b_tile).unwrap(), Bt::new(b_tile).unwrap());
+                if thread::linear_thread_id() == 0 {
+                    full.arrive_expect_tx(A::BYTES + B::BYTES);
+                    ma.load_operand([0, m0], a_op, full);
+                    if transposed {
+                        mb.load_operand([0, n0], bt_op, full);
+                    } else {
+                        mb.load_operand([n0, 0], b_op, full);
+                    }
+                }
+                full.wait(&mut Phase::FIRST.clone());
+                let mut acc = Accumulator::<128>::zero();
+                {
+                    let mut run = acc.start();
+                    if transposed {
+                        run.mma(a_op.descriptor::<0>(), bt_op.descriptor::<0>());
+                        run.mma(a_op.descriptor::<1>(), bt_op.descriptor::<1>());
+                        run.mma(a_op.descriptor::<2>(), bt_op.descriptor::<2>());
+                        run.mma(a_op.descriptor::<3>(), bt_op.descriptor::<3>());
+                    } else {
+                        run.mma(a_op.descriptor::<0>(), b_op.descriptor::<0>());
+                        run.mma(a_op.descriptor::<1>(), b_op.descriptor::<1>());
+                        run.mma(a_op.descriptor::<2>(), b_op.descriptor::<2>());
+                        run.mma(a_op.descriptor::<3>(), b_op.descriptor::<3>());
+                    }
+                }
+                let t = thread_in_warpgroup();
+                let mut out = out.lock().unwrap();
+                for (i, &v) in acc.regs().iter().enumerate() {
+                    let (row, col) = Accumulator::<128>::coord(t, i);
+                    out[row * 128 + col] = v;
+                }
+            })
+            .unwrap();
+            let out = out.into_inner().unwrap();
+            for row in 0..64 {
+                for col in 0..128 {
+                    let r = row as i64 + i64::from(m0);
+                    let c = col as i64 + i64::from(n0);
+                    let want: f64 = if (0..m as i64).contains(&r) && (0..n as i64).contains(&c) {
+                        (0..k).map(|kk| a_val(r as usize, kk) * b_val(kk, c as usize)).sum()
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(
+                        out[row * 128 + col],
+                        want as f32,
+                        "element ({row}, {col}), B transposed: {transposed}"
+                    );
+                }
             }
         }
     }

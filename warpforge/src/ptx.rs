@@ -298,6 +298,20 @@ const LIBRARY_MODULE: Module = crate::include_module!("warpforge-kernels");
 /// ```
 pub static LIBRARY: Module = LIBRARY_MODULE;
 
+/// warpforge's Hopper kernels (`kernels-hopper/`, package
+/// `warpforge-kernels-hopper`): `sm_90a` PTX only (`wgmma`, TMA), so they
+/// load on sm_90 GPUs alone (H100, H200), where the GEMM picks them
+/// (`warpforge::gemm`); known to every device as the library is.
+///
+/// ```
+/// use warpforge::Kernel;
+/// use warpforge_kernels_hopper::gemm::gemm_wgmma_bf16_f32_nn_128x256x64_s4 as k;
+/// assert_eq!(warpforge::ptx::HOPPER.name, k::MODULE);
+/// warpforge::ptx::HOPPER.check_kernel::<k>()?;
+/// # Ok::<(), warpforge::Error>(())
+/// ```
+pub static HOPPER: Module = crate::include_module!("warpforge-kernels-hopper");
+
 /// The library's variants: [`LIBRARY`]`.variants`.
 pub const MODULES: &[PtxModule] = LIBRARY_MODULE.variants;
 

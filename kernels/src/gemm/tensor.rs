@@ -453,47 +453,7 @@ impl Input for f32 {
     const ZERO: f32 = 0.0;
 }
 
-/// Output element types of the tensor-core kernels: f32, f16, bf16, to and
-/// from the f32 the epilogue computes in.
-pub trait Output: Copy {
-    /// `x` rounded to this type (nearest, ties to even).
-    fn from_f32(x: f32) -> Self;
-    /// The f32 equal to `self`.
-    fn to_f32(self) -> f32;
-}
-
-impl Output for f32 {
-    #[inline(always)]
-    fn from_f32(x: f32) -> f32 {
-        x
-    }
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
-    }
-}
-
-impl Output for f16 {
-    #[inline(always)]
-    fn from_f32(x: f32) -> f16 {
-        num::f16_from_f32(x)
-    }
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        num::f16_to_f32(self)
-    }
-}
-
-impl Output for bf16 {
-    #[inline(always)]
-    fn from_f32(x: f32) -> bf16 {
-        num::bf16_from_f32(x)
-    }
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        num::bf16_to_f32(self)
-    }
-}
+pub use warpforge_device::num::Output;
 
 /// Where a stage's operand slice comes from: a stored row-major matrix
 /// ([`Stored`], the GEMM's `A` and `B`) or a matrix computed on the fly (the

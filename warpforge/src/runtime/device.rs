@@ -135,15 +135,17 @@ impl std::fmt::Display for ModuleLoad {
     }
 }
 
-/// The modules registered with [`Module::register`] (besides the library,
-/// always known): every device loads them at the first launch of one of
+/// The modules registered with [`Module::register`] (besides the library
+/// and its Hopper kernels, always known): every device loads them at the first launch of one of
 /// their kernels, a device made afresh included.
 static REGISTERED: Mutex<Vec<&'static Module>> = Mutex::new(Vec::new());
 
 /// The module named `name` that this process knows, if any.
 fn registered(name: &str) -> Option<&'static Module> {
-    if name == crate::ptx::LIBRARY.name {
-        return Some(&crate::ptx::LIBRARY);
+    for module in [&crate::ptx::LIBRARY, &crate::ptx::HOPPER] {
+        if name == module.name {
+            return Some(module);
+        }
     }
     lock(&REGISTERED).iter().copied().find(|m| m.name == name)
 }
@@ -155,7 +157,7 @@ pub(crate) fn register(module: &'static Module) -> Result<()> {
     match known
         .iter()
         .copied()
-        .chain([library])
+        .chain([library, &crate::ptx::HOPPER])
         .find(|m| m.name == module.name)
     {
         Some(m) if m.same_ptx(module) => Ok(()),

@@ -366,3 +366,134 @@ fn gpu_wgmma_matches_the_emulator_bit_for_bit() {
         );
     }
 }
+
+/// A ragged problem for `probe_tma_wgmma`: A is `TMA_M × TMA_K` (rows
+/// `TMA_LDA` apart), B is `TMA_K × TMA_N` (rows `TMA_LDB` apart), both
+/// smaller than the probe's 64 × 64 and 64 × 128 tiles in some dimension,
+/// so boxes reach past their ends.
+const TMA_M: usize = 50;
+const TMA_K: usize = 40;
+const TMA_N: usize = 100;
+const TMA_LDA: usize = 48;
+const TMA_LDB: usize = 104;
+
+/// Integer-valued A and B for `probe_tma_wgmma` (padding included).
+fn tma_operands(seed: usize) -> (Vec<half::bf16>, Vec<half::bf16>) {
+    let int = |i: usize, m: usize, r: usize| ((i * m + seed) % r) as f32 - (r / 2) as f32;
+    let a = (0..TMA_M * TMA_LDA)
+        .map(|i| half::bf16::from_f32(int(i, 7, 9)))
+        .collect();
+    let b = (0..TMA_K * TMA_LDB)
+        .map(|i| half::bf16::from_f32(int(i, 5, 7)))
+        .collect();
+    (a, b)
+}
+
+/// `probe_tma_wgmma` on `dev`: the 64 × 128 tile of `A·B` whose corner is
+/// row `m0`, column `n0`.
+fn run_tma_probe(dev: &Device, a: &[half::bf16], b: &[half::bf16], m0: i32, n0: i32) -> Vec<f32> {
+    use warpforge::TensorMap;
+    use warpforge_device::swizzle::Sw128;
+    let (ab, bb) = (dev.upload(a).unwrap(), dev.upload(b).unwrap());
+    let map_a =
+        TensorMap::<half::bf16, 2, 64, 64, Sw128>::matrix(&ab, TMA_M, TMA_K, TMA_LDA).unwrap();
+    let map_b =
+        TensorMap::<half::bf16, 2, 64, 64, Sw128>::matrix(&bb, TMA_K, TMA_N, TMA_LDB).unwrap();
+    let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(128));
+    dev.launch(probe::probe_tma_wgmma, cfg, (&map_a, &map_b, m0, n0, &mut d))
+        .unwrap();
+    d.to_host().unwrap()
+}
+
+/// The tile at (`m0`, `n0`) of `A·B` in f64 (exact here), zero outside A's
+/// rows and B's columns (K past the tensors is zero on both sides).
+fn tma_reference(a: &[half::bf16], b: &[half::bf16], m0: i32, n0: i32) -> Vec<f32> {
+    let n = probe::WGMMA_N;
+    (0..64 * n)
+        .map(|i| {
+            let (r, c) = (i as i64 / n as i64 + i64::from(m0), (i % n) as i64 + i64::from(n0));
+            if !(0..TMA_M as i64).contains(&r) || !(0..TMA_N as i64).contains(&c) {
+                return 0.0;
+            }
+            let (r, c) = (r as usize, c as usize);
+            let dot: f64 = (0..TMA_K)
+                .map(|k| a[r * TMA_LDA + k].to_f64() * b[k * TMA_LDB + c].to_f64())
+                .sum();
+            dot as f32
+        })
+        .collect()
+}
+
+/// Corners of the probe's tile: inside, hanging over every edge, and
+/// wholly outside (all zeros).
+const TMA_CORNERS: [(i32, i32); 5] = [(0, 0), (-4, -30), (20, 50), (-64, 0), (49, 99)];
+
+/// TMA-fed `wgmma` through the host launch path (host tensor maps, the
+/// `TensorMap` kernel parameter, the emulator's box gather with zero fill):
+/// the exact tile of `A·B` at every corner.
+#[test]
+fn tma_probe_multiplies_the_boxes_it_loaded() {
+    let dev = Device::emulator();
+    let (a, b) = tma_operands(2);
+    for (m0, n0) in TMA_CORNERS {
+        assert_eq!(
+            run_tma_probe(&dev, &a, &b, m0, n0),
+            tma_reference(&a, &b, m0, n0),
+            "corner ({m0}, {n0})"
+        );
+    }
+}
+
+/// Maps the TMA cannot use are refused on the host, naming the field.
+#[test]
+fn tensor_maps_the_tma_cannot_use_are_refused() {
+    use warpforge::{Error, TensorMap};
+    use warpforge_device::swizzle::{Sw64, Unswizzled};
+    let dev = Device::emulator();
+    let buf = dev.alloc_zeroed::<half::bf16>(64 * 72).unwrap();
+    let field = |e: Error| match e {
+        Error::InvalidParameter { detail, .. } => detail,
+        other => panic!("not InvalidParameter: {other}"),
+    };
+    // Rows 66 elements apart: 132 bytes, not a multiple of 16.
+    let e = TensorMap::<half::bf16, 2, 32, 8, Sw64>::matrix(&buf, 64, 66, 66).unwrap_err();
+    assert!(field(e).starts_with("globalStrides[0]"));
+    // 65 rows of 72 do not fit the buffer.
+    let e = TensorMap::<half::bf16, 2, 32, 8, Sw64>::matrix(&buf, 65, 72, 72).unwrap_err();
+    assert!(field(e).contains("reaches past its buffer"));
+    // A box row of 64 bf16 (128 bytes) is over the 64-byte swizzle's span.
+    let e = TensorMap::<half::bf16, 2, 64, 8, Sw64>::matrix(&buf, 64, 72, 72).unwrap_err();
+    assert!(field(e).starts_with("boxDim[0]"));
+    // Zero rows.
+    let e = TensorMap::<half::bf16, 2, 8, 8, Unswizzled>::matrix(&buf, 0, 72, 72).unwrap_err();
+    assert!(field(e).starts_with("globalDim[1]"));
+    // Strides in elements that overflow in bytes.
+    let e = TensorMap::<half::bf16, 2, 8, 8, Unswizzled>::new(&buf, [8, 8], &[usize::MAX]).unwrap_err();
+    assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
+    // The same maps, kept within the rules, are accepted.
+    assert!(TensorMap::<half::bf16, 2, 32, 8, Sw64>::matrix(&buf, 64, 72, 72).is_ok());
+    assert!(TensorMap::<half::bf16, 3, 32, 8, Sw64>::batched(&buf, 2, 32, 64, 72, 32 * 72).is_ok());
+}
+
+/// On a Hopper GPU, the TMA-fed probe gives the exact tiles (the driver's
+/// encoded maps, zero fill at every edge), bit for bit the emulator's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tma_probe_matches_the_emulator_bit_for_bit() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    assert_eq!(
+        gpu.compute_capability(),
+        (9, 0),
+        "TMA and wgmma need an sm_90 GPU (H100, H200)"
+    );
+    gpu.load(&PROBES).unwrap();
+    let emu = Device::emulator();
+    let (a, b) = tma_operands(6);
+    for (m0, n0) in TMA_CORNERS {
+        let on_gpu = run_tma_probe(&gpu, &a, &b, m0, n0);
+        assert_eq!(on_gpu, tma_reference(&a, &b, m0, n0), "corner ({m0}, {n0})");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&on_gpu), bits(&run_tma_probe(&emu, &a, &b, m0, n0)), "corner ({m0}, {n0})");
+    }
+}

@@ -1,0 +1,308 @@
+//! The warp-specialised Hopper GEMM: `D = alpha·op(A)·op(B) + beta·C`,
+//! f16/bf16 inputs, f32 accumulation, f32/f16/bf16 output, batched.
+//!
+//! A block of three warpgroups computes one 128 × 256 tile of D:
+//!
+//! - **warpgroup 2, the producer**, gives its registers back
+//!   (`setmaxnreg.dec` to 40) and one of its threads walks K in steps of 64:
+//!   for each step it waits until the ring's stage is empty, tells the
+//!   stage's "full" barrier to expect the stage's 48 KiB, and has the TMA
+//!   copy A's two 64 × 64 tiles and B's 256 × 64 tile into it, 128B-swizzled,
+//!   in six 8 KiB boxes (one per 64 × 64), with zeros wherever a box
+//!   reaches past the matrices;
+//! - **warpgroups 0 and 1, the consumers**, take the registers
+//!   (`setmaxnreg.inc` to 232), and for each step wait for the stage to be
+//!   full, issue four `wgmma.m64n256k16` (their 64 rows of A, all of B),
+//!   commit them, wait until the *previous* step's group is done, and
+//!   arrive on that stage's "empty" barrier: one group stays in flight while
+//!   the next stage's copies land;
+//! - the epilogue: each consumer warp writes its 16 × 256 rows of the
+//!   accumulator through its `WarpGrid` tile (owned: no two threads write
+//!   one element), `alpha·acc` when `beta = 0` (C never read) else
+//!   `fma(beta, c, alpha·acc)`, rounded to the output type.
+//!
+//! The ring has 4 stages (192 KiB of shared memory; the H100 and H200 allow
+//! 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
+//! stage's tiles and barriers are constants and nothing is indexed at run
+//! time. The transposes are the tiles' layouts: A row-major is K-major, A
+//! transposed (stored K × M) MN-major; B row-major (K × N) is MN-major, B
+//! transposed (stored N × K) K-major; TMA writes every one of them, one
+//! 64 × 64 box at a time, from a map whose dimension 0 is the stored rows.
+//!
+//! Bounds: every box the TMA copies is clipped to the tensor the host
+//! described (zeros outside); every element written is in the tile
+//! `WarpGrid` gives the warp, clipped to C. The host checks the shapes,
+//! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
+//! 32-bit coordinates.
+
+use warpforge_device::mbarrier::{MBarrier, MBarriers, Phase};
+use warpforge_device::mma::FragC;
+use warpforge_device::num::{self, Output};
+use warpforge_device::own::WarpGrid;
+use warpforge_device::shared::{self, SharedTile};
+use warpforge_device::swizzle::Sw128;
+use warpforge_device::tma::TensorMap;
+use warpforge_device::unroll::unroll;
+use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor, OperandTile};
+use warpforge_device::{OutMatrix, bf16, f16, thread, warp};
+use warpforge_macros::kernel;
+
+/// Rows of the block's tile of D.
+pub const BM: usize = 128;
+/// Columns of the block's tile of D.
+pub const BN: usize = 256;
+/// K per stage.
+pub const BK: usize = 64;
+/// Stages of the ring.
+pub const STAGES: usize = 4;
+/// Threads a block: two consumer warpgroups and the producer's.
+pub const THREADS: u32 = 384;
+/// The box every tensor map of this kernel copies: 64 × 64 elements, one
+/// 128-byte swizzle span wide.
+pub const BOX: usize = 64;
+
+/// One consumer's A tile (64 rows of M by BK) and B's tile (BN by BK), in
+/// elements.
+const A_ELEMS: usize = 64 * BK;
+const B_ELEMS: usize = BN * BK;
+/// Bytes a stage holds: both A tiles and B's.
+const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
+/// The launch's shared memory, in 2-byte elements: the stages, then the
+/// 2·STAGES barriers (8 bytes each).
+const SHARED_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS) + 2 * STAGES * 4;
+
+/// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
+pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
+
+/// One stage of the ring: each consumer's A tile and B's.
+#[derive(Clone, Copy)]
+struct Stage<T, LA, LB> {
+    a: [OperandTile<T, 64, BK, LA>; 2],
+    b: OperandTile<T, BN, BK, LB>,
+}
+
+/// The ring's stages (one after another from the start of shared memory,
+/// each a multiple of the swizzle's 1024-byte period) and its barriers:
+/// "full" `0 .. STAGES` (one arrival, the producer's, plus the bytes),
+/// "empty" `STAGES .. 2·STAGES` (one arrival per consumer thread).
+#[inline(always)]
+fn ring<T: Element, LA: Layout, LB: Layout>() -> ([Stage<T, LA, LB>; STAGES], MBarriers<8>) {
+    let first = shared::array::<T, A_ELEMS>();
+    let mut stages = [None; STAGES];
+    let mut a0: SharedTile<T, A_ELEMS> = first;
+    let mut last_b: Option<SharedTile<T, B_ELEMS>> = None;
+    for (s, stage) in stages.iter_mut().enumerate() {
+        if s > 0 {
+            a0 = last_b
+                .expect("set by the previous stage")
+                .after::<T, A_ELEMS>();
+        }
+        let a1 = a0.after::<T, A_ELEMS>();
+        let b = a1.after::<T, B_ELEMS>();
+        last_b = Some(b);
+        // Every tile starts a multiple of 8 KiB in: on the swizzle's period.
+        *stage = match (
+            OperandTile::new(a0),
+            OperandTile::new(a1),
+            OperandTile::new(b),
+        ) {
+            (Some(a0), Some(a1), Some(b)) => Some(Stage { a: [a0, a1], b }),
+            _ => None,
+        };
+    }
+    let bars = last_b.expect("STAGES > 0").after::<u64, { 2 * STAGES }>();
+    let stages = stages.map(|s| s.expect("the dynamic shared memory starts 1024-byte aligned"));
+    let consumers = 2 * wgmma::WARPGROUP_SIZE;
+    let bars = MBarriers::init(
+        bars,
+        [1, 1, 1, 1, consumers, consumers, consumers, consumers],
+    );
+    (stages, bars)
+}
+
+/// `D = alpha·op(A)·op(B) + beta·C` for one 128 × 256 tile per block (see
+/// the module). `a` and `b` are batched maps of the stored matrices (A:
+/// M × K row-major, or K × M for `LA = MnMajor`; B: K × N row-major, or
+/// N × K for `LB = KMajor`); `k` the depth. Launch with [`THREADS`] threads
+/// and a grid of `(⌈N/256⌉, ⌈M/128⌉, batches)`.
+#[kernel(
+    shared = [T; SHARED_ELEMS],
+    max_threads = 384,
+    min_blocks = 1,
+    instances(
+        gemm_wgmma_bf16_f32_nn_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_bf16_f32_nt_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_bf16_f32_tn_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_bf16_f32_tt_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_f16_f32_nn_128x256x64_s4 = <f16, f32, KMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_f16_f32_nt_128x256x64_s4 = <f16, f32, KMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_f16_f32_tn_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_f16_f32_tt_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_bf16_bf16_nn_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_bf16_bf16_nt_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_bf16_bf16_tn_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_bf16_bf16_tt_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_f16_f16_nn_128x256x64_s4 = <f16, f16, KMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_f16_f16_nt_128x256x64_s4 = <f16, f16, KMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_f16_f16_tn_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, MnMajor<Sw128>>,
+        gemm_wgmma_f16_f16_tt_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>>,
+    )
+)]
+pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
+    a: TensorMap<T, 3, BOX, BOX, Sw128>,
+    b: TensorMap<T, 3, BOX, BOX, Sw128>,
+    k: u32,
+    alpha: f32,
+    beta: f32,
+    mut c: OutMatrix<TOut, WarpGrid<BM, BN, 16, BN>>,
+) {
+    let (stages, bars) = ring::<T, LA, LB>();
+    let full = |s: usize| bars.get(s);
+    let empty = |s: usize| bars.get(STAGES + s);
+    // alpha = 0: D = beta·C, A and B not read (as the library's other GEMMs).
+    let steps = if alpha == 0.0 {
+        0
+    } else {
+        k.div_ceil(BK as u32) as usize
+    };
+    let (m0, n0) = c.block_origin();
+    let (m0, n0, z) = (m0 as i32, n0 as i32, thread::block_idx().z as i32);
+    // The warpgroup, broadcast from lane 0: the same value, but one ptxas
+    // can see is uniform over the warp, so the `wgmma`s below are not on a
+    // divergent path (ptxas would serialise them otherwise, C7519).
+    let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
+
+    if warpgroup == 2 {
+        wgmma::release_registers::<40>();
+        if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
+            a.prefetch();
+            b.prefetch();
+            produce(
+                &stages,
+                full,
+                empty,
+                steps,
+                #[inline(always)]
+                |step, stage: &Stage<T, LA, LB>, bar| {
+                    let k0 = (step * BK) as i32;
+                    for (half, tile) in stage.a.iter().enumerate() {
+                        let m = m0.wrapping_add(64 * half as i32);
+                        let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
+                        a.load_operand(at, *tile, bar);
+                    }
+                    let at = if LB::MN_MAJOR {
+                        [n0, k0, z]
+                    } else {
+                        [k0, n0, z]
+                    };
+                    b.load_operand(at, stage.b, bar);
+                },
+            );
+        }
+        return;
+    }
+
+    wgmma::increase_registers::<232>();
+    let mine = if warpgroup == 0 { 0 } else { 1 };
+    let mut acc = Accumulator::<BN>::zero();
+    {
+        let mut run = acc.start();
+        let mut round = Phase::FIRST;
+        let mut step = 0;
+        while step < steps {
+            unroll(
+                STAGES,
+                #[inline(always)]
+                |s| {
+                    if step + s >= steps {
+                        return;
+                    }
+                    let stage = &stages[s];
+                    let mut phase = round;
+                    full(s).wait(&mut phase);
+                    let at = stage.a[mine];
+                    run.mma(at.descriptor::<0>(), stage.b.descriptor::<0>());
+                    run.mma(at.descriptor::<1>(), stage.b.descriptor::<1>());
+                    run.mma(at.descriptor::<2>(), stage.b.descriptor::<2>());
+                    run.mma(at.descriptor::<3>(), stage.b.descriptor::<3>());
+                    run.commit();
+                    // The previous step's group is done: its stage may refill.
+                    run.wait::<1>();
+                    if step + s > 0 {
+                        empty((s + STAGES - 1) % STAGES).arrive();
+                    }
+                },
+            );
+            step += STAGES;
+            round = round.next();
+        }
+        run.finish();
+    }
+
+    let Some(mut tile) = c.tile() else { return };
+    let regs = acc.regs();
+    unroll(
+        BN / 64,
+        #[inline(always)]
+        |hi| {
+            unroll(
+                8,
+                #[inline(always)]
+                |lo| {
+                    let j = 8 * hi + lo;
+                    let frag = FragC {
+                        regs: [
+                            regs[4 * j],
+                            regs[4 * j + 1],
+                            regs[4 * j + 2],
+                            regs[4 * j + 3],
+                        ],
+                    };
+                    tile.update_mma_c(0, j, &frag, |v, d| {
+                        let prod = alpha * v;
+                        // beta = 0: C is never read (NaN there must not leak).
+                        let r = if beta == 0.0 {
+                            prod
+                        } else {
+                            num::fma_f32(beta, d.get().to_f32(), prod)
+                        };
+                        d.set(TOut::from_f32(r));
+                    });
+                },
+            )
+        },
+    );
+}
+
+/// The producer's k-loop: for each step, wait until its stage is empty
+/// (the consumers' arrivals for the stage's previous use; a fresh stage
+/// counts as empty), have its "full" barrier expect the stage's bytes, and
+/// `load` the step's tiles into it, counted there.
+#[inline(always)]
+fn produce<St>(
+    stages: &[St; STAGES],
+    full: impl Fn(usize) -> MBarrier,
+    empty: impl Fn(usize) -> MBarrier,
+    steps: usize,
+    mut load: impl FnMut(usize, &St, MBarrier),
+) {
+    let mut round = Phase::BEFORE_FIRST;
+    let mut step = 0;
+    while step < steps {
+        unroll(
+            STAGES,
+            #[inline(always)]
+            |s| {
+                if step + s >= steps {
+                    return;
+                }
+                let mut phase = round;
+                empty(s).wait(&mut phase);
+                full(s).arrive_expect_tx(STAGE_BYTES);
+                load(step + s, &stages[s], full(s));
+            },
+        );
+        step += STAGES;
+        round = round.next();
+    }
+}

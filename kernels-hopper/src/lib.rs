@@ -1,0 +1,22 @@
+//! The Hopper kernels: `sm_90a` only (`wgmma`, `setmaxnreg` and the TMA's
+//! tensor copies exist nowhere else), so they are a crate of their own,
+//! compiled to a module of their own (`warpforge/build.rs`,
+//! `Arch::Sm90a`) that the host loads on sm_90 GPUs; elsewhere the library's
+//! `mma.sync` kernels run. The sm_90a build turns every panic into a bare
+//! trap (`-Cpanic=immediate-abort`): a kernel with any call has its
+//! `wgmma`s serialised and its `setmaxnreg` dropped by ptxas. On the host
+//! the same functions run in the emulator, which gives every check's
+//! message.
+//!
+//! | module | kernels |
+//! | --- | --- |
+//! | [`gemm`] | `gemm_wgmma_{f16,bf16}_{f32,f16,bf16}_{nn,nt,tn,tt}_128x256x64_s4`: warp-specialised GEMM, a TMA producer warpgroup feeding two `wgmma` consumer warpgroups through a 4-stage mbarrier ring |
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+// `#[inline(always)]` on the k-loop's closures (`unroll`): LLVM declines to
+// inline a large closure otherwise, and what it captures (the accumulator,
+// the ring's tiles) would go to the stack.
+#![feature(stmt_expr_attributes)]
+#![forbid(unsafe_code)]
+
+pub mod gemm;

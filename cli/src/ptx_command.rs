@@ -110,13 +110,14 @@ pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
     }
 }
 
-/// The embedded library module, one [`Source`] per variant.
+/// The embedded modules (the library's and its Hopper kernels'), one
+/// [`Source`] per variant.
 fn embedded() -> Result<Vec<Source>, String> {
-    ptx::LIBRARY
-        .variants
-        .iter()
-        .map(|variant| {
-            let label = format!("{} (embedded)", ptx::LIBRARY.name);
+    [&ptx::LIBRARY, &ptx::HOPPER]
+        .into_iter()
+        .flat_map(|module| module.variants.iter().map(move |variant| (module, variant)))
+        .map(|(module, variant)| {
+            let label = format!("{} (embedded)", module.name);
             source(label, Cow::Borrowed(variant.source))
         })
         .collect()
@@ -178,8 +179,11 @@ fn source(label: String, text: Cow<'static, str>) -> Result<Source, String> {
 
 fn emit(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    for m in ptx::LIBRARY.variants {
-        let stem = ptx::LIBRARY.name.replace('-', "_");
+    for (module, m) in [&ptx::LIBRARY, &ptx::HOPPER]
+        .into_iter()
+        .flat_map(|module| module.variants.iter().map(move |m| (module, m)))
+    {
+        let stem = module.name.replace('-', "_");
         let path = dir.join(format!("{stem}.{}.ptx", m.arch));
         std::fs::write(&path, m.source).map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!("wrote {}", path.display());
@@ -407,7 +411,7 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
         let Some(loops) = row.loops else {
             continue;
         };
-        if family.is_none() && loops.op != sass_loops::Op::Hmma {
+        if family.is_none() && loops.op == sass_loops::Op::Ffma {
             continue;
         }
         let k = loops.k_loop();

@@ -169,10 +169,10 @@ impl Budget {
                 limit,
             };
             let Some(family) = self.family_of(kernel) else {
-                if row.loops.is_some_and(|l| l.op == Op::Hmma) {
+                if row.loops.is_some_and(|l| l.op != Op::Ffma) {
                     out.push(violation(
-                        "has an HMMA loop but no budget: add a [[family]] whose `kernels` \
-                         pattern matches it",
+                        "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                         whose `kernels` pattern matches it",
                         String::new(),
                         String::new(),
                     ));
@@ -482,8 +482,8 @@ registers = 128
                 "instructions per HMMA in the k-tile loop",
                 "CALLs in the k-tile loop",
                 "panic paths out of the k-tile loop",
-                "has an HMMA loop but no budget: add a [[family]] whose `kernels` pattern \
-                 matches it",
+                "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                 whose `kernels` pattern matches it",
             ]
         );
         assert_eq!(
@@ -494,7 +494,7 @@ registers = 128
         assert_eq!(v[5].kernel, "conv_x");
         assert!(
             v[5].to_string()
-                .starts_with("conv_x (sm_90): has an HMMA loop but no budget")
+                .starts_with("conv_x (sm_90): has a tensor-core (HMMA/HGMMA) loop but no budget")
         );
         // The whole module: the second family is the first match of no kernel
         // (its pattern matches the big kernel, which the first family takes).

@@ -40,6 +40,9 @@ use std::collections::HashMap;
 /// The instruction a loop report counts per.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Warpgroup tensor-core `HGMMA` (`wgmma.mma_async`, sm_90a): counted
+    /// before `HMMA`, in kernels that have it.
+    Hgmma,
     /// Tensor-core `HMMA` (f16/bf16/tf32 `mma.sync`).
     Hmma,
     /// `FFMA` (f32 fused multiply-add), for kernels without `HMMA`.
@@ -47,9 +50,10 @@ pub enum Op {
 }
 
 impl Op {
-    /// `"HMMA"` or `"FFMA"`.
+    /// `"HGMMA"`, `"HMMA"` or `"FFMA"`.
     pub fn name(self) -> &'static str {
         match self {
+            Op::Hgmma => "HGMMA",
             Op::Hmma => "HMMA",
             Op::Ffma => "FFMA",
         }
@@ -586,13 +590,17 @@ fn figures(
 }
 
 /// The loop report of `function` (a kernel's SASS), or `None` when no loop
-/// holds an `HMMA` (or, without any `HMMA` in the kernel, an `FFMA`).
+/// holds an `HGMMA` (or, without any in the kernel, an `HMMA`; without
+/// either, an `FFMA`).
 pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
     let (instrs, labels, callees) = parse(function);
     if instrs.is_empty() {
         return None;
     }
-    let op = if instrs.iter().any(|i| i.base() == "HMMA") {
+    let has = |op: &str| instrs.iter().any(|i| i.base() == op);
+    let op = if has("HGMMA") {
+        Op::Hgmma
+    } else if has("HMMA") {
         Op::Hmma
     } else {
         Op::Ffma

@@ -4,14 +4,14 @@
 //! A block of three warpgroups computes one 128 × 256 tile of D:
 //!
 //! - **warpgroup 2, the producer**, gives its registers back
-//!   (`setmaxnreg.dec` to 40) and one of its threads walks K in steps of 64:
+//!   (`setmaxnreg.dec` to 56) and one of its threads walks K in steps of 64:
 //!   for each step it waits until the ring's stage is empty, tells the
 //!   stage's "full" barrier to expect the stage's 48 KiB, and has the TMA
 //!   copy A's two 64 × 64 tiles and B's 256 × 64 tile into it, 128B-swizzled,
 //!   in six 8 KiB boxes (one per 64 × 64), with zeros wherever a box
 //!   reaches past the matrices;
 //! - **warpgroups 0 and 1, the consumers**, take the registers
-//!   (`setmaxnreg.inc` to 232), and for each step wait for the stage to be
+//!   (`setmaxnreg.inc` to 224), and for each step wait for the stage to be
 //!   full, issue four `wgmma.m64n256k16` (their 64 rows of A, all of B),
 //!   commit them, wait until the *previous* step's group is done, and
 //!   arrive on that stage's "empty" barrier: one group stays in flight while
@@ -173,7 +173,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
 
     if warpgroup == 2 {
-        wgmma::release_registers::<40>();
+        wgmma::release_registers::<56>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
@@ -202,7 +202,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         return;
     }
 
-    wgmma::increase_registers::<232>();
+    wgmma::increase_registers::<224>();
     let mine = if warpgroup == 0 { 0 } else { 1 };
     let mut acc = Accumulator::<BN>::zero();
     {

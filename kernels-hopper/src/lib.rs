@@ -13,10 +13,6 @@
 //! | [`gemm`] | `gemm_wgmma_{f16,bf16}_{f32,f16,bf16}_{nn,nt,tn,tt}_128x256x64_s4`: warp-specialised GEMM, a TMA producer warpgroup feeding two `wgmma` consumer warpgroups through a 4-stage mbarrier ring |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
-// `#[inline(always)]` on the k-loop's closures (`unroll`): LLVM declines to
-// inline a large closure otherwise, and what it captures (the accumulator,
-// the ring's tiles) would go to the stack.
-#![feature(stmt_expr_attributes)]
 #![forbid(unsafe_code)]
 
 pub mod gemm;

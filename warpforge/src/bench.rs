@@ -1074,11 +1074,15 @@ where
                 TOut::DTYPE.name()
             ));
         }
-        // The shape as the tile heuristic runs it; where that is the wide
-        // tile, whose rule is not yet measured against the large one, the
-        // large tile too, on the same buffers.
+        // The shape as the heuristic runs it; where that is the Hopper
+        // kernel, the mma.sync kernel it replaces too, and where it is the
+        // wide tile, whose rule is not yet measured against the large one,
+        // the large tile too, on the same buffers.
         let mut runs = vec![gemm];
-        if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(crate::gemm::TileConfig::Wide) {
+        let mma_sync = gemm.wgmma(false);
+        if gemm.kernel_name_for::<TIn, TOut>(dev)? != mma_sync.kernel_name_for::<TIn, TOut>(dev)? {
+            runs.push(mma_sync);
+        } else if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(crate::gemm::TileConfig::Wide) {
             runs.push(gemm.tile(crate::gemm::TileConfig::Large));
         }
         for run in runs {

@@ -375,17 +375,26 @@ impl Module {
     }
 
     /// The variant a GPU of compute capability `major.minor` loads: the
-    /// newest architecture it can run.
+    /// newest architecture it can run. An arch-specific variant (`sm_90a`)
+    /// runs on exactly its architecture, not on newer ones.
     ///
     /// ```
     /// let lib = &warpforge::ptx::LIBRARY;
     /// assert_eq!(lib.variant_for((9, 0)).map(|m| m.arch), Some("sm_80"));
     /// assert!(lib.variant_for((7, 5)).is_none());
+    /// let hopper = &warpforge::ptx::HOPPER;
+    /// assert_eq!(hopper.variant_for((9, 0)).map(|m| m.arch), Some("sm_90a"));
+    /// assert!(hopper.variant_for((10, 0)).is_none() && hopper.variant_for((8, 0)).is_none());
     /// ```
     pub fn variant_for(&self, compute_capability: (i32, i32)) -> Option<&'static PtxModule> {
+        let runs = |arch: &str| {
+            arch_capability(arch).is_some_and(|cc| {
+                cc <= compute_capability && (!arch.ends_with('a') || cc == compute_capability)
+            })
+        };
         self.variants
             .iter()
-            .filter(|m| arch_capability(m.arch).is_some_and(|cc| cc <= compute_capability))
+            .filter(|m| runs(m.arch))
             .max_by_key(|m| arch_capability(m.arch))
     }
 

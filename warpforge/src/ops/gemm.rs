@@ -81,6 +81,25 @@
 //! | `Large` | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | 128 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
 //! | `Wide` | 128 × 256 × 32 | 2 × 4 (64 × 64) | 3 | 256 | 72–90 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x256x32_s3` |
 //!
+//! **Hopper** (sm_90: H100, H200; `warpforge_kernels_hopper::gemm`, the
+//! sm_90a module [`ptx::HOPPER`](crate::ptx::HOPPER)): a warp-specialised
+//! kernel of 384 threads and 128 × 256 × 64 tiles — one producer warpgroup
+//! whose single thread has the TMA copy `A`'s and `B`'s tiles (batched tensor
+//! maps, 128B-swizzled, zeros past the matrices' edges) into a 4-stage ring
+//! of 48 KiB stages, and two consumer warpgroups that each run
+//! `wgmma.m64n256k16` on their 64 rows, one committed group in flight, with
+//! mbarrier full/empty handshakes; `setmaxnreg` moves registers from the
+//! producer (56) to the consumers (224). The epilogue is the `mma.sync`
+//! kernels' (same `alpha`/`beta` arithmetic and rounding, each warp
+//! writing its 16 rows through its `WarpGrid` tile), so the results are the
+//! same bits wherever the accumulation is exact. Kernels for f16 → f32/f16
+//! and bf16 → f32/bf16, every transpose (`gemm_wgmma_*_128x256x64_s4`). By
+//! default it runs where it can (leading dimensions and batch strides
+//! multiples of 8 elements, which a tensor map needs) and the `mma.sync`
+//! heuristic below would pick the large or wide tile (the GPU full); else,
+//! and on every other arch, the `mma.sync` kernels run. [`Gemm::wgmma`]
+//! pins either way.
+//!
 //! **TF32** ([`Gemm::tf32`], off by default, as in cuBLAS and torch): f32
 //! `A` and `B` rounded to tf32 as the fragments load (`cvt.rna`, 10
 //! fraction bits) and multiplied by `mma.sync.m16n8k8` with f32
@@ -177,6 +196,8 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
+mod wgmma;
+
 use crate::runtime::launch::grid_axis;
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Result};
 use half::{bf16, f16};
@@ -188,6 +209,8 @@ use warpforge_kernels::gemm::tensor::{
 };
 use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
+use warpforge_device::swizzle::Sw128;
+use warpforge_kernels_hopper::gemm as hp;
 
 /// The SIMT element types, `f32` and `f64`: the scalar of every GEMM
 /// (`alpha`, `beta` and the accumulation), and each its own [`GemmTypes`]
@@ -700,6 +723,10 @@ where
     TOut::launch_sum(dev, cfg, ranges, beta, partials, c)
 }
 
+/// The tensor maps of `A` and `B` the Hopper kernels take (batched, boxes
+/// of 64 × 64, 128B-swizzled).
+pub type HopperMap<'b, T> = crate::TensorMap<'b, T, 3, { hp::BOX }, { hp::BOX }, Sw128>;
+
 /// The supported pairs of input (`Self`, the type of `A` and `B`) and output
 /// (`TOut`, the type of `C`) element types, and the type of `alpha` and
 /// `beta` ([`Scalar`](Self::Scalar)): `(f32, f32)`, `(f64, f64)` on the SIMT
@@ -746,6 +773,38 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         b: (&DeviceBuffer<Self>, usize, usize),
         c: MatrixMut<'_, TOut>,
     ) -> Result<()>;
+    /// The Hopper (`wgmma`) kernels' names for this pair, `nn, nt, tn, tt`,
+    /// if it has them.
+    #[doc(hidden)]
+    const WGMMA_KERNELS: Option<[&'static str; 4]> = None;
+    /// The Hopper kernels' shared memory per block, in bytes.
+    #[doc(hidden)]
+    const WGMMA_SHARED_BYTES: usize = 0;
+    /// Launches the Hopper kernel for these transposes (only called when
+    /// [`WGMMA_KERNELS`](Self::WGMMA_KERNELS) names them).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wgmma(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        k: usize,
+        alpha: Self::Scalar,
+        beta: Self::Scalar,
+        maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()> {
+        let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
+        Err(Error::InvalidParameter {
+            op: "gemm",
+            parameter: "wgmma",
+            detail: format!(
+                "{} → {} has no Hopper kernels",
+                Self::DTYPE.name(),
+                TOut::DTYPE.name()
+            ),
+        })
+    }
     /// Split-k ([`Gemm::split_k`]): the partial products of `split`'s
     /// k-ranges into `partials` (this input type into the scalar type, one
     /// `m × n` plane each), then their sum into `c`.
@@ -765,10 +824,34 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
 /// `$large` the 128 × 128 ones and `$wide` the 128 × 256 ones where the
 /// pair has them.
 macro_rules! gemm_tensor {
-    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+], [$($wide:ident),+])?) => {
+    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+], [$($wide:ident),+], [$hnn:ident, $hnt:ident, $htn:ident, $htt:ident])?) => {
         impl sealed::Sealed<$tout> for $tin {}
         impl GemmTypes<$tout> for $tin {
             type Scalar = f32;
+            $(
+                const WGMMA_KERNELS: Option<[&'static str; 4]> =
+                    Some([hp::$hnn::NAME, hp::$hnt::NAME, hp::$htn::NAME, hp::$htt::NAME]);
+                const WGMMA_SHARED_BYTES: usize = hp::$hnn::SHARED_BYTES;
+                fn launch_wgmma(
+                    dev: &Device,
+                    cfg: LaunchConfig,
+                    trans: (bool, bool),
+                    k: usize,
+                    alpha: f32,
+                    beta: f32,
+                    (a, b): (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
+                    c: MatrixMut<'_, $tout>,
+                ) -> Result<()> {
+                    // `wgmma::unsupported` refused k past 2^31 − 1.
+                    let args = (a, b, k as u32, alpha, beta, c);
+                    match trans {
+                        (false, false) => dev.launch(hp::$hnn, cfg, args),
+                        (false, true) => dev.launch(hp::$hnt, cfg, args),
+                        (true, false) => dev.launch(hp::$htn, cfg, args),
+                        (true, true) => dev.launch(hp::$htt, cfg, args),
+                    }
+                }
+            )?
             const TILES: &'static [TileConfig] = gemm_tensor!(@tiles $([$($large),+])?);
             const TF32_TILES: &'static [TileConfig] = &[];
             fn shape(tile: Option<TileConfig>, _: bool) -> BlockShape {
@@ -806,6 +889,12 @@ gemm_tensor!(
         gemm_f16_f32_nt_128x256x32_s3,
         gemm_f16_f32_tn_128x256x32_s3,
         gemm_f16_f32_tt_128x256x32_s3
+    ],
+    [
+        gemm_wgmma_f16_f32_nn_128x256x64_s4,
+        gemm_wgmma_f16_f32_nt_128x256x64_s4,
+        gemm_wgmma_f16_f32_tn_128x256x64_s4,
+        gemm_wgmma_f16_f32_tt_128x256x64_s4
     ]
 );
 gemm_tensor!(
@@ -828,6 +917,12 @@ gemm_tensor!(
         gemm_f16_f16_nt_128x256x32_s3,
         gemm_f16_f16_tn_128x256x32_s3,
         gemm_f16_f16_tt_128x256x32_s3
+    ],
+    [
+        gemm_wgmma_f16_f16_nn_128x256x64_s4,
+        gemm_wgmma_f16_f16_nt_128x256x64_s4,
+        gemm_wgmma_f16_f16_tn_128x256x64_s4,
+        gemm_wgmma_f16_f16_tt_128x256x64_s4
     ]
 );
 gemm_tensor!(
@@ -860,6 +955,12 @@ gemm_tensor!(
         gemm_bf16_f32_nt_128x256x32_s3,
         gemm_bf16_f32_tn_128x256x32_s3,
         gemm_bf16_f32_tt_128x256x32_s3
+    ],
+    [
+        gemm_wgmma_bf16_f32_nn_128x256x64_s4,
+        gemm_wgmma_bf16_f32_nt_128x256x64_s4,
+        gemm_wgmma_bf16_f32_tn_128x256x64_s4,
+        gemm_wgmma_bf16_f32_tt_128x256x64_s4
     ]
 );
 gemm_tensor!(
@@ -892,6 +993,12 @@ gemm_tensor!(
         gemm_bf16_bf16_nt_128x256x32_s3,
         gemm_bf16_bf16_tn_128x256x32_s3,
         gemm_bf16_bf16_tt_128x256x32_s3
+    ],
+    [
+        gemm_wgmma_bf16_bf16_nn_128x256x64_s4,
+        gemm_wgmma_bf16_bf16_nt_128x256x64_s4,
+        gemm_wgmma_bf16_bf16_tn_128x256x64_s4,
+        gemm_wgmma_bf16_bf16_tt_128x256x64_s4
     ]
 );
 
@@ -932,6 +1039,7 @@ pub struct Gemm<T> {
     tile: Option<TileConfig>,
     tf32: bool,
     split_k: Option<usize>,
+    wgmma: Option<bool>,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -1073,6 +1181,7 @@ impl<T: GemmElement> Gemm<T> {
             tile: None,
             tf32: false,
             split_k: None,
+            wgmma: None,
         }
     }
 
@@ -1197,6 +1306,130 @@ impl<T: GemmElement> Gemm<T> {
     pub fn tf32(mut self, allow: bool) -> Self {
         self.tf32 = allow;
         self
+    }
+
+    /// Pins the Hopper kernels (`true`: [`run`](Self::run) refuses, naming
+    /// the reason, a GEMM they cannot run) or the `mma.sync` ones
+    /// (`false`). Unpinned (the default), the Hopper kernels run where they
+    /// can and the `mma.sync` heuristic would fill the GPU (module docs).
+    /// A GEMM with `k = 0` or `alpha = 0` only scales `C`, which the
+    /// `mma.sync` kernels do either way.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use warpforge::{Arch, Device, gemm::Gemm};
+    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// let gemm = Gemm::<f32>::new(300, 200, 72).wgmma(true);
+    /// assert_eq!(gemm.kernel_name_for::<bf16, f32>(&h100)?, "gemm_wgmma_bf16_f32_nn_128x256x64_s4");
+    /// // lda = 70: not a multiple of 8 elements, which a tensor map needs.
+    /// let e = gemm.lda(70).kernel_name_for::<bf16, f32>(&h100).unwrap_err();
+    /// assert!(e.to_string().contains("multiple of 8"), "{e}");
+    /// let a100 = Device::emulator_for(Arch::Sm80);
+    /// assert!(gemm.kernel_name_for::<bf16, f32>(&a100).is_err());
+    /// assert!(Gemm::<f32>::new(300, 200, 72).kernel_name_for::<bf16, f32>(&a100).is_ok());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn wgmma(mut self, pin: bool) -> Self {
+        self.wgmma = Some(pin);
+        self
+    }
+
+    /// `A`'s and `B`'s stored geometry (leading dimensions and batch
+    /// strides as given, or their defaults: the stored row length, and the
+    /// operand's extent).
+    fn stored_operands(&self) -> (Stored, Stored) {
+        let (m, n, k) = (self.m, self.n, self.k);
+        let (a_rows, a_cols) = if self.trans_a { (k, m) } else { (m, k) };
+        let (b_rows, b_cols) = if self.trans_b { (n, k) } else { (k, n) };
+        (
+            Stored {
+                name: "A",
+                ld_name: "lda",
+                rows: a_rows,
+                cols: a_cols,
+                ld: self.lda.unwrap_or(a_cols),
+                transposed: self.trans_a,
+            },
+            Stored {
+                name: "B",
+                ld_name: "ldb",
+                rows: b_rows,
+                cols: b_cols,
+                ld: self.ldb.unwrap_or(b_cols),
+                transposed: self.trans_b,
+            },
+        )
+    }
+
+    /// Whether [`run`](Self::run) takes the Hopper kernels on `dev`, with
+    /// `A` and `B` batches `stride_a` and `stride_b` apart (see
+    /// [`wgmma`](Self::wgmma)); a pinned `true` that cannot run is
+    /// `InvalidParameter` naming the reason.
+    fn wgmma_plan<TIn, TOut>(&self, dev: &Device, stride_a: usize, stride_b: usize) -> Result<bool>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        // k = 0 or alpha = 0 only scales C (A and B are not read, and may
+        // be empty, which no tensor map describes): the mma.sync kernels
+        // do that, pinned or not.
+        if self.wgmma == Some(false) || self.k == 0 || self.alpha == T::ZERO {
+            return Ok(false);
+        }
+        let (a, b) = self.stored_operands();
+        let operand = |s: &Stored, stride| wgmma::Operand {
+            rows: s.rows,
+            cols: s.cols,
+            ld: s.ld,
+            count: self.batch,
+            stride,
+        };
+        let pinned = if self.tile.is_some() {
+            Some("a tile is pinned (`.tile`), which names an mma.sync kernel".to_owned())
+        } else if self.tf32 {
+            Some("TF32 runs on the mma.sync kernels".to_owned())
+        } else if self.split_k.is_some_and(|r| r > 1) {
+            Some("split-k is pinned".to_owned())
+        } else {
+            None
+        };
+        let why = pinned.or_else(|| {
+            wgmma::unsupported(
+                dev,
+                TIn::WGMMA_KERNELS.is_some(),
+                TIn::WGMMA_SHARED_BYTES,
+                self.k,
+                &operand(&a, stride_a),
+                &operand(&b, stride_b),
+            )
+        });
+        match (self.wgmma, why) {
+            (Some(true), Some(why)) => Err(Error::InvalidParameter {
+                op: "gemm",
+                parameter: "wgmma",
+                detail: format!("the Hopper kernels cannot run this GEMM: {why}"),
+            }),
+            (Some(true), None) => Ok(true),
+            (_, Some(_)) => Ok(false),
+            (_, None) => Ok(TileConfig::choose(
+                self.m,
+                self.n,
+                self.batch,
+                TIn::TILES,
+                multiprocessors(dev),
+                dev.limits().max_shared_per_block_optin,
+            ) != TileConfig::Small),
+        }
+    }
+
+    /// The batch strides of `A` and `B` as given, or their defaults (the
+    /// operands' extents), for naming the kernel before any buffer is seen.
+    fn default_strides(&self) -> Result<(usize, usize)> {
+        let (a, b) = self.stored_operands();
+        Ok((
+            self.stride_a.map_or_else(|| a.needed(), Ok)?,
+            self.stride_b.map_or_else(|| b.needed(), Ok)?,
+        ))
     }
 
     /// Pins split-k: the GEMM runs as at most `ranges` GEMMs over
@@ -1339,6 +1572,12 @@ impl<T: GemmElement> Gemm<T> {
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
+        let (stride_a, stride_b) = self.default_strides()?;
+        if self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
+            && let Some(names) = TIn::WGMMA_KERNELS
+        {
+            return Ok(names[trans_index(self.trans_a, self.trans_b)]);
+        }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(TIn::kernel_name(
             self.trans_a,
@@ -1413,24 +1652,7 @@ impl<T: GemmElement> Gemm<T> {
             beta,
             ..
         } = *self;
-        let (a_rows, a_cols) = if trans_a { (k, m) } else { (m, k) };
-        let (b_rows, b_cols) = if trans_b { (n, k) } else { (k, n) };
-        let a_shape = Stored {
-            name: "A",
-            ld_name: "lda",
-            rows: a_rows,
-            cols: a_cols,
-            ld: self.lda.unwrap_or(a_cols),
-            transposed: trans_a,
-        };
-        let b_shape = Stored {
-            name: "B",
-            ld_name: "ldb",
-            rows: b_rows,
-            cols: b_cols,
-            ld: self.ldb.unwrap_or(b_cols),
-            transposed: trans_b,
-        };
+        let (a_shape, b_shape) = self.stored_operands();
         let c_shape = Stored {
             name: "C",
             ld_name: "ldc",
@@ -1452,6 +1674,50 @@ impl<T: GemmElement> Gemm<T> {
         // (m − 1)·ldc + n) or side by side (column ranges of one row:
         // stride_c ≥ n and (count − 1)·stride_c + n ≤ ldc).
         let ldc = c_shape.ld;
+        // C's binding errors, named for the GEMM.
+        let c_error = |e| match e {
+            Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
+                op: "gemm",
+                detail: format!(
+                    "C, {count} batches of {m} × {n} with ldc = {ldc}, stride_c = \
+                     {stride_c} apart: {detail}"
+                ),
+            },
+            e => e,
+        };
+        if self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            let operand = |s: &Stored, stride| wgmma::Operand {
+                rows: s.rows,
+                cols: s.cols,
+                ld: s.ld,
+                count,
+                stride,
+            };
+            let map_a = operand(&a_shape, stride_a).map(a)?;
+            let map_b = operand(&b_shape, stride_b).map(b)?;
+            let shape = BlockShape {
+                rows: wgmma::TILE.0,
+                cols: wgmma::TILE.1,
+                threads: hp::THREADS as usize,
+            };
+            let kernel = TIn::WGMMA_KERNELS.map_or("gemm_wgmma", |names| {
+                names[trans_index(trans_a, trans_b)]
+            });
+            let cfg = self.config(dev, shape, kernel)?;
+            let c = c
+                .batched_matrix_mut(m, n, ldc, count, stride_c)
+                .map_err(c_error)?;
+            return TIn::launch_wgmma(
+                dev,
+                cfg,
+                (trans_a, trans_b),
+                k,
+                alpha,
+                beta,
+                (&map_a, &map_b),
+                c,
+            );
+        }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         let shape = TIn::shape(tile, self.tf32);
         if let Some(split) = self.split_plan(dev, tile, shape)? {
@@ -1489,16 +1755,7 @@ impl<T: GemmElement> Gemm<T> {
         let cfg = self.config(dev, shape, kernel)?;
         let c = c
             .batched_matrix_mut(m, n, ldc, count, stride_c)
-            .map_err(|e| match e {
-                Error::ShapeMismatch { detail, .. } => Error::ShapeMismatch {
-                    op: "gemm",
-                    detail: format!(
-                        "C, {count} batches of {m} × {n} with ldc = {ldc}, stride_c = \
-                         {stride_c} apart: {detail}"
-                    ),
-                },
-                e => e,
-            })?;
+            .map_err(c_error)?;
         TIn::launch_gemm(
             dev,
             cfg,

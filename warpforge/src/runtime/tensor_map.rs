@@ -52,6 +52,21 @@ pub struct TensorMap<'b, T: Element, const R: usize, const B0: usize, const B1: 
     _swizzle: PhantomData<S>,
 }
 
+impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> std::fmt::Debug
+    for TensorMap<'_, T, R, B0, B1, S>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorMap")
+            .field("dtype", &T::DTYPE)
+            .field("dims", &self.desc.dims())
+            .field("strides_bytes", &self.desc.strides())
+            .field("box", &self.desc.box_dims())
+            .field("swizzle", &self.desc.swizzle())
+            .field("encoded", &self.encoded.is_some())
+            .finish()
+    }
+}
+
 const OP: &str = "TensorMap::new";
 
 impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>

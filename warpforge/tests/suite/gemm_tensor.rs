@@ -21,7 +21,7 @@
 
 use crate::common;
 
-use common::gemm::{Case, PADDING, TRANSPOSES, case};
+use common::gemm::{Case, PADDING, TRANSPOSES, case, case_with_lds};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
@@ -123,8 +123,9 @@ impl Case {
     }
 
     /// Runs the case with `A`, `B` of `I` and `C` of `O` on `dev` with the
-    /// tile configuration `tile`; `C` afterwards as f64.
-    fn run_tensor<I, O>(&self, dev: &Device, tile: TileConfig) -> Vec<f64>
+    /// tile configuration `tile` (`Path::Wgmma`: the Hopper kernels, pinned
+    /// with `Gemm::wgmma`); `C` afterwards as f64.
+    fn run_tensor<I, O>(&self, dev: &Device, tile: impl Into<Path>) -> Vec<f64>
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
@@ -137,28 +138,31 @@ impl Case {
         let mut c = dev
             .upload(&self.c.iter().map(|&x| O::from_f64(x)).collect::<Vec<O>>())
             .unwrap();
-        Gemm::new(self.m, self.n, self.k)
+        let gemm = Gemm::new(self.m, self.n, self.k)
             .trans_a(self.ta)
             .trans_b(self.tb)
             .alpha(self.alpha as f32)
             .beta(self.beta as f32)
             .lda(self.lda)
             .ldb(self.ldb)
-            .ldc(self.ldc)
-            .tile(tile)
-            .run(dev, &a, &b, &mut c)
-            .unwrap();
+            .ldc(self.ldc);
+        let gemm = match tile.into() {
+            Path::Tile(tile) => gemm.tile(tile),
+            Path::Wgmma => gemm.wgmma(true),
+        };
+        gemm.run(dev, &a, &b, &mut c).unwrap();
         c.to_host().unwrap().into_iter().map(O::to_f64).collect()
     }
 
     /// Runs the case as `I → O` with `tile` and compares every element of
     /// `C` with the reference rounded once to `O`, bit for bit (NaN matching
     /// NaN).
-    fn check_tensor<I, O>(&self, dev: &Device, tile: TileConfig)
+    fn check_tensor<I, O>(&self, dev: &Device, tile: impl Into<Path>)
     where
         I: In + GemmTypes<O, Scalar = f32>,
         O: OutTy,
     {
+        let tile = tile.into();
         let want = self.reference();
         let got = self.run_tensor::<I, O>(dev, tile);
         assert_eq!(got.len(), want.len());
@@ -166,7 +170,7 @@ impl Case {
             let w = O::from_f64(w).to_f64();
             assert!(
                 g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-                "{} → {} ({tile:?} tile): C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
+                "{} → {} ({tile:?}): C[{e}] (row {}, col {}) = {g}, expected {w}: {}",
                 I::NAME,
                 O::NAME,
                 e / self.ldc.max(1),
@@ -189,6 +193,20 @@ impl Case {
         } else {
             self.check_tensor::<I, bf16>(dev, Large);
         }
+    }
+}
+
+/// Which kernels a case runs: a pinned `mma.sync` tile configuration, or
+/// the Hopper (`wgmma`) kernels.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Tile(TileConfig),
+    Wgmma,
+}
+
+impl From<TileConfig> for Path {
+    fn from(tile: TileConfig) -> Path {
+        Path::Tile(tile)
     }
 }
 
@@ -405,7 +423,7 @@ fn random_floats_are_within_the_error_bound() {
                     + 6e-8;
                 assert!(
                     (g - w).abs() <= bound,
-                    "{} → {} ({tile:?} tile): C[{e}] = {g}, reference {w}, error {} > bound {bound}: {}",
+                    "{} → {} ({tile:?}): C[{e}] = {g}, reference {w}, error {} > bound {bound}: {}",
                     I::NAME,
                     O::NAME,
                     (g - w).abs(),
@@ -958,4 +976,210 @@ fn lean_stages_are_swizzled_without_bank_conflicts() {
             assert_eq!(p.ldmatrix.bank_conflicts, 0, "{what}: ldmatrix loads");
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// The Hopper kernels (`Gemm::wgmma`: a TMA producer warpgroup and two
+// `wgmma` consumer warpgroups, 128 × 256 × 64 tiles through a 4-stage ring),
+// on the emulator of sm_90: the same exact properties.
+
+/// Leading dimensions a tensor map can describe: each stored row length
+/// rounded up to 8 elements (16 bytes), plus `extra` · 8; C's `n + extra`.
+fn wgmma_lds(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    extra: usize,
+) -> common::gemm::LeadingDims {
+    let ((_, ac), (_, bc)) = (stored(m, k, ta), stored(k, n, tb));
+    let up = |x: usize| x.next_multiple_of(8) + 8 * extra;
+    (up(ac), up(bc), n + extra)
+}
+
+/// Stored rows and columns of an operand `rows × cols`, transposed or not.
+fn stored(rows: usize, cols: usize, transposed: bool) -> (usize, usize) {
+    if transposed { (cols, rows) } else { (rows, cols) }
+}
+
+/// A dimension around the Hopper tile's edges (128 rows, 256 columns, 64
+/// deep, 4 stages: past 256 the ring wraps), sometimes any up to 300.
+fn wgmma_dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![0usize, 1, 7, 63, 64, 65, 127, 128, 129, 255, 257, 300]),
+        1 => 0usize..=300,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random shapes, transposes, leading dimensions, factors and pair
+    /// through the Hopper kernels, exact.
+    #[test]
+    fn wgmma_gemm_matches_the_exact_reference(
+        m in wgmma_dim(),
+        n in wgmma_dim(),
+        k in wgmma_dim(),
+        trans in prop::sample::select(TRANSPOSES.to_vec()),
+        extra in 0usize..2,
+        alpha in prop::sample::select(vec![1.0, -1.0, 2.0, 0.5, 0.0]),
+        beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
+        nan_c in any::<bool>(),
+        pair in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
+        let lds = wgmma_lds((m, n, k), trans, extra);
+        let c = case_with_lds((m, n, k), trans, lds, alpha, beta, fill, seed, small_int);
+        let dev = Device::emulator_for(Arch::Sm90);
+        match pair {
+            0 => c.check_tensor::<f16, f32>(&dev, Path::Wgmma),
+            1 => c.check_tensor::<f16, f16>(&dev, Path::Wgmma),
+            2 => c.check_tensor::<bf16, f32>(&dev, Path::Wgmma),
+            _ => c.check_tensor::<bf16, bf16>(&dev, Path::Wgmma),
+        }
+    }
+}
+
+/// Every one of the 16 Hopper kernels (f16 → f32/f16, bf16 → f32/bf16,
+/// every transpose) on a shape ragged in every dimension of its tile: 131
+/// rows (the second block's second consumer warpgroup owns nothing), 263
+/// columns (7 past one block tile), k = 300 (five 64-deep steps, the last
+/// 44: the 4-stage ring wraps), packed and padded leading dimensions.
+#[test]
+fn every_wgmma_kernel_on_a_shape_ragged_in_every_tile_dimension() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    let shape = (131, 263, 300);
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for extra in [0, 1] {
+            let seed = (t * 16 + extra) as u64 + 900;
+            let lds = wgmma_lds(shape, trans, extra);
+            let c = case_with_lds(shape, trans, lds, -1.0, 0.5, None, seed, small_int);
+            c.check_tensor::<f16, f32>(&dev, Path::Wgmma);
+            c.check_tensor::<f16, f16>(&dev, Path::Wgmma);
+            c.check_tensor::<bf16, f32>(&dev, Path::Wgmma);
+            c.check_tensor::<bf16, bf16>(&dev, Path::Wgmma);
+        }
+    }
+}
+
+/// A batch of 3 through the Hopper kernels (the maps' third dimension):
+/// each batch exactly its own product, strides past the extents.
+#[test]
+fn wgmma_batches_are_their_own_products() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    let (m, n, k, batch) = (70usize, 90usize, 80usize, 3usize);
+    for trans in TRANSPOSES {
+        let lds = wgmma_lds((m, n, k), trans, 0);
+        let cases: Vec<Case> = (0..batch)
+            .map(|z| case_with_lds((m, n, k), trans, lds, 1.0, -1.0, None, 40 + z as u64, small_int))
+            .collect();
+        let (sa, sb, sc) = (
+            cases[0].a.len().next_multiple_of(8) + 8,
+            cases[0].b.len().next_multiple_of(8) + 8,
+            cases[0].c.len() + 5,
+        );
+        let stack = |len: usize, stride: usize, part: &dyn Fn(&Case) -> &Vec<f64>| {
+            let mut v = vec![0.0f64; (batch - 1) * stride + len];
+            for (z, c) in cases.iter().enumerate() {
+                v[z * stride..z * stride + len].copy_from_slice(part(c));
+            }
+            v
+        };
+        let a = stack(cases[0].a.len(), sa, &|c| &c.a);
+        let b = stack(cases[0].b.len(), sb, &|c| &c.b);
+        let c0 = stack(cases[0].c.len(), sc, &|c| &c.c);
+        let up = |v: &[f64]| dev.upload(&v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>()).unwrap();
+        let (ab, bb) = (up(&a), up(&b));
+        let mut cb = dev.upload(&c0.iter().map(|&x| x as f32).collect::<Vec<_>>()).unwrap();
+        let gemm = Gemm::new(m, n, k)
+            .trans_a(trans.0)
+            .trans_b(trans.1)
+            .beta(-1.0)
+            .lda(lds.0)
+            .ldb(lds.1)
+            .ldc(lds.2)
+            .batch(batch)
+            .stride_a(sa)
+            .stride_b(sb)
+            .stride_c(sc)
+            .wgmma(true);
+        gemm.run(&dev, &ab, &bb, &mut cb).unwrap();
+        let got = cb.to_host().unwrap();
+        for (z, c) in cases.iter().enumerate() {
+            let want = c.reference();
+            for (e, &(w, _)) in want.iter().enumerate() {
+                assert_eq!(got[z * sc + e], w as f32, "batch {z}, C[{e}], {trans:?}");
+            }
+        }
+    }
+}
+
+/// What the Hopper kernels cannot run is refused when pinned, naming why,
+/// and runs on the `mma.sync` kernels when not.
+#[test]
+fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
+    let h100 = Device::emulator_for(Arch::Sm90);
+    let reason = |gemm: Gemm<f32>, dev: &Device| match gemm.wgmma(true).kernel_name_for::<bf16, f32>(dev) {
+        Err(Error::InvalidParameter { parameter: "wgmma", detail, .. }) => detail,
+        other => panic!("not refused: {other:?}"),
+    };
+    let g = Gemm::<f32>::new(4096, 4096, 512);
+    assert!(reason(g.lda(4100), &h100).contains("A's leading dimension 4100"));
+    assert!(reason(g.trans_b(true).ldb(515), &h100).contains("B's leading dimension 515"));
+    assert!(reason(g.batch(2).stride_a(4096 * 512 + 4), &h100).contains("batch stride"));
+    assert!(reason(g, &Device::emulator_for(Arch::Sm80)).contains("compute capability 9.0"));
+    assert!(reason(g.tile(Large), &h100).contains("pinned"));
+    assert!(reason(g.split_k(2), &h100).contains("split-k"));
+    let mixed = g.wgmma(true).kernel_name_for::<bf16, f16>(&h100).unwrap_err();
+    assert!(mixed.to_string().contains("no Hopper kernels"), "{mixed}");
+    // Unpinned: the same GEMMs take the mma.sync kernels.
+    assert_eq!(g.lda(4100).kernel_name_for::<bf16, f32>(&h100).unwrap(), tc::gemm_bf16_f32_nn_128x256x32_s3::NAME);
+    assert_eq!(g.kernel_name_for::<bf16, f16>(&h100).unwrap(), tc::gemm_bf16_f16_nn_64x64x32_s3::NAME);
+}
+
+/// Unpinned, the Hopper kernels run on sm_90 where the `mma.sync`
+/// heuristic fills the GPU (a large or wide tile), and not on smaller
+/// GEMMs, on other archs, or when turned off.
+#[test]
+fn wgmma_is_chosen_on_sm90_where_the_gpu_fills() {
+    use warpforge_kernels_hopper::gemm as hp;
+    let h100 = Device::emulator_for(Arch::Sm90);
+    let name = |g: Gemm<f32>, dev: &Device| g.kernel_name_for::<f16, f32>(dev).unwrap();
+    let big = Gemm::<f32>::new(4096, 4096, 4096);
+    assert_eq!(name(big, &h100), hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME);
+    assert_eq!(name(big.trans_a(true).trans_b(true), &h100), hp::gemm_wgmma_f16_f32_tt_128x256x64_s4::NAME);
+    assert_eq!(name(Gemm::new(2048, 2048, 64), &h100), hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME);
+    assert_eq!(name(Gemm::new(1024, 1024, 64), &h100), tc::gemm_f16_f32_nn_64x64x32_s3::NAME);
+    assert_eq!(name(big.wgmma(false), &h100), tc::gemm_f16_f32_nn_128x256x32_s3::NAME);
+    assert_eq!(name(big, &Device::emulator_for(Arch::Sm80)), tc::gemm_f16_f32_nn_128x256x32_s3::NAME);
+}
+
+/// On a Hopper GPU, every Hopper kernel gives the exact result on a shape
+/// ragged in every tile dimension, and a batch; on other GPUs a pinned
+/// `wgmma` is refused naming the compute capability.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_wgmma_gemm_is_exact() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    if gpu.compute_capability() != (9, 0) {
+        let e = Gemm::<f32>::new(256, 256, 64)
+            .wgmma(true)
+            .kernel_name_for::<bf16, f32>(&gpu)
+            .unwrap_err();
+        assert!(e.to_string().contains("compute capability 9.0"), "{e}");
+        return;
+    }
+    let shape = (131, 263, 300);
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let lds = wgmma_lds(shape, trans, 1);
+        let c = case_with_lds(shape, trans, lds, -1.0, 0.5, None, 77 + t as u64, small_int);
+        c.check_tensor::<f16, f32>(&gpu, Path::Wgmma);
+        c.check_tensor::<f16, f16>(&gpu, Path::Wgmma);
+        c.check_tensor::<bf16, f32>(&gpu, Path::Wgmma);
+        c.check_tensor::<bf16, bf16>(&gpu, Path::Wgmma);
+    }
+    let big = (1024, 2048, 512);
+    let lds = wgmma_lds(big, (false, false), 0);
+    let c = case_with_lds(big, (false, false), lds, 1.0, 0.0, Some(f64::NAN), 5, small_int);
+    c.check_tensor::<bf16, f32>(&gpu, Path::Wgmma);
 }

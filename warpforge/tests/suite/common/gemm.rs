@@ -147,7 +147,25 @@ pub fn case(
     seed: u64,
     draw: impl Fn(u64) -> f64,
 ) -> Case {
-    let ((ar, ac), (br, bc), (lda, ldb, ldc)) = layout((m, n, k), (ta, tb), pad);
+    let (_, _, lds) = layout((m, n, k), (ta, tb), pad);
+    case_with_lds((m, n, k), (ta, tb), lds, alpha, beta, c_fill, seed, draw)
+}
+
+/// [`case`] with the leading dimensions given (each at least its stored
+/// row length).
+#[allow(clippy::too_many_arguments, dead_code)]
+pub fn case_with_lds(
+    (m, n, k): (usize, usize, usize),
+    (ta, tb): (bool, bool),
+    (lda, ldb, ldc): LeadingDims,
+    alpha: f64,
+    beta: f64,
+    c_fill: Option<f64>,
+    seed: u64,
+    draw: impl Fn(u64) -> f64,
+) -> Case {
+    let ((ar, ac), (br, bc), _) = layout((m, n, k), (ta, tb), 0);
+    assert!(lda >= ac && ldb >= bc && ldc >= n, "leading dimensions below the row lengths");
     let mut s = seeded(seed);
     let mut next = move || xorshift(&mut s);
     let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();

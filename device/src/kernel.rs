@@ -33,7 +33,9 @@ mod host {
         /// batch stride (`usize` each).
         OutputMatrix,
         /// `TensorMap<T, R, B0, B1, S>`: a TMA tensor map, passed as the
-        /// device address of its 128 bytes (which the host encoded).
+        /// device address of its 128 bytes (which the host encoded), then
+        /// its tensor's buffer (which orders the launch with the buffer's
+        /// other users; the kernel reads it only through the map).
         TensorMap,
     }
 
@@ -280,7 +282,7 @@ mod host {
     ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride,
     ///   batches, batch stride), each `TensorMap<T, R, B0, B1, S>` as
     ///   [`RawTensorMap`] of the same arguments (on the GPU the map's
-    ///   device address),
+    ///   device address, then its tensor's device pointer),
     ///   and the body touches a buffer only within the element count it is given;
     /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
     ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;

@@ -407,8 +407,16 @@ mod tests {
         let map = |t: &[u128], rows: usize, cols: usize, ld: usize| {
             let dims = [cols as u64, rows as u64];
             let (bytes, strides) = (rows * ld * 2, [ld as u64 * 2]);
-            TensorDesc::new(t.as_ptr().cast(), bytes, &dims, &strides, &[64, 64], 2, Swizzle::B128)
-                .unwrap()
+            TensorDesc::new(
+                t.as_ptr().cast(),
+                bytes,
+                &dims,
+                &strides,
+                &[64, 64],
+                2,
+                Swizzle::B128,
+            )
+            .unwrap()
         };
         let (map_a, map_b, map_bt) = (map(&a, m, k, lda), map(&b, k, n, ldb), map(&bt, n, k, ldbt));
         // Tile corners: A's rows from -4 (4 zero rows first), k from 0;
@@ -429,7 +437,10 @@ mod tests {
                 // SAFETY: the descriptions are of this type; their tensors
                 // live through the launch.
                 let (ma, mb) = unsafe {
-                    (Map::from_raw(map_a), Map::from_raw(if transposed { map_bt } else { map_b }))
+                    (
+                        Map::from_raw(map_a),
+                        Map::from_raw(if transposed { map_bt } else { map_b }),
+                    )
                 };
                 let a_tile = shared::array::<bf16, { 64 * 64 }>();
                 let b_tile = a_tile.after::<bf16, { 128 * 64 }>();
@@ -476,7 +487,9 @@ mod tests {
                     let r = row as i64 + i64::from(m0);
                     let c = col as i64 + i64::from(n0);
                     let want: f64 = if (0..m as i64).contains(&r) && (0..n as i64).contains(&c) {
-                        (0..k).map(|kk| a_val(r as usize, kk) * b_val(kk, c as usize)).sum()
+                        (0..k)
+                            .map(|kk| a_val(r as usize, kk) * b_val(kk, c as usize))
+                            .sum()
                     } else {
                         0.0
                     };

@@ -16,8 +16,8 @@
 //! owned mapping: `warpforge_device::own`), and output matrices
 //! `OutMatrix<T>` / `OutMatrix<T, M>`, whose rows, columns, row stride,
 //! batches and batch stride the host binds at launch (seven PTX parameters), and TMA
-//! tensor maps `TensorMap<T, R, B0, B1, S>` (one PTX parameter: the device address of
-//! the 128-byte map the host encoded; `warpforge_device::tma`). Anything else is a
+//! tensor maps `TensorMap<T, R, B0, B1, S>` (two PTX parameters: the device address of
+//! the 128-byte map the host encoded, and its tensor's buffer; `warpforge_device::tma`). Anything else is a
 //! compile error that says what to write instead.
 //!
 //! `#[kernel(shared = [T; N])]` declares that the kernel needs `N` elements of
@@ -892,9 +892,14 @@ fn instance_items(
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::Output, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::TensorMap(args) => {
-                // The map's device address; the body gets it typed as its
-                // parameter is (`from_raw` is generic, inferred from the body).
-                ptx_params.push(quote!(#n: *const u8));
+                // The map's device address, then its tensor's buffer (which
+                // the body never reads: it is there so the host's launch
+                // orders the kernel after the buffer's writers and before
+                // its later ones, as for every buffer argument). The body
+                // gets the map typed as its parameter is (`from_raw` is
+                // generic, inferred from the body).
+                let tensor = format_ident!("_{}_tensor", n);
+                ptx_params.push(quote!(#n: *const u8, #tensor: *const u8));
                 ptx_args.push(quote_spanned!(ms=> unsafe { #dev::tma::TensorMap::from_raw(#n) }));
                 abi_types.push(quote!(#dev::kernel::RawTensorMap<#args>));
                 host_args.push(quote_spanned!(ms=> unsafe { #n.as_map() }));

@@ -804,11 +804,17 @@ fn expected(params: &[Param]) -> Vec<Expected> {
                     pointer: false,
                 },
             ]),
-            // The device address of the map's 128 bytes.
-            ParamKind::TensorMap => out.push(Expected {
-                bytes: POINTER_BYTES,
-                pointer: true,
-            }),
+            // The device address of the map's 128 bytes, then its tensor's.
+            ParamKind::TensorMap => out.extend([
+                Expected {
+                    bytes: POINTER_BYTES,
+                    pointer: true,
+                },
+                Expected {
+                    bytes: POINTER_BYTES,
+                    pointer: true,
+                },
+            ]),
             // Pointer, length, rows, cols, row stride, batches, batch stride:
             // the shape the host binds.
             ParamKind::OutputMatrix => {
@@ -840,7 +846,10 @@ fn show_expected(params: &[Param]) -> String {
                 "{}: Out<{}> = pointer + {LENGTH_BYTES}-byte length",
                 p.name, p.ty
             ),
-            ParamKind::TensorMap => format!("{}: TensorMap<{}, ..> = pointer", p.name, p.ty),
+            ParamKind::TensorMap => format!(
+                "{}: TensorMap<{}, ..> = pointer (the map) + pointer (its tensor)",
+                p.name, p.ty
+            ),
             ParamKind::OutputMatrix => format!(
                 "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride, \
                  batches, batch stride",

@@ -203,13 +203,13 @@ use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Resul
 use half::{bf16, f16};
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
+use warpforge_device::swizzle::Sw128;
 use warpforge_kernels::gemm::split_k as sk;
 use warpforge_kernels::gemm::tensor::{
     self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TC_TILE_WIDE, TF32_TILE, TF32_TILE_LARGE,
 };
 use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
-use warpforge_device::swizzle::Sw128;
 use warpforge_kernels_hopper::gemm as hp;
 
 /// The SIMT element types, `f32` and `f64`: the scalar of every GEMM
@@ -1700,9 +1700,8 @@ impl<T: GemmElement> Gemm<T> {
                 cols: wgmma::TILE.1,
                 threads: hp::THREADS as usize,
             };
-            let kernel = TIn::WGMMA_KERNELS.map_or("gemm_wgmma", |names| {
-                names[trans_index(trans_a, trans_b)]
-            });
+            let kernel = TIn::WGMMA_KERNELS
+                .map_or("gemm_wgmma", |names| names[trans_index(trans_a, trans_b)]);
             let cfg = self.config(dev, shape, kernel)?;
             let c = c
                 .batched_matrix_mut(m, n, ldc, count, stride_c)

@@ -282,8 +282,14 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
         }
     }
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
-        if let Some(encoded) = &self.encoded {
+        // The map, then the tensor's buffer: the kernel reads the buffer
+        // through the map only, but pushing it makes cudarc order the launch
+        // after the buffer's writers and its later writers (or its free)
+        // after the launch, as for a `&DeviceBuffer` argument.
+        let buffer: &'a DeviceBuffer<T> = self.buffer;
+        if let (Some(encoded), Memory::Gpu(slice)) = (&self.encoded, &buffer.memory) {
             args.arg(encoded);
+            args.arg(slice);
         }
     }
 }

@@ -630,8 +630,12 @@ fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
         big.tile_config_for::<f16, bf16>(&h100).unwrap(),
         Some(Small)
     );
+    // (The mma.sync kernel the heuristic names: on sm_90 the Hopper kernel
+    // replaces it unless turned off, `wgmma_is_chosen_on_sm90_where_the_gpu_fills`.)
     assert_eq!(
-        big.kernel_name_for::<bf16, bf16>(&h100).unwrap(),
+        big.wgmma(false)
+            .kernel_name_for::<bf16, bf16>(&h100)
+            .unwrap(),
         "gemm_bf16_bf16_nn_128x256x32_s3"
     );
     // TF32 has no wide tile: large.
@@ -997,7 +1001,11 @@ fn wgmma_lds(
 
 /// Stored rows and columns of an operand `rows × cols`, transposed or not.
 fn stored(rows: usize, cols: usize, transposed: bool) -> (usize, usize) {
-    if transposed { (cols, rows) } else { (rows, cols) }
+    if transposed {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    }
 }
 
 /// A dimension around the Hopper tile's edges (128 rows, 256 columns, 64
@@ -1071,7 +1079,18 @@ fn wgmma_batches_are_their_own_products() {
     for trans in TRANSPOSES {
         let lds = wgmma_lds((m, n, k), trans, 0);
         let cases: Vec<Case> = (0..batch)
-            .map(|z| case_with_lds((m, n, k), trans, lds, 1.0, -1.0, None, 40 + z as u64, small_int))
+            .map(|z| {
+                case_with_lds(
+                    (m, n, k),
+                    trans,
+                    lds,
+                    1.0,
+                    -1.0,
+                    None,
+                    40 + z as u64,
+                    small_int,
+                )
+            })
             .collect();
         let (sa, sb, sc) = (
             cases[0].a.len().next_multiple_of(8) + 8,
@@ -1088,9 +1107,14 @@ fn wgmma_batches_are_their_own_products() {
         let a = stack(cases[0].a.len(), sa, &|c| &c.a);
         let b = stack(cases[0].b.len(), sb, &|c| &c.b);
         let c0 = stack(cases[0].c.len(), sc, &|c| &c.c);
-        let up = |v: &[f64]| dev.upload(&v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>()).unwrap();
+        let up = |v: &[f64]| {
+            dev.upload(&v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>())
+                .unwrap()
+        };
         let (ab, bb) = (up(&a), up(&b));
-        let mut cb = dev.upload(&c0.iter().map(|&x| x as f32).collect::<Vec<_>>()).unwrap();
+        let mut cb = dev
+            .upload(&c0.iter().map(|&x| x as f32).collect::<Vec<_>>())
+            .unwrap();
         let gemm = Gemm::new(m, n, k)
             .trans_a(trans.0)
             .trans_b(trans.1)
@@ -1119,10 +1143,15 @@ fn wgmma_batches_are_their_own_products() {
 #[test]
 fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
     let h100 = Device::emulator_for(Arch::Sm90);
-    let reason = |gemm: Gemm<f32>, dev: &Device| match gemm.wgmma(true).kernel_name_for::<bf16, f32>(dev) {
-        Err(Error::InvalidParameter { parameter: "wgmma", detail, .. }) => detail,
-        other => panic!("not refused: {other:?}"),
-    };
+    let reason =
+        |gemm: Gemm<f32>, dev: &Device| match gemm.wgmma(true).kernel_name_for::<bf16, f32>(dev) {
+            Err(Error::InvalidParameter {
+                parameter: "wgmma",
+                detail,
+                ..
+            }) => detail,
+            other => panic!("not refused: {other:?}"),
+        };
     let g = Gemm::<f32>::new(4096, 4096, 512);
     assert!(reason(g.lda(4100), &h100).contains("A's leading dimension 4100"));
     assert!(reason(g.trans_b(true).ldb(515), &h100).contains("B's leading dimension 515"));
@@ -1130,11 +1159,20 @@ fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
     assert!(reason(g, &Device::emulator_for(Arch::Sm80)).contains("compute capability 9.0"));
     assert!(reason(g.tile(Large), &h100).contains("pinned"));
     assert!(reason(g.split_k(2), &h100).contains("split-k"));
-    let mixed = g.wgmma(true).kernel_name_for::<bf16, f16>(&h100).unwrap_err();
+    let mixed = g
+        .wgmma(true)
+        .kernel_name_for::<bf16, f16>(&h100)
+        .unwrap_err();
     assert!(mixed.to_string().contains("no Hopper kernels"), "{mixed}");
     // Unpinned: the same GEMMs take the mma.sync kernels.
-    assert_eq!(g.lda(4100).kernel_name_for::<bf16, f32>(&h100).unwrap(), tc::gemm_bf16_f32_nn_128x256x32_s3::NAME);
-    assert_eq!(g.kernel_name_for::<bf16, f16>(&h100).unwrap(), tc::gemm_bf16_f16_nn_64x64x32_s3::NAME);
+    assert_eq!(
+        g.lda(4100).kernel_name_for::<bf16, f32>(&h100).unwrap(),
+        tc::gemm_bf16_f32_nn_128x256x32_s3::NAME
+    );
+    assert_eq!(
+        g.kernel_name_for::<bf16, f16>(&h100).unwrap(),
+        tc::gemm_bf16_f16_nn_64x64x32_s3::NAME
+    );
 }
 
 /// Unpinned, the Hopper kernels run on sm_90 where the `mma.sync`
@@ -1146,12 +1184,30 @@ fn wgmma_is_chosen_on_sm90_where_the_gpu_fills() {
     let h100 = Device::emulator_for(Arch::Sm90);
     let name = |g: Gemm<f32>, dev: &Device| g.kernel_name_for::<f16, f32>(dev).unwrap();
     let big = Gemm::<f32>::new(4096, 4096, 4096);
-    assert_eq!(name(big, &h100), hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME);
-    assert_eq!(name(big.trans_a(true).trans_b(true), &h100), hp::gemm_wgmma_f16_f32_tt_128x256x64_s4::NAME);
-    assert_eq!(name(Gemm::new(2048, 2048, 64), &h100), hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME);
-    assert_eq!(name(Gemm::new(1024, 1024, 64), &h100), tc::gemm_f16_f32_nn_64x64x32_s3::NAME);
-    assert_eq!(name(big.wgmma(false), &h100), tc::gemm_f16_f32_nn_128x256x32_s3::NAME);
-    assert_eq!(name(big, &Device::emulator_for(Arch::Sm80)), tc::gemm_f16_f32_nn_128x256x32_s3::NAME);
+    assert_eq!(
+        name(big, &h100),
+        hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME
+    );
+    assert_eq!(
+        name(big.trans_a(true).trans_b(true), &h100),
+        hp::gemm_wgmma_f16_f32_tt_128x256x64_s4::NAME
+    );
+    assert_eq!(
+        name(Gemm::new(2048, 2048, 64), &h100),
+        hp::gemm_wgmma_f16_f32_nn_128x256x64_s4::NAME
+    );
+    assert_eq!(
+        name(Gemm::new(1024, 1024, 64), &h100),
+        tc::gemm_f16_f32_nn_64x64x32_s3::NAME
+    );
+    assert_eq!(
+        name(big.wgmma(false), &h100),
+        tc::gemm_f16_f32_nn_128x256x32_s3::NAME
+    );
+    assert_eq!(
+        name(big, &Device::emulator_for(Arch::Sm80)),
+        tc::gemm_f16_f32_nn_128x256x32_s3::NAME
+    );
 }
 
 /// On a Hopper GPU, every Hopper kernel gives the exact result on a shape
@@ -1180,6 +1236,15 @@ fn gpu_wgmma_gemm_is_exact() {
     }
     let big = (1024, 2048, 512);
     let lds = wgmma_lds(big, (false, false), 0);
-    let c = case_with_lds(big, (false, false), lds, 1.0, 0.0, Some(f64::NAN), 5, small_int);
+    let c = case_with_lds(
+        big,
+        (false, false),
+        lds,
+        1.0,
+        0.0,
+        Some(f64::NAN),
+        5,
+        small_int,
+    );
     c.check_tensor::<bf16, f32>(&gpu, Path::Wgmma);
 }

@@ -131,7 +131,7 @@ fn a_kernel_is_checked_against_the_widths_the_ptx_declares() {
         match p.kind {
             ParamKind::Scalar => want.push((p.bytes, false)),
             ParamKind::Input | ParamKind::Output => want.extend([(8, true), (8, false)]),
-            ParamKind::TensorMap => want.push((8, true)),
+            ParamKind::TensorMap => want.extend([(8, true), (8, true)]),
             ParamKind::OutputMatrix => {
                 want.push((8, true));
                 want.extend([(8, false); 6]); // length, rows, cols, strides, batches

@@ -401,8 +401,12 @@ fn run_tma_probe(dev: &Device, a: &[half::bf16], b: &[half::bf16], m0: i32, n0: 
         TensorMap::<half::bf16, 2, 64, 64, Sw128>::matrix(&bb, TMA_K, TMA_N, TMA_LDB).unwrap();
     let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
     let cfg = LaunchConfig::new(Dim3::x(1), Dim3::x(128));
-    dev.launch(probe::probe_tma_wgmma, cfg, (&map_a, &map_b, m0, n0, &mut d))
-        .unwrap();
+    dev.launch(
+        probe::probe_tma_wgmma,
+        cfg,
+        (&map_a, &map_b, m0, n0, &mut d),
+    )
+    .unwrap();
     d.to_host().unwrap()
 }
 
@@ -412,7 +416,10 @@ fn tma_reference(a: &[half::bf16], b: &[half::bf16], m0: i32, n0: i32) -> Vec<f3
     let n = probe::WGMMA_N;
     (0..64 * n)
         .map(|i| {
-            let (r, c) = (i as i64 / n as i64 + i64::from(m0), (i % n) as i64 + i64::from(n0));
+            let (r, c) = (
+                i as i64 / n as i64 + i64::from(m0),
+                (i % n) as i64 + i64::from(n0),
+            );
             if !(0..TMA_M as i64).contains(&r) || !(0..TMA_N as i64).contains(&c) {
                 return 0.0;
             }
@@ -469,7 +476,8 @@ fn tensor_maps_the_tma_cannot_use_are_refused() {
     let e = TensorMap::<half::bf16, 2, 8, 8, Unswizzled>::matrix(&buf, 0, 72, 72).unwrap_err();
     assert!(field(e).starts_with("globalDim[1]"));
     // Strides in elements that overflow in bytes.
-    let e = TensorMap::<half::bf16, 2, 8, 8, Unswizzled>::new(&buf, [8, 8], &[usize::MAX]).unwrap_err();
+    let e =
+        TensorMap::<half::bf16, 2, 8, 8, Unswizzled>::new(&buf, [8, 8], &[usize::MAX]).unwrap_err();
     assert!(matches!(e, Error::SizeOverflow { .. }), "{e}");
     // The same maps, kept within the rules, are accepted.
     assert!(TensorMap::<half::bf16, 2, 32, 8, Sw64>::matrix(&buf, 64, 72, 72).is_ok());
@@ -494,6 +502,10 @@ fn gpu_tma_probe_matches_the_emulator_bit_for_bit() {
         let on_gpu = run_tma_probe(&gpu, &a, &b, m0, n0);
         assert_eq!(on_gpu, tma_reference(&a, &b, m0, n0), "corner ({m0}, {n0})");
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&on_gpu), bits(&run_tma_probe(&emu, &a, &b, m0, n0)), "corner ({m0}, {n0})");
+        assert_eq!(
+            bits(&on_gpu),
+            bits(&run_tma_probe(&emu, &a, &b, m0, n0)),
+            "corner ({m0}, {n0})"
+        );
     }
 }

@@ -66,13 +66,20 @@ impl Operand {
     /// Its batched tensor map: dimension 0 the stored columns, 1 the rows,
     /// 2 the batch. One matrix gets the stride of its own extent (rounded
     /// to 16 bytes), which no copy steps by.
-    pub(super) fn map<'b, T: Element>(&self, buffer: &'b DeviceBuffer<T>) -> Result<OperandMap<'b, T>> {
+    pub(super) fn map<'b, T: Element>(
+        &self,
+        buffer: &'b DeviceBuffer<T>,
+    ) -> Result<OperandMap<'b, T>> {
         let stride = if self.count > 1 {
             self.stride
         } else {
             self.rows.saturating_mul(self.ld).next_multiple_of(8).max(8)
         };
-        TensorMap::new(buffer, [self.cols, self.rows, self.count], &[self.ld, stride])
+        TensorMap::new(
+            buffer,
+            [self.cols, self.rows, self.count],
+            &[self.ld, stride],
+        )
     }
 }
 
@@ -87,7 +94,9 @@ pub(super) fn unsupported(
     b: &Operand,
 ) -> Option<String> {
     if !has_kernels {
-        return Some("the type pair has no Hopper kernels (f16/bf16 into f32 or the input type do)".into());
+        return Some(
+            "the type pair has no Hopper kernels (f16/bf16 into f32 or the input type do)".into(),
+        );
     }
     let cc = dev.compute_capability();
     if cc != (9, 0) {

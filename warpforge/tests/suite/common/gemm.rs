@@ -165,7 +165,10 @@ pub fn case_with_lds(
     draw: impl Fn(u64) -> f64,
 ) -> Case {
     let ((ar, ac), (br, bc), _) = layout((m, n, k), (ta, tb), 0);
-    assert!(lda >= ac && ldb >= bc && ldc >= n, "leading dimensions below the row lengths");
+    assert!(
+        lda >= ac && ldb >= bc && ldc >= n,
+        "leading dimensions below the row lengths"
+    );
     let mut s = seeded(seed);
     let mut next = move || xorshift(&mut s);
     let a = (0..needed(ar, ac, lda)).map(|_| draw(next())).collect();

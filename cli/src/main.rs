@@ -49,8 +49,8 @@ enum Command {
     },
     /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
     ///
-    /// The modules are the embedded ones (the library's sm_80 module and its Hopper kernels'
-    /// sm_90a one) unless a FILE.ptx is given. Needs ptxas
+    /// The module is the embedded library's (`--hopper`: its Hopper kernels', sm_90a) unless a
+    /// FILE.ptx is given. Needs ptxas
     /// (`pip install nvidia-cuda-nvcc`); --sass also needs nvdisasm (`pip install
     /// nvidia-cuda-nvdisasm`, or cuobjdump from `nvidia-cuda-cuobjdump`). Exits 2 on a
     /// ptxas error or an unknown --kernel, 1 on spills with --deny-spills.

@@ -32,6 +32,10 @@ pub struct PtxArgs {
     /// accepted: its DWARF sections are dropped before ptxas, its line info kept.
     #[arg(value_name = "FILE.ptx")]
     file: Option<PathBuf>,
+    /// The embedded Hopper module (`warpforge-kernels-hopper`, sm_90a: the `wgmma` GEMM)
+    /// instead of the library's.
+    #[arg(long, conflicts_with_all = ["file", "diff"])]
+    hopper: bool,
     /// Only this kernel (repeatable). A name the module lacks exits 2 with the closest names.
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
@@ -95,9 +99,9 @@ pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
         Some(path) => vec![load_file(path)?],
         None => {
             if let Some(dir) = &args.emit {
-                emit(dir)?;
+                emit(dir, embedded_module(args.hopper))?;
             }
-            embedded()?
+            embedded(embedded_module(args.hopper))?
         }
     };
     for source in &sources {
@@ -110,22 +114,28 @@ pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
     }
 }
 
-/// The embedded modules (the library's and its Hopper kernels'), one
-/// [`Source`] per variant.
-fn embedded() -> Result<Vec<Source>, String> {
-    [&ptx::LIBRARY, &ptx::HOPPER]
-        .into_iter()
-        .flat_map(|module| module.variants.iter().map(move |variant| (module, variant)))
-        .map(|(module, variant)| {
+/// The embedded module `--hopper` picks: the library's, or its Hopper kernels'.
+fn embedded_module(hopper: bool) -> &'static ptx::Module {
+    if hopper { &ptx::HOPPER } else { &ptx::LIBRARY }
+}
+
+/// An embedded module, one [`Source`] per variant.
+fn embedded(module: &'static ptx::Module) -> Result<Vec<Source>, String> {
+    module
+        .variants
+        .iter()
+        .map(|variant| {
             let label = format!("{} (embedded)", module.name);
             source(label, Cow::Borrowed(variant.source))
         })
         .collect()
 }
 
-/// The embedded variant to compare `old` with: the one with the same `.target`, or the only one.
+/// The embedded variant to compare `old` with: the one with the same `.target` (the
+/// Hopper module's for sm_90a PTX), or the library's only one.
 fn embedded_matching(old: &Source) -> Result<Source, String> {
-    let mut all = embedded()?;
+    let module = embedded_module(old.target.ends_with('a'));
+    let mut all = embedded(module)?;
     if let Some(at) = all.iter().position(|s| s.target == old.target) {
         return Ok(all.swap_remove(at));
     }
@@ -177,12 +187,9 @@ fn source(label: String, text: Cow<'static, str>) -> Result<Source, String> {
     })
 }
 
-fn emit(dir: &Path) -> Result<(), String> {
+fn emit(dir: &Path, module: &'static ptx::Module) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    for (module, m) in [&ptx::LIBRARY, &ptx::HOPPER]
-        .into_iter()
-        .flat_map(|module| module.variants.iter().map(move |m| (module, m)))
-    {
+    for m in module.variants {
         let stem = module.name.replace('-', "_");
         let path = dir.join(format!("{stem}.{}.ptx", m.arch));
         std::fs::write(&path, m.source).map_err(|e| format!("writing {}: {e}", path.display()))?;

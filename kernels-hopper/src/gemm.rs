@@ -35,7 +35,7 @@
 //! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
 //! 32-bit coordinates.
 
-use warpforge_device::mbarrier::{MBarrier, MBarriers, Phase};
+use warpforge_device::mbarrier::{MBarriers, Phase};
 use warpforge_device::mma::FragC;
 use warpforge_device::num::{self, Output};
 use warpforge_device::own::WarpGrid;
@@ -177,13 +177,17 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
-            produce(
-                &stages,
-                full,
-                empty,
+            // A fresh stage counts as empty: the first round waits on the
+            // phase before the first, which is complete.
+            walk_ring(
                 steps,
+                Phase::BEFORE_FIRST,
                 #[inline(always)]
-                |step, stage: &Stage<T, LA, LB>, bar| {
+                |step, s, round| {
+                    let mut phase = round;
+                    empty(s).wait(&mut phase);
+                    let (stage, bar) = (&stages[s], full(s));
+                    bar.arrive_expect_tx(STAGE_BYTES);
                     let k0 = (step * BK) as i32;
                     for (half, tile) in stage.a.iter().enumerate() {
                         let m = m0.wrapping_add(64 * half as i32);
@@ -207,35 +211,27 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     let mut acc = Accumulator::<BN>::zero();
     {
         let mut run = acc.start();
-        let mut round = Phase::FIRST;
-        let mut step = 0;
-        while step < steps {
-            unroll(
-                STAGES,
-                #[inline(always)]
-                |s| {
-                    if step + s >= steps {
-                        return;
-                    }
-                    let stage = &stages[s];
-                    let mut phase = round;
-                    full(s).wait(&mut phase);
-                    let at = stage.a[mine];
-                    run.mma(at.descriptor::<0>(), stage.b.descriptor::<0>());
-                    run.mma(at.descriptor::<1>(), stage.b.descriptor::<1>());
-                    run.mma(at.descriptor::<2>(), stage.b.descriptor::<2>());
-                    run.mma(at.descriptor::<3>(), stage.b.descriptor::<3>());
-                    run.commit();
-                    // The previous step's group is done: its stage may refill.
-                    run.wait::<1>();
-                    if step + s > 0 {
-                        empty((s + STAGES - 1) % STAGES).arrive();
-                    }
-                },
-            );
-            step += STAGES;
-            round = round.next();
-        }
+        walk_ring(
+            steps,
+            Phase::FIRST,
+            #[inline(always)]
+            |step, s, round| {
+                let stage = &stages[s];
+                let mut phase = round;
+                full(s).wait(&mut phase);
+                let at = stage.a[mine];
+                run.mma(at.descriptor::<0>(), stage.b.descriptor::<0>());
+                run.mma(at.descriptor::<1>(), stage.b.descriptor::<1>());
+                run.mma(at.descriptor::<2>(), stage.b.descriptor::<2>());
+                run.mma(at.descriptor::<3>(), stage.b.descriptor::<3>());
+                run.commit();
+                // The previous step's group is done: its stage may refill.
+                run.wait::<1>();
+                if step > 0 {
+                    empty((s + STAGES - 1) % STAGES).arrive();
+                }
+            },
+        );
         run.finish();
     }
 
@@ -274,32 +270,24 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     );
 }
 
-/// The producer's k-loop: for each step, wait until its stage is empty
-/// (the consumers' arrivals for the stage's previous use; a fresh stage
-/// counts as empty), have its "full" barrier expect the stage's bytes, and
-/// `load` the step's tiles into it, counted there.
+/// The ring's walk, shared by the producer and the consumers: `f(step,
+/// stage, round)` for each of the `steps` k-steps in order, `stage = step
+/// mod STAGES` and `round` the phase its barriers are in for this use
+/// (`first`, then one phase further each time the ring wraps). Written out
+/// per stage (`unroll`), so each call's stage is a constant: its tiles and
+/// barriers are fixed addresses, nothing is indexed at run time.
 #[inline(always)]
-fn produce<St>(
-    stages: &[St; STAGES],
-    full: impl Fn(usize) -> MBarrier,
-    empty: impl Fn(usize) -> MBarrier,
-    steps: usize,
-    mut load: impl FnMut(usize, &St, MBarrier),
-) {
-    let mut round = Phase::BEFORE_FIRST;
+fn walk_ring(steps: usize, first: Phase, mut f: impl FnMut(usize, usize, Phase)) {
+    let mut round = first;
     let mut step = 0;
     while step < steps {
         unroll(
             STAGES,
             #[inline(always)]
             |s| {
-                if step + s >= steps {
-                    return;
+                if step + s < steps {
+                    f(step + s, s, round);
                 }
-                let mut phase = round;
-                empty(s).wait(&mut phase);
-                full(s).arrive_expect_tx(STAGE_BYTES);
-                load(step + s, &stages[s], full(s));
             },
         );
         step += STAGES;

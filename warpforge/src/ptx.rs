@@ -1061,7 +1061,9 @@ mod tests {
         );
         assert_eq!(TWO.variant_for((9, 0)).map(|m| m.arch), Some("sm_90a"));
         assert_eq!(TWO.variant_for((8, 9)).map(|m| m.arch), Some("sm_80"));
-        assert_eq!(TWO.variant_for((12, 0)).map(|m| m.arch), Some("sm_90a"));
+        // sm_90a PTX is for sm_90 alone (arch-specific features): a newer GPU
+        // JIT-compiles the sm_80 variant.
+        assert_eq!(TWO.variant_for((12, 0)).map(|m| m.arch), Some("sm_80"));
     }
 
     #[test]
@@ -1292,8 +1294,9 @@ mod tests {
         let image = choose_image((9, 0), &WITH_90A).unwrap();
         assert_eq!(image.to_string(), "sm_90a cubin");
         assert_eq!(image.variant().arch, "sm_90a");
-        // Blackwell runs the sm_90a variant's PTX by `variant_for`, but no sm_90a cubin.
-        assert_eq!(chosen((10, 0), &WITH_90A), "PTX JIT: no cubin for sm_100a");
+        // Blackwell cannot run the sm_90a variant (arch-specific PTX): it
+        // JIT-compiles the sm_80 one.
+        assert_eq!(chosen((10, 0), &WITH_90A), "PTX JIT: no cubin for sm_100");
         assert_eq!(chosen((8, 6), &WITH_90A), "sm_86 cubin");
         assert_eq!(chosen((8, 9), &WITH_90A), "sm_86 cubin");
         // A plain sm_90 cubin never stands in for the sm_90a variant.

@@ -1321,8 +1321,8 @@ impl<T: GemmElement> Gemm<T> {
     /// let h100 = Device::emulator_for(Arch::Sm90);
     /// let gemm = Gemm::<f32>::new(300, 200, 72).wgmma(true);
     /// assert_eq!(gemm.kernel_name_for::<bf16, f32>(&h100)?, "gemm_wgmma_bf16_f32_nn_128x256x64_s4");
-    /// // lda = 70: not a multiple of 8 elements, which a tensor map needs.
-    /// let e = gemm.lda(70).kernel_name_for::<bf16, f32>(&h100).unwrap_err();
+    /// // lda = 76: not a multiple of 8 elements, which a tensor map needs.
+    /// let e = gemm.lda(76).kernel_name_for::<bf16, f32>(&h100).unwrap_err();
     /// assert!(e.to_string().contains("multiple of 8"), "{e}");
     /// let a100 = Device::emulator_for(Arch::Sm80);
     /// assert!(gemm.kernel_name_for::<bf16, f32>(&a100).is_err());

@@ -129,6 +129,27 @@ pub trait Output: Copy {
     fn from_f32(x: f32) -> Self;
     /// The f32 equal to `self`.
     fn to_f32(self) -> f32;
+
+    /// A GEMM epilogue's `alpha·acc + beta·c` in f32, rounded once to this
+    /// type: `alpha·acc` when `beta = 0`, without calling `c` (C is not
+    /// read, so a NaN there does not leak, as BLAS specifies), else
+    /// `fma(beta, c, alpha·acc)`.
+    ///
+    /// ```
+    /// # use warpforge_device::num::Output;
+    /// assert_eq!(f32::axpby(2.0, 3.0, 0.0, || f32::NAN), 6.0);
+    /// assert_eq!(f32::axpby(2.0, 3.0, 0.5, || 4.0), 8.0);
+    /// ```
+    #[inline(always)]
+    fn axpby(alpha: f32, acc: f32, beta: f32, c: impl FnOnce() -> Self) -> Self {
+        let prod = alpha * acc;
+        let r = if beta == 0.0 {
+            prod
+        } else {
+            fma_f32(beta, c().to_f32(), prod)
+        };
+        Self::from_f32(r)
+    }
 }
 
 impl Output for f32 {

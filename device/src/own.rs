@@ -191,6 +191,24 @@ pub enum WarpGrid<
     const RP: bool = false,
 > {}
 
+/// A persistent kernel's output: its blocks walk the tiles instead of being
+/// one each. The `batches × ⌈rows / BM⌉ × ⌈cols / BN⌉` block tiles of the
+/// bound batches are numbered batch by batch, and within a batch in
+/// [`grouped_block`]'s order of bands of `G` tile rows; block `b` of a 1-D
+/// grid of `n` blocks owns tiles `b, b + n, b + 2n, …`
+/// ([`OutMatrix::walk`]) and cuts each into warp tiles as [`WarpGrid`]
+/// does ([`OutMatrix::walk_tile`]). Blocks off the grid's x-line (y or z ≠
+/// 0) own nothing. Launch as many blocks as fit on the GPU at once, and each
+/// keeps its shared memory and its pipeline from one tile to the next (the
+/// loads of its next tile overlap the epilogue of this one).
+pub enum TileWalk<
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize = 1,
+> {}
+
 impl sealed::Sealed for Indexed {}
 impl sealed::Sealed for Elements {}
 impl<const N: usize> sealed::Sealed for ThreadChunks<N> {}
@@ -216,6 +234,10 @@ impl<
     const G: usize,
     const RP: bool,
 > sealed::Sealed for WarpGrid<BM, BN, TM, TN, G, RP>
+{
+}
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize>
+    sealed::Sealed for TileWalk<BM, BN, TM, TN, G>
 {
 }
 impl Mapping for Indexed {}
@@ -244,6 +266,10 @@ impl<
     const G: usize,
     const RP: bool,
 > Mapping2 for WarpGrid<BM, BN, TM, TN, G, RP>
+{
+}
+impl<const BM: usize, const BN: usize, const TM: usize, const TN: usize, const G: usize> Mapping2
+    for TileWalk<BM, BN, TM, TN, G>
 {
 }
 
@@ -692,6 +718,8 @@ pub struct OutMatrix<'a, T, M: Mapping2 = Elements> {
     row_stride: usize,
     /// Elements between consecutive batches (0 for a host slice).
     batch_stride: usize,
+    /// The bound batches (0 if the binding does not fit).
+    batches: usize,
     _buffer: PhantomData<&'a mut [T]>,
     _mapping: PhantomData<fn() -> M>,
 }
@@ -788,6 +816,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
             cols: if fits { cols } else { 0 },
             row_stride,
             batch_stride,
+            batches: if fits { batches } else { 0 },
             _buffer: PhantomData,
             _mapping: PhantomData,
         }
@@ -808,6 +837,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
             cols,
             row_stride,
             batch_stride: 0,
+            batches: 1,
             _buffer: PhantomData,
             _mapping: PhantomData,
         })
@@ -854,14 +884,24 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     /// `row < rows` and `col < cols`.
     #[inline(always)]
     unsafe fn element(&self, row: usize, col: usize) -> *mut T {
-        let z = thread::block_idx().z as usize;
-        // SAFETY: rows > 0, so z < batches and the binding fits (`from_raw`):
-        // z·batch_stride + row·stride + col < (batches − 1)·batch_stride +
-        // (rows − 1)·stride + cols ≤ len (`batched_extent`). A host slice
-        // has batch stride 0.
+        // SAFETY: rows > 0, so z < batches (`from_raw`); the rest is the caller's.
+        unsafe { self.element_in(thread::block_idx().z as usize, row, col) }
+    }
+
+    /// The address of (`row`, `col`) of batch `batch`.
+    ///
+    /// # Safety
+    /// `batch < batches`, `row < rows` and `col < cols` (rows > 0: the
+    /// binding fits).
+    #[inline(always)]
+    unsafe fn element_in(&self, batch: usize, row: usize, col: usize) -> *mut T {
+        // SAFETY: the binding fits (`from_raw`, rows > 0):
+        // batch·batch_stride + row·stride + col < (batches − 1)·batch_stride
+        // + (rows − 1)·stride + cols ≤ len (`batched_extent`). A host slice
+        // has batch stride 0 and one batch.
         unsafe {
             self.ptr
-                .add(z * self.batch_stride + row * self.row_stride + col)
+                .add(batch * self.batch_stride + row * self.row_stride + col)
         }
     }
 }
@@ -1027,6 +1067,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
                 cols: self.cols,
                 row_stride: self.row_stride,
                 batch_stride: self.batch_stride,
+                batches: self.batches,
                 _buffer: PhantomData,
                 _mapping: PhantomData,
             },
@@ -1441,20 +1482,7 @@ impl<
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn warp_offset(&self) -> Option<(usize, usize)> {
-        const {
-            assert!(
-                TM > 0
-                    && TN > 0
-                    && TM.is_multiple_of(crate::mma::M)
-                    && TN.is_multiple_of(crate::mma::N)
-                    && BM.is_multiple_of(TM)
-                    && BN.is_multiple_of(TN),
-                "warp tiles are whole 16 × 8 mma tiles and divide the block tile"
-            )
-        };
-        let (per_row, per_col) = (BN / TN, BM / TM);
-        let w = thread::warp_id() as usize;
-        (w < per_row * per_col).then(|| ((w / per_row) * TM, (w % per_row) * TN))
+        warp_offset::<BM, BN, TM, TN>()
     }
 
     /// This warp's tile: the block owns the `BM × BN` tile at
@@ -1476,26 +1504,76 @@ impl<
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn tile(&mut self) -> Option<WarpTile<'_, T, TM, TN, RP>> {
-        let (dr, dc) = self.warp_offset()?;
-        // The block tile's corner, then the warp's inside it.
-        let b = thread::block_idx();
-        let (ty, tx) = grouped_block(b, thread::grid_dim(), G);
-        let (brow, bcol, brows, bcols) = tile_in(
-            u64::from(ty),
-            u64::from(tx),
-            BM,
-            BN,
-            self.batch().1,
-            self.cols,
-        )?;
+        let (ty, tx) = grouped_block(thread::block_idx(), thread::grid_dim(), G);
+        let (_, rows) = self.batch();
+        // SAFETY: rows > 0 only if z < batches (`from_raw`).
+        unsafe {
+            self.warp_tile::<BM, BN, TM, TN, RP>(
+                thread::block_idx().z as usize,
+                u64::from(ty),
+                u64::from(tx),
+                rows,
+            )
+        }
+    }
+}
+
+/// Where warp tile `warp_id` lies in a `BM × BN` block tile cut into
+/// `TM × TN` warp tiles numbered row-major ([`WarpGrid`], [`TileWalk`]).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+fn warp_offset<const BM: usize, const BN: usize, const TM: usize, const TN: usize>()
+-> Option<(usize, usize)> {
+    const {
+        assert!(
+            TM > 0
+                && TN > 0
+                && TM.is_multiple_of(crate::mma::M)
+                && TN.is_multiple_of(crate::mma::N)
+                && BM.is_multiple_of(TM)
+                && BN.is_multiple_of(TN),
+            "warp tiles are whole 16 × 8 mma tiles and divide the block tile"
+        )
+    };
+    let (per_row, per_col) = (BN / TN, BM / TM);
+    let w = thread::warp_id() as usize;
+    (w < per_row * per_col).then(|| ((w / per_row) * TM, (w % per_row) * TN))
+}
+
+impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
+    /// This warp's tile of block tile (`tile_row`, `tile_col`) of batch
+    /// `batch` (whose matrix has `rows` rows: 0 for none), clipped to it;
+    /// `None` if the warp has no warp tile or its tile starts outside.
+    ///
+    /// # Safety
+    /// `rows` is 0 or `batch < batches`; the block tile is this block's
+    /// alone (the caller's mapping).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    unsafe fn warp_tile<
+        const BM: usize,
+        const BN: usize,
+        const TM: usize,
+        const TN: usize,
+        const RP: bool,
+    >(
+        &mut self,
+        batch: usize,
+        tile_row: u64,
+        tile_col: u64,
+        rows: usize,
+    ) -> Option<WarpTile<'_, T, TM, TN, RP>> {
+        let (dr, dc) = warp_offset::<BM, BN, TM, TN>()?;
+        let (brow, bcol, brows, bcols) = tile_in(tile_row, tile_col, BM, BN, rows, self.cols)?;
         if dr >= brows || dc >= bcols {
             return None;
         }
         let (row0, col0) = (brow + dr, bcol + dc);
         Some(WarpTile {
             // SAFETY: (row0, col0) is inside the clipped block tile (just
-            // checked), so in the batch, one of the bound batches (`batch`).
-            origin: unsafe { self.element(row0, col0) },
+            // checked), so in the batch (rows > 0, so batch < batches: the
+            // caller's contract).
+            origin: unsafe { self.element_in(batch, row0, col0) },
             row_stride: self.row_stride,
             row0,
             col0,
@@ -1503,6 +1581,154 @@ impl<
             cols: TN.min(bcols - dc),
             _view: PhantomData,
         })
+    }
+}
+
+/// A block tile of an `OutMatrix<T, TileWalk<…>>` that this thread's block
+/// owns: the `index`-th of the output's tiles, handed out only by
+/// [`OutMatrix::walk`] (private field, not `Clone`), so only to the block
+/// whose residue it is. Read its place with [`OutMatrix::walk_origin`]; its
+/// warps write it through [`OutMatrix::walk_tile`].
+pub struct WalkTile {
+    index: u32,
+}
+
+impl WalkTile {
+    /// The tile's number in the walk (batch-major).
+    #[inline(always)]
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+/// The tiles a block of a [`TileWalk`] output owns, in order: `b, b + n,
+/// …` below the output's tile count (empty off the grid's x-line).
+pub struct WalkTiles {
+    next: u32,
+    step: u32,
+    end: u32,
+}
+
+impl Iterator for WalkTiles {
+    type Item = WalkTile;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<WalkTile> {
+        if self.next >= self.end {
+            return None;
+        }
+        let index = self.next;
+        self.next = self.next.saturating_add(self.step);
+        Some(WalkTile { index })
+    }
+}
+
+impl<
+    'a,
+    T: Copy,
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize,
+> OutMatrix<'a, T, TileWalk<BM, BN, TM, TN, G>>
+{
+    /// Tile rows and columns of one batch, and the tiles of all batches,
+    /// if that count is below 2³² (`None` otherwise).
+    #[inline(always)]
+    fn tile_grid(&self) -> Option<(u32, u32, u32)> {
+        const { assert!(BM > 0 && BN > 0, "a tile has at least one element") };
+        let gy = u32::try_from(self.rows.div_ceil(BM)).ok()?;
+        let gx = u32::try_from(self.cols.div_ceil(BN)).ok()?;
+        let batches = u32::try_from(self.batches).ok()?;
+        let count = gy.checked_mul(gx)?.checked_mul(batches)?;
+        Some((gy, gx, count))
+    }
+
+    /// The tiles this block owns, in the order it should compute them:
+    /// `blockIdx.x + i·gridDim.x` for `i = 0, 1, …` below the
+    /// `batches × ⌈rows / BM⌉ × ⌈cols / BN⌉` tiles. Distinct blocks of the
+    /// x-line own distinct residues, so no tile is any two blocks'; every
+    /// tile is one block's when the grid has at least one block. A block
+    /// off the x-line (y or z ≠ 0) owns none. The producer and the consumers
+    /// of a block each take the walk and see the same tiles.
+    ///
+    /// Panics (a trap on the GPU) if the output has 2³² tiles or more (the
+    /// walk counts in 32 bits, as a grid does: a host binding that large is
+    /// refused before the launch).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn walk(&self) -> WalkTiles {
+        let (b, n) = (thread::block_idx(), thread::grid_dim());
+        let Some((_, _, count)) = self.tile_grid() else {
+            panic!("OutMatrix::walk: 2^32 tiles or more")
+        };
+        WalkTiles {
+            next: b.x,
+            step: n.x,
+            end: if (b.y | b.z) == 0 { count } else { 0 },
+        }
+    }
+
+    /// Where `tile` lies: its batch and its corner `(row, column)` in the
+    /// batch (unclipped), for the kernel to read the operands of the tile
+    /// [`walk_tile`](Self::walk_tile) writes. Within a batch, tiles go in
+    /// [`grouped_block`]'s banded order of a `⌈rows / BM⌉ × ⌈cols / BN⌉`
+    /// grid (one-to-one, as for [`WarpGrid`]).
+    #[inline(always)]
+    pub fn walk_origin(&self, tile: &WalkTile) -> (usize, usize, usize) {
+        let (batch, ty, tx) = self.place(tile);
+        (
+            batch,
+            (ty as usize).wrapping_mul(BM),
+            (tx as usize).wrapping_mul(BN),
+        )
+    }
+
+    /// The batch, tile row and tile column of `tile` (past the last batch
+    /// for a tile of a larger output, which no tile of this one is).
+    #[inline(always)]
+    fn place(&self, tile: &WalkTile) -> (usize, u64, u64) {
+        let Some((gy, gx, _)) = self.tile_grid() else {
+            return (usize::MAX, 0, 0);
+        };
+        let per_batch = (gy * gx).max(1);
+        let (batch, l) = (tile.index / per_batch, tile.index % per_batch);
+        let (y, x) = (l / gx.max(1), l % gx.max(1));
+        let (ty, tx) = grouped_block(crate::Dim3::new(x, y, 0), crate::Dim3::new(gx, gy, 1), G);
+        (batch as usize, u64::from(ty), u64::from(tx))
+    }
+
+    /// Where this warp's tile lies in a `BM × BN` tile: as
+    /// [`WarpGrid`]'s ([`OutMatrix::warp_offset`]).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn walk_warp_offset(&self) -> Option<(usize, usize)> {
+        warp_offset::<BM, BN, TM, TN>()
+    }
+
+    /// This warp's part of `tile`, a tile this block owns: the `TM × TN`
+    /// warp tile at [`walk_warp_offset`](Self::walk_warp_offset) of the
+    /// block tile at [`walk_origin`](Self::walk_origin), clipped to the
+    /// batch; `None` if the warp has no warp tile or its tile starts
+    /// outside. Coordinates are the batch's.
+    ///
+    /// Disjoint for any grid: tile numbers are one block's each
+    /// ([`walk`](Self::walk): a `WalkTile` exists only for the block whose
+    /// residue its number is), numbers map one-to-one onto the tiles of the
+    /// bound batches (batch-major, then [`grouped_block`], a bijection of
+    /// each batch's grid), the batches share no element, and within a tile
+    /// warps and lanes own distinct elements as in [`WarpGrid`]. A
+    /// `WalkTile` of another `TileWalk` output names a tile by its number,
+    /// so here too it is this block's.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<WarpTile<'_, T, TM, TN>> {
+        let (batch, ty, tx) = self.place(tile);
+        let rows = if batch < self.batches { self.rows } else { 0 };
+        // SAFETY: rows is 0 unless batch < batches; the tile is this
+        // block's (above).
+        unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }
     }
 }
 
@@ -1576,8 +1802,100 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v,
 
 #[cfg(test)]
 mod tests {
-    use super::grouped_block;
+    use super::{OutMatrix, TileWalk, grouped_block};
     use crate::Dim3;
+    use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
+    use crate::mma::FragC;
+    use std::sync::Mutex;
+
+    /// A persistent launch of `grid` blocks of 2 warps over `batches` of
+    /// 37 × 45 (rows 48 apart, batches 37·48 + 3 apart) in 32 × 16 tiles
+    /// (warp tiles 16 × 16, bands of 3 tile rows): every warp adds 1 to
+    /// each element of its part of each tile it walks. Every element of
+    /// every batch ends at exactly 1, padding at 0, with the race detector
+    /// on; the walk's tile numbers are each one block's, and the origin it
+    /// gives the producer is the one the writers write.
+    #[test]
+    fn a_tile_walk_covers_every_tile_once_across_blocks() {
+        let (rows, cols, ld) = (37usize, 45usize, 48usize);
+        for batches in [1usize, 3] {
+            let stride = rows * ld + 3;
+            let len = (batches - 1) * stride + (rows - 1) * ld + cols;
+            for grid in [
+                Dim3::x(1),
+                Dim3::x(3),
+                Dim3::x(7),
+                Dim3::new(5, 2, 1),
+                Dim3::x(64),
+            ] {
+                let mut c = vec![0f32; len];
+                let (ptr, addr) = (c.as_mut_ptr() as usize, c.as_ptr() as usize);
+                let walked = Mutex::new(Vec::new());
+                let shape = LaunchShape {
+                    grid,
+                    block: Dim3::x(64),
+                    dynamic_shared_bytes: 0,
+                };
+                let out = OutputBuffer {
+                    name: "c",
+                    addr,
+                    len,
+                    elem_bytes: 4,
+                };
+                launch_with_outputs("tile_walk", shape, &[out], &|| {
+                    // SAFETY: `c` lives through the launch, untouched by the host.
+                    let mut view = unsafe {
+                        OutMatrix::<f32, TileWalk<32, 16, 16, 16, 3>>::from_raw(
+                            ptr as *mut f32,
+                            len,
+                            rows,
+                            cols,
+                            ld,
+                            batches,
+                            stride,
+                        )
+                    };
+                    let ones = FragC { regs: [1.0; 4] };
+                    for tile in view.walk() {
+                        let (batch, r0, c0) = view.walk_origin(&tile);
+                        let (dr, dc) = view.walk_warp_offset().unwrap();
+                        if crate::thread::linear_thread_id() == 0 {
+                            let b = crate::thread::block_idx();
+                            walked.lock().unwrap().push((tile.index(), b));
+                        }
+                        if let Some(mut warp_tile) = view.walk_tile(&tile) {
+                            assert_eq!(warp_tile.origin(), (r0 + dr, c0 + dc));
+                            assert!(batch < batches);
+                            for sub_col in 0..2 {
+                                warp_tile
+                                    .update_mma_c(0, sub_col, &ones, |v, d| d.set(d.get() + v));
+                            }
+                        }
+                    }
+                })
+                .unwrap();
+                for b in 0..batches {
+                    for r in 0..rows {
+                        for col in 0..ld {
+                            let i = b * stride + r * ld + col;
+                            if i < len {
+                                let want = if col < cols { 1.0 } else { 0.0 };
+                                assert_eq!(c[i], want, "{grid:?}, batch {b}, ({r}, {col})");
+                            }
+                        }
+                    }
+                }
+                let tiles = batches * 37usize.div_ceil(32) * 45usize.div_ceil(16);
+                let mut walked = walked.into_inner().unwrap();
+                walked.sort_by_key(|&(t, _)| t);
+                assert_eq!(walked.len(), tiles, "{grid:?}");
+                for (i, &(t, b)) in walked.iter().enumerate() {
+                    assert_eq!(t, i as u32, "{grid:?}");
+                    assert_eq!((b.y, b.z, b.x), (0, 0, t % grid.x));
+                }
+            }
+        }
+    }
 
     /// Every block of a grid takes a distinct tile of it (a bijection), for
     /// bands that divide the rows and ones that do not; `g ≤ 1` and grids

@@ -607,6 +607,9 @@ mod tests {
         /// Thread 0 stores into B after every warp's wait and a block
         /// barrier (the correct twin).
         StoreAfterWait,
+        /// Thread 70 stores its share of the operands but skips
+        /// `fence_operands` before the barrier.
+        NoFence,
     }
 
     /// A test element: from an integer-valued f64.
@@ -658,7 +661,9 @@ mod tests {
                 for i in (me..$n * KX).step_by($threads) {
                     b.store(i / KX, i % KX, <$t>::of(b_at(i / KX, i % KX)));
                 }
-                fence_operands();
+                if !(misstep == Misstep::NoFence && me == 70) {
+                    fence_operands();
+                }
                 sync_threads();
                 let t = thread_in_warpgroup();
                 let mut acc = Accumulator::<$n>::zero();
@@ -974,6 +979,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got, reference(64));
+    }
+
+    /// Operands stored with plain stores are read by `wgmma` through the
+    /// async proxy: a thread that stores its share and skips
+    /// `fence_operands` (`fence.proxy.async`) before the barrier is
+    /// reported, naming it and its store; the correct twin (every thread
+    /// fences) is every other test of this module.
+    #[test]
+    fn an_operand_stored_without_a_proxy_fence_is_reported() {
+        let e = product!(
+            f16,
+            KMajor<Sw128>,
+            MnMajor<Sw128>,
+            64,
+            128,
+            Misstep::NoFence
+        )
+        .expect_err("the unfenced store is reported");
+        let (writer, text) = (Dim3::new(70, 0, 0), e.to_string());
+        assert!(
+            matches!(e.fault, Fault::Wgmma { problem: WgmmaProblem::UnfencedOperand { writer: w, .. }, other_at: Some(_), .. } if w == writer),
+            "{e}"
+        );
+        assert!(
+            text.contains("fence.proxy.async") && text.contains("the store is at"),
+            "{text}"
+        );
     }
 
     /// `C + A·B` (bf16, N = 128) with both operands delivered by bulk

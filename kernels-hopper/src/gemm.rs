@@ -1,7 +1,10 @@
 //! The warp-specialised Hopper GEMM: `D = alpha·op(A)·op(B) + beta·C`,
 //! f16/bf16 inputs, f32 accumulation, f32/f16/bf16 output, batched.
 //!
-//! A block of three warpgroups computes one 128 × 256 tile of D:
+//! Persistent: a grid of one block per SM, each block of three warpgroups
+//! walking the 128 × 256 tiles of D (`TileWalk`: block `b` of `n` takes
+//! tiles `b, b + n, …`, batch by batch, in bands of 8 tile rows), keeping
+//! its ring and barriers from one tile to the next:
 //!
 //! - **warpgroup 2, the producer**, gives its registers back
 //!   (`setmaxnreg.dec` to 56) and one of its threads walks K in steps of 64:
@@ -16,10 +19,17 @@
 //!   commit them, wait until the *previous* step's group is done, and
 //!   arrive on that stage's "empty" barrier: one group stays in flight while
 //!   the next stage's copies land;
-//! - the epilogue: each consumer warp writes its 16 × 256 rows of the
-//!   accumulator through its `WarpGrid` tile (owned: no two threads write
+//! - the epilogue: after the tile's last group the consumers release its
+//!   stage and each consumer warp writes its 16 × 256 rows of the
+//!   accumulator through its `TileWalk` tile (owned: no two threads write
 //!   one element), `alpha·acc` when `beta = 0` (C never read) else
-//!   `fma(beta, c, alpha·acc)`, rounded to the output type.
+//!   `fma(beta, c, alpha·acc)`, rounded to the output type; meanwhile the
+//!   producer is already filling the ring with the next tile's steps.
+//!
+//! Every tile walks the ring from stage 0, and each stage keeps its own
+//! "full" and "empty" phases across tiles (a `Phase` per stage, in
+//! registers: the walk is written out per stage), so a K that is not a
+//! multiple of 4 steps leaves stages unevenly used but never out of step.
 //!
 //! The ring has 4 stages (192 KiB of shared memory; the H100 and H200 allow
 //! 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
@@ -31,14 +41,14 @@
 //!
 //! Bounds: every box the TMA copies is clipped to the tensor the host
 //! described (zeros outside); every element written is in the tile
-//! `WarpGrid` gives the warp, clipped to C. The host checks the shapes,
+//! `TileWalk` gives the warp, clipped to C. The host checks the shapes,
 //! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
 //! 32-bit coordinates.
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
 use warpforge_device::mma::FragC;
-use warpforge_device::num::{self, Output};
-use warpforge_device::own::WarpGrid;
+use warpforge_device::num::Output;
+use warpforge_device::own::{TileWalk, WarpTile};
 use warpforge_device::shared::{self, SharedTile};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
@@ -55,6 +65,9 @@ pub const BN: usize = 256;
 pub const BK: usize = 64;
 /// Stages of the ring.
 pub const STAGES: usize = 4;
+/// Bands of tile rows the walk takes the tiles in (`TileWalk`'s `G`): the
+/// blocks at work at once share few panels of A and B in L2.
+pub const BANDS: usize = 8;
 /// Threads a block: two consumer warpgroups and the producer's.
 pub const THREADS: u32 = 384;
 /// The box every tensor map of this kernel copies: 64 × 64 elements, one
@@ -124,7 +137,8 @@ fn ring<T: Element, LA: Layout, LB: Layout>() -> ([Stage<T, LA, LB>; STAGES], MB
 /// the module). `a` and `b` are batched maps of the stored matrices (A:
 /// M × K row-major, or K × M for `LA = MnMajor`; B: K × N row-major, or
 /// N × K for `LB = KMajor`); `k` the depth. Launch with [`THREADS`] threads
-/// and a grid of `(⌈N/256⌉, ⌈M/128⌉, batches)`.
+/// and a 1-D grid of at most one block per SM (more blocks than tiles only
+/// idle): each block walks its tiles (`TileWalk`).
 #[kernel(
     shared = [T; SHARED_ELEMS],
     max_threads = 384,
@@ -154,7 +168,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     k: u32,
     alpha: f32,
     beta: f32,
-    mut c: OutMatrix<TOut, WarpGrid<BM, BN, 16, BN>>,
+    mut c: OutMatrix<TOut, TileWalk<BM, BN, 16, BN, BANDS>>,
 ) {
     let (stages, bars) = ring::<T, LA, LB>();
     let full = |s: usize| bars.get(s);
@@ -165,77 +179,108 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     } else {
         k.div_ceil(BK as u32) as usize
     };
-    let (m0, n0) = c.block_origin();
-    let (m0, n0, z) = (m0 as i32, n0 as i32, thread::block_idx().z as i32);
     // The warpgroup, broadcast from lane 0: the same value, but one ptxas
     // can see is uniform over the warp, so the `wgmma`s below are not on a
     // divergent path (ptxas would serialise them otherwise, C7519).
     let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
 
     if warpgroup == 2 {
-        wgmma::release_registers::<56>();
+        wgmma::release_registers::<80>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
-            // A fresh stage counts as empty: the first round waits on the
-            // phase before the first, which is complete.
-            walk_ring(
-                steps,
-                Phase::BEFORE_FIRST,
-                #[inline(always)]
-                |step, s, round| {
-                    let mut phase = round;
-                    empty(s).wait(&mut phase);
-                    let (stage, bar) = (&stages[s], full(s));
-                    bar.arrive_expect_tx(STAGE_BYTES);
-                    let k0 = (step * BK) as i32;
-                    for (half, tile) in stage.a.iter().enumerate() {
-                        let m = m0.wrapping_add(64 * half as i32);
-                        let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
-                        a.load_operand(at, *tile, bar);
-                    }
-                    let at = if LB::MN_MAJOR {
-                        [n0, k0, z]
-                    } else {
-                        [k0, n0, z]
-                    };
-                    b.load_operand(at, stage.b, bar);
-                },
-            );
+            // Each stage's "empty" phase: a fresh stage counts as empty, so
+            // its first use waits on the phase before the first, complete.
+            let mut emptied = [Phase::BEFORE_FIRST; STAGES];
+            for tile in c.walk() {
+                let (z, m0, n0) = c.walk_origin(&tile);
+                let (m0, n0, z) = (m0 as i32, n0 as i32, z as i32);
+                walk_ring(
+                    steps,
+                    #[inline(always)]
+                    |step, s| {
+                        empty(s).wait(&mut emptied[s]);
+                        let (stage, bar) = (&stages[s], full(s));
+                        bar.arrive_expect_tx(STAGE_BYTES);
+                        let k0 = (step * BK) as i32;
+                        for (half, tile) in stage.a.iter().enumerate() {
+                            let m = m0.wrapping_add(64 * half as i32);
+                            let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
+                            a.load_operand(at, *tile, bar);
+                        }
+                        let at = if LB::MN_MAJOR {
+                            [n0, k0, z]
+                        } else {
+                            [k0, n0, z]
+                        };
+                        b.load_operand(at, stage.b, bar);
+                    },
+                );
+            }
         }
         return;
     }
 
-    wgmma::increase_registers::<224>();
+    wgmma::increase_registers::<216>();
     let mine = if warpgroup == 0 { 0 } else { 1 };
-    let mut acc = Accumulator::<BN>::zero();
-    {
-        let mut run = acc.start();
-        walk_ring(
-            steps,
-            Phase::FIRST,
+    // Each stage's "full" phase, carried from tile to tile as the
+    // producer's "empty" ones are: both walk the same tiles and steps.
+    let mut filled = [Phase::FIRST; STAGES];
+    for tile in c.walk() {
+        let mut acc = Accumulator::<BN>::zero();
+        {
+            let mut run = acc.start();
+            walk_ring(
+                steps,
+                #[inline(always)]
+                |step, s| {
+                    let stage = &stages[s];
+                    full(s).wait(&mut filled[s]);
+                    let at = stage.a[mine];
+                    run.mma(at.descriptor::<0>(), stage.b.descriptor::<0>());
+                    run.mma(at.descriptor::<1>(), stage.b.descriptor::<1>());
+                    run.mma(at.descriptor::<2>(), stage.b.descriptor::<2>());
+                    run.mma(at.descriptor::<3>(), stage.b.descriptor::<3>());
+                    run.commit();
+                    // The previous step's group is done: its stage may refill.
+                    run.wait::<1>();
+                    if step > 0 {
+                        empty((s + STAGES - 1) % STAGES).arrive();
+                    }
+                },
+            );
+            run.finish();
+        }
+        // The last step's group is done too: its stage may refill (with the
+        // next tile's first steps, while this tile's epilogue runs).
+        // (Written out per stage: a barrier indexed at run time would put
+        // the barriers' addresses in local memory.)
+        let last = steps.wrapping_sub(1) % STAGES;
+        unroll(
+            STAGES,
             #[inline(always)]
-            |step, s, round| {
-                let stage = &stages[s];
-                let mut phase = round;
-                full(s).wait(&mut phase);
-                let at = stage.a[mine];
-                run.mma(at.descriptor::<0>(), stage.b.descriptor::<0>());
-                run.mma(at.descriptor::<1>(), stage.b.descriptor::<1>());
-                run.mma(at.descriptor::<2>(), stage.b.descriptor::<2>());
-                run.mma(at.descriptor::<3>(), stage.b.descriptor::<3>());
-                run.commit();
-                // The previous step's group is done: its stage may refill.
-                run.wait::<1>();
-                if step > 0 {
-                    empty((s + STAGES - 1) % STAGES).arrive();
+            |s| {
+                if steps > 0 && s == last {
+                    empty(s).arrive();
                 }
             },
         );
-        run.finish();
+        if let Some(mut out) = c.walk_tile(&tile) {
+            epilogue(&acc, alpha, beta, &mut out);
+        }
     }
+}
 
-    let Some(mut tile) = c.tile() else { return };
+/// Writes this warp's 16 × 256 rows of `acc` through its tile:
+/// `alpha·acc + beta·C` ([`Output::axpby`]: C not read when `beta = 0`),
+/// rounded once to the output type.
+#[inline(always)]
+fn epilogue<TOut: Output>(
+    acc: &Accumulator<BN>,
+    alpha: f32,
+    beta: f32,
+    out: &mut WarpTile<'_, TOut, 16, BN>,
+) {
     let regs = acc.regs();
     unroll(
         BN / 64,
@@ -254,15 +299,9 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
                             regs[4 * j + 3],
                         ],
                     };
-                    tile.update_mma_c(0, j, &frag, |v, d| {
-                        let prod = alpha * v;
-                        // beta = 0: C is never read (NaN there must not leak).
-                        let r = if beta == 0.0 {
-                            prod
-                        } else {
-                            num::fma_f32(beta, d.get().to_f32(), prod)
-                        };
-                        d.set(TOut::from_f32(r));
+                    out.update_mma_c(0, j, &frag, |v, d| {
+                        let r = TOut::axpby(alpha, v, beta, || d.get());
+                        d.set(r);
                     });
                 },
             )
@@ -270,15 +309,14 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     );
 }
 
-/// The ring's walk, shared by the producer and the consumers: `f(step,
-/// stage, round)` for each of the `steps` k-steps in order, `stage = step
-/// mod STAGES` and `round` the phase its barriers are in for this use
-/// (`first`, then one phase further each time the ring wraps). Written out
-/// per stage (`unroll`), so each call's stage is a constant: its tiles and
-/// barriers are fixed addresses, nothing is indexed at run time.
+/// One tile's walk of the ring, shared by the producer and the consumers:
+/// `f(step, stage)` for each of the `steps` k-steps in order, `stage = step
+/// mod STAGES` (every tile starts at stage 0; each stage's barrier phases
+/// are the caller's, carried across tiles). Written out per stage
+/// (`unroll`), so each call's stage is a constant: its tiles, barriers and
+/// phase are fixed addresses and registers, nothing is indexed at run time.
 #[inline(always)]
-fn walk_ring(steps: usize, first: Phase, mut f: impl FnMut(usize, usize, Phase)) {
-    let mut round = first;
+fn walk_ring(steps: usize, mut f: impl FnMut(usize, usize)) {
     let mut step = 0;
     while step < steps {
         unroll(
@@ -286,11 +324,10 @@ fn walk_ring(steps: usize, first: Phase, mut f: impl FnMut(usize, usize, Phase))
             #[inline(always)]
             |s| {
                 if step + s < steps {
-                    f(step + s, s, round);
+                    f(step + s, s);
                 }
             },
         );
         step += STAGES;
-        round = round.next();
     }
 }

@@ -1067,9 +1067,19 @@ pub(crate) unsafe fn mbarrier_try_wait(addr: SharedAddr, phase: u32) -> bool {
     done
 }
 
-/// `fence.proxy.async.shared::cta`: the emulator has one proxy (every
-/// access is immediately visible to the block), so nothing to do.
-pub(crate) fn fence_proxy_async_shared() {}
+/// `fence.proxy.async.shared::cta`: this thread's plain stores to shared
+/// memory so far become visible to the async proxy (`wgmma`'s operand
+/// reads). The emulator's memory is one, so nothing moves; the race
+/// detector counts the fence, and an async-proxy read of a plain store its
+/// writer has not fenced since is `WgmmaProblem::UnfencedOperand`.
+pub(crate) fn fence_proxy_async_shared() {
+    fiber::try_with_current(|t| {
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        if let Some(race) = unsafe { t.race.as_ref() } {
+            race.proxy_fence(t.linear_id);
+        }
+    });
+}
 
 /// `cp.async.bulk` global → shared, its bytes counted on the barrier at
 /// `bar`. The emulator reads the source now and queues the copy; it lands
@@ -1156,6 +1166,7 @@ unsafe fn queue_bulk_copy(dst: SharedAddr, data: Vec<u8>, bar: SharedAddr, site:
         if let Some(race) = unsafe { t.race.as_ref() } {
             race.access(t.linear_id, offset, len, true, site)
                 .map_err(|r| shared_race(t, r, site))?;
+            race.async_proxy_wrote(offset, len);
             race.release(t.linear_id, &mut clock);
         }
         block.bulk.borrow_mut().push(BulkCopy {

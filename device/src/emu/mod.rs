@@ -568,6 +568,19 @@ pub enum WgmmaProblem {
         /// Byte offset in the block's shared memory.
         offset: usize,
     },
+    /// Shared byte `offset` of operand `operand` was last written by
+    /// thread `writer` with a plain store (the generic proxy), and `writer`
+    /// has not executed `fence.proxy.async` since: `wgmma` reads through
+    /// the async proxy, which may not see the store (the PTX ISA's
+    /// "async proxy"; the other instruction named is the store).
+    UnfencedOperand {
+        /// `'A'` or `'B'`.
+        operand: char,
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The thread that stored it.
+        writer: Dim3,
+    },
 }
 
 impl fmt::Display for WgmmaProblem {
@@ -608,6 +621,16 @@ impl fmt::Display for WgmmaProblem {
                 f,
                 "byte {offset} of shared memory, which it reads, changed before the wait_group \
                  that retires it"
+            ),
+            WgmmaProblem::UnfencedOperand {
+                operand,
+                offset,
+                writer,
+            } => write!(
+                f,
+                "{operand} reads byte {offset} of shared memory through the async proxy, and \
+                 thread {writer} stored it with a plain store and no fence.proxy.async since: \
+                 the wgmma may read what was there before"
             ),
         }
     }
@@ -1061,7 +1084,11 @@ impl EmuError {
             } => {
                 let mut lines = vec![format!("wgmma at {loc}: {problem}")];
                 if let Some(other) = other_at {
-                    lines.push(format!("the other instruction is at {other}"));
+                    let what = match problem {
+                        WgmmaProblem::UnfencedOperand { .. } => "the store",
+                        _ => "the other instruction",
+                    };
+                    lines.push(format!("{what} is at {other}"));
                 }
                 lines
             }
@@ -1134,6 +1161,14 @@ impl EmuError {
                 "fix: wait on the copy's barrier (MBarrier::wait, for the phase that counts its \
                  bytes) before touching its destination, and refill a stage only after its \
                  readers have arrived on its \"empty\" barrier"
+            }
+            Fault::Wgmma {
+                problem: WgmmaProblem::UnfencedOperand { .. },
+                ..
+            } => {
+                "fix: after storing an operand tile, each storing thread calls \
+                 wgmma::fence_operands() (fence.proxy.async) before the barrier that \
+                 publishes the tile to the warpgroup"
             }
             Fault::Wgmma { .. } => {
                 "fix: issue every wgmma from all 4 warps of a warpgroup with the same operands, \

@@ -112,7 +112,13 @@ struct Record {
     /// access (1 before the block's clocks exist).
     write_clock: u32,
     read_clock: u32,
+    /// The writer's count of `fence.proxy.async` at the last write, or
+    /// [`ASYNC_PROXY`] if the async proxy wrote it (a bulk or TMA copy).
+    write_fences: u32,
 }
+
+/// [`Record::write_fences`] of a byte the async proxy wrote.
+const ASYNC_PROXY: u32 = u32::MAX;
 
 const FRESH: Record = Record {
     write_epoch: 0,
@@ -124,6 +130,7 @@ const FRESH: Record = Record {
     reader_site: None,
     write_clock: 0,
     read_clock: 0,
+    write_fences: 0,
 };
 
 /// A race found: where, the other thread and what each did.
@@ -187,6 +194,18 @@ pub(crate) struct RaceDetector {
     /// Since the clocks exist: for each byte read by several threads in the
     /// current interval, each reader's clock at its latest read.
     read_sets: RefCell<HashMap<usize, Vec<(u32, u32)>>>,
+    /// Per thread, its `fence.proxy.async` count (allocated on the first).
+    proxy_fences: RefCell<Vec<u32>>,
+}
+
+/// A byte the async proxy reads whose last write, a plain store, its writer
+/// has not fenced since (`fence.proxy.async`): the async proxy may read
+/// what was there before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UnfencedWrite {
+    pub offset: usize,
+    pub writer: u32,
+    pub writer_site: Option<Site>,
 }
 
 impl RaceDetector {
@@ -212,7 +231,62 @@ impl RaceDetector {
             threads,
             clocks: RefCell::new(Vec::new()),
             read_sets: RefCell::new(HashMap::new()),
+            proxy_fences: RefCell::new(Vec::new()),
         }
+    }
+
+    /// `thread`'s `fence.proxy.async`: its plain writes so far are visible
+    /// to the async proxy.
+    pub(crate) fn proxy_fence(&self, thread: u32) {
+        let mut fences = self.proxy_fences.borrow_mut();
+        if fences.is_empty() {
+            fences.resize(self.threads, 0);
+        }
+        if let Some(n) = fences.get_mut(thread as usize) {
+            *n = n.wrapping_add(1) % ASYNC_PROXY;
+        }
+    }
+
+    /// `thread`'s count of `fence.proxy.async` so far.
+    fn proxy_fences_of(&self, thread: u32) -> u32 {
+        self.proxy_fences
+            .borrow()
+            .get(thread as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Marks bytes `offset .. offset + len` as written by the async proxy
+    /// (a bulk or TMA copy's destination, recorded as its issuer's write).
+    pub(crate) fn async_proxy_wrote(&self, offset: usize, len: usize) {
+        self.with_records(offset, len, |records| {
+            for r in records {
+                r.write_fences = ASYNC_PROXY;
+            }
+        });
+    }
+
+    /// The async proxy reads bytes `offset .. offset + len` (a `wgmma`'s
+    /// operand): the first whose last write was a plain store that its
+    /// writer has not followed with a `fence.proxy.async`. Whether that
+    /// fence is ordered before the read is the race check's part (the
+    /// fence comes after the write, and a barrier or mbarrier after the
+    /// fence orders it); a fence after the ordering barrier is not told
+    /// apart here (a miss, never a false report).
+    pub(crate) fn async_read(&self, offset: usize, len: usize) -> Option<UnfencedWrite> {
+        self.with_records(offset, len, |records| {
+            records.iter().enumerate().find_map(|(i, r)| {
+                let unfenced = r.initialised
+                    && r.writer != NOBODY
+                    && r.write_fences != ASYNC_PROXY
+                    && self.proxy_fences_of(r.writer) == r.write_fences;
+                unfenced.then_some(UnfencedWrite {
+                    offset: offset + i,
+                    writer: r.writer,
+                    writer_site: r.writer_site,
+                })
+            })
+        })
     }
 
     /// Starts the vector clocks (the block's first mbarrier operation):
@@ -297,6 +371,7 @@ impl RaceDetector {
         };
         let mut read_sets = seen.map(|_| self.read_sets.borrow_mut());
         let mut uninit = None;
+        let fences = self.proxy_fences_of(thread);
         let result = self.with_records(offset, len, |records| {
             for (i, r) in records.iter_mut().enumerate() {
                 let byte = offset + i;
@@ -342,6 +417,7 @@ impl RaceDetector {
                     r.write_clock = now;
                     r.writer_site = Some(site);
                     r.initialised = true;
+                    r.write_fences = fences;
                 } else {
                     if !r.initialised && uninit.is_none() {
                         uninit = Some(UninitRead {

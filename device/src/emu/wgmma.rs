@@ -249,6 +249,7 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
             ));
         }
     }
+    let a_len = a_reads.len();
     let reads = [a_reads, b_reads].concat();
     let base = t0.shared_base;
     // SAFETY: every chunk read lies inside the block's shared memory (checked above).
@@ -257,6 +258,21 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
         let lane = i % LANES;
         let t = &warp[lane].state;
         crate::arch::shared_checks(t, offset, 16, false, site).map_err(|f| (lane, f))?;
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        if let Some(w) = unsafe { t.race.as_ref() }.and_then(|race| race.async_read(offset, 16)) {
+            return Err((
+                lane,
+                Fault::Wgmma {
+                    problem: WgmmaProblem::UnfencedOperand {
+                        operand: if i < a_len { 'A' } else { 'B' },
+                        offset: w.offset,
+                        writer: t.block_dim.unflatten(u64::from(w.writer)),
+                    },
+                    at,
+                    other_at: w.writer_site.map(Into::into),
+                },
+            ));
+        }
         t.wgmma_reads.borrow_mut().push(OperandRead {
             group: t.wgmma_groups.get(),
             offset,

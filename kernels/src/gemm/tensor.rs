@@ -143,7 +143,6 @@ use warpforge_device::mma::{
     ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel, MmaInput,
     MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow, row_elems,
 };
-use warpforge_device::num;
 use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
@@ -1435,14 +1434,8 @@ pub fn gemm_tc<
         #[inline(always)]
         |mi, ni| {
             out.update_mma_c(mi, ni, &acc[mi][ni], |v, d| {
-                let prod = alpha * v;
-                // beta = 0: C is never read (NaN there must not leak).
-                let r = if beta == 0.0 {
-                    prod
-                } else {
-                    num::fma_f32(beta, d.get().to_f32(), prod)
-                };
-                d.set(TOut::from_f32(r));
+                let r = TOut::axpby(alpha, v, beta, || d.get());
+                d.set(r);
             })
         },
     );

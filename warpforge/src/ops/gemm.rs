@@ -1040,6 +1040,7 @@ pub struct Gemm<T> {
     tf32: bool,
     split_k: Option<usize>,
     wgmma: Option<bool>,
+    sm_limit: Option<u32>,
 }
 
 /// The sizes of one stored operand, for the checks and their messages.
@@ -1182,6 +1183,7 @@ impl<T: GemmElement> Gemm<T> {
             tf32: false,
             split_k: None,
             wgmma: None,
+            sm_limit: None,
         }
     }
 
@@ -1334,6 +1336,43 @@ impl<T: GemmElement> Gemm<T> {
         self
     }
 
+    /// At most `sms` blocks for the Hopper kernels, which are persistent:
+    /// by default one block per SM of the device (fewer for fewer tiles),
+    /// each walking its share of `C`'s tiles; a limit leaves the other SMs
+    /// to work on other streams (as CUTLASS's `sm_count`). `0` is refused
+    /// (`InvalidParameter`) by [`run`](Self::run). No effect on the
+    /// `mma.sync` kernels (a block per tile).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use warpforge::{Arch, Device, gemm::Gemm};
+    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// let gemm = Gemm::<f32>::new(300, 600, 64).wgmma(true);
+    /// // 3 × 3 tiles of 128 × 256: one block each, or 2 blocks walking them.
+    /// assert_eq!(gemm.wgmma_blocks::<bf16, f32>(&h100)?, Some(9));
+    /// assert_eq!(gemm.sm_limit(2).wgmma_blocks::<bf16, f32>(&h100)?, Some(2));
+    /// assert!(gemm.sm_limit(0).wgmma_blocks::<bf16, f32>(&h100).is_err());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn sm_limit(mut self, sms: u32) -> Self {
+        self.sm_limit = Some(sms);
+        self
+    }
+
+    /// The blocks the Hopper kernel runs with on `dev` (see
+    /// [`sm_limit`](Self::sm_limit)), or `None` where the `mma.sync`
+    /// kernels run instead; the errors of [`run`](Self::run)'s plan.
+    pub fn wgmma_blocks<TIn, TOut>(&self, dev: &Device) -> Result<Option<u32>>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        let (stride_a, stride_b) = self.default_strides()?;
+        Ok(self
+            .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
+            .map(|plan| plan.blocks))
+    }
+
     /// `A`'s and `B`'s stored geometry (leading dimensions and batch
     /// strides as given, or their defaults: the stored row length, and the
     /// operand's extent).
@@ -1361,20 +1400,33 @@ impl<T: GemmElement> Gemm<T> {
         )
     }
 
-    /// Whether [`run`](Self::run) takes the Hopper kernels on `dev`, with
-    /// `A` and `B` batches `stride_a` and `stride_b` apart (see
-    /// [`wgmma`](Self::wgmma)); a pinned `true` that cannot run is
-    /// `InvalidParameter` naming the reason.
-    fn wgmma_plan<TIn, TOut>(&self, dev: &Device, stride_a: usize, stride_b: usize) -> Result<bool>
+    /// The Hopper kernels' launch if [`run`](Self::run) takes them on
+    /// `dev`, with `A` and `B` batches `stride_a` and `stride_b` apart (see
+    /// [`wgmma`](Self::wgmma)): the operands' checked geometry and the
+    /// persistent grid. A pinned `true` that cannot run is
+    /// `InvalidParameter` naming the reason, as is `sm_limit(0)`.
+    fn wgmma_plan<TIn, TOut>(
+        &self,
+        dev: &Device,
+        stride_a: usize,
+        stride_b: usize,
+    ) -> Result<Option<wgmma::Plan>>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
+        if self.sm_limit == Some(0) {
+            return Err(Error::InvalidParameter {
+                op: "gemm",
+                parameter: "sm_limit",
+                detail: "a persistent kernel needs at least one SM".into(),
+            });
+        }
         // k = 0 or alpha = 0 only scales C (A and B are not read, and may
         // be empty, which no tensor map describes): the mma.sync kernels
         // do that, pinned or not.
         if self.wgmma == Some(false) || self.k == 0 || self.alpha == T::ZERO {
-            return Ok(false);
+            return Ok(None);
         }
         let (a, b) = self.stored_operands();
         let operand = |s: &Stored, stride| wgmma::Operand {
@@ -1393,32 +1445,38 @@ impl<T: GemmElement> Gemm<T> {
         } else {
             None
         };
-        let why = pinned.or_else(|| {
-            wgmma::unsupported(
-                dev,
-                TIn::WGMMA_KERNELS.is_some(),
-                TIn::WGMMA_SHARED_BYTES,
-                self.k,
-                &operand(&a, stride_a),
-                &operand(&b, stride_b),
-            )
-        });
-        match (self.wgmma, why) {
-            (Some(true), Some(why)) => Err(Error::InvalidParameter {
+        let plan = wgmma::Plan::new(
+            dev,
+            wgmma::Kernels {
+                exist: TIn::WGMMA_KERNELS.is_some(),
+                shared_bytes: TIn::WGMMA_SHARED_BYTES,
+            },
+            (self.m, self.n, self.k),
+            operand(&a, stride_a),
+            operand(&b, stride_b),
+            multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
+        );
+        let plan = match pinned {
+            Some(why) => Err(why),
+            None => plan,
+        };
+        match (self.wgmma, plan) {
+            (Some(true), Err(why)) => Err(Error::InvalidParameter {
                 op: "gemm",
                 parameter: "wgmma",
                 detail: format!("the Hopper kernels cannot run this GEMM: {why}"),
             }),
-            (Some(true), None) => Ok(true),
-            (_, Some(_)) => Ok(false),
-            (_, None) => Ok(TileConfig::choose(
+            (Some(true), Ok(plan)) => Ok(Some(plan)),
+            (_, Err(_)) => Ok(None),
+            (_, Ok(plan)) => Ok((TileConfig::choose(
                 self.m,
                 self.n,
                 self.batch,
                 TIn::TILES,
                 multiprocessors(dev),
                 dev.limits().max_shared_per_block_optin,
-            ) != TileConfig::Small),
+            ) != TileConfig::Small)
+                .then_some(plan)),
         }
     }
 
@@ -1573,7 +1631,9 @@ impl<T: GemmElement> Gemm<T> {
         TOut: Element,
     {
         let (stride_a, stride_b) = self.default_strides()?;
-        if self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
+        if self
+            .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
+            .is_some()
             && let Some(names) = TIn::WGMMA_KERNELS
         {
             return Ok(names[trans_index(self.trans_a, self.trans_b)]);
@@ -1685,24 +1745,10 @@ impl<T: GemmElement> Gemm<T> {
             },
             e => e,
         };
-        if self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            let operand = |s: &Stored, stride| wgmma::Operand {
-                rows: s.rows,
-                cols: s.cols,
-                ld: s.ld,
-                count,
-                stride,
-            };
-            let map_a = operand(&a_shape, stride_a).map(a)?;
-            let map_b = operand(&b_shape, stride_b).map(b)?;
-            let shape = BlockShape {
-                rows: wgmma::TILE.0,
-                cols: wgmma::TILE.1,
-                threads: hp::THREADS as usize,
-            };
-            let kernel = TIn::WGMMA_KERNELS
-                .map_or("gemm_wgmma", |names| names[trans_index(trans_a, trans_b)]);
-            let cfg = self.config(dev, shape, kernel)?;
+        if let Some(plan) = self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            let map_a = plan.a.map(a)?;
+            let map_b = plan.b.map(b)?;
+            let cfg = LaunchConfig::new(Dim3::x(plan.blocks), Dim3::x(hp::THREADS));
             let c = c
                 .batched_matrix_mut(m, n, ldc, count, stride_c)
                 .map_err(c_error)?;

@@ -13,6 +13,11 @@
 //! when it cannot run) or turns it off; by default it runs where the
 //! `mma.sync` heuristic would pick a tile that fills the GPU (`Large` or
 //! `Wide`), and the `mma.sync` kernels run everywhere else.
+//!
+//! The kernels are persistent: a 1-D grid of one block per SM (at most
+//! [`Gemm::sm_limit`](super::Gemm::sm_limit), at most one per tile), each
+//! block walking `C`'s 128 × 256 tiles (`TileWalk`), so the tiles must
+//! number fewer than 2³².
 
 use crate::{Device, DeviceBuffer, Element, Result, TensorMap};
 use warpforge_device::swizzle::Sw128;
@@ -21,9 +26,6 @@ use warpforge_kernels_hopper::gemm::{BM, BN, BOX};
 /// The tensor maps the Hopper kernels take: batched (dimension 2), boxes
 /// of 64 × 64, 128B-swizzled.
 pub(super) type OperandMap<'b, T> = TensorMap<'b, T, 3, BOX, BOX, Sw128>;
-
-/// Rows and columns of `C` per block.
-pub(super) const TILE: (usize, usize) = (BM, BN);
 
 /// The largest size the kernels' 32-bit box coordinates reach past the
 /// matrices by a block tile.
@@ -83,17 +85,65 @@ impl Operand {
     }
 }
 
+/// What the type pair brings: whether it has Hopper kernels, and the
+/// shared memory they take.
+pub(super) struct Kernels {
+    pub exist: bool,
+    pub shared_bytes: usize,
+}
+
+/// A GEMM the Hopper kernels run: its operands' checked geometry and the
+/// persistent grid's blocks.
+pub(super) struct Plan {
+    pub a: Operand,
+    pub b: Operand,
+    pub blocks: u32,
+}
+
+impl Plan {
+    /// The launch of `m × n × k` (batches: the operands' `count`) on `dev`
+    /// with at most `sms` blocks, or why the Hopper kernels cannot run it.
+    pub(super) fn new(
+        dev: &Device,
+        kernels: Kernels,
+        (m, n, k): (usize, usize, usize),
+        a: Operand,
+        b: Operand,
+        sms: u32,
+    ) -> Result<Plan, String> {
+        if let Some(why) = unsupported(dev, &kernels, k, &a, &b) {
+            return Err(why);
+        }
+        let tiles = m
+            .div_ceil(BM)
+            .checked_mul(n.div_ceil(BN))
+            .and_then(|t| t.checked_mul(a.count))
+            .and_then(|t| u32::try_from(t).ok())
+            .ok_or_else(|| {
+                format!(
+                    "{} batches of {m} × {n} are 2^32 tiles of {BM} × {BN} or more (the \
+                     persistent kernel counts them in 32 bits)",
+                    a.count
+                )
+            })?;
+        Ok(Plan {
+            a,
+            b,
+            blocks: tiles.min(sms).max(1),
+        })
+    }
+}
+
 /// Why the Hopper kernels cannot run on `dev` with these operands, `k`
-/// deep (`None`: they can). `has_kernels`: the type pair has them.
-pub(super) fn unsupported(
+/// deep (`None`: they can).
+fn unsupported(
     dev: &Device,
-    has_kernels: bool,
-    shared_bytes: usize,
+    kernels: &Kernels,
     k: usize,
     a: &Operand,
     b: &Operand,
 ) -> Option<String> {
-    if !has_kernels {
+    if !kernels.exist {
         return Some(
             "the type pair has no Hopper kernels (f16/bf16 into f32 or the input type do)".into(),
         );
@@ -108,6 +158,7 @@ pub(super) fn unsupported(
     if crate::ptx::HOPPER.variant_for(cc).is_none() {
         return Some("the sm_90a module was not built".into());
     }
+    let shared_bytes = kernels.shared_bytes;
     if (dev.limits().max_shared_per_block_optin as usize) < shared_bytes {
         return Some(format!(
             "the kernels need {shared_bytes} bytes of shared memory a block; the device allows {}",

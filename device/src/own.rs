@@ -31,13 +31,15 @@
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`]), the tensor-core GEMM epilogue; batch z of the bound batches |
+//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]); blocks off the x-line own nothing |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
 //! 2-D forms use the z = 0 plane (and the first batch), except the tiles
 //! ([`BlockTiles`], [`MicroTiles`], [`WarpTiles`], [`WarpGrid`]), for which z is the
-//! batch: blocks of z-index `z` write batch `z` of the bound batches, and
-//! blocks past the last batch nothing ([`OutMatrix::batch`]). Within it
+//! batch ([`TileWalk`] numbers the batches' tiles instead): blocks of z-index
+//! `z` write batch `z` of the bound batches, and blocks past the last batch
+//! nothing ([`OutMatrix::batch`]). Within it
 //! every thread has a distinct rank (or (y, x)), whatever the grid: a
 //! grid-stride walk `r + k·n` never meets another thread's, so there is no
 //! launch the host has to refuse.

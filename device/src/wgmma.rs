@@ -565,7 +565,9 @@ pub fn release_registers<const REGS: u32>() {
 /// operand reads (`fence.proxy.async.shared::cta`: the instruction reads
 /// through the async proxy). Call it after storing an operand tile with
 /// [`OperandTile::store`] and before the block barrier that publishes it;
-/// tiles that TMA fills need none.
+/// tiles that TMA fills need none. The emulator reports a `wgmma` that
+/// reads a byte whose writer stored it and did not fence since
+/// (`WgmmaProblem::UnfencedOperand`, naming the writer and its store).
 #[inline(always)]
 pub fn fence_operands() {
     arch::fence_proxy_async_shared();

@@ -115,6 +115,13 @@
 //!   with nothing left to complete it (`Fault::SpinDeadlock`: a wait polls
 //!   the barrier as a spin polls an atomic, and counts as stuck once a poll
 //!   finds nothing in the block changed since its last).
+//! - a `wgmma` ([`crate::wgmma`]) is issued against the warpgroup's rules,
+//!   with a descriptor that addresses nothing sensible, changes an operand
+//!   before its `wait_group`, or reads through the async proxy a byte whose
+//!   last write was a plain store its writer did not follow with
+//!   `fence.proxy.async` (`Fault::Wgmma`, `WgmmaProblem::UnfencedOperand`:
+//!   the detector counts each thread's proxy fences; bytes a bulk or TMA
+//!   copy wrote are the async proxy's own and need none).
 //!
 //! The shared-race, global-race and uninitialised-read checks are the race
 //! detector (see the `race` module for exactly what it does and does not

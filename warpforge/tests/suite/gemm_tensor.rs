@@ -149,6 +149,7 @@ impl Case {
         let gemm = match tile.into() {
             Path::Tile(tile) => gemm.tile(tile),
             Path::Wgmma => gemm.wgmma(true),
+            Path::WgmmaOn(sms) => gemm.wgmma(true).sm_limit(sms),
         };
         gemm.run(dev, &a, &b, &mut c).unwrap();
         c.to_host().unwrap().into_iter().map(O::to_f64).collect()
@@ -197,11 +198,13 @@ impl Case {
 }
 
 /// Which kernels a case runs: a pinned `mma.sync` tile configuration, or
-/// the Hopper (`wgmma`) kernels.
+/// the Hopper (`wgmma`) kernels (persistent: one block per SM of the
+/// device, or at most `n` with `WgmmaOn(n)`, `Gemm::sm_limit`).
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Tile(TileConfig),
     Wgmma,
+    WgmmaOn(u32),
 }
 
 impl From<TileConfig> for Path {
@@ -1070,8 +1073,9 @@ fn every_wgmma_kernel_on_a_shape_ragged_in_every_tile_dimension() {
     }
 }
 
-/// A batch of 3 through the Hopper kernels (the maps' third dimension):
-/// each batch exactly its own product, strides past the extents.
+/// A batch of 3 through the Hopper kernels (the maps' third dimension),
+/// walked by two persistent blocks: each batch exactly its own product,
+/// strides past the extents.
 #[test]
 fn wgmma_batches_are_their_own_products() {
     let dev = Device::emulator_for(Arch::Sm90);
@@ -1126,7 +1130,10 @@ fn wgmma_batches_are_their_own_products() {
             .stride_a(sa)
             .stride_b(sb)
             .stride_c(sc)
-            .wgmma(true);
+            .wgmma(true)
+            .sm_limit(2);
+        // One tile a batch, two blocks: block 0 walks batches 0 and 2.
+        assert_eq!(gemm.wgmma_blocks::<bf16, f32>(&dev).unwrap(), Some(2));
         gemm.run(&dev, &ab, &bb, &mut cb).unwrap();
         let got = cb.to_host().unwrap();
         for (z, c) in cases.iter().enumerate() {
@@ -1135,6 +1142,51 @@ fn wgmma_batches_are_their_own_products() {
                 assert_eq!(got[z * sc + e], w as f32, "batch {z}, C[{e}], {trans:?}");
             }
         }
+    }
+}
+
+/// The persistent Hopper kernel on grids of 1, 2, 4 and 9 blocks for 9
+/// tiles (300 × 600 in 128 × 256): every block walks its tiles with one
+/// ring, k = 330 (6 steps, so stages 0 and 1 are used twice a tile and 2
+/// and 3 once, each stage's barrier phases drifting apart across tiles),
+/// exact for each; the grid is the tiles when they are fewer than the SMs.
+#[test]
+fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    let shape = (300, 600, 330);
+    for (i, sms) in [1u32, 2, 4, 9].into_iter().enumerate() {
+        let trans = TRANSPOSES[i % TRANSPOSES.len()];
+        let lds = wgmma_lds(shape, trans, 0);
+        let c = case_with_lds(shape, trans, lds, 1.0, -0.5, None, 70 + i as u64, small_int);
+        c.check_tensor::<bf16, f32>(&dev, Path::WgmmaOn(sms));
+        if sms == 2 {
+            c.check_tensor::<f16, f16>(&dev, Path::WgmmaOn(sms));
+        }
+    }
+    let blocks = |g: Gemm<f32>| g.wgmma(true).wgmma_blocks::<f16, f32>(&dev).unwrap();
+    let g = Gemm::<f32>::new(300, 600, 330);
+    assert_eq!(blocks(g), Some(9));
+    assert_eq!(blocks(g.sm_limit(4)), Some(4));
+    assert_eq!(blocks(g.sm_limit(100)), Some(9));
+    // 8192² is 64 × 32 tiles: the emulated H100's 132 SMs, one block each.
+    assert_eq!(blocks(Gemm::new(8192, 8192, 64)), Some(132));
+    assert_eq!(
+        Gemm::<f32>::new(8192, 8192, 64)
+            .wgmma_blocks::<f16, f32>(&Device::emulator_for(Arch::Sm80))
+            .unwrap(),
+        None
+    );
+    match g.sm_limit(0).run(
+        &dev,
+        &dev.alloc_zeroed::<f16>(300 * 330).unwrap(),
+        &dev.alloc_zeroed::<f16>(330 * 600).unwrap(),
+        &mut dev.alloc_zeroed::<f32>(300 * 600).unwrap(),
+    ) {
+        Err(Error::InvalidParameter {
+            parameter: "sm_limit",
+            ..
+        }) => {}
+        other => panic!("sm_limit(0) not refused: {other:?}"),
     }
 }
 

@@ -7,7 +7,7 @@
 //! its ring and barriers from one tile to the next:
 //!
 //! - **warpgroup 2, the producer**, gives its registers back
-//!   (`setmaxnreg.dec` to 56) and one of its threads walks K in steps of 64:
+//!   (`setmaxnreg.dec` to 64) and one of its threads walks K in steps of 64:
 //!   for each step it waits until the ring's stage is empty, tells the
 //!   stage's "full" barrier to expect the stage's 48 KiB, and has the TMA
 //!   copy A's two 64 × 64 tiles and B's 256 × 64 tile into it, 128B-swizzled,
@@ -177,7 +177,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     let steps = if alpha == 0.0 {
         0
     } else {
-        k.div_ceil(BK as u32) as usize
+        k.div_ceil(BK as u32)
     };
     // The warpgroup, broadcast from lane 0: the same value, but one ptxas
     // can see is uniform over the warp, so the `wgmma`s below are not on a
@@ -185,7 +185,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
 
     if warpgroup == 2 {
-        wgmma::release_registers::<80>();
+        wgmma::release_registers::<64>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
@@ -202,7 +202,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
                         empty(s).wait(&mut emptied[s]);
                         let (stage, bar) = (&stages[s], full(s));
                         bar.arrive_expect_tx(STAGE_BYTES);
-                        let k0 = (step * BK) as i32;
+                        let k0 = (step * BK as u32) as i32;
                         for (half, tile) in stage.a.iter().enumerate() {
                             let m = m0.wrapping_add(64 * half as i32);
                             let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
@@ -221,7 +221,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         return;
     }
 
-    wgmma::increase_registers::<216>();
+    wgmma::increase_registers::<224>();
     let mine = if warpgroup == 0 { 0 } else { 1 };
     // Each stage's "full" phase, carried from tile to tile as the
     // producer's "empty" ones are: both walk the same tiles and steps.
@@ -255,7 +255,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         // next tile's first steps, while this tile's epilogue runs).
         // (Written out per stage: a barrier indexed at run time would put
         // the barriers' addresses in local memory.)
-        let last = steps.wrapping_sub(1) % STAGES;
+        let last = steps.wrapping_sub(1) as usize % STAGES;
         unroll(
             STAGES,
             #[inline(always)]
@@ -316,18 +316,18 @@ fn epilogue<TOut: Output>(
 /// (`unroll`), so each call's stage is a constant: its tiles, barriers and
 /// phase are fixed addresses and registers, nothing is indexed at run time.
 #[inline(always)]
-fn walk_ring(steps: usize, mut f: impl FnMut(usize, usize)) {
+fn walk_ring(steps: u32, mut f: impl FnMut(u32, usize)) {
     let mut step = 0;
     while step < steps {
         unroll(
             STAGES,
             #[inline(always)]
             |s| {
-                if step + s < steps {
-                    f(step + s, s);
+                if step + (s as u32) < steps {
+                    f(step + s as u32, s);
                 }
             },
         );
-        step += STAGES;
+        step += STAGES as u32;
     }
 }

@@ -82,16 +82,21 @@
 //! | `Wide` | 128 × 256 × 32 | 2 × 4 (64 × 64) | 3 | 256 | 72–90 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x256x32_s3` |
 //!
 //! **Hopper** (sm_90: H100, H200; `warpforge_kernels_hopper::gemm`, the
-//! sm_90a module [`ptx::HOPPER`](crate::ptx::HOPPER)): a warp-specialised
-//! kernel of 384 threads and 128 × 256 × 64 tiles — one producer warpgroup
-//! whose single thread has the TMA copy `A`'s and `B`'s tiles (batched tensor
-//! maps, 128B-swizzled, zeros past the matrices' edges) into a 4-stage ring
-//! of 48 KiB stages, and two consumer warpgroups that each run
-//! `wgmma.m64n256k16` on their 64 rows, one committed group in flight, with
-//! mbarrier full/empty handshakes; `setmaxnreg` moves registers from the
-//! producer (56) to the consumers (224). The epilogue is the `mma.sync`
-//! kernels' (same `alpha`/`beta` arithmetic and rounding, each warp
-//! writing its 16 rows through its `WarpGrid` tile), so the results are the
+//! sm_90a module [`ptx::HOPPER`](crate::ptx::HOPPER)): a warp-specialised,
+//! persistent kernel of 384 threads and 128 × 256 × 64 tiles — a grid of one
+//! block per SM ([`Gemm::sm_limit`] caps it) whose blocks walk `C`'s tiles
+//! (`TileWalk`: block `b` of `n` takes tiles `b, b + n, …`); in each, one
+//! producer warpgroup whose single thread has the TMA copy `A`'s and `B`'s
+//! tiles (batched tensor maps, 128B-swizzled, zeros past the matrices'
+//! edges) into a 4-stage ring of 48 KiB stages, and two consumer
+//! warpgroups that each run `wgmma.m64n256k16` on their 64 rows, one
+//! committed group in flight, with mbarrier full/empty handshakes kept
+//! from tile to tile (the producer fills the next tile's stages during
+//! this one's epilogue); `setmaxnreg` moves registers from the producer
+//! (64) to the consumers (224). The epilogue is the `mma.sync` kernels'
+//! (same `alpha`/`beta` arithmetic and rounding,
+//! [`Output::axpby`](warpforge_device::num::Output::axpby), each warp
+//! writing its 16 rows through its `TileWalk` tile), so the results are the
 //! same bits wherever the accumulation is exact. Kernels for f16 → f32/f16
 //! and bf16 → f32/bf16, every transpose (`gemm_wgmma_*_128x256x64_s4`). By
 //! default it runs where it can (leading dimensions and batch strides

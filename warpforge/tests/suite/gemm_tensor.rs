@@ -1164,7 +1164,7 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
         }
     }
     let blocks = |g: Gemm<f32>| g.wgmma(true).wgmma_blocks::<f16, f32>(&dev).unwrap();
-    let g = Gemm::<f32>::new(300, 600, 330);
+    let g = Gemm::<f32>::new(300, 600, 336);
     assert_eq!(blocks(g), Some(9));
     assert_eq!(blocks(g.sm_limit(4)), Some(4));
     assert_eq!(blocks(g.sm_limit(100)), Some(9));
@@ -1178,8 +1178,8 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
     );
     match g.sm_limit(0).run(
         &dev,
-        &dev.alloc_zeroed::<f16>(300 * 330).unwrap(),
-        &dev.alloc_zeroed::<f16>(330 * 600).unwrap(),
+        &dev.alloc_zeroed::<f16>(300 * 336).unwrap(),
+        &dev.alloc_zeroed::<f16>(336 * 600).unwrap(),
         &mut dev.alloc_zeroed::<f32>(300 * 600).unwrap(),
     ) {
         Err(Error::InvalidParameter {

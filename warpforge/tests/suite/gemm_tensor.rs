@@ -1024,7 +1024,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Random shapes, transposes, leading dimensions, factors and pair
-    /// through the Hopper kernels, exact.
+    /// through the Hopper kernels on a random persistent grid (1–3 blocks,
+    /// or one per SM), exact.
     #[test]
     fn wgmma_gemm_matches_the_exact_reference(
         m in wgmma_dim(),
@@ -1036,17 +1037,19 @@ proptest! {
         beta in prop::sample::select(vec![0.0, 1.0, -2.0, 0.25]),
         nan_c in any::<bool>(),
         pair in 0usize..4,
+        sms in prop::sample::select(vec![1u32, 2, 3, u32::MAX]),
         seed in any::<u64>(),
     ) {
         let fill = (nan_c && beta == 0.0).then_some(f64::NAN);
         let lds = wgmma_lds((m, n, k), trans, extra);
         let c = case_with_lds((m, n, k), trans, lds, alpha, beta, fill, seed, small_int);
         let dev = Device::emulator_for(Arch::Sm90);
+        let path = Path::WgmmaOn(sms);
         match pair {
-            0 => c.check_tensor::<f16, f32>(&dev, Path::Wgmma),
-            1 => c.check_tensor::<f16, f16>(&dev, Path::Wgmma),
-            2 => c.check_tensor::<bf16, f32>(&dev, Path::Wgmma),
-            _ => c.check_tensor::<bf16, bf16>(&dev, Path::Wgmma),
+            0 => c.check_tensor::<f16, f32>(&dev, path),
+            1 => c.check_tensor::<f16, f16>(&dev, path),
+            2 => c.check_tensor::<bf16, f32>(&dev, path),
+            _ => c.check_tensor::<bf16, bf16>(&dev, path),
         }
     }
 }

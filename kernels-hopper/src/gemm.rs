@@ -133,8 +133,8 @@ fn ring<T: Element, LA: Layout, LB: Layout>() -> ([Stage<T, LA, LB>; STAGES], MB
     (stages, bars)
 }
 
-/// `D = alpha·op(A)·op(B) + beta·C` for one 128 × 256 tile per block (see
-/// the module). `a` and `b` are batched maps of the stored matrices (A:
+/// `D = alpha·op(A)·op(B) + beta·C`, each block computing the 128 × 256
+/// tiles its walk gives it (see the module). `a` and `b` are batched maps of the stored matrices (A:
 /// M × K row-major, or K × M for `LA = MnMajor`; B: K × N row-major, or
 /// N × K for `LB = KMajor`); `k` the depth. Launch with [`THREADS`] threads
 /// and a 1-D grid of at most one block per SM (more blocks than tiles only
@@ -203,10 +203,10 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
                         let (stage, bar) = (&stages[s], full(s));
                         bar.arrive_expect_tx(STAGE_BYTES);
                         let k0 = (step * BK as u32) as i32;
-                        for (half, tile) in stage.a.iter().enumerate() {
+                        for (half, a_tile) in stage.a.iter().enumerate() {
                             let m = m0.wrapping_add(64 * half as i32);
                             let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
-                            a.load_operand(at, *tile, bar);
+                            a.load_operand(at, *a_tile, bar);
                         }
                         let at = if LB::MN_MAJOR {
                             [n0, k0, z]

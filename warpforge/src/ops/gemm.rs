@@ -1450,20 +1450,21 @@ impl<T: GemmElement> Gemm<T> {
         } else {
             None
         };
-        let plan = wgmma::Plan::new(
-            dev,
-            wgmma::Kernels {
-                exist: TIn::WGMMA_KERNELS.is_some(),
-                shared_bytes: TIn::WGMMA_SHARED_BYTES,
-            },
-            (self.m, self.n, self.k),
-            operand(&a, stride_a),
-            operand(&b, stride_b),
-            multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
-        );
+        // A pinned mma.sync choice is the reason; only otherwise is the
+        // Hopper launch planned.
         let plan = match pinned {
             Some(why) => Err(why),
-            None => plan,
+            None => wgmma::Plan::new(
+                dev,
+                wgmma::Kernels {
+                    exist: TIn::WGMMA_KERNELS.is_some(),
+                    shared_bytes: TIn::WGMMA_SHARED_BYTES,
+                },
+                (self.m, self.n, self.k),
+                operand(&a, stride_a),
+                operand(&b, stride_b),
+                multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
+            ),
         };
         match (self.wgmma, plan) {
             (Some(true), Err(why)) => Err(Error::InvalidParameter {

@@ -37,6 +37,10 @@ mod host {
         /// its tensor's buffer (which orders the launch with the buffer's
         /// other users; the kernel reads it only through the map).
         TensorMap,
+        /// `StoreMatrix<T, M, B0, B1, S>`: an output matrix written by TMA
+        /// stores, passed as the device address of its map's 128 bytes, then
+        /// as an `OutMatrix`'s seven parameters.
+        StoreMatrix,
     }
 
     /// A kernel's launch bounds, CUDA's `__launch_bounds__` and
@@ -212,6 +216,57 @@ mod host {
         }
     }
 
+    /// A TMA-stored output matrix as the emulator receives it: the matrix
+    /// and the map of it the host checked, typed as the kernel's parameter
+    /// is.
+    pub struct RawStoreMatrix<T, const B0: usize, const B1: usize, S> {
+        /// The matrix.
+        pub matrix: RawOutMatrix<T>,
+        /// The map of it (rank 3: columns, rows, batches).
+        pub desc: crate::emu::tma::TensorDesc,
+        _kernel_type: core::marker::PhantomData<fn() -> S>,
+    }
+
+    impl<T, const B0: usize, const B1: usize, S> RawStoreMatrix<T, B0, B1, S> {
+        /// `matrix` and its map `desc`, for a kernel parameter of this type.
+        pub fn new(matrix: RawOutMatrix<T>, desc: crate::emu::tma::TensorDesc) -> Self {
+            RawStoreMatrix {
+                matrix,
+                desc,
+                _kernel_type: core::marker::PhantomData,
+            }
+        }
+    }
+
+    impl<T, const B0: usize, const B1: usize, S> Clone for RawStoreMatrix<T, B0, B1, S> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+    impl<T, const B0: usize, const B1: usize, S> Copy for RawStoreMatrix<T, B0, B1, S> {}
+    // SAFETY: as for `RawOutMatrix`: one launch's arguments, the buffer kept
+    // alive and borrowed mutably by the host launcher for the whole launch.
+    unsafe impl<T: Send, const B0: usize, const B1: usize, S> Send for RawStoreMatrix<T, B0, B1, S> {}
+    // SAFETY: as above.
+    unsafe impl<T: Send, const B0: usize, const B1: usize, S> Sync for RawStoreMatrix<T, B0, B1, S> {}
+
+    impl<T: crate::shared::SharedElement, const B0: usize, const B1: usize, S: crate::swizzle::Mode>
+        RawStoreMatrix<T, B0, B1, S>
+    {
+        /// The matrix as the kernel's parameter.
+        ///
+        /// # Safety
+        /// As [`RawOutMatrix::as_matrix`], and `desc` a map of exactly that
+        /// matrix (`StoreMatrix::from_raw` checks it on the host).
+        #[track_caller]
+        pub unsafe fn as_store_matrix<'a, M: crate::own::Mapping2>(
+            self,
+        ) -> crate::tma::StoreMatrix<'a, T, M, B0, B1, S> {
+            // SAFETY: the caller's contract.
+            unsafe { crate::tma::StoreMatrix::from_raw(self.desc, self.matrix.as_matrix()) }
+        }
+    }
+
     impl<T> Clone for RawIn<T> {
         fn clone(&self) -> Self {
             *self
@@ -282,7 +337,9 @@ mod host {
     ///   as [`RawOutMatrix<T>`] (pointer, count, rows, columns, row stride,
     ///   batches, batch stride), each `TensorMap<T, R, B0, B1, S>` as
     ///   [`RawTensorMap`] of the same arguments (on the GPU the map's
-    ///   device address, then its tensor's device pointer),
+    ///   device address, then its tensor's device pointer), each
+    ///   `StoreMatrix<T, M, B0, B1, S>` as [`RawStoreMatrix<T, B0, B1, S>`]
+    ///   (on the GPU the map's device address, then as an `OutMatrix`),
     ///   and the body touches a buffer only within the element count it is given;
     /// - `SHARED_BYTES` is at least the launch-sized shared memory the body
     ///   uses, and `BLOCK` is `Some` whenever the body assumes a block shape;

@@ -106,6 +106,7 @@ use crate::guard::{Out, Slot, fits_2d};
 use crate::mma::{FragC, MmaOrder};
 use crate::thread::{self, WARP_SIZE};
 use core::marker::PhantomData;
+use core::num::NonZeroU32;
 
 mod sealed {
     pub trait Sealed {}
@@ -845,6 +846,13 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
         })
     }
 
+    /// The buffer's first element, its bound batches and their stride (for
+    /// a TMA store map's check against the matrix it was made for).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn binding(&self) -> (*mut T, usize, usize) {
+        (self.ptr, self.batches, self.batch_stride)
+    }
+
     /// Rows of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn rows(&self) -> usize {
@@ -1121,6 +1129,40 @@ pub fn grouped_block(block: crate::Dim3, grid: crate::Dim3, g: usize) -> (u32, u
             let h = (gy - first).min(g);
             let r = l % band;
             (first + r % h, r / h)
+        }
+        _ => (y, x),
+    }
+}
+
+/// [`grouped_block`]'s bijection for the `l`-th tile (x fastest) of a
+/// `gy × gx` grid of them, as [`TileWalk`] places its tiles: the same
+/// bands, with every divisor a `NonZeroU32` so that the persistent loop,
+/// which places a tile per iteration, has no division-by-zero trap path.
+/// (`grouped_block` itself is left as it is: the `WarpGrid` kernels' sm_90
+/// SASS is budgeted as it compiles, and the same arithmetic with
+/// `NonZeroU32` costs them registers there.) `l < gy·gx`; the
+/// `a_tile_walk_places_tiles_as_grouped_block_orders_blocks` test checks
+/// the two agree.
+#[inline(always)]
+fn banded(l: u32, gx: NonZeroU32, gy: u32, g: usize) -> (u32, u32) {
+    let g = g.min(u32::MAX as usize) as u32;
+    let band = gx
+        .get()
+        .checked_mul(g)
+        .filter(|_| gx.get().checked_mul(gy).is_some())
+        .and_then(NonZeroU32::new);
+    let (y, x) = (l / gx, l % gx);
+    match band {
+        Some(band) if g > 1 && y < gy => {
+            let first = (l / band) * g;
+            // `first ≤ y < gy` and `g > 1`, so `h ≥ 1`.
+            match NonZeroU32::new((gy - first).min(g)) {
+                Some(h) => {
+                    let r = l % band;
+                    (first + r % h, r / h)
+                }
+                None => (y, x),
+            }
         }
         _ => (y, x),
     }
@@ -1694,10 +1736,11 @@ impl<
         let Some((gy, gx, _)) = self.tile_grid() else {
             return (usize::MAX, 0, 0);
         };
-        let per_batch = (gy * gx).max(1);
+        let (Some(gx), Some(per_batch)) = (NonZeroU32::new(gx), NonZeroU32::new(gy * gx)) else {
+            return (usize::MAX, 0, 0);
+        };
         let (batch, l) = (tile.index / per_batch, tile.index % per_batch);
-        let (y, x) = (l / gx.max(1), l % gx.max(1));
-        let (ty, tx) = grouped_block(crate::Dim3::new(x, y, 0), crate::Dim3::new(gx, gy, 1), G);
+        let (ty, tx) = banded(l, gx, gy, G);
         (batch as usize, u64::from(ty), u64::from(tx))
     }
 
@@ -1903,6 +1946,23 @@ mod tests {
     /// bands that divide the rows and ones that do not; `g ≤ 1` and grids
     /// of more than 2³² blocks keep the launch order; and the order is the
     /// banded one: consecutive blocks walk down a band's rows first.
+    #[test]
+    fn a_tile_walk_places_tiles_as_grouped_block_orders_blocks() {
+        for (gy, gx) in [(1, 1), (1, 7), (7, 1), (8, 8), (13, 5), (17, 32), (64, 3)] {
+            for g in [0, 1, 2, 3, 8, 16, 100] {
+                let grid = Dim3::new(gx, gy, 1);
+                for l in 0..gx * gy {
+                    let (y, x) = (l / gx, l % gx);
+                    assert_eq!(
+                        super::banded(l, super::NonZeroU32::new(gx).unwrap(), gy, g),
+                        grouped_block(Dim3::new(x, y, 0), grid, g),
+                        "{gy}×{gx} g={g}: tile {l}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn grouped_block_is_a_bijection_walking_bands_of_rows() {
         for (gy, gx) in [(1, 1), (1, 7), (7, 1), (8, 8), (13, 5), (17, 32), (64, 3)] {

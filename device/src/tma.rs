@@ -36,10 +36,19 @@
 //! On the GPU: `cp.async.bulk.tensor.{1..5}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`
 //! (PTX 8.0, sm_90) with the map's generic address in global memory; in
 //! the emulator, the box is gathered at issue and lands as a bulk copy.
+//!
+//! The other direction, an epilogue's: a [`StoreMatrix`] is an output
+//! matrix the TMA writes box by box from shared staging tiles
+//! (`cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group`, then
+//! `cp.async.bulk.commit_group` / `wait_group.read`), as disjoint by
+//! construction as `OutMatrix`'s owned views: a block stores only boxes of
+//! the tiles it owns, and only through its [`StoreIssuer`].
+//!
 //! Facts and sources: docs/hopper/ptx-semantics.md §2.
 
 use crate::arch;
 use crate::mbarrier::MBarrier;
+use crate::own::{Mapping2, OutMatrix, TileWalk, WalkTile, WalkTiles};
 use crate::shared::{SharedElement, SharedTile};
 use crate::swizzle::Mode;
 use crate::wgmma::{self, Layout, OperandTile};
@@ -254,6 +263,274 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
     fn handle_ptr(&self) -> &crate::emu::tma::TensorDesc {
         &self.map
     }
+}
+
+/// An output matrix that the Tensor Memory Accelerator writes, box by box,
+/// from shared memory (`cp.async.bulk.tensor` shared → global): the
+/// epilogue of a kernel that stages its tile in shared memory, as
+/// CUTLASS's TMA epilogues do. A kernel parameter (`c: StoreMatrix<f32,
+/// TileWalk<128, 256, 16, 256, 8>, 32, 32, Sw128>`); the host passes
+/// `buffer.matrix_mut(..)?.tma_store()?` (`warpforge::StoreMatrix`), which
+/// encodes a rank-3 map of the same matrix — dimension 0 the columns, 1 the
+/// rows, 2 the batches; boxes of `B0` columns × `B1` rows, laid out in
+/// shared memory swizzled by `S`.
+///
+/// Why it is as safe as [`OutMatrix`]'s owned views: a store writes one
+/// box of a tile the block owns (a [`WalkTile`], which only
+/// [`walk`](Self::walk) makes, for the block whose residue it is), at a
+/// box position inside the tile (checked), clipped by the copy engine to
+/// the matrix; only one thread of a block can store (the
+/// [`StoreIssuer`], thread 0); and the matrix has no other writers (no
+/// per-thread view of it exists). What the kernel's protocol upholds, and
+/// the emulator checks (`Fault::TmaStore`): each thread that wrote the
+/// staging tile fences it for the copy engine ([`fence_for_store`]) before
+/// the barrier that hands it over; nobody writes it again until the
+/// issuer's [`StoreIssuer::wait_read`] covers the store (then a barrier);
+/// the issuer waits before it exits.
+///
+/// ```text
+/// for tile in c.walk() {
+///     // every consumer: write its part of the staging box, then
+///     tma::fence_for_store();
+///     sync_threads();                       // or a named barrier
+///     if let Some(issuer) = &issuer {
+///         c.store(issuer, &tile, [0, 0], staging);
+///         issuer.commit();
+///         issuer.wait_read::<0>();          // before the staging is rewritten
+///     }
+///     sync_threads();
+/// }
+/// ```
+pub struct StoreMatrix<'a, T, M: Mapping2, const B0: usize, const B1: usize, S: Mode> {
+    matrix: OutMatrix<'a, T, M>,
+    map: MapHandle,
+    _swizzle: PhantomData<S>,
+}
+
+impl<'a, T: SharedElement, M: Mapping2, const B0: usize, const B1: usize, S: Mode>
+    StoreMatrix<'a, T, M, B0, B1, S>
+{
+    /// Bytes one box reads from shared memory (its staging tile's size).
+    pub const BOX_BYTES: u32 = TensorMap::<'a, T, 3, B0, B1, S>::BOX_BYTES;
+
+    /// The matrix and its map as the launch passed them. Only `#[kernel]`'s
+    /// entry calls this.
+    ///
+    /// # Safety
+    /// `map` must be a tensor map of this type's element, box and swizzle,
+    /// of exactly the matrix `matrix` binds (rank 3: columns, rows, batches;
+    /// the row and batch strides), encoded for a buffer the launch may
+    /// write, and nothing else may write that buffer during the launch.
+    #[doc(hidden)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub unsafe fn from_raw(map: MapHandle, matrix: OutMatrix<'a, T, M>) -> Self {
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            let (ptr, batches, batch_stride) = matrix.binding();
+            let elem = size_of::<T>() as u64;
+            let made_for = map.elem() == size_of::<T>()
+                && map.rank() == 3
+                && map.box_dims() == [B0 as u32, B1 as u32, 1]
+                && map.swizzle() == S::SWIZZLE
+                && map.base() == ptr.cast_const().cast::<u8>()
+                && (batches == 0
+                    || (matrix.rows() == 0
+                        || map.dims()
+                            == [matrix.cols() as u64, matrix.rows() as u64, batches as u64])
+                        && map.strides()[0] == matrix.row_stride() as u64 * elem
+                        && (batches == 1 || map.strides()[1] == batch_stride as u64 * elem));
+            assert!(
+                made_for,
+                "StoreMatrix::from_raw: the map (dims {:?}, box {:?}, {}-byte elements, {:?}) is \
+                 not of the kernel's matrix ({} x {}, box [{B0}, {B1}, 1], {}-byte elements, {:?})",
+                map.dims(),
+                map.box_dims(),
+                map.elem(),
+                map.swizzle(),
+                matrix.rows(),
+                matrix.cols(),
+                size_of::<T>(),
+                S::SWIZZLE
+            );
+        }
+        let _ = Self::BOX_BYTES;
+        StoreMatrix {
+            matrix,
+            map,
+            _swizzle: PhantomData,
+        }
+    }
+
+    /// Rows of the matrix (this block's batch's; 0 if it has none).
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.matrix.rows()
+    }
+
+    /// Columns of the matrix.
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.matrix.cols()
+    }
+
+    /// Brings the map into the copy engine's cache: once, by the storing
+    /// thread, before its first store.
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        arch::tma_prefetch_map(self.handle_ptr());
+    }
+
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    fn handle_ptr(&self) -> *const u8 {
+        self.map
+    }
+
+    #[cfg(not(target_arch = "nvptx64"))]
+    #[inline(always)]
+    fn handle_ptr(&self) -> &crate::emu::tma::TensorDesc {
+        &self.map
+    }
+}
+
+impl<
+    'a,
+    T: SharedElement,
+    const BM: usize,
+    const BN: usize,
+    const TM: usize,
+    const TN: usize,
+    const G: usize,
+    const B0: usize,
+    const B1: usize,
+    S: Mode,
+> StoreMatrix<'a, T, TileWalk<BM, BN, TM, TN, G>, B0, B1, S>
+{
+    /// Boxes per tile: `BM / B1` rows of `BN / B0` (the box must divide
+    /// the tile: a compile-time error otherwise).
+    pub const BOXES: [usize; 2] = {
+        assert!(
+            BM.is_multiple_of(B1) && BN.is_multiple_of(B0),
+            "a store box (B0 columns x B1 rows) divides the block tile (BN x BM)"
+        );
+        [BM / B1, BN / B0]
+    };
+
+    /// The tiles this block owns, in order ([`OutMatrix::walk`]).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn walk(&self) -> WalkTiles {
+        self.matrix.walk()
+    }
+
+    /// Where `tile` lies: its batch and corner (row, column)
+    /// ([`OutMatrix::walk_origin`]).
+    #[inline(always)]
+    pub fn walk_origin(&self, tile: &WalkTile) -> (usize, usize, usize) {
+        self.matrix.walk_origin(tile)
+    }
+
+    /// Issues the store of box `part = [i, j]` of `tile` — rows `i·B1 ..
+    /// (i + 1)·B1` and columns `j·B0 .. (j + 1)·B0` of the tile, clipped to
+    /// the matrix — from `src`, laid out as a load of the box would land it
+    /// (row-major `B1 × B0`, swizzled by `S`), in the issuer's current group
+    /// ([`StoreIssuer::commit`]). `N` must be the box's elements (a
+    /// compile-time error otherwise); panics (a trap on the GPU) if `part`
+    /// is outside [`BOXES`](Self::BOXES) or `src` does not start on 128
+    /// bytes and the swizzle's period.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store<const N: usize>(
+        &self,
+        _issuer: &StoreIssuer,
+        tile: &WalkTile,
+        part: [usize; 2],
+        src: SharedTile<T, N>,
+    ) {
+        const { assert!(N == B0 * B1, "the staging tile holds one box") };
+        let [rows, cols] = Self::BOXES;
+        assert!(
+            part[0] < rows && part[1] < cols,
+            "StoreMatrix::store: the box is outside the tile"
+        );
+        let window = arch::shared_window_offset(src.addr(0) as *const u8);
+        assert!(
+            (window as usize).is_multiple_of(S::SWIZZLE.period().max(128)),
+            "StoreMatrix::store: the staging tile must start on 128 bytes and the swizzle's period"
+        );
+        let (batch, row, col) = self.matrix.walk_origin(tile);
+        let at = |x: usize| i32::try_from(x).ok();
+        // A corner past i32 is past every extent (the host refuses maps
+        // whose extents do not fit i32): nothing of the box is the matrix's.
+        let (Some(c0), Some(c1), Some(c2)) = (
+            at(col.wrapping_add(part[1] * B0)),
+            at(row.wrapping_add(part[0] * B1)),
+            at(batch),
+        ) else {
+            return;
+        };
+        // SAFETY: the map is of this matrix, writable by the launch and
+        // written by nothing else (`from_raw`'s contract); the box lies in
+        // `tile` (checked above), which only this block owns (`WalkTile`),
+        // and only this block's `StoreIssuer` stores; `src` holds one box
+        // (`N`, const-checked) and is aligned (checked). The protocol
+        // (fenced source, untouched until `wait_read`) is the kernel's, as
+        // for every asynchronous copy, and the emulator checks it.
+        unsafe {
+            arch::tma_store(
+                arch::shared_addr(src.addr(0) as *const u8),
+                self.handle_ptr(),
+                [c0, c1, c2],
+            )
+        }
+    }
+}
+
+/// The one thread of a block that issues its TMA stores (thread 0): made
+/// only by [`StoreIssuer::new`], not `Clone`, so a block's stores come from
+/// one thread, in its program order, and its bulk async-groups
+/// ([`commit`](Self::commit), [`wait_read`](Self::wait_read)) are that
+/// thread's.
+pub struct StoreIssuer {
+    _not_clone: (),
+}
+
+impl StoreIssuer {
+    /// The issuer, for thread 0 of the block; `None` for every other thread.
+    #[inline(always)]
+    pub fn new() -> Option<StoreIssuer> {
+        (crate::thread::linear_thread_id() == 0).then_some(StoreIssuer { _not_clone: () })
+    }
+
+    /// Closes this thread's current group of stores
+    /// (`cp.async.bulk.commit_group`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn commit(&self) {
+        arch::bulk_commit_group();
+    }
+
+    /// Waits until at most `N` (0 ..= 3) of this thread's committed groups
+    /// may still read their staging tiles (`cp.async.bulk.wait_group.read
+    /// N`): after it, and a barrier, the staging tiles of the others may be
+    /// rewritten. Call `wait_read::<0>()` before the thread exits.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn wait_read<const N: u32>(&self) {
+        const { assert!(N <= 3, "wait for at most 3 groups in flight") };
+        arch::bulk_wait_group_read(N);
+    }
+}
+
+/// Makes this thread's plain stores to shared memory visible to the copy
+/// engine's reads (`fence.proxy.async.shared::cta`): each thread that wrote
+/// a staging tile calls it before the barrier that hands the tile to the
+/// [`StoreIssuer`]. The emulator reports a store that reads a byte whose
+/// writer did not (`TmaStoreProblem::UnfencedSource`).
+#[inline(always)]
+pub fn fence_for_store() {
+    arch::fence_proxy_async_shared();
 }
 
 #[cfg(test)]
@@ -575,5 +852,188 @@ mod tests {
             let e = result.expect_err(&format!("case {i} accepted"));
             assert_eq!(e.field, field, "case {i}: {e}");
         }
+    }
+
+    /// What a TMA-store test run plants (each one thing a kernel can get wrong).
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    enum Plant {
+        /// Nothing: the correct protocol.
+        None,
+        /// Thread 5 writes its staging elements and does not fence them.
+        NoFence,
+        /// The issuer never waits for its stores' reads.
+        NoWait,
+        /// The issuer stores box [0, 0] twice.
+        Twice,
+        /// The issuer stores box [2, 0] (the tile has 2 × 1).
+        OutsideTile,
+    }
+
+    const STORE_ROWS: usize = 37;
+    const STORE_COLS: usize = 45;
+    const STORE_LD: usize = 48;
+    const STORE_BATCHES: usize = 2;
+    /// Stacked batches, 16 bytes past the last element of the one before.
+    const STORE_BATCH_STRIDE: usize = STORE_ROWS * STORE_LD + 4;
+    const STORE_PAD: f32 = -1.0;
+
+    /// The value the test writes at (batch, row, col): distinct, not the pad.
+    fn stored(b: usize, r: usize, c: usize) -> f32 {
+        (100_000 * b + 1000 * r + c) as f32
+    }
+
+    /// A persistent launch of `grid` blocks of 64 threads storing, by TMA,
+    /// 2 batches of a 37 × 45 f32 matrix (rows 48 apart) in 32 × 32 tiles,
+    /// each tile as two 32-column × 16-row boxes staged in two swizzled
+    /// shared tiles: every thread writes its share of the staging (at the
+    /// swizzled place of each element), fences it, a barrier, thread 0
+    /// stores both boxes, commits and waits for their reads, a barrier.
+    /// Returns the buffer.
+    fn store_run<S: Mode>(grid: u32, plant: Plant) -> Result<Vec<f32>, Box<EmuError>> {
+        use crate::emu::{OutputBuffer, launch_with_outputs};
+        let len = STORE_BATCH_STRIDE * STORE_BATCHES;
+        let mut backing = aligned::<f32>(len, |_| STORE_PAD);
+        let base = backing.as_mut_ptr().cast::<f32>();
+        let desc = TensorDesc::new(
+            base.cast_const().cast(),
+            len * 4,
+            &[STORE_COLS as u64, STORE_ROWS as u64, STORE_BATCHES as u64],
+            &[STORE_LD as u64 * 4, STORE_BATCH_STRIDE as u64 * 4],
+            &[32, 16, 1],
+            4,
+            S::SWIZZLE,
+        )
+        .unwrap();
+        let (ptr, addr) = (base as usize, base as usize);
+        let shape = LaunchShape {
+            grid: Dim3::x(grid),
+            block: Dim3::x(64),
+            dynamic_shared_bytes: 2 * 512 * 4,
+        };
+        let out = OutputBuffer {
+            name: "c",
+            addr,
+            len,
+            elem_bytes: 4,
+        };
+        type Walk = TileWalk<32, 32, 16, 32, 2>;
+        launch_with_outputs("tma_store", shape, &[out], &|| {
+            // SAFETY: the buffer lives through the launch and nothing else
+            // writes it; the map is of exactly this matrix.
+            let c = unsafe {
+                let matrix = OutMatrix::<f32, Walk>::from_raw(
+                    ptr as *mut f32,
+                    len,
+                    STORE_ROWS,
+                    STORE_COLS,
+                    STORE_LD,
+                    STORE_BATCHES,
+                    STORE_BATCH_STRIDE,
+                );
+                StoreMatrix::<f32, Walk, 32, 16, S>::from_raw(desc, matrix)
+            };
+            let staging = [
+                shared::array::<f32, 512>(),
+                shared::array::<f32, 512>().after::<f32, 512>(),
+            ];
+            let issuer = StoreIssuer::new();
+            if issuer.is_some() {
+                c.prefetch();
+            }
+            let me = thread::linear_thread_id() as usize;
+            for tile in c.walk() {
+                let (b, r0, c0) = c.walk_origin(&tile);
+                for (part, stage) in staging.iter().enumerate() {
+                    for i in (me..512).step_by(64) {
+                        let (r, col) = (r0 + 16 * part + i / 32, c0 + i % 32);
+                        stage.store(S::SWIZZLE.apply(4 * i) / 4, stored(b, r, col));
+                    }
+                }
+                if !(plant == Plant::NoFence && me == 5) {
+                    fence_for_store();
+                }
+                crate::sync::sync_threads();
+                if let Some(issuer) = &issuer {
+                    c.store(issuer, &tile, [0, 0], staging[0]);
+                    let second = match plant {
+                        Plant::Twice => [0, 0],
+                        Plant::OutsideTile => [2, 0],
+                        _ => [1, 0],
+                    };
+                    c.store(issuer, &tile, second, staging[1]);
+                    issuer.commit();
+                    if plant != Plant::NoWait {
+                        issuer.wait_read::<0>();
+                    }
+                }
+                crate::sync::sync_threads();
+            }
+        })?;
+        // SAFETY: `backing` holds `len` f32s.
+        Ok(unsafe { core::slice::from_raw_parts(base, len) }.to_vec())
+    }
+
+    /// Every element of both batches is the stored value, exactly once
+    /// (the global race detector is on), and nothing outside the matrix —
+    /// the 3 padding columns of each row, the 4 elements between the
+    /// batches — is written, on 1, 3 and 8 blocks (8 tiles: 4 per batch,
+    /// the right and bottom ones ragged), unswizzled and 128B-swizzled.
+    #[test]
+    fn tma_stores_write_each_owned_box_clipped_to_the_matrix() {
+        fn check<S: Mode>() {
+            for grid in [1, 3, 8] {
+                let c = store_run::<S>(grid, Plant::None).unwrap();
+                for (i, &v) in c.iter().enumerate() {
+                    let (b, rest) = (i / STORE_BATCH_STRIDE, i % STORE_BATCH_STRIDE);
+                    let (r, col) = (rest / STORE_LD, rest % STORE_LD);
+                    let want = if r < STORE_ROWS && col < STORE_COLS {
+                        stored(b, r, col)
+                    } else {
+                        STORE_PAD
+                    };
+                    assert_eq!(v, want, "{:?}, grid {grid}, element {i}", S::SWIZZLE);
+                }
+            }
+        }
+        check::<Unswizzled>();
+        check::<Sw128>();
+    }
+
+    /// Each planted mistake is reported as what it is, naming the thread
+    /// (its correct twin is the test above).
+    #[test]
+    fn tma_store_protocol_mistakes_are_reported() {
+        use crate::emu::TmaStoreProblem;
+        let problem = |plant, grid| match store_run::<Sw128>(grid, plant).unwrap_err().fault {
+            Fault::TmaStore { problem, .. } => problem,
+            other => panic!("{plant:?}: {other:?}"),
+        };
+        assert_eq!(
+            problem(Plant::NoFence, 1),
+            TmaStoreProblem::UnfencedSource {
+                // Thread 5's first element, the box's 5th, at its swizzled place.
+                offset: Sw128::SWIZZLE.apply(4 * 5),
+                writer: Dim3::new(5, 0, 0),
+            }
+        );
+        // On one block the next tile's staging writes meet the pending
+        // stores; on 8 (a tile each), the issuer exits with them.
+        assert!(matches!(
+            problem(Plant::NoWait, 1),
+            TmaStoreProblem::SourceInUse { issuer, .. } if issuer == Dim3::new(0, 0, 0)
+        ));
+        assert_eq!(
+            problem(Plant::NoWait, 8),
+            TmaStoreProblem::NotWaited { stores: 2 }
+        );
+        assert_eq!(
+            problem(Plant::Twice, 1),
+            TmaStoreProblem::Overlapping { corner: [0, 0, 0] }
+        );
+        let err = store_run::<Sw128>(1, Plant::OutsideTile).unwrap_err();
+        assert!(
+            matches!(&err.fault, Fault::Panic { message, .. } if message.contains("outside the tile")),
+            "{err}"
+        );
     }
 }

@@ -353,6 +353,10 @@ enum Kind {
     /// `TensorMap<T, R, B0, B1, S>`: a TMA tensor map; its type arguments
     /// (lifetimes left out), which the host's raw form repeats.
     TensorMap(TokenStream2),
+    /// `StoreMatrix<T, M, B0, B1, S>`: an output matrix written by TMA
+    /// stores; its element, box and swizzle (the mapping left out: the
+    /// body's type infers it), which the host's raw form repeats.
+    StoreMatrix(TokenStream2),
 }
 
 struct Param {
@@ -413,6 +417,24 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
                 "Global" => Some(Kind::Input),
                 _ => None,
             };
+            if last.ident == "StoreMatrix" {
+                let shape = "write `StoreMatrix<T, M, B0, B1, S>`: the element, the mapping, the \
+                             store box (columns, rows) and the swizzle";
+                let PathArguments::AngleBracketed(args) = &last.arguments else {
+                    return Err(Error::new(ty.span(), shape));
+                };
+                let kept: Vec<&GenericArgument> = args
+                    .args
+                    .iter()
+                    .filter(|a| !matches!(a, GenericArgument::Lifetime(_)))
+                    .collect();
+                let (Some(GenericArgument::Type(elem)), 5) = (kept.first(), kept.len()) else {
+                    return Err(Error::new(ty.span(), shape));
+                };
+                let elem = scalar_elem(elem)?;
+                let (b0, b1, swizzle) = (kept[2], kept[3], kept[4]);
+                return Ok((Kind::StoreMatrix(quote!(#elem, #b0, #b1, #swizzle)), elem));
+            }
             if last.ident == "TensorMap" {
                 let PathArguments::AngleBracketed(args) = &last.arguments else {
                     return Err(Error::new(
@@ -465,7 +487,8 @@ fn unsupported(ty: &Type) -> Error {
         ty.span(),
         format!(
             "unsupported kernel parameter type `{}`: a kernel takes scalars ({}), read-only \
-             buffers `&[T]`, guarded outputs `Out<T>` and tensor maps `TensorMap<T, R, B0, B1, S>` \
+             buffers `&[T]`, guarded outputs `Out<T>`, `OutMatrix<T, M>`, tensor maps \
+             `TensorMap<T, R, B0, B1, S>` and TMA-stored outputs `StoreMatrix<T, M, B0, B1, S>` \
              (written out: the macro reads the type's name, so an alias is not recognised)",
             show(ty),
             SCALARS.join(", ")
@@ -904,6 +927,26 @@ fn instance_items(
                 abi_types.push(quote!(#dev::kernel::RawTensorMap<#args>));
                 host_args.push(quote_spanned!(ms=> unsafe { #n.as_map() }));
                 param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::TensorMap, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
+            }
+            Kind::StoreMatrix(args) => {
+                // The map's device address, then the matrix as an
+                // `OutMatrix`'s seven parameters (the buffer pushed as a
+                // written one, which orders the launch as for `OutMatrix`).
+                let (rows, cols, stride, batches, batch_stride) = (
+                    format_ident!("{}_rows", n),
+                    format_ident!("{}_cols", n),
+                    format_ident!("{}_row_stride", n),
+                    format_ident!("{}_batches", n),
+                    format_ident!("{}_batch_stride", n),
+                );
+                ptx_params.push(quote!(
+                    #n: *const u8, #ptr: *mut #t, #len: usize, #rows: usize, #cols: usize,
+                    #stride: usize, #batches: usize, #batch_stride: usize
+                ));
+                ptx_args.push(quote_spanned!(ms=> unsafe { #dev::tma::StoreMatrix::from_raw(#n, #dev::own::OutMatrix::from_raw(#ptr, #len, #rows, #cols, #stride, #batches, #batch_stride)) }));
+                abi_types.push(quote!(#dev::kernel::RawStoreMatrix<#args>));
+                host_args.push(quote_spanned!(ms=> unsafe { #n.as_store_matrix() }));
+                param_info.push(quote!(#dev::kernel::Param { name: #n_str, kind: #dev::kernel::ParamKind::StoreMatrix, ty: #t_str, bytes: ::core::mem::size_of::<#t>() }));
             }
             Kind::OutputMatrix => {
                 // The shape travels with the buffer, bound by the host at launch,

@@ -3,8 +3,9 @@
 //! sm_80 one).
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
-use warpforge_device::swizzle::Sw128;
-use warpforge_device::tma::TensorMap;
+use warpforge_device::own::TileWalk;
+use warpforge_device::swizzle::{Mode, Sw128};
+use warpforge_device::tma::{self, StoreIssuer, StoreMatrix, TensorMap};
 use warpforge_device::wgmma::{self, Accumulator, KMajor, MnMajor, OperandTile};
 use warpforge_device::{Out, bf16, shared, sync, thread};
 use warpforge_macros::kernel;
@@ -145,4 +146,55 @@ pub fn probe_tma_wgmma(
             o.set(v);
         }
     });
+}
+
+/// The value `probe_tma_store` writes at (batch, row, column): exact in f32
+/// for the sizes the tests use, distinct, never 0.
+#[inline(always)]
+pub fn stored_value(batch: usize, row: usize, col: usize) -> f32 {
+    (100_000 * batch + 1000 * row + col + 1) as f32
+}
+
+/// Writes [`stored_value`] to every element of `c` by TMA stores: a
+/// persistent walk of 64 × 64 tiles, each stored as 2 × 2 boxes of 32 × 32
+/// f32 (128B-swizzled) through two staging tiles in turn — the block's 128
+/// threads fill one (each its 8 elements, at their swizzled places), fence
+/// it for the copy engine, a barrier; thread 0 stores it, commits and
+/// waits until only that store may still read (`wait_read::<1>`), so the
+/// other staging tile is free again after the next barrier. Launch with a
+/// 1-D grid of any size, 128 threads.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[kernel(shared = [f32; 2048], max_threads = 128, min_blocks = 1)]
+pub fn probe_tma_store(c: StoreMatrix<f32, TileWalk<64, 64, 64, 64, 1>, 32, 32, Sw128>) {
+    let staging = [
+        shared::array::<f32, 1024>(),
+        shared::array::<f32, 1024>().after::<f32, 1024>(),
+    ];
+    let issuer = StoreIssuer::new();
+    if issuer.is_some() {
+        c.prefetch();
+    }
+    let me = thread::linear_thread_id() as usize;
+    for tile in c.walk() {
+        let (batch, r0, c0) = c.walk_origin(&tile);
+        for k in 0..4 {
+            let (part, stage) = ([k / 2, k % 2], staging[k % 2]);
+            for i in (me..1024).step_by(128) {
+                let (r, col) = (r0 + 32 * part[0] + i / 32, c0 + 32 * part[1] + i % 32);
+                let at = Sw128::SWIZZLE.apply(4 * i) / 4;
+                stage.store(at, stored_value(batch, r, col));
+            }
+            tma::fence_for_store();
+            sync::sync_threads();
+            if let Some(issuer) = &issuer {
+                c.store(issuer, &tile, part, stage);
+                issuer.commit();
+                issuer.wait_read::<1>();
+            }
+            sync::sync_threads();
+        }
+    }
+    if let Some(issuer) = &issuer {
+        issuer.wait_read::<0>();
+    }
 }

@@ -78,8 +78,8 @@ pub use ops::reduce;
 pub use ptx::Module;
 pub use runtime::{
     Arch, DType, Device, DeviceBuffer, Element, Error, Event, FaultCode, FunctionLimits, KernelArg,
-    KernelArgs, LaunchConfig, Limits, MatrixMut, ModuleLoad, PinnedBuffer, Result, Stream,
-    TensorMap, gpu, nvtx,
+    KernelArgs, LaunchConfig, Limits, MatrixMut, ModuleLoad, PinnedBuffer, Result, StoreMatrix,
+    Stream, TensorMap, gpu, nvtx,
 };
 pub use warpforge_device::Dim3;
 pub use warpforge_device::emu::profile::{

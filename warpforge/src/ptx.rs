@@ -816,8 +816,14 @@ fn expected(params: &[Param]) -> Vec<Expected> {
                 },
             ]),
             // Pointer, length, rows, cols, row stride, batches, batch stride:
-            // the shape the host binds.
-            ParamKind::OutputMatrix => {
+            // the shape the host binds; a TMA-stored one after its map.
+            ParamKind::OutputMatrix | ParamKind::StoreMatrix => {
+                if p.kind == ParamKind::StoreMatrix {
+                    out.push(Expected {
+                        bytes: POINTER_BYTES,
+                        pointer: true,
+                    });
+                }
                 out.push(Expected {
                     bytes: POINTER_BYTES,
                     pointer: true,
@@ -853,6 +859,11 @@ fn show_expected(params: &[Param]) -> String {
             ParamKind::OutputMatrix => format!(
                 "{}: OutMatrix<{}> = pointer + {LENGTH_BYTES}-byte length, rows, cols, row stride, \
                  batches, batch stride",
+                p.name, p.ty
+            ),
+            ParamKind::StoreMatrix => format!(
+                "{}: StoreMatrix<{}, ..> = pointer (the map) + pointer + {LENGTH_BYTES}-byte \
+                 length, rows, cols, row stride, batches, batch stride",
                 p.name, p.ty
             ),
         })

@@ -9,11 +9,11 @@ use super::{
     VoteMode, f32_op,
 };
 use crate::emu::fiber::{
-    self, BulkCopy, PendingCopy, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp,
+    self, BulkCopy, PendingCopy, PendingStore, Poll, Request, SPIN_BOUND, Site, Spin, WarpOp,
 };
 use crate::emu::profile::Op;
 use crate::emu::race::{Race, RaceDetector, join};
-use crate::emu::{Access, Fault, MbarrierProblem, raise};
+use crate::emu::{Access, Fault, MbarrierProblem, TmaStoreProblem, raise};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
 use core::panic::Location;
@@ -201,6 +201,21 @@ fn pending_copy_check(
     write: bool,
     site: Site,
 ) -> Result<(), Fault> {
+    if write
+        && let Some(store) = t.block().stores.borrow().iter().find(|s| {
+            let (from, len) = s.src;
+            from < offset.saturating_add(bytes) && offset < from + len
+        })
+    {
+        return Err(Fault::TmaStore {
+            problem: TmaStoreProblem::SourceInUse {
+                offset: store.src.0.max(offset),
+                issuer: t.block_dim.unflatten(u64::from(store.thread)),
+            },
+            at: site.into(),
+            other_at: Some(store.site.into()),
+        });
+    }
     let start = t.shared_base as usize + offset;
     let end = start.saturating_add(bytes);
     let bulk = t.block().bulk.borrow();
@@ -1125,6 +1140,157 @@ pub(crate) unsafe fn tma_load<const R: usize>(
     let data = unsafe { map.gather(&corner) };
     // SAFETY: the caller's contract: `dst` is valid for the box's bytes.
     unsafe { queue_bulk_copy(dst, data, bar, Location::caller()) }
+}
+
+/// `cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group` (a TMA
+/// store): the box of `map` at `corner` written from the shared tile at
+/// `src` (laid out as a load of the box would land it). The emulator
+/// checks the source as the issuing thread's read (bounds, pending copies,
+/// races) and through the async proxy (each byte's plain store fenced by
+/// its writer: `TmaStoreProblem::UnfencedSource`), refuses a box
+/// overlapping one of this thread's stores not yet waited for, then writes
+/// the global elements at once, as this thread's writes for the race
+/// detector, and keeps the source in use (`SourceInUse` for a write to
+/// it) until the thread's `wait_read` covers the store's group. Overlap is
+/// checked among the stores whose sources are still in use (a store
+/// overlapping one already read is not reported: a miss, never a false
+/// report).
+///
+/// # Safety
+/// `src` valid for the box's bytes; `map`'s buffer writable (a map the
+/// host made from a `&mut` buffer, bound to the launch as written).
+#[track_caller]
+pub(crate) unsafe fn tma_store(
+    src: SharedAddr,
+    map: &crate::emu::tma::TensorDesc,
+    corner: [i32; 3],
+) {
+    let site = Location::caller();
+    let bytes = map
+        .box_dims()
+        .iter()
+        .map(|&b| b as usize)
+        .product::<usize>()
+        * map.elem();
+    let done = fiber::try_with_current(|t| -> Result<(), Fault> {
+        t.site.set(Some(site));
+        let offset = (src as usize).wrapping_sub(t.shared_base as usize);
+        shared_checks(t, offset, bytes, false, site)?;
+        // SAFETY: the detector lives as long as the block (see the scheduler).
+        let race = unsafe { t.race.as_ref() };
+        if let Some(w) = race.and_then(|race| race.async_read(offset, bytes)) {
+            return Err(Fault::TmaStore {
+                problem: TmaStoreProblem::UnfencedSource {
+                    offset: w.offset,
+                    writer: t.block_dim.unflatten(u64::from(w.writer)),
+                },
+                at: site.into(),
+                other_at: w.writer_site.map(Into::into),
+            });
+        }
+        let base = map.base() as usize;
+        let box_corner = [0, 1, 2].map(|d| i64::from(corner[d]));
+        let extent = [0, 1, 2].map(|d| i64::from(map.box_dims().get(d).copied().unwrap_or(1)));
+        let block = t.block();
+        if let Some(earlier) = block.stores.borrow().iter().find(|s| {
+            s.thread == t.linear_id
+                && s.base == base
+                && (0..3).all(|d| {
+                    s.corner[d] < box_corner[d] + extent[d]
+                        && box_corner[d] < s.corner[d] + s.extent[d]
+                })
+        }) {
+            return Err(Fault::TmaStore {
+                problem: TmaStoreProblem::Overlapping {
+                    corner: earlier.corner,
+                },
+                at: site.into(),
+                other_at: Some(earlier.site.into()),
+            });
+        }
+        // SAFETY: the caller's contract: `src` is valid for the box's bytes.
+        let data = unsafe { core::slice::from_raw_parts(src, bytes) }.to_vec();
+        // SAFETY: the caller's contract: the map's buffer is writable.
+        unsafe {
+            map.scatter(&corner, &data, |addr, n| {
+                t.log_access(site, Op::GlobalStore, addr, n);
+                match race {
+                    Some(detector) => detector
+                        .global_access(t.linear_id, addr, n, Access::Write, site)
+                        .map_err(|r| global_race(t, r, site)),
+                    None => Ok(()),
+                }
+            })?
+        };
+        block.progressed();
+        block.stores.borrow_mut().push(PendingStore {
+            thread: t.linear_id,
+            src: (offset, bytes),
+            group: None,
+            base,
+            corner: box_corner,
+            extent,
+            site,
+        });
+        Ok(())
+    });
+    match done {
+        Some(Err(fault)) => raise(fault),
+        Some(Ok(())) => {}
+        // Outside a launch: the store, with nobody to race.
+        // SAFETY: the caller's contract, as above.
+        None => unsafe {
+            let data = core::slice::from_raw_parts(src, bytes).to_vec();
+            let _ = map.scatter(&corner, &data, |_, _| Ok::<(), ()>(()));
+        },
+    }
+}
+
+/// `cp.async.bulk.commit_group`: this thread's TMA stores not yet in a
+/// group form its newest bulk async-group.
+pub(crate) fn bulk_commit_group() {
+    fiber::try_with_current(|t| {
+        let group = t.bulk_groups.get();
+        for s in t.block().stores.borrow_mut().iter_mut() {
+            if s.thread == t.linear_id && s.group.is_none() {
+                s.group = Some(group);
+            }
+        }
+        t.bulk_groups.set(group.wrapping_add(1));
+    });
+}
+
+/// `cp.async.bulk.wait_group.read keep`: this thread's bulk async-groups
+/// but the newest `keep` have read their sources, so their staging tiles
+/// are free and they leave the block's list.
+pub(crate) fn bulk_wait_group_read(keep: u32) {
+    fiber::try_with_current(|t| {
+        let committed = t.bulk_groups.get();
+        let block = t.block();
+        let mut stores = block.stores.borrow_mut();
+        let before = stores.len();
+        stores.retain(|s| {
+            s.thread != t.linear_id || s.group.is_none_or(|g| g >= committed.saturating_sub(keep))
+        });
+        if stores.len() != before {
+            block.progressed();
+        }
+    });
+}
+
+/// The fault for a thread that exits while its TMA stores may still read
+/// their sources (`None` if it waited for them all).
+pub(crate) fn stores_not_waited(t: &fiber::ThreadState) -> Option<Fault> {
+    let stores = t.block().stores.borrow();
+    let mut mine = stores.iter().filter(|s| s.thread == t.linear_id);
+    let first = mine.next()?;
+    Some(Fault::TmaStore {
+        problem: TmaStoreProblem::NotWaited {
+            stores: 1 + mine.count(),
+        },
+        at: t.site.get().unwrap_or(first.site).into(),
+        other_at: Some(first.site.into()),
+    })
 }
 
 /// `prefetch.tensormap`: a hint the emulator has no cache for.

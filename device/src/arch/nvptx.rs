@@ -957,6 +957,53 @@ pub(crate) unsafe fn tma_load<const R: usize>(
     }
 }
 
+/// `cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group`: the box
+/// of the tensor map at `map` whose start corner is `corner` written from
+/// the shared tile at `src` (elements outside the tensor are not written),
+/// in this thread's current bulk async-group.
+///
+/// # Safety
+/// `map` must be a tensor map the host encoded for a buffer this launch may
+/// write, whose box is as many bytes as `src` holds; `src` aligned as TMA
+/// requires (128 bytes, the swizzle's period when swizzled), its bytes
+/// fenced for the async proxy by their writers and not written again until
+/// a `wait_group.read` covers the store; no other write of those global
+/// elements unordered with it.
+#[inline(always)]
+pub(crate) unsafe fn tma_store(src: SharedAddr, map: *const u8, corner: [i32; 3]) {
+    // SAFETY: the caller's contract. Not `nomem`: it reads shared memory
+    // and writes global memory.
+    unsafe {
+        asm!("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [{m}, {{{c0}, {c1}, {c2}}}], [{s}];",
+            m = in(reg64) map, c0 = in(reg32) corner[0], c1 = in(reg32) corner[1],
+            c2 = in(reg32) corner[2], s = in(reg32) src, options(nostack))
+    }
+}
+
+/// `cp.async.bulk.commit_group`: this thread's bulk stores so far form a group.
+#[inline(always)]
+pub(crate) fn bulk_commit_group() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) }
+}
+
+/// `cp.async.bulk.wait_group.read keep`: waits until at most `keep` of
+/// this thread's bulk groups have not finished reading their sources.
+/// `keep` must be an immediate, hence the match.
+#[inline(always)]
+pub(crate) fn bulk_wait_group_read(keep: u32) {
+    // SAFETY: no operands. Not `nomem`: shared stores after it must not
+    // move above it.
+    unsafe {
+        match keep {
+            0 => asm!("cp.async.bulk.wait_group.read 0;", options(nostack)),
+            1 => asm!("cp.async.bulk.wait_group.read 1;", options(nostack)),
+            2 => asm!("cp.async.bulk.wait_group.read 2;", options(nostack)),
+            _ => asm!("cp.async.bulk.wait_group.read 3;", options(nostack)),
+        }
+    }
+}
+
 /// `prefetch.tensormap`: brings the tensor map at `map` into the cache the
 /// TMA reads it through (once per kernel, before the first copy).
 #[inline(always)]

@@ -114,6 +114,8 @@ pub(crate) struct ThreadState {
     pub cp_groups: Cell<u32>,
     /// `wgmma` groups this thread has committed.
     pub wgmma_groups: Cell<u32>,
+    /// Bulk async-groups (TMA stores) this thread has committed.
+    pub bulk_groups: Cell<u32>,
     /// The shared bytes this thread's share of its warp's `wgmma`s in
     /// flight read (checked again when a wait retires them).
     pub wgmma_reads: RefCell<Vec<super::wgmma::OperandRead>>,
@@ -195,6 +197,23 @@ pub(crate) struct BulkCopy {
     pub site: Site,
 }
 
+/// A TMA store (shared → global) whose source the copy engine may still
+/// read: issued by `thread`, its global writes already made (at issue),
+/// until the thread's `wait_read` covers its group.
+pub(crate) struct PendingStore {
+    pub thread: u32,
+    /// Byte offset and length of its source in the block's shared memory.
+    pub src: (usize, usize),
+    /// The bulk async-group it was committed in (`None`: not committed).
+    pub group: Option<u32>,
+    /// The box: the tensor's base, its corner and extents (column, row, batch).
+    pub base: usize,
+    pub corner: [i64; 3],
+    pub extent: [i64; 3],
+    /// The `store` call that issued it.
+    pub site: Site,
+}
+
 /// What the threads of one block share, on the OS thread that runs them.
 pub(crate) struct BlockState {
     /// The interleaving PRNG (splitmix64), seeded per block.
@@ -206,6 +225,8 @@ pub(crate) struct BlockState {
     pub copies: RefCell<Vec<PendingCopy>>,
     /// The block's bulk copies in flight.
     pub bulk: RefCell<Vec<BulkCopy>>,
+    /// The block's TMA stores whose sources may still be read.
+    pub stores: RefCell<Vec<PendingStore>>,
     /// The block's live mbarriers.
     pub mbarriers: RefCell<super::mbarrier::Barriers>,
     /// Per warpgroup, the `wgmma`s its warps issued (to check they agree).
@@ -222,6 +243,7 @@ impl BlockState {
             progress: Cell::new(0),
             copies: RefCell::new(Vec::new()),
             bulk: RefCell::new(Vec::new()),
+            stores: RefCell::new(Vec::new()),
             mbarriers: RefCell::new(Default::default()),
             warpgroups: RefCell::new(Vec::new()),
         };

@@ -122,6 +122,12 @@
 //!   `fence.proxy.async` (`Fault::Wgmma`, `WgmmaProblem::UnfencedOperand`:
 //!   the detector counts each thread's proxy fences; bytes a bulk or TMA
 //!   copy wrote are the async proxy's own and need none).
+//! - a TMA store ([`crate::tma::StoreMatrix`]) reads a staging byte whose
+//!   plain store its writer did not fence (`fence.proxy.async`), its staging
+//!   tile is written before the issuer's `wait_read` covers it, two of a
+//!   thread's stores in flight overlap, or a thread exits with stores not
+//!   waited for (`Fault::TmaStore`). The store's global writes are the
+//!   issuing thread's for the race detector, made at issue.
 //!
 //! The shared-race, global-race and uninitialised-read checks are the race
 //! detector (see the `race` module for exactly what it does and does not
@@ -524,6 +530,86 @@ pub enum Fault {
         /// whose operand changed.
         other_at: Option<SourceLocation>,
     },
+    /// A TMA store ([`crate::tma::StoreMatrix`]) against its protocol:
+    /// undefined on the GPU (the copy engine reads its shared source
+    /// through the async proxy, asynchronously).
+    TmaStore {
+        /// What was wrong.
+        problem: TmaStoreProblem,
+        /// This thread's store, access or exit.
+        at: SourceLocation,
+        /// The other operation involved: the plain store the copy engine
+        /// may not see, or the pending TMA store.
+        other_at: Option<SourceLocation>,
+    },
+}
+
+/// How a TMA store broke its protocol ([`Fault::TmaStore`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaStoreProblem {
+    /// Source byte `offset` was last written by thread `writer` with a
+    /// plain store, and `writer` has not executed `fence.proxy.async`
+    /// since: the copy engine reads through the async proxy, which may not
+    /// see the store (the other operation named is the store).
+    UnfencedSource {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The thread that stored it.
+        writer: Dim3,
+    },
+    /// This thread writes byte `offset` of a TMA store's source (or a copy
+    /// lands there) before the issuing thread's `wait_read` has covered the
+    /// store: the copy engine may still be reading it (the other operation
+    /// named is the store).
+    SourceInUse {
+        /// Byte offset in the block's shared memory.
+        offset: usize,
+        /// The thread that issued the store.
+        issuer: Dim3,
+    },
+    /// A TMA store of a box that overlaps one this thread stored before and
+    /// has not waited for: two writes of the same global elements by the
+    /// copy engine, in no defined order.
+    Overlapping {
+        /// The earlier box's corner (column, row, batch).
+        corner: [i64; 3],
+    },
+    /// The thread exited with `stores` TMA stores whose source reads it had
+    /// not waited for (`wait_read`): the block's shared memory is freed
+    /// while the copy engine may still read it (the other operation named
+    /// is the oldest of them).
+    NotWaited {
+        /// The stores not waited for.
+        stores: usize,
+    },
+}
+
+impl fmt::Display for TmaStoreProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TmaStoreProblem::UnfencedSource { offset, writer } => write!(
+                f,
+                "its source byte {offset} was stored by thread {writer}, which has not executed \
+                 fence.proxy.async since: the copy engine may not see that store"
+            ),
+            TmaStoreProblem::SourceInUse { offset, issuer } => write!(
+                f,
+                "a write of byte {offset} of shared memory, the source of a TMA store that thread \
+                 {issuer} issued and has not waited for (wait_read): the copy engine may still \
+                 be reading it"
+            ),
+            TmaStoreProblem::Overlapping { corner } => write!(
+                f,
+                "the box overlaps the box at {corner:?} (column, row, batch) that this thread \
+                 stored and has not waited for: the two writes of those elements are unordered"
+            ),
+            TmaStoreProblem::NotWaited { stores } => write!(
+                f,
+                "the thread exited with {stores} TMA stores whose source reads it had not waited \
+                 for (wait_read): the block's shared memory goes while they may still read it"
+            ),
+        }
+    }
 }
 
 /// How a `wgmma` broke the instruction's rules ([`Fault::Wgmma`]).
@@ -760,6 +846,7 @@ impl Fault {
             Fault::BulkCopyPending { .. } => "bulk copy destination used before its barrier wait",
             Fault::Mbarrier { .. } => "mbarrier misuse",
             Fault::Wgmma { .. } => "wgmma misuse",
+            Fault::TmaStore { .. } => "TMA store misuse",
         }
     }
 
@@ -779,7 +866,8 @@ impl Fault {
             | Fault::CpAsyncPending { at, .. }
             | Fault::BulkCopyPending { at, .. }
             | Fault::Mbarrier { at, .. }
-            | Fault::Wgmma { at, .. } => Some(*at),
+            | Fault::Wgmma { at, .. }
+            | Fault::TmaStore { at, .. } => Some(*at),
         }
     }
 }
@@ -1099,6 +1187,21 @@ impl EmuError {
                 }
                 lines
             }
+            Fault::TmaStore {
+                problem,
+                at: loc,
+                other_at,
+            } => {
+                let mut lines = vec![format!("TMA store at {loc}: {problem}")];
+                if let Some(other) = other_at {
+                    let what = match problem {
+                        TmaStoreProblem::UnfencedSource { .. } => "the plain store",
+                        _ => "the earlier TMA store",
+                    };
+                    lines.push(format!("{what} is at {other}"));
+                }
+                lines
+            }
         }
     }
 
@@ -1181,6 +1284,19 @@ impl EmuError {
                 "fix: issue every wgmma from all 4 warps of a warpgroup with the same operands, \
                  and write its shared operands only after the wait_group that covers it (then \
                  arrive on the stage's \"empty\" barrier)"
+            }
+            Fault::TmaStore {
+                problem: TmaStoreProblem::UnfencedSource { .. },
+                ..
+            } => {
+                "fix: after writing the staging tile, each writing thread calls \
+                 tma::fence_for_store() (fence.proxy.async) before the barrier that hands the \
+                 tile to the storing thread"
+            }
+            Fault::TmaStore { .. } => {
+                "fix: the storing thread calls commit() after its stores and wait_read::<0>() \
+                 (then a barrier) before anyone rewrites their staging tiles, and \
+                 wait_read::<0>() before it exits; a box is stored once per tile"
             }
             Fault::Mbarrier { .. } => {
                 "fix: give each phase exactly the arrivals (and bytes) it expects, keep each \

@@ -306,6 +306,7 @@ fn run_block(
                 block: block_ptr,
                 cp_groups: Cell::new(0),
                 wgmma_groups: Cell::new(0),
+                bulk_groups: Cell::new(0),
                 wgmma_reads: RefCell::new(Vec::new()),
                 poll: Cell::new(Poll::default()),
                 site: Cell::new(None),
@@ -418,6 +419,10 @@ fn schedule(
                 Ok(CoroutineResult::Return(())) => {
                     // Copies still in flight land (the GPU completes them too).
                     crate::arch::land_copies(&t.state, u32::MAX);
+                    // A TMA store still reading shared memory is not.
+                    if let Some(fault) = crate::arch::stores_not_waited(&t.state) {
+                        return Err(error(t, fault));
+                    }
                     State::Exited
                 }
                 Err(payload) => {

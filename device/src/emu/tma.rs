@@ -41,11 +41,32 @@ impl BoxGeometry<'_> {
     /// moved by `swizzle`. `read(offset, out)` fills `out` with the
     /// tensor's bytes at byte `offset` from its base.
     pub fn gather(&self, swizzle: Swizzle, mut read: impl FnMut(u64, &mut [u8])) -> Vec<u8> {
-        let rank = self.dims.len();
         let mut out = vec![0u8; self.bytes()];
+        self.each_inside(|dense, offset| {
+            let at = swizzle.apply(dense);
+            read(offset, &mut out[at..at + self.elem]);
+        });
+        out
+    }
+
+    /// The inverse, a TMA store: the box's bytes `data`, laid out in shared
+    /// memory as [`gather`](Self::gather) lands them, written to the
+    /// tensor element by element: `write(offset, bytes)` for each element
+    /// inside the tensor (those outside are not written), in dense order.
+    pub fn scatter(&self, swizzle: Swizzle, data: &[u8], mut write: impl FnMut(u64, &[u8])) {
+        self.each_inside(|dense, offset| {
+            let at = swizzle.apply(dense);
+            write(offset, &data[at..at + self.elem]);
+        });
+    }
+
+    /// Calls `visit(dense, offset)` for each element of the box inside the
+    /// tensor: its byte offset in the dense box (dimension 0 fastest) and
+    /// in the tensor.
+    fn each_inside(&self, mut visit: impl FnMut(usize, u64)) {
+        let rank = self.dims.len();
         let mut index = vec![0u32; rank];
-        let mut element = vec![0u8; self.elem];
-        for dense in (0..out.len()).step_by(self.elem.max(1)) {
+        for dense in (0..self.bytes()).step_by(self.elem.max(1)) {
             // The element's tensor coordinates, and whether they are inside.
             let mut offset = 0u64;
             let mut inside = true;
@@ -62,9 +83,7 @@ impl BoxGeometry<'_> {
                 };
             }
             if inside {
-                read(offset, &mut element);
-                let at = swizzle.apply(dense);
-                out[at..at + self.elem].copy_from_slice(&element);
+                visit(dense, offset);
             }
             // Next index, dimension 0 fastest.
             for (i, &extent) in index.iter_mut().zip(self.box_dims) {
@@ -75,7 +94,6 @@ impl BoxGeometry<'_> {
                 *i = 0;
             }
         }
-        out
     }
 }
 
@@ -303,6 +321,45 @@ impl TensorDesc {
                 unsafe { core::slice::from_raw_parts(self.base.add(offset as usize), out.len()) };
             out.copy_from_slice(src);
         })
+    }
+
+    /// Stores the box at `corner` from `data` (its bytes as a load would
+    /// land them in shared memory) into the tensor, clipped to it; before
+    /// each element's write, `check(address, bytes)` (the race detector),
+    /// whose first error stops the store there.
+    ///
+    /// # Safety
+    /// The buffer `new` was given must be writable, and no Rust reference
+    /// to it live (the host made the map from a `&mut` buffer).
+    pub(crate) unsafe fn scatter<E>(
+        &self,
+        corner: &[i32],
+        data: &[u8],
+        mut check: impl FnMut(usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let corner: Vec<i64> = corner.iter().map(|&c| i64::from(c)).collect();
+        let geometry = BoxGeometry {
+            dims: self.dims(),
+            strides: self.strides(),
+            box_dims: self.box_dims(),
+            corner: &corner,
+            elem: self.elem,
+        };
+        let mut result = Ok(());
+        geometry.scatter(self.swizzle, data, |offset, bytes| {
+            if result.is_err() {
+                return;
+            }
+            // `new` checked that every element of the tensor lies in the
+            // buffer; `scatter` visits only elements inside it.
+            let dst = self.base.wrapping_add(offset as usize).cast_mut();
+            result = check(dst as usize, bytes.len());
+            if result.is_ok() {
+                // SAFETY: as above; the caller's contract makes it writable.
+                unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+            }
+        });
+        result
     }
 }
 

@@ -463,6 +463,10 @@ pub enum FaultCode {
     MbarrierMisuse,
     /// Emulator: a `wgmma` against the instruction's rules (undefined on a GPU).
     WgmmaMisuse,
+    /// Emulator: a TMA store against its protocol (an unfenced or rewritten
+    /// staging tile, overlapping stores in flight, or an exit before their
+    /// reads; undefined on a GPU).
+    TmaStoreMisuse,
 }
 
 impl std::fmt::Display for FaultCode {
@@ -481,6 +485,7 @@ impl std::fmt::Display for FaultCode {
             FaultCode::Deadlock => "deadlock",
             FaultCode::MbarrierMisuse => "mbarrier misuse",
             FaultCode::WgmmaMisuse => "wgmma misuse",
+            FaultCode::TmaStoreMisuse => "TMA store misuse",
         })
     }
 }
@@ -505,7 +510,7 @@ impl FaultCode {
 
     /// The code of an emulator fault.
     pub fn from_emulator(fault: &warpforge_device::emu::Fault) -> FaultCode {
-        use warpforge_device::emu::{Fault, WgmmaProblem};
+        use warpforge_device::emu::{Fault, TmaStoreProblem, WgmmaProblem};
         match fault {
             Fault::Panic { .. } => FaultCode::Trap,
             Fault::DivergentBarrier { .. } => FaultCode::DivergentBarrier,
@@ -522,6 +527,12 @@ impl FaultCode {
                 ..
             } => FaultCode::SharedRace,
             Fault::Wgmma { .. } => FaultCode::WgmmaMisuse,
+            // The copy engine reads the staging while the thread writes it.
+            Fault::TmaStore {
+                problem: TmaStoreProblem::SourceInUse { .. },
+                ..
+            } => FaultCode::SharedRace,
+            Fault::TmaStore { .. } => FaultCode::TmaStoreMisuse,
         }
     }
 }

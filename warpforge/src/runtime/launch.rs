@@ -376,8 +376,9 @@ pub(crate) mod sealed {
 }
 
 /// One launch argument: a scalar, `&DeviceBuffer<T>` (for `&[T]`),
-/// `&mut DeviceBuffer<T>` (for `Out<T>`) or a [`MatrixMut`] (for
-/// `OutMatrix<T>`). Sealed: these are the only ones.
+/// `&mut DeviceBuffer<T>` (for `Out<T>`), a [`MatrixMut`] (for
+/// `OutMatrix<T>`), a `&TensorMap` (for `TensorMap<…>`) or a
+/// `StoreMatrix` (for `StoreMatrix<…>`). Sealed: these are the only ones.
 pub trait KernelArg: sealed::Sealed {
     /// What the kernel's emulator entry receives for it.
     type Abi: Copy + Send + Sync;
@@ -478,12 +479,12 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
 /// [`DeviceBuffer::batched_matrix_mut`], which check that the shape fits and
 /// the batches do not overlap.
 pub struct MatrixMut<'b, T: Element> {
-    buffer: &'b mut DeviceBuffer<T>,
-    rows: usize,
-    cols: usize,
-    row_stride: usize,
-    batches: usize,
-    batch_stride: usize,
+    pub(super) buffer: &'b mut DeviceBuffer<T>,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) row_stride: usize,
+    pub(super) batches: usize,
+    pub(super) batch_stride: usize,
 }
 
 impl<T: Element> DeviceBuffer<T> {

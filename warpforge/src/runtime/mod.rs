@@ -33,4 +33,4 @@ pub use element::{DType, Element};
 pub use error::{Error, FaultCode, Result};
 pub use launch::{Arch, FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};
 pub use stream::{Event, Stream};
-pub use tensor_map::TensorMap;
+pub use tensor_map::{StoreMatrix, TensorMap};

@@ -22,13 +22,13 @@ use super::device::Device;
 use super::element::{DType, Element};
 use super::emulator::Binding;
 use super::error::{Error, Result};
-use super::launch::{KernelArg, sealed};
+use super::launch::{KernelArg, MatrixMut, sealed};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchArgs, PushKernelArg};
 use std::marker::PhantomData;
 use warpforge_device::emu::stream::Access;
 use warpforge_device::emu::tma::TensorDesc;
-use warpforge_device::kernel::RawTensorMap;
+use warpforge_device::kernel::{RawStoreMatrix, RawTensorMap};
 use warpforge_device::swizzle::{Mode, Swizzle};
 
 /// A rank-`R` tensor of `T` in a device buffer, whose TMA copies move boxes
@@ -290,6 +290,161 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
         if let (Some(encoded), Memory::Gpu(slice)) = (&self.encoded, &buffer.memory) {
             args.arg(encoded);
             args.arg(slice);
+        }
+    }
+}
+
+/// An output matrix written by TMA stores: a kernel parameter of type
+/// `warpforge_device::tma::StoreMatrix<T, M, B0, B1, S>` — the matrix a
+/// [`MatrixMut`] binds, with a rank-3 tensor map of it (dimension 0 the
+/// columns, 1 the rows, 2 the batches) whose boxes are `B0` columns × `B1`
+/// rows, swizzled by `S` in shared memory. Made by
+/// [`MatrixMut::tma_store`]; it holds the buffer's `&mut` borrow, so the
+/// launch is the buffer's writer, ordered as for any output.
+pub struct StoreMatrix<'b, T: Element, const B0: usize, const B1: usize, S: Mode> {
+    matrix: MatrixMut<'b, T>,
+    desc: TensorDesc,
+    encoded: Option<CudaSlice<u64>>,
+    _swizzle: PhantomData<S>,
+}
+
+impl<T: Element, const B0: usize, const B1: usize, S: Mode> std::fmt::Debug
+    for StoreMatrix<'_, T, B0, B1, S>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreMatrix")
+            .field("dtype", &T::DTYPE)
+            .field("dims", &self.desc.dims())
+            .field("strides_bytes", &self.desc.strides())
+            .field("box", &self.desc.box_dims())
+            .field("swizzle", &self.desc.swizzle())
+            .field("encoded", &self.encoded.is_some())
+            .finish()
+    }
+}
+
+impl<'b, T: Element> MatrixMut<'b, T> {
+    /// The matrix with a TMA store map of it, for a kernel's
+    /// `StoreMatrix<T, M, B0, B1, S>` parameter. Refused
+    /// (`InvalidParameter`, naming the field) where the TMA cannot describe
+    /// it: a buffer not 16-byte aligned, row or batch strides that are not
+    /// multiples of 16 bytes, a box the map cannot have (every rule of
+    /// `cuTensorMapEncodeTiled`, as [`TensorMap::new`]), or extents past
+    /// `i32::MAX` (a store's corner is 32-bit signed). A kernel with a plain
+    /// epilogue takes such a matrix instead.
+    ///
+    /// ```
+    /// use warpforge_device::swizzle::Sw128;
+    /// let dev = warpforge::Device::emulator();
+    /// let mut c = dev.alloc_zeroed::<f32>(100 * 264)?;
+    /// // 100 × 260 f32 (rows 264 apart: 1056 bytes), stored in 32 × 16 boxes.
+    /// let stored = c.matrix_mut(100, 260, 264)?.tma_store::<32, 16, Sw128>()?;
+    /// drop(stored);
+    /// // Rows 259 elements apart are not a multiple of 16 bytes.
+    /// let err = c.matrix_mut(100, 259, 259)?.tma_store::<32, 16, Sw128>().unwrap_err();
+    /// assert!(err.to_string().contains("globalStrides[0]"));
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn tma_store<const B0: usize, const B1: usize, S: Mode>(
+        self,
+    ) -> Result<StoreMatrix<'b, T, B0, B1, S>> {
+        const STORE_OP: &str = "MatrixMut::tma_store";
+        let invalid = |parameter: &'static str, detail: String| Error::InvalidParameter {
+            op: STORE_OP,
+            parameter,
+            detail,
+        };
+        for (what, n) in [
+            ("rows", self.rows),
+            ("cols", self.cols),
+            ("batches", self.batches),
+        ] {
+            if n > i32::MAX as usize {
+                return Err(invalid(
+                    what,
+                    format!("{n} is past i32::MAX: a TMA store's corner is 32-bit signed"),
+                ));
+            }
+        }
+        let elem = size_of::<T>();
+        // One batch: any stride the map accepts (the batch index is always 0).
+        let batch_stride = if self.batches == 1 {
+            self.rows.saturating_mul(self.row_stride)
+        } else {
+            self.batch_stride
+        };
+        let byte_strides =
+            [self.row_stride, batch_stride].map(|s| s.checked_mul(elem).map(|b| b as u64));
+        let [Some(row_bytes), Some(batch_bytes)] = byte_strides else {
+            return Err(Error::SizeOverflow {
+                what: format!("{STORE_OP}: strides in bytes"),
+            });
+        };
+        let buffer_bytes =
+            self.buffer
+                .len()
+                .checked_mul(elem)
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!("{STORE_OP}: the buffer's bytes"),
+                })?;
+        let base = match &self.buffer.memory {
+            Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
+            Memory::Gpu(slice) => {
+                let (ptr, _sync) = slice.device_ptr(slice.stream());
+                ptr as usize as *const u8
+            }
+        };
+        let desc = TensorDesc::new(
+            base,
+            buffer_bytes,
+            &[self.cols as u64, self.rows as u64, self.batches as u64],
+            &[row_bytes, batch_bytes],
+            &[B0 as u32, B1 as u32, 1],
+            elem,
+            S::SWIZZLE,
+        )
+        .map_err(|e| invalid("the tensor map", e.to_string()))?;
+        let encoded = match &self.buffer.memory {
+            Memory::Emulated(_) => None,
+            Memory::Gpu(_) => Some(encode::<T>(self.buffer.device(), &desc)?),
+        };
+        Ok(StoreMatrix {
+            matrix: self,
+            desc,
+            encoded,
+            _swizzle: PhantomData,
+        })
+    }
+}
+
+impl<T: Element, const B0: usize, const B1: usize, S: Mode> sealed::Sealed
+    for StoreMatrix<'_, T, B0, B1, S>
+{
+}
+impl<T: Element, const B0: usize, const B1: usize, S: Mode> KernelArg
+    for StoreMatrix<'_, T, B0, B1, S>
+{
+    type Abi = RawStoreMatrix<T, B0, B1, S>;
+    fn owner(&self) -> Option<&Device> {
+        self.matrix.owner()
+    }
+    fn output_len(&self) -> Option<usize> {
+        self.matrix.output_len()
+    }
+    fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi> {
+        let matrix = self.matrix.emu_bind(binding)?;
+        Some(RawStoreMatrix::new(matrix, self.desc))
+    }
+    fn emu_output(abi: &Self::Abi) -> Option<(usize, usize, usize)> {
+        <MatrixMut<'_, T> as KernelArg>::emu_output(&abi.matrix)
+    }
+    fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
+        // The map, then the matrix as an `OutMatrix` (its buffer pushed as
+        // a written one: cudarc orders the launch after the buffer's other
+        // users, and theirs after it).
+        if let Some(encoded) = &self.encoded {
+            args.arg(encoded);
+            self.matrix.push_gpu(args);
         }
     }
 }

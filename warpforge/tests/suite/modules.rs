@@ -132,7 +132,10 @@ fn a_kernel_is_checked_against_the_widths_the_ptx_declares() {
             ParamKind::Scalar => want.push((p.bytes, false)),
             ParamKind::Input | ParamKind::Output => want.extend([(8, true), (8, false)]),
             ParamKind::TensorMap => want.extend([(8, true), (8, true)]),
-            ParamKind::OutputMatrix => {
+            ParamKind::OutputMatrix | ParamKind::StoreMatrix => {
+                if p.kind == ParamKind::StoreMatrix {
+                    want.push((8, true)); // the map
+                }
                 want.push((8, true));
                 want.extend([(8, false); 6]); // length, rows, cols, strides, batches
             }

@@ -452,6 +452,114 @@ fn tma_probe_multiplies_the_boxes_it_loaded() {
     }
 }
 
+/// `probe_tma_store` on `dev` over `batches` of `rows × cols` f32 (rows
+/// `ld` apart, batches `ld·rows + 32` apart; padding −1) on `blocks`
+/// blocks: the buffer afterwards.
+fn run_store_probe(
+    dev: &Device,
+    (batches, rows, cols, ld): (usize, usize, usize, usize),
+    blocks: u32,
+) -> Vec<f32> {
+    use warpforge_device::swizzle::Sw128;
+    let stride = rows * ld + 32;
+    let mut c = dev.upload(&vec![-1.0f32; batches * stride]).unwrap();
+    let matrix = c
+        .batched_matrix_mut(rows, cols, ld, batches, stride)
+        .unwrap()
+        .tma_store::<32, 32, Sw128>()
+        .unwrap();
+    let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(128));
+    dev.launch(probe::probe_tma_store, cfg, (matrix,)).unwrap();
+    c.to_host().unwrap()
+}
+
+/// The TMA store through the host launch path (a `StoreMatrix` argument,
+/// its map checked and bound as the launch's output): every element of 3
+/// batches of 100 × 90 (ragged in both tile dimensions) written once with
+/// its value (the global race detector on), the padding columns and the
+/// gaps between batches untouched, on persistent grids of 1, 2 and 5
+/// blocks (12 tiles of 4 boxes; two staging tiles in turn).
+#[test]
+fn tma_store_probe_writes_every_owned_box_once() {
+    // The sm_90a PTX entry declares the parameters a launch pushes: the
+    // map's address, then the matrix's seven.
+    let (variant, params) = PROBES
+        .variants
+        .iter()
+        .find_map(|v| Some((v, v.entry_params("probe_tma_store")?.unwrap())))
+        .expect("the probes' sm_90a module has probe_tma_store");
+    assert_eq!(variant.arch, "sm_90a");
+    warpforge::ptx::check_signature(
+        "probe_tma_store",
+        "warpforge-testkit",
+        <probe::probe_tma_store as warpforge_device::kernel::Kernel>::PARAMS,
+        &params,
+    )
+    .unwrap();
+    assert_eq!(params.len(), 8);
+
+    let dev = Device::emulator();
+    let (batches, rows, cols, ld) = (3, 100, 90, 96);
+    let stride = rows * ld + 32;
+    for blocks in [1, 2, 5] {
+        let c = run_store_probe(&dev, (batches, rows, cols, ld), blocks);
+        for (i, &v) in c.iter().enumerate() {
+            let (b, r, col) = (i / stride, i % stride / ld, i % stride % ld);
+            let want = if r < rows && col < cols {
+                probe::stored_value(b, r, col)
+            } else {
+                -1.0
+            };
+            assert_eq!(v, want, "{blocks} blocks, element {i} ({b}, {r}, {col})");
+        }
+    }
+}
+
+/// A matrix the TMA cannot store is refused on the host, naming the field.
+#[test]
+fn tma_store_maps_the_tma_cannot_use_are_refused() {
+    use warpforge::Error;
+    use warpforge_device::swizzle::Sw128;
+    let dev = Device::emulator();
+    let mut c = dev.alloc_zeroed::<f32>(100 * 96).unwrap();
+    let detail = |e: Error| match e {
+        Error::InvalidParameter { detail, .. } => detail,
+        other => panic!("not InvalidParameter: {other}"),
+    };
+    // Rows 91 elements apart: 364 bytes, not a multiple of 16.
+    let e = c
+        .matrix_mut(100, 90, 91)
+        .unwrap()
+        .tma_store::<32, 32, Sw128>()
+        .unwrap_err();
+    assert!(detail(e).starts_with("globalStrides[0]"));
+    // Two batches 9604 elements apart: 38416 bytes, a multiple of 16; 9601 is not.
+    let mut c = dev.alloc_zeroed::<f32>(2 * 9604).unwrap();
+    let e = c
+        .batched_matrix_mut(100, 90, 96, 2, 9601)
+        .unwrap()
+        .tma_store::<32, 32, Sw128>()
+        .unwrap_err();
+    assert!(detail(e).starts_with("globalStrides[1]"));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_tma_store_probe_matches_the_emulator() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    assert_eq!(
+        gpu.compute_capability(),
+        (9, 0),
+        "the probe is in the probes' sm_90a module only"
+    );
+    gpu.load(&PROBES).unwrap();
+    let shape = (3, 100, 90, 96);
+    assert_eq!(
+        run_store_probe(&gpu, shape, 5),
+        run_store_probe(&Device::emulator(), shape, 5)
+    );
+}
+
 /// Maps the TMA cannot use are refused on the host, naming the field.
 #[test]
 fn tensor_maps_the_tma_cannot_use_are_refused() {

@@ -67,6 +67,22 @@ pub type MapHandle = *const u8;
 #[doc(hidden)]
 pub type MapHandle = crate::emu::tma::TensorDesc;
 
+/// The map as the copy instructions take it: its generic address on the
+/// GPU, its description in the emulator.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn handle_ptr(map: &MapHandle) -> *const u8 {
+    *map
+}
+
+/// The map as the copy instructions take it: its generic address on the
+/// GPU, its description in the emulator.
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+fn handle_ptr(map: &MapHandle) -> &crate::emu::tma::TensorDesc {
+    map
+}
+
 /// A tensor map: a rank-`R` tensor of `T` in global memory whose copies
 /// move boxes of `B0 × B1` elements (`× 1` in every further dimension),
 /// landing swizzled by `S`. Made by the host and passed as a kernel
@@ -146,7 +162,7 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
     /// by the thread that issues the copies, before the first.
     #[inline(always)]
     pub fn prefetch(&self) {
-        arch::tma_prefetch_map(self.handle_ptr());
+        arch::tma_prefetch_map(handle_ptr(&self.map));
     }
 
     /// Issues the copy of the box whose start corner is `corner` (element
@@ -176,7 +192,7 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
         unsafe {
             arch::tma_load(
                 arch::shared_addr(dst.addr(0) as *const u8),
-                self.handle_ptr(),
+                handle_ptr(&self.map),
                 corner,
                 bar.addr(),
             )
@@ -243,25 +259,13 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
                 unsafe {
                     arch::tma_load(
                         dst.block_addr(span * other * B0 + part * B1 * B0),
-                        self.handle_ptr(),
+                        handle_ptr(&self.map),
                         at,
                         bar.addr(),
                     )
                 };
             }
         }
-    }
-
-    #[cfg(target_arch = "nvptx64")]
-    #[inline(always)]
-    fn handle_ptr(&self) -> *const u8 {
-        self.map
-    }
-
-    #[cfg(not(target_arch = "nvptx64"))]
-    #[inline(always)]
-    fn handle_ptr(&self) -> &crate::emu::tma::TensorDesc {
-        &self.map
     }
 }
 
@@ -378,19 +382,7 @@ impl<'a, T: SharedElement, M: Mapping2, const B0: usize, const B1: usize, S: Mod
     /// thread, before its first store.
     #[inline(always)]
     pub fn prefetch(&self) {
-        arch::tma_prefetch_map(self.handle_ptr());
-    }
-
-    #[cfg(target_arch = "nvptx64")]
-    #[inline(always)]
-    fn handle_ptr(&self) -> *const u8 {
-        self.map
-    }
-
-    #[cfg(not(target_arch = "nvptx64"))]
-    #[inline(always)]
-    fn handle_ptr(&self) -> &crate::emu::tma::TensorDesc {
-        &self.map
+        arch::tma_prefetch_map(handle_ptr(&self.map));
     }
 }
 
@@ -480,7 +472,7 @@ impl<
         unsafe {
             arch::tma_store(
                 arch::shared_addr(src.addr(0) as *const u8),
-                self.handle_ptr(),
+                handle_ptr(&self.map),
                 [c0, c1, c2],
             )
         }

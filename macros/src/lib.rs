@@ -482,6 +482,12 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
     }
 }
 
+/// The PTX parameter names of an output matrix `n`'s shape (after its
+/// pointer and length): rows, columns, row stride, batches, batch stride.
+fn matrix_params(n: &Ident) -> [Ident; 5] {
+    ["rows", "cols", "row_stride", "batches", "batch_stride"].map(|f| format_ident!("{}_{}", n, f))
+}
+
 fn unsupported(ty: &Type) -> Error {
     Error::new(
         ty.span(),
@@ -932,13 +938,7 @@ fn instance_items(
                 // The map's device address, then the matrix as an
                 // `OutMatrix`'s seven parameters (the buffer pushed as a
                 // written one, which orders the launch as for `OutMatrix`).
-                let (rows, cols, stride, batches, batch_stride) = (
-                    format_ident!("{}_rows", n),
-                    format_ident!("{}_cols", n),
-                    format_ident!("{}_row_stride", n),
-                    format_ident!("{}_batches", n),
-                    format_ident!("{}_batch_stride", n),
-                );
+                let [rows, cols, stride, batches, batch_stride] = matrix_params(n);
                 ptx_params.push(quote!(
                     #n: *const u8, #ptr: *mut #t, #len: usize, #rows: usize, #cols: usize,
                     #stride: usize, #batches: usize, #batch_stride: usize
@@ -951,13 +951,7 @@ fn instance_items(
             Kind::OutputMatrix => {
                 // The shape travels with the buffer, bound by the host at launch,
                 // so every thread sees the same one (`warpforge_device::own`).
-                let (rows, cols, stride, batches, batch_stride) = (
-                    format_ident!("{}_rows", n),
-                    format_ident!("{}_cols", n),
-                    format_ident!("{}_row_stride", n),
-                    format_ident!("{}_batches", n),
-                    format_ident!("{}_batch_stride", n),
-                );
+                let [rows, cols, stride, batches, batch_stride] = matrix_params(n);
                 ptx_params.push(quote!(
                     #ptr: *mut #t, #len: usize, #rows: usize, #cols: usize, #stride: usize,
                     #batches: usize, #batch_stride: usize

@@ -300,19 +300,24 @@ impl TensorDesc {
         self.base
     }
 
+    /// The geometry of this map's box at `corner`.
+    fn geometry<'a>(&'a self, corner: &'a [i64]) -> BoxGeometry<'a> {
+        BoxGeometry {
+            dims: self.dims(),
+            strides: self.strides(),
+            box_dims: self.box_dims(),
+            corner,
+            elem: self.elem,
+        }
+    }
+
     /// The box at `corner` as it lands in shared memory.
     ///
     /// # Safety
     /// The buffer `new` was given must still be readable.
     pub(crate) unsafe fn gather(&self, corner: &[i32]) -> Vec<u8> {
         let corner: Vec<i64> = corner.iter().map(|&c| i64::from(c)).collect();
-        let geometry = BoxGeometry {
-            dims: self.dims(),
-            strides: self.strides(),
-            box_dims: self.box_dims(),
-            corner: &corner,
-            elem: self.elem,
-        };
+        let geometry = self.geometry(&corner);
         geometry.gather(self.swizzle, |offset, out| {
             // SAFETY: `new` checked that every element of the tensor lies
             // in the buffer; `gather` reads only elements inside it; the
@@ -338,13 +343,7 @@ impl TensorDesc {
         mut check: impl FnMut(usize, usize) -> Result<(), E>,
     ) -> Result<(), E> {
         let corner: Vec<i64> = corner.iter().map(|&c| i64::from(c)).collect();
-        let geometry = BoxGeometry {
-            dims: self.dims(),
-            strides: self.strides(),
-            box_dims: self.box_dims(),
-            corner: &corner,
-            elem: self.elem,
-        };
+        let geometry = self.geometry(&corner);
         let mut result = Ok(());
         geometry.scatter(self.swizzle, data, |offset, bytes| {
             if result.is_err() {

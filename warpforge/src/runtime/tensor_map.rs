@@ -56,15 +56,27 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> std:
     for TensorMap<'_, T, R, B0, B1, S>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TensorMap")
-            .field("dtype", &T::DTYPE)
-            .field("dims", &self.desc.dims())
-            .field("strides_bytes", &self.desc.strides())
-            .field("box", &self.desc.box_dims())
-            .field("swizzle", &self.desc.swizzle())
-            .field("encoded", &self.encoded.is_some())
-            .finish()
+        debug_map(f, "TensorMap", T::DTYPE, &self.desc, self.encoded.is_some())
     }
+}
+
+/// A map's `Debug`: its element type, tensor, box and swizzle, and whether
+/// the driver encoded it.
+fn debug_map(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    dtype: DType,
+    desc: &TensorDesc,
+    encoded: bool,
+) -> std::fmt::Result {
+    f.debug_struct(name)
+        .field("dtype", &dtype)
+        .field("dims", &desc.dims())
+        .field("strides_bytes", &desc.strides())
+        .field("box", &desc.box_dims())
+        .field("swizzle", &desc.swizzle())
+        .field("encoded", &encoded)
+        .finish()
 }
 
 const OP: &str = "TensorMap::new";
@@ -312,14 +324,13 @@ impl<T: Element, const B0: usize, const B1: usize, S: Mode> std::fmt::Debug
     for StoreMatrix<'_, T, B0, B1, S>
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreMatrix")
-            .field("dtype", &T::DTYPE)
-            .field("dims", &self.desc.dims())
-            .field("strides_bytes", &self.desc.strides())
-            .field("box", &self.desc.box_dims())
-            .field("swizzle", &self.desc.swizzle())
-            .field("encoded", &self.encoded.is_some())
-            .finish()
+        debug_map(
+            f,
+            "StoreMatrix",
+            T::DTYPE,
+            &self.desc,
+            self.encoded.is_some(),
+        )
     }
 }
 

@@ -105,33 +105,6 @@ impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>
                 ),
             ));
         }
-        let elem = size_of::<T>();
-        let byte_strides: Vec<u64> = strides
-            .iter()
-            .map(|&s| s.checked_mul(elem).map(|b| b as u64))
-            .collect::<Option<_>>()
-            .ok_or_else(|| Error::SizeOverflow {
-                what: format!("{OP}: strides {strides:?} in bytes"),
-            })?;
-        let dims64 = dims.map(|d| d as u64);
-        let mut box_dims = [1u32; 5];
-        box_dims[0] = B0 as u32;
-        if R > 1 {
-            box_dims[1] = B1 as u32;
-        }
-        let buffer_bytes = buffer
-            .len()
-            .checked_mul(elem)
-            .ok_or_else(|| Error::SizeOverflow {
-                what: format!("{OP}: the buffer's bytes"),
-            })?;
-        let base = match &buffer.memory {
-            Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
-            Memory::Gpu(slice) => {
-                let (ptr, _sync) = slice.device_ptr(slice.stream());
-                ptr as usize as *const u8
-            }
-        };
         // Check a rank-2 box with B1 = 1 too: the device type refuses it at
         // compile time, and so must the host.
         if R == 1 && B1 != 1 {
@@ -140,24 +113,12 @@ impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>
                 format!("a rank-1 map's box is B0 × 1, not × {B1}"),
             ));
         }
-        let desc = TensorDesc::new(
-            base,
-            buffer_bytes,
-            &dims64,
-            &byte_strides,
-            &box_dims[..R],
-            elem,
-            S::SWIZZLE,
-        )
-        .map_err(|e| Error::InvalidParameter {
-            op: OP,
-            parameter: "the tensor map",
-            detail: e.to_string(),
-        })?;
-        let encoded = match &buffer.memory {
-            Memory::Emulated(_) => None,
-            Memory::Gpu(_) => Some(encode::<T>(buffer.device(), &desc)?),
-        };
+        let mut box_dims = [1u32; 5];
+        box_dims[0] = B0 as u32;
+        if R > 1 {
+            box_dims[1] = B1 as u32;
+        }
+        let (desc, encoded) = describe(OP, buffer, &dims, strides, &box_dims[..R], S::SWIZZLE)?;
         Ok(TensorMap {
             buffer,
             desc,
@@ -204,6 +165,63 @@ impl<'b, T: Element, const B0: usize, const B1: usize, S: Mode> TensorMap<'b, T,
     ) -> Result<Self> {
         Self::new(buffer, [cols, rows, batches], &[ld, batch_stride])
     }
+}
+
+/// The tensor of `buffer` with `dims` elements per dimension (innermost
+/// first) and `strides` elements between consecutive indices of dimensions
+/// 1.., copied in boxes of `box_dims` landing swizzled by `swizzle`: checked
+/// by every rule of `cuTensorMapEncodeTiled` (`TensorDesc::new`, both
+/// backends; `InvalidParameter` of `op` naming the field), then encoded by
+/// the driver on a GPU. Sizes in bytes are checked-multiplied.
+fn describe<T: Element>(
+    op: &'static str,
+    buffer: &DeviceBuffer<T>,
+    dims: &[usize],
+    strides: &[usize],
+    box_dims: &[u32],
+    swizzle: Swizzle,
+) -> Result<(TensorDesc, Option<CudaSlice<u64>>)> {
+    let elem = size_of::<T>();
+    let byte_strides: Vec<u64> = strides
+        .iter()
+        .map(|&s| s.checked_mul(elem).map(|b| b as u64))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Error::SizeOverflow {
+            what: format!("{op}: strides {strides:?} in bytes"),
+        })?;
+    let buffer_bytes = buffer
+        .len()
+        .checked_mul(elem)
+        .ok_or_else(|| Error::SizeOverflow {
+            what: format!("{op}: the buffer's bytes"),
+        })?;
+    let base = match &buffer.memory {
+        Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
+        Memory::Gpu(slice) => {
+            let (ptr, _sync) = slice.device_ptr(slice.stream());
+            ptr as usize as *const u8
+        }
+    };
+    let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    let desc = TensorDesc::new(
+        base,
+        buffer_bytes,
+        &dims,
+        &byte_strides,
+        box_dims,
+        elem,
+        swizzle,
+    )
+    .map_err(|e| Error::InvalidParameter {
+        op,
+        parameter: "the tensor map",
+        detail: e.to_string(),
+    })?;
+    let encoded = match &buffer.memory {
+        Memory::Emulated(_) => None,
+        Memory::Gpu(_) => Some(encode::<T>(buffer.device(), &desc)?),
+    };
+    Ok((desc, encoded))
 }
 
 /// `cuTensorMapEncodeTiled` for `desc` (already checked), the 128 bytes
@@ -377,48 +395,20 @@ impl<'b, T: Element> MatrixMut<'b, T> {
                 ));
             }
         }
-        let elem = size_of::<T>();
         // One batch: any stride the map accepts (the batch index is always 0).
         let batch_stride = if self.batches == 1 {
             self.rows.saturating_mul(self.row_stride)
         } else {
             self.batch_stride
         };
-        let byte_strides =
-            [self.row_stride, batch_stride].map(|s| s.checked_mul(elem).map(|b| b as u64));
-        let [Some(row_bytes), Some(batch_bytes)] = byte_strides else {
-            return Err(Error::SizeOverflow {
-                what: format!("{STORE_OP}: strides in bytes"),
-            });
-        };
-        let buffer_bytes =
-            self.buffer
-                .len()
-                .checked_mul(elem)
-                .ok_or_else(|| Error::SizeOverflow {
-                    what: format!("{STORE_OP}: the buffer's bytes"),
-                })?;
-        let base = match &self.buffer.memory {
-            Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
-            Memory::Gpu(slice) => {
-                let (ptr, _sync) = slice.device_ptr(slice.stream());
-                ptr as usize as *const u8
-            }
-        };
-        let desc = TensorDesc::new(
-            base,
-            buffer_bytes,
-            &[self.cols as u64, self.rows as u64, self.batches as u64],
-            &[row_bytes, batch_bytes],
+        let (desc, encoded) = describe(
+            STORE_OP,
+            &*self.buffer,
+            &[self.cols, self.rows, self.batches],
+            &[self.row_stride, batch_stride],
             &[B0 as u32, B1 as u32, 1],
-            elem,
             S::SWIZZLE,
-        )
-        .map_err(|e| invalid("the tensor map", e.to_string()))?;
-        let encoded = match &self.buffer.memory {
-            Memory::Emulated(_) => None,
-            Memory::Gpu(_) => Some(encode::<T>(self.buffer.device(), &desc)?),
-        };
+        )?;
         Ok(StoreMatrix {
             matrix: self,
             desc,

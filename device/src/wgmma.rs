@@ -532,8 +532,13 @@ where
 /// (`setmaxnreg.inc`, sm_90a): what a warp-specialised kernel's consumer
 /// warpgroups do with the registers its producer gave back. Every warp of the
 /// warpgroup calls it together; it waits until the block's pool can supply
-/// them. `REGS` in 24 ..= 256, a multiple of 8, at least the current limit
-/// (compile-time checks for the first two).
+/// them — and the pool holds only what the block's [`release_registers`]
+/// gave back, so over all warps, threads × final limit must be at most the
+/// block's registers at launch (its threads × the kernel's register count,
+/// which is at most `65536 / threads` in steps of 8: 168 for 384 threads).
+/// More waits for ever; the emulator reports it
+/// (`WgmmaProblem::RegisterPoolShort`). `REGS` in 24 ..= 256, a multiple of
+/// 8, at least the current limit (compile-time checks for the first two).
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
 pub fn increase_registers<const REGS: u32>() {
@@ -1195,5 +1200,52 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// The block's registers as `setmaxnreg` shares them out: 384 threads
+    /// start with at most 168 each (64512 in all). A producer warpgroup
+    /// releasing to 56 (or 40) leaves two consumer warpgroups enough for
+    /// 224 (or 232) each, though they ask before it releases; releasing
+    /// only to 64 leaves the last consumer warp 1024 registers short, a
+    /// wait for ever on the GPU: reported, naming that warp.
+    #[test]
+    fn setmaxnreg_takes_only_what_the_block_released() {
+        let run = |split: u32| {
+            let shape = LaunchShape {
+                grid: Dim3::x(1),
+                block: Dim3::x(384),
+                dynamic_shared_bytes: 0,
+            };
+            launch("setmaxnreg_pool", shape, &move || {
+                let producer = thread::warp_id() / 4 == 2;
+                match (split, producer) {
+                    (56, true) => release_registers::<56>(),
+                    (40, true) => release_registers::<40>(),
+                    (_, true) => release_registers::<64>(),
+                    (40, false) => increase_registers::<232>(),
+                    (_, false) => increase_registers::<224>(),
+                }
+            })
+        };
+        run(56).unwrap();
+        run(40).unwrap();
+        let e = run(64).unwrap_err();
+        let Fault::Wgmma { problem, at, .. } = e.fault else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            problem,
+            WgmmaProblem::RegisterPoolShort {
+                regs: 224,
+                from: 168,
+                pool: 128 * (168 - 64) - 7 * 32 * (224 - 168),
+                entry: 168,
+                threads: 384,
+            },
+            "{e}"
+        );
+        assert_eq!(at.file, file!(), "{e}");
+        assert_eq!(e.thread.x, 7 * 32, "{e}");
+        assert!(e.to_string().contains("waits for ever"), "{e}");
     }
 }

@@ -7,16 +7,17 @@
 //! its ring and barriers from one tile to the next:
 //!
 //! - **warpgroup 2, the producer**, gives its registers back
-//!   (`setmaxnreg.dec` to 64) and one of its threads walks K in steps of 64:
+//!   (`setmaxnreg.dec` to 56) and one of its threads walks K in steps of 64:
 //!   for each step it waits until the ring's stage is empty, tells the
 //!   stage's "full" barrier to expect the stage's 48 KiB, and has the TMA
 //!   copy A's two 64 × 64 tiles and B's 256 × 64 tile into it, 128B-swizzled,
 //!   in six 8 KiB boxes (one per 64 × 64), with zeros wherever a box
 //!   reaches past the matrices;
 //! - **warpgroups 0 and 1, the consumers**, take the registers
-//!   (`setmaxnreg.inc` to 224), and for each step wait for the stage to be
-//!   full, issue four `wgmma.m64n256k16` (their 64 rows of A, all of B),
-//!   commit them, wait until the *previous* step's group is done, and
+//!   (`setmaxnreg.inc` to 224: 128 × 56 + 256 × 224 is exactly the block's
+//!   168 × 384 at launch, all the pool can hold — asking more would hang),
+//!   and for each step wait for the stage to be full, issue four
+//!   `wgmma.m64n256k16` (their 64 rows of A, all of B), commit them, wait until the *previous* step's group is done, and
 //!   arrive on that stage's "empty" barrier: one group stays in flight while
 //!   the next stage's copies land;
 //! - the epilogue: after the tile's last group the consumers release its
@@ -80,9 +81,11 @@ const A_ELEMS: usize = 64 * BK;
 const B_ELEMS: usize = BN * BK;
 /// Bytes a stage holds: both A tiles and B's.
 const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
+/// The ring's stages, in 2-byte elements.
+const RING_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS);
 /// The launch's shared memory, in 2-byte elements: the stages, then the
 /// 2·STAGES barriers (8 bytes each).
-const SHARED_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS) + 2 * STAGES * 4;
+const SHARED_ELEMS: usize = RING_ELEMS + 2 * STAGES * 4;
 
 /// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
 pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
@@ -94,15 +97,15 @@ struct Stage<T, LA, LB> {
     b: OperandTile<T, BN, BK, LB>,
 }
 
-/// The ring's stages (one after another from the start of shared memory,
-/// each a multiple of the swizzle's 1024-byte period) and its barriers:
-/// "full" `0 .. STAGES` (one arrival, the producer's, plus the bytes),
-/// "empty" `STAGES .. 2·STAGES` (one arrival per consumer thread).
+/// The ring's stages, one after another from the start of shared memory
+/// (each a multiple of the swizzle's 1024-byte period). Each warpgroup role
+/// builds them after its `setmaxnreg`: they are addresses from the shared
+/// base, cheaper rebuilt than carried across the register split (a value
+/// live there must fit the producer's smaller limit, or ptxas spills it).
 #[inline(always)]
-fn ring<T: Element, LA: Layout, LB: Layout>() -> ([Stage<T, LA, LB>; STAGES], MBarriers<8>) {
-    let first = shared::array::<T, A_ELEMS>();
+fn stages<T: Element, LA: Layout, LB: Layout>() -> [Stage<T, LA, LB>; STAGES] {
     let mut stages = [None; STAGES];
-    let mut a0: SharedTile<T, A_ELEMS> = first;
+    let mut a0: SharedTile<T, A_ELEMS> = shared::array::<T, A_ELEMS>();
     let mut last_b: Option<SharedTile<T, B_ELEMS>> = None;
     for (s, stage) in stages.iter_mut().enumerate() {
         if s > 0 {
@@ -123,14 +126,21 @@ fn ring<T: Element, LA: Layout, LB: Layout>() -> ([Stage<T, LA, LB>; STAGES], MB
             _ => None,
         };
     }
-    let bars = last_b.expect("STAGES > 0").after::<u64, { 2 * STAGES }>();
-    let stages = stages.map(|s| s.expect("the dynamic shared memory starts 1024-byte aligned"));
+    stages.map(|s| s.expect("the dynamic shared memory starts 1024-byte aligned"))
+}
+
+/// The ring's barriers, after the stages, initialised (by thread 0, then a
+/// block barrier): "full" `0 .. STAGES` (one arrival, the producer's, plus
+/// the bytes), "empty" `STAGES .. 2·STAGES` (one arrival per consumer
+/// thread).
+#[inline(always)]
+fn barriers<T: Element>() -> MBarriers<{ 2 * STAGES }> {
+    let bars = shared::array::<T, RING_ELEMS>().after::<u64, { 2 * STAGES }>();
     let consumers = 2 * wgmma::WARPGROUP_SIZE;
-    let bars = MBarriers::init(
+    MBarriers::init(
         bars,
         [1, 1, 1, 1, consumers, consumers, consumers, consumers],
-    );
-    (stages, bars)
+    )
 }
 
 /// `D = alpha·op(A)·op(B) + beta·C`, each block computing the 128 × 256
@@ -170,7 +180,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     beta: f32,
     mut c: OutMatrix<TOut, TileWalk<BM, BN, 16, BN, BANDS>>,
 ) {
-    let (stages, bars) = ring::<T, LA, LB>();
+    let bars = barriers::<T>();
     let full = |s: usize| bars.get(s);
     let empty = |s: usize| bars.get(STAGES + s);
     // alpha = 0: D = beta·C, A and B not read (as the library's other GEMMs).
@@ -185,7 +195,8 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
 
     if warpgroup == 2 {
-        wgmma::release_registers::<64>();
+        wgmma::release_registers::<56>();
+        let stages = stages::<T, LA, LB>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
@@ -222,6 +233,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
     }
 
     wgmma::increase_registers::<224>();
+    let stages = stages::<T, LA, LB>();
     let mine = if warpgroup == 0 { 0 } else { 1 };
     // Each stage's "full" phase, carried from tile to tile as the
     // producer's "empty" ones are: both walk the same tiles and steps.

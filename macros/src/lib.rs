@@ -420,14 +420,7 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
             if last.ident == "StoreMatrix" {
                 let shape = "write `StoreMatrix<T, M, B0, B1, S>`: the element, the mapping, the \
                              store box (columns, rows) and the swizzle";
-                let PathArguments::AngleBracketed(args) = &last.arguments else {
-                    return Err(Error::new(ty.span(), shape));
-                };
-                let kept: Vec<&GenericArgument> = args
-                    .args
-                    .iter()
-                    .filter(|a| !matches!(a, GenericArgument::Lifetime(_)))
-                    .collect();
+                let kept = type_args(last, || Error::new(ty.span(), shape))?;
                 let (Some(GenericArgument::Type(elem)), 5) = (kept.first(), kept.len()) else {
                     return Err(Error::new(ty.span(), shape));
                 };
@@ -436,18 +429,13 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
                 return Ok((Kind::StoreMatrix(quote!(#elem, #b0, #b1, #swizzle)), elem));
             }
             if last.ident == "TensorMap" {
-                let PathArguments::AngleBracketed(args) = &last.arguments else {
-                    return Err(Error::new(
+                let kept = type_args(last, || {
+                    Error::new(
                         ty.span(),
                         "write `TensorMap<T, R, B0, B1, S>`: the element, the rank, the box and \
                          the swizzle",
-                    ));
-                };
-                let kept: Vec<&GenericArgument> = args
-                    .args
-                    .iter()
-                    .filter(|a| !matches!(a, GenericArgument::Lifetime(_)))
-                    .collect();
+                    )
+                })?;
                 let Some(GenericArgument::Type(elem)) = kept.first() else {
                     return Err(Error::new(
                         ty.span(),
@@ -686,6 +674,23 @@ impl Target {
         }
         syn::parse2(substitute_tokens(ty.to_token_stream(), &self.subst))
     }
+}
+
+/// The generic arguments written on `segment`, lifetimes left out (a device
+/// type's `'a`, which the host's raw form does not repeat); `err()` if it
+/// has no `<…>`.
+fn type_args(
+    segment: &syn::PathSegment,
+    err: impl FnOnce() -> Error,
+) -> Result<Vec<&GenericArgument>, Error> {
+    let PathArguments::AngleBracketed(args) = &segment.arguments else {
+        return Err(err());
+    };
+    Ok(args
+        .args
+        .iter()
+        .filter(|a| !matches!(a, GenericArgument::Lifetime(_)))
+        .collect())
 }
 
 /// Replaces each identifier named in `subst` (not a path segment after `::`,

@@ -1189,7 +1189,7 @@ pub(crate) unsafe fn tma_store(
             });
         }
         let base = map.base() as usize;
-        let box_corner = [0, 1, 2].map(|d| i64::from(corner[d]));
+        let box_corner = corner.map(i64::from);
         let extent = [0, 1, 2].map(|d| i64::from(map.box_dims().get(d).copied().unwrap_or(1)));
         let block = t.block();
         if let Some(earlier) = block.stores.borrow().iter().find(|s| {
@@ -1212,14 +1212,13 @@ pub(crate) unsafe fn tma_store(
         let data = unsafe { core::slice::from_raw_parts(src, bytes) }.to_vec();
         // SAFETY: the caller's contract: the map's buffer is writable.
         unsafe {
-            map.scatter(&corner, &data, |addr, n| {
-                t.log_access(site, Op::GlobalStore, addr, n);
-                match race {
-                    Some(detector) => detector
-                        .global_access(t.linear_id, addr, n, Access::Write, site)
-                        .map_err(|r| global_race(t, r, site)),
-                    None => Ok(()),
-                }
+            // Not in the memory profile: that counts the threads' own
+            // requests, and the copy engine's (TMA and bulk copies) are not.
+            map.scatter(&corner, &data, |addr, n| match race {
+                Some(detector) => detector
+                    .global_access(t.linear_id, addr, n, Access::Write, site)
+                    .map_err(|r| global_race(t, r, site)),
+                None => Ok(()),
             })?
         };
         block.progressed();

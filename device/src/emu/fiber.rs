@@ -231,6 +231,8 @@ pub(crate) struct BlockState {
     pub mbarriers: RefCell<super::mbarrier::Barriers>,
     /// Per warpgroup, the `wgmma`s its warps issued (to check they agree).
     pub warpgroups: RefCell<Vec<super::wgmma::WarpgroupLog>>,
+    /// Each warp's register limit and the pool `setmaxnreg` moves them through.
+    pub registers: RefCell<super::wgmma::RegisterPool>,
 }
 
 impl BlockState {
@@ -246,6 +248,7 @@ impl BlockState {
             stores: RefCell::new(Vec::new()),
             mbarriers: RefCell::new(Default::default()),
             warpgroups: RefCell::new(Vec::new()),
+            registers: RefCell::new(Default::default()),
         };
         state.next();
         state

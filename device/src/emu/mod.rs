@@ -121,7 +121,11 @@
 //!   last write was a plain store its writer did not follow with
 //!   `fence.proxy.async` (`Fault::Wgmma`, `WgmmaProblem::UnfencedOperand`:
 //!   the detector counts each thread's proxy fences; bytes a bulk or TMA
-//!   copy wrote are the async proxy's own and need none).
+//!   copy wrote are the async proxy's own and need none); a
+//!   `setmaxnreg.inc` waits for registers that no warp will release
+//!   (`WgmmaProblem::RegisterPoolShort`: the block's pool holds only what
+//!   `setmaxnreg.dec` released, from at most `65536 / threads` registers a
+//!   thread at launch).
 //! - a TMA store ([`crate::tma::StoreMatrix`]) reads a staging byte whose
 //!   plain store its writer did not fence (`fence.proxy.async`), its staging
 //!   tile is written before the issuer's `wait_read` covers it, two of a
@@ -674,6 +678,27 @@ pub enum WgmmaProblem {
         /// The thread that stored it.
         writer: Dim3,
     },
+    /// This warp's `setmaxnreg.inc` to `regs` registers a thread waits for
+    /// ever: the block's pool holds `pool` registers, fewer than the
+    /// `32·(regs − from)` it adds, and no warp will release more. The
+    /// hardware hangs there (the PTX ISA: `.inc` blocks until the CTA's pool
+    /// has enough; only `.dec` fills it); the usual cause is limits that
+    /// add up to more than the block has: over all its warps, threads ×
+    /// final limit must be at most `threads × entry`.
+    RegisterPoolShort {
+        /// The limit the warp asked for, per thread.
+        regs: u32,
+        /// Its limit before, per thread (at launch: `entry`).
+        from: u32,
+        /// Registers in the block's pool.
+        pool: u64,
+        /// The most registers a thread of this block can have at launch:
+        /// `65536 / threads` in steps of 8 (ptxas gives a kernel that uses
+        /// `setmaxnreg` exactly its launch bounds' figure, at most this).
+        entry: u32,
+        /// Threads in the block.
+        threads: u64,
+    },
 }
 
 impl fmt::Display for WgmmaProblem {
@@ -724,6 +749,21 @@ impl fmt::Display for WgmmaProblem {
                 "{operand} reads byte {offset} of shared memory through the async proxy, and \
                  thread {writer} stored it with a plain store and no fence.proxy.async since: \
                  the wgmma may read what was there before"
+            ),
+            WgmmaProblem::RegisterPoolShort {
+                regs,
+                from,
+                pool,
+                entry,
+                threads,
+            } => write!(
+                f,
+                "setmaxnreg.inc from {from} to {regs} registers a thread needs {} for the \
+                 warp, the block's pool holds {pool} and no warp will release more: it waits \
+                 for ever (the block has at most {entry} a thread × {threads} threads = {} \
+                 registers to share out)",
+                u64::from(regs.saturating_sub(*from)) * 32,
+                u64::from(*entry) * threads
             ),
         }
     }
@@ -1177,7 +1217,11 @@ impl EmuError {
                 at: loc,
                 other_at,
             } => {
-                let mut lines = vec![format!("wgmma at {loc}: {problem}")];
+                let what = match problem {
+                    WgmmaProblem::RegisterPoolShort { .. } => "setmaxnreg",
+                    _ => "wgmma",
+                };
+                let mut lines = vec![format!("{what} at {loc}: {problem}")];
                 if let Some(other) = other_at {
                     let what = match problem {
                         WgmmaProblem::UnfencedOperand { .. } => "the store",
@@ -1279,6 +1323,15 @@ impl EmuError {
                 "fix: after storing an operand tile, each storing thread calls \
                  wgmma::fence_operands() (fence.proxy.async) before the barrier that \
                  publishes the tile to the warpgroup"
+            }
+            Fault::Wgmma {
+                problem: WgmmaProblem::RegisterPoolShort { .. },
+                ..
+            } => {
+                "fix: choose the setmaxnreg limits so that, over all warps, threads × final \
+                 limit is at most the block's registers at launch (threads × the kernel's \
+                 registers: for 384 threads, 168; e.g. a 128-thread producer at 56 and two \
+                 consumer warpgroups at 224, or 40 and 232)"
             }
             Fault::Wgmma { .. } => {
                 "fix: issue every wgmma from all 4 warps of a warpgroup with the same operands, \

@@ -34,6 +34,10 @@
 //! - `ldmatrix`: each 8×16-byte matrix is one phase (its 8 row addresses,
 //!   from lanes 8k..8k+8), counted as above.
 //!
+//! The copy engine's traffic is not counted: bulk copies, TMA loads and
+//! stores (`bulk`, `tma`) move whole boxes without a thread's request, and
+//! `wgmma` reads its shared operands itself.
+//!
 //! The names follow Nsight Compute's metrics where one exists (see
 //! [`GlobalTraffic`] and [`SharedTraffic`]), so a figure here can be set
 //! beside `ncu --metrics …` on the same launch.

@@ -453,6 +453,8 @@ fn schedule(
                 }
                 if progressed {
                     stall.clear();
+                } else if let Some((t, fault)) = register_starved(threads) {
+                    return Err(error(t, fault));
                 } else if !on_global || stall.all_stalled() {
                     return Err(spin_error(kernel, threads, on_global));
                 } else if launch.failed.load(Ordering::SeqCst) {
@@ -567,6 +569,9 @@ fn schedule(
                 },
             ));
         }
+        if let Some((t, fault)) = register_starved(threads) {
+            return Err(error(t, fault));
+        }
         // Some warp collective waits for a lane that will never come.
         for warp in threads.chunks(WARP_SIZE as usize) {
             if let Some((lane, fault)) = diagnose_stuck_warp(warp) {
@@ -663,6 +668,32 @@ fn uninit_error(kernel: &str, threads: &[EmulatedThread], read: UninitRead) -> B
     })
 }
 
+/// A warp of the block whose 32 lanes wait in a `setmaxnreg.inc` that the
+/// block's register pool cannot serve, with its fault (its first lane is
+/// the thread named). Called when nothing in the block can change: no warp
+/// will release registers, so the wait is for ever.
+fn register_starved(threads: &[EmulatedThread]) -> Option<(&EmulatedThread, Fault)> {
+    threads.chunks(WARP_SIZE as usize).find_map(|warp| {
+        let (_, request) = pending_collective(warp)?;
+        let Request::Warp {
+            op:
+                WarpOp::SetMaxNreg {
+                    increase: true,
+                    regs,
+                },
+            ..
+        } = request
+        else {
+            return None;
+        };
+        let all_there = warp.len() == WARP_SIZE as usize
+            && warp
+                .iter()
+                .all(|t| matches!(t.status, State::Waiting(r) if r == request));
+        all_there.then(|| (&warp[0], super::wgmma::starved(warp, u32::from(regs))))
+    })
+}
+
 /// The first lane of `warp` waiting in a warp collective, and its request.
 fn pending_collective(warp: &[EmulatedThread]) -> Option<(usize, Request)> {
     warp.iter().enumerate().find_map(|(i, t)| match t.status {
@@ -748,7 +779,10 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             WarpOp::Wgmma => super::wgmma::issue(warp, &value)?,
             WarpOp::WgmmaWait(pending) => super::wgmma::wait(warp, u32::from(pending))?,
             WarpOp::SetMaxNreg { increase, regs } => {
-                super::wgmma::setmaxnreg(warp, increase, u32::from(regs))?
+                if !super::wgmma::setmaxnreg(warp, increase, u32::from(regs))? {
+                    // An `.inc` waiting for registers: decided when nothing else can run.
+                    return Ok(false);
+                }
             }
             _ => {
                 if let WarpOp::Ldmatrix { matrices, .. } = op {

@@ -327,22 +327,94 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
     Ok(())
 }
 
+/// A block's registers as `setmaxnreg` moves them: each warp's per-thread
+/// limit and the block's pool (PTX ISA, `setmaxnreg`: `.dec` releases
+/// registers into a pool kept per CTA, `.inc` blocks until the pool holds
+/// what it asks for; nothing else fills the pool).
+#[derive(Default)]
+pub(crate) struct RegisterPool {
+    /// Per warp of the block, its limit after its last `setmaxnreg`
+    /// (`None`: none yet, the limit it started with).
+    limits: Vec<Option<u32>>,
+    /// Registers released and not yet taken.
+    free: u64,
+}
+
+/// The registers the pool could hold at most, as seen from `threads`
+/// threads: a block's registers at launch are its per-thread count (ptxas's,
+/// in steps of 8: a warp's allocation unit is 256) times its threads, and
+/// the 64 Ki-register file bounds that count by `65536 / threads`. A kernel
+/// that uses `setmaxnreg` has exactly its launch bounds' figure at entry
+/// (168 for `.maxntid 384` and `.minnctapersm 1`: ptxas ignores the
+/// instruction when it cannot tell, C7508), never more than this bound; the
+/// emulator uses the bound, so a starved `.inc` it reports starves on the
+/// GPU too.
+pub(super) fn entry_registers(threads: u64) -> u32 {
+    let lanes = threads.div_ceil(LANES as u64).max(1) * LANES as u64;
+    (65536 / lanes / 8 * 8).min(256) as u32
+}
+
 /// Completes a full warp's `setmaxnreg` (`increase`: `.inc`; `regs` the new
-/// per-thread maximum): the emulator has no register file, so what it checks
-/// is that the warp is in a whole warpgroup whose warps all execute the same
-/// sequence of warpgroup instructions.
+/// per-thread maximum) if it can: a `.dec` returns the warp's registers
+/// above `regs` to the block's pool; an `.inc` takes the registers it adds
+/// from the pool, and waits (`Ok(false)`: the warp stays in the
+/// collective) while the pool holds fewer — a wait that nothing else ends
+/// is reported as [`WgmmaProblem::RegisterPoolShort`] ([`starved`]). Once
+/// it completes, the warp must be in a whole warpgroup whose warps all
+/// execute the same sequence of warpgroup instructions.
 pub(super) fn setmaxnreg(
     warp: &[EmulatedThread],
     increase: bool,
     regs: u32,
-) -> Result<(), (usize, Fault)> {
+) -> Result<bool, (usize, Fault)> {
     let t0 = &warp[0].state;
-    let site = site_of(t0);
+    {
+        let entry = entry_registers(t0.block_dim.volume());
+        let w = t0.linear_id as usize / LANES;
+        let mut pool = t0.block().registers.borrow_mut();
+        if pool.limits.len() <= w {
+            pool.limits.resize(w + 1, None);
+        }
+        let from = pool.limits[w].unwrap_or(entry);
+        if increase {
+            let need = u64::from(regs.saturating_sub(from)) * LANES as u64;
+            if need > pool.free {
+                return Ok(false);
+            }
+            pool.free -= need;
+        } else {
+            pool.free += u64::from(from.saturating_sub(regs)) * LANES as u64;
+        }
+        pool.limits[w] = Some(regs);
+    }
     let sig = Signature {
-        site,
+        site: site_of(t0),
         op: Op::SetMaxNreg { increase, regs },
     };
-    warpgroup_agrees(t0, sig)
+    warpgroup_agrees(t0, sig).map(|()| true)
+}
+
+/// The fault for `warp`, waiting in a `setmaxnreg.inc` to `regs` when
+/// nothing in its block can change any more: no warp will release the
+/// registers it needs.
+pub(super) fn starved(warp: &[EmulatedThread], regs: u32) -> Fault {
+    let t0 = &warp[0].state;
+    let threads = t0.block_dim.volume();
+    let entry = entry_registers(threads);
+    let w = t0.linear_id as usize / LANES;
+    let pool = t0.block().registers.borrow();
+    let from = pool.limits.get(w).copied().flatten().unwrap_or(entry);
+    Fault::Wgmma {
+        problem: WgmmaProblem::RegisterPoolShort {
+            regs,
+            from,
+            pool: pool.free,
+            entry,
+            threads,
+        },
+        at: site_of(t0).into(),
+        other_at: None,
+    }
 }
 
 /// The checks every warpgroup instruction makes: a whole warpgroup, and

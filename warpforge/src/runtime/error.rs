@@ -526,6 +526,11 @@ impl FaultCode {
                 problem: WgmmaProblem::OperandChanged { .. },
                 ..
             } => FaultCode::SharedRace,
+            // The warp waits for ever: the launch hangs on the GPU.
+            Fault::Wgmma {
+                problem: WgmmaProblem::RegisterPoolShort { .. },
+                ..
+            } => FaultCode::Deadlock,
             Fault::Wgmma { .. } => FaultCode::WgmmaMisuse,
             // The copy engine reads the staging while the thread writes it.
             Fault::TmaStore {

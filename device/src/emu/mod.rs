@@ -693,8 +693,8 @@ pub enum WgmmaProblem {
         /// Registers in the block's pool.
         pool: u64,
         /// The most registers a thread of this block can have at launch:
-        /// `65536 / threads` in steps of 8 (ptxas gives a kernel that uses
-        /// `setmaxnreg` exactly its launch bounds' figure, at most this).
+        /// `65536 / threads` in steps of 8 (ptxas's count for the kernel is
+        /// at most this; for the Hopper GEMM's 384 threads, exactly it).
         entry: u32,
         /// Threads in the block.
         threads: u64,

@@ -343,12 +343,12 @@ pub(crate) struct RegisterPool {
 /// The registers the pool could hold at most, as seen from `threads`
 /// threads: a block's registers at launch are its per-thread count (ptxas's,
 /// in steps of 8: a warp's allocation unit is 256) times its threads, and
-/// the 64 Ki-register file bounds that count by `65536 / threads`. A kernel
-/// that uses `setmaxnreg` has exactly its launch bounds' figure at entry
-/// (168 for `.maxntid 384` and `.minnctapersm 1`: ptxas ignores the
-/// instruction when it cannot tell, C7508), never more than this bound; the
-/// emulator uses the bound, so a starved `.inc` it reports starves on the
-/// GPU too.
+/// the 64 Ki-register file bounds that count by `65536 / threads`. ptxas
+/// honours `setmaxnreg` only in a kernel whose launch bounds fix that count
+/// (C7508 otherwise) and picks at most the bound: 168 for the Hopper GEMM's
+/// `.maxntid 384, .minnctapersm 1`, exactly it; 178 for a 256-thread probe.
+/// The emulator uses the bound, so a starved `.inc` it reports starves on
+/// the GPU too.
 pub(super) fn entry_registers(threads: u64) -> u32 {
     let lanes = threads.div_ceil(LANES as u64).max(1) * LANES as u64;
     (65536 / lanes / 8 * 8).min(256) as u32

@@ -300,7 +300,8 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
     println!("ptxas {} ({})", ptxas.version, ptxas.path.display());
     let selected = selection(args);
     let mut rows = Vec::new();
-    let mut loops: Vec<Option<LoopReport>> = Vec::new();
+    // Per row: its loop report and its `setmaxnreg` limits (with a budget).
+    let mut loops: Vec<(Option<LoopReport>, Vec<u32>)> = Vec::new();
     for source in sources {
         if args.file.is_some() {
             println!("module: {} (.target {})", source.label, source.target);
@@ -343,10 +344,11 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
                     .map_err(|e| e.to_string())?;
                 let functions = sass::split_functions(&text);
                 loops.extend(reports.iter().map(|r| {
-                    functions
-                        .iter()
-                        .find(|f| f.name == r.kernel)
-                        .and_then(sass_loops::analyze)
+                    let function = functions.iter().find(|f| f.name == r.kernel);
+                    (
+                        function.and_then(sass_loops::analyze),
+                        function.map(|f| f.register_limits()).unwrap_or_default(),
+                    )
                 }));
             }
             rows.extend(reports);
@@ -360,9 +362,10 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
     let measured: Vec<Measured> = rows
         .iter()
         .zip(&loops)
-        .map(|(entry, loops)| Measured {
+        .map(|(entry, (loops, limits))| Measured {
             entry,
             loops: loops.as_ref(),
+            register_limits: limits,
         })
         .collect();
     let path = args.budget.as_deref().unwrap_or(Path::new(""));
@@ -443,6 +446,45 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             k.bssy,
             loops.others,
             family.and_then(|f| f.target.as_deref()).unwrap_or("")
+        );
+    }
+    // Registers per warpgroup role, for the families that budget them.
+    for family in &budget.families {
+        let Some(roles) = &family.register_roles else {
+            continue;
+        };
+        let rows: Vec<&Measured> = rows
+            .iter()
+            .filter(|r| {
+                budget
+                    .family_of(&r.entry.kernel)
+                    .is_some_and(|f| std::ptr::eq(f, family))
+            })
+            .collect();
+        let Some(first) = rows.first() else {
+            continue;
+        };
+        let threads: u32 = roles.iter().map(|&(t, _)| t).sum();
+        let parts: Vec<String> = roles.iter().map(|(t, l)| format!("{t} × {l}")).collect();
+        let taken: u64 = roles
+            .iter()
+            .map(|&(t, l)| u64::from(t) * u64::from(l))
+            .sum();
+        let same = |f: fn(&Measured) -> String| rows.iter().all(|r| f(r) == f(first));
+        let _ = writeln!(
+            out,
+            "setmaxnreg roles of `{}`: {} = {taken} registers, of {} at entry × {threads} \
+             threads = {}; USETMAXREG limits {:?}{}",
+            family.kernels,
+            parts.join(" + "),
+            first.entry.registers,
+            u64::from(first.entry.registers) * u64::from(threads),
+            first.register_limits,
+            if same(|r| format!("{} {:?}", r.entry.registers, r.register_limits)) {
+                format!(" (all {} kernels)", rows.len())
+            } else {
+                " (the first kernel's; see the budget check for the others)".into()
+            }
         );
     }
     out

@@ -286,6 +286,26 @@ impl SassFunction {
         self.lines.iter().filter(|l| opcode(l).is_some()).count()
     }
 
+    /// The per-thread register limits its `setmaxnreg`s set (`USETMAXREG`,
+    /// `.DEALLOC` or `.TRY_ALLOC`, the limit its last operand), each once,
+    /// in ascending order: `[56, 224]` for a producer at 56 and consumers at
+    /// 224; empty where there are none (or ptxas dropped them, C7508/C7506).
+    pub fn register_limits(&self) -> Vec<u32> {
+        let mut limits: Vec<u32> = self
+            .lines
+            .iter()
+            .filter(|l| opcode(l).is_some_and(|op| op.starts_with("USETMAXREG")))
+            .filter_map(|l| {
+                let operands = l.trim_end().trim_end_matches(';').trim_end();
+                let last = operands.rsplit([' ', ',']).next()?;
+                u32::from_str_radix(last.strip_prefix("0x")?, 16).ok()
+            })
+            .collect();
+        limits.sort_unstable();
+        limits.dedup();
+        limits
+    }
+
     /// Each opcode (`FFMA`, `LDG.E`, …) with how often it occurs, most frequent first.
     pub fn opcode_histogram(&self) -> Vec<(String, usize)> {
         let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -528,6 +548,28 @@ $L__sec_end0:
 \t}
 \t.section\t.debug_macinfo\t{\t}
 ";
+
+    #[test]
+    fn register_limits_are_the_usetmaxreg_immediates() {
+        let f = SassFunction {
+            name: "k".into(),
+            lines: [
+                "        /*0b10*/                   USETMAXREG.DEALLOC.CTAPOOL 0x38 ;",
+                "        /*0b20*/                   IMAD.MOV.U32 R1, RZ, RZ, 0x40 ;",
+                "        /*3590*/                   USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe0 ;",
+                "        /*3600*/               @!P0 USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe0 ;",
+                "        // USETMAXREG.DEALLOC.CTAPOOL 0x18 in a comment",
+            ]
+            .map(String::from)
+            .to_vec(),
+        };
+        assert_eq!(f.register_limits(), [56, 224]);
+        let none = SassFunction {
+            name: "k".into(),
+            lines: vec!["        /*0000*/                   EXIT ;".into()],
+        };
+        assert_eq!(none.register_limits(), [0u32; 0]);
+    }
 
     #[test]
     fn a_module_without_loc_has_no_line_info() {

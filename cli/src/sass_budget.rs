@@ -19,7 +19,15 @@
 //! k_loop_bssy = 0            # BSSY + BSYNC in it
 //! spills = 0                 # spill stores + loads (bytes)
 //! registers = 255            # registers per thread
+//! register_roles = [[128, 56], [256, 224]]  # (threads, setmaxnreg limit) per role
 //! ```
+//!
+//! `register_roles` is a warp-specialised kernel's roles: the SASS must set
+//! exactly those limits (`USETMAXREG`; none would mean ptxas dropped the
+//! `setmaxnreg`s), and threads × limit over the roles must fit the block's
+//! registers at entry (ptxas's count × the roles' threads): an
+//! `setmaxnreg.inc` draws only on what the block's `.dec`s released, and
+//! waits for ever for more.
 //!
 //! Every limit is optional. A kernel whose innermost loop holds `HMMA` must
 //! match a family (a new tensor-core configuration gets a budget when it is
@@ -60,6 +68,8 @@ pub struct Family {
     pub spills: Option<u64>,
     /// Registers per thread.
     pub registers: Option<u32>,
+    /// The roles of a warp-specialised block: (threads, `setmaxnreg` limit).
+    pub register_roles: Option<Vec<(u32, u32)>>,
 }
 
 /// A budget table.
@@ -76,6 +86,9 @@ pub struct Measured<'a> {
     pub entry: &'a EntryReport,
     /// The loop report, if the kernel has an `HMMA`/`FFMA` loop.
     pub loops: Option<&'a LoopReport>,
+    /// The limits its `setmaxnreg`s set, ascending
+    /// ([`SassFunction::register_limits`](crate::sass::SassFunction::register_limits)).
+    pub register_limits: &'a [u32],
 }
 
 /// A figure over its limit.
@@ -198,6 +211,35 @@ impl Budget {
                     row.entry.registers.to_string(),
                     within(limit.to_string()),
                 ));
+            }
+            if let Some(roles) = &family.register_roles {
+                let mut wanted: Vec<u32> = roles.iter().map(|&(_, limit)| limit).collect();
+                wanted.sort_unstable();
+                wanted.dedup();
+                if row.register_limits != wanted.as_slice() {
+                    out.push(violation(
+                        "setmaxnreg limits in the SASS (USETMAXREG)",
+                        format!("{:?}", row.register_limits),
+                        within(format!("{wanted:?}, its roles'")),
+                    ));
+                }
+                let threads: u64 = roles.iter().map(|&(t, _)| u64::from(t)).sum();
+                let taken: u64 = roles
+                    .iter()
+                    .map(|&(t, limit)| u64::from(t) * u64::from(limit))
+                    .sum();
+                let held = u64::from(row.entry.registers) * threads;
+                if taken > held {
+                    out.push(violation(
+                        "registers its roles take (threads × setmaxnreg limit; more than the \
+                         block holds makes an .inc wait for ever)",
+                        taken.to_string(),
+                        format!(
+                            "{held} = {} at entry × {threads} threads (family `{}`)",
+                            row.entry.registers, family.kernels
+                        ),
+                    ));
+                }
             }
             let wants_loop = family.inner_per_op.is_some()
                 || family.k_loop_per_op.is_some()
@@ -323,11 +365,12 @@ fn family(t: &toml::Table) -> Result<Family, String> {
             "k_loop_bssy" => f.k_loop_bssy = Some(int()? as usize),
             "spills" => f.spills = Some(int()?),
             "registers" => f.registers = Some(int()? as u32),
+            "register_roles" => f.register_roles = Some(roles(value)?),
             other => {
                 return Err(format!(
                     "unknown key `{other}` (known: kernels, target, inner_per_op, \
                      k_loop_per_op, k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
-                     k_loop_bssy, spills, registers)"
+                     k_loop_bssy, spills, registers, register_roles)"
                 ));
             }
         }
@@ -336,6 +379,27 @@ fn family(t: &toml::Table) -> Result<Family, String> {
         return Err("no `kernels` pattern".into());
     }
     Ok(f)
+}
+
+/// `register_roles`: an array of `[threads, limit]` pairs, whole numbers.
+fn roles(value: &toml::Value) -> Result<Vec<(u32, u32)>, String> {
+    let shape = || "`register_roles` must be [[threads, limit], …], whole numbers".to_owned();
+    let number = |v: &toml::Value| match v {
+        toml::Value::Integer(i) => u32::try_from(*i).map_err(|_| shape()),
+        _ => Err(shape()),
+    };
+    let toml::Value::Array(roles) = value else {
+        return Err(shape());
+    };
+    roles
+        .iter()
+        .map(|role| match role {
+            toml::Value::Array(pair) if pair.len() == 2 => {
+                Ok((number(&pair[0])?, number(&pair[1])?))
+            }
+            _ => Err(shape()),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -460,16 +524,19 @@ registers = 128
         let ok = [Measured {
             entry: &e1,
             loops: Some(&lean),
+            register_limits: &[],
         }];
         assert_eq!(b.check(&ok, false), []);
         let bad = [
             Measured {
                 entry: &e2,
                 loops: Some(&fat),
+                register_limits: &[],
             },
             Measured {
                 entry: &e3,
                 loops: Some(&lean),
+                register_limits: &[],
             },
         ];
         let v = b.check(&bad, false);
@@ -516,10 +583,56 @@ registers = 128
         let row = [Measured {
             entry: &e,
             loops: Some(&r),
+            register_limits: &[],
         }];
         // 75/64 = 1.171875, printed 1.17.
         assert_eq!(b.check(&row, true), []);
         let tight = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_op = 1.16\n").unwrap();
         assert_eq!(tight.check(&row, true).len(), 1);
+    }
+
+    /// A warp-specialised kernel's roles: the SASS must set exactly their
+    /// limits, and threads × limit must fit the block's registers at entry
+    /// (168 × 384 = 64512: 56/224 fits exactly, 64/224 is 1024 over).
+    #[test]
+    fn register_roles_must_be_set_and_fit_the_block() {
+        let budget = |producer: u32| {
+            Budget::parse(&format!(
+                "[[family]]\nkernels = \"k\"\nregister_roles = [[128, {producer}], [256, 224]]\n"
+            ))
+            .unwrap()
+        };
+        let e = entry("k", 168, 0);
+        let row = |limits: &'static [u32]| Measured {
+            entry: &e,
+            loops: None,
+            register_limits: limits,
+        };
+        assert_eq!(budget(56).check(&[row(&[56, 224])], true), []);
+        let over = budget(64).check(&[row(&[64, 224])], true);
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(
+            over[0].figure.starts_with("registers its roles take"),
+            "{over:?}"
+        );
+        assert_eq!(over[0].value, "65536");
+        assert!(
+            over[0]
+                .limit
+                .starts_with("64512 = 168 at entry × 384 threads"),
+            "{over:?}"
+        );
+        // ptxas dropped the setmaxnregs (C7508), or set other limits.
+        for limits in [&[][..], &[40, 232]] {
+            let v = budget(56).check(&[row(limits)], true);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(v[0].figure.starts_with("setmaxnreg limits"), "{v:?}");
+        }
+        assert!(
+            Budget::parse("[[family]]\nkernels = \"k\"\nregister_roles = [128, 56]\n").is_err()
+        );
+        assert!(
+            Budget::parse("[[family]]\nkernels = \"k\"\nregister_roles = [[128, -56]]\n").is_err()
+        );
     }
 }

@@ -1821,26 +1821,127 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v,
         sub_row: usize,
         sub_col: usize,
         frag: &FragC,
-        mut f: impl FnMut(f32, &mut Slot<'_, T>),
+        f: impl FnMut(f32, &mut Slot<'_, T>),
     ) {
-        if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
-            return;
+        let (rows, cols) = (self.rows, self.cols);
+        // SAFETY: the tile's elements (r, c) with r < rows ≤ TM and c < cols
+        // ≤ TN are in the matrix and this warp's alone (the view made the
+        // tile clipped to the matrix, and borrows it mutably).
+        unsafe {
+            update_mma_c::<T, TM, TN, RP>(
+                self.origin,
+                self.row_stride,
+                sub_row,
+                sub_col,
+                frag,
+                |r, c| r < rows && c < cols,
+                f,
+            )
         }
-        let order = MmaOrder { rows_paired: RP };
-        let lane = thread::lane_id();
-        for (i, &v) in frag.regs.iter().enumerate() {
-            let (r, c) = order.c_coord(lane, i, sub_row, sub_col);
-            if r < self.rows && c < self.cols {
-                // SAFETY: (r, c) is inside the clipped tile (rows ≤ TM, cols
-                // ≤ TN), so in the matrix and in this warp's tile alone; it is
-                // this lane's alone (every lane maps by the one order of this
-                // type, and `MmaOrder::c_coord` is one-to-one over lanes, i
-                // and sub-tiles), and the slot lives only here (`f` borrows it
-                // for any lifetime, so it cannot keep it).
-                let mut slot =
-                    unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
-                f(v, &mut slot);
-            }
+    }
+
+    /// This tile without its clipping, if none of it is clipped: all
+    /// `TM × TN` elements inside the matrix. One check for the tile; the
+    /// [`InteriorWarpTile`] it gives then writes each element with no test
+    /// (a GEMM's every tile but those on the matrix's right and bottom
+    /// edges).
+    #[inline(always)]
+    pub fn interior(&mut self) -> Option<InteriorWarpTile<'_, T, TM, TN, RP>> {
+        (self.rows == TM && self.cols == TN).then_some(InteriorWarpTile {
+            origin: self.origin,
+            row_stride: self.row_stride,
+            _tile: PhantomData,
+        })
+    }
+}
+
+/// A [`WarpTile`] that [`WarpTile::interior`] found wholly inside its
+/// matrix: the same lane → element map, written with no per-element bounds
+/// test. It borrows the tile mutably, so the two are never used at once.
+pub struct InteriorWarpTile<'t, T, const TM: usize, const TN: usize, const RP: bool = false> {
+    origin: *mut T,
+    row_stride: usize,
+    _tile: PhantomData<&'t mut [T]>,
+}
+
+impl<T: Copy, const TM: usize, const TN: usize, const RP: bool>
+    InteriorWarpTile<'_, T, TM, TN, RP>
+{
+    /// [`WarpTile::update_mma_c`] without the clipping: every one of this
+    /// lane's 4 elements of sub-tile (`sub_row`, `sub_col`) goes to
+    /// `f(value, slot)`; a sub-tile outside the tile is skipped.
+    #[inline(always)]
+    pub fn update_mma_c(
+        &mut self,
+        sub_row: usize,
+        sub_col: usize,
+        frag: &FragC,
+        f: impl FnMut(f32, &mut Slot<'_, T>),
+    ) {
+        // SAFETY: `interior` checked that all TM × TN elements of the tile
+        // are in the matrix; they are this warp's alone, and borrowed mutably.
+        unsafe {
+            update_mma_c::<T, TM, TN, RP>(
+                self.origin,
+                self.row_stride,
+                sub_row,
+                sub_col,
+                frag,
+                |_, _| true,
+                f,
+            )
+        }
+    }
+
+    /// [`WarpTile::store_mma_c`] without the clipping.
+    #[inline(always)]
+    pub fn store_mma_c(
+        &mut self,
+        sub_row: usize,
+        sub_col: usize,
+        frag: &FragC,
+        convert: impl Fn(f32) -> T,
+    ) {
+        self.update_mma_c(sub_row, sub_col, frag, |v, slot| slot.set(convert(v)));
+    }
+}
+
+/// The one lane → element map of a warp tile's accumulator writes: this
+/// lane's element `i` of sub-tile (`sub_row`, `sub_col`) is (r, c) =
+/// [`MmaOrder::c_coord`] of the tile's order (`RP`), handed to `f(value,
+/// slot)` if `inside(r, c)`; a sub-tile outside the `TM × TN` tile is
+/// skipped.
+///
+/// # Safety
+/// Every (r, c) with r < TM and c < TN for which `inside(r, c)` holds is an
+/// element `origin + r·row_stride + c` of a live output view that this
+/// warp's tile owns, and nothing else in this thread reads or writes it
+/// during the call. (The lanes of a warp then never share an element:
+/// `c_coord` is one-to-one over lanes, elements and sub-tiles, and r < TM,
+/// c < TN for a sub-tile inside the tile since a lane is below 32.)
+#[inline(always)]
+unsafe fn update_mma_c<T: Copy, const TM: usize, const TN: usize, const RP: bool>(
+    origin: *mut T,
+    row_stride: usize,
+    sub_row: usize,
+    sub_col: usize,
+    frag: &FragC,
+    inside: impl Fn(usize, usize) -> bool,
+    mut f: impl FnMut(f32, &mut Slot<'_, T>),
+) {
+    if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
+        return;
+    }
+    let order = MmaOrder { rows_paired: RP };
+    let lane = thread::lane_id();
+    for (i, &v) in frag.regs.iter().enumerate() {
+        let (r, c) = order.c_coord(lane, i, sub_row, sub_col);
+        if inside(r, c) {
+            // SAFETY: the caller's contract, for this (r, c) (r < TM, c < TN:
+            // the sub-tile is inside the tile); the slot lives only here (`f`
+            // borrows it for any lifetime, so it cannot keep it).
+            let mut slot = unsafe { Slot::from_element(origin.add(r * row_stride + c)) };
+            f(v, &mut slot);
         }
     }
 }
@@ -1852,6 +1953,7 @@ mod tests {
     use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
     use crate::mma::FragC;
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A persistent launch of `grid` blocks of 2 warps over `batches` of
     /// 37 × 45 (rows 48 apart, batches 37·48 + 3 apart) in 32 × 16 tiles
@@ -1876,6 +1978,8 @@ mod tests {
                 let mut c = vec![0f32; len];
                 let (ptr, addr) = (c.as_mut_ptr() as usize, c.as_ptr() as usize);
                 let walked = Mutex::new(Vec::new());
+                // Lanes that wrote through an interior (unclipped) tile.
+                let interior = AtomicUsize::new(0);
                 let shape = LaunchShape {
                     grid,
                     block: Dim3::x(64),
@@ -1909,11 +2013,26 @@ mod tests {
                             walked.lock().unwrap().push((tile.index(), b));
                         }
                         if let Some(mut warp_tile) = view.walk_tile(&tile) {
-                            assert_eq!(warp_tile.origin(), (r0 + dr, c0 + dc));
+                            let (wr, wc) = (r0 + dr, c0 + dc);
+                            assert_eq!(warp_tile.origin(), (wr, wc));
                             assert!(batch < batches);
-                            for sub_col in 0..2 {
-                                warp_tile
-                                    .update_mma_c(0, sub_col, &ones, |v, d| d.set(d.get() + v));
+                            // Inside the matrix: no clipping; on its edges: clipped.
+                            let inside = wr + 16 <= rows && wc + 16 <= cols;
+                            let add = |v: f32, d: &mut crate::Slot<'_, f32>| d.set(d.get() + v);
+                            match warp_tile.interior() {
+                                Some(mut inner) => {
+                                    assert!(inside, "({wr}, {wc}) is on an edge");
+                                    interior.fetch_add(1, Ordering::Relaxed);
+                                    for sub_col in 0..2 {
+                                        inner.update_mma_c(0, sub_col, &ones, add);
+                                    }
+                                }
+                                None => {
+                                    assert!(!inside, "({wr}, {wc}) is inside");
+                                    for sub_col in 0..2 {
+                                        warp_tile.update_mma_c(0, sub_col, &ones, add);
+                                    }
+                                }
                             }
                         }
                     }
@@ -1930,6 +2049,9 @@ mod tests {
                         }
                     }
                 }
+                // Of each batch's 16 × 16 warp tiles, the 4 in rows and
+                // columns 0..32 are inside: 32 lanes each.
+                assert_eq!(interior.into_inner(), batches * 4 * 32, "{grid:?}");
                 let tiles = batches * 37usize.div_ceil(32) * 45usize.div_ceil(16);
                 let mut walked = walked.into_inner().unwrap();
                 walked.sort_by_key(|&(t, _)| t);

@@ -17,15 +17,18 @@
 //!   (`setmaxnreg.inc` to 224: 128 × 56 + 256 × 224 is exactly the block's
 //!   168 × 384 at launch, all the pool can hold — asking more would hang),
 //!   and for each step wait for the stage to be full, issue four
-//!   `wgmma.m64n256k16` (their 64 rows of A, all of B), commit them, wait until the *previous* step's group is done, and
-//!   arrive on that stage's "empty" barrier: one group stays in flight while
-//!   the next stage's copies land;
+//!   `wgmma.m64n256k16` (their 64 rows of A, all of B), commit them, wait
+//!   until the *previous* step's group is done, and arrive on that stage's
+//!   "empty" barrier: one group stays in flight while the next stage's
+//!   copies land;
 //! - the epilogue: after the tile's last group the consumers release its
 //!   stage and each consumer warp writes its 16 × 256 rows of the
 //!   accumulator through its `TileWalk` tile (owned: no two threads write
-//!   one element), `alpha·acc` when `beta = 0` (C never read) else
-//!   `fma(beta, c, alpha·acc)`, rounded to the output type; meanwhile the
-//!   producer is already filling the ring with the next tile's steps.
+//!   one element; checked once to lie inside C, then written with no
+//!   per-element test, else clipped element by element), `alpha·acc` when
+//!   `beta = 0` (C never read) else `fma(beta, c, alpha·acc)`, rounded to
+//!   the output type; meanwhile the producer is already filling the ring
+//!   with the next tile's steps.
 //!
 //! Every tile walks the ring from stage 0, and each stage keeps its own
 //! "full" and "empty" phases across tiles (a `Phase` per stage, in
@@ -49,13 +52,13 @@
 use warpforge_device::mbarrier::{MBarriers, Phase};
 use warpforge_device::mma::FragC;
 use warpforge_device::num::Output;
-use warpforge_device::own::{TileWalk, WarpTile};
+use warpforge_device::own::TileWalk;
 use warpforge_device::shared::{self, SharedTile};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
 use warpforge_device::unroll::unroll;
 use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor, OperandTile};
-use warpforge_device::{OutMatrix, bf16, f16, thread, warp};
+use warpforge_device::{OutMatrix, Slot, bf16, f16, thread, warp};
 use warpforge_macros::kernel;
 
 /// Rows of the block's tile of D.
@@ -278,21 +281,32 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
             },
         );
         if let Some(mut out) = c.walk_tile(&tile) {
-            epilogue(&acc, alpha, beta, &mut out);
+            // alpha·acc + beta·C, rounded once (`Output::axpby`: C not read
+            // when beta = 0).
+            let axpby = |v: f32, d: &mut Slot<'_, TOut>| {
+                let r = TOut::axpby(alpha, v, beta, || d.get());
+                d.set(r);
+            };
+            // A tile inside C (all but those on its right and bottom edges)
+            // is checked once and written with no per-element clipping, and
+            // with beta = 0 (alpha·acc, as `axpby` gives it) no per-element
+            // test of beta either: two stores an accumulator pair.
+            match out.interior() {
+                Some(mut inner) if beta == 0.0 => fragments(&acc, |j, frag| {
+                    inner.store_mma_c(0, j, frag, |v| TOut::from_f32(alpha * v))
+                }),
+                Some(mut inner) => fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby)),
+                None => fragments(&acc, |j, frag| out.update_mma_c(0, j, frag, axpby)),
+            }
         }
     }
 }
 
-/// Writes this warp's 16 × 256 rows of `acc` through its tile:
-/// `alpha·acc + beta·C` ([`Output::axpby`]: C not read when `beta = 0`),
-/// rounded once to the output type.
+/// Hands this warp's 16 × 256 rows of `acc` to `write(j, frag)` as its 32
+/// `mma` accumulator fragments, fragment `j` the 16 × 8 at columns `8j ..`
+/// (the `wgmma` accumulator's layout is `mma.m16n8k16`'s, repeated along N).
 #[inline(always)]
-fn epilogue<TOut: Output>(
-    acc: &Accumulator<BN>,
-    alpha: f32,
-    beta: f32,
-    out: &mut WarpTile<'_, TOut, 16, BN>,
-) {
+fn fragments(acc: &Accumulator<BN>, mut write: impl FnMut(usize, &FragC)) {
     let regs = acc.regs();
     unroll(
         BN / 64,
@@ -311,10 +325,7 @@ fn epilogue<TOut: Output>(
                             regs[4 * j + 3],
                         ],
                     };
-                    out.update_mma_c(0, j, &frag, |v, d| {
-                        let r = TOut::axpby(alpha, v, beta, || d.get());
-                        d.set(r);
-                    });
+                    write(j, &frag);
                 },
             )
         },

@@ -1058,7 +1058,11 @@ proptest! {
 /// every transpose) on a shape ragged in every dimension of its tile: 131
 /// rows (the second block's second consumer warpgroup owns nothing), 263
 /// columns (7 past one block tile), k = 300 (five 64-deep steps, the last
-/// 44: the 4-stage ring wraps), packed and padded leading dimensions.
+/// 44: the 4-stage ring wraps), packed and padded leading dimensions. The
+/// first tile is inside C (its warps write with no clipping), the others
+/// on its edges; with beta = 0.5 the unclipped writes read C, and with
+/// beta = 0 over a NaN-filled C (its unclipped writes' own path) they must
+/// not.
 #[test]
 fn every_wgmma_kernel_on_a_shape_ragged_in_every_tile_dimension() {
     let dev = Device::emulator_for(Arch::Sm90);
@@ -1073,6 +1077,11 @@ fn every_wgmma_kernel_on_a_shape_ragged_in_every_tile_dimension() {
             c.check_tensor::<bf16, f32>(&dev, Path::Wgmma);
             c.check_tensor::<bf16, bf16>(&dev, Path::Wgmma);
         }
+        let lds = wgmma_lds(shape, trans, 0);
+        let nan = Some(f64::NAN);
+        let c = case_with_lds(shape, trans, lds, 2.0, 0.0, nan, t as u64 + 950, small_int);
+        c.check_tensor::<f16, f32>(&dev, Path::Wgmma);
+        c.check_tensor::<bf16, bf16>(&dev, Path::Wgmma);
     }
 }
 

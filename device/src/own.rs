@@ -1447,7 +1447,19 @@ impl<'v, T: Copy, const TN: usize> Iterator for TileElements<'v, T, TN> {
 /// `WarpGrid<_, _, TM, TN>`) that this thread's warp owns, written lane by
 /// lane in the `mma` accumulator layout ([`c_coord`](crate::mma::c_coord)'s,
 /// or with rows paired if `RP`: [`MmaOrder`], fixed by the view's type).
-pub struct WarpTile<'v, T, const TM: usize, const TN: usize, const RP: bool = false> {
+///
+/// `CLIPPED`: a tile as the view hands it out (`true`), whose writes skip
+/// each element outside the matrix, or one that [`WarpTile::interior`]
+/// found wholly inside it ([`InteriorWarpTile`], `false`), whose writes
+/// test nothing per element.
+pub struct WarpTile<
+    'v,
+    T,
+    const TM: usize,
+    const TN: usize,
+    const RP: bool = false,
+    const CLIPPED: bool = true,
+> {
     origin: *mut T,
     row_stride: usize,
     row0: usize,
@@ -1777,7 +1789,9 @@ impl<
     }
 }
 
-impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v, T, TM, TN, RP> {
+impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool, const CLIPPED: bool>
+    WarpTile<'v, T, TM, TN, RP, CLIPPED>
+{
     /// The tile's first row and column in the matrix.
     #[inline(always)]
     pub fn origin(&self) -> (usize, usize) {
@@ -1821,130 +1835,58 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v,
         sub_row: usize,
         sub_col: usize,
         frag: &FragC,
-        f: impl FnMut(f32, &mut Slot<'_, T>),
+        mut f: impl FnMut(f32, &mut Slot<'_, T>),
     ) {
-        let (rows, cols) = (self.rows, self.cols);
-        // SAFETY: the tile's elements (r, c) with r < rows ≤ TM and c < cols
-        // ≤ TN are in the matrix and this warp's alone (the view made the
-        // tile clipped to the matrix, and borrows it mutably).
-        unsafe {
-            update_mma_c::<T, TM, TN, RP>(
-                self.origin,
-                self.row_stride,
-                sub_row,
-                sub_col,
-                frag,
-                |r, c| r < rows && c < cols,
-                f,
-            )
+        if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
+            return;
+        }
+        let order = MmaOrder { rows_paired: RP };
+        let lane = thread::lane_id();
+        for (i, &v) in frag.regs.iter().enumerate() {
+            let (r, c) = order.c_coord(lane, i, sub_row, sub_col);
+            // An unclipped tile has all TM × TN elements inside (`interior`).
+            if !CLIPPED || (r < self.rows && c < self.cols) {
+                // SAFETY: (r, c) is inside the clipped tile (rows ≤ TM, cols
+                // ≤ TN) — for an unclipped one, made only by `interior`,
+                // which checked rows = TM and cols = TN, r < TM and c < TN
+                // hold for every sub-tile inside the tile (a lane is below
+                // 32) — so in the matrix and in this warp's tile alone; it is
+                // this lane's alone (every lane maps by the one order of this
+                // type, and `MmaOrder::c_coord` is one-to-one over lanes, i
+                // and sub-tiles), and the slot lives only here (`f` borrows it
+                // for any lifetime, so it cannot keep it).
+                let mut slot =
+                    unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
+                f(v, &mut slot);
+            }
         }
     }
+}
 
+impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v, T, TM, TN, RP> {
     /// This tile without its clipping, if none of it is clipped: all
     /// `TM × TN` elements inside the matrix. One check for the tile; the
     /// [`InteriorWarpTile`] it gives then writes each element with no test
     /// (a GEMM's every tile but those on the matrix's right and bottom
-    /// edges).
+    /// edges). It borrows this one, so the two are never used at once.
     #[inline(always)]
     pub fn interior(&mut self) -> Option<InteriorWarpTile<'_, T, TM, TN, RP>> {
-        (self.rows == TM && self.cols == TN).then_some(InteriorWarpTile {
+        (self.rows == TM && self.cols == TN).then_some(WarpTile {
             origin: self.origin,
             row_stride: self.row_stride,
-            _tile: PhantomData,
+            row0: self.row0,
+            col0: self.col0,
+            rows: TM,
+            cols: TN,
+            _view: PhantomData,
         })
     }
 }
 
 /// A [`WarpTile`] that [`WarpTile::interior`] found wholly inside its
-/// matrix: the same lane → element map, written with no per-element bounds
-/// test. It borrows the tile mutably, so the two are never used at once.
-pub struct InteriorWarpTile<'t, T, const TM: usize, const TN: usize, const RP: bool = false> {
-    origin: *mut T,
-    row_stride: usize,
-    _tile: PhantomData<&'t mut [T]>,
-}
-
-impl<T: Copy, const TM: usize, const TN: usize, const RP: bool>
-    InteriorWarpTile<'_, T, TM, TN, RP>
-{
-    /// [`WarpTile::update_mma_c`] without the clipping: every one of this
-    /// lane's 4 elements of sub-tile (`sub_row`, `sub_col`) goes to
-    /// `f(value, slot)`; a sub-tile outside the tile is skipped.
-    #[inline(always)]
-    pub fn update_mma_c(
-        &mut self,
-        sub_row: usize,
-        sub_col: usize,
-        frag: &FragC,
-        f: impl FnMut(f32, &mut Slot<'_, T>),
-    ) {
-        // SAFETY: `interior` checked that all TM × TN elements of the tile
-        // are in the matrix; they are this warp's alone, and borrowed mutably.
-        unsafe {
-            update_mma_c::<T, TM, TN, RP>(
-                self.origin,
-                self.row_stride,
-                sub_row,
-                sub_col,
-                frag,
-                |_, _| true,
-                f,
-            )
-        }
-    }
-
-    /// [`WarpTile::store_mma_c`] without the clipping.
-    #[inline(always)]
-    pub fn store_mma_c(
-        &mut self,
-        sub_row: usize,
-        sub_col: usize,
-        frag: &FragC,
-        convert: impl Fn(f32) -> T,
-    ) {
-        self.update_mma_c(sub_row, sub_col, frag, |v, slot| slot.set(convert(v)));
-    }
-}
-
-/// The one lane → element map of a warp tile's accumulator writes: this
-/// lane's element `i` of sub-tile (`sub_row`, `sub_col`) is (r, c) =
-/// [`MmaOrder::c_coord`] of the tile's order (`RP`), handed to `f(value,
-/// slot)` if `inside(r, c)`; a sub-tile outside the `TM × TN` tile is
-/// skipped.
-///
-/// # Safety
-/// Every (r, c) with r < TM and c < TN for which `inside(r, c)` holds is an
-/// element `origin + r·row_stride + c` of a live output view that this
-/// warp's tile owns, and nothing else in this thread reads or writes it
-/// during the call. (The lanes of a warp then never share an element:
-/// `c_coord` is one-to-one over lanes, elements and sub-tiles, and r < TM,
-/// c < TN for a sub-tile inside the tile since a lane is below 32.)
-#[inline(always)]
-unsafe fn update_mma_c<T: Copy, const TM: usize, const TN: usize, const RP: bool>(
-    origin: *mut T,
-    row_stride: usize,
-    sub_row: usize,
-    sub_col: usize,
-    frag: &FragC,
-    inside: impl Fn(usize, usize) -> bool,
-    mut f: impl FnMut(f32, &mut Slot<'_, T>),
-) {
-    if sub_row >= TM / crate::mma::M || sub_col >= TN / crate::mma::N {
-        return;
-    }
-    let order = MmaOrder { rows_paired: RP };
-    let lane = thread::lane_id();
-    for (i, &v) in frag.regs.iter().enumerate() {
-        let (r, c) = order.c_coord(lane, i, sub_row, sub_col);
-        if inside(r, c) {
-            // SAFETY: the caller's contract, for this (r, c) (r < TM, c < TN:
-            // the sub-tile is inside the tile); the slot lives only here (`f`
-            // borrows it for any lifetime, so it cannot keep it).
-            let mut slot = unsafe { Slot::from_element(origin.add(r * row_stride + c)) };
-            f(v, &mut slot);
-        }
-    }
-}
+/// matrix: the same lane → element map, written with no per-element test.
+pub type InteriorWarpTile<'t, T, const TM: usize, const TN: usize, const RP: bool = false> =
+    WarpTile<'t, T, TM, TN, RP, false>;
 
 #[cfg(test)]
 mod tests {

@@ -290,7 +290,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
             // A tile inside C (all but those on its right and bottom edges)
             // is checked once and written with no per-element clipping, and
             // with beta = 0 (alpha·acc, as `axpby` gives it) no per-element
-            // test of beta either: two stores an accumulator pair.
+            // test of beta either: one multiply and one store an element.
             match out.interior() {
                 Some(mut inner) if beta == 0.0 => fragments(&acc, |j, frag| {
                     inner.store_mma_c(0, j, frag, |v| TOut::from_f32(alpha * v))

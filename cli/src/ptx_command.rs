@@ -464,12 +464,8 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
         let Some(first) = rows.first() else {
             continue;
         };
-        let threads: u32 = roles.iter().map(|&(t, _)| t).sum();
+        let (threads, taken) = family.role_totals().unwrap_or_default();
         let parts: Vec<String> = roles.iter().map(|(t, l)| format!("{t} × {l}")).collect();
-        let taken: u64 = roles
-            .iter()
-            .map(|&(t, l)| u64::from(t) * u64::from(l))
-            .sum();
         let same = |f: fn(&Measured) -> String| rows.iter().all(|r| f(r) == f(first));
         let _ = writeln!(
             out,
@@ -478,7 +474,7 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             family.kernels,
             parts.join(" + "),
             first.entry.registers,
-            u64::from(first.entry.registers) * u64::from(threads),
+            u64::from(first.entry.registers) * threads,
             first.register_limits,
             if same(|r| format!("{} {:?}", r.entry.registers, r.register_limits)) {
                 format!(" (all {} kernels)", rows.len())

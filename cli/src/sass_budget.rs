@@ -72,6 +72,19 @@ pub struct Family {
     pub register_roles: Option<Vec<(u32, u32)>>,
 }
 
+impl Family {
+    /// Its `register_roles` summed: (threads, Σ threads × limit).
+    pub fn role_totals(&self) -> Option<(u64, u64)> {
+        let roles = self.register_roles.as_ref()?;
+        let threads = roles.iter().map(|&(t, _)| u64::from(t)).sum();
+        let registers = roles
+            .iter()
+            .map(|&(t, limit)| u64::from(t) * u64::from(limit))
+            .sum();
+        Some((threads, registers))
+    }
+}
+
 /// A budget table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Budget {
@@ -223,11 +236,7 @@ impl Budget {
                         within(format!("{wanted:?}, its roles'")),
                     ));
                 }
-                let threads: u64 = roles.iter().map(|&(t, _)| u64::from(t)).sum();
-                let taken: u64 = roles
-                    .iter()
-                    .map(|&(t, limit)| u64::from(t) * u64::from(limit))
-                    .sum();
+                let (threads, taken) = family.role_totals().unwrap_or_default();
                 let held = u64::from(row.entry.registers) * threads;
                 if taken > held {
                     out.push(violation(

@@ -283,20 +283,24 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         if let Some(mut out) = c.walk_tile(&tile) {
             // alpha·acc + beta·C, rounded once (`Output::axpby`: C not read
             // when beta = 0).
-            let axpby = |v: f32, d: &mut Slot<'_, TOut>| {
-                let r = TOut::axpby(alpha, v, beta, || d.get());
-                d.set(r);
+            let axpby = |beta: f32| {
+                move |v: f32, d: &mut Slot<'_, TOut>| {
+                    let r = TOut::axpby(alpha, v, beta, || d.get());
+                    d.set(r);
+                }
             };
             // A tile inside C (all but those on its right and bottom edges)
             // is checked once and written with no per-element clipping, and
-            // with beta = 0 (alpha·acc, as `axpby` gives it) no per-element
+            // with beta = 0 passed as the constant it is, no per-element
             // test of beta either: one multiply and one store an element.
             match out.interior() {
-                Some(mut inner) if beta == 0.0 => fragments(&acc, |j, frag| {
-                    inner.store_mma_c(0, j, frag, |v| TOut::from_f32(alpha * v))
-                }),
-                Some(mut inner) => fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby)),
-                None => fragments(&acc, |j, frag| out.update_mma_c(0, j, frag, axpby)),
+                Some(mut inner) if beta == 0.0 => {
+                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(0.0)))
+                }
+                Some(mut inner) => {
+                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(beta)))
+                }
+                None => fragments(&acc, |j, frag| out.update_mma_c(0, j, frag, axpby(beta))),
             }
         }
     }

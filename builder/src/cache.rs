@@ -15,6 +15,10 @@
 //! - `nvptx-<arch>/`: the nested cargo's target directory, shared by every
 //!   kernels crate and build of the workspace (`core` for nvptx64 is built
 //!   once; cargo's own lock serialises concurrent nested builds);
+//! - `nvptx-<arch>-w<N>/`: the same for worker N (from 1) of
+//!   [`crate::build_all`], which builds several packages at once, each
+//!   worker in its own directories (worker 0, and every single build, in
+//!   `nvptx-<arch>/`); each keeps its `core` from one run to the next;
 //! - `<package>/<key>/`: one built module set, immutable once written: the
 //!   `.ptx` files, the `.cubin.zst` files and `entry.txt`, which lists them.
 //!
@@ -138,9 +142,10 @@ impl Cache {
         })
     }
 
-    /// The nested cargo's target directory for `arch`.
-    pub(crate) fn nested_target_dir(&self, arch: Arch) -> PathBuf {
-        self.root.join(format!("nvptx-{}", arch.name()))
+    /// The nested cargo's target directory for `arch` on worker `worker`
+    /// (see [`nested_dir_name`]).
+    pub(crate) fn nested_target_dir(&self, arch: Arch, worker: usize) -> PathBuf {
+        self.root.join(nested_dir_name(arch, worker))
     }
 
     fn entry_dir(&self, key: &str) -> PathBuf {
@@ -279,6 +284,17 @@ impl Cache {
         for (_, path) in entries.into_iter().skip(KEEP.saturating_sub(1)) {
             let _ = std::fs::remove_dir_all(path);
         }
+    }
+}
+
+/// The name of the nested cargo's target directory for `arch` on worker
+/// `worker`: `nvptx-<arch>` for worker 0 (so a single build keeps one
+/// layout), `nvptx-<arch>-w<N>` for worker N. Workers building at once need
+/// directories of their own: cargo locks a target directory for a build.
+pub(crate) fn nested_dir_name(arch: Arch, worker: usize) -> String {
+    match worker {
+        0 => format!("nvptx-{}", arch.name()),
+        n => format!("nvptx-{}-w{n}", arch.name()),
     }
 }
 

@@ -31,6 +31,16 @@
 //!    its `rust-src`. Each architecture builds in its own target directory
 //!    (in the PTX cache, below), so cargo's fingerprints make an unchanged
 //!    kernels crate a no-op.
+//!
+//!    [`build_all`] builds several kernels packages at once, each one a
+//!    separate module: worker threads take the packages in the order given
+//!    (list the longest first). Worker 0 runs on the build script's own
+//!    jobserver token; each other worker holds a token from cargo's
+//!    jobserver while it builds, so the outer build's `-j` bounds them all
+//!    (outside cargo, the number of cores does). A worker has its own nested
+//!    target directories (cargo locks one per build), and when there is more
+//!    than one worker, each nested cargo gets `-j1`: its crates (`core`, the
+//!    device library, the kernels) compile one after the other anyway.
 //! 4. Assembles machine code: when `ptxas` is found (`WARPFORGE_PTXAS`, `PATH`,
 //!    `$CUDA_PATH/bin`, `/usr/local/cuda/bin`, or the `nvidia-cuda-nvcc` pip
 //!    package: [`locate_ptxas`]), each PTX module goes through `ptxas -lineinfo`
@@ -470,16 +480,16 @@ impl PtxBuilder {
     }
 
     /// [`PtxBuilder::line_info`], unless `WARPFORGE_LINE_INFO` says otherwise.
-    fn line_info_wanted(&self) -> bool {
+    fn line_info_wanted(&self, lines: &mut Vec<String>) -> bool {
         match std::env::var("WARPFORGE_LINE_INFO").as_deref() {
             Ok("1" | "true" | "yes" | "on") => true,
             Ok("0" | "false" | "no" | "off") => false,
             Ok(other) => {
-                println!(
+                lines.push(format!(
                     "cargo:warning=WARPFORGE_LINE_INFO={other:?} is neither 1 nor 0; \
                      building with line_info({})",
                     self.line_info
-                );
+                ));
                 self.line_info
             }
             Err(_) => self.line_info,
@@ -487,16 +497,16 @@ impl PtxBuilder {
     }
 
     /// [`PtxBuilder::cubins`], unless `WARPFORGE_CUBINS` says otherwise.
-    fn cubins_wanted(&self) -> bool {
+    fn cubins_wanted(&self, lines: &mut Vec<String>) -> bool {
         match std::env::var("WARPFORGE_CUBINS").as_deref() {
             Ok("1" | "true" | "yes" | "on") => true,
             Ok("0" | "false" | "no" | "off") => false,
             Ok(other) => {
-                println!(
+                lines.push(format!(
                     "cargo:warning=WARPFORGE_CUBINS={other:?} is neither 1 nor 0; \
                      building with cubins({})",
                     self.cubins
-                );
+                ));
                 self.cubins
             }
             Err(_) => self.cubins,
@@ -513,28 +523,53 @@ impl PtxBuilder {
     /// Compiles the PTX for every architecture and writes the module file
     /// ([`PtxBuilder::module_file`]); then prints the `cargo:rerun-if-changed`
     /// lines. A failed build prints none: cargo reruns a failed build script
-    /// anyway, and its error report then shows only the error.
+    /// anyway, and its error report then shows only the error. The same as
+    /// [`build_all`] with this one package.
     pub fn build(&self) -> Result<Vec<PtxModule>, BuildError> {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-        check_toolchain(&std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc")))?;
-        let workspace = Workspace::read(&cargo, &self.workspace)?;
-        let member = workspace.member(&self.package)?;
-        let watched: Vec<PathBuf> = member.watch.iter().chain(&self.watch).cloned().collect();
-        let modules = self.build_modules(&cargo, &workspace.root, &watched)?;
-        println!("cargo:rerun-if-env-changed=WARPFORGE_PTX_VERBOSE");
-        println!("cargo:rerun-if-env-changed=WARPFORGE_LINE_INFO");
+        let mut built = build_all(std::slice::from_ref(self))?;
+        Ok(built.pop().unwrap_or_default())
+    }
+
+    /// The whole build of this package on `worker`: the lines it prints for
+    /// cargo (warnings; after a success, the `rerun-if` lines), and its modules.
+    fn build_on(&self, cargo: &OsStr, worker: Worker) -> Built {
+        let mut lines = Vec::new();
+        let result = self.build_recording(cargo, worker, &mut lines);
+        Built { lines, result }
+    }
+
+    /// [`PtxBuilder::build_on`], recording what it prints in `lines`.
+    fn build_recording(
+        &self,
+        cargo: &OsStr,
+        worker: Worker,
+        lines: &mut Vec<String>,
+    ) -> Result<Vec<PtxModule>, BuildError> {
+        let (workspace_root, watched) = self.watched(cargo)?;
+        let modules = self.build_modules(cargo, &workspace_root, &watched, worker, lines)?;
         for var in [
+            "WARPFORGE_PTX_VERBOSE",
+            "WARPFORGE_LINE_INFO",
             "WARPFORGE_CUBINS",
             "WARPFORGE_PTXAS",
             "WARPFORGE_PTX_CACHE",
             "CUDA_PATH",
         ] {
-            println!("cargo:rerun-if-env-changed={var}");
+            lines.push(format!("cargo:rerun-if-env-changed={var}"));
         }
         for path in &watched {
-            println!("cargo:rerun-if-changed={}", path.display());
+            lines.push(format!("cargo:rerun-if-changed={}", path.display()));
         }
         Ok(modules)
+    }
+
+    /// The workspace's root and the files this build watches (step 2 of the
+    /// crate docs): what the cache key hashes.
+    fn watched(&self, cargo: &OsStr) -> Result<(PathBuf, Vec<PathBuf>), BuildError> {
+        let workspace = Workspace::read(cargo, &self.workspace)?;
+        let member = workspace.member(&self.package)?;
+        let watched = member.watch.into_iter().chain(self.watch.clone()).collect();
+        Ok((workspace.root, watched))
     }
 
     fn build_modules(
@@ -542,6 +577,8 @@ impl PtxBuilder {
         cargo: &OsStr,
         workspace_root: &Path,
         watched: &[PathBuf],
+        worker: Worker,
+        lines: &mut Vec<String>,
     ) -> Result<Vec<PtxModule>, BuildError> {
         let out_dir = std::path::absolute(self.output_dir()).map_err(|source| BuildError::Io {
             action: "resolve",
@@ -553,14 +590,14 @@ impl PtxBuilder {
         } else {
             self.archs.clone()
         };
-        let line_info = self.line_info_wanted();
+        let line_info = self.line_info_wanted(lines);
         // Without ptxas there is nothing to assemble: said every build, hit or miss.
-        let ptxas = self.cubins_wanted().then(locate_ptxas);
+        let ptxas = self.cubins_wanted(lines).then(locate_ptxas);
         if let Some(Err(searched)) = &ptxas {
-            println!(
+            lines.push(format!(
                 "cargo:warning={}",
                 no_ptxas_warning(&self.package, searched)
-            );
+            ));
         }
         let ptxas = ptxas.and_then(Result::ok);
         let cache = cache::Cache::locate(&self.package, &out_dir);
@@ -584,10 +621,8 @@ impl PtxBuilder {
                 let mut modules = archs
                     .into_iter()
                     .map(|arch| {
-                        let target_dir = match &cache {
-                            Some(cache) => cache.nested_target_dir(arch),
-                            None => out_dir.join(format!("nvptx-{}", arch.name())),
-                        };
+                        let target_dir =
+                            nested_target_dir(cache.as_ref(), &out_dir, arch, worker.index);
                         self.build_arch(
                             cargo,
                             workspace_root,
@@ -595,6 +630,7 @@ impl PtxBuilder {
                             &target_dir,
                             arch,
                             line_info,
+                            worker.one_job,
                         )
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -607,14 +643,14 @@ impl PtxBuilder {
                 if let (Some(cache), Some(key)) = (&cache, &key) {
                     // A cache that cannot be written costs only time: said, not fatal.
                     if let Err(e) = cache.store(key, &modules, &warnings) {
-                        println!("cargo:warning={e}");
+                        lines.push(format!("cargo:warning={e}"));
                     }
                 }
                 (modules, warnings)
             }
         };
         for w in warnings {
-            println!("cargo:warning={w}");
+            lines.push(format!("cargo:warning={w}"));
         }
         let module_file = std::path::absolute(self.module_file()).unwrap_or(self.module_file());
         write_if_changed(&module_file, &module_source(&self.package, &modules)?)?;
@@ -682,18 +718,12 @@ impl PtxBuilder {
     /// [`PtxBuilder::build`] for a `build.rs`: on failure prints the error (rustc's
     /// diagnostics, then what failed and the fix) and exits with status 1.
     pub fn build_or_exit(&self) -> Vec<PtxModule> {
-        self.build().unwrap_or_else(|e| {
-            match e {
-                // Already rustc-style: diagnostics, then an `error:` line.
-                BuildError::Compile { .. } => eprintln!("{e}"),
-                _ => eprintln!("error: {e}"),
-            }
-            std::process::exit(1);
-        })
+        self.build().unwrap_or_else(|e| exit_with(e))
     }
 
-    /// Runs the nested cargo for `arch` in `target_dir` and writes the PTX,
-    /// made ready for ptxas, to `out_dir`.
+    /// Runs the nested cargo for `arch` in `target_dir` (with `-j1` when
+    /// `one_job`) and writes the PTX, made ready for ptxas, to `out_dir`.
+    #[allow(clippy::too_many_arguments)]
     fn build_arch(
         &self,
         cargo: &OsStr,
@@ -702,34 +732,14 @@ impl PtxBuilder {
         target_dir: &Path,
         arch: Arch,
         line_info: bool,
+        one_job: bool,
     ) -> Result<PtxModule, BuildError> {
         let crate_name = self.package.replace('-', "_");
         let ptx = out_dir.join(format!("{crate_name}.{}.ptx", arch.name()));
         // rustc writes here; `ptx` is this, made ready for ptxas (see `ptxas_ready`).
         let raw = target_dir.join(format!("{crate_name}.{}.rustc.ptx", arch.name()));
-        let mut cmd = nested_cargo(cargo, workspace);
-        cmd.args(["rustc", "--package", &self.package, "--profile", "ptx"])
-            .args(["-Zbuild-std=core", "-Ztrim-paths"]);
-        for config in profile_config(line_info) {
-            cmd.arg("--config").arg(config);
-        }
-        // Only the kernels crate's own features: a workspace that unifies
-        // features across its members (`resolver.feature-unification =
-        // "workspace"`, as warpforge's does for its host builds) would pull
-        // host-only dependencies (std, getrandom, …) into the nvptx build.
-        cmd.args(["--config", "resolver.feature-unification=\"selected\""]);
-        cmd.args([
-            "--target",
-            "nvptx64-nvidia-cuda",
-            "--crate-type",
-            "staticlib",
-        ])
-        .args(["--message-format=json", "--target-dir"])
-        .arg(target_dir)
-        .arg("--")
-        .arg(format!("--emit=asm={}", raw.display()));
-        let flags: Vec<&str> = arch.rustflags().iter().chain(IEEE_FLAGS).copied().collect();
-        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
+        let mut cmd =
+            self.arch_command(cargo, workspace, target_dir, &raw, arch, line_info, one_job);
         let output = cmd.output().map_err(|source| BuildError::Spawn {
             command: format!("{cmd:?}"),
             source,
@@ -754,6 +764,48 @@ impl PtxBuilder {
         })
     }
 
+    /// The nested `cargo rustc` that writes `arch`'s PTX to `raw`, building in
+    /// `target_dir`; one job at a time when `one_job` (other workers run beside it).
+    #[allow(clippy::too_many_arguments)]
+    fn arch_command(
+        &self,
+        cargo: &OsStr,
+        workspace: &Path,
+        target_dir: &Path,
+        raw: &Path,
+        arch: Arch,
+        line_info: bool,
+        one_job: bool,
+    ) -> Command {
+        let mut cmd = nested_cargo(cargo, workspace);
+        cmd.args(["rustc", "--package", &self.package, "--profile", "ptx"])
+            .args(["-Zbuild-std=core", "-Ztrim-paths"]);
+        if one_job {
+            cmd.arg("-j1");
+        }
+        for config in profile_config(line_info) {
+            cmd.arg("--config").arg(config);
+        }
+        // Only the kernels crate's own features: a workspace that unifies
+        // features across its members (`resolver.feature-unification =
+        // "workspace"`, as warpforge's does for its host builds) would pull
+        // host-only dependencies (std, getrandom, …) into the nvptx build.
+        cmd.args(["--config", "resolver.feature-unification=\"selected\""]);
+        cmd.args([
+            "--target",
+            "nvptx64-nvidia-cuda",
+            "--crate-type",
+            "staticlib",
+        ])
+        .args(["--message-format=json", "--target-dir"])
+        .arg(target_dir)
+        .arg("--")
+        .arg(format!("--emit=asm={}", raw.display()));
+        let flags: Vec<&str> = arch.rustflags().iter().chain(IEEE_FLAGS).copied().collect();
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
+        cmd
+    }
+
     /// The error for a failed nested build: rustc's diagnostics when it reported
     /// any, else cargo's own error lines.
     fn failure(&self, arch: Arch, workspace: &Path, stdout: &str, stderr: &str) -> BuildError {
@@ -775,6 +827,286 @@ impl PtxBuilder {
             hint,
         }
     }
+}
+
+/// Builds several kernels packages at once, each as [`PtxBuilder::build`]
+/// would build it alone, and returns their modules in the order given.
+///
+/// The packages are taken by worker threads from a queue in the order given,
+/// so list the longest build first. Worker 0 runs on the build script's own
+/// jobserver token; each other worker takes a token from cargo's jobserver
+/// before it starts a package and gives it back after, so the outer build's
+/// `-j` (or, outside cargo, the number of cores) bounds the packages
+/// building at once; there are never more workers than packages. Each worker
+/// builds in its own nested target directories (`nvptx-<arch>` for worker 0,
+/// `nvptx-<arch>-w<N>` for worker N), and when there is more than one
+/// worker, each nested cargo gets `-j1`.
+///
+/// Once a build fails, no further package starts. The error returned is the
+/// first in the order given, once every started build has finished; every
+/// build that succeeded still prints its `cargo:rerun-if-changed` lines.
+/// What each build prints (warnings, then those lines) comes out package by
+/// package, in the order given.
+///
+/// ```no_run
+/// // build.rs of a host crate whose workspace (at "..") has two kernels packages
+/// use warpforge_builder::{Arch, PtxBuilder};
+///
+/// let modules = warpforge_builder::build_all_or_exit(&[
+///     // The longest build first.
+///     PtxBuilder::new("my-gemm-kernels", "..").arch(Arch::Sm80).arch(Arch::Sm90a),
+///     PtxBuilder::new("my-reduce-kernels", ".."),
+/// ]);
+/// assert_eq!(modules.len(), 2); // each package's modules, in the order given
+/// ```
+pub fn build_all(builders: &[PtxBuilder]) -> Result<Vec<Vec<PtxModule>>, BuildError> {
+    if builders.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One package needs no token but the build script's own.
+    let client = if builders.len() > 1 {
+        outer_jobserver()
+    } else {
+        None
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    check_toolchain(&std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc")))?;
+    let cores = || std::thread::available_parallelism().map_or(1, usize::from);
+    let tokens = match client {
+        // Cargo's `-j`, which its jobserver's tokens (ours included) add up to.
+        Some(_) => std::env::var("NUM_JOBS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(cores),
+        None => cores(),
+    };
+    let mut workers = worker_count(builders.len(), tokens);
+    let jobserver = match client {
+        Some(client) if workers > 1 => {
+            let tokens = Tokens::new(client);
+            if tokens.is_none() {
+                // Without a way to take tokens, only the build script's own.
+                workers = 1;
+            }
+            tokens
+        }
+        _ => None,
+    };
+    let one_job = workers > 1;
+    let built = run_queue(
+        builders.len(),
+        workers,
+        jobserver.as_ref(),
+        |i, index| builders[i].build_on(&cargo, Worker { index, one_job }),
+        |built: &Built| built.result.is_err(),
+    );
+    drop(jobserver);
+    let mut modules = Vec::with_capacity(builders.len());
+    let mut first_error = None;
+    for Built { lines, result } in built.into_iter().flatten() {
+        for line in lines {
+            println!("{line}");
+        }
+        match result {
+            Ok(m) => modules.push(m),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(modules),
+    }
+}
+
+/// [`build_all`] for a `build.rs`: on failure prints the first error (as
+/// [`PtxBuilder::build_or_exit`] does) and exits with status 1.
+pub fn build_all_or_exit(builders: &[PtxBuilder]) -> Vec<Vec<PtxModule>> {
+    build_all(builders).unwrap_or_else(|e| exit_with(e))
+}
+
+/// Prints `e` for cargo's error report and exits with status 1.
+fn exit_with(e: BuildError) -> ! {
+    match e {
+        // Already rustc-style: diagnostics, then an `error:` line.
+        BuildError::Compile { .. } => eprintln!("{e}"),
+        _ => eprintln!("error: {e}"),
+    }
+    std::process::exit(1);
+}
+
+/// The worker a package builds on: it decides the nested target directories
+/// (see [`nested_target_dir`]) and whether the nested cargo runs one job at a
+/// time (other workers run beside it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Worker {
+    index: usize,
+    one_job: bool,
+}
+
+/// One package's build: what it prints for cargo, and its outcome.
+struct Built {
+    lines: Vec<String>,
+    result: Result<Vec<PtxModule>, BuildError>,
+}
+
+/// How many workers build `builds` packages when `tokens` jobs may run at
+/// once (cargo's `-j`, or the number of cores): never more than either, and
+/// at least one while there is a package.
+fn worker_count(builds: usize, tokens: usize) -> usize {
+    builds.min(tokens.max(1))
+}
+
+/// The nested cargo's target directory for `arch` on worker `worker`: in the
+/// PTX cache when there is one, else under `out_dir`; see
+/// [`cache::nested_dir_name`].
+fn nested_target_dir(
+    cache: Option<&cache::Cache>,
+    out_dir: &Path,
+    arch: Arch,
+    worker: usize,
+) -> PathBuf {
+    match cache {
+        Some(cache) => cache.nested_target_dir(arch, worker),
+        None => out_dir.join(cache::nested_dir_name(arch, worker)),
+    }
+}
+
+/// The jobserver of the cargo (or make) that runs this build script, if it
+/// passed one; connected to once per process.
+fn outer_jobserver() -> Option<&'static jobserver::Client> {
+    static CLIENT: std::sync::OnceLock<Option<jobserver::Client>> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            // SAFETY: `from_env_ext` reads and writes the descriptors that
+            // `CARGO_MAKEFLAGS` (or `MAKEFLAGS`, `MFLAGS`) names as the
+            // jobserver's pipe, which is wrong only if those numbers now
+            // belong to another file of this process. Cargo passes the
+            // jobserver's descriptors, open, to every build script it runs,
+            // and nothing here closes them, so no other file can take their
+            // numbers. A parent that names descriptors it did not pass on
+            // (make without `+`) leaves numbers that are closed when this
+            // runs: it runs once per process (the `OnceLock`), first thing in
+            // `build_all`, when this crate holds no descriptor of its own, and
+            // `check_pipe` refuses a closed descriptor or one that is not a
+            // pipe (no jobserver then). The descriptors are duplicated, not
+            // owned, so the client never closes them.
+            unsafe { jobserver::Client::from_env_ext(true) }.client.ok()
+        })
+        .as_ref()
+}
+
+/// Tokens of the outer jobserver for workers 1…: a helper thread acquires
+/// them on request, so a worker can stop waiting once no package is left
+/// (a blocking `acquire` could keep the build script waiting for another
+/// job's token after its last build). Dropping it stops the helper; a token
+/// that arrives after its worker gave up is released when dropped.
+struct Tokens {
+    helper: jobserver::HelperThread,
+    received: std::sync::Mutex<std::sync::mpsc::Receiver<std::io::Result<jobserver::Acquired>>>,
+}
+
+impl Tokens {
+    fn new(client: &jobserver::Client) -> Option<Tokens> {
+        let (send, received) = std::sync::mpsc::channel();
+        let helper = client
+            .clone()
+            .into_helper_thread(move |token| {
+                // A token nobody waits for any more is released as it drops.
+                let _ = send.send(token);
+            })
+            .ok()?;
+        Some(Tokens {
+            helper,
+            received: std::sync::Mutex::new(received),
+        })
+    }
+
+    /// A token, or `None` once `give_up()` says none is needed (or the
+    /// jobserver failed).
+    fn acquire(&self, give_up: impl Fn() -> bool) -> Option<jobserver::Acquired> {
+        use std::sync::mpsc::RecvTimeoutError;
+        self.helper.request_token();
+        let received = self
+            .received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if give_up() {
+                return None;
+            }
+            match received.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(Ok(token)) => return Some(token),
+                Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+/// Runs `job(i, worker)` for each `i` in `0..jobs`, started in that order,
+/// on `workers` workers (worker 0 on this thread): each takes the next job
+/// when it is free, and workers other than 0 first take a token from
+/// `tokens` (when given), which they give back after the job. Once a job is
+/// `failed`, no further job starts. Returns every job's result, `None` for
+/// one that never started, after every started job has finished.
+fn run_queue<R: Send>(
+    jobs: usize,
+    workers: usize,
+    tokens: Option<&Tokens>,
+    job: impl Fn(usize, usize) -> R + Sync,
+    failed: impl Fn(&R) -> bool + Sync,
+) -> Vec<Option<R>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let nothing_left = || stop.load(SeqCst) || next.load(SeqCst) >= jobs;
+    let work = |worker: usize| {
+        let mut done = Vec::new();
+        loop {
+            let token = match tokens {
+                Some(tokens) if worker > 0 => match tokens.acquire(nothing_left) {
+                    Some(token) => Some(token),
+                    None => break,
+                },
+                _ => None,
+            };
+            if stop.load(SeqCst) {
+                break;
+            }
+            let i = next.fetch_add(1, SeqCst);
+            if i >= jobs {
+                break;
+            }
+            let result = job(i, worker);
+            if failed(&result) {
+                stop.store(true, SeqCst);
+            }
+            done.push((i, result));
+            drop(token);
+        }
+        done
+    };
+    let work = &work;
+    let mut results: Vec<Option<R>> = (0..jobs).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let others: Vec<_> = (1..workers.min(jobs))
+            .map(|worker| scope.spawn(move || work(worker)))
+            .collect();
+        let mut done = work(0);
+        for other in others {
+            done.extend(
+                other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        for (i, result) in done {
+            results[i] = Some(result);
+        }
+    });
+    results
 }
 
 /// A cargo command for the nested build, run in `dir`. The outer build's flags
@@ -1409,6 +1741,47 @@ fn write_if_changed(path: &Path, contents: &str) -> Result<(), BuildError> {
     })
 }
 
+/// The directory of every package in the dependency graph of the crate
+/// whose manifest is in `manifest_dir` (a build script's
+/// `CARGO_MANIFEST_DIR`), by package name, from `cargo metadata`: a path
+/// dependency in a workspace, a registry or git checkout, or a vendored copy
+/// alike. A host crate that depends on its kernels crates finds them this
+/// way rather than by their place in a directory layout, so it builds
+/// wherever cargo put them (`warpforge/build.rs` does).
+pub fn locate_packages(
+    manifest_dir: &Path,
+) -> Result<std::collections::HashMap<String, PathBuf>, BuildError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = nested_cargo(&cargo, manifest_dir);
+    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest_dir.join("Cargo.toml"));
+    let output = cmd.output().map_err(|source| BuildError::Spawn {
+        command: format!("{cmd:?}"),
+        source,
+    })?;
+    let metadata_error = |stderr: String| BuildError::Metadata {
+        workspace: manifest_dir.to_path_buf(),
+        stderr,
+    };
+    if !output.status.success() {
+        return Err(metadata_error(
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        ));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| metadata_error(format!("its output is not JSON: {e}")))?;
+    Ok(json["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let name = p["name"].as_str()?;
+            let dir = Path::new(p["manifest_path"].as_str()?).parent()?;
+            Some((name.to_owned(), dir.to_path_buf()))
+        })
+        .collect())
+}
+
 /// What `cargo metadata --no-deps` says about the kernels crate's workspace.
 struct Workspace {
     root: PathBuf,
@@ -1950,5 +2323,205 @@ mod tests {
         assert!(
             profile_config(true).contains(&"profile.ptx.debug=\"line-directives-only\"".to_owned())
         );
+    }
+
+    /// A workspace on disk: `shared`, and `a` and `b`, which depend on it.
+    fn families_workspace(dir: &Path) {
+        let package = |name: &str, deps: &str| {
+            std::fs::create_dir_all(dir.join(name).join("src")).unwrap();
+            std::fs::write(
+                dir.join(name).join("Cargo.toml"),
+                format!(
+                    "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+                     [dependencies]\n{deps}"
+                ),
+            )
+            .unwrap();
+            std::fs::write(dir.join(name).join("src/lib.rs"), "#![no_std]\n").unwrap();
+        };
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            "[workspace]\nresolver = \"3\"\nmembers = [\"shared\", \"a\", \"b\"]\n",
+        )
+        .unwrap();
+        package("shared", "");
+        package("a", "shared = { path = \"../shared\" }\n");
+        package("b", "shared = { path = \"../shared\" }\n");
+    }
+
+    /// The PTX cache's key of `package` in `workspace`, computed as a build
+    /// computes it (for sm_80, with line info, without ptxas).
+    fn cache_key_of(package: &str, workspace: &Path) -> String {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+        let builder = PtxBuilder::new(package, workspace);
+        let (root, watched) = builder.watched(&cargo).unwrap();
+        builder
+            .cache_key(&root, &watched, &[Arch::Sm80], true, None)
+            .unwrap()
+    }
+
+    #[test]
+    fn editing_one_family_leaves_the_other_families_cache_keys_unchanged() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = scratch("families");
+        families_workspace(&dir);
+        let keys = || (cache_key_of("a", &dir), cache_key_of("b", &dir));
+        let (a0, b0) = keys();
+        assert_ne!(a0, b0, "each package has its own key");
+        assert_eq!(
+            keys(),
+            (a0.clone(), b0.clone()),
+            "nothing edited, nothing changed"
+        );
+
+        std::fs::write(dir.join("a/src/lib.rs"), "#![no_std]\npub fn f() {}\n").unwrap();
+        let (a1, b1) = keys();
+        assert_ne!(a1, a0, "a's own source changed its key");
+        assert_eq!(b1, b0, "b does not build a's sources");
+
+        std::fs::write(dir.join("shared/src/lib.rs"), "#![no_std]\npub fn g() {}\n").unwrap();
+        let (a2, b2) = keys();
+        assert_ne!(a2, a1, "a depends on shared");
+        assert_ne!(b2, b1, "b depends on shared");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn worker_0_keeps_the_single_build_s_target_dirs_and_each_other_worker_gets_its_own() {
+        let out = Path::new("/out");
+        let cache = cache::Cache::locate("k", Path::new("/t/debug/build/k-1/out"));
+        for cache in [None, cache.as_ref()] {
+            let root = match cache {
+                Some(_) => std::env::var_os("WARPFORGE_PTX_CACHE")
+                    .filter(|v| !v.is_empty() && v != "0" && v != "off")
+                    .map_or_else(|| PathBuf::from("/t/warpforge-ptx"), PathBuf::from),
+                None => out.to_path_buf(),
+            };
+            let dir = |arch, worker| nested_target_dir(cache, out, arch, worker);
+            assert_eq!(dir(Arch::Sm80, 0), root.join("nvptx-sm_80"));
+            assert_eq!(dir(Arch::Sm90a, 0), root.join("nvptx-sm_90a"));
+            assert_eq!(dir(Arch::Sm80, 1), root.join("nvptx-sm_80-w1"));
+            assert_eq!(dir(Arch::Sm90a, 3), root.join("nvptx-sm_90a-w3"));
+            let all: std::collections::HashSet<PathBuf> = Arch::ALL
+                .into_iter()
+                .flat_map(|arch| (0..4).map(move |worker| dir(arch, worker)))
+                .collect();
+            assert_eq!(all.len(), 8, "{all:?}");
+        }
+    }
+
+    #[test]
+    fn there_are_as_many_workers_as_builds_or_tokens_whichever_is_fewer() {
+        assert_eq!(worker_count(0, 8), 0);
+        assert_eq!(worker_count(1, 8), 1);
+        assert_eq!(worker_count(5, 8), 5);
+        assert_eq!(worker_count(5, 2), 2);
+        assert_eq!(worker_count(5, 1), 1);
+        // The build script's own token is always there.
+        assert_eq!(worker_count(5, 0), 1);
+    }
+
+    #[test]
+    fn only_builds_beside_other_workers_run_their_nested_cargo_one_job_at_a_time() {
+        let builder = PtxBuilder::new("k", "/ws");
+        let args = |one_job| -> Vec<String> {
+            let cmd = builder.arch_command(
+                OsStr::new("cargo"),
+                Path::new("/ws"),
+                Path::new("/t"),
+                Path::new("/t/k.sm_80.rustc.ptx"),
+                Arch::Sm80,
+                true,
+                one_job,
+            );
+            cmd.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let alone = args(false);
+        assert!(
+            !alone.iter().any(|a| a.starts_with("-j") || a == "--jobs"),
+            "{alone:?}"
+        );
+        assert!(args(true).contains(&"-j1".to_owned()));
+    }
+
+    /// Runs `jobs` jobs of `millis` each on `workers` workers; returns the
+    /// order they started in and the most that ran at once. Asserts that a
+    /// worker runs one job at a time.
+    fn run_timed(
+        jobs: usize,
+        workers: usize,
+        tokens: Option<&Tokens>,
+        millis: u64,
+    ) -> (Vec<usize>, usize) {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+        let started = std::sync::Mutex::new(Vec::new());
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let busy: Vec<AtomicBool> = (0..workers).map(|_| AtomicBool::new(false)).collect();
+        let results = run_queue(
+            jobs,
+            workers,
+            tokens,
+            |i, worker| {
+                assert!(!busy[worker].swap(true, SeqCst), "worker {worker} is busy");
+                started.lock().unwrap().push(i);
+                most.fetch_max(running.fetch_add(1, SeqCst) + 1, SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(millis));
+                running.fetch_sub(1, SeqCst);
+                busy[worker].store(false, SeqCst);
+                i
+            },
+            |_| false,
+        );
+        let expected: Vec<Option<usize>> = (0..jobs).map(Some).collect();
+        assert_eq!(results, expected);
+        (started.into_inner().unwrap(), most.into_inner())
+    }
+
+    #[test]
+    fn jobs_start_in_the_order_given_and_jobserver_tokens_bound_how_many_run_at_once() {
+        let (order, most) = run_timed(6, 3, None, 20);
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+        assert!(most <= 3, "{most}");
+
+        // One token to hand out, beside the build script's own: two at once.
+        let client = jobserver::Client::new(1).unwrap();
+        let tokens = Tokens::new(&client).unwrap();
+        let (order, most) = run_timed(6, 4, Some(&tokens), 50);
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+        assert!(most <= 2, "{most}");
+        drop(tokens);
+        assert_eq!(client.available().unwrap(), 1, "every token is given back");
+
+        // No token to hand out: worker 0 runs them all, and the others do not wait on.
+        let client = jobserver::Client::new(0).unwrap();
+        let tokens = Tokens::new(&client).unwrap();
+        let (order, most) = run_timed(3, 3, Some(&tokens), 1);
+        assert_eq!((order, most), (vec![0, 1, 2], 1));
+    }
+
+    #[test]
+    fn after_a_failure_no_further_job_starts_and_started_ones_finish() {
+        for workers in [1, 2] {
+            let results = run_queue(
+                5,
+                workers,
+                None,
+                |i, _| {
+                    if i != 1 {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                    }
+                    if i == 1 { Err(i) } else { Ok(i) }
+                },
+                Result::is_err,
+            );
+            assert_eq!(
+                results,
+                [Some(Ok(0)), Some(Err(1)), None, None, None],
+                "{workers} workers"
+            );
+        }
     }
 }

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::path::Path;
 use warpforge::Device;
-use warpforge::bench::{BenchReport, BenchRow};
+use warpforge_tools::bench::{BenchReport, BenchRow};
 
 /// The schema name and version every results file starts with; a reader
 /// refuses other schemas instead of misreading them.
@@ -709,10 +709,10 @@ mod tests {
     #[test]
     fn a_results_file_round_trips_through_json_and_refuses_other_schemas() {
         let dev = Device::emulator();
-        let config = warpforge::bench::ReduceBench::defaults(&dev)
+        let config = warpforge_tools::bench::ReduceBench::defaults(&dev)
             .with_max_log2(10)
             .unwrap();
-        let report = warpforge::bench::reduce(&dev, &config).unwrap();
+        let report = warpforge_tools::bench::reduce(&dev, &config).unwrap();
         let file = BenchFile::of_report("reduce", &report, &RunFacts::gather(&dev));
         assert_eq!(file.records.len(), report.rows.len());
         assert!(file.records.iter().all(|r| r.family == "reduce"

@@ -1,5 +1,5 @@
 //! The tables `warpforge bench OPERATION` and `warpforge bench overlap` print:
-//! [`warpforge::bench`]'s reports as text, one line per case.
+//! [`warpforge_tools::bench`]'s reports as text, one line per case.
 //!
 //! ```
 //! use warpforge::{Device, bench::{self, ReduceBench}};
@@ -10,7 +10,7 @@
 //! ```
 
 use std::fmt::Write as _;
-use warpforge::bench::{BenchReport, OverlapReport, gbps};
+use warpforge_tools::bench::{BenchReport, OverlapReport, gbps};
 
 /// `12.3 µs`, `4.56 ms`, `1.23 s`.
 fn human_time(seconds: f64) -> String {
@@ -51,7 +51,7 @@ fn rate(value: f64, width: usize, decimals: usize) -> String {
 }
 
 /// The report as a table, one line per case (and one per skipped case).
-/// Compute-bound reports (GEMM: rows with [`BenchRow::flops`](warpforge::bench::BenchRow::flops))
+/// Compute-bound reports (GEMM: rows with [`BenchRow::flops`](warpforge_tools::bench::BenchRow::flops))
 /// get TFLOP/s columns against their anchor library instead of GB/s against the copy.
 pub fn render(report: &BenchReport) -> String {
     if report.rows.iter().any(|r| r.flops.is_some()) {
@@ -189,7 +189,7 @@ mod tests {
     use super::*;
     use warpforge::DType;
     use warpforge::Device;
-    use warpforge::bench::{
+    use warpforge_tools::bench::{
         BenchDType, GemmBench, OverlapBench, ReduceBench, Timing, gemm, overlap, reduce,
     };
 
@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn the_conv2d_table_rates_depthwise_in_gb_per_s_and_says_why_cudnn_is_missing() {
-        use warpforge::bench::conv2d::{self, ConvBench};
+        use warpforge_tools::bench::conv2d::{self, ConvBench};
         let dev = Device::emulator();
         let mut config = ConvBench::defaults(&dev).with_max_log2(8).unwrap();
         config.configs.truncate(1);

@@ -27,7 +27,9 @@ pub struct DoctorReport {
     pub driver: DriverReport,
     /// One entry per GPU the driver reports, by ordinal.
     pub gpus: Vec<GpuReport>,
-    /// The embedded PTX modules ([`ptx::MODULES`]).
+    /// The embedded PTX modules: the variants of the library's `sm_80`
+    /// families this build holds ([`ptx::LIBRARY`], less the Hopper kernels,
+    /// which only sm_90 GPUs load and only for large GEMMs).
     pub modules: Vec<ModuleReport>,
     /// The located `ptxas` (needed only by `warpforge ptx`), or why there is none.
     pub ptxas: Result<PtxasReport, String>,
@@ -106,6 +108,8 @@ impl GpuProperties {
 /// One embedded PTX module and what it needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModuleReport {
+    /// The module's name: the library family's package (`warpforge-kernels-reduce`).
+    pub name: &'static str,
     /// Its arch (`sm_80`).
     pub arch: &'static str,
     /// The compute capability that arch needs (`(8, 0)`).
@@ -119,10 +123,11 @@ pub struct ModuleReport {
 }
 
 impl ModuleReport {
-    /// The facts of an embedded module.
-    pub fn of(module: &ptx::PtxModule) -> ModuleReport {
+    /// The facts of one variant of embedded module `name`.
+    pub fn of(name: &'static str, module: &ptx::PtxModule) -> ModuleReport {
         let isa = module.isa_version();
         ModuleReport {
+            name,
             arch: module.arch,
             needs_capability: ptx::arch_capability(module.arch),
             isa,
@@ -253,7 +258,11 @@ impl Verdict {
 /// Looks at this machine. Never panics without a driver: libcuda is only
 /// called into after [`gpu::driver_present`] says it loads.
 pub fn gather() -> DoctorReport {
-    let modules: Vec<ModuleReport> = ptx::MODULES.iter().map(ModuleReport::of).collect();
+    let modules: Vec<ModuleReport> = ptx::LIBRARY
+        .iter()
+        .filter(|m| m.name != ptx::HOPPER.name)
+        .flat_map(|m| m.variants.iter().map(|v| ModuleReport::of(m.name, v)))
+        .collect();
     let driver = gather_driver();
     let gpus = match &driver {
         DriverReport::Present(DriverFacts {
@@ -331,10 +340,12 @@ fn gather_gpu(ordinal: usize, modules: &[ModuleReport], driver_cuda: Option<u32>
     };
     let loaded = guarded(move || {
         let dev = Device::gpu(ordinal).map_err(|e| e.to_string())?;
-        // Modules load lazily, at their first launch: load the library's now.
-        dev.load(&ptx::LIBRARY).map_err(|e| e.to_string())?;
+        // Modules load lazily, at their first launch: load the library's
+        // first sm_80 family now (the reductions, in every build of the command).
+        let family = ptx::sm80_family().ok_or("no sm_80 family of the library was built")?;
+        dev.load(family).map_err(|e| e.to_string())?;
         let arch = dev.gpu_info().map_or("?", |info| info.ptx_arch);
-        Ok((arch, dev.module_image(&ptx::LIBRARY)))
+        Ok((arch, dev.module_image(family)))
     });
     let (load, image) = match loaded {
         Ok((arch, image)) => (Ok(arch), image),
@@ -728,8 +739,9 @@ impl fmt::Display for DoctorReport {
                 });
             writeln!(
                 f,
-                "  {}: PTX ISA {isa}; needs compute capability {cc}+ and a driver with {cuda}+; \
+                "  {} {}: PTX ISA {isa}; needs compute capability {cc}+ and a driver with {cuda}+; \
                  {} kernels",
+                m.name,
                 m.arch,
                 m.entries.len()
             )?;
@@ -786,6 +798,7 @@ mod tests {
 
     fn sm80() -> ModuleReport {
         ModuleReport {
+            name: "warpforge-kernels-reduce",
             arch: "sm_80",
             needs_capability: Some((8, 0)),
             isa: Some((8, 0)),
@@ -1151,7 +1164,7 @@ mod tests {
 
     #[test]
     fn the_embedded_module_facts_come_from_its_ptx() {
-        let m = ModuleReport::of(&ptx::MODULES[0]);
+        let m = ModuleReport::of(ptx::REDUCE.name, &ptx::REDUCE.variants[0]);
         assert_eq!(m.arch, "sm_80");
         assert_eq!(m.needs_capability, Some((8, 0)));
         assert!(m.needs_cuda.is_some_and(|v| v >= 11000), "{m:?}");

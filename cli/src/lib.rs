@@ -14,12 +14,12 @@
 //! | [`ptx_diff`] | `ptx --diff` | per-kernel before/after tables |
 //! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
 //! | [`startup`] | `doctor --timings` | start-up phases in fresh processes, against the driver's floor |
-//! | [`bench_table`] | `bench` | [`warpforge::bench`]'s reports as text tables |
+//! | [`bench_table`] | `bench` | [`warpforge_tools::bench`]'s reports as text tables |
 //! | [`bench_data`] | `bench --json`, `bench compare`, `bench table` | results as JSON records, compared, as the README's table |
 //! | [`bench_plot`] | `bench --plot` | results as SVG charts |
 //! | [`profile`] | `profile` | the emulator's memory-traffic profile of an operation |
 //!
-//! `verify` is the library's ([`warpforge::verify`]); the command prints its reports.
+//! `verify` is the library's ([`warpforge_tools::verify`]); the command prints its reports.
 
 pub mod bench_data;
 pub mod bench_plot;

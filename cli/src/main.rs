@@ -3,12 +3,13 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use warpforge::bench::{self, Timing};
 use warpforge::conv2d::Padding;
 use warpforge::reduce::Op;
-use warpforge::registry::{self, OPERATIONS};
-use warpforge::{Device, Error, verify};
+use warpforge::{Device, Error};
 use warpforge_cli::{bench_data, bench_plot, bench_table, npy, profile, run, startup};
+use warpforge_tools::bench::{self, Timing};
+use warpforge_tools::registry::{self, OPERATIONS};
+use warpforge_tools::verify;
 
 mod ptx_command;
 

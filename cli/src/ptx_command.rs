@@ -2,7 +2,8 @@
 //! [`warpforge_cli::sass`] and [`warpforge_cli::ptx_diff`] (a module of the binary,
 //! not of the library).
 //!
-//! Three modes over one PTX module (the embedded one, or a `.ptx` file):
+//! Three modes over PTX modules (the embedded families of the library, the
+//! embedded Hopper module, or a `.ptx` file):
 //! the resource report (default), `--sass` (the disassembly per kernel, with
 //! Rust source lines when the PTX has `.loc` line info), and `--diff OLD
 //! [NEW]` (registers, spills, stack, shared memory and instruction count
@@ -33,7 +34,7 @@ pub struct PtxArgs {
     #[arg(value_name = "FILE.ptx")]
     file: Option<PathBuf>,
     /// The embedded Hopper module (`warpforge-kernels-hopper`, sm_90a: the `wgmma` GEMM)
-    /// instead of the library's.
+    /// instead of the library's sm_80 families (reduce, gemm-simt, gemm-tensor, conv).
     #[arg(long, conflicts_with_all = ["file", "diff"])]
     hopper: bool,
     /// Only this kernel (repeatable). A name the module lacks exits 2 with the closest names.
@@ -98,15 +99,24 @@ pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
     let sources = match &args.file {
         Some(path) => vec![load_file(path)?],
         None => {
+            let modules = embedded_modules(args.hopper)?;
             if let Some(dir) = &args.emit {
-                emit(dir, embedded_module(args.hopper))?;
+                for module in &modules {
+                    emit(dir, module)?;
+                }
             }
-            embedded(embedded_module(args.hopper))?
+            modules
+                .into_iter()
+                .map(embedded)
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect()
         }
     };
-    for source in &sources {
-        check_kernels(&args.kernels, &source.entries(), &source.label)?;
-    }
+    let entries: Vec<&str> = sources.iter().flat_map(Source::entries).collect();
+    let labels: Vec<&str> = sources.iter().map(|s| s.label.as_str()).collect();
+    check_kernels(&args.kernels, &entries, &labels.join(", "))?;
     if args.sass {
         run_sass(args, &sources)
     } else {
@@ -114,9 +124,28 @@ pub fn run(args: &PtxArgs) -> Result<ExitCode, String> {
     }
 }
 
-/// The embedded module `--hopper` picks: the library's, or its Hopper kernels'.
-fn embedded_module(hopper: bool) -> &'static ptx::Module {
-    if hopper { &ptx::HOPPER } else { &ptx::LIBRARY }
+/// The embedded modules `--hopper` picks: the library's sm_80 families this
+/// build holds, or its Hopper kernels'. A family left out of the build is
+/// not among them; none at all is an error naming the feature.
+fn embedded_modules(hopper: bool) -> Result<Vec<&'static ptx::Module>, String> {
+    let modules: Vec<&'static ptx::Module> = ptx::LIBRARY
+        .iter()
+        .copied()
+        .filter(|m| (m.name == ptx::HOPPER.name) == hopper)
+        .collect();
+    let built: Vec<&'static ptx::Module> = modules
+        .iter()
+        .copied()
+        .filter(|m| m.left_out.is_none())
+        .collect();
+    if built.is_empty() {
+        let features: Vec<&str> = modules.iter().filter_map(|m| m.left_out).collect();
+        return Err(format!(
+            "this build of warpforge holds none of these modules: build it with the feature(s) {}",
+            features.join(", ")
+        ));
+    }
+    Ok(built)
 }
 
 /// An embedded module, one [`Source`] per variant.
@@ -131,12 +160,28 @@ fn embedded(module: &'static ptx::Module) -> Result<Vec<Source>, String> {
         .collect()
 }
 
-/// The embedded variant to compare `old` with: the one with the same `.target` (the
-/// Hopper module's for sm_90a PTX), or the library's only one.
+/// The embedded variant to compare `old` with: of those with the same
+/// `.target` (the Hopper module's for sm_90a PTX), the family that shares
+/// the most kernel names with it.
 fn embedded_matching(old: &Source) -> Result<Source, String> {
-    let module = embedded_module(old.target.ends_with('a'));
-    let mut all = embedded(module)?;
-    if let Some(at) = all.iter().position(|s| s.target == old.target) {
+    let mut all: Vec<Source> = embedded_modules(old.target.ends_with('a'))?
+        .into_iter()
+        .map(embedded)
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let old_entries = old.entries();
+    let shared = |s: &Source| {
+        s.entries()
+            .iter()
+            .filter(|e| old_entries.contains(e))
+            .count()
+    };
+    if let Some(at) = (0..all.len())
+        .filter(|&i| all[i].target == old.target)
+        .max_by_key(|&i| shared(&all[i]))
+    {
         return Ok(all.swap_remove(at));
     }
     if all.len() == 1 {
@@ -284,6 +329,22 @@ fn selection(args: &PtxArgs) -> Vec<&str> {
     args.kernels.iter().map(String::as_str).collect()
 }
 
+/// The kernels of `selected` that `source` has (all of them: empty when
+/// nothing was selected); `None` when a selection names none of its kernels,
+/// so the source is skipped.
+fn selected_in<'a>(selected: &[&'a str], source: &Source) -> Option<Vec<&'a str>> {
+    if selected.is_empty() {
+        return Some(Vec::new());
+    }
+    let entries = source.entries();
+    let here: Vec<&str> = selected
+        .iter()
+        .copied()
+        .filter(|k| entries.contains(k))
+        .collect();
+    (!here.is_empty()).then_some(here)
+}
+
 fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
     let budget = match &args.budget {
         Some(path) => {
@@ -303,6 +364,9 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
     // Per row: its loop report and its `setmaxnreg` limits (with a budget).
     let mut loops: Vec<(Option<LoopReport>, Vec<u32>)> = Vec::new();
     for source in sources {
+        let Some(selected) = selected_in(&selected, source) else {
+            continue;
+        };
         if args.file.is_some() {
             println!("module: {} (.target {})", source.label, source.target);
         }
@@ -544,8 +608,11 @@ fn print_sass(
     disassembler: &Disassembler,
     rows: &mut Vec<EntryReport>,
 ) -> Result<(), SassError> {
-    let selected = selection(args);
+    let all_selected = selection(args);
     for source in sources {
+        let Some(selected) = selected_in(&all_selected, source) else {
+            continue;
+        };
         // Printed in the order asked for, else in the module's order.
         let order = if selected.is_empty() {
             source.entries()

@@ -173,15 +173,15 @@ pub fn first_reduction_phases() -> Vec<Phase> {
         Some((dev, context)) => (dev, Some(context), ""),
         None => (Device::emulator(), None, " (emulator)"),
     };
-    let load = format!("load module {}", ptx::LIBRARY.name);
-    let (loaded, took) = timed(|| dev.load(&ptx::LIBRARY));
+    let load = format!("load module {}", ptx::REDUCE.name);
+    let (loaded, took) = timed(|| dev.load(&ptx::REDUCE));
     match loaded {
         Err(e) => {
             phases.push(Phase::unmeasured(load, format!("failed: {}", e.headline())));
             return phases;
         }
         Ok(()) if dev.is_gpu() => {
-            let what = dev.module_load(&ptx::LIBRARY);
+            let what = dev.module_load(&ptx::REDUCE);
             phases.push(Phase::measured(
                 load,
                 took,
@@ -253,7 +253,7 @@ pub fn first_reduction_phases() -> Vec<Phase> {
 fn host_side_of_a_load(compute_capability: (i32, i32)) -> Vec<Phase> {
     let (major, minor) = compute_capability;
     let mut phases = Vec::new();
-    let Some(image) = ptx::choose_image(compute_capability, &ptx::LIBRARY) else {
+    let Some(image) = ptx::choose_image(compute_capability, &ptx::REDUCE) else {
         return phases;
     };
     if let ptx::Image::Cubin { cubin, .. } = &image {

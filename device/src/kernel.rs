@@ -354,7 +354,7 @@ mod host {
         /// The PTX entry name: the Rust function name.
         const NAME: &'static str;
         /// The Cargo package name of the kernels crate the kernel is compiled
-        /// in (`"warpforge-kernels"` for the library's), which is also the name
+        /// in (`"warpforge-kernels-reduce"` for the library's reductions), which is also the name
         /// of the PTX module holding its entry (`warpforge::ptx::Module::name`).
         /// Kernels defined where no PTX is built (a host crate's tests) name
         /// that crate and run on the emulator only.

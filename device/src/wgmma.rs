@@ -54,7 +54,7 @@
 use crate::arch;
 use crate::shared::{SharedArray, SharedElement, SharedTile};
 use crate::swizzle::{Pattern, Swizzle};
-use crate::unroll::unroll;
+use crate::unroll::{unroll, unroll_upto};
 use core::marker::PhantomData;
 
 /// Threads in a warpgroup.
@@ -424,8 +424,8 @@ where
 /// `f(0)` … `f(N/2 − 1)`, written out on the GPU (`N / 2` = 16 · {2, 4, 8}).
 #[inline(always)]
 fn each_register<const N: usize>(mut f: impl FnMut(usize)) {
-    unroll(N / 32, |hi| {
-        unroll(8, |mid| unroll(2, |lo| f(16 * hi + 2 * mid + lo)))
+    unroll_upto::<8>(N / 32, |hi| {
+        unroll::<8>(|mid| unroll::<2>(|lo| f(16 * hi + 2 * mid + lo)))
     });
 }
 

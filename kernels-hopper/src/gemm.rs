@@ -271,8 +271,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
         // (Written out per stage: a barrier indexed at run time would put
         // the barriers' addresses in local memory.)
         let last = steps.wrapping_sub(1) as usize % STAGES;
-        unroll(
-            STAGES,
+        unroll::<STAGES>(
             #[inline(always)]
             |s| {
                 if steps > 0 && s == last {
@@ -312,12 +311,10 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
 #[inline(always)]
 fn fragments(acc: &Accumulator<BN>, mut write: impl FnMut(usize, &FragC)) {
     let regs = acc.regs();
-    unroll(
-        BN / 64,
+    unroll::<{ BN / 64 }>(
         #[inline(always)]
         |hi| {
-            unroll(
-                8,
+            unroll::<8>(
                 #[inline(always)]
                 |lo| {
                     let j = 8 * hi + lo;
@@ -346,8 +343,7 @@ fn fragments(acc: &Accumulator<BN>, mut write: impl FnMut(usize, &FragC)) {
 fn walk_ring(steps: u32, mut f: impl FnMut(u32, usize)) {
     let mut step = 0;
     while step < steps {
-        unroll(
-            STAGES,
+        unroll::<STAGES>(
             #[inline(always)]
             |s| {
                 if step + (s as u32) < steps {

@@ -1,29 +1,40 @@
-//! The kernel library. Each kernel is a plain Rust function marked `#[kernel]`,
-//! written against `warpforge-device` only: no `unsafe`, no inline asm, no
-//! target `cfg`s. The build (`warpforge/build.rs` via `warpforge-builder`)
-//! compiles this crate to PTX; on the host the same functions run in the emulator.
+//! The kernel library, one crate per family, each compiled to a PTX module of
+//! its own so that a family builds (in parallel with the others), caches and
+//! loads on its own, and an application builds only the families it calls.
+//! This crate re-exports them under one name, by feature (`warpforge`'s
+//! features of the same names turn these on); the host compiles them too, to
+//! run them in the emulator.
 //!
-//! | module | kernels |
-//! | --- | --- |
-//! | [`conv`] | `conv2d_{nchw,nhwc}_f32_64x64x16` (implicit GEMM on the SIMT GEMM's main loop), `conv2d_nhwc_{f16,bf16}_{64x64x32_s3,128x128x32_s4}` (NHWC on the tensor cores; NCHW f16/bf16 runs them between layout changes), `conv2d_depthwise_{nchw,nhwc}_{f32,f16,bf16}` (tiled depthwise: the input tile and halo staged once in shared memory), `conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}` (direct: the depthwise fallback) |
-//! | [`elementwise`] | `axpy_f32`, `axpy_f64` |
-//! | [`gemm`] | `gemm_{f32,f64}_{nn,nt,tn,tt}_BMxBNxBK`: SIMT GEMM, block-tiled in shared memory ([`gemm::warp_tiled`]: f32's 128 × 128 warp-tiled one); [`gemm::tensor`]: `gemm_{f16,bf16,tf32}_*` on the tensor cores; [`gemm::split_k`]: `gemm_split_k_sum_{f32,f16,bf16,f64}`, split-k's sum of partial planes |
-//! | [`reduce`] | the reduction family: `reduce_{rows,cols}_OP_DTYPE`, `combine_{rows,cols}_STATE_ACC`, `finish_*` |
-//! | [`transpose`] | `transpose_{f32,f16,bf16}`: batched 2-D transpose through a shared-memory tile (the NCHW ↔ NHWC layout changes) |
+//! | feature | crate (folder) | module | kernels |
+//! | --- | --- | --- | --- |
+//! | `reduce` | `warpforge-kernels-reduce` (`kernels/reduce`) | [`reduce`], [`elementwise`] | `reduce_*`, `combine_*`, `finish_*`; `axpy_f32`, `axpy_f64` |
+//! | `gemm` | `warpforge-kernels-gemm-simt` (`kernels/gemm-simt`) | [`gemm`] | `gemm_{f32,f64}_{nn,nt,tn,tt}_BMxBNxBK` (SIMT; f32's warp-tiled 128 × 128 in [`gemm::warp_tiled`]), `gemm_split_k_sum_*` ([`gemm::split_k`]) |
+//! | `gemm` | `warpforge-kernels-gemm-tensor` (`kernels/gemm-tensor`) | [`gemm::tensor`] | `gemm_{f16,bf16,tf32}_*` on the tensor cores (`mma.sync`) |
+//! | `conv` | `warpforge-kernels-conv` (`kernels/conv`) | [`conv`], [`transpose`] | `conv2d_*` (implicit GEMM, depthwise, direct); `transpose_{f32,f16,bf16}` |
 //!
-//! Only the library's kernels live here, so the library's PTX module holds
-//! nothing else. The probe kernels that exercise each device primitive in the
-//! tests are a crate of their own (`warpforge-probes`, with its own PTX module).
-#![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
-// `#[inline(always)]` on the hot loops' closures (`unroll`): LLVM declines to
-// inline a large closure otherwise, and its captures (the accumulators) would
-// go to the stack.
-#![feature(stmt_expr_attributes)]
+//! The Hopper kernels (`wgmma`, TMA: `sm_90a`) are `warpforge-kernels-hopper`
+//! (`kernels-hopper/`, the `hopper` feature of `warpforge`).
+//!
+//! Each family is plain Rust over `warpforge-device`: no `unsafe`, no inline
+//! asm, no target `cfg`s. `warpforge/build.rs` compiles each to PTX with
+//! `warpforge-builder`. The GEMM crates' `entries` feature holds their
+//! `#[kernel]`s: the convolutions and the tensor-core GEMM use the main loops
+//! without it, so a module never carries another family's kernels.
 #![forbid(unsafe_code)]
 
-pub mod conv;
-pub mod elementwise;
-pub mod gemm;
-pub mod reduce;
-pub mod transpose;
+#[cfg(feature = "conv")]
+pub use warpforge_kernels_conv as conv;
+#[cfg(feature = "conv")]
+pub use warpforge_kernels_conv::transpose;
+#[cfg(feature = "reduce")]
+pub use warpforge_kernels_reduce as reduce;
+#[cfg(feature = "reduce")]
+pub use warpforge_kernels_reduce::elementwise;
+
+/// The GEMM kernels: the SIMT ones (`warpforge-kernels-gemm-simt`, re-exported
+/// here) and the tensor-core ones ([`gemm::tensor`]: `warpforge-kernels-gemm-tensor`).
+#[cfg(feature = "gemm")]
+pub mod gemm {
+    pub use warpforge_kernels_gemm_simt::*;
+    pub use warpforge_kernels_gemm_tensor as tensor;
+}

@@ -3,7 +3,7 @@
 //! module, which this crate's `build.rs` compiles with `warpforge-builder`
 //! exactly as a user's host crate compiles its own kernels crate.
 //!
-//! The probes are not in the library's module (`warpforge::ptx::LIBRARY`), so
+//! The probes are not in the library's module (`warpforge::ptx::LIBRARY`, one module per family), so
 //! a GPU test loads theirs before it launches one:
 //!
 //! ```no_run

@@ -4,13 +4,17 @@
 //!
 //! How a kernel travels:
 //!
-//! 1. `kernels/` — plain Rust functions marked `#[kernel]` over `warpforge-device`.
-//! 2. `builder/` — `build.rs` compiles that crate to PTX with rustc's NVPTX backend;
-//!    [`ptx::LIBRARY`] embeds it as a [`Module`] named after the crate's package.
+//! 1. `kernels/` — plain Rust functions marked `#[kernel]` over `warpforge-device`,
+//!    one crate per family (`kernels/reduce`, `kernels/gemm-simt`,
+//!    `kernels/gemm-tensor`, `kernels/conv`, and `kernels-hopper`).
+//! 2. `builder/` — `build.rs` compiles each family this build's features select
+//!    to PTX with rustc's NVPTX backend, all at once; [`ptx::LIBRARY`] embeds
+//!    each as a [`Module`] named after the crate's package.
 //! 3. [`Device::launch`] — checks the config against the device's limits and the
 //!    buffers against the kernel's signature, then launches it on the GPU (cudarc)
 //!    or runs it in the emulator.
-//! 4. [`reference`](mod@reference) and [`verify`] — CPU references and the checks that compare them.
+//! 4. [`reference`](mod@reference) — CPU references; `warpforge-tools`' `verify`
+//!    compares every kernel with them (`warpforge verify`).
 //!
 //! # Where things are
 //!
@@ -19,10 +23,7 @@
 //! | `src/runtime/` | devices (GPU or emulator), buffers, streams and events, launches, errors, NVTX | [`Device`], [`DeviceBuffer`], [`Stream`], [`LaunchConfig`], [`Error`], …, [`gpu`], [`nvtx`] |
 //! | `src/ops/` | the operations users call: elementwise ([`ops::axpy`]) and [`reduce`] | [`ops`], [`reduce`] |
 //! | `src/reference/` | CPU references, one module per family of `ops/` | [`reference`](mod@reference) |
-//! | `src/registry.rs` | the operations `verify` and `bench` walk: each one's checks and benchmark | [`registry`] |
-//! | `src/verify.rs` | every kernel against its reference on generated inputs | [`verify`] |
 //! | `src/ptx.rs` | embedded PTX modules, [`include_module!`], what is read from PTX text | [`ptx`], [`Module`] |
-//! | `src/bench.rs` | measurement with events, reports as data | [`bench`](mod@bench) |
 //!
 //! The references sit beside `ops/`, not inside it: a reference is the independent
 //! definition an op is checked against, so it takes the op's vocabulary (`reduce::Op`,
@@ -30,13 +31,16 @@
 //! its kernels or launch code; `verify` and the tests read it from one place, and
 //! `reference/gemm.rs` will sit opposite `ops/gemm.rs` as `reduce.rs` does now.
 //! The `warpforge` command (`verify`, `ptx`, `run`, `profile`, `bench`, `doctor`; clap, `.npy`,
-//! ptxas and nvdisasm) is the `warpforge-cli` crate: a program that depends on this
-//! library compiles none of it.
+//! ptxas and nvdisasm) is the `warpforge-cli` crate, and what its `verify` and
+//! `bench` run (every kernel against its reference, the benchmarks against cuBLAS
+//! and cuDNN, the registry of operations they walk) is `warpforge-tools`: a
+//! program that depends on this library compiles neither, nor their
+//! dependencies (cuBLAS and cuDNN bindings, `rand`).
 //!
 //! Your own kernels crate travels the same way: your host crate's `build.rs`
 //! runs `warpforge-builder` on it, [`include_module!`] embeds the PTX as a
-//! [`Module`], and [`Device::load`] loads it on a GPU (the library's module is
-//! loaded by [`Device::gpu`]). Every `#[kernel]` records the package name of
+//! [`Module`], and [`Device::load`] loads it on a GPU (the library's families
+//! load lazily, at the first launch of one of their kernels). Every `#[kernel]` records the package name of
 //! the crate it is compiled in ([`Kernel::MODULE`]); a GPU launch looks its
 //! entry up in the loaded module of that name only (else
 //! [`Error::ModuleNotLoaded`]) and, before its first launch, checks its
@@ -65,12 +69,9 @@ extern crate self as warpforge;
 
 mod runtime;
 
-pub mod bench;
 pub mod ops;
 pub mod ptx;
 pub mod reference;
-pub mod registry;
-pub mod verify;
 
 pub use ops::conv as conv2d;
 pub use ops::gemm;

@@ -5,7 +5,9 @@
 //! A [`Module`] is one kernels crate: its Cargo package name, one PTX text
 //! per architecture, and the cubins (machine code) `ptxas` assembled from
 //! them at build time, when it was there. [`LIBRARY`] is warpforge's own
-//! (`kernels/`), loaded on a GPU at the first launch of one of its kernels.
+//! kernels, one module per family ([`REDUCE`], [`GEMM_SIMT`], [`GEMM_TENSOR`],
+//! [`CONV`], [`HOPPER`]), each loaded on a GPU at the first launch of one of
+//! its kernels.
 //! A user's kernels crate, compiled by `warpforge-builder` from the host
 //! crate's `build.rs`, is embedded with [`include_module!`](crate::include_module)
 //! and loaded with [`Device::load`](crate::Device::load), or lazily once
@@ -55,7 +57,7 @@ pub struct PtxModule {
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Module {
-    /// The kernels crate's Cargo package name (`"warpforge-kernels"`, `"my-kernels"`).
+    /// The kernels crate's Cargo package name (`"warpforge-kernels-reduce"`, `"my-kernels"`).
     pub name: &'static str,
     /// Its PTX, one per architecture it was compiled for.
     pub variants: &'static [PtxModule],
@@ -64,6 +66,10 @@ pub struct Module {
     /// `WARPFORGE_CUBINS=0`). A GPU loads the one for its exact compute
     /// capability instead of JIT-compiling the PTX ([`choose_image`]).
     pub cubins: &'static [Cubin],
+    /// For a family of warpforge's own library that this build left out
+    /// ([`Module::left_out`]): the cargo feature of `warpforge` that builds
+    /// it. `None` for every module that holds its PTX.
+    pub left_out: Option<&'static str>,
 }
 
 /// Machine code (SASS) for one real architecture, assembled by `ptxas
@@ -280,28 +286,49 @@ fn image_of(
     }
 }
 
-/// The library's module, embedded exactly as a user embeds theirs: the
-/// file warpforge-builder wrote in `build.rs`, read by `include_module!`.
-const LIBRARY_MODULE: Module = crate::include_module!("warpforge-kernels");
+/// A family of warpforge's kernel library, embedded exactly as a user embeds
+/// their kernels crate: the module file warpforge-builder wrote in
+/// `build.rs`, read by `include_module!`. For a family this build left out
+/// (its cargo feature off), `build.rs` writes [`Module::left_out`] instead.
+macro_rules! family {
+    ($name:literal) => {
+        crate::include_module!($name)
+    };
+}
 
-/// warpforge's own kernels (`kernels/`, package `warpforge-kernels`), loaded
-/// on a GPU at the first launch of one of its kernels: the cubin for its
-/// architecture (sm_80, on sm_86 and sm_89 too, and sm_90, when the build had `ptxas`), else
-/// the `sm_80` PTX, which JIT-compiles on every GPU from Ampere up.
+/// The reductions and elementwise kernels (`kernels/reduce`, package
+/// `warpforge-kernels-reduce`; warpforge's `reduce` feature): `reduce_*`,
+/// `combine_*`, `finish_*`, `axpy_*`. Like every `sm_80` family, a GPU
+/// loads it at the first launch of one of its kernels: the cubin for its
+/// architecture (sm_80, on sm_86 and sm_89 too, and sm_90, when the build
+/// had `ptxas`), else the `sm_80` PTX, which JIT-compiles on every GPU from
+/// Ampere up.
 ///
 /// ```
 /// use warpforge::Kernel;
 /// use warpforge_kernels::elementwise::axpy_f32;
-/// assert_eq!(warpforge::ptx::LIBRARY.name, axpy_f32::MODULE);
-/// warpforge::ptx::LIBRARY.check_kernel::<axpy_f32>()?;
+/// assert_eq!(warpforge::ptx::REDUCE.name, axpy_f32::MODULE);
+/// warpforge::ptx::REDUCE.check_kernel::<axpy_f32>()?;
 /// # Ok::<(), warpforge::Error>(())
 /// ```
-pub static LIBRARY: Module = LIBRARY_MODULE;
+pub static REDUCE: Module = family!("warpforge-kernels-reduce");
+
+/// The SIMT GEMMs and split-k's sums (`kernels/gemm-simt`, package
+/// `warpforge-kernels-gemm-simt`; warpforge's `gemm` feature).
+pub static GEMM_SIMT: Module = family!("warpforge-kernels-gemm-simt");
+
+/// The tensor-core (`mma.sync`) GEMMs (`kernels/gemm-tensor`, package
+/// `warpforge-kernels-gemm-tensor`; warpforge's `gemm` feature).
+pub static GEMM_TENSOR: Module = family!("warpforge-kernels-gemm-tensor");
+
+/// The convolutions and layout transposes (`kernels/conv`, package
+/// `warpforge-kernels-conv`; warpforge's `conv` feature).
+pub static CONV: Module = family!("warpforge-kernels-conv");
 
 /// warpforge's Hopper kernels (`kernels-hopper/`, package
-/// `warpforge-kernels-hopper`): `sm_90a` PTX only (`wgmma`, TMA), so they
-/// load on sm_90 GPUs alone (H100, H200), where the GEMM picks them
-/// (`warpforge::gemm`); known to every device as the library is.
+/// `warpforge-kernels-hopper`; warpforge's `hopper` feature): `sm_90a` PTX
+/// only (`wgmma`, TMA), so they load on sm_90 GPUs alone (H100, H200), where
+/// the GEMM picks them (`warpforge::gemm`) when they were built.
 ///
 /// ```
 /// use warpforge::Kernel;
@@ -310,15 +337,28 @@ pub static LIBRARY: Module = LIBRARY_MODULE;
 /// warpforge::ptx::HOPPER.check_kernel::<k>()?;
 /// # Ok::<(), warpforge::Error>(())
 /// ```
-pub static HOPPER: Module = crate::include_module!("warpforge-kernels-hopper");
+pub static HOPPER: Module = family!("warpforge-kernels-hopper");
 
-/// The library's variants: [`LIBRARY`]`.variants`.
-pub const MODULES: &[PtxModule] = LIBRARY_MODULE.variants;
+/// Every family of warpforge's kernel library, built or left out
+/// ([`Module::left_out`]): each is a module of its own, known to every
+/// device and loaded on a GPU at the first launch of one of its kernels.
+pub static LIBRARY: [&Module; 5] = [&REDUCE, &GEMM_SIMT, &GEMM_TENSOR, &CONV, &HOPPER];
 
-/// The library variant a GPU of compute capability `major.minor` loads:
-/// [`LIBRARY`]`.variant_for(compute_capability)`.
+/// The first `sm_80` family this build holds (they share one architecture
+/// and ISA version, so a GPU that runs one runs them all): what a GPU is
+/// checked against when it opens. `None` when only Hopper kernels, or none,
+/// were built.
+pub fn sm80_family() -> Option<&'static Module> {
+    LIBRARY
+        .iter()
+        .copied()
+        .find(|m| m.left_out.is_none() && m.name != HOPPER.name)
+}
+
+/// The `sm_80` families' variant a GPU of compute capability `major.minor`
+/// loads ([`sm80_family`]): `None` if it runs none, or none was built.
 pub fn module_for(compute_capability: (i32, i32)) -> Option<&'static PtxModule> {
-    LIBRARY.variant_for(compute_capability)
+    sm80_family()?.variant_for(compute_capability)
 }
 
 impl Module {
@@ -329,6 +369,21 @@ impl Module {
             name,
             variants,
             cubins: &[],
+            left_out: None,
+        }
+    }
+
+    /// A family of warpforge's library that this build left out: no PTX, and
+    /// every launch of one of its kernels is
+    /// [`FamilyNotBuilt`](Error::FamilyNotBuilt), naming `feature`, the
+    /// cargo feature of `warpforge` that builds it. What `build.rs` writes
+    /// for a family whose feature is off.
+    pub const fn left_out(name: &'static str, feature: &'static str) -> Module {
+        Module {
+            name,
+            variants: &[],
+            cubins: &[],
+            left_out: Some(feature),
         }
     }
 
@@ -343,6 +398,7 @@ impl Module {
             name,
             variants,
             cubins,
+            left_out: None,
         }
     }
 
@@ -354,8 +410,8 @@ impl Module {
     /// name) is [`ModuleConflict`](Error::ModuleConflict); the same one again is `Ok`.
     ///
     /// ```
-    /// static KERNELS: warpforge::ptx::Module = warpforge::include_module!("warpforge-kernels");
-    /// KERNELS.register()?; // the library's, already known: nothing to do
+    /// static KERNELS: warpforge::ptx::Module = warpforge::include_module!("warpforge-kernels-reduce");
+    /// KERNELS.register()?; // a family of the library, already known: nothing to do
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn register(&'static self) -> Result<()> {
@@ -379,7 +435,7 @@ impl Module {
     /// runs on exactly its architecture, not on newer ones.
     ///
     /// ```
-    /// let lib = &warpforge::ptx::LIBRARY;
+    /// let lib = &warpforge::ptx::REDUCE;
     /// assert_eq!(lib.variant_for((9, 0)).map(|m| m.arch), Some("sm_80"));
     /// assert!(lib.variant_for((7, 5)).is_none());
     /// let hopper = &warpforge::ptx::HOPPER;
@@ -404,9 +460,9 @@ impl Module {
     /// [`DriverTooOld`](Error::DriverTooOld) if the driver cannot JIT its PTX ISA.
     ///
     /// ```
-    /// use warpforge::{Error, ptx::LIBRARY};
-    /// assert!(LIBRARY.variant_for_gpu("NVIDIA H100", (9, 0), 13000).is_ok());
-    /// let e = LIBRARY.variant_for_gpu("Tesla T4", (7, 5), 13000).unwrap_err();
+    /// use warpforge::{Error, ptx::REDUCE};
+    /// assert!(REDUCE.variant_for_gpu("NVIDIA H100", (9, 0), 13000).is_ok());
+    /// let e = REDUCE.variant_for_gpu("Tesla T4", (7, 5), 13000).unwrap_err();
     /// assert!(matches!(e, Error::UnsupportedGpu { .. }), "{e}");
     /// ```
     pub fn variant_for_gpu(
@@ -464,7 +520,7 @@ impl Module {
     ///
     /// ```
     /// use warpforge_kernels::elementwise::axpy_f64;
-    /// warpforge::ptx::LIBRARY.check_kernel::<axpy_f64>()?;
+    /// warpforge::ptx::REDUCE.check_kernel::<axpy_f64>()?;
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn check_kernel<K: Kernel>(&self) -> Result<()> {
@@ -486,9 +542,9 @@ impl Module {
 /// ```
 /// use warpforge::{Error, ptx};
 /// use warpforge_kernels::elementwise::axpy_f32;
-/// assert_eq!(ptx::resolve::<axpy_f32>([&ptx::LIBRARY])?.name, "warpforge-kernels");
+/// assert_eq!(ptx::resolve::<axpy_f32>([&ptx::REDUCE])?.name, "warpforge-kernels-reduce");
 /// let e = ptx::resolve::<axpy_f32>([]).unwrap_err();
-/// assert!(matches!(e, Error::ModuleNotLoaded { kernel: "axpy_f32", module: "warpforge-kernels" }));
+/// assert!(matches!(e, Error::ModuleNotLoaded { kernel: "axpy_f32", module: "warpforge-kernels-reduce" }));
 /// # Ok::<(), warpforge::Error>(())
 /// ```
 pub fn resolve<'m, K: Kernel>(loaded: impl IntoIterator<Item = &'m Module>) -> Result<&'m Module> {
@@ -539,8 +595,8 @@ impl PtxModule {
     /// The parameters of entry `name`, or `None` if the module has no such entry.
     ///
     /// ```
-    /// use warpforge::ptx::MODULES;
-    /// let params = MODULES[0].entry_params("axpy_f32").expect("an entry").unwrap();
+    /// use warpforge::ptx::REDUCE;
+    /// let params = REDUCE.variants[0].entry_params("axpy_f32").expect("an entry").unwrap();
     /// let widths: Vec<(usize, bool)> = params.iter().map(|p| (p.bytes, p.pointer)).collect();
     /// // a: f32, then x and y as (pointer, length)
     /// assert_eq!(widths, [(4, false), (8, true), (8, false), (8, true), (8, false)]);
@@ -905,7 +961,7 @@ fn show_found(entry: &[PtxParam]) -> String {
 /// ```
 /// use warpforge::{Error, Kernel, ptx};
 /// use warpforge_kernels::elementwise::{axpy_f32, axpy_f64};
-/// let entry = ptx::MODULES[0].entry_params("axpy_f32").unwrap().unwrap();
+/// let entry = ptx::REDUCE.variants[0].entry_params("axpy_f32").unwrap().unwrap();
 /// ptx::check_signature("axpy_f32", "warpforge-kernels", axpy_f32::PARAMS, &entry)?;
 /// // axpy_f64's `a` is 8 bytes, not axpy_f32's 4.
 /// let e = ptx::check_signature("axpy_f32", "warpforge-kernels", axpy_f64::PARAMS, &entry)
@@ -1007,9 +1063,10 @@ pub fn format_cuda_version(v: u32) -> String {
 ///
 /// ```
 /// use warpforge::{Device, Kernel, ptx::Module};
-/// // warpforge's own build.rs runs the builder on `warpforge-kernels`; a host
-/// // crate names its own kernels crate the same way.
-/// static KERNELS: Module = warpforge::include_module!("warpforge-kernels");
+/// // warpforge's own build.rs runs the builder on each family of its library,
+/// // `warpforge-kernels-reduce` among them; a host crate names its own
+/// // kernels crate the same way.
+/// static KERNELS: Module = warpforge::include_module!("warpforge-kernels-reduce");
 ///
 /// assert_eq!(KERNELS.name, warpforge_kernels::elementwise::axpy_f32::MODULE);
 /// let dev = Device::emulator(); // or Device::gpu(0)?
@@ -1034,7 +1091,7 @@ mod tests {
 
     #[test]
     fn embedded_module_names_every_kernel_by_its_rust_name() {
-        let m = &MODULES[0];
+        let m = &REDUCE.variants[0];
         let entries = m.entries();
         for k in [
             "axpy_f32",
@@ -1080,7 +1137,7 @@ mod tests {
     #[test]
     fn every_embedded_cubin_is_a_zstd_frame_of_an_elf_image() {
         // Built here with ptxas (CI installs it): one cubin per default arch.
-        for c in LIBRARY.cubins {
+        for c in REDUCE.cubins {
             let elf = c.elf().unwrap();
             assert!(
                 elf.len() > 4 * c.bytes.len(),
@@ -1094,7 +1151,7 @@ mod tests {
 
     #[test]
     fn finding_one_entry_gives_what_reading_them_all_gives() {
-        for variant in LIBRARY.variants {
+        for variant in REDUCE.variants {
             let all = parse_entries(variant.source);
             assert!(all.len() > 100, "{}", all.len());
             for e in &all {
@@ -1117,7 +1174,7 @@ mod tests {
     #[test]
     fn a_cubin_unpacked_ahead_is_the_one_unpacked_now_and_is_taken_once() {
         // Built with ptxas here (CI installs it); without, there is nothing to unpack.
-        let Some(cubin) = LIBRARY.cubins.first() else {
+        let Some(cubin) = REDUCE.cubins.first() else {
             return;
         };
         let now = cubin.elf().unwrap();
@@ -1270,7 +1327,8 @@ mod tests {
         );
     }
 
-    static LIBRARY_WITHOUT_CUBINS: Module = Module::new("warpforge-kernels", MODULES);
+    static LIBRARY_WITHOUT_CUBINS: Module =
+        Module::new("warpforge-kernels-reduce", REDUCE.variants);
 
     #[test]
     fn a_cubin_of_another_architecture_or_variant_is_never_chosen() {
@@ -1334,8 +1392,8 @@ mod tests {
 
     #[test]
     fn every_entry_of_the_library_parses_with_pointers_in_pairs() {
-        let entries = MODULES[0].entry_signatures();
-        let visible = MODULES[0]
+        let entries = REDUCE.variants[0].entry_signatures();
+        let visible = REDUCE.variants[0]
             .source
             .lines()
             .filter(|l| l.trim_start().starts_with(".visible .entry"))

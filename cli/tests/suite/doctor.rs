@@ -122,7 +122,7 @@ fn doctor_says_ready_on_a_gpu_machine() {
     );
     // Which machine code it loaded, and why: the library's cubin for this
     // GPU if the build had one, else the PTX, JIT-compiled.
-    let expected = warpforge::ptx::choose_image(props.compute_capability, &warpforge::ptx::LIBRARY)
+    let expected = warpforge::ptx::choose_image(props.compute_capability, &warpforge::ptx::REDUCE)
         .expect("an image for GPU 0")
         .to_string();
     assert_eq!(gpu0.image.as_deref(), Some(expected.as_str()), "{report}");

@@ -1,5 +1,5 @@
 //! `warpforge verify --op` and `warpforge bench OPERATION`: the real binary on
-//! the emulator, walking `warpforge::registry`.
+//! the emulator, walking `warpforge_tools::registry`.
 
 use crate::common::warpforge_text as warpforge;
 

@@ -836,7 +836,7 @@ impl<T: MmaInput + SharedElement, L: FragmentLayout<T, Frag = [FragB<T>; 2]>> St
             )
         };
         let mut out = [FragB::from_regs([0; 2]); NI];
-        crate::unroll::unroll(NI / 2, |j| {
+        crate::unroll::unroll_upto::<NI>(NI / 2, |j| {
             let [x, y] = self.load(stage, offset(j));
             out[2 * j] = x;
             out[2 * j + 1] = y;

@@ -135,17 +135,15 @@ impl std::fmt::Display for ModuleLoad {
     }
 }
 
-/// The modules registered with [`Module::register`] (besides the library
-/// and its Hopper kernels, always known): every device loads them at the first launch of one of
+/// The modules registered with [`Module::register`] (besides the library's
+/// families, always known): every device loads them at the first launch of one of
 /// their kernels, a device made afresh included.
 static REGISTERED: Mutex<Vec<&'static Module>> = Mutex::new(Vec::new());
 
 /// The module named `name` that this process knows, if any.
 fn registered(name: &str) -> Option<&'static Module> {
-    for module in [&crate::ptx::LIBRARY, &crate::ptx::HOPPER] {
-        if name == module.name {
-            return Some(module);
-        }
+    if let Some(family) = crate::ptx::LIBRARY.iter().find(|m| m.name == name) {
+        return Some(family);
     }
     lock(&REGISTERED).iter().copied().find(|m| m.name == name)
 }
@@ -153,11 +151,10 @@ fn registered(name: &str) -> Option<&'static Module> {
 /// [`Module::register`]: `ModuleConflict` if another module of its name is known.
 pub(crate) fn register(module: &'static Module) -> Result<()> {
     let mut known = lock(&REGISTERED);
-    let library = &crate::ptx::LIBRARY;
     match known
         .iter()
         .copied()
-        .chain([library, &crate::ptx::HOPPER])
+        .chain(crate::ptx::LIBRARY)
         .find(|m| m.name == module.name)
     {
         Some(m) if m.same_ptx(module) => Ok(()),
@@ -242,8 +239,8 @@ impl Device {
 
     /// Opens GPU `ordinal`; while a handle of it is alive, this returns that
     /// device again (one context per GPU and process, each module loaded
-    /// once). It checks that the library's module
-    /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)) can run on it but loads no
+    /// once). It checks that the library's `sm_80` families
+    /// ([`ptx::sm80_family`](crate::ptx::sm80_family)) can run on it but loads no
     /// module: each is loaded at the first launch of one of its kernels (see
     /// [`Device::load`]).
     ///
@@ -265,11 +262,12 @@ impl Device {
     /// Loads a module on this device now, so that its kernels can be launched
     /// on it: once per device (later calls return at once; it is thread-safe).
     ///
-    /// Loading is otherwise lazy: the library's module
+    /// Loading is otherwise lazy: each family of the library
     /// ([`ptx::LIBRARY`](crate::ptx::LIBRARY)), and any module made known to
     /// the whole process with [`Module::register`], is loaded on a device the
     /// first time one of its kernels is launched there, once per device
-    /// however many threads launch at the same time. A kernel of a module
+    /// however many threads launch at the same time (a family this build
+    /// left out is `FamilyNotBuilt`, naming its feature). A kernel of a module
     /// that is neither loaded on the device nor registered is
     /// `ModuleNotLoaded` on a GPU: its entry is looked up in the module named
     /// by its `Kernel::MODULE` only, never by name elsewhere. Call `load` for
@@ -295,9 +293,9 @@ impl Device {
     /// use warpforge_kernels::elementwise::axpy_f32;
     /// // A host crate whose build.rs compiles `my-kernels` writes
     /// // `static MY_KERNELS: ptx::Module = warpforge::include_module!("my-kernels");`
-    /// // and then `dev.load(&MY_KERNELS)?`. The library's own module:
+    /// // and then `dev.load(&MY_KERNELS)?`. The library's reductions family:
     /// let (dev, _why_not_gpu) = Device::auto();
-    /// dev.load(&ptx::LIBRARY)?; // optional: the first launch would load it
+    /// dev.load(&ptx::REDUCE)?; // optional: the first launch would load it
     /// let x = dev.upload(&[1.0f32, 2.0])?;
     /// let mut y = dev.upload(&[1.0f32, 1.0])?;
     /// dev.launch(axpy_f32, LaunchConfig::for_elements(2, 256)?, (3.0f32, &x, &mut y))?;
@@ -307,6 +305,13 @@ impl Device {
     /// ```
     pub fn load(&self, module: &'static Module) -> Result<()> {
         self.check_health()?;
+        if let Some(feature) = module.left_out {
+            return Err(Error::FamilyNotBuilt {
+                kernel: "(any: Device::load)",
+                module: module.name,
+                feature,
+            });
+        }
         self.ensure_loaded(module).map(|_| ())
     }
 
@@ -384,11 +389,22 @@ impl Device {
 
     /// Loads the module named `name` (a kernel's `Kernel::MODULE`) if this
     /// device knows it or it is registered; `false` if neither.
-    fn ensure_module_named(&self, name: &str) -> Result<bool> {
+    /// A family of the library this build left out is `FamilyNotBuilt`
+    /// for `kernel`, on either backend.
+    fn ensure_module_named(&self, name: &str, kernel: &'static str) -> Result<bool> {
         let here = lock(&self.inner.modules.slots)
             .get(name)
             .map(|slot| slot.module);
         match here.or_else(|| registered(name)) {
+            Some(Module {
+                name: module,
+                left_out: Some(feature),
+                ..
+            }) => Err(Error::FamilyNotBuilt {
+                kernel,
+                module,
+                feature,
+            }),
             Some(module) => self.ensure_loaded(module).map(|_| true),
             None => Ok(false),
         }
@@ -880,7 +896,7 @@ impl Device {
         match (&self.inner.backend, stream) {
             (Backend::Emulator { profiles, .. }, StreamKind::Inline | StreamKind::Emulated(_)) => {
                 // Kernels of modules the process was never given run too.
-                self.ensure_module_named(K::MODULE)?;
+                self.ensure_module_named(K::MODULE, K::NAME)?;
                 let shared = self
                     .limits()
                     .check(K::NAME, &config, K::SHARED_BYTES, None)?;
@@ -946,7 +962,7 @@ impl Device {
                 let function = match gpu.function::<K>() {
                     // Its module is not loaded here yet: load it, if it is known.
                     Err(Error::ModuleNotLoaded { .. })
-                        if self.ensure_module_named(K::MODULE)? =>
+                        if self.ensure_module_named(K::MODULE, K::NAME)? =>
                     {
                         gpu.function::<K>()
                     }

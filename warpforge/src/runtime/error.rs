@@ -78,6 +78,24 @@ pub enum Error {
         /// The module it belongs to (`Kernel::MODULE`: its crate's package name).
         module: &'static str,
     },
+    /// A kernel of a family of warpforge's library that this program was
+    /// built without (its cargo feature off: `warpforge/build.rs` compiled
+    /// no PTX for it). The same on the GPU and on the emulator, so a program
+    /// tested on one does not fail only on the other.
+    #[error(
+        "kernel `{kernel}` is in warpforge's `{module}` kernels, which this program was built \
+         without, so it was not launched: enable warpforge's `{feature}` feature (Cargo.toml: \
+         `warpforge = {{ …, features = [\"{feature}\"] }}`, or `--features warpforge/{feature}`) \
+         and rebuild. The features and what each builds are listed in warpforge's README"
+    )]
+    FamilyNotBuilt {
+        /// The kernel.
+        kernel: &'static str,
+        /// The family's module (`Kernel::MODULE`: its crate's package name).
+        module: &'static str,
+        /// The cargo feature of `warpforge` that builds it.
+        feature: &'static str,
+    },
     /// A kernel whose Rust signature does not match its PTX entry's parameters.
     #[error(
         "kernel `{kernel}` does not match its entry in PTX module `{module}`, so it was not \
@@ -312,7 +330,7 @@ pub enum Error {
     UnknownOperation {
         /// The name asked for.
         name: String,
-        /// Every operation's name, comma-separated ([`crate::registry::OPERATIONS`]).
+        /// Every operation's name, comma-separated (`warpforge_tools::registry::OPERATIONS`).
         known: String,
     },
     /// NVTX ranges were asked for, but `libnvToolsExt` cannot be loaded.

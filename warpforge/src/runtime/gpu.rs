@@ -51,7 +51,8 @@ pub fn device_count() -> Result<usize> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-/// Starts unpacking the library's cubin for GPU `ordinal` (found by its
+/// Starts unpacking the cubin of the library's first `sm_80` family
+/// ([`ptx::sm80_family`], the reductions in a default build) for GPU `ordinal` (found by its
 /// compute capability) while the driver makes its context: the two take
 /// 45 ms and 114 ms on an H100 (2026-11-26), and the first launch needs both.
 /// Nothing happens where the capability cannot be read, the GPU runs PTX, or
@@ -77,7 +78,9 @@ fn unpack_library_ahead(ordinal: usize) {
     ) else {
         return;
     };
-    if let Some(Image::Cubin { cubin, .. }) = ptx::choose_image((major, minor), &ptx::LIBRARY) {
+    if let Some(Image::Cubin { cubin, .. }) =
+        ptx::sm80_family().and_then(|m| ptx::choose_image((major, minor), m))
+    {
         cubin.unpack_ahead();
     }
 }
@@ -113,7 +116,8 @@ pub struct GpuInfo {
     pub max_shared_per_block_optin: u32,
     /// The driver's CUDA version (`12080` = 12.8).
     pub driver_version: u32,
-    /// The variant of the library module ([`ptx::LIBRARY`]) it runs (loaded
+    /// The variant of the library's `sm_80` families ([`ptx::sm80_family`];
+    /// `none` when the build holds none) it runs (each loaded
     /// at the first launch of one of its kernels; see [`Device::module_image`](crate::Device::module_image)
     /// for whether its cubin or its PTX was loaded).
     pub ptx_arch: &'static str,
@@ -332,7 +336,14 @@ impl Gpu {
             .name()
             .map_err(Error::driver("reading the device name"))?;
         // Checked now, loaded at the first launch of one of its kernels.
-        let library = ptx::LIBRARY.variant_for_gpu(&name, compute_capability, driver_version)?;
+        let ptx_arch = match ptx::sm80_family() {
+            Some(family) => {
+                family
+                    .variant_for_gpu(&name, compute_capability, driver_version)?
+                    .arch
+            }
+            None => "none",
+        };
         let info = GpuInfo {
             ordinal,
             name,
@@ -357,7 +368,7 @@ impl Gpu {
                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )?,
             driver_version,
-            ptx_arch: library.arch,
+            ptx_arch,
         };
         Ok(Gpu {
             stream: ctx.default_stream(),
@@ -630,12 +641,12 @@ mod tests {
 
     /// The library's variant for a GPU, as `Gpu::open` picks it.
     fn pick_module(name: &str, cc: (i32, i32), driver: u32) -> Result<&'static ptx::PtxModule> {
-        ptx::LIBRARY.variant_for_gpu(name, cc, driver)
+        ptx::REDUCE.variant_for_gpu(name, cc, driver)
     }
 
     #[test]
     fn a_driver_older_than_the_ptx_isa_is_driver_too_old_naming_both() {
-        let isa = ptx::MODULES[0]
+        let isa = ptx::REDUCE.variants[0]
             .isa_version()
             .expect("the module has a .version");
         let needed = ptx::cuda_version_for_isa(isa).expect("a known ISA");
@@ -652,9 +663,12 @@ mod tests {
         assert_eq!(driver_cuda_version, &ptx::format_cuda_version(needed - 10));
         assert_eq!(ptx_isa_needed, &format!("{}.{}", isa.0, isa.1));
         assert_eq!(cuda_needed, &ptx::format_cuda_version(needed));
-        assert_eq!(*module, "warpforge-kernels");
+        assert_eq!(*module, "warpforge-kernels-reduce");
         assert!(e.to_string().contains("update the NVIDIA driver"), "{e}");
-        assert!(e.to_string().contains("module `warpforge-kernels`"), "{e}");
+        assert!(
+            e.to_string().contains("module `warpforge-kernels-reduce`"),
+            "{e}"
+        );
         // The driver that introduced the ISA, or any newer one, loads it.
         assert!(pick_module("NVIDIA H100", (9, 0), needed).is_ok());
     }
@@ -667,7 +681,7 @@ mod tests {
                 &e,
                 Error::UnsupportedGpu {
                     compute_capability: (7, 5),
-                    module: "warpforge-kernels",
+                    module: "warpforge-kernels-reduce",
                     archs,
                     ..
                 } if archs == "sm_80"

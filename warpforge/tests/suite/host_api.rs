@@ -364,7 +364,7 @@ fn kernel_description_matches_its_rust_signature() {
     );
     assert_eq!(axpy_f32::NAME, "axpy_f32");
     assert!(
-        warpforge::ptx::MODULES[0]
+        warpforge::ptx::REDUCE.variants[0]
             .entries()
             .contains(&axpy_f32::NAME)
     );

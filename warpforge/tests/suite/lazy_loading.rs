@@ -42,7 +42,7 @@ fn concurrent_first_launches(dev: &Device) {
         0,
         "a module was loaded before any launch"
     );
-    assert_eq!(dev.module_image(&ptx::LIBRARY), None);
+    assert_eq!(dev.module_image(&ptx::REDUCE), None);
     let start = std::sync::Barrier::new(16);
     std::thread::scope(|s| {
         for _ in 0..16 {
@@ -55,7 +55,7 @@ fn concurrent_first_launches(dev: &Device) {
     assert_eq!(dev.module_loads(), 1);
     // Later launches and explicit loads load nothing more.
     axpy(dev);
-    dev.load(&ptx::LIBRARY).unwrap();
+    dev.load(&ptx::REDUCE).unwrap();
     assert_eq!(dev.module_loads(), 1);
 }
 
@@ -64,7 +64,7 @@ fn concurrent_first_launches_load_the_module_once_per_device() {
     let dev = Device::emulator();
     concurrent_first_launches(&dev);
     assert_eq!(
-        dev.module_image(&ptx::LIBRARY).as_deref(),
+        dev.module_image(&ptx::REDUCE).as_deref(),
         Some("CPU emulator")
     );
     // A clone is the same device; another device loads its own copy, once.
@@ -78,17 +78,17 @@ fn concurrent_first_launches_load_the_module_once_per_device() {
 #[test]
 fn an_explicit_load_is_eager_and_a_different_module_under_its_name_conflicts() {
     let dev = Device::emulator();
-    dev.load(&ptx::LIBRARY).unwrap();
+    dev.load(&ptx::REDUCE).unwrap();
     assert_eq!(dev.module_loads(), 1);
     axpy(&dev);
     assert_eq!(dev.module_loads(), 1);
-    static IMPOSTOR: Module = Module::new("warpforge-kernels", &[]);
+    static IMPOSTOR: Module = Module::new("warpforge-kernels-reduce", &[]);
     let e = dev.load(&IMPOSTOR).unwrap_err();
     assert!(
         matches!(
             e,
             Error::ModuleConflict {
-                module: "warpforge-kernels"
+                module: "warpforge-kernels-reduce"
             }
         ),
         "{e}"
@@ -107,14 +107,14 @@ fn a_registered_module_is_loaded_at_the_first_launch_on_every_device() {
 
     OURS.register().unwrap();
     OURS.register().unwrap(); // the same module again: fine
-    static OTHER: Module = Module::new("warpforge", ptx::MODULES);
+    static OTHER: Module = Module::new("warpforge", ptx::REDUCE.variants);
     assert!(matches!(
         OTHER.register(),
         Err(Error::ModuleConflict {
             module: "warpforge"
         })
     ));
-    assert!(matches!(Module::register(&ptx::LIBRARY), Ok(())));
+    assert!(matches!(Module::register(&ptx::REDUCE), Ok(())));
     for dev in [Device::emulator(), Device::emulator()] {
         let mut y = dev.alloc_zeroed::<u32>(3).unwrap();
         std::thread::scope(|s| {
@@ -139,9 +139,9 @@ fn on_a_gpu_opening_loads_nothing_and_the_first_launches_load_the_chosen_image_o
     let cc = dev.gpu_info().unwrap().compute_capability;
     let started = std::time::Instant::now();
     concurrent_first_launches(&dev);
-    let expected = ptx::choose_image(cc, &ptx::LIBRARY).unwrap().to_string();
+    let expected = ptx::choose_image(cc, &ptx::REDUCE).unwrap().to_string();
     assert_eq!(
-        dev.module_image(&ptx::LIBRARY).as_deref(),
+        dev.module_image(&ptx::REDUCE).as_deref(),
         Some(expected.as_str())
     );
     eprintln!(

@@ -536,9 +536,9 @@ fn parse_figures(text: &str) -> Vec<(String, Figures)> {
 #[test]
 fn library_kernels_keep_their_recorded_traffic() {
     let dev = Device::emulator();
-    let operations: Vec<_> = warpforge::registry::OPERATIONS.iter().collect();
+    let operations: Vec<_> = warpforge_tools::registry::OPERATIONS.iter().collect();
     let (reports, profiles) = dev
-        .profile_memory(|| warpforge::verify::run(&dev, &operations, 0x5eed, 0, 200_000))
+        .profile_memory(|| warpforge_tools::verify::run(&dev, &operations, 0x5eed, 0, 200_000))
         .unwrap();
     assert!(reports.iter().all(|r| r.passed()), "verify failed");
     let mut kernels: Vec<MemoryProfile> = Vec::new();

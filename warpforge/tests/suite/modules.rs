@@ -23,7 +23,7 @@ macro_rules! check_entries {
             {
                 type K = $path;
                 assert_eq!(K::MODULE, $name, "{}", K::NAME);
-                assert_eq!(ptx::resolve::<K>([&ptx::LIBRARY, &$module]).map(|m| m.name).ok(), Some($name));
+                assert_eq!(ptx::resolve::<K>(ptx::LIBRARY.into_iter().chain([&$module])).map(|m| m.name).ok(), Some($name));
                 $module
                     .check_kernel::<K>()
                     .unwrap_or_else(|e| panic!("{e}"));
@@ -39,7 +39,7 @@ fn library_kernels_match_their_ptx_entries() {
     use warpforge_kernels::reduce::*;
     // A spread of parameter shapes: f32/f64 scalars, u32 and u64 scalars
     // between buffers, f16/bf16 buffers, up to six buffers.
-    let checked = check_entries!(ptx::LIBRARY, "warpforge-kernels";
+    let checked = check_entries!(ptx::REDUCE, "warpforge-kernels-reduce";
         elementwise::axpy_f32,
         elementwise::axpy_f64,
         reduce_rows_sum_f16,
@@ -49,7 +49,7 @@ fn library_kernels_match_their_ptx_entries() {
         finish_f32_to_f16,
         finish_index,
     );
-    let entries = ptx::LIBRARY.variants[0].entries();
+    let entries = ptx::REDUCE.variants[0].entries();
     for name in checked {
         assert!(entries.contains(&name), "{name}");
     }
@@ -80,7 +80,7 @@ fn probe_kernels_match_their_own_modules_entries() {
     );
     // Only the library loaded: a probe is `ModuleNotLoaded`, naming its module.
     assert!(matches!(
-        ptx::resolve::<probe_transpose>([&ptx::LIBRARY]),
+        ptx::resolve::<probe_transpose>(ptx::LIBRARY),
         Err(Error::ModuleNotLoaded {
             kernel: "probe_transpose",
             module: "warpforge-probes"
@@ -91,7 +91,7 @@ fn probe_kernels_match_their_own_modules_entries() {
 /// The library's PTX holds the library's kernels only: no probe is in it.
 #[test]
 fn the_library_module_has_no_probe_kernels() {
-    for variant in ptx::LIBRARY.variants {
+    for variant in ptx::LIBRARY.iter().flat_map(|m| m.variants) {
         let entries = variant.entries();
         assert!(!entries.is_empty(), "{}", variant.arch);
         let probes: Vec<_> = entries.iter().filter(|e| e.contains("probe_")).collect();
@@ -101,7 +101,7 @@ fn the_library_module_has_no_probe_kernels() {
 
 #[test]
 fn every_library_entry_parses() {
-    for variant in ptx::LIBRARY.variants {
+    for variant in ptx::LIBRARY.iter().flat_map(|m| m.variants) {
         let entries = variant.entry_signatures();
         assert_eq!(entries.len(), variant.entries().len());
         assert!(!entries.is_empty(), "{}", variant.arch);
@@ -121,7 +121,7 @@ fn every_library_entry_parses() {
 #[test]
 fn a_kernel_is_checked_against_the_widths_the_ptx_declares() {
     // axpy_f32(a: f32, x: &[f32], y: Out<f32>) is `.f32, .u64 .ptr, .u64, .u64 .ptr, .u64`.
-    let entry = ptx::MODULES[0]
+    let entry = ptx::REDUCE.variants[0]
         .entry_params("axpy_f32")
         .expect("the library has axpy_f32")
         .expect("it parses");
@@ -167,7 +167,7 @@ macro_rules! lying_kernel {
         // is never launched on the emulator, whose entry this is.
         unsafe impl Kernel for $ty {
             const NAME: &'static str = $name;
-            const MODULE: &'static str = "warpforge-kernels";
+            const MODULE: &'static str = "warpforge-kernels-reduce";
             const PARAMS: &'static [Param] = &[$($p),*];
             const SHARED_BYTES: usize = 0;
             const BLOCK: Option<warpforge::Dim3> = None;
@@ -257,7 +257,7 @@ lying_kernel!(
 );
 
 fn refused<K: Kernel>() -> (String, String) {
-    match ptx::LIBRARY.check_kernel::<K>() {
+    match ptx::REDUCE.check_kernel::<K>() {
         Err(e @ Error::KernelSignature { .. }) => {
             let msg = e.to_string();
             let Error::KernelSignature {
@@ -269,8 +269,14 @@ fn refused<K: Kernel>() -> (String, String) {
             else {
                 unreachable!()
             };
-            assert_eq!((kernel, module), (K::NAME, "warpforge-kernels"));
-            for part in [K::NAME, "warpforge-kernels", &expected, &found, "rebuild"] {
+            assert_eq!((kernel, module), (K::NAME, "warpforge-kernels-reduce"));
+            for part in [
+                K::NAME,
+                "warpforge-kernels-reduce",
+                &expected,
+                &found,
+                "rebuild",
+            ] {
                 assert!(msg.contains(part), "{part:?} missing from: {msg}");
             }
             (expected, found)
@@ -281,7 +287,7 @@ fn refused<K: Kernel>() -> (String, String) {
 
 #[test]
 fn descriptions_that_do_not_match_the_entry_are_refused_naming_both_signatures() {
-    ptx::LIBRARY.check_kernel::<Truthful>().unwrap();
+    ptx::REDUCE.check_kernel::<Truthful>().unwrap();
     let (expected, found) = refused::<WiderScalar>();
     assert!(expected.starts_with("(a: f64 = 8 bytes,"), "{expected}");
     assert!(found.starts_with("(.f32 = 4 bytes, .u64 .ptr"), "{found}");
@@ -301,9 +307,13 @@ fn descriptions_that_do_not_match_the_entry_are_refused_naming_both_signatures()
 
 #[test]
 fn the_same_check_over_an_entry_list() {
-    let entry = ptx::MODULES[0].entry_params("axpy_f32").unwrap().unwrap();
-    let check =
-        |params: &[Param]| ptx::check_signature("axpy_f32", "warpforge-kernels", params, &entry);
+    let entry = ptx::REDUCE.variants[0]
+        .entry_params("axpy_f32")
+        .unwrap()
+        .unwrap();
+    let check = |params: &[Param]| {
+        ptx::check_signature("axpy_f32", "warpforge-kernels-reduce", params, &entry)
+    };
     check(Truthful::PARAMS).unwrap();
     for params in [
         WiderScalar::PARAMS,
@@ -356,8 +366,8 @@ fn a_kernel_named_like_a_library_kernel_resolves_to_its_own_crate() {
     // Among the modules a GPU has loaded (the library), neither is found:
     // a launch is `ModuleNotLoaded`, never the library's entry.
     for e in [
-        ptx::resolve::<axpy_f32>([&ptx::LIBRARY]).unwrap_err(),
-        ptx::resolve::<same_signature::axpy_f32>([&ptx::LIBRARY]).unwrap_err(),
+        ptx::resolve::<axpy_f32>(ptx::LIBRARY).unwrap_err(),
+        ptx::resolve::<same_signature::axpy_f32>(ptx::LIBRARY).unwrap_err(),
     ] {
         assert!(
             matches!(
@@ -381,23 +391,23 @@ fn a_kernel_named_like_a_library_kernel_resolves_to_its_own_crate() {
         }
     }
     // The signature check alone would not tell the second from the library's.
-    ptx::LIBRARY
+    ptx::REDUCE
         .check_kernel::<same_signature::axpy_f32>()
         .unwrap();
-    assert!(ptx::LIBRARY.check_kernel::<axpy_f32>().is_err());
+    assert!(ptx::REDUCE.check_kernel::<axpy_f32>().is_err());
     // A module of the same name, if one were loaded, is where it resolves.
     static OURS: Module = Module::new("warpforge", &[]);
     assert_eq!(
-        ptx::resolve::<axpy_f32>([&ptx::LIBRARY, &OURS])
+        ptx::resolve::<axpy_f32>(ptx::LIBRARY.into_iter().chain([&OURS]))
             .unwrap()
             .name,
         "warpforge"
     );
     assert_eq!(
-        ptx::resolve::<elementwise::axpy_f32>([&OURS, &ptx::LIBRARY])
+        ptx::resolve::<elementwise::axpy_f32>([&OURS].into_iter().chain(ptx::LIBRARY))
             .unwrap()
             .name,
-        "warpforge-kernels"
+        "warpforge-kernels-reduce"
     );
 }
 
@@ -405,8 +415,8 @@ fn a_kernel_named_like_a_library_kernel_resolves_to_its_own_crate() {
 fn on_the_emulator_each_runs_its_own_body() {
     let dev = Device::emulator();
     // `load` checks nothing on the emulator, so the same program runs on both.
-    dev.load(&ptx::LIBRARY).unwrap();
-    dev.load(&ptx::LIBRARY).unwrap();
+    dev.load(&ptx::REDUCE).unwrap();
+    dev.load(&ptx::REDUCE).unwrap();
     let cfg = LaunchConfig::for_elements(3, 32).unwrap();
 
     let x = dev.upload(&[1.0f32, 2.0, 3.0]).unwrap();
@@ -425,17 +435,17 @@ fn on_the_emulator_each_runs_its_own_body() {
     assert_eq!(y.to_host().unwrap(), [-0.5, 0.0, 0.5]);
 }
 
-/// The library's module again, from the file warpforge's build.rs had the
+/// The library's reductions family again, from the file warpforge's build.rs had the
 /// builder write: what a host crate does for its own kernels crate.
-static LIBRARY_AGAIN: Module = warpforge::include_module!("warpforge-kernels");
+static LIBRARY_AGAIN: Module = warpforge::include_module!("warpforge-kernels-reduce");
 
 #[test]
 fn include_module_embeds_the_module_the_build_wrote() {
-    assert_eq!(LIBRARY_AGAIN.name, ptx::LIBRARY.name);
+    assert_eq!(LIBRARY_AGAIN.name, ptx::REDUCE.name);
     assert_eq!(LIBRARY_AGAIN.name, elementwise::axpy_f32::MODULE);
     let archs = |m: &Module| m.variants.iter().map(|v| v.arch).collect::<Vec<_>>();
-    assert_eq!(archs(&LIBRARY_AGAIN), archs(&ptx::LIBRARY));
-    for (a, b) in LIBRARY_AGAIN.variants.iter().zip(ptx::LIBRARY.variants) {
+    assert_eq!(archs(&LIBRARY_AGAIN), archs(&ptx::REDUCE));
+    for (a, b) in LIBRARY_AGAIN.variants.iter().zip(ptx::REDUCE.variants) {
         assert!(a.source == b.source, "{} differs", a.arch);
     }
     LIBRARY_AGAIN
@@ -521,13 +531,13 @@ fn a_second_module_resolves_and_checks_on_its_own() {
     assert_eq!(FILL_MODULE.variants[0].entries(), ["wf_test_fill"]);
     FILL_MODULE.check_kernel::<wf_test_fill>().unwrap();
     assert_eq!(
-        ptx::resolve::<wf_test_fill>([&ptx::LIBRARY, &FILL_MODULE])
+        ptx::resolve::<wf_test_fill>(ptx::LIBRARY.into_iter().chain([&FILL_MODULE]))
             .unwrap()
             .name,
         "wf-test-fill"
     );
     assert!(matches!(
-        ptx::resolve::<wf_test_fill>([&ptx::LIBRARY]),
+        ptx::resolve::<wf_test_fill>(ptx::LIBRARY),
         Err(Error::ModuleNotLoaded {
             kernel: "wf_test_fill",
             module: "wf-test-fill"
@@ -638,7 +648,7 @@ fn gpu_several_modules_load_once_and_each_kernel_runs_from_its_own() {
             s.spawn(|| dev.load(&FILL_MODULE).unwrap());
         }
     });
-    dev.load(&ptx::LIBRARY).unwrap();
+    dev.load(&ptx::REDUCE).unwrap();
     // The same PTX under the same name, from another static: already loaded.
     dev.load(&LIBRARY_AGAIN).unwrap();
     dev.launch(wf_test_fill, cfg, (7u32, &mut out)).unwrap();
@@ -646,7 +656,7 @@ fn gpu_several_modules_load_once_and_each_kernel_runs_from_its_own() {
     // The library's kernels still run beside it.
     library_axpy_runs(&dev);
     // Another module under a loaded name is refused, not silently ignored.
-    static IMPOSTOR: Module = Module::new("wf-test-fill", ptx::MODULES);
+    static IMPOSTOR: Module = Module::new("wf-test-fill", ptx::REDUCE.variants);
     let e = dev.load(&IMPOSTOR).unwrap_err();
     assert!(
         matches!(

@@ -155,6 +155,11 @@ fn unsupported(
             cc.0, cc.1
         ));
     }
+    if let Some(feature) = crate::ptx::HOPPER.left_out {
+        return Some(format!(
+            "this build of warpforge left the Hopper kernels out (its `{feature}` feature is off)"
+        ));
+    }
     if crate::ptx::HOPPER.variant_for(cc).is_none() {
         return Some("the sm_90a module was not built".into());
     }

@@ -8,10 +8,10 @@ pub mod gemm;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warpforge::Device;
-use warpforge::verify::{self, KernelReport};
+use warpforge_tools::verify::{self, KernelReport};
 
 /// Lengths around the warp (32) and block sizes, and random ones.
-pub const EDGE_LENGTHS: &[usize] = warpforge::verify::EDGE_LENGTHS;
+pub const EDGE_LENGTHS: &[usize] = warpforge_tools::verify::EDGE_LENGTHS;
 
 /// An f32 that is usually ordinary, sometimes ±0, subnormal, huge, ±inf or NaN.
 pub fn any_f32(rng: &mut StdRng, specials: bool) -> f32 {

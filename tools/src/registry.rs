@@ -10,7 +10,7 @@
 //! the tools.
 //!
 //! ```
-//! use warpforge::registry::{self, OPERATIONS};
+//! use warpforge_tools::registry::{self, OPERATIONS};
 //! let names: Vec<&str> = OPERATIONS.iter().map(|op| op.name).collect();
 //! assert_eq!(names, ["axpy", "reduce", "gemm", "conv2d"]);
 //! assert!(registry::operation("reduce").unwrap().bench.is_some());
@@ -21,8 +21,8 @@
 use crate::bench::conv2d::ConvBench;
 use crate::bench::{self, AxpyBench, BenchReport, GemmBench, ReduceBench, Timing};
 use crate::verify::{self, KernelReport};
-use crate::{Device, Error, Result};
 use rand::rngs::StdRng;
+use warpforge::{Device, Error, Result};
 
 /// One family of kernels as `verify` and `bench` see it.
 #[derive(Debug)]

@@ -6,13 +6,13 @@
 //! 32, 33, 1023, 1025) and on random larger ones; each result element is compared with the reference and
 //! the kernel passes only if every element is within its tolerance.
 //!
-//! The reduction family ([`crate::reduce`]) is checked per op and dtype (one
+//! The reduction family ([`warpforge::reduce`]) is checked per op and dtype (one
 //! report each, e.g. `argmax_bf16`), whole-tensor and along an inner, an outer
 //! and a middle axis (`[len]`, `[2, len]`, `[len, 3]`, `[2, len, 3]`), against
 //! [`reference::reduce`]'s intervals; the whole-tensor case also runs at the
 //! random lengths.
 //!
-//! GEMM ([`crate::gemm`]) is checked per kernel (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`
+//! GEMM ([`warpforge::gemm`]) is checked per kernel (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`
 //! on the SIMT cores, f32's 64 × 64 and warp-tiled 128 × 128 tiles both, `gemm_{f16,bf16}_{f32,f16,bf16}_*` and, with
 //! [`Gemm::tf32`], `gemm_tf32_f32_*` on the tensor cores, one report each) on shapes around its block tile (0, 1, primes, one past
 //! and one short of the tile, tall-skinny and short-wide, `k = 0`), with
@@ -27,17 +27,17 @@
 //! operands to tf32 first, [`reference::gemm::tf32`]); `C`'s padding must be left untouched and
 //! the padding of `A` and `B` (NaN) must not leak.
 //!
-//! conv2d ([`crate::conv2d`]): [`verify_conv2d`], whose module docs list its cases and tolerance.
+//! conv2d ([`warpforge::conv2d`]): [`verify_conv2d`], whose module docs list its cases and tolerance.
 
-use crate::gemm::{Gemm, GemmElement, GemmTypes, TileConfig};
-use crate::reduce::{self, Layout, Op, Reduced, Reducible};
-use crate::reference::gemm::{Problem, needed};
-use crate::reference::reduce::{RefElement, Value};
 use crate::registry::Operation;
-use crate::{Device, Error, Result, ops, reference};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use warpforge::gemm::{Gemm, GemmElement, GemmTypes, TileConfig};
+use warpforge::reduce::{self, Layout, Op, Reduced, Reducible};
+use warpforge::reference::gemm::{Problem, needed};
+use warpforge::reference::reduce::{RefElement, Value};
+use warpforge::{Device, Error, Result, ops, reference};
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::gemm::split_k as sk;
 
@@ -184,7 +184,7 @@ pub fn check_axpy_f32(
 /// overflow, and ones just below the boundary, to the one right answer.
 ///
 /// ```
-/// use warpforge::verify::{KernelReport, check_axpy_f32_results};
+/// use warpforge_tools::verify::{KernelReport, check_axpy_f32_results};
 /// let (x, y) = ([f32::MAX, f32::MAX], [2f32.powi(103), 2f32.powi(102)]);
 /// let mut ok = KernelReport::default_for("axpy_f32");
 /// check_axpy_f32_results(&mut ok, 1.0, &x, &y, &[f32::INFINITY, f32::MAX]);
@@ -408,7 +408,7 @@ pub fn verify_reductions(
 
 /// GEMM element types `verify` checks (inputs, outputs, scalars), with their
 /// conversions and rounding.
-trait GemmValue: crate::Element {
+trait GemmValue: warpforge::Element {
     /// 2⁻²⁴ for f32, 2⁻⁵³ for f64, 2⁻¹¹ for f16, 2⁻⁸ for bf16.
     const UNIT_ROUNDOFF: f64;
     /// Half the smallest subnormal: the absolute error of rounding near 0.

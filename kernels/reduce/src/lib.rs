@@ -63,7 +63,16 @@
 //! squares serving norm2 through the runtime finish code), per reduction and
 //! accumulator (`combine_*`: f16, bf16 and f32 share the f32 ones), and per
 //! accumulator and output type (`finish_*`).
+//!
+//! This crate is the library's reductions-and-elementwise family, one PTX
+//! module of its own (`warpforge-kernels-reduce`; the `reduce` feature of
+//! `warpforge`): the reductions above and [`elementwise`]'s `axpy_f32`,
+//! `axpy_f64`.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+#![forbid(unsafe_code)]
 
+pub mod elementwise;
 mod kernels;
 #[doc(hidden)]
 pub mod state;

@@ -38,7 +38,8 @@
 //! events read the host clock, so its figures only track emulator speed.
 //!
 //! ```
-//! use warpforge::{Device, bench::{self, ReduceBench}};
+//! use warpforge::Device;
+//! use warpforge_tools::bench::{self, ReduceBench};
 //! let dev = Device::emulator();
 //! let config = ReduceBench::defaults(&dev).with_max_log2(10)?;
 //! let report = bench::reduce(&dev, &config)?;
@@ -50,15 +51,15 @@
 //! ```
 //!
 //! `warpforge bench reduce`, `warpforge bench gemm`, `warpforge bench overlap`,
-//! `cargo bench -p warpforge --bench reduce` and `--bench gemm` run them.
+//! `cargo bench -p warpforge-tools --bench reduce` and `--bench gemm` run them.
 
-use crate::ops::grid_stride_config;
-use crate::reduce::{self, Op, Reducible};
-use crate::{
-    DType, Device, DeviceBuffer, Error, Event, LaunchConfig, PinnedBuffer, Result, Stream,
-};
 use half::bf16;
 use std::time::Duration;
+use warpforge::ops::grid_stride_config;
+use warpforge::reduce::{self, Op, Reducible};
+use warpforge::{
+    DType, Device, DeviceBuffer, Error, Event, LaunchConfig, PinnedBuffer, Result, Stream,
+};
 use warpforge_kernels::elementwise::axpy_f32;
 
 pub mod conv2d;
@@ -454,7 +455,7 @@ impl Workload {
     /// on the default stream; an f32 workload only.
     pub fn axpy_once(&mut self) -> Result<()> {
         match &mut self.tensors {
-            Tensors::F32(p) => crate::ops::axpy(0.5f32, &p.src, &mut p.dst),
+            Tensors::F32(p) => warpforge::ops::axpy(0.5f32, &p.src, &mut p.dst),
             Tensors::Bf16(_) => Err(Error::ShapeMismatch {
                 op: "bench axpy",
                 detail: "axpy_f32 needs an f32 workload; this one is bf16".into(),
@@ -519,7 +520,7 @@ fn seconds_per_call(
 /// `bytes / seconds` in GB/s (10⁹ bytes per second): the rate every row reports.
 ///
 /// ```
-/// assert_eq!(warpforge::bench::gbps(3_000_000_000, 1.5), 2.0);
+/// assert_eq!(warpforge_tools::bench::gbps(3_000_000_000, 1.5), 2.0);
 /// ```
 pub fn gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
@@ -818,7 +819,7 @@ pub struct GemmBench {
     /// The outputs of the f16 and bf16 cases: f32, and the input's own type.
     pub half_outputs: Vec<HalfOutput>,
     /// With [`DType::F32`] in `dtypes`: also f32 through TF32 tensor cores
-    /// ([`crate::gemm::Gemm::tf32`]) against cuBLAS's `cublasGemmEx` with
+    /// ([`warpforge::gemm::Gemm::tf32`]) against cuBLAS's `cublasGemmEx` with
     /// `CUBLAS_COMPUTE_32F_FAST_TF32`.
     pub tf32: bool,
     /// `(trans_a, trans_b)`, the same for both libraries.
@@ -897,9 +898,12 @@ impl GemmBench {
     /// The (input, output) pairs in order, with the cuBLAS case's and
     /// warpforge's kernel's names for the transposes.
     fn variants(&self) -> Result<Vec<GemmVariant>> {
-        use crate::gemm::{GemmTypes, TileConfig};
         use half::f16;
-        fn small<TIn: GemmTypes<TOut>, TOut: crate::Element>(ta: bool, tb: bool) -> &'static str {
+        use warpforge::gemm::{GemmTypes, TileConfig};
+        fn small<TIn: GemmTypes<TOut>, TOut: warpforge::Element>(
+            ta: bool,
+            tb: bool,
+        ) -> &'static str {
             TIn::kernel_name(ta, tb, Some(TileConfig::Small), false)
         }
         let which = usize::from(self.trans.0) * 2 + usize::from(self.trans.1);
@@ -927,12 +931,12 @@ impl GemmBench {
                 }
             };
             for output in outputs {
-                let g32 = crate::gemm::Gemm::<f32>::new(0, 0, 0)
+                let g32 = warpforge::gemm::Gemm::<f32>::new(0, 0, 0)
                     .trans_a(ta)
                     .trans_b(tb);
                 let name = match (input, output) {
                     (DType::F32, _) => g32.kernel_name(),
-                    (DType::F64, _) => crate::gemm::Gemm::<f64>::new(0, 0, 0)
+                    (DType::F64, _) => warpforge::gemm::Gemm::<f64>::new(0, 0, 0)
                         .trans_a(ta)
                         .trans_b(tb)
                         .kernel_name(),
@@ -1022,8 +1026,8 @@ fn gemm_variant<TIn, TOut>(
     report: &mut BenchReport,
 ) -> Result<()>
 where
-    TIn: crate::gemm::GemmTypes<TOut>,
-    TOut: crate::Element,
+    TIn: warpforge::gemm::GemmTypes<TOut>,
+    TOut: warpforge::Element,
 {
     for pair in cases.chunks(2) {
         let [anchor, kernel] = pair else {
@@ -1060,7 +1064,7 @@ where
                 dev.alloc_zeroed::<TOut>(m * n)?,
             ))
         })();
-        let gemm = crate::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
+        let gemm = warpforge::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
             .trans_b(config.trans.1)
             .tf32(tf32);
@@ -1082,8 +1086,9 @@ where
         let mma_sync = gemm.wgmma(false);
         if gemm.kernel_name_for::<TIn, TOut>(dev)? != mma_sync.kernel_name_for::<TIn, TOut>(dev)? {
             runs.push(mma_sync);
-        } else if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(crate::gemm::TileConfig::Wide) {
-            runs.push(gemm.tile(crate::gemm::TileConfig::Large));
+        } else if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(warpforge::gemm::TileConfig::Wide)
+        {
+            runs.push(gemm.tile(warpforge::gemm::TileConfig::Large));
         }
         for run in runs {
             // The row names the kernel it runs.
@@ -1197,12 +1202,12 @@ fn time_anchor_calls(
 
 mod cublas {
     use super::{Timing, sample};
-    use crate::{DType, Device};
     use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
     use cudarc::driver::{
         CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
     };
     use std::sync::Arc;
+    use warpforge::{DType, Device};
 
     /// An open cuBLAS handle on its own stream.
     pub(super) struct Cublas {
@@ -1762,7 +1767,7 @@ mod tests {
         }
         // The device still works after the failed allocation.
         assert_eq!(
-            crate::reduce::sum(&dev.upload(&[1.0f32, 2.0]).unwrap()).unwrap(),
+            warpforge::reduce::sum(&dev.upload(&[1.0f32, 2.0]).unwrap()).unwrap(),
             3.0
         );
     }

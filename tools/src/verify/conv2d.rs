@@ -34,12 +34,12 @@
 //! narrower output.
 
 use super::{EDGE_LENGTHS, GemmValue, KernelReport};
-use crate::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
-use crate::gemm::TileConfig;
-use crate::{Device, Result, reference};
 use half::{bf16, f16};
 use rand::Rng;
 use rand::rngs::StdRng;
+use warpforge::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
+use warpforge::gemm::TileConfig;
+use warpforge::{Device, Result, reference};
 
 /// One verification geometry, in logical sizes (any layout).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,7 +6,7 @@
 //! (cuDNN's `cudnnConvolutionForward` with the fastest algorithm cuDNN
 //! *measures* for that shape, `cudnnFindConvolutionForwardAlgorithm`; its
 //! v7 heuristic only where finding fails), then warpforge's
-//! [`Conv2d::run`](crate::conv2d::Conv2d::run) on the same shape, no bias, no
+//! [`Conv2d::run`](warpforge::conv2d::Conv2d::run) on the same shape, no bias, no
 //! ReLU. A dense layer's rate is TFLOP/s = `2·N·P·Q·K·(C/G)·R·S` ÷ time
 //! ([`BenchRow::flops`]); the depthwise layer does too little arithmetic per
 //! byte for that to mean anything, so it reports GB/s of its least traffic
@@ -36,7 +36,7 @@
 //!
 //! ```
 //! use warpforge::Device;
-//! use warpforge::bench::conv2d::{self, ConvBench};
+//! use warpforge_tools::bench::conv2d::{self, ConvBench};
 //! let dev = Device::emulator();
 //! let mut config = ConvBench::defaults(&dev).with_max_log2(10)?;
 //! config.layers.truncate(2);
@@ -49,9 +49,9 @@
 //! ```
 
 use super::{BenchReport, BenchRow, Case, Skipped, Timing, row, sample, seconds_per_call};
-use crate::conv2d::{Conv2d, ConvElement, Layout, Padding};
-use crate::{DType, Device, Error, Result};
 use half::f16;
+use warpforge::conv2d::{Conv2d, ConvElement, Layout, Padding};
+use warpforge::{DType, Device, Error, Result};
 
 /// One convolution layer of a network: logical sizes, square image and filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -448,8 +448,6 @@ pub fn conv2d(dev: &Device, config: &ConvBench) -> Result<BenchReport> {
 /// descriptors, which cudarc's safe wrappers keep private.
 mod cudnn {
     use super::super::{Timing, sample};
-    use crate::Device;
-    use crate::conv2d::{Conv2d, Layout};
     use cudarc::cudnn::result::{self, CudnnError};
     use cudarc::cudnn::{CudnnDataType, sys};
     use cudarc::driver::{
@@ -457,6 +455,8 @@ mod cudnn {
     };
     use std::ffi::c_int;
     use std::sync::Arc;
+    use warpforge::Device;
+    use warpforge::conv2d::{Conv2d, Layout};
 
     /// Why cuDNN is not used on the emulator.
     pub(super) const EMULATOR: &str = "cuDNN: not available on the emulator";
@@ -886,7 +886,7 @@ mod tests {
 
     #[test]
     fn each_layer_takes_its_algorithm_at_full_and_shrunk_size() {
-        use crate::conv2d::Algorithm;
+        use warpforge::conv2d::Algorithm;
         let full = gpu_sized().cases().unwrap();
         let tiny = gpu_sized().with_max_log2(10).unwrap().cases().unwrap();
         for (f, t) in full.iter().zip(&tiny) {

@@ -16,9 +16,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use half::{bf16, f16};
 use std::time::Duration;
-use warpforge::bench::{self, GemmBench, HalfOutput};
 use warpforge::gemm::{Gemm, GemmTypes};
 use warpforge::{DType, Device, DeviceBuffer, Element, Error};
+use warpforge_tools::bench::{self, GemmBench, HalfOutput};
 
 /// Largest square side on the emulator (2^N) unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
 const EMULATOR_MAX_LOG2: u32 = 5;

@@ -3,7 +3,7 @@
 //! `B` rounded to tf32 (`mma.sync.m16n8k8`, the opt-in TF32 path), f32
 //! accumulation on the tensor cores, and `C`/`D` in f32, f16 or bf16.
 //!
-//! Layouts and `op` are as for the SIMT kernels ([`super`]): row-major with
+//! Layouts and `op` are as for the SIMT kernels (`warpforge-kernels-gemm-simt`): row-major with
 //! leading dimensions, `TA`/`TB` meaning `A`/`B` are stored transposed.
 //!
 //! One generic body ([`gemm_tc`]) serves every instance. An [`MmaTile`] —
@@ -122,7 +122,7 @@
 //! 32-bit ones, their rows padded by 16 bytes. The fragments
 //! are double-buffered: each k-slice's loads issue before the previous
 //! slice's `mma`s, and the next stage's first slice before the last one's.
-//! The implicit-GEMM NHWC convolution (`crate::conv`) runs the same
+//! The implicit-GEMM NHWC convolution (`warpforge-kernels-conv`) runs the same
 //! pipeline with a gathering fill instead of [`PanelCopies`] ([`StageFill`]).
 //!
 //! A Hopper main loop (sm_90a: TMA into the stages, `wgmma` reading them
@@ -137,18 +137,38 @@
 //! `fma(beta, c, alpha·acc)`; then rounded to the output type (nearest,
 //! ties to even). When `alpha = 0` the k-loop is skipped (`D = beta·C`, A and
 //! B not read).
+//!
+//! This crate is the library's tensor-core (`mma.sync`) GEMM family, one PTX
+//! module of its own (`warpforge-kernels-gemm-tensor`; the `gemm` feature of
+//! `warpforge`). Its main loops and tiles are also what the convolutions
+//! build on: they depend on it without the `entries` feature, so its kernels
+//! are not compiled into their module again.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+// The `gpu-kernel` ABI is for the `#[kernel]` entries, which only `entries` has.
+#![cfg_attr(
+    all(target_arch = "nvptx64", feature = "entries"),
+    feature(abi_gpu_kernel)
+)]
+// `#[inline(always)]` on the hot loops' closures (`unroll`): LLVM declines to
+// inline a large closure otherwise, and its captures (the accumulators) would
+// go to the stack.
+#![feature(stmt_expr_attributes)]
+#![forbid(unsafe_code)]
 
 use warpforge_device::mma::{
     self, AKMajor, AKMajorInterleaved, ARowMajor, BKMajorInterleaved, BKMajorPair, BNMajorPair,
     ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel, MmaInput,
     MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow, row_elems,
 };
-use warpforge_device::own::WarpGrid;
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
-use warpforge_device::unroll::{self, unroll, unroll2};
-use warpforge_device::{Dim3, Global, OutMatrix, bf16, f16, thread};
-use warpforge_macros::kernel;
+use warpforge_device::unroll::{self, unroll, unroll_upto, unroll2};
+use warpforge_device::{Dim3, Global, bf16, f16, thread};
+#[cfg(feature = "entries")]
+use {
+    warpforge_device::{OutMatrix, own::WarpGrid},
+    warpforge_macros::kernel,
+};
 
 /// A tensor-core block tile: `m × n` elements of `C` per block, `k` the depth
 /// of each pipeline stage, `warp_m × warp_n` each warp's tile (the block's
@@ -380,35 +400,55 @@ const _: () = assert!(
         && TF32_TILE_LARGE.max_shared_bytes() == TC_TILE_LARGE.max_shared_bytes()
 );
 
+/// The most k-slices (`BK / K` of one `mma`) a stage holds: every tile has 2
+/// (`k_step` writes its slice loop out for at most this many, and checks it).
+const MAX_SLICES: usize = 2;
+
 // The tiles' parameters as plain constants, the form `instances(...)` takes,
 // with the fragments per warp tile (the accumulator array's shape; derived,
 // since array lengths cannot be computed from const generics).
 const TC_M: usize = TC_TILE.m;
 const TC_N: usize = TC_TILE.n;
+#[cfg(feature = "entries")]
 const TC_K: usize = TC_TILE.k;
 const TC_WM: usize = TC_TILE.warp_m;
 const TC_WN: usize = TC_TILE.warp_n;
 const TC_S: usize = TC_TILE.stages;
+#[cfg(feature = "entries")]
 const TC_MI: usize = TC_WM / mma::M;
+#[cfg(feature = "entries")]
 const TC_NI: usize = TC_WN / mma::N;
 const TL_M: usize = TC_TILE_LARGE.m;
 const TL_N: usize = TC_TILE_LARGE.n;
+#[cfg(feature = "entries")]
 const TL_K: usize = TC_TILE_LARGE.k;
 const TL_WM: usize = TC_TILE_LARGE.warp_m;
 const TL_WN: usize = TC_TILE_LARGE.warp_n;
 const TL_S: usize = TC_TILE_LARGE.stages;
+#[cfg(feature = "entries")]
 const TL_MI: usize = TL_WM / mma::M;
+#[cfg(feature = "entries")]
 const TL_NI: usize = TL_WN / mma::N;
+#[cfg(feature = "entries")]
 const TW_M: usize = TC_TILE_WIDE.m;
+#[cfg(feature = "entries")]
 const TW_N: usize = TC_TILE_WIDE.n;
+#[cfg(feature = "entries")]
 const TW_K: usize = TC_TILE_WIDE.k;
+#[cfg(feature = "entries")]
 const TW_WM: usize = TC_TILE_WIDE.warp_m;
+#[cfg(feature = "entries")]
 const TW_WN: usize = TC_TILE_WIDE.warp_n;
+#[cfg(feature = "entries")]
 const TW_S: usize = TC_TILE_WIDE.stages;
+#[cfg(feature = "entries")]
 const TW_MI: usize = TW_WM / mma::M;
+#[cfg(feature = "entries")]
 const TW_NI: usize = TW_WN / mma::N;
 // The tf32 tiles differ from the 16-bit ones in k only (asserted).
+#[cfg(feature = "entries")]
 const TF_K: usize = TF32_TILE.k;
+#[cfg(feature = "entries")]
 const TFL_K: usize = TF32_TILE_LARGE.k;
 const _: () = assert!(
     TF32_TILE.m == TC_M
@@ -456,7 +496,7 @@ pub use warpforge_device::num::Output;
 
 /// Where a stage's operand slice comes from: a stored row-major matrix
 /// ([`Stored`], the GEMM's `A` and `B`) or a matrix computed on the fly (the
-/// convolution's im2col gather, `crate::conv`). `load_tile` walks a slice in
+/// convolution's im2col gather, `warpforge-kernels-conv`). `load_tile` walks a slice in
 /// 16-byte chunks of a stored row (`T::CHUNK` elements: 8 halves, 4
 /// f32) and asks the source for each one.
 pub trait TileSource<T: Input> {
@@ -881,7 +921,7 @@ pub fn main_loop<
 /// for 16-bit inputs, rows unpadded and swizzled when a row is a power of
 /// two of 16-byte chunks; else (tf32, odd rows) the padded rows as stored.
 #[inline(always)]
-pub(crate) const fn lean_rows<TIn: Input>(padded: usize, pad: usize) -> (usize, ChunkPlacement) {
+pub const fn lean_rows<TIn: Input>(padded: usize, pad: usize) -> (usize, ChunkPlacement) {
     let row = padded - pad;
     let bytes = row * core::mem::size_of::<TIn>();
     match ChunkPlacement::swizzled(bytes) {
@@ -915,28 +955,28 @@ const fn interleaves<
 /// `(rows, elements along a row)` in a stage's `A` slice (stored as `TA`
 /// says) of A's element `(i, p)`: row `i` of the block tile, k `p`.
 #[inline(always)]
-pub(crate) const fn a_at<const TA: bool>(i: usize, p: usize) -> (usize, usize) {
+pub const fn a_at<const TA: bool>(i: usize, p: usize) -> (usize, usize) {
     if TA { (p, i) } else { (i, p) }
 }
 
 /// `(rows, elements along a row)` in a stage's `B` slice (stored as `TB`
 /// says) of op(B)'s element `(p, j)`: k `p`, column `j` of the block tile.
 #[inline(always)]
-pub(crate) const fn b_at<const TB: bool>(j: usize, p: usize) -> (usize, usize) {
+pub const fn b_at<const TB: bool>(j: usize, p: usize) -> (usize, usize) {
     if TB { (j, p) } else { (p, j) }
 }
 
 /// Element offset in a stage's `A` slice (stored as `TA` says, rows `sa`
 /// apart) of A's element `(i, p)`: row `i` of the block tile, k `p`.
 #[inline(always)]
-pub(crate) const fn a_offset<const TA: bool>(i: usize, p: usize, sa: usize) -> usize {
+pub const fn a_offset<const TA: bool>(i: usize, p: usize, sa: usize) -> usize {
     if TA { p * sa + i } else { i * sa + p }
 }
 
 /// Element offset in a stage's `B` slice (stored as `TB` says, rows `sb`
 /// apart) of op(B)'s element `(p, j)`: k `p`, column `j` of the block tile.
 #[inline(always)]
-pub(crate) const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> usize {
+pub const fn b_offset<const TB: bool>(j: usize, p: usize, sb: usize) -> usize {
     if TB { j * sb + p } else { p * sb + j }
 }
 
@@ -968,7 +1008,7 @@ pub trait StageFill {
     /// inlined (the NHWC conv's gather).
     #[inline(always)]
     fn prime_ring<T: SharedElement, const S: usize>(&mut self, ring: &StageRing<T>) {
-        unroll(S, |s| {
+        unroll::<S>(|s| {
             self.prime(ring.stage(s));
             mma::cp_async_commit();
         });
@@ -1136,7 +1176,13 @@ impl<
         acc: &mut [[FragC; NI]; MI],
     ) {
         let slices_per_stage = BK / TIn::K;
-        unroll(
+        const {
+            assert!(
+                BK / TIn::K <= MAX_SLICES,
+                "k_step: more k-slices per stage than MAX_SLICES"
+            )
+        };
+        unroll_upto::<MAX_SLICES>(
             slices_per_stage,
             #[inline(always)]
             |kk| {
@@ -1175,9 +1221,7 @@ fn mma_all<TIn: Input, const MI: usize, const NI: usize>(
     fa: &[FragA<TIn>; MI],
     fb: &[FragB<TIn>; NI],
 ) {
-    unroll2(
-        MI,
-        NI,
+    unroll2::<MI, NI>(
         #[inline(always)]
         |mi, ni| acc[mi][ni] = mma::mma(fa[mi], fb[ni], acc[mi][ni]),
     );
@@ -1270,6 +1314,7 @@ fn pipeline<
     acc
 }
 
+#[cfg(feature = "entries")]
 /// `D = alpha·op(A)·op(B) + beta·C` on the tensor cores for the `BM × BN`
 /// tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B` stored
 /// transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`] (of `TIn`); `MI = WM/16`,
@@ -1277,7 +1322,7 @@ fn pipeline<
 /// ([`MmaOrder::of`]`(TA)`: a k-major tf32 A; checked). Launch with blocks
 /// of `MmaTile::threads()` threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉ × batch`
 /// grid; any other block shape traps. Batches (and their depths, `k` and `k_last`) as for the
-/// SIMT kernel ([`super::gemm`]).
+/// SIMT kernel (`warpforge_kernels_gemm_simt::gemm`).
 #[kernel(
     shared = [TIn; MmaTile::of::<TIn>(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
@@ -1395,7 +1440,7 @@ pub fn gemm_tc<
     let z = thread::block_idx().z as usize;
     let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
     // Every batch is k deep but the last (split-k's remainder).
-    let k = super::batch_depth(k, k_last);
+    let k = warpforge_kernels_gemm_simt::batch_depth(k, k_last);
     let a_src = Stored {
         src: a,
         ld: lda,
@@ -1428,9 +1473,7 @@ pub fn gemm_tc<
     // Written out (`unroll2`): every accumulator a constant index, so they
     // stay in registers (a loop indexing them would put them in local
     // memory: 512 bytes of stack for a 64 × 64 warp tile).
-    unroll2(
-        MI,
-        NI,
+    unroll2::<MI, NI>(
         #[inline(always)]
         |mi, ni| {
             out.update_mma_c(mi, ni, &acc[mi][ni], |v, d| {

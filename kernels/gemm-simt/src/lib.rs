@@ -40,22 +40,39 @@
 //! alone: `acc = fma(a[i][k−1], b[k−1][j], … fma(a[i][0], b[0][j], 0))`, then
 //! the epilogue; the same bits on every launch and every grid.
 //!
-//! The tensor-core kernels (f16/bf16 inputs, f32 accumulation) are in
-//! [`tensor`]; f32's warp-tiled 128 × 128 kernels (the same arithmetic,
+//! The tensor-core kernels (f16/bf16 inputs, f32 accumulation) are the
+//! crate `warpforge-kernels-gemm-tensor`; f32's warp-tiled 128 × 128 kernels (the same arithmetic,
 //! for shapes that fill the GPU) in [`warp_tiled`].
+//!
+//! This crate is the library's SIMT GEMM family, one PTX module of its own
+//! (`warpforge-kernels-gemm-simt`; the `gemm` feature of `warpforge`), with
+//! split-k's sum of partial planes ([`split_k`]). Its main loop and tiles
+//! are also what the convolutions and the tensor-core GEMM build on: they
+//! depend on it without the `entries` feature, so its kernels are not
+//! compiled into their modules again.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+// The `gpu-kernel` ABI is for the `#[kernel]` entries, which only `entries` has.
+#![cfg_attr(
+    all(target_arch = "nvptx64", feature = "entries"),
+    feature(abi_gpu_kernel)
+)]
+#![forbid(unsafe_code)]
 
+#[cfg(feature = "entries")]
 pub mod split_k;
-pub mod tensor;
+#[cfg(feature = "entries")]
 pub mod warp_tiled;
 
 use core::ops::Mul;
-use warpforge_device::OutMatrix;
 use warpforge_device::num::Fma;
-use warpforge_device::own::MicroTiles;
 use warpforge_device::shared::{self, SharedElement};
 use warpforge_device::sync::sync_threads;
-use warpforge_device::{Dim3, thread};
-use warpforge_macros::kernel;
+use warpforge_device::thread;
+#[cfg(feature = "entries")]
+use {
+    warpforge_device::{Dim3, OutMatrix, own::MicroTiles},
+    warpforge_macros::kernel,
+};
 
 /// Rows and columns of each thread's register micro-tile.
 pub const MICRO: usize = 4;
@@ -118,11 +135,17 @@ pub const F64_TILE: Tile = Tile { m: 64, n: 64, k: 8 };
 const _: () = assert!(F32_TILE.is_valid() && F64_TILE.is_valid());
 
 // The tiles' dimensions as plain constants, the form `instances(...)` takes.
+#[cfg(feature = "entries")]
 const F32_M: usize = F32_TILE.m;
+#[cfg(feature = "entries")]
 const F32_N: usize = F32_TILE.n;
+#[cfg(feature = "entries")]
 const F32_K: usize = F32_TILE.k;
+#[cfg(feature = "entries")]
 const F64_M: usize = F64_TILE.m;
+#[cfg(feature = "entries")]
 const F64_N: usize = F64_TILE.n;
+#[cfg(feature = "entries")]
 const F64_K: usize = F64_TILE.k;
 
 /// The element types the GEMM kernel is instantiated for.
@@ -153,6 +176,7 @@ pub fn batch_depth(k: usize, k_last: usize) -> usize {
     }
 }
 
+#[cfg(feature = "entries")]
 /// `D = alpha·op(A)·op(B) + beta·C` for the `BM × BN` tile of `C` this block
 /// owns (module docs). `TA`/`TB`: `A`/`B` stored transposed. Launch with
 /// blocks of `Tile::new(BM, BN, BK).threads()` threads (1-D) and a
@@ -251,7 +275,7 @@ pub fn gemm<
 /// Where one operand of the SIMT main loop comes from: `op(A)` (`m × k`) or
 /// `op(B)` (`k × n`), element `(r, c)` of it. The GEMM's stored matrix is one
 /// source ([`Strided`]); the convolution's on-the-fly im2col gather
-/// (`crate::conv`) is another.
+/// (`warpforge-kernels-conv`) is another.
 pub trait Source<T> {
     /// Consecutive columns `c` are consecutive in memory (a row-major stored
     /// operand), so the copy gives consecutive threads consecutive columns;

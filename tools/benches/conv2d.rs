@@ -15,9 +15,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use half::f16;
 use std::time::Duration;
-use warpforge::bench::{self, conv2d::ConvBench, conv2d::ConvCase};
 use warpforge::conv2d::ConvElement;
 use warpforge::{DType, Device, Error};
+use warpforge_tools::bench::{self, conv2d::ConvBench, conv2d::ConvCase};
 
 /// Multiply-adds per layer on the emulator (2^N) unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
 const EMULATOR_MAX_LOG2: u32 = 12;

@@ -13,7 +13,7 @@
 //! [`Geometry::unpack`]: one definition of the encoding for both sides):
 //!
 //! - **Implicit GEMM** (`conv2d_{nchw,nhwc}_f32_64x64x16`): the SIMT GEMM's
-//!   main loop ([`crate::gemm::main_loop`], its tile [`F32_TILE`]) with an
+//!   main loop ([`warpforge_kernels_gemm_simt::main_loop`], its tile [`F32_TILE`]) with an
 //!   operand gathered on the fly (im2col, never materialised) — a
 //!   [`Source`] like the GEMM's stored matrices, so
 //!   there is one GEMM main loop, not two.
@@ -68,14 +68,22 @@
 //! torch's ReLU), rounded once to the output type. Every output is one
 //! fused multiply-add chain in an order fixed by the sizes alone:
 //! deterministic, the same bits on every launch and grid.
+//!
+//! This crate is the library's convolution family, one PTX module of its
+//! own (`warpforge-kernels-conv`; the `conv` feature of `warpforge`), with
+//! the layout changes NCHW ↔ NHWC ([`transpose`]) its NCHW paths run.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
+// `#[inline(always)]` on the hot loops' closures (`unroll`): LLVM declines to
+// inline a large closure otherwise, and its captures (the accumulators) would
+// go to the stack.
+#![feature(stmt_expr_attributes)]
+#![forbid(unsafe_code)]
 
 pub mod depthwise;
+pub mod transpose;
 pub use depthwise::*;
 
-use crate::gemm::tensor::{
-    self, Input, MmaTile, Output, StageFill, Stored, TileSource, is_aligned,
-};
-use crate::gemm::{self, F32_TILE, MICRO, Source, Strided, Tile};
 use warpforge_device::mma::{
     ARowMajor, AlignedChunks, BNMajorPair, FragC, GatherCopy, PanelCopy, Stage, StageRing,
 };
@@ -84,6 +92,10 @@ use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::unroll::{unroll, unroll2};
 use warpforge_device::{Dim3, Global, Out, OutMatrix, bf16, f16, thread};
 use warpforge_device::{mma, num};
+use warpforge_kernels_gemm_simt::{self as gemm, F32_TILE, MICRO, Source, Strided, Tile};
+use warpforge_kernels_gemm_tensor::{
+    self as tensor, Input, MmaTile, Output, StageFill, Stored, TileSource, is_aligned,
+};
 use warpforge_macros::kernel;
 
 /// The sizes one convolution kernel needs (module docs). Each field fits a
@@ -700,8 +712,7 @@ impl<T: Input + SharedElement> StageFill for NhwcFill<'_, T> {
     /// bytes of stack). The GEMMs keep the default, which LLVM inlines.
     #[inline(always)]
     fn prime_ring<U: SharedElement, const S: usize>(&mut self, ring: &StageRing<U>) {
-        unroll(
-            S,
+        unroll::<S>(
             #[inline(always)]
             |s| {
                 self.prime(ring.stage(s));
@@ -718,8 +729,7 @@ impl<T: Input + SharedElement> NhwcFill<'_, T> {
     fn gather(&mut self, stage: Stage, zero_rest: bool) {
         let issue = self.left > 0;
         // Over a constant count, so the per-chunk arrays stay in registers.
-        unroll(
-            MAX_CHUNKS,
+        unroll::<MAX_CHUNKS>(
             #[inline(always)]
             |i| {
                 if i >= self.gather.chunks() {
@@ -857,8 +867,7 @@ fn nhwc_lean_main_loop<
     let (h, w) = (g.h as isize, g.w as isize);
     let mut base = [0u32; MAX_CHUNKS];
     let mut taps = [0u32; MAX_CHUNKS];
-    unroll(
-        MAX_CHUNKS,
+    unroll::<MAX_CHUNKS>(
         #[inline(always)]
         |i| {
             if i >= gather.chunks() {
@@ -921,7 +930,7 @@ fn nhwc_lean_main_loop<
 
 /// The NHWC convolutions' small tile: 64 output pixels × 64 output
 /// channels per block, k-step 32, 3 stages, as the GEMM's
-/// ([`TC_TILE`](crate::gemm::tensor::TC_TILE)), but in 1 × 2 warps of
+/// ([`TC_TILE`](warpforge_kernels_gemm_tensor::TC_TILE)), but in 1 × 2 warps of
 /// 64 × 32 (64 threads) instead of 4 of 64 × 16: each warp issues 32 `mma`
 /// per k-step instead of 16, so the k-step's fixed work (the gather's
 /// advance to the next tap, the wait, the barrier), which a thread does once
@@ -942,7 +951,7 @@ const TC_NI: usize = TC_WN / mma::N;
 
 /// The NHWC convolutions' large tile: 128 output pixels × 128 output
 /// channels per block, k-step 32, 2 × 2 warps of 64 × 64 (the GEMM's large
-/// tile, [`TC_TILE_LARGE`](crate::gemm::tensor::TC_TILE_LARGE)), 4 stages —
+/// tile, [`TC_TILE_LARGE`](warpforge_kernels_gemm_tensor::TC_TILE_LARGE)), 4 stages —
 /// 80 KiB of shared memory on the guarded path (dynamic: the host opts in),
 /// 64 KiB on the lean one. Each thread gathers 4 chunks per k-step (as
 /// the small tile's) and feeds 4 times the `mma`s; each warp loads half the
@@ -1066,9 +1075,7 @@ pub fn conv2d_nhwc_tc<
     // `c_coord(lane, i)`, so its column and bias are known), then one
     // rounding per element through the owned view. Written out (`unroll2`):
     // every accumulator a constant index, so they stay in registers.
-    unroll2(
-        MI,
-        NI,
+    unroll2::<MI, NI>(
         #[inline(always)]
         |mi, ni| {
             let mut done = acc[mi][ni];

@@ -12,9 +12,9 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::time::Duration;
-use warpforge::bench::{self, COPY, ReduceBench, Workload};
 use warpforge::reduce::Op;
 use warpforge::{Device, Error};
+use warpforge_tools::bench::{self, COPY, ReduceBench, Workload};
 
 /// Largest size on the emulator unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
 const EMULATOR_MAX_LOG2: u32 = 16;

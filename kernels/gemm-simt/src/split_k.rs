@@ -21,7 +21,7 @@ use warpforge_device::{Global, OutMatrix, bf16, f16};
 use warpforge_macros::kernel;
 
 use super::Element;
-use super::tensor::Output;
+use warpforge_device::num::Output;
 
 /// An output type of the sum: `C`'s element, to and from the accumulation
 /// type `S` of the partial planes.

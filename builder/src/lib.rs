@@ -1752,24 +1752,12 @@ pub fn locate_packages(
     manifest_dir: &Path,
 ) -> Result<std::collections::HashMap<String, PathBuf>, BuildError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-    let mut cmd = nested_cargo(&cargo, manifest_dir);
-    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(manifest_dir.join("Cargo.toml"));
-    let output = cmd.output().map_err(|source| BuildError::Spawn {
-        command: format!("{cmd:?}"),
-        source,
-    })?;
-    let metadata_error = |stderr: String| BuildError::Metadata {
-        workspace: manifest_dir.to_path_buf(),
-        stderr,
-    };
-    if !output.status.success() {
-        return Err(metadata_error(
-            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        ));
-    }
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| metadata_error(format!("its output is not JSON: {e}")))?;
+    let manifest = manifest_dir.join("Cargo.toml");
+    let json = cargo_metadata(
+        &cargo,
+        manifest_dir,
+        &[OsStr::new("--manifest-path"), manifest.as_os_str()],
+    )?;
     Ok(json["packages"]
         .as_array()
         .into_iter()
@@ -1780,6 +1768,32 @@ pub fn locate_packages(
             Some((name.to_owned(), dir.to_path_buf()))
         })
         .collect())
+}
+
+/// `cargo metadata --format-version 1 ARGS…` run in `dir`, parsed; a failure
+/// is [`BuildError::Metadata`] with what cargo said.
+fn cargo_metadata(
+    cargo: &OsStr,
+    dir: &Path,
+    args: &[&OsStr],
+) -> Result<serde_json::Value, BuildError> {
+    let mut cmd = nested_cargo(cargo, dir);
+    cmd.args(["metadata", "--format-version", "1"]).args(args);
+    let output = cmd.output().map_err(|source| BuildError::Spawn {
+        command: format!("{cmd:?}"),
+        source,
+    })?;
+    let metadata_error = |stderr: String| BuildError::Metadata {
+        workspace: dir.to_path_buf(),
+        stderr,
+    };
+    if !output.status.success() {
+        return Err(metadata_error(
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        ));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| metadata_error(format!("its output is not JSON: {e}")))
 }
 
 /// What `cargo metadata --no-deps` says about the kernels crate's workspace.
@@ -1800,26 +1814,13 @@ impl Workspace {
             path: dir.to_path_buf(),
             source,
         })?;
-        let mut cmd = nested_cargo(cargo, &dir);
-        cmd.args(["metadata", "--no-deps", "--format-version", "1"]);
-        let output = cmd.output().map_err(|source| BuildError::Spawn {
-            command: format!("{cmd:?}"),
-            source,
-        })?;
-        let metadata_error = |stderr: String| BuildError::Metadata {
-            workspace: dir.clone(),
-            stderr,
-        };
-        if !output.status.success() {
-            return Err(metadata_error(
-                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            ));
-        }
-        let json: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .map_err(|e| metadata_error(format!("its output is not JSON: {e}")))?;
+        let json = cargo_metadata(cargo, &dir, &[OsStr::new("--no-deps")])?;
         let root = json["workspace_root"]
             .as_str()
-            .ok_or_else(|| metadata_error("its output has no workspace_root".to_owned()))?;
+            .ok_or_else(|| BuildError::Metadata {
+                workspace: dir.clone(),
+                stderr: "its output has no workspace_root".to_owned(),
+            })?;
         Ok(Workspace {
             root: PathBuf::from(root),
             packages: json["packages"].clone(),

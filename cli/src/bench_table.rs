@@ -2,7 +2,8 @@
 //! [`warpforge_tools::bench`]'s reports as text, one line per case.
 //!
 //! ```
-//! use warpforge::{Device, bench::{self, ReduceBench}};
+//! use warpforge::Device;
+//! use warpforge_tools::bench::{self, ReduceBench};
 //! let dev = Device::emulator();
 //! let report = bench::reduce(&dev, &ReduceBench::defaults(&dev).with_max_log2(10)?)?;
 //! print!("{}", warpforge_cli::bench_table::render(&report));

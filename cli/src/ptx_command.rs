@@ -162,7 +162,8 @@ fn embedded(module: &'static ptx::Module) -> Result<Vec<Source>, String> {
 
 /// The embedded variant to compare `old` with: of those with the same
 /// `.target` (the Hopper module's for sm_90a PTX), the family that shares
-/// the most kernel names with it.
+/// the most kernel names with it (the first such family, the reductions, when
+/// it shares none).
 fn embedded_matching(old: &Source) -> Result<Source, String> {
     let mut all: Vec<Source> = embedded_modules(old.target.ends_with('a'))?
         .into_iter()
@@ -180,7 +181,7 @@ fn embedded_matching(old: &Source) -> Result<Source, String> {
     };
     if let Some(at) = (0..all.len())
         .filter(|&i| all[i].target == old.target)
-        .max_by_key(|&i| shared(&all[i]))
+        .max_by_key(|&i| (shared(&all[i]), std::cmp::Reverse(i)))
     {
         return Ok(all.swap_remove(at));
     }

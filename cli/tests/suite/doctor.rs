@@ -43,7 +43,10 @@ fn doctor_reports_this_machine() {
             "no {section} section:\n{stdout}"
         );
     }
-    assert!(stdout.contains("  sm_80: PTX ISA "), "{stdout}");
+    assert!(
+        stdout.contains("  warpforge-kernels-reduce sm_80: PTX ISA "),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("  available (always built in): an f32 sum over 4099 elements"),
         "{stdout}"

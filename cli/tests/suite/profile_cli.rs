@@ -34,7 +34,10 @@ fn profile_axpy_counts_both_reads_and_the_write_as_whole_sectors() {
         )),
         "{stdout}"
     );
-    assert!(stdout.contains("kernels/src/elementwise.rs"), "{stdout}");
+    assert!(
+        stdout.contains("kernels/reduce/src/elementwise.rs"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -102,7 +102,7 @@ fn an_unknown_kernel_exits_2_naming_close_ones() {
     let (out, _, stderr) = scratch.ptx(&["--kernel", "axpy_f3"], &[]);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("no kernel `axpy_f3` in warpforge-kernels (embedded)"),
+        stderr.contains("no kernel `axpy_f3` in warpforge-kernels-reduce (embedded)"),
         "{stderr}"
     );
     assert!(stderr.contains("axpy_f32"), "{stderr}");
@@ -114,7 +114,7 @@ fn an_unknown_kernel_exits_2_naming_close_ones() {
 
     let (out, _, stderr) = scratch.ptx(&["--diff", fixture, "--kernel", "nope_at_all"], &[]);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let both = format!("in {fixture} or warpforge-kernels (embedded)");
+    let both = format!("in {fixture} or warpforge-kernels-reduce (embedded)");
     assert!(stderr.contains(&both), "{stderr}");
 }
 
@@ -153,7 +153,7 @@ fn sass_of_axpy_f32_has_its_fma_under_rust_source_lines() {
     assert!(ops.iter().any(|op| op.starts_with("EXIT")), "{stdout}");
     // The library module is built with line info: its SASS maps back to the kernel's Rust file.
     assert!(
-        stdout.contains("//## File \"./kernels/src/elementwise.rs\", line "),
+        stdout.contains("//## File \"./kernels/reduce/src/elementwise.rs\", line "),
         "{stdout}"
     );
     // The header's count is the number of instructions printed (the padding is not printed).
@@ -356,7 +356,7 @@ fn diff_of_the_embedded_module_against_its_own_emitted_ptx_is_unchanged() {
     let (out, stdout, stderr) = scratch.ptx(&["--diff", written, "--kernel", "axpy_f32"], &[]);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stdout.contains("new: warpforge-kernels (embedded)"),
+        stdout.contains("new: warpforge-kernels-reduce (embedded)"),
         "{stdout}"
     );
     let rows = table_rows(&stdout);

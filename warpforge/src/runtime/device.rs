@@ -307,7 +307,7 @@ impl Device {
         self.check_health()?;
         if let Some(feature) = module.left_out {
             return Err(Error::FamilyNotBuilt {
-                kernel: "(any: Device::load)",
+                kernel: None,
                 module: module.name,
                 feature,
             });
@@ -401,7 +401,7 @@ impl Device {
                 left_out: Some(feature),
                 ..
             }) => Err(Error::FamilyNotBuilt {
-                kernel,
+                kernel: Some(kernel),
                 module,
                 feature,
             }),

@@ -83,14 +83,18 @@ pub enum Error {
     /// no PTX for it). The same on the GPU and on the emulator, so a program
     /// tested on one does not fail only on the other.
     #[error(
-        "kernel `{kernel}` is in warpforge's `{module}` kernels, which this program was built \
-         without, so it was not launched: enable warpforge's `{feature}` feature (Cargo.toml: \
-         `warpforge = {{ …, features = [\"{feature}\"] }}`, or `--features warpforge/{feature}`) \
-         and rebuild. The features and what each builds are listed in warpforge's README"
+        "{what} warpforge's `{module}` kernels, which this program was built without: enable \
+         warpforge's `{feature}` feature (Cargo.toml: `warpforge = {{ …, features = \
+         [\"{feature}\"] }}`, or `--features warpforge/{feature}`) and rebuild. The features and \
+         what each builds are listed in warpforge's README",
+        what = match kernel {
+            Some(kernel) => format!("kernel `{kernel}` was not launched: it is one of"),
+            None => "nothing was loaded: the module is".to_owned(),
+        }
     )]
     FamilyNotBuilt {
-        /// The kernel.
-        kernel: &'static str,
+        /// The kernel whose launch was refused (`None` for [`Device::load`](crate::Device::load)).
+        kernel: Option<&'static str>,
         /// The family's module (`Kernel::MODULE`: its crate's package name).
         module: &'static str,
         /// The cargo feature of `warpforge` that builds it.

@@ -150,3 +150,38 @@ fn on_a_gpu_opening_loads_nothing_and_the_first_launches_load_the_chosen_image_o
         started.elapsed()
     );
 }
+
+/// A family of the library that a build left out (its feature off) holds no
+/// PTX: loading it is `FamilyNotBuilt`, naming the feature, on the emulator
+/// as on a GPU, and the device loads nothing.
+#[test]
+fn loading_a_family_the_build_left_out_is_family_not_built_naming_its_feature() {
+    static LEFT_OUT: Module = Module::left_out("warpforge-kernels-demo", "demo");
+    let dev = Device::emulator();
+    let e = dev.load(&LEFT_OUT).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::FamilyNotBuilt {
+                kernel: None,
+                module: "warpforge-kernels-demo",
+                feature: "demo"
+            }
+        ),
+        "{e}"
+    );
+    let message = e.to_string();
+    for part in [
+        "nothing was loaded",
+        "`warpforge-kernels-demo`",
+        "`demo` feature",
+        "features = [\"demo\"]",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    assert_eq!(dev.module_loads(), 0);
+    // Every family this build holds is known and loads.
+    for family in ptx::LIBRARY.iter().filter(|m| m.left_out.is_none()) {
+        dev.load(family).unwrap();
+    }
+}

@@ -286,15 +286,9 @@ fn image_of(
     }
 }
 
-/// A family of warpforge's kernel library, embedded exactly as a user embeds
-/// their kernels crate: the module file warpforge-builder wrote in
-/// `build.rs`, read by `include_module!`. For a family this build left out
-/// (its cargo feature off), `build.rs` writes [`Module::left_out`] instead.
-macro_rules! family {
-    ($name:literal) => {
-        crate::include_module!($name)
-    };
-}
+// Each family is embedded exactly as a user embeds their kernels crate: the
+// module file warpforge-builder wrote in `build.rs`, read by `include_module!`
+// (for a family this build left out, `build.rs` writes `Module::left_out`).
 
 /// The reductions and elementwise kernels (`kernels/reduce`, package
 /// `warpforge-kernels-reduce`; warpforge's `reduce` feature): `reduce_*`,
@@ -311,19 +305,19 @@ macro_rules! family {
 /// warpforge::ptx::REDUCE.check_kernel::<axpy_f32>()?;
 /// # Ok::<(), warpforge::Error>(())
 /// ```
-pub static REDUCE: Module = family!("warpforge-kernels-reduce");
+pub static REDUCE: Module = crate::include_module!("warpforge-kernels-reduce");
 
 /// The SIMT GEMMs and split-k's sums (`kernels/gemm-simt`, package
 /// `warpforge-kernels-gemm-simt`; warpforge's `gemm` feature).
-pub static GEMM_SIMT: Module = family!("warpforge-kernels-gemm-simt");
+pub static GEMM_SIMT: Module = crate::include_module!("warpforge-kernels-gemm-simt");
 
 /// The tensor-core (`mma.sync`) GEMMs (`kernels/gemm-tensor`, package
 /// `warpforge-kernels-gemm-tensor`; warpforge's `gemm` feature).
-pub static GEMM_TENSOR: Module = family!("warpforge-kernels-gemm-tensor");
+pub static GEMM_TENSOR: Module = crate::include_module!("warpforge-kernels-gemm-tensor");
 
 /// The convolutions and layout transposes (`kernels/conv`, package
 /// `warpforge-kernels-conv`; warpforge's `conv` feature).
-pub static CONV: Module = family!("warpforge-kernels-conv");
+pub static CONV: Module = crate::include_module!("warpforge-kernels-conv");
 
 /// warpforge's Hopper kernels (`kernels-hopper/`, package
 /// `warpforge-kernels-hopper`; warpforge's `hopper` feature): `sm_90a` PTX
@@ -337,7 +331,7 @@ pub static CONV: Module = family!("warpforge-kernels-conv");
 /// warpforge::ptx::HOPPER.check_kernel::<k>()?;
 /// # Ok::<(), warpforge::Error>(())
 /// ```
-pub static HOPPER: Module = family!("warpforge-kernels-hopper");
+pub static HOPPER: Module = crate::include_module!("warpforge-kernels-hopper");
 
 /// Every family of warpforge's kernel library, built or left out
 /// ([`Module::left_out`]): each is a module of its own, known to every

@@ -142,10 +142,9 @@ static REGISTERED: Mutex<Vec<&'static Module>> = Mutex::new(Vec::new());
 
 /// The module named `name` that this process knows, if any.
 fn registered(name: &str) -> Option<&'static Module> {
-    if let Some(family) = crate::ptx::LIBRARY.iter().find(|m| m.name == name) {
-        return Some(family);
-    }
-    lock(&REGISTERED).iter().copied().find(|m| m.name == name)
+    let known = |m: &&'static Module| m.name == name;
+    (crate::ptx::LIBRARY.iter().copied().find(known))
+        .or_else(|| lock(&REGISTERED).iter().copied().find(known))
 }
 
 /// [`Module::register`]: `ModuleConflict` if another module of its name is known.
@@ -305,14 +304,7 @@ impl Device {
     /// ```
     pub fn load(&self, module: &'static Module) -> Result<()> {
         self.check_health()?;
-        if let Some(feature) = module.left_out {
-            return Err(Error::FamilyNotBuilt {
-                kernel: None,
-                module: module.name,
-                feature,
-            });
-        }
-        self.ensure_loaded(module).map(|_| ())
+        self.ensure_loaded(module, None).map(|_| ())
     }
 
     /// What was loaded for `module` on this device: `sm_90 cubin` (machine
@@ -337,8 +329,21 @@ impl Device {
     }
 
     /// Loads `module` on this device unless it is loaded: once, however many
-    /// threads ask at the same time. Returns what was loaded.
-    fn ensure_loaded(&self, module: &'static Module) -> Result<String> {
+    /// threads ask at the same time. Returns what was loaded. A family of the
+    /// library this build left out is `FamilyNotBuilt` (naming `kernel`, the
+    /// one being launched, if any), on either backend, and loads nothing.
+    fn ensure_loaded(
+        &self,
+        module: &'static Module,
+        kernel: Option<&'static str>,
+    ) -> Result<String> {
+        if let Some(feature) = module.left_out {
+            return Err(Error::FamilyNotBuilt {
+                kernel,
+                module: module.name,
+                feature,
+            });
+        }
         let slot = {
             let mut slots = lock(&self.inner.modules.slots);
             match slots.get(module.name) {
@@ -389,23 +394,14 @@ impl Device {
 
     /// Loads the module named `name` (a kernel's `Kernel::MODULE`) if this
     /// device knows it or it is registered; `false` if neither.
-    /// A family of the library this build left out is `FamilyNotBuilt`
-    /// for `kernel`, on either backend.
+    /// `kernel` is the one being launched, named if its module is a family
+    /// this build left out.
     fn ensure_module_named(&self, name: &str, kernel: &'static str) -> Result<bool> {
         let here = lock(&self.inner.modules.slots)
             .get(name)
             .map(|slot| slot.module);
         match here.or_else(|| registered(name)) {
-            Some(Module {
-                name: module,
-                left_out: Some(feature),
-                ..
-            }) => Err(Error::FamilyNotBuilt {
-                kernel: Some(kernel),
-                module,
-                feature,
-            }),
-            Some(module) => self.ensure_loaded(module).map(|_| true),
+            Some(module) => self.ensure_loaded(module, Some(kernel)).map(|_| true),
             None => Ok(false),
         }
     }

@@ -618,6 +618,7 @@ impl PtxBuilder {
         let (modules, warnings) = match hit {
             Some(entry) => (entry.modules, entry.warnings),
             None => {
+                let nested_root = self.nested_workspace(workspace_root, &out_dir)?;
                 let mut modules = archs
                     .into_iter()
                     .map(|arch| {
@@ -625,7 +626,7 @@ impl PtxBuilder {
                             nested_target_dir(cache.as_ref(), &out_dir, arch, worker.index);
                         self.build_arch(
                             cargo,
-                            workspace_root,
+                            &nested_root,
                             &out_dir,
                             &target_dir,
                             arch,
@@ -655,6 +656,42 @@ impl PtxBuilder {
         let module_file = std::path::absolute(self.module_file()).unwrap_or(self.module_file());
         write_if_changed(&module_file, &module_source(&self.package, &modules)?)?;
         Ok(modules)
+    }
+
+    /// Where the nested cargo runs: the kernels crate's own workspace
+    /// (`workspace_root`), except for a package that cargo unpacked — a
+    /// registry or git checkout (`.cargo-ok`) or a vendored copy
+    /// (`.cargo-checksum.json`), as every kernel family is when warpforge
+    /// comes from a registry. Such a directory is cargo's, not the build's
+    /// (a nested build there would write its `Cargo.lock` into it, and may
+    /// not be able to), so the nested cargo runs in a workspace of its own
+    /// under `out_dir` that depends on the package by path; its registry
+    /// dependencies resolve through the same sources and configuration as
+    /// the outer build's.
+    fn nested_workspace(
+        &self,
+        workspace_root: &Path,
+        out_dir: &Path,
+    ) -> Result<PathBuf, BuildError> {
+        let unpacked = [".cargo-ok", ".cargo-checksum.json"]
+            .iter()
+            .any(|marker| workspace_root.join(marker).exists());
+        if !unpacked {
+            return Ok(workspace_root.to_path_buf());
+        }
+        let dir = out_dir.join("nested-workspace").join(&self.package);
+        let manifest = format!(
+            "# Written by warpforge-builder: the nested PTX build of `{package}`, a package\n\
+             # cargo unpacked (never built in place).\n\
+             [package]\nname = \"warpforge-nested-build\"\nversion = \"0.0.0\"\n\
+             edition = \"2024\"\npublish = false\n\n[lib]\npath = \"lib.rs\"\n\n\
+             [dependencies]\n{package:?} = {{ path = {path:?} }}\n\n[workspace]\n",
+            package = self.package,
+            path = workspace_root.display().to_string(),
+        );
+        write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
+        write_if_changed(&dir.join("lib.rs"), "#![no_std]\n")?;
+        Ok(dir)
     }
 
     /// The PTX cache's key for this build (see the `cache` module): everything that
@@ -2324,6 +2361,66 @@ mod tests {
         assert!(
             profile_config(true).contains(&"profile.ptx.debug=\"line-directives-only\"".to_owned())
         );
+    }
+
+    #[test]
+    fn a_package_cargo_unpacked_builds_in_a_workspace_of_its_own_and_a_member_in_its_workspace() {
+        let dir = scratch("nested-workspace");
+        families_workspace(&dir);
+        let out = dir.join("out");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+        let metadata = |manifest_dir: &Path| {
+            let json = cargo_metadata(&cargo, manifest_dir, &[OsStr::new("--no-deps")]).unwrap();
+            PathBuf::from(json["workspace_root"].as_str().unwrap())
+        };
+        // A workspace member builds where it is, writing nothing.
+        let builder = PtxBuilder::new("a", &dir);
+        let root = metadata(&dir);
+        assert_eq!(builder.nested_workspace(&root, &out).unwrap(), root);
+        assert!(!out.exists());
+
+        // An unpacked registry copy (`.cargo-ok`) of `a`, its dependency by
+        // version as `cargo package` writes it: a workspace under `out`
+        // that depends on it by path, and the copy is left as it was.
+        let copy = dir.join("registry/a-0.1.0");
+        std::fs::create_dir_all(copy.join("src")).unwrap();
+        std::fs::write(
+            copy.join("Cargo.toml"),
+            "[package]\nname = \"a\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\nshared = \"0.1.0\"\n",
+        )
+        .unwrap();
+        std::fs::write(copy.join("src/lib.rs"), "#![no_std]\n").unwrap();
+        std::fs::write(copy.join(".cargo-ok"), "{\"v\":1}").unwrap();
+        let nested = builder.nested_workspace(&copy, &out).unwrap();
+        assert!(nested.starts_with(&out), "{}", nested.display());
+        let manifest = std::fs::read_to_string(nested.join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!(
+                "\"a\" = {{ path = {:?} }}",
+                copy.display().to_string()
+            )),
+            "{manifest}"
+        );
+        assert!(manifest.contains("[workspace]"), "{manifest}");
+        // It is a workspace cargo reads, and `a` is in its graph.
+        let json = cargo_metadata(
+            &cargo,
+            &nested,
+            &[OsStr::new("--offline"), OsStr::new("--no-deps")],
+        )
+        .unwrap();
+        assert_eq!(Path::new(json["workspace_root"].as_str().unwrap()), nested);
+        assert_eq!(
+            std::fs::read_dir(&copy).unwrap().count(),
+            3,
+            "the unpacked copy was written into"
+        );
+        // A vendored copy (`.cargo-checksum.json`) the same.
+        std::fs::remove_file(copy.join(".cargo-ok")).unwrap();
+        std::fs::write(copy.join(".cargo-checksum.json"), "{\"files\":{}}").unwrap();
+        assert_eq!(builder.nested_workspace(&copy, &out).unwrap(), nested);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A workspace on disk: `shared`, and `a` and `b`, which depend on it.

@@ -859,10 +859,15 @@ mod tests {
         Twice,
         /// The issuer stores box [2, 0] (the tile has 2 × 1).
         OutsideTile,
+        /// The matrix has 45 columns (180 bytes a row: not a multiple of
+        /// 16), so the right tiles' boxes reach into the last 16-byte chunk.
+        RaggedChunk,
     }
 
     const STORE_ROWS: usize = 37;
-    const STORE_COLS: usize = 45;
+    /// 176 bytes a row, a multiple of 16 (a TMA store writes whole 16-byte
+    /// chunks of a row: [`Plant::RaggedChunk`] has 45), ragged for the tiles.
+    const STORE_COLS: usize = 44;
     const STORE_LD: usize = 48;
     const STORE_BATCHES: usize = 2;
     /// Stacked batches, 16 bytes past the last element of the one before.
@@ -875,7 +880,8 @@ mod tests {
     }
 
     /// A persistent launch of `grid` blocks of 64 threads storing, by TMA,
-    /// 2 batches of a 37 × 45 f32 matrix (rows 48 apart) in 32 × 32 tiles,
+    /// 2 batches of a 37 × 44 f32 matrix (rows 48 apart; 45 columns with
+    /// [`Plant::RaggedChunk`]) in 32 × 32 tiles,
     /// each tile as two 32-column × 16-row boxes staged in two swizzled
     /// shared tiles: every thread writes its share of the staging (at the
     /// swizzled place of each element), fences it, a barrier, thread 0
@@ -884,12 +890,13 @@ mod tests {
     fn store_run<S: Mode>(grid: u32, plant: Plant) -> Result<Vec<f32>, Box<EmuError>> {
         use crate::emu::{OutputBuffer, launch_with_outputs};
         let len = STORE_BATCH_STRIDE * STORE_BATCHES;
+        let cols = STORE_COLS + usize::from(plant == Plant::RaggedChunk);
         let mut backing = aligned::<f32>(len, |_| STORE_PAD);
         let base = backing.as_mut_ptr().cast::<f32>();
         let desc = TensorDesc::new(
             base.cast_const().cast(),
             len * 4,
-            &[STORE_COLS as u64, STORE_ROWS as u64, STORE_BATCHES as u64],
+            &[cols as u64, STORE_ROWS as u64, STORE_BATCHES as u64],
             &[STORE_LD as u64 * 4, STORE_BATCH_STRIDE as u64 * 4],
             &[32, 16, 1],
             4,
@@ -917,7 +924,7 @@ mod tests {
                     ptr as *mut f32,
                     len,
                     STORE_ROWS,
-                    STORE_COLS,
+                    cols,
                     STORE_LD,
                     STORE_BATCHES,
                     STORE_BATCH_STRIDE,
@@ -1021,6 +1028,16 @@ mod tests {
         assert_eq!(
             problem(Plant::Twice, 1),
             TmaStoreProblem::Overlapping { corner: [0, 0, 0] }
+        );
+        // 45 f32 columns: the right tiles' boxes reach past column 44, and
+        // a GPU writes columns 45..48 (the rest of the 16-byte chunk).
+        assert_eq!(
+            problem(Plant::RaggedChunk, 1),
+            TmaStoreProblem::PastTheRow {
+                cols: 45,
+                end: 48,
+                elem: 4
+            }
         );
         let err = store_run::<Sw128>(1, Plant::OutsideTile).unwrap_err();
         assert!(

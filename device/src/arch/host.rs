@@ -1188,6 +1188,17 @@ pub(crate) unsafe fn tma_store(
                 other_at: w.writer_site.map(Into::into),
             });
         }
+        if let Some((cols, end)) = map.store_overrun(i64::from(corner[0])) {
+            return Err(Fault::TmaStore {
+                problem: TmaStoreProblem::PastTheRow {
+                    cols,
+                    end,
+                    elem: map.elem(),
+                },
+                at: site.into(),
+                other_at: None,
+            });
+        }
         let base = map.base() as usize;
         let box_corner = corner.map(i64::from);
         let extent = [0, 1, 2].map(|d| i64::from(map.box_dims().get(d).copied().unwrap_or(1)));

@@ -578,6 +578,21 @@ pub enum TmaStoreProblem {
         /// The earlier box's corner (column, row, batch).
         corner: [i64; 3],
     },
+    /// The box reaches past the tensor's last column, and the row's extent
+    /// (`cols` × `elem` bytes) is not a multiple of 16 bytes: the copy
+    /// engine writes a row in whole 16-byte chunks, so a GPU writes columns
+    /// `cols .. end` of every row the box covers — outside the tensor, into
+    /// the row's padding or the next row (an H200 did; the emulator does
+    /// not, and reports it instead).
+    PastTheRow {
+        /// The tensor's columns (dimension 0).
+        cols: u64,
+        /// One past the last column a GPU writes: `cols` rounded up to 16
+        /// bytes, or the box's end if that comes first.
+        end: u64,
+        /// Bytes per element.
+        elem: usize,
+    },
     /// The thread exited with `stores` TMA stores whose source reads it had
     /// not waited for (`wait_read`): the block's shared memory is freed
     /// while the copy engine may still read it (the other operation named
@@ -606,6 +621,14 @@ impl fmt::Display for TmaStoreProblem {
                 f,
                 "the box overlaps the box at {corner:?} (column, row, batch) that this thread \
                  stored and has not waited for: the two writes of those elements are unordered"
+            ),
+            TmaStoreProblem::PastTheRow { cols, end, elem } => write!(
+                f,
+                "the box reaches past the tensor's {cols} columns, and a row of {cols} × {elem} \
+                 bytes = {} bytes is not a multiple of 16: the copy engine writes whole 16-byte \
+                 chunks, so on a GPU this store writes columns {cols}..{end} of each row it \
+                 covers, outside the tensor",
+                cols * *elem as u64
             ),
             TmaStoreProblem::NotWaited { stores } => write!(
                 f,
@@ -1345,6 +1368,14 @@ impl EmuError {
                 "fix: after writing the staging tile, each writing thread calls \
                  tma::fence_for_store() (fence.proxy.async) before the barrier that hands the \
                  tile to the storing thread"
+            }
+            Fault::TmaStore {
+                problem: TmaStoreProblem::PastTheRow { .. },
+                ..
+            } => {
+                "fix: store through a map whose rows are a multiple of 16 bytes (pad the \
+                 columns: 4 f32, 8 f16), or write the matrix's last columns with plain \
+                 stores; warpforge's MatrixMut::tma_store refuses such a matrix"
             }
             Fault::TmaStore { .. } => {
                 "fix: the storing thread calls commit() after its stores and wait_read::<0>() \

@@ -311,6 +311,21 @@ impl TensorDesc {
         }
     }
 
+    /// For a store of the box whose dimension-0 corner is `corner0`: the
+    /// columns past the tensor that a GPU writes, `cols .. end`, or `None`.
+    /// The copy engine writes a row in whole 16-byte chunks (an H200 wrote
+    /// columns 90 and 91 of a 90-column f32 matrix), so a box that reaches
+    /// past the last column of a tensor whose row is not a multiple of 16
+    /// bytes writes the rest of the last chunk.
+    pub fn store_overrun(&self, corner0: i64) -> Option<(u64, u64)> {
+        let cols = self.dims[0];
+        let elem = self.elem as u64;
+        let chunked = (cols * elem).div_ceil(16) * 16 / elem;
+        let box_end = corner0.saturating_add(i64::from(self.box_dims[0]));
+        let end = chunked.min(u64::try_from(box_end).unwrap_or(0));
+        (end > cols).then_some((cols, end))
+    }
+
     /// The box at `corner` as it lands in shared memory.
     ///
     /// # Safety

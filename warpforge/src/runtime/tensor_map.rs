@@ -356,8 +356,10 @@ impl<'b, T: Element> MatrixMut<'b, T> {
     /// The matrix with a TMA store map of it, for a kernel's
     /// `StoreMatrix<T, M, B0, B1, S>` parameter. Refused
     /// (`InvalidParameter`, naming the field) where the TMA cannot describe
-    /// it: a buffer not 16-byte aligned, row or batch strides that are not
-    /// multiples of 16 bytes, a box the map cannot have (every rule of
+    /// it: a buffer not 16-byte aligned, rows (`cols` × the element size)
+    /// or row and batch strides that are not multiples of 16 bytes (a
+    /// store writes whole 16-byte chunks of a row: a GPU would write past
+    /// the last column), a box the map cannot have (every rule of
     /// `cuTensorMapEncodeTiled`, as [`TensorMap::new`]), or extents past
     /// `i32::MAX` (a store's corner is 32-bit signed). A kernel with a plain
     /// epilogue takes such a matrix instead.
@@ -370,8 +372,11 @@ impl<'b, T: Element> MatrixMut<'b, T> {
     /// let stored = c.matrix_mut(100, 260, 264)?.tma_store::<32, 16, Sw128>()?;
     /// drop(stored);
     /// // Rows 259 elements apart are not a multiple of 16 bytes.
-    /// let err = c.matrix_mut(100, 259, 259)?.tma_store::<32, 16, Sw128>().unwrap_err();
+    /// let err = c.matrix_mut(100, 256, 259)?.tma_store::<32, 16, Sw128>().unwrap_err();
     /// assert!(err.to_string().contains("globalStrides[0]"));
+    /// // Nor are rows of 258 f32: a store would write columns 258 and 259.
+    /// let err = c.matrix_mut(100, 258, 264)?.tma_store::<32, 16, Sw128>().unwrap_err();
+    /// assert!(err.to_string().contains("columns 258..260"));
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn tma_store<const B0: usize, const B1: usize, S: Mode>(
@@ -394,6 +399,27 @@ impl<'b, T: Element> MatrixMut<'b, T> {
                     format!("{n} is past i32::MAX: a TMA store's corner is 32-bit signed"),
                 ));
             }
+        }
+        // The copy engine writes a row in whole 16-byte chunks (an H200 wrote
+        // columns 90 and 91 of a 90-column f32 matrix): a row that ends
+        // mid-chunk would get the rest of that chunk written past its end.
+        let row_bytes = self.cols.saturating_mul(size_of::<T>());
+        if !row_bytes.is_multiple_of(16) {
+            let chunked = row_bytes.div_ceil(16) * 16 / size_of::<T>();
+            return Err(invalid(
+                "cols",
+                format!(
+                    "{} columns of {:?} are {row_bytes} bytes a row, not a multiple of 16: a \
+                     TMA store writes whole 16-byte chunks, so a GPU would write columns {}..{chunked} \
+                     of each row too, outside the matrix; pad the columns to a multiple of {} \
+                     (the view's cols, not only its row stride), or use a kernel with a plain \
+                     epilogue",
+                    self.cols,
+                    T::DTYPE,
+                    self.cols,
+                    16 / size_of::<T>()
+                ),
+            ));
         }
         // One batch: any stride the map accepts (the batch index is always 0).
         let batch_stride = if self.batches == 1 {

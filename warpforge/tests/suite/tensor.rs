@@ -444,10 +444,10 @@ fn tma_probe_multiplies_the_boxes_it_loaded() {
     let dev = Device::emulator();
     let (a, b) = tma_operands(2);
     for (m0, n0) in TMA_CORNERS {
-        assert_eq!(
-            run_tma_probe(&dev, &a, &b, m0, n0),
-            tma_reference(&a, &b, m0, n0),
-            "corner ({m0}, {n0})"
+        assert_same(
+            &run_tma_probe(&dev, &a, &b, m0, n0),
+            &tma_reference(&a, &b, m0, n0),
+            &format!("corner ({m0}, {n0})"),
         );
     }
 }
@@ -472,6 +472,13 @@ fn run_store_probe(
     dev.launch(probe::probe_tma_store, cfg, (matrix,)).unwrap();
     c.to_host().unwrap()
 }
+
+/// The store probe's matrix: 3 batches of 100 × 92 f32, rows 96 apart.
+/// Ragged in both tile dimensions (64 × 64 tiles, 32 × 32 boxes); 92
+/// columns are 368 bytes a row, a whole number of the 16-byte chunks a TMA
+/// store writes (90, the shape an H200 wrote two columns past, is refused:
+/// `tma_store_of_rows_ending_mid_chunk_is_refused`).
+const STORE_PROBE_SHAPE: (usize, usize, usize, usize) = (3, 100, 92, 96);
 
 /// The TMA store through the host launch path (a `StoreMatrix` argument,
 /// its map checked and bound as the launch's output): every element of 3
@@ -499,7 +506,7 @@ fn tma_store_probe_writes_every_owned_box_once() {
     assert_eq!(params.len(), 8);
 
     let dev = Device::emulator();
-    let (batches, rows, cols, ld) = (3, 100, 90, 96);
+    let (batches, rows, cols, ld) = STORE_PROBE_SHAPE;
     let stride = rows * ld + 32;
     for blocks in [1, 2, 5] {
         let c = run_store_probe(&dev, (batches, rows, cols, ld), blocks);
@@ -515,6 +522,48 @@ fn tma_store_probe_writes_every_owned_box_once() {
     }
 }
 
+/// A matrix whose rows end mid-way through a 16-byte chunk is refused for
+/// TMA stores, naming the columns a GPU would write past it (an H200 wrote
+/// columns 90 and 91 of every row of a 90-column f32 matrix, rows 96
+/// apart); and were such a map made, the emulator's store is the fault
+/// that names the same columns, not a silently clipped write.
+#[test]
+fn tma_store_of_rows_ending_mid_chunk_is_refused() {
+    use warpforge::Error;
+    use warpforge_device::swizzle::Sw128;
+    let dev = Device::emulator();
+    let mut c = dev.alloc_zeroed::<f32>(100 * 96).unwrap();
+    let e = c
+        .matrix_mut(100, 90, 96)
+        .unwrap()
+        .tma_store::<32, 32, Sw128>()
+        .unwrap_err();
+    match e {
+        Error::InvalidParameter {
+            parameter, detail, ..
+        } => {
+            assert_eq!(parameter, "cols");
+            assert!(detail.contains("columns 90..92"), "{detail}");
+            assert!(detail.contains("multiple of 4"), "{detail}");
+        }
+        other => panic!("not InvalidParameter: {other}"),
+    }
+    // f16: 8 to a chunk. 100 columns end mid-chunk (columns 100..104); 104 do not.
+    let mut h = dev.alloc_zeroed::<half::f16>(100 * 128).unwrap();
+    let e = h
+        .matrix_mut(100, 100, 128)
+        .unwrap()
+        .tma_store::<64, 32, Sw128>()
+        .unwrap_err();
+    assert!(e.to_string().contains("columns 100..104"), "{e}");
+    assert!(
+        h.matrix_mut(100, 104, 128)
+            .unwrap()
+            .tma_store::<64, 32, Sw128>()
+            .is_ok()
+    );
+}
+
 /// A matrix the TMA cannot store is refused on the host, naming the field.
 #[test]
 fn tma_store_maps_the_tma_cannot_use_are_refused() {
@@ -528,7 +577,7 @@ fn tma_store_maps_the_tma_cannot_use_are_refused() {
     };
     // Rows 91 elements apart: 364 bytes, not a multiple of 16.
     let e = c
-        .matrix_mut(100, 90, 91)
+        .matrix_mut(100, 88, 91)
         .unwrap()
         .tma_store::<32, 32, Sw128>()
         .unwrap_err();
@@ -536,7 +585,7 @@ fn tma_store_maps_the_tma_cannot_use_are_refused() {
     // Two batches 9604 elements apart: 38416 bytes, a multiple of 16; 9601 is not.
     let mut c = dev.alloc_zeroed::<f32>(2 * 9604).unwrap();
     let e = c
-        .batched_matrix_mut(100, 90, 96, 2, 9601)
+        .batched_matrix_mut(100, 92, 96, 2, 9601)
         .unwrap()
         .tma_store::<32, 32, Sw128>()
         .unwrap_err();
@@ -553,10 +602,33 @@ fn gpu_tma_store_probe_matches_the_emulator() {
         "the probe is in the probes' sm_90a module only"
     );
     gpu.load(&PROBES).unwrap();
-    let shape = (3, 100, 90, 96);
-    assert_eq!(
-        run_store_probe(&gpu, shape, 5),
-        run_store_probe(&Device::emulator(), shape, 5)
+    assert_same(
+        &run_store_probe(&gpu, STORE_PROBE_SHAPE, 5),
+        &run_store_probe(&Device::emulator(), STORE_PROBE_SHAPE, 5),
+        "the GPU's TMA stores (left) against the emulator's",
+    );
+}
+
+/// `got == want` element for element (bit for bit for floats: NaNs of the
+/// same bits equal); on a mismatch, panics with the count of differing
+/// elements and the first ten as index, got, want, not the whole buffers.
+fn assert_same<T: Copy + PartialEq + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    let differing: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
+    if differing.is_empty() {
+        return;
+    }
+    let first: Vec<String> = differing
+        .iter()
+        .take(10)
+        .map(|&i| format!("  [{i}]: {:?} vs {:?}", got[i], want[i]))
+        .collect();
+    panic!(
+        "{what}: {} of {} elements differ; the first {}:\n{}",
+        differing.len(),
+        got.len(),
+        first.len(),
+        first.join("\n")
     );
 }
 
@@ -608,12 +680,13 @@ fn gpu_tma_probe_matches_the_emulator_bit_for_bit() {
     let (a, b) = tma_operands(6);
     for (m0, n0) in TMA_CORNERS {
         let on_gpu = run_tma_probe(&gpu, &a, &b, m0, n0);
-        assert_eq!(on_gpu, tma_reference(&a, &b, m0, n0), "corner ({m0}, {n0})");
+        let corner = format!("corner ({m0}, {n0})");
+        assert_same(&on_gpu, &tma_reference(&a, &b, m0, n0), &corner);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(
-            bits(&on_gpu),
-            bits(&run_tma_probe(&emu, &a, &b, m0, n0)),
-            "corner ({m0}, {n0})"
+        assert_same(
+            &bits(&on_gpu),
+            &bits(&run_tma_probe(&emu, &a, &b, m0, n0)),
+            &format!("{corner}, bits: the GPU (left) against the emulator"),
         );
     }
 }

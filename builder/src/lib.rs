@@ -848,10 +848,15 @@ impl PtxBuilder {
     fn failure(&self, arch: Arch, workspace: &Path, stdout: &str, stderr: &str) -> BuildError {
         let diagnostics = compiler_errors(stdout);
         if diagnostics.is_empty() {
+            let mut message = cargo_errors(stderr);
+            if let Some(hint) = build_std_source_hint(&message) {
+                message.push('\n');
+                message.push_str(hint);
+            }
             return BuildError::Cargo {
                 package: self.package.clone(),
                 arch: arch.name(),
-                message: cargo_errors(stderr),
+                message,
             };
         }
         let hint = hint_for(&diagnostics);
@@ -1166,6 +1171,20 @@ fn nested_cargo(cargo: &OsStr, dir: &Path) -> Command {
         cmd.env_remove(var);
     }
     cmd
+}
+
+/// A hint for a nested build that could not resolve the standard library's
+/// own registry crates (`-Zbuild-std` resolves rust-src's `library/`
+/// workspace): what an offline or vendored source lacks.
+fn build_std_source_hint(cargo_message: &str) -> Option<&'static str> {
+    (cargo_message.contains("no matching package")
+        && cargo_message.contains("rustlib/src/rust/library"))
+    .then_some(
+        "hint: -Zbuild-std builds `core` from rust-src, whose workspace needs a few registry \
+         crates of its own; a vendored or offline source must hold them too: \
+         `cargo vendor --sync \"$(rustc --print sysroot)/lib/rustlib/src/rust/library/Cargo.toml\"` \
+         (docs/build-times.md, \"Outside this repository\")",
+    )
 }
 
 /// The rendered text of every error rustc reported in cargo's JSON messages,
@@ -2335,6 +2354,24 @@ mod tests {
         let other =
             ["error[E0599]: no method named `frobnicate` found for type `f32`\n".to_owned()];
         assert_eq!(hint_for(&other), None);
+    }
+
+    #[test]
+    fn a_vendored_source_without_the_standard_library_s_crates_gets_the_vendor_command() {
+        // What cargo said in a vendored build whose source lacked them.
+        let said = "error: no matching package named `rustc-literal-escaper` found\n\
+                    location searched: directory source `/tmp/v` (which is replacing registry `crates-io`)\n\
+                    required by package `proc_macro v0.0.0 (/root/.rustup/toolchains/nightly/lib/rustlib/src/rust/library/proc_macro)`";
+        let hint = build_std_source_hint(said).unwrap();
+        assert!(hint.contains("cargo vendor --sync"), "{hint}");
+        assert!(hint.contains("library/Cargo.toml"), "{hint}");
+        // A missing package of the user's own graph is not this.
+        assert_eq!(
+            build_std_source_hint(
+                "error: no matching package named `nope` found\n  required by package `k`"
+            ),
+            None
+        );
     }
 
     #[test]

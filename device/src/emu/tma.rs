@@ -97,6 +97,16 @@ impl BoxGeometry<'_> {
     }
 }
 
+/// One past the last column a TMA store can write in a row of `cols`
+/// elements of `elem` bytes: the copy engine writes a row in whole 16-byte
+/// chunks (an H200 wrote columns 90 and 91 of a 90-column f32 row), so
+/// `cols` rounded up to a chunk. Equal to `cols` exactly when the row is a
+/// multiple of 16 bytes; the host refuses store maps where it is not.
+pub fn stored_row_end(cols: u64, elem: usize) -> u64 {
+    let elem = elem as u64;
+    cols.saturating_mul(elem).div_ceil(16) * 16 / elem
+}
+
 /// Most dimensions a tensor map has (`cuTensorMapEncodeTiled`'s rank).
 pub const MAX_RANK: usize = 5;
 
@@ -319,8 +329,7 @@ impl TensorDesc {
     /// bytes writes the rest of the last chunk.
     pub fn store_overrun(&self, corner0: i64) -> Option<(u64, u64)> {
         let cols = self.dims[0];
-        let elem = self.elem as u64;
-        let chunked = (cols * elem).div_ceil(16) * 16 / elem;
+        let chunked = stored_row_end(cols, self.elem);
         let box_end = corner0.saturating_add(i64::from(self.box_dims[0]));
         let end = chunked.min(u64::try_from(box_end).unwrap_or(0));
         (end > cols).then_some((cols, end))

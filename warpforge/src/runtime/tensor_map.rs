@@ -28,6 +28,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, LaunchArgs, PushKernelArg};
 use std::marker::PhantomData;
 use warpforge_device::emu::stream::Access;
 use warpforge_device::emu::tma::TensorDesc;
+use warpforge_device::emu::tma::stored_row_end;
 use warpforge_device::kernel::{RawStoreMatrix, RawTensorMap};
 use warpforge_device::swizzle::{Mode, Swizzle};
 
@@ -403,9 +404,9 @@ impl<'b, T: Element> MatrixMut<'b, T> {
         // The copy engine writes a row in whole 16-byte chunks (an H200 wrote
         // columns 90 and 91 of a 90-column f32 matrix): a row that ends
         // mid-chunk would get the rest of that chunk written past its end.
-        let row_bytes = self.cols.saturating_mul(size_of::<T>());
-        if !row_bytes.is_multiple_of(16) {
-            let chunked = row_bytes.div_ceil(16) * 16 / size_of::<T>();
+        let chunked = stored_row_end(self.cols as u64, size_of::<T>());
+        if chunked != self.cols as u64 {
+            let row_bytes = self.cols.saturating_mul(size_of::<T>());
             return Err(invalid(
                 "cols",
                 format!(

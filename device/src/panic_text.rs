@@ -2,111 +2,119 @@
 //!
 //! CUDA's `vprintf` prints `%s` up to a NUL byte and has no `%.*s` (a length
 //! from the argument list), while Rust's strings carry a length and no NUL.
-//! So the panic handler formats the message and the file name into
-//! fixed-size, NUL-terminated buffers in the thread's local memory and prints
-//! those. The buffers are plain Rust, tested on the host.
+//! So the panic handler copies the message into a fixed-size,
+//! NUL-terminated buffer in the thread's local memory and prints that (the
+//! file name comes NUL-terminated: `Location::file_as_c_str`). Nothing here formats (`core::fmt`): ptxas gives every kernel with a
+//! panic path its own copy of the handler, and formatting made that copy
+//! about 3 000 instructions, most of the time ptxas spent on a reduction
+//! kernel. The buffer is plain Rust, tested on the host.
 
-use core::fmt;
+use core::mem::MaybeUninit;
 
-/// A NUL-terminated string of at most `N - 1` bytes, built in place.
-/// Text beyond the room is dropped at a UTF-8 character boundary and the
-/// string ends in `...`.
+/// A NUL-terminated copy of a string, at most `N - 1` bytes. A longer string
+/// is cut at a UTF-8 character boundary and ends in `...`. Only the bytes up
+/// to the NUL are ever written: nothing zeroes or moves the whole buffer,
+/// which ptxas would write out as one instruction per byte.
 pub(crate) struct CText<const N: usize> {
-    bytes: [u8; N],
+    bytes: [MaybeUninit<u8>; N],
+    /// Bytes before the NUL; `bytes[..=len]` are written.
     len: usize,
-    truncated: bool,
 }
 
 impl<const N: usize> CText<N> {
     /// Room kept for the `...` that marks a cut.
     const ELLIPSIS: &'static [u8] = b"...";
+    const NUL: u8 = 0;
 
+    /// An unwritten buffer (`N` ≥ 1: it holds at least the NUL).
     pub(crate) const fn new() -> Self {
+        const { assert!(N >= 1, "a C string needs room for its NUL") };
         CText {
-            bytes: [0; N],
+            bytes: [MaybeUninit::uninit(); N],
             len: 0,
-            truncated: false,
         }
+    }
+
+    /// Writes `s`, cut to fit, and the NUL. Loops bounded by the buffer and
+    /// the string, so it has no panic path of its own.
+    pub(crate) fn set(&mut self, s: &str) {
+        let room = N - 1;
+        let (take, dots) = if s.len() <= room {
+            (s.len(), 0)
+        } else {
+            let dots = Self::ELLIPSIS.len().min(room);
+            let mut take = room - dots;
+            while take > 0 && !s.is_char_boundary(take) {
+                take -= 1;
+            }
+            (take, dots)
+        };
+        let text = s.as_bytes().iter().take(take);
+        let dots = Self::ELLIPSIS.iter().take(dots);
+        let mut len = 0;
+        for (to, &b) in self.bytes.iter_mut().zip(text.chain(dots)) {
+            to.write(b);
+            len += 1;
+        }
+        self.len = len.min(room);
+        self.bytes[self.len].write(Self::NUL);
     }
 
     /// The bytes up to and including the NUL.
     #[cfg(test)]
     pub(crate) fn as_bytes_with_nul(&self) -> &[u8] {
-        &self.bytes[..=self.len]
+        // SAFETY: `set` wrote `bytes[..=len]` (`new` then `set` is the only
+        // way the tests build one); `MaybeUninit<u8>` has `u8`'s layout.
+        unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.len + 1) }
     }
 
-    /// A pointer to the NUL-terminated bytes, for `%s`.
+    /// A pointer to the NUL-terminated bytes, for `%s` (after [`CText::set`]).
     #[cfg(target_arch = "nvptx64")]
     pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.bytes.as_ptr()
-    }
-}
-
-impl<const N: usize> fmt::Write for CText<N> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        if self.truncated {
-            return Ok(());
-        }
-        let room = N - 1 - self.len;
-        if s.len() <= room {
-            self.bytes[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
-            self.len += s.len();
-            return Ok(());
-        }
-        // Keep room for the ellipsis, and cut at a character boundary.
-        let mut take = room.saturating_sub(Self::ELLIPSIS.len());
-        while take > 0 && !s.is_char_boundary(take) {
-            take -= 1;
-        }
-        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
-        self.len += take;
-        let dots = Self::ELLIPSIS.len().min(N - 1 - self.len);
-        self.bytes[self.len..self.len + dots].copy_from_slice(&Self::ELLIPSIS[..dots]);
-        self.len += dots;
-        self.truncated = true;
-        Ok(())
+        self.bytes.as_ptr().cast()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::CText;
-    use core::fmt::Write;
 
-    fn text<const N: usize>(parts: &[&str]) -> Vec<u8> {
+    fn text<const N: usize>(s: &str) -> Vec<u8> {
         let mut t = CText::<N>::new();
-        for p in parts {
-            t.write_str(p).unwrap();
-        }
+        t.set(s);
         t.as_bytes_with_nul().to_vec()
     }
 
     #[test]
     fn short_text_is_copied_and_nul_terminated() {
-        assert_eq!(text::<16>(&["in ", "bounds"]), b"in bounds\0");
-        assert_eq!(text::<16>(&[]), b"\0");
-        let mut t = CText::<32>::new();
-        write!(t, "row {} of {}", 7, 3).unwrap();
-        assert_eq!(t.as_bytes_with_nul(), b"row 7 of 3\0");
+        assert_eq!(text::<16>("in bounds"), b"in bounds\0");
+        assert_eq!(text::<16>(""), b"\0");
     }
 
     #[test]
     fn text_that_fills_the_buffer_exactly_is_not_cut() {
-        assert_eq!(text::<6>(&["abcde"]), b"abcde\0");
+        assert_eq!(text::<6>("abcde"), b"abcde\0");
     }
 
     #[test]
     fn long_text_is_cut_with_an_ellipsis_and_stays_within_the_buffer() {
-        assert_eq!(text::<10>(&["abcdefghijk"]), b"abcdef...\0");
-        // Later writes after a cut add nothing.
-        assert_eq!(text::<10>(&["abcd", "efghijk", "more"]), b"abcdef...\0");
+        assert_eq!(text::<10>("abcdefghijk"), b"abcdef...\0");
+        assert_eq!(text::<10>("abcdefghij"), b"abcdef...\0");
+        // A buffer too small for the ellipsis keeps what fits of it.
+        assert_eq!(text::<3>("abcdef"), b"..\0");
+        assert_eq!(text::<1>("abc"), b"\0");
+        // Set twice: the second text is what is printed.
+        let mut t = CText::<8>::new();
+        t.set("longer text");
+        t.set("ab");
+        assert_eq!(t.as_bytes_with_nul(), b"ab\0");
     }
 
     #[test]
     fn a_cut_never_splits_a_character() {
         // "é" is two bytes: 11 bytes leave room for 7 before the "...", which
         // would end inside the second "é"; the cut moves back to 6.
-        let bytes = text::<11>(&["abcdéééé"]);
+        let bytes = text::<11>("abcdéééé");
         let s = std::str::from_utf8(&bytes[..bytes.len() - 1]).expect("valid UTF-8");
         assert_eq!(s, "abcdé...");
         assert_eq!(*bytes.last().unwrap(), 0);

@@ -164,13 +164,20 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     unsafe { nvptx::trap() }
 }
 
+/// What a panic whose message has values (`assert!(c, "{x}")`, a slice index
+/// out of bounds) prints in its place on the GPU.
+const UNFORMATTED: &str =
+    "a message with values, not formatted on the GPU (the emulator prints it in full)";
+
 /// Out of line and cold: the text buffers live in this function's frame
-/// only, not in every kernel that has a panic path.
+/// only, not in every kernel that has a panic path. A static message is
+/// printed as it is; a message with values is not formatted, because
+/// `core::fmt` would be compiled into every kernel that can panic (ptxas
+/// gives each kernel its own copy of the functions it calls).
 #[inline(never)]
 #[cold]
 fn print_panic(info: &core::panic::PanicInfo<'_>) {
     use crate::panic_text::CText;
-    use core::fmt::Write;
     /// `vprintf`'s argument buffer: each argument at its natural alignment,
     /// in the order of the format's conversions (`%s`, `%u`, `%s`).
     #[repr(C)]
@@ -179,31 +186,21 @@ fn print_panic(info: &core::panic::PanicInfo<'_>) {
         line: u32,
         message: *const u8,
     }
-    let mut file = CText::<128>::new();
+    let (file, line) = match info.location() {
+        Some(l) => (l.file_as_c_str(), l.line()),
+        None => (c"<unknown>", 0),
+    };
     let mut message = CText::<256>::new();
-    let line = match info.location() {
-        Some(l) => {
-            let _ = file.write_str(l.file());
-            l.line()
-        }
-        None => {
-            let _ = file.write_str("<unknown>");
-            0
-        }
-    };
-    // A formatted message (`expect`, `assert!` with values) goes through core::fmt.
-    let _ = match info.message().as_str() {
-        Some(s) => message.write_str(s),
-        None => write!(message, "{}", info.message()),
-    };
+    message.set(info.message().as_str().unwrap_or(UNFORMATTED));
     let args = Args {
-        file: file.as_ptr(),
+        file: file.as_ptr().cast(),
         line,
         message: message.as_ptr(),
     };
     // SAFETY: the format string is NUL-terminated; its conversions match `Args`
     // field for field (`%s` a pointer to a NUL-terminated string, `%u` a u32),
-    // and both strings are NUL-terminated buffers that outlive the call.
+    // and both strings are NUL-terminated (a `CStr`, a `CText`) and outlive
+    // the call.
     unsafe {
         nvptx::vprintf(
             c"warpforge kernel panicked at %s:%u: %s\n".as_ptr().cast(),

@@ -140,14 +140,18 @@ pub trait Items<S: State> {
     }
     /// `acc` combined with the whole groups at `k + 32·WIDTH·i` (positions
     /// `j + 32·WIDTH·i`), `i < 16 / WIDTH`, in order: a lane's share of a
-    /// full, aligned rows unit (`k` a multiple of `WIDTH`).
+    /// full, aligned rows unit (`k` a multiple of `WIDTH`), all of its loads
+    /// issued before the first fold. `None` where that cannot be done with
+    /// whole vectors (a buffer that does not start at a 16-byte boundary,
+    /// which only the emulator can be given): the caller then folds the
+    /// unit group by group ([`Items::fold`]), with the same bits.
     #[inline(always)]
-    fn fold_lane_unit(&mut self, mut acc: S, k: u64, j: u64) -> S {
+    fn fold_lane_unit(&mut self, mut acc: S, k: u64, j: u64) -> Option<S> {
         let stride = WARP * Self::WIDTH;
         for i in 0..LANE_ITEMS / Self::WIDTH {
             acc = self.fold(acc, k + stride * i, j + stride * i, Self::WIDTH);
         }
-        acc
+        Some(acc)
     }
 }
 
@@ -216,23 +220,17 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         acc
     }
     #[inline(always)]
-    fn fold_lane_unit(&mut self, acc: R::State, k: u64, j: u64) -> R::State {
-        // All of the lane's vectors at once, when they are all there.
-        if let Some(rel) = k.checked_sub(self.head)
-            && rel % T::WIDTH == 0
-            && let Some(v) = self
-                .vectors
-                .get_range((rel / T::WIDTH) as usize..self.vectors.len())
-            && let Some(acc) = T::fold_lane_unit::<R>(v, acc, j)
-        {
-            return acc;
+    fn fold_lane_unit(&mut self, acc: R::State, k: u64, j: u64) -> Option<R::State> {
+        // All of the lane's vectors at once, when they are all there (no
+        // fallback written out here: `fold_unit`'s group loop is it).
+        let rel = k.checked_sub(self.head)?;
+        if rel % T::WIDTH != 0 {
+            return None;
         }
-        let stride = WARP * T::WIDTH;
-        let mut acc = acc;
-        for i in 0..LANE_ITEMS / T::WIDTH {
-            acc = self.fold(acc, k + stride * i, j + stride * i, T::WIDTH);
-        }
-        acc
+        let v = self
+            .vectors
+            .get_range((rel / T::WIDTH) as usize..self.vectors.len())?;
+        T::fold_lane_unit::<R>(v, acc, j)
     }
 }
 
@@ -296,15 +294,16 @@ pub fn rows_pass<S: State>(
     let lane = u64::from(thread::lane_id());
     // `for_each`, not `for`: a counted loop that ptxas sees as warp-uniform.
     states.chunks(units).for_each(|mut owned| {
-        let acc = fold_unit(owned.unit(), per_row, len, lane, &mut items);
+        let unit = owned.unit();
+        let acc = fold_unit(unit / per_row, unit % per_row, len, lane, &mut items);
         if let Some(chunk) = owned.leader() {
             chunk.write(acc.encode());
         }
     });
 }
 
-/// The state of rows-pass unit `unit` (row `unit / per_row`, chunk
-/// `unit % per_row` of [`ROW_UNIT`] items) at lane 0 of the calling warp.
+/// The state of rows-pass unit `c` of row `row` (its items `c · ROW_UNIT ..`,
+/// [`ROW_UNIT`] of them or up to the row's end) at lane 0 of the calling warp.
 /// The unit's items are cut at the buffer's group boundaries (multiples of
 /// `W =` [`Items::WIDTH`]: the first and last groups may be partial); lane
 /// `lane` folds groups `lane, lane + 32, …` of the unit in order, each group's
@@ -314,26 +313,22 @@ pub fn rows_pass<S: State>(
 /// they agree bit for bit; the order depends on the shape alone (every buffer starts at a
 /// group boundary), not on which loads are vectors.
 #[inline(always)]
-fn fold_unit<S: State, I: Items<S>>(
-    unit: u64,
-    per_row: u64,
-    len: u64,
-    lane: u64,
-    items: &mut I,
-) -> S {
+fn fold_unit<S: State, I: Items<S>>(row: u64, c: u64, len: u64, lane: u64, items: &mut I) -> S {
     let w = I::WIDTH;
-    let (row, c) = (unit / per_row, unit % per_row);
     let start = c * ROW_UNIT;
     let end = len.min(start + ROW_UNIT);
     let base = row * len;
     let (first, last) = (base + start, base + end);
-    let mut acc = S::empty();
-    if end - start == ROW_UNIT && first % w == 0 {
-        // A full, aligned unit: whole groups and a constant trip count, which
-        // the compiler unrolls, so all of a lane's loads are in flight at once.
-        let k = first + w * lane;
-        acc = items.fold_lane_unit(acc, k, k - base);
+    // A full, aligned unit: whole groups and a constant trip count, which
+    // the compiler unrolls, so all of a lane's loads are in flight at once.
+    let k = first + w * lane;
+    let whole = if end - start == ROW_UNIT && first % w == 0 {
+        items.fold_lane_unit(S::empty(), k, k - base)
     } else {
+        None
+    };
+    let mut acc = whole.unwrap_or_else(|| {
+        let mut acc = S::empty();
         let mut g = first / w + lane;
         while g * w < last {
             let lo = (g * w).max(first);
@@ -341,7 +336,8 @@ fn fold_unit<S: State, I: Items<S>>(
             acc = items.fold(acc, lo, lo - base, hi - lo);
             g += WARP;
         }
-    }
+        acc
+    });
     let mut delta = 16;
     while delta > 0 {
         acc = S::combine(acc, acc.shuffle_down(delta));
@@ -478,7 +474,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
     // walk depends on the warp alone, so the shuffles have the full warp).
     let mut unit = block * warps_per_block + warp_in_block;
     while unit < units {
-        let acc = fold_unit(unit, per_row, len, lane, &mut items);
+        let acc = fold_unit(unit / per_row, unit % per_row, len, lane, &mut items);
         if lane == 0 {
             write_state(scratch, region(0) + 2 * unit, acc);
         }
@@ -517,7 +513,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
                 let mut word = |i: usize| scratch.at(from + i).map_or(0, |w| w.get());
                 S::decode([word(2 * k), word(2 * k + 1)])
             });
-            let acc = fold_unit(unit, next, level_len, lane, &mut level);
+            let acc = fold_unit(unit / next, unit % next, level_len, lane, &mut level);
             if lane == 0 {
                 if next == 1 {
                     finish(unit, acc); // the level's units are the rows
@@ -589,43 +585,53 @@ pub fn rows_small<S: State, I: Items<S>>(
         }
         return;
     }
-    if per_row <= 1 {
-        // The walk depends on the warp alone, so the shuffles have the full warp.
-        let mut row = block * warps_per_block + warp_in_block;
-        while row < rows {
-            let acc = fold_unit(row, 1, len, lane, &mut items);
-            if lane == 0 {
-                finish(row, acc);
-            }
-            row += blocks * warps_per_block;
-        }
-        return;
-    }
+    // One unit per row (a row of no items has one, empty): a warp per row,
+    // the block's warps on consecutive rows. More: a block per row, its warps
+    // on the row's units, their states combined through shared memory.
+    let (per_row, rows_per_step) = match per_row {
+        0 | 1 => (1, warps_per_block),
+        _ => (per_row, 1),
+    };
     let states = shared::array::<u64, { 2 * SMALL_MAX_UNITS as usize }>();
-    // The walk depends on the block alone, so every thread meets the barriers.
-    let mut row = block;
-    while row < rows {
-        let mut c = warp_in_block;
-        while c < per_row {
-            let acc = fold_unit(row * per_row + c, per_row, len, lane, &mut items);
-            if lane == 0 {
-                let [a, b] = acc.encode();
-                states.store(2 * c as usize, a);
-                states.store(2 * c as usize + 1, b);
+    // The walk depends on the block alone, so every thread meets the
+    // barriers, and on the warp alone within it, so the shuffles have the
+    // full warp.
+    let mut row0 = block * rows_per_step;
+    while row0 < rows {
+        let mut u = warp_in_block;
+        while u < rows_per_step * per_row {
+            let (row, c) = if per_row == 1 {
+                (row0 + u, 0)
+            } else {
+                (row0, u)
+            };
+            if row < rows {
+                let acc = fold_unit(row, c, len, lane, &mut items);
+                if lane == 0 {
+                    if per_row == 1 {
+                        finish(row, acc);
+                    } else {
+                        let [a, b] = acc.encode();
+                        states.store(2 * c as usize, a);
+                        states.store(2 * c as usize + 1, b);
+                    }
+                }
             }
-            c += warps_per_block;
+            u += warps_per_block;
         }
-        sync::sync_threads();
-        if warp_in_block == 0 {
-            let mut level =
-                Scalar(|k: usize, _| S::decode([states.load(2 * k), states.load(2 * k + 1)]));
-            let acc = fold_unit(0, 1, per_row, lane, &mut level);
-            if lane == 0 {
-                finish(row, acc);
+        if per_row > 1 {
+            sync::sync_threads();
+            if warp_in_block == 0 {
+                let mut level =
+                    Scalar(|k: usize, _| S::decode([states.load(2 * k), states.load(2 * k + 1)]));
+                let acc = fold_unit(0, 0, per_row, lane, &mut level);
+                if lane == 0 {
+                    finish(row0, acc);
+                }
             }
+            sync::sync_threads();
         }
-        sync::sync_threads();
-        row += blocks;
+        row0 += blocks * rows_per_step;
     }
 }
 

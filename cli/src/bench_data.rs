@@ -1,6 +1,7 @@
 //! Benchmark results as data: the records `bench --json FILE` writes, the
 //! comparison of two such files (`bench compare OLD NEW`), and the Markdown
-//! table the README's GPU section is generated from (`bench table FILES…`).
+//! tables the README's current GPU results and the docs' are generated from
+//! (`bench table FILES…`).
 //!
 //! A results file is one JSON object: the schema name ([`SCHEMA`]), the run's
 //! notes and skipped cases, and one flat [`BenchRecord`] per measured case, each
@@ -608,7 +609,7 @@ pub fn largest_per_series(file: &BenchFile) -> BenchFile {
     }
 }
 
-/// The Markdown table of the README's GPU section: per measured case (the
+/// The Markdown table of GPU results (the README's, the journal's): per measured case (the
 /// anchors' own rows left out), the device, the case, time per call,
 /// throughput, the anchor's and the ratio, and one line naming the runs
 /// (devices, drivers, commits, dates) under it.

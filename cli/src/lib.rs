@@ -15,7 +15,7 @@
 //! | [`doctor`] | `doctor` | driver, GPUs, embedded PTX, ptxas and emulator, with a verdict |
 //! | [`startup`] | `doctor --timings` | start-up phases in fresh processes, against the driver's floor |
 //! | [`bench_table`] | `bench` | [`warpforge_tools::bench`]'s reports as text tables |
-//! | [`bench_data`] | `bench --json`, `bench compare`, `bench table` | results as JSON records, compared, as the README's table |
+//! | [`bench_data`] | `bench --json`, `bench compare`, `bench table` | results as JSON records, compared, as the README's and docs' tables |
 //! | [`bench_plot`] | `bench --plot` | results as SVG charts |
 //! | [`profile`] | `profile` | the emulator's memory-traffic profile of an operation |
 //!

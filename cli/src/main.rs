@@ -258,7 +258,7 @@ struct BenchArgs {
 const OVERLAP: &str = "overlap";
 /// `bench compare OLD.json NEW.json`: two results files, case by case.
 const COMPARE: &str = "compare";
-/// `bench table FILES…`: results files as the README's Markdown table.
+/// `bench table FILES…`: results files as the Markdown table of the README and the docs.
 const TABLE: &str = "table";
 /// `bench plot FILES… --plot OUT.svg`: results files as a chart.
 const PLOT: &str = "plot";

@@ -49,6 +49,10 @@
 //! so a kernel of yours named like a library kernel never runs the library's
 //! entry. On the emulator kernels run from host code and `load` is a no-op.
 //!
+//! The design notes behind each part (the kernel families, the emulator, the
+//! host API's failure classes, the builder) and the GPU measurements are the
+//! repository's `docs/` pages, indexed by `docs/README.md`.
+//!
 //! On the emulator, [`Device::profile_memory`] returns each launch's
 //! [`MemoryProfile`]: its global and shared-memory traffic counted per
 //! warp-level request as a GPU serves it (sectors per request, coalescing

@@ -1,4 +1,5 @@
-//! The README's GPU table (and each results folder's `RESULTS.md`) is the
+//! The README's current GPU table, and every other generated table of the
+//! docs (the GPU results journal, each results folder's `RESULTS.md`), is the
 //! output of the command its marker names, run over the JSON records checked
 //! in beside it: a table edited by hand, or records replaced without
 //! regenerating it, fails here.
@@ -65,18 +66,42 @@ fn the_readme_gpu_table_is_what_bench_table_makes_of_the_checked_in_results() {
     );
 }
 
+/// Every Markdown file under `dir`, recursively.
+fn markdown_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every generated bench table under `docs/`: the GPU results journal's
+/// older runs and each results folder's `RESULTS.md`.
 #[test]
-fn every_results_folder_table_is_what_bench_table_makes_of_its_records() {
-    let mut n = 0;
-    for dir in std::fs::read_dir(Path::new(ROOT).join("docs/gpu-results")).unwrap() {
-        let results = dir.unwrap().path().join("RESULTS.md");
-        if results.exists() {
-            n += check(&results);
+fn every_generated_table_under_docs_is_what_bench_table_makes_of_its_records() {
+    let mut files = Vec::new();
+    markdown_files(&Path::new(ROOT).join("docs"), &mut files);
+    files.sort();
+    let mut results_folders = 0;
+    let mut elsewhere = 0;
+    for file in &files {
+        let n = check(file);
+        if file.file_name().is_some_and(|f| f == "RESULTS.md") {
+            results_folders += n;
+        } else {
+            elsewhere += n;
         }
     }
     assert!(
-        n >= 1,
+        results_folders >= 1,
         "no RESULTS.md with a generated table under docs/gpu-results"
+    );
+    assert!(
+        elsewhere >= 1,
+        "no generated table in docs/ outside the results folders (the GPU results journal has the older runs')"
     );
 }
 

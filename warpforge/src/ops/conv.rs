@@ -21,12 +21,9 @@
 //! **Algorithm** ([`Conv2d::algorithm`]), by this rule, first match:
 //!
 //! 1. [`Algorithm::Depthwise`]: `G = C > 1` (any `K = C·multiplier`): the
-//!    tiled depthwise kernels (`conv2d_depthwise_{nchw,nhwc}_{dtype}`): each
-//!    block stages the input of its output tile, halo included, in shared
-//!    memory once (NHWC: a ring of full-width input rows × 32 channels,
-//!    16-byte channel vectors where the channels and alignment allow; NCHW:
-//!    the window of a 16 × 64 tile of one plane) and keeps its filter taps
-//!    in registers. Filters of more than 9 taps, staging areas past 48 KiB
+//!    tiled depthwise kernels (`conv2d_depthwise_{nchw,nhwc}_{dtype}`: each
+//!    block stages its output tile's input, halo included, in shared memory
+//!    once). Filters of more than 9 taps, staging areas past 48 KiB
 //!    and grids past 65535 blocks in y or z run the direct kernel
 //!    (`conv2d_direct_{nchw,nhwc}_{dtype}`, one output element per thread).
 //! 2. [`Algorithm::Gemm1x1`]: `R = S = 1`, stride 1, no padding, dilation 1,
@@ -49,16 +46,16 @@
 //!    (`conv2d_nhwc_{f16,bf16}_128x128x32_s4`) which [`Conv2d::large_tile`]
 //!    picks for layers of at least 128 output channels per group and 128
 //!    such blocks, and [`Conv2d::tile`] pins. **NCHW f16/bf16** runs the
-//!    same NHWC kernels between layout changes, as cuDNN does (in NCHW, 8
-//!    consecutive output pixels of a tap rarely read an aligned 16-byte run
-//!    of the input, so no gather there copies whole chunks): the input and
-//!    weights are transposed to NHWC (`transpose_{f16,bf16}`: `[N][C][H·W]`
-//!    to `[N][H·W][C]`, `[K][C/G][R·S]` to `[K][R·S][C/G]`) into temporary
+//!    same NHWC kernels between layout changes, as cuDNN does: the input and
+//!    weights are transposed to NHWC (`transpose_{f16,bf16}`) into temporary
 //!    buffers, the NHWC convolution runs into a third, and its output is
-//!    transposed back (`[N][P·Q][K]` to `[N][K][P·Q]`): three more
-//!    memory-bound launches and temporaries the size of `x`, `w` and `y`
-//!    (allocated per call; an allocation failure is `OutOfMemory` with
-//!    nothing written).
+//!    transposed back: three more memory-bound launches and temporaries the
+//!    size of `x`, `w` and `y` (allocated per call; an allocation failure is
+//!    `OutOfMemory` with nothing written).
+//!
+//! How each kernel works (the depthwise staging, the gathering fill of the
+//! tensor-core implicit GEMM, the transposes), with its SASS and emulator
+//! figures: the repository's `docs/conv.md`.
 //!
 //! **Checked before anything runs** ([`Conv2d::validate`] and
 //! [`Conv2d::run`]), each a clear [`Error`] naming the parameter: zero

@@ -39,10 +39,11 @@
 //! (`LaunchConfig`: at most 65535 row tiles, `m ≤ 65535·64` for every type,
 //! and at most 65535 batches).
 //!
-//! The kernels are `warpforge_kernels::gemm` (`gemm_{f32,f64}_{nn,nt,tn,tt}_*`);
-//! each element of the result is one fused multiply-add chain over `k` in
-//! order, then `fma(beta, c, alpha·acc)`, so results are deterministic (the
-//! same bits on every run) and exact when every partial sum is.
+//! Each element of the result is one fused multiply-add chain over `k` in
+//! order (on the tensor cores: the hardware's `mma` order), then
+//! `fma(beta, c, alpha·acc)` in the scalar type, rounded once to `C`'s type,
+//! so results are deterministic (the same bits on every run) and exact when
+//! every partial sum is.
 //!
 //! **Types.** [`Gemm::run`] takes `A` and `B` of one input type `TIn` and
 //! `C` of an output type `TOut`; the supported pairs are the sealed
@@ -50,134 +51,33 @@
 //!
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
-//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations, below); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
+//! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
 //! | `f64` | `f64` | `f64` | SIMT, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
-//! **f32 on the SIMT cores** has two configurations ([`TileConfig`]),
-//! chosen by the same rule as the tensor cores' (below), both computing
-//! every element with the same chain of FMAs, so the same bits:
+//! **Which kernel runs.** The SIMT and `mma.sync` kernels come in tile
+//! configurations ([`TileConfig`]: `Small`, `Large`, `Wide`);
+//! [`TileConfig::choose`] picks one from the grid each would launch and the
+//! device's SM count (its docs give the rule), unless [`Gemm::tile`] pins
+//! one; [`Gemm::tile_config_for`] and [`Gemm::kernel_name_for`] say which,
+//! for a device. On sm_90 (H100, H200) the Hopper kernel
+//! (`gemm_wgmma_*_128x256x64_s4`, the sm_90a module
+//! [`ptx::HOPPER`](crate::ptx::HOPPER)) runs where leading dimensions and
+//! batch strides are multiples of 8 elements and the heuristic would pick
+//! the large or wide tile; [`Gemm::wgmma`] pins either way. f32 runs on the
+//! TF32 tensor cores only when asked ([`Gemm::tf32`]: operands rounded to
+//! tf32, about 2⁻¹⁰ relative error per product). A GEMM whose grid cannot
+//! fill the GPU runs as split-k ([`Gemm::split_k`], [`split_k_count`]):
+//! deterministic, but not the unsplit GEMM's bits. The aligned fast path and
+//! the guarded path (ragged edges, leading dimensions not a multiple of 8,
+//! unaligned buffers) are chosen inside each kernel, per block and per
+//! 16-byte chunk, never by the host, with the same bits.
 //!
-//! | [`TileConfig`] | block tile | per thread | threads | shared memory | kernels |
-//! |---|---|---|---|---|---|
-//! | `Small` | 64 × 64 × 16 | 4 × 4 | 256 | 8 KiB | `gemm_f32_*_64x64x16` |
-//! | `Large` | 128 × 128 × 8 | 2 × 2 micro-tiles of 4 × 4, a half tile apart | 256 | 16 KiB (two stages) | `gemm_f32_*_128x128x8` (`warpforge_kernels::gemm::warp_tiled`) |
-//!
-//! The large one is warp-tiled: 16-byte shared loads without bank
-//! conflicts, 64 FMAs per 16 shared values read (the small tile: 16 per
-//! 8), 16-byte global loads where aligned, and the next k-step fetched into
-//! registers while the current one computes (double-buffered shared
-//! stages). f64 has the one 64 × 64 × 8 tile.
-//!
-//! **Tensor cores** (`warpforge_kernels::gemm::tensor`): `mma.sync`
-//! m16n8k16 with f32 accumulation, fed by `ldmatrix` from a multi-stage
-//! `cp.async` pipeline; the epilogue computes `alpha·acc + beta·c` in f32 and
-//! rounds once to `TOut` (nearest, ties to even). Three configurations
-//! ([`TileConfig`]), from one generic kernel body, for every arch from sm_80:
-//!
-//! | [`TileConfig`] | block tile | warps (warp tile) | stages | threads | shared memory | kernels |
-//! |---|---|---|---|---|---|---|
-//! | `Small` | 64 × 64 × 32 | 1 × 4 (64 × 16) | 3 | 128 | 27–30 KiB | every pair: `gemm_*_64x64x32_s3` |
-//! | `Large` | 128 × 128 × 32 | 2 × 2 (64 × 64) | 4 | 128 | 68–80 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x128x32_s4` |
-//! | `Wide` | 128 × 256 × 32 | 2 × 4 (64 × 64) | 3 | 256 | 72–90 KiB (opt-in) | f16 → f32/f16, bf16 → f32/bf16: `gemm_*_128x256x32_s3` |
-//!
-//! **Hopper** (sm_90: H100, H200; `warpforge_kernels_hopper::gemm`, the
-//! sm_90a module [`ptx::HOPPER`](crate::ptx::HOPPER)): a warp-specialised,
-//! persistent kernel of 384 threads and 128 × 256 × 64 tiles — a grid of one
-//! block per SM ([`Gemm::sm_limit`] caps it) whose blocks walk `C`'s tiles
-//! (`TileWalk`: block `b` of `n` takes tiles `b, b + n, …`); in each, one
-//! producer warpgroup whose single thread has the TMA copy `A`'s and `B`'s
-//! tiles (batched tensor maps, 128B-swizzled, zeros past the matrices'
-//! edges) into a 4-stage ring of 48 KiB stages, and two consumer
-//! warpgroups that each run `wgmma.m64n256k16` on their 64 rows, one
-//! committed group in flight, with mbarrier full/empty handshakes kept
-//! from tile to tile (the producer fills the next tile's stages during
-//! this one's epilogue); `setmaxnreg` moves registers from the producer
-//! (64) to the consumers (224). The epilogue is the `mma.sync` kernels'
-//! (same `alpha`/`beta` arithmetic and rounding,
-//! [`Output::axpby`](warpforge_device::num::Output::axpby), each warp
-//! writing its 16 rows through its `TileWalk` tile), so the results are the
-//! same bits wherever the accumulation is exact. Kernels for f16 → f32/f16
-//! and bf16 → f32/bf16, every transpose (`gemm_wgmma_*_128x256x64_s4`). By
-//! default it runs where it can (leading dimensions and batch strides
-//! multiples of 8 elements, which a tensor map needs) and the `mma.sync`
-//! heuristic below would pick the large or wide tile (the GPU full); else,
-//! and on every other arch, the `mma.sync` kernels run. [`Gemm::wgmma`]
-//! pins either way.
-//!
-//! **TF32** ([`Gemm::tf32`], off by default, as in cuBLAS and torch): f32
-//! `A` and `B` rounded to tf32 as the fragments load (`cvt.rna`, 10
-//! fraction bits) and multiplied by `mma.sync.m16n8k8` with f32
-//! accumulation, from the same generic kernel body with the `Small` and
-//! `Large` configurations at half the k-step in elements (16 f32 = 32 halves in
-//! bytes: at most the same shared memory, [`TileConfig::tf32_tile`]),
-//! `gemm_tf32_f32_*_64x64x16_s3` and `gemm_tf32_f32_*_128x128x16_s4`, chosen
-//! by the same heuristic. Where a fragment's elements are not contiguous
-//! along k (`A` transposed, `B` not), f32 fragments load with plain shared
-//! loads, since `ldmatrix.trans` moves 16-bit elements only — 64-bit ones
-//! for `A`, whose rows `g` and `g + 8` the `mma` reads side by side, the
-//! epilogue putting its results back in place
-//! (`warpforge_device::mma::MmaOrder`); those slices' rows are padded by 32
-//! bytes, so the loads meet no bank conflict.
-//!
-//! **Which configuration** ([`TileConfig::choose`], what [`Gemm::run`] uses
-//! unless [`Gemm::tile`] pins one; [`Gemm::tile_config_for`] and
-//! [`Gemm::kernel_name_for`] say which), among the configurations the pair
-//! has kernels for and the device has shared memory for (every target from
-//! sm_80 has it for all three): `Wide` when its grid,
-//! `⌈m/128⌉·⌈n/256⌉·batch` blocks, is at least two blocks per SM (264 on
-//! an H100) and its 256-column tiles cover at most an eighth more of `C`
-//! than 128-column ones would (not for a narrow or ragged `n`); else `Large` when its grid, `⌈m/128⌉·⌈n/128⌉·batch` blocks, is
-//! at least one block per SM (132); `Small` otherwise. The reasoning: per
-//! `mma` the large tile loads two thirds of the small one's shared-memory
-//! fragments and half its global bytes, so it is the faster tile whenever
-//! the GPU is full; but it makes a quarter as many blocks, and below one
-//! block per SM some SMs would sit idle, where the small tile's 4× more
-//! blocks keep them busy (a 1024 × 1024 GEMM is 64 large blocks, half an
-//! H100, or 256 small ones). The wide tile has the large one's warp tiles
-//! (the same shared-memory fragments per `mma`) and a quarter fewer global
-//! bytes per `mma`, but half its blocks, each one of 8 warps alone on its
-//! SM (the large tile runs two of 4 warps, whose barriers interleave): it
-//! is asked to fill the GPU twice, so that a partial last wave idles at
-//! most a third of the run (4096 × 4096: 512 wide blocks, 3.9 waves on an
-//! H100). `k` does not enter: the tiles stream `k` the same way, so it
-//! scales them alike; nor does alignment: every tile takes the same
-//! per-chunk path (below), and an unaligned operand costs each the same
-//! per loaded element, of which the larger tiles load fewer. The SM count
-//! is the GPU's; an emulator counts the SMs of its arch's flagship GPU
-//! (sm_80 A100: 108, sm_86: 84, sm_89: 128, sm_90 H100: 132), so it picks
-//! what that GPU picks and runs the same kernels. (The wide tile's rule is
-//! not yet measured on a GPU: `bench gemm` times the large tile beside it
-//! wherever it picks the wide one.)
-//!
-//! **Split-k** ([`Gemm::split_k`]): a GEMM whose grid cannot fill the GPU
-//! (`128 × 4096 × 4096`: 128 blocks of 64 × 64 on 132 SMs) runs as
-//! `ranges` GEMMs over consecutive k-ranges, launched once as a batch of
-//! the configuration's kernel into the scalar type (f32, f64 for f64)
-//! whose strides step along k — every range a multiple of
-//! [`SPLIT_K_ALIGN`] deep, so it keeps the lean path and its operands'
-//! 16-byte alignment, but the last, the remainder (the kernels' `k_last`) —
-//! each writing `alpha·op(A)·op(B)` of its range into its own `m × n`
-//! plane of a workspace; then `gemm_split_k_sum_*` adds the planes in order
-//! and `beta·C` (not read when `beta = 0`), rounded once to `C`'s type.
-//! Deterministic, but not the unsplit GEMM's bits. The default is
-//! [`split_k_count`] for the configuration's grid: no split when it has a
-//! block per SM, for a batch, or for `k` under two ranges of
-//! [`SPLIT_K_MIN_DEPTH`]; else enough ranges for two blocks per SM. The
-//! workspace (`ranges·m·n` scalars) is allocated per call and freed in
-//! stream order; when it does not fit, the default runs unsplit and a
-//! pinned split is `OutOfMemory`, `C` untouched.
-//!
-//! The heuristic between the aligned fast path and the
-//! guarded path is made per 16-byte chunk inside each kernel, not by the
-//! host: a chunk of 8 elements wholly inside `A` or `B` at a 16-byte aligned
-//! address is copied by `cp.async`, any other (ragged edges, leading
-//! dimensions not a multiple of 8, buffers not 16-byte aligned) by guarded
-//! plain loads with zeros outside the matrix. With `lda`, `ldb` multiples of
-//! 8 and `m`, `n`, `k` multiples of the tile, every chunk takes the fast path.
-//! The accumulation order inside an `mma` is the hardware's, so results are
-//! exact when every partial sum is (small integers), and otherwise within
-//! the usual `k`-dependent bound.
+//! The tile configurations' table (block and warp tiles, stages, threads,
+//! shared memory and kernels, generated from the code), the reasoning behind
+//! the heuristic, the kernels' pipelines, their SASS and their measurements
+//! are in the repository's `docs/gemm.md`; the Hopper kernel's in
+//! `docs/hopper/README.md`.
 //!
 //! A pair outside the table is a compile error:
 //!
@@ -409,8 +309,10 @@ pub struct BlockShape {
 }
 
 /// A GEMM configuration: the block tile, warp grid and pipeline depth of
-/// the kernel, for the tensor cores and for f32 on the SIMT cores (module
-/// docs, where the tables and the heuristic are).
+/// the kernel, for the tensor cores and for f32 on the SIMT cores
+/// ([`choose`](Self::choose) gives the heuristic; the repository's
+/// `docs/gemm.md` has the table of every configuration, generated from the
+/// constants they are made of).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileConfig {
     /// 64 × 64 × 32, four 64 × 16 warp tiles, 3 stages
@@ -454,7 +356,7 @@ impl TileConfig {
         }
     }
 
-    /// The heuristic (module docs), among `tiles` (the configurations the
+    /// The heuristic, among `tiles` (the configurations the
     /// type pair has kernels for; [`Small`](Self::Small) when none fits):
     /// [`Wide`](Self::Wide) if the device allows `shared_optin` bytes of
     /// shared memory per block, at least the wide tile's, and its grid of
@@ -550,7 +452,7 @@ pub const SPLIT_K_MIN_DEPTH: usize = 512;
 /// The most k-ranges [`split_k_count`] picks.
 pub const SPLIT_K_MAX: usize = 16;
 
-/// The split-k heuristic ([`Gemm::split_k`], module docs): how many k-ranges
+/// The split-k heuristic ([`Gemm::split_k`]): how many k-ranges
 /// a GEMM of `k` runs as, when its configuration's tile grid has `blocks`
 /// blocks in a batch of `batch` on a GPU of `multiprocessors` SMs. `1` (no
 /// split) when the grid already has a block per SM, for a batch (its blocks

@@ -16,6 +16,7 @@ mod gemm_batched;
 mod gemm_split_k;
 mod gemm_tensor;
 mod gemm_tf32;
+mod gemm_tile_table;
 mod generic_kernels;
 mod guards;
 mod host_api;

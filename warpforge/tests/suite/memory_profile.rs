@@ -9,6 +9,7 @@
 //! CUDA programming guide gives: 4 sectors per coalesced f32 request, 32 for
 //! a stride of 32 elements, a 32-way conflict down a 32×32 tile's column).
 
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use warpforge::{Device, Dim3, Error, LaunchConfig, MemoryProfile};
 use warpforge_testkit::{self as probe, PROBES};
@@ -406,14 +407,18 @@ fn the_table_names_ncus_quantities() {
     }
 }
 
-/// The README's example table is this profile's `Display`, line for line.
+/// The page on the emulator (docs/emulator.md) documents the memory-traffic
+/// profile and holds its generated per-kernel table.
+const EMULATOR_DOC: &str = "docs/emulator.md";
+
+/// docs/emulator.md's example table is this profile's `Display`, line for line.
 #[test]
-fn the_readme_shows_the_transposes_table_as_printed() {
-    let readme = include_str!("../../../README.md");
-    let start = readme
+fn the_docs_show_the_transposes_table_as_printed() {
+    let doc = include_str!("../../../docs/emulator.md");
+    let start = doc
         .find("memory profile of `probe_transpose_tile`")
-        .expect("the README shows the transpose's profile");
-    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+        .expect("docs/emulator.md shows the transpose's profile");
+    let shown = &doc[start..start + doc[start..].find("```").unwrap()];
     assert_eq!(shown, transpose(32).to_string());
 }
 
@@ -532,7 +537,7 @@ fn parse_figures(text: &str) -> Vec<(String, Figures)> {
 /// grow fails here. Kernels added or removed since the recording are listed,
 /// not failed. `WARPFORGE_RECORD_TRAFFIC=1` rewrites the file with the
 /// figures measured now (after an improvement, or for new kernels); the
-/// README's table of them is then regenerated with `WARPFORGE_REGENERATE_README=1`.
+/// table of them in docs/emulator.md is then regenerated with `WARPFORGE_REGENERATE_DOCS=1`.
 #[test]
 fn library_kernels_keep_their_recorded_traffic() {
     let dev = Device::emulator();
@@ -664,10 +669,10 @@ fn brace_patterns(names: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The README's table of the recorded figures (`memory_profile_figures.txt`'s
+/// docs/emulator.md's table of the recorded figures (`memory_profile_figures.txt`'s
 /// text): one row per set of kernels with the same figures, in the order of
 /// the file, efficiencies in percent.
-fn readme_traffic_table(recorded: &str) -> String {
+fn traffic_table(recorded: &str) -> String {
     let mut groups: Vec<(Figures, Vec<&str>)> = Vec::new();
     let figures = parse_figures(recorded);
     for (kernel, f) in &figures {
@@ -701,51 +706,24 @@ fn readme_traffic_table(recorded: &str) -> String {
     table
 }
 
-/// The README's generated table of the recorded figures sits between these.
-const README_TABLE_BEGIN: &str = concat!(
+/// docs/emulator.md's generated table of the recorded figures starts with this line.
+const TRAFFIC_TABLE_BEGIN: &str = concat!(
     "<!-- generated: from warpforge/tests/suite/memory_profile_figures.txt by ",
-    "memory_profile::the_readme_traffic_table_is_the_recorded_figures -->\n",
+    "memory_profile::the_docs_traffic_table_is_the_recorded_figures -->\n",
 );
-const README_TABLE_END: &str = "<!-- end generated -->";
 
-/// README.md's per-kernel traffic table is `readme_traffic_table` of the
+/// docs/emulator.md's per-kernel traffic table is `traffic_table` of the
 /// recorded figures, so it cannot go stale when they are re-recorded.
-/// `WARPFORGE_REGENERATE_README=1` rewrites the block from the figures file.
+/// `WARPFORGE_REGENERATE_DOCS=1` rewrites the block from the figures file.
 #[test]
-fn the_readme_traffic_table_is_the_recorded_figures() {
+fn the_docs_traffic_table_is_the_recorded_figures() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let recorded = std::fs::read_to_string(root.join(RECORDED)).unwrap();
-    let expected = readme_traffic_table(&recorded);
-    let readme_path = root.join("../README.md");
-    let readme = std::fs::read_to_string(&readme_path).unwrap();
-    let start = readme
-        .find(README_TABLE_BEGIN)
-        .expect("README.md has the generated traffic table")
-        + README_TABLE_BEGIN.len();
-    let end = start
-        + readme[start..]
-            .find(README_TABLE_END)
-            .expect("the traffic table ends with <!-- end generated -->");
-    if std::env::var("WARPFORGE_REGENERATE_README").is_ok_and(|v| v == "1") {
-        let regenerated = format!("{}{expected}{}", &readme[..start], &readme[end..]);
-        std::fs::write(&readme_path, regenerated).unwrap();
-        return;
-    }
-    let shown = &readme[start..end];
-    let first_difference = shown
-        .lines()
-        .zip(expected.lines())
-        .find(|(s, e)| s != e)
-        .map_or(String::new(), |(s, e)| {
-            format!("\n  README:   {s}\n  expected: {e}")
-        });
-    assert!(
-        shown == expected,
-        "README.md's traffic table is not what {RECORDED} records ({} lines shown, {} \
-         expected):{first_difference}\nregenerate it: WARPFORGE_REGENERATE_README=1 cargo test \
-         -p warpforge --test suite -- the_readme_traffic_table_is_the_recorded_figures",
-        shown.lines().count(),
-        expected.lines().count(),
+    common::docs::check_generated(
+        EMULATOR_DOC,
+        TRAFFIC_TABLE_BEGIN,
+        &traffic_table(&recorded),
+        "the_docs_traffic_table_is_the_recorded_figures",
     );
 }
 
@@ -801,10 +779,7 @@ fn the_traffic_table_merges_exactly_the_kernels_with_the_same_figures() {
                 b_f32 0.2500 - 0.5000 0.0000 16.0312\n\
                 a_f64 0.5000 1.0000 - 8.0000 4.0000\n";
     assert_eq!(
-        readme_traffic_table(text)
-            .lines()
-            .skip(2)
-            .collect::<Vec<_>>(),
+        traffic_table(text).lines().skip(2).collect::<Vec<_>>(),
         [
             "| `a_{f32,f64}` | 50.0 | 100.0 | - | 8.00 / 4.00 |",
             "| `b_f32` | 25.0 | - | 0.50 | 0.00 / 16.03 |",
@@ -818,7 +793,7 @@ fn the_traffic_table_merges_exactly_the_kernels_with_the_same_figures() {
         .map(|(k, _)| k)
         .collect();
     kernels.sort();
-    let mut shown: Vec<String> = readme_traffic_table(recorded)
+    let mut shown: Vec<String> = traffic_table(recorded)
         .lines()
         .skip(2)
         .flat_map(|row| {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod docs;
 pub mod gemm;
 
 use rand::rngs::StdRng;

@@ -159,10 +159,19 @@ pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
 /// names its source line. Every thread that panics prints its own line.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    print_panic(info);
+    // Called through a pointer read from memory, which ptxas cannot see
+    // through, so that it does not inline the printing (and its 256-byte
+    // buffer) into every kernel: inlined, its frame and registers become the
+    // kernel's (a tensor-core GEMM spilled).
+    // SAFETY: a volatile read of a static, valid, aligned and initialised.
+    let print = unsafe { core::ptr::read_volatile(&raw const PRINT_PANIC) };
+    print(info);
     // SAFETY: `trap` ends the kernel with an error the host reports; nothing runs after it.
     unsafe { nvptx::trap() }
 }
+
+/// [`print_panic`], for [`panic`]'s opaque call.
+static PRINT_PANIC: fn(&core::panic::PanicInfo<'_>) = print_panic;
 
 /// What a panic whose message has values (`assert!(c, "{x}")`, a slice index
 /// out of bounds) prints in its place on the GPU.

@@ -1294,8 +1294,13 @@ where
     Ok(())
 }
 
-/// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: each
-/// family of [`gemm_families`] × NN, NT, TN, TT, one report per kernel: the
+/// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32
+/// (both configurations, pinned) and f64 on the SIMT cores, then f16 and
+/// bf16 inputs into f32, f16 and bf16 outputs on the tensor cores with the
+/// small tile, then the pairs with large- and wide-tile kernels with those
+/// tiles (pinned, [`Gemm::tile`]), then f32 through TF32 ([`Gemm::tf32`])
+/// with both tiles, then the Hopper kernels of f16 and bf16 into f32 and
+/// into their own type, each × NN, NT, TN, TT, one report per kernel: the
 /// edge shapes (the tile's), then one random shape per random length of
 /// `lens` (`m·n·k` about that length); the Hopper kernels (on sm_90 only)
 /// their own cases, pinned ([`Gemm::wgmma`]); then split-k's sum kernels

@@ -1,9 +1,11 @@
 //! The `warpforge` command: verify kernels against CPU references, and inspect their PTX.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use warpforge::conv2d::Padding;
+use warpforge::ptx::dispatch_table;
 use warpforge::reduce::Op;
 use warpforge::{Device, Error};
 use warpforge_cli::{bench_data, bench_plot, bench_table, npy, profile, run, startup};
@@ -47,6 +49,11 @@ enum Command {
         /// sectors per load request, coalescing efficiency, bank conflicts, bytes per element.
         #[arg(long)]
         profile: bool,
+        /// Run nothing: print the dispatch table of the device (every kernel of the library
+        /// it can run) and the operation whose verification covers each; exit 1 if one is
+        /// not covered.
+        #[arg(long, conflicts_with = "profile")]
+        list: bool,
     },
     /// Assemble PTX with ptxas: per-kernel resources, SASS (--sass), or a before/after table (--diff).
     ///
@@ -325,7 +332,14 @@ fn main() -> ExitCode {
             max_len,
             ops,
             profile,
-        } => run_verify(backend, seed, random_lengths, max_len, &ops, profile),
+            list,
+        } => {
+            if list {
+                list_coverage(backend, &ops)
+            } else {
+                run_verify(backend, seed, random_lengths, max_len, &ops, profile)
+            }
+        }
         Command::Ptx(args) => ptx_command::run(&args),
         Command::Run(RunCommand::Reduce {
             op,
@@ -411,6 +425,67 @@ fn main() -> ExitCode {
     }
 }
 
+/// The operations `verify --op` names, or all of them.
+fn selected_operations(names: &[String]) -> Result<Vec<&'static registry::Operation>, String> {
+    if names.is_empty() {
+        Ok(OPERATIONS.iter().collect())
+    } else {
+        names
+            .iter()
+            .map(|name| registry::operation(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// What the device is, for the coverage lines: `GPU 0 (…), compute capability 9.0`.
+fn device_line(dev: &Device) -> String {
+    let (major, minor) = dev.compute_capability();
+    format!("{}, compute capability {major}.{minor}", dev.name())
+}
+
+/// `verify --list`: the dispatch table of the device and what covers each kernel.
+fn list_coverage(backend: Backend, names: &[String]) -> Result<ExitCode, String> {
+    let operations = selected_operations(names)?;
+    let dev = open_backend(backend)?;
+    let rows = registry::coverage(&dev, &operations).map_err(|e| e.to_string())?;
+    println!("dispatch table of {}", device_line(&dev));
+    let width = rows
+        .iter()
+        .map(|r| r.entry.kernel.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let module_width = rows
+        .iter()
+        .map(|r| r.entry.module.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    println!("{:<width$} {:<module_width$}  covered", "kernel", "module");
+    for r in &rows {
+        let covered = match r.operation {
+            Some(op) => format!("yes ({op})"),
+            None => "NO".to_owned(),
+        };
+        println!(
+            "{:<width$} {:<module_width$}  {covered}",
+            r.entry.kernel, r.entry.module
+        );
+    }
+    let missing = rows.iter().filter(|r| r.operation.is_none()).count();
+    println!(
+        "verify --list: {} of {} kernels covered, {missing} not covered",
+        rows.len() - missing,
+        rows.len()
+    );
+    Ok(if missing == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 fn run_verify(
     backend: Backend,
     seed: u64,
@@ -419,15 +494,7 @@ fn run_verify(
     names: &[String],
     profile: bool,
 ) -> Result<ExitCode, String> {
-    let operations = if names.is_empty() {
-        OPERATIONS.iter().collect()
-    } else {
-        names
-            .iter()
-            .map(|name| registry::operation(name))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?
-    };
+    let operations = selected_operations(names)?;
     let dev = open_backend(backend)?;
     let max_len = max_len.unwrap_or(if dev.is_gpu() { 4 << 20 } else { 200_000 });
     println!("verifying on {}", dev.name());
@@ -466,13 +533,40 @@ fn run_verify(
         println!("\nmemory traffic per kernel, all its cases (emulator):");
         print!("{}", profile::kernel_table(&profiles));
     }
+    // Coverage, from the launches the reports recorded: every kernel of the
+    // device's dispatch table must have run (when every operation did).
+    let launched: BTreeSet<&str> = reports
+        .iter()
+        .flat_map(|r| r.launched.iter().copied())
+        .collect();
+    let table = dispatch_table(dev.compute_capability());
+    let missing = registry::not_covered(&table, &launched);
+    println!(
+        "coverage: {} of the {} kernels of the dispatch table of {} launched ({} kernels in all)",
+        table.len() - missing.len(),
+        table.len(),
+        device_line(&dev),
+        launched.len()
+    );
+    let all = operations.len() == OPERATIONS.len();
+    if all {
+        for e in &missing {
+            println!("    not covered: {} ({})", e.kernel, e.module);
+        }
+    }
+    let uncovered = if all { missing.len() } else { 0 };
     let failed = reports.iter().filter(|r| !r.passed()).count();
     println!(
-        "verify: {} passed, {} failed",
+        "verify: {} passed, {} failed{}",
         reports.len() - failed,
-        failed
+        failed,
+        if uncovered > 0 {
+            format!(", {uncovered} kernels of the dispatch table not covered")
+        } else {
+            String::new()
+        }
     );
-    Ok(if failed == 0 {
+    Ok(if failed == 0 && uncovered == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

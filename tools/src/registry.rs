@@ -22,6 +22,8 @@ use crate::bench::conv2d::ConvBench;
 use crate::bench::{self, AxpyBench, BenchReport, GemmBench, ReduceBench, Timing};
 use crate::verify::{self, KernelReport};
 use rand::rngs::StdRng;
+use std::collections::BTreeSet;
+use warpforge::ptx::{DispatchEntry, dispatch_table};
 use warpforge::{Device, Error, Result};
 
 /// One family of kernels as `verify` and `bench` see it.
@@ -35,6 +37,11 @@ pub struct Operation {
     /// (the edge lengths first, then random ones; see [`verify::lengths`]),
     /// with inputs drawn from the generator, against its CPU reference.
     pub verify: fn(&Device, &mut StdRng, &[usize]) -> Result<Vec<KernelReport>>,
+    /// The kernels `verify` launches on the device at the edge lengths,
+    /// declared without running anything (what `warpforge verify --list`
+    /// reports as covered); the tests check the declaration against the
+    /// launches [`KernelReport::launched`] records.
+    pub kernels: fn(&Device) -> Result<Vec<&'static str>>,
     /// Its benchmark, if it has one.
     pub bench: Option<Bench>,
 }
@@ -55,6 +62,7 @@ pub static OPERATIONS: &[Operation] = &[
         name: "axpy",
         summary: "axpy_f32 and axpy_f64: each element the exact a·x + y rounded once",
         verify: verify::verify_axpy,
+        kernels: verify::axpy_kernels,
         bench: Some(Bench {
             summary: "axpy_f32 at 2^16 … 2^N elements, GB/s (x, y read, y written) against \
                       the device-to-device copy of the same size",
@@ -73,6 +81,7 @@ pub static OPERATIONS: &[Operation] = &[
         summary: "every reduction op × dtype, whole-tensor and along an inner, outer and \
                   middle axis, against exact intervals",
         verify: verify::verify_reductions,
+        kernels: verify::reduction_kernel_names,
         bench: Some(Bench {
             summary: "sum/max/argmax of f32 and bf16, whole-tensor at 2^16 … 2^N elements and \
                       along each axis of a matrix of 2^min(N, 26), GB/s (bytes read) against \
@@ -94,6 +103,7 @@ pub static OPERATIONS: &[Operation] = &[
                   dimensions past the row length, beta = 0 over a NaN C, against an f64 \
                   reference (exact for integer inputs, else within a bound from k and dtype)",
         verify: verify::verify_gemm,
+        kernels: verify::gemm_kernels,
         bench: Some(Bench {
             summary: "gemm f32 (SIMT and TF32), f64, f16 and bf16 (NN), squares 2^8 … 2^N and \
                       three rectangular shapes of side 2^(N−1) (N = 13: 4096×4096×11008, 8192×1024×4096, \
@@ -116,6 +126,7 @@ pub static OPERATIONS: &[Operation] = &[
                   against an f64 seven-loop reference (exact for integer inputs, else within a \
                   bound from C·R·S/G and dtype)",
         verify: verify::verify_conv2d,
+        kernels: verify::conv2d_kernels,
         bench: Some(Bench {
             summary: "ResNet-50's convolutions at batch 32 (conv1 7×7/2, the 3×3 and 1×1 \
                       layers, a depthwise 3×3), NHWC f16 and NCHW f32, TFLOP/s (GB/s for \
@@ -132,6 +143,56 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
 ];
+
+/// A kernel of the device's dispatch table ([`dispatch_table`]) and the
+/// first operation whose verification covers it (declares it: [`Operation::kernels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// The kernel and its module.
+    pub entry: DispatchEntry,
+    /// The operation whose `verify` launches it; `None`: none does.
+    pub operation: Option<&'static str>,
+}
+
+/// Every kernel the library can dispatch to on `dev` ([`dispatch_table`] of
+/// its compute capability: on sm_90 and the emulator of sm_90, the Hopper
+/// kernels too), each with the first of `operations` that declares it;
+/// runs nothing. What `warpforge verify --list` prints.
+pub fn coverage(dev: &Device, operations: &[&Operation]) -> Result<Vec<Coverage>> {
+    let declared = operations
+        .iter()
+        .map(|op| Ok((op.name, (op.kernels)(dev)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(dispatch_table(dev.compute_capability())
+        .into_iter()
+        .map(|entry| Coverage {
+            entry,
+            operation: declared
+                .iter()
+                .find(|(_, kernels)| kernels.contains(&entry.kernel))
+                .map(|&(name, _)| name),
+        })
+        .collect())
+}
+
+/// The entries of `table` that are not in `covered` (kernel names), in table order.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use warpforge::ptx::DispatchEntry;
+/// use warpforge_tools::registry::not_covered;
+/// let entry = |kernel| DispatchEntry { module: "m", kernel };
+/// let table = [entry("a"), entry("b"), entry("c")];
+/// let launched: BTreeSet<&str> = ["a", "c", "z"].into();
+/// assert_eq!(not_covered(&table, &launched), [entry("b")]);
+/// ```
+pub fn not_covered(table: &[DispatchEntry], covered: &BTreeSet<&str>) -> Vec<DispatchEntry> {
+    table
+        .iter()
+        .filter(|e| !covered.contains(e.kernel))
+        .copied()
+        .collect()
+}
 
 /// The names of every operation, comma-separated (for messages).
 pub fn names() -> String {
@@ -158,6 +219,7 @@ mod tests {
     use super::*;
     use crate::bench::{AXPY, COPY};
     use rand::SeedableRng;
+    use warpforge::ptx::DispatchEntry;
 
     #[test]
     fn names_are_unique_and_found() {
@@ -175,26 +237,115 @@ mod tests {
         ));
     }
 
+    /// The coverage test (`verify` must run every kernel the library can
+    /// dispatch to): every operation at the edge lengths on the emulator of
+    /// sm_90 (the default, so the Hopper kernels are in its dispatch table),
+    /// each report passing under a name of its own; the kernels each
+    /// operation's reports launched are exactly those it declares
+    /// ([`Operation::kernels`], what `verify --list` shows); a report named
+    /// after a kernel launched it; and together they launched every kernel
+    /// of the dispatch table, and nothing outside it.
     #[test]
-    fn every_operation_verifies_at_the_edge_lengths_with_distinct_kernel_names() {
+    fn verify_launches_every_kernel_of_the_dispatch_table_as_declared() {
         let dev = Device::emulator();
+        assert_eq!(dev.compute_capability(), (9, 0));
+        let table = dispatch_table(dev.compute_capability());
+        let in_table = |k: &str| table.iter().any(|e| e.kernel == k);
         let mut rng = StdRng::seed_from_u64(7);
         let mut seen: Vec<&str> = Vec::new();
+        let mut launched: BTreeSet<&str> = BTreeSet::new();
         for op in OPERATIONS {
             let reports = (op.verify)(&dev, &mut rng, verify::EDGE_LENGTHS).unwrap();
             assert!(!reports.is_empty(), "{}", op.name);
+            if op.name == "gemm" {
+                check_gemm_reports(&reports);
+            }
+            let mut by_op: BTreeSet<&str> = BTreeSet::new();
             for r in reports {
                 assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
                 assert!(!r.lengths.is_empty(), "{}", r.kernel);
                 assert!(!seen.contains(&r.kernel), "{} reported twice", r.kernel);
+                assert!(!r.launched.is_empty(), "{} launched nothing", r.kernel);
+                if in_table(r.kernel) {
+                    assert!(r.launched.contains(&r.kernel), "{r:?}");
+                }
                 seen.push(r.kernel);
+                by_op.extend(&r.launched);
             }
+            let declared: BTreeSet<&str> = (op.kernels)(&dev).unwrap().into_iter().collect();
+            assert_eq!(
+                by_op.difference(&declared).collect::<Vec<_>>(),
+                Vec::<&&str>::new(),
+                "{}: launched but not declared",
+                op.name
+            );
+            assert_eq!(
+                declared.difference(&by_op).collect::<Vec<_>>(),
+                Vec::<&&str>::new(),
+                "{}: declared but not launched",
+                op.name
+            );
+            launched.extend(by_op);
         }
-        // `verify::run` over the whole registry reports the same kernels, in order.
-        let all: Vec<&Operation> = OPERATIONS.iter().collect();
-        let run = verify::run(&dev, &all, 7, 0, 0).unwrap();
+        let missing = not_covered(&table, &launched);
+        assert!(missing.is_empty(), "not covered by verify: {missing:#?}");
+        let outside: Vec<&&str> = launched.iter().filter(|k| !in_table(k)).collect();
+        assert!(
+            outside.is_empty(),
+            "launched, not in the table: {outside:?}"
+        );
+        // The 16 Hopper kernels (4 type pairs × 4 transposes) among them.
+        let hopper: Vec<&DispatchEntry> = table
+            .iter()
+            .filter(|e| e.module == warpforge::ptx::HOPPER.name)
+            .collect();
+        assert_eq!(hopper.len(), 16, "{hopper:?}");
+        assert!(hopper.iter().all(|e| seen.contains(&e.kernel)));
+        // `verify::run` walks the operations in order.
+        let axpy = operation("axpy").unwrap();
+        let run = verify::run(&dev, &[axpy], 7, 0, 0).unwrap();
         let names: Vec<&str> = run.iter().map(|r| r.kernel).collect();
-        assert_eq!(names, seen);
+        assert_eq!(names, ["axpy_f32", "axpy_f64"]);
+    }
+
+    /// `verify --list`'s table without running anything: on the emulator of
+    /// sm_90 every kernel covered, the Hopper ones by `gemm`; on sm_80 no
+    /// Hopper kernels at all; and a kernel no operation declares is listed
+    /// as not covered (here: `gemm` left out).
+    #[test]
+    fn the_list_marks_each_kernel_with_the_operation_that_covers_it() {
+        let all: Vec<&Operation> = OPERATIONS.iter().collect();
+        let h100 = Device::emulator();
+        let rows = coverage(&h100, &all).unwrap();
+        assert_eq!(rows.len(), dispatch_table((9, 0)).len());
+        let missing: Vec<&Coverage> = rows.iter().filter(|r| r.operation.is_none()).collect();
+        assert!(missing.is_empty(), "{missing:#?}");
+        let wgmma = |rows: &[Coverage]| {
+            rows.iter()
+                .filter(|r| r.entry.kernel.starts_with("gemm_wgmma_"))
+                .map(|r| r.operation)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(wgmma(&rows), [Some("gemm"); 16]);
+        let a100 = Device::emulator_for(warpforge::Arch::Sm80);
+        let rows_80 = coverage(&a100, &all).unwrap();
+        assert!(wgmma(&rows_80).is_empty());
+        assert_eq!(rows_80.len() + 16, rows.len());
+        assert!(rows_80.iter().all(|r| r.operation.is_some()));
+        let without_gemm: Vec<&Operation> =
+            OPERATIONS.iter().filter(|op| op.name != "gemm").collect();
+        let rows = coverage(&h100, &without_gemm).unwrap();
+        assert_eq!(wgmma(&rows), [None; 16]);
+        let covered = |kernel: &str| {
+            rows.iter()
+                .find(|r| r.entry.kernel == kernel)
+                .unwrap()
+                .operation
+        };
+        assert_eq!(covered("gemm_split_k_sum_f32"), None);
+        // conv2d's 1×1 route runs the small tile's GEMMs: those stay covered.
+        assert_eq!(covered("gemm_f16_f16_nt_64x64x32_s3"), Some("conv2d"));
+        assert_eq!(covered("axpy_f64"), Some("axpy"));
     }
 
     #[test]
@@ -229,12 +380,10 @@ mod tests {
         assert!(report.rows.iter().all(|r| r.flops.is_none()));
     }
 
-    #[test]
-    fn gemm_verifies_every_dtype_and_transpose_on_the_edge_shapes() {
-        let dev = Device::emulator();
-        let mut rng = StdRng::seed_from_u64(3);
-        let reports =
-            (operation("gemm").unwrap().verify)(&dev, &mut rng, verify::EDGE_LENGTHS).unwrap();
+    /// `gemm`'s reports at the edge lengths on the emulator of sm_90 (from
+    /// the coverage test's run, which makes them once): every dtype pair,
+    /// configuration and transpose, the Hopper kernels, split-k's sums.
+    fn check_gemm_reports(reports: &[KernelReport]) {
         let names: Vec<&str> = reports.iter().map(|r| r.kernel).collect();
         let mut expected: Vec<String> = Vec::new();
         for (types, tile) in [
@@ -257,6 +406,10 @@ mod tests {
             ("bf16_bf16", "128x256x32_s3"),
             ("tf32_f32", "64x64x16_s3"),
             ("tf32_f32", "128x128x16_s4"),
+            ("wgmma_f16_f32", "128x256x64_s4"),
+            ("wgmma_f16_f16", "128x256x64_s4"),
+            ("wgmma_bf16_f32", "128x256x64_s4"),
+            ("wgmma_bf16_bf16", "128x256x64_s4"),
         ] {
             for t in ["nn", "nt", "tn", "tt"] {
                 expected.push(format!("gemm_{types}_{t}_{tile}"));
@@ -266,7 +419,17 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(76);
+        let (kernels, sums) = reports.split_at(92);
+        let (kernels, hopper) = kernels.split_at(76);
+        // The Hopper kernels (the emulator is an sm_90): each launched alone,
+        // pinned on its 5 cases; bf16 → f32 NN once more as the default
+        // dispatch picks it.
+        for r in hopper {
+            assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
+            assert_eq!(r.launched, [r.kernel], "{r:?}");
+            let default = r.kernel == "gemm_wgmma_bf16_f32_nn_128x256x64_s4";
+            assert_eq!(r.lengths.len(), if default { 6 } else { 5 }, "{r:?}");
+        }
         // Split-k's sums: 4 transposes × 4 shapes per input pair (f32: from
         // f16, bf16 and f32), none of them empty.
         for (r, pairs) in sums.iter().zip([3, 1, 1, 1]) {
@@ -281,10 +444,19 @@ mod tests {
             assert!(r.lengths.contains(&1), "{r:?}");
             assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
         }
-        // A random length adds one random shape per kernel.
+    }
+
+    #[test]
+    fn gemm_verifies_a_random_shape_per_random_length_and_no_hopper_kernel_on_sm80() {
+        // A random length adds one random shape per kernel; an sm_80 has no
+        // Hopper kernels to check.
+        let mut rng = StdRng::seed_from_u64(3);
+        let a100 = Device::emulator_for(warpforge::Arch::Sm80);
         let reports =
-            verify::verify_gemm(&dev, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat()).unwrap();
+            verify::verify_gemm(&a100, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat())
+                .unwrap();
         assert_eq!(reports.len(), 80);
+        assert!(!reports.iter().any(|r| r.kernel.contains("wgmma")));
         assert!(
             reports[..76]
                 .iter()

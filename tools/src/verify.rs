@@ -34,15 +34,16 @@ use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warpforge::gemm::{Gemm, GemmElement, GemmTypes, TileConfig};
-use warpforge::reduce::{self, Layout, Op, Reduced, Reducible};
+use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced, Reducible};
 use warpforge::reference::gemm::{Problem, needed};
 use warpforge::reference::reduce::{RefElement, Value};
 use warpforge::{Device, Error, Result, ops, reference};
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::gemm::split_k as sk;
+use warpforge_kernels_hopper::gemm as hp;
 
 pub mod conv2d;
-pub use conv2d::verify_conv2d;
+pub use conv2d::{conv2d_kernels, verify_conv2d};
 
 /// Lengths every kernel is checked at: around the warp (32) and block (1024) sizes.
 pub const EDGE_LENGTHS: &[usize] = &[0, 1, 31, 32, 33, 1023, 1025];
@@ -62,6 +63,12 @@ pub struct KernelReport {
     pub worst_vs_tolerance: f64,
     /// The first failure, if any: length, element, values, tolerance.
     pub failure: Option<String>,
+    /// The kernels its cases launched, sorted, each once: recorded at the
+    /// launch ([`Device::kernels_launched_by`]), not taken from the name.
+    /// A report named after a kernel launched it; a reduction's report
+    /// (`sum_f32`) lists every pass's kernels; split-k's the partial
+    /// GEMMs' kernels too.
+    pub launched: Vec<&'static str>,
 }
 
 impl KernelReport {
@@ -74,7 +81,27 @@ impl KernelReport {
             max_rel_err: 0.0,
             worst_vs_tolerance: 0.0,
             failure: None,
+            launched: Vec::new(),
         }
+    }
+
+    /// Adds `kernels` to [`launched`](Self::launched).
+    pub fn note_launched(&mut self, kernels: &[&'static str]) {
+        self.launched.extend_from_slice(kernels);
+        self.launched.sort_unstable();
+        self.launched.dedup();
+    }
+
+    /// Runs `work` on `dev`, adding the kernels it launches there to
+    /// [`launched`](Self::launched).
+    pub fn record_launches<R>(
+        &mut self,
+        dev: &Device,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let (r, kernels) = dev.kernels_launched_by(work)?;
+        self.note_launched(&kernels);
+        Ok(r)
     }
 
     /// Whether every element of every case was within tolerance.
@@ -168,7 +195,7 @@ pub fn check_axpy_f32(
     x: &[f32],
     y: &[f32],
 ) -> Result<()> {
-    let got = run_axpy(dev, a, x, y)?;
+    let got = report.record_launches(dev, || run_axpy(dev, a, x, y))?;
     check_axpy_f32_results(report, a, x, y, &got);
     Ok(())
 }
@@ -245,7 +272,7 @@ pub fn check_axpy_f64(
     x: &[f64],
     y: &[f64],
 ) -> Result<()> {
-    let got = run_axpy(dev, a, x, y)?;
+    let got = report.record_launches(dev, || run_axpy(dev, a, x, y))?;
     let want = reference::axpy_f64(a, x, y);
     report.lengths.push(x.len());
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
@@ -302,24 +329,44 @@ pub fn check_reduction<T: VerifyElement>(
     shape: &[usize],
     axis: Option<usize>,
 ) -> Result<()> {
+    check_reduction_on(dev, report, op, x, (shape, axis), Path::Auto)
+}
+
+/// [`check_reduction`] on a forced [`Path`] ([`ReduceOptions::path`]; `Auto`: the one
+/// the shape takes), which must apply to the shape.
+pub fn check_reduction_on<T: VerifyElement>(
+    dev: &Device,
+    report: &mut KernelReport,
+    op: Op,
+    x: &[T],
+    (shape, axis): (&[usize], Option<usize>),
+    path: Path,
+) -> Result<()> {
     let layout = Layout::new(x.len(), shape, axis)?;
-    let case = format!("shape {shape:?} along {axis:?}");
+    let case = match path {
+        Path::Auto => format!("shape {shape:?} along {axis:?}"),
+        path => format!("shape {shape:?} along {axis:?}, path {}", path.name()),
+    };
     report.lengths.push(x.len());
     let buf = dev.upload(x)?;
+    let options = ReduceOptions {
+        path,
+        ..ReduceOptions::default()
+    };
+    let run = |report: &mut KernelReport| {
+        report.record_launches(dev, || reduce::reduce_with(op, &buf, shape, axis, options))
+    };
     let want = match reference::reduce::expected(op, x, layout) {
         Ok(want) => want,
         Err(Error::EmptyReduction { .. }) => {
-            if !matches!(
-                reduce::reduce(op, &buf, shape, axis),
-                Err(Error::EmptyReduction { .. })
-            ) {
+            if !matches!(run(report), Err(Error::EmptyReduction { .. })) {
                 report.record(&case, 0, 0.0, 0.0, Err("expected EmptyReduction".into()));
             }
             return Ok(());
         }
         Err(e) => return Err(e),
     };
-    let got: Vec<Value> = match reduce::reduce(op, &buf, shape, axis)? {
+    let got: Vec<Value> = match run(report)? {
         Reduced::Values(v) => v.to_host()?.into_iter().map(T::value).collect(),
         Reduced::Indices(v) => v
             .to_host()?
@@ -369,6 +416,17 @@ fn check_reductions<T: VerifyElement>(
                 let n = shape.iter().product();
                 let x: Vec<T> = (0..n).map(|_| T::random(rng, small)).collect();
                 check_reduction(dev, &mut report, op, &x, &shape, axis)?;
+                // At the edge lengths, the rows kernels' other paths too
+                // (`Auto` takes the one-launch small path there): the fused
+                // kernel and the multi-pass rows and combine kernels.
+                if i < EDGE_LENGTHS.len() {
+                    let layout = Layout::new(n, &shape, axis)?;
+                    for path in [Path::Fused, Path::MultiPass] {
+                        if layout.uses_rows_kernel() && layout.path(path).is_ok() {
+                            check_reduction_on(dev, &mut report, op, &x, (&shape, axis), path)?;
+                        }
+                    }
+                }
             }
         }
         reports.push(report);
@@ -387,6 +445,72 @@ pub fn verify_axpy(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
         check_axpy_f64(dev, &mut axpy64, rng.random_range(-4.0..4.0), &x, &y)?;
     }
     Ok(vec![axpy32, axpy64])
+}
+
+/// The kernels [`verify_axpy`] launches (the registry's declaration for `axpy`).
+pub fn axpy_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
+    use warpforge_kernels::elementwise::{axpy_f32, axpy_f64};
+    Ok(vec![axpy_f32::NAME, axpy_f64::NAME])
+}
+
+/// The kernels a reduction of `op` over `T` runs on its paths: the
+/// one-launch small and fused kernels, the multi-pass rows and columns
+/// kernels, the combine passes over their states (f32's for f16 and bf16,
+/// the sum's for the sum of squares) and the finish (the index's for argmin
+/// and argmax). Names as `warpforge_kernels::reduce` spells them.
+fn reduction_kernels<T: Reducible>(op: Op) -> Vec<&'static str> {
+    let kernel_op = match op {
+        Op::Sum | Op::Mean => "sum",
+        Op::SumOfSquares | Op::Norm2 => "sumsq",
+        Op::LogSumExp => "lse",
+        op => op.name(),
+    };
+    let dtype = T::DTYPE.name();
+    let (state_dtype, finish) = match dtype {
+        "f16" | "bf16" => ("f32", format!("finish_f32_to_{dtype}")),
+        _ => (dtype, format!("finish_{dtype}")),
+    };
+    let state_op = if kernel_op == "sumsq" {
+        "sum"
+    } else {
+        kernel_op
+    };
+    let finish = if op.returns_indices() {
+        "finish_index".to_owned()
+    } else {
+        finish
+    };
+    let mut names: Vec<String> = ["small", "fused", "rows", "cols"]
+        .iter()
+        .map(|kind| format!("reduce_{kind}_{kernel_op}_{dtype}"))
+        .collect();
+    names.extend(["rows", "cols"].map(|kind| format!("combine_{kind}_{state_op}_{state_dtype}")));
+    names.push(finish);
+    names
+        .into_iter()
+        .map(|n| &*Box::leak(n.into_boxed_str()))
+        .collect()
+}
+
+/// The kernels [`verify_reductions`] launches (the registry's declaration
+/// for `reduce`): every op of every dtype on every path.
+pub fn reduction_kernel_names(_dev: &Device) -> Result<Vec<&'static str>> {
+    fn of<T: Reducible>(names: &mut Vec<&'static str>) {
+        for op in Op::ALL.into_iter().filter(|&op| T::supports(op)) {
+            names.extend(reduction_kernels::<T>(op));
+        }
+    }
+    let mut names = Vec::new();
+    of::<f32>(&mut names);
+    of::<f64>(&mut names);
+    of::<f16>(&mut names);
+    of::<bf16>(&mut names);
+    of::<i32>(&mut names);
+    of::<i64>(&mut names);
+    of::<u32>(&mut names);
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
 }
 
 /// Every reduction op of every dtype at each of `lens` (the [`registry`](crate::registry) entry `reduce`).
@@ -460,6 +584,11 @@ struct GemmCase {
     c_layout: CLayout,
     /// Split-k ranges to pin ([`Gemm::split_k`]; `None`: the default).
     split: Option<usize>,
+    /// Pins the Hopper kernels ([`Gemm::wgmma`]).
+    wgmma: bool,
+    /// Batch strides of `A` and `B` rounded up to 8 elements (16 bytes),
+    /// as the Hopper kernels' tensor maps need.
+    aligned: bool,
 }
 
 /// How a batch of `C` matrices is laid out (`stride_c`); every element no
@@ -481,7 +610,7 @@ impl GemmCase {
     fn describe(&self) -> String {
         let p = &self.p;
         format!(
-            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}{}{}",
+            "m={} n={} k={} lda={} ldb={} ldc={} alpha={} beta={}{}{}{}{}{}{}",
             p.m,
             p.n,
             p.k,
@@ -506,7 +635,8 @@ impl GemmCase {
             match self.split {
                 Some(r) => format!(" split_k={r}"),
                 None => String::new(),
-            }
+            },
+            if self.wgmma { " wgmma" } else { "" },
         )
     }
 }
@@ -590,6 +720,8 @@ fn gemm_cases(
                 broadcast: ((i / 4) % 3) as u8,
                 c_layout,
                 split: None,
+                wgmma: false,
+                aligned: false,
             }
         })
         .collect()
@@ -640,7 +772,11 @@ where
     let nb = case.batch;
     let mut stored = |rows: usize, cols: usize, ld: usize, broadcast: bool| {
         let extent = needed(rows, cols, ld);
-        let stride = if broadcast || nb == 1 { 0 } else { extent + 3 };
+        let stride = match (broadcast || nb == 1, case.aligned) {
+            (true, _) => 0,
+            (false, false) => extent + 3,
+            (false, true) => (extent + 3).next_multiple_of(8),
+        };
         let len = if stride == 0 {
             extent
         } else {
@@ -737,7 +873,10 @@ where
     if let Some(ranges) = case.split {
         gemm = gemm.split_k(ranges);
     }
-    gemm.run(dev, &a_buf, &b_buf, &mut c_buf)?;
+    if case.wgmma {
+        gemm = gemm.wgmma(true);
+    }
+    report.record_launches(dev, || gemm.run(dev, &a_buf, &b_buf, &mut c_buf))?;
     let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
     for (index, &g) in got.iter().enumerate() {
         let Some((z, i, j)) = owner[index] else {
@@ -784,38 +923,319 @@ where
     Ok(())
 }
 
-/// Every transpose combination of the `TIn → TOut` GEMM kernels with block
-/// tile `tile` (`(m, n, k)`; the configuration `config`, pinned, or `None`
-/// for f64's one SIMT tile), one report each.
-fn check_gemms<TIn, TOut, S>(
+/// The transposes, in the order of every GEMM family: NN, NT, TN, TT.
+const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
+
+/// One family of GEMM kernels `verify` checks: a `TIn → TOut` pair's kernels
+/// of one configuration, × NN, NT, TN, TT ([`gemm_families`]).
+#[derive(Clone, Copy, Debug)]
+enum GemmFamily {
+    /// The SIMT or `mma.sync` kernels of block tile `tile` (`(m, n, k)`) and
+    /// configuration `config`, pinned (`None`: f64's one SIMT tile).
+    Tiled {
+        tile: (usize, usize, usize),
+        config: Option<TileConfig>,
+        accumulation: Accumulation,
+    },
+    /// The Hopper kernels ([`Gemm::wgmma`]), where the device runs them
+    /// (sm_90 and the emulator of sm_90, in a build with them): none elsewhere.
+    Wgmma,
+}
+
+/// What walks [`gemm_families`]: `verify` runs each family's cases, the
+/// registry's declaration collects each family's kernel names.
+trait GemmVisitor {
+    fn visit<TIn, TOut, S>(&mut self, family: GemmFamily) -> Result<()>
+    where
+        TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+        TOut: GemmValue,
+        S: GemmElement + GemmValue;
+}
+
+/// Every GEMM family `verify` checks, in its report order (one list for the
+/// run and for the declaration of what it covers): f32 (both
+/// configurations, pinned) and f64 on the SIMT cores, then f16 and bf16
+/// inputs into f32, f16 and bf16 outputs on the tensor cores with the small
+/// tile, then the pairs with large- and wide-tile kernels with those
+/// tiles (pinned, [`Gemm::tile`]), then f32 through TF32 ([`Gemm::tf32`])
+/// with both tiles, then the Hopper kernels of f16 and bf16 into f32 and
+/// into their own type.
+fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
+    use Accumulation::{FmaChain, TensorCores, Tf32};
+    let simt = |t: warpforge_kernels::gemm::Tile| (t.m, t.n, t.k);
+    let tiled = |tile, config, accumulation| GemmFamily::Tiled {
+        tile,
+        config,
+        accumulation,
+    };
+    // f32 on the SIMT cores: both configurations, pinned.
+    let f32_small = tiled(
+        simt(<f32 as GemmElement>::TILE),
+        Some(TileConfig::Small),
+        FmaChain,
+    );
+    let l = warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
+    let f32_large = tiled((l.m, l.n, l.k), Some(TileConfig::Large), FmaChain);
+    let f64_tile = tiled(simt(<f64 as GemmElement>::TILE), None, FmaChain);
+    let config = |c: TileConfig| {
+        let t = c.tile();
+        tiled((t.m, t.n, t.k), Some(c), TensorCores)
+    };
+    let (tc, large, wide) = (
+        config(TileConfig::Small),
+        config(TileConfig::Large),
+        config(TileConfig::Wide),
+    );
+    let tf32_config = |c: TileConfig| {
+        let t = c.tf32_tile().expect("a TF32 configuration");
+        tiled((t.m, t.n, t.k), Some(c), Tf32)
+    };
+    v.visit::<f32, f32, f32>(f32_small)?;
+    v.visit::<f32, f32, f32>(f32_large)?;
+    v.visit::<f64, f64, f64>(f64_tile)?;
+    v.visit::<f16, f32, f32>(tc)?;
+    v.visit::<f16, f16, f32>(tc)?;
+    v.visit::<f16, bf16, f32>(tc)?;
+    v.visit::<bf16, f32, f32>(tc)?;
+    v.visit::<bf16, f16, f32>(tc)?;
+    v.visit::<bf16, bf16, f32>(tc)?;
+    for c in [large, wide] {
+        v.visit::<f16, f32, f32>(c)?;
+        v.visit::<f16, f16, f32>(c)?;
+        v.visit::<bf16, f32, f32>(c)?;
+        v.visit::<bf16, bf16, f32>(c)?;
+    }
+    v.visit::<f32, f32, f32>(tf32_config(TileConfig::Small))?;
+    v.visit::<f32, f32, f32>(tf32_config(TileConfig::Large))?;
+    v.visit::<f16, f32, f32>(GemmFamily::Wgmma)?;
+    v.visit::<f16, f16, f32>(GemmFamily::Wgmma)?;
+    v.visit::<bf16, f32, f32>(GemmFamily::Wgmma)?;
+    v.visit::<bf16, bf16, f32>(GemmFamily::Wgmma)?;
+    Ok(())
+}
+
+/// The Hopper kernels' block tile (`warpforge_kernels_hopper::gemm`'s `BM`, `BN`, `BK`).
+const WGMMA_TILE: (usize, usize, usize) = (hp::BM, hp::BN, hp::BK);
+
+/// The kernels of `family` for `TIn → TOut` on `dev`, NN, NT, TN, TT (none
+/// for the Hopper family where `dev` cannot run it: [`Gemm::wgmma`] refuses).
+fn family_kernels<TIn, TOut, S>(dev: &Device, family: GemmFamily) -> Result<Vec<&'static str>>
+where
+    TIn: GemmTypes<TOut, Scalar = S>,
+    TOut: GemmValue,
+    S: GemmElement,
+{
+    let mut names = Vec::new();
+    for (trans_a, trans_b) in TRANSPOSES {
+        let (m, n, k) = WGMMA_TILE;
+        let gemm = Gemm::<S>::new(m, n, k).trans_a(trans_a).trans_b(trans_b);
+        let gemm = match family {
+            GemmFamily::Tiled {
+                config,
+                accumulation,
+                ..
+            } => {
+                let gemm = gemm.tf32(matches!(accumulation, Accumulation::Tf32));
+                config.map_or(gemm, |c| gemm.tile(c))
+            }
+            GemmFamily::Wgmma => gemm.wgmma(true),
+        };
+        match gemm.kernel_name_for::<TIn, TOut>(dev) {
+            Ok(name) => names.push(name),
+            Err(Error::InvalidParameter {
+                parameter: "wgmma", ..
+            }) if matches!(family, GemmFamily::Wgmma) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(names)
+}
+
+/// The cases of a Hopper kernel: its tile exactly (exact inputs, `beta = 0`
+/// over a NaN `C`); one row, column and k-step past it (129 × 257 × 65: four
+/// tiles, two k-steps, each ragged, leading dimensions padded past the row
+/// length and `C`'s not a multiple of 8; exact inputs); a tile ragged within
+/// it (100 × 200 × 40, random inputs); a 1 × 1 × 1; and a strided batch of 2
+/// with `C` padded between batches (70 × 90 × 40). Leading dimensions and batch
+/// strides are multiples of 8 elements (16 bytes), what a tensor map takes.
+fn wgmma_cases((trans_a, trans_b): (bool, bool)) -> Vec<GemmCase> {
+    let (tm, tn, tk) = WGMMA_TILE;
+    let shapes = [
+        ((tm, tn, tk), 0, 1),
+        ((tm + 1, tn + 1, tk + 1), 8, 1),
+        ((tm - 28, tn - 56, tk - 24), 8, 1),
+        ((1, 1, 1), 0, 1),
+        ((70, 90, 40), 8, 2),
+    ];
+    // (alpha, beta, NaN in C, exact inputs) per shape.
+    let factors = [
+        (1.0, 0.0, true, true),
+        (2.0, -1.0, false, true),
+        (-0.5, 0.75, false, false),
+        (1.5, 0.0, true, false),
+        (1.0, -1.0, false, true),
+    ];
+    shapes
+        .into_iter()
+        .zip(factors)
+        .map(
+            |(((m, n, k), pad, batch), (alpha, beta, nan_c, integers))| {
+                let a_cols = if trans_a { m } else { k };
+                let b_cols = if trans_b { k } else { n };
+                let ld = |cols: usize| cols.next_multiple_of(8) + pad;
+                GemmCase {
+                    p: Problem {
+                        m,
+                        n,
+                        k,
+                        trans_a,
+                        trans_b,
+                        lda: ld(a_cols),
+                        ldb: ld(b_cols),
+                        ldc: n + pad / 8 * 3,
+                    },
+                    alpha,
+                    beta,
+                    integers,
+                    nan_c,
+                    batch,
+                    broadcast: 0,
+                    c_layout: if batch > 1 {
+                        CLayout::Padded
+                    } else {
+                        CLayout::Packed
+                    },
+                    split: None,
+                    wgmma: true,
+                    aligned: true,
+                }
+            },
+        )
+        .collect()
+}
+
+/// The Hopper kernel `report` names (NN) as the default dispatch picks it,
+/// unpinned: a batch of one tile per SM (128 × 128 × 8, exact inputs), the smallest GEMM for which the `mma.sync` heuristic picks a
+/// tile that fills the GPU (`TileConfig::choose`), so that the Hopper kernel
+/// runs. A failure if the dispatch picks another kernel there.
+fn check_wgmma_default<TIn, TOut, S>(
     dev: &Device,
     rng: &mut StdRng,
-    lens: &[usize],
-    (tile, config): ((usize, usize, usize), Option<TileConfig>),
-    accumulation: Accumulation,
-    reports: &mut Vec<KernelReport>,
+    report: &mut KernelReport,
 ) -> Result<()>
 where
     TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
     TOut: GemmValue,
     S: GemmElement + GemmValue,
 {
-    for trans in [(false, false), (false, true), (true, false), (true, true)] {
-        let mut gemm = Gemm::<S>::new(0, 0, 0)
-            .trans_a(trans.0)
-            .trans_b(trans.1)
-            .tf32(matches!(accumulation, Accumulation::Tf32));
-        if let Some(config) = config {
-            gemm = gemm.tile(config);
-        }
-        let kernel = gemm.kernel_name_for::<TIn, TOut>(dev)?;
-        let mut report = KernelReport::default_for(kernel);
-        for case in gemm_cases(rng, tile, trans, lens) {
-            check_gemm::<TIn, TOut, S>(dev, &mut report, rng, &case, accumulation, config)?;
-        }
-        reports.push(report);
+    // The SMs the heuristic counts: the GPU's, or the emulated H100's 132.
+    let sms = dev.gpu_info().map_or(132, |info| info.multiprocessors) as usize;
+    let (m, n, k) = (hp::BM, hp::BM, 8);
+    let case = GemmCase {
+        p: Problem {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            lda: k,
+            ldb: n,
+            ldc: n,
+        },
+        alpha: 1.0,
+        beta: -1.0,
+        integers: true,
+        nan_c: false,
+        batch: sms,
+        broadcast: 0,
+        c_layout: CLayout::Packed,
+        split: None,
+        wgmma: false,
+        aligned: true,
+    };
+    let picked = Gemm::<S>::new(m, n, k)
+        .batch(sms)
+        .kernel_name_for::<TIn, TOut>(dev)?;
+    if picked != report.kernel {
+        let why = format!("the default dispatch picks {picked}, not this kernel");
+        report.record(&case.describe(), 0, 0.0, 0.0, Err(why));
+        return Ok(());
     }
-    Ok(())
+    check_gemm::<TIn, TOut, S>(dev, report, rng, &case, Accumulation::TensorCores, None)
+}
+
+/// Runs each family's cases on the device, one report per kernel ([`verify_gemm`]).
+struct RunFamilies<'a> {
+    dev: &'a Device,
+    rng: &'a mut StdRng,
+    lens: &'a [usize],
+    reports: Vec<KernelReport>,
+}
+
+impl GemmVisitor for RunFamilies<'_> {
+    fn visit<TIn, TOut, S>(&mut self, family: GemmFamily) -> Result<()>
+    where
+        TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+        TOut: GemmValue,
+        S: GemmElement + GemmValue,
+    {
+        let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
+        for (&trans, kernel) in TRANSPOSES.iter().zip(kernels) {
+            let mut report = KernelReport::default_for(kernel);
+            let (cases, accumulation, config) = match family {
+                GemmFamily::Tiled {
+                    tile,
+                    config,
+                    accumulation,
+                } => (
+                    gemm_cases(self.rng, tile, trans, self.lens),
+                    accumulation,
+                    config,
+                ),
+                GemmFamily::Wgmma => (wgmma_cases(trans), Accumulation::TensorCores, None),
+            };
+            for case in cases {
+                check_gemm::<TIn, TOut, S>(
+                    self.dev,
+                    &mut report,
+                    self.rng,
+                    &case,
+                    accumulation,
+                    config,
+                )?;
+            }
+            // The default dispatch's pick, NN: every pair on a GPU; on the
+            // emulator (a tile per SM is 132 tiles to emulate) bf16 → f32's.
+            let emulated_pair = (TIn::DTYPE.name(), TOut::DTYPE.name()) == ("bf16", "f32");
+            if matches!(family, GemmFamily::Wgmma)
+                && trans == TRANSPOSES[0]
+                && (self.dev.is_gpu() || emulated_pair)
+            {
+                check_wgmma_default::<TIn, TOut, S>(self.dev, self.rng, &mut report)?;
+            }
+            self.reports.push(report);
+        }
+        Ok(())
+    }
+}
+
+/// Collects each family's kernels on the device ([`gemm_kernels`]).
+struct NameFamilies<'a> {
+    dev: &'a Device,
+    kernels: Vec<&'static str>,
+}
+
+impl GemmVisitor for NameFamilies<'_> {
+    fn visit<TIn, TOut, S>(&mut self, family: GemmFamily) -> Result<()>
+    where
+        TIn: GemmTypes<TOut, Scalar = S> + GemmValue,
+        TOut: GemmValue,
+        S: GemmElement + GemmValue,
+    {
+        let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
+        self.kernels.extend(kernels);
+        Ok(())
+    }
 }
 
 /// Split GEMMs ([`Gemm::split_k`]) of `TIn` into `TOut` into `report`
@@ -865,6 +1285,8 @@ where
                 broadcast: 0,
                 c_layout: CLayout::Packed,
                 split: Some(ranges),
+                wgmma: false,
+                aligned: false,
             };
             check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;
         }
@@ -873,62 +1295,29 @@ where
 }
 
 /// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32
-/// (both configurations, pinned) and f64 on the SIMT cores, then f16 and bf16 inputs into f32, f16 and bf16
-/// outputs on the tensor cores with the small tile, then the pairs with a
-/// large-tile kernel with the large tile (pinned, [`Gemm::tile`]), then f32
-/// through TF32 ([`Gemm::tf32`]) with both tiles, each ×
-/// NN, NT, TN, TT: the edge shapes (the tile's), then
-/// one random shape per random length of `lens` (`m·n·k` about that length);
-/// then split-k's sum kernels (`gemm_split_k_sum_*`), one report each over
-/// split GEMMs into its output type (f32: from f16 and bf16 on the tensor
-/// cores and from f32 on the SIMT cores; f16 and bf16 from their own type;
-/// f64).
-/// Each report's `lengths` holds `m·n·k` per case.
+/// (both configurations, pinned) and f64 on the SIMT cores, then f16 and
+/// bf16 inputs into f32, f16 and bf16 outputs on the tensor cores with the
+/// small tile, then the pairs with large- and wide-tile kernels with those
+/// tiles (pinned, [`Gemm::tile`]), then f32 through TF32 ([`Gemm::tf32`])
+/// with both tiles, then the Hopper kernels of f16 and bf16 into f32 and
+/// into their own type, each × NN, NT, TN, TT, one report per kernel: the
+/// edge shapes (the tile's), then one random shape per random length of
+/// `lens` (`m·n·k` about that length); the Hopper kernels (on sm_90 only)
+/// their own cases, pinned ([`Gemm::wgmma`]); then split-k's sum kernels
+/// (`gemm_split_k_sum_*`), one report each over split GEMMs into its output
+/// type (f32: from f16 and bf16 on the tensor cores and from f32 on the
+/// SIMT cores; f16 and bf16 from their own type; f64). Each report's
+/// `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
-    use Accumulation::{FmaChain, TensorCores, Tf32};
-    let simt = |t: warpforge_kernels::gemm::Tile| ((t.m, t.n, t.k), None);
-    let f64_tile = simt(<f64 as GemmElement>::TILE);
-    // f32 on the SIMT cores: both configurations, pinned.
-    let f32_tile = (simt(<f32 as GemmElement>::TILE).0, Some(TileConfig::Small));
-    let l = warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
-    let f32_large = ((l.m, l.n, l.k), Some(TileConfig::Large));
-    let config = |c: TileConfig| {
-        let t = c.tile();
-        ((t.m, t.n, t.k), Some(c))
+    use Accumulation::{FmaChain, TensorCores};
+    let mut run = RunFamilies {
+        dev,
+        rng,
+        lens,
+        reports: Vec::new(),
     };
-    let (tc, large, wide) = (
-        config(TileConfig::Small),
-        config(TileConfig::Large),
-        config(TileConfig::Wide),
-    );
-    let tf32_config = |c: TileConfig| {
-        let t = c.tf32_tile().expect("a TF32 configuration");
-        ((t.m, t.n, t.k), Some(c))
-    };
-    let (tf32, tf32_large) = (
-        tf32_config(TileConfig::Small),
-        tf32_config(TileConfig::Large),
-    );
-    let mut r = Vec::new();
-    check_gemms::<f32, f32, f32>(dev, rng, lens, f32_tile, FmaChain, &mut r)?;
-    check_gemms::<f32, f32, f32>(dev, rng, lens, f32_large, FmaChain, &mut r)?;
-    check_gemms::<f64, f64, f64>(dev, rng, lens, f64_tile, FmaChain, &mut r)?;
-    check_gemms::<f16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<f16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<f16, bf16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<bf16, f32, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<bf16, f16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<bf16, bf16, f32>(dev, rng, lens, tc, TensorCores, &mut r)?;
-    check_gemms::<f16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
-    check_gemms::<f16, f16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
-    check_gemms::<bf16, f32, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
-    check_gemms::<bf16, bf16, f32>(dev, rng, lens, large, TensorCores, &mut r)?;
-    check_gemms::<f16, f32, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
-    check_gemms::<f16, f16, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
-    check_gemms::<bf16, f32, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
-    check_gemms::<bf16, bf16, f32>(dev, rng, lens, wide, TensorCores, &mut r)?;
-    check_gemms::<f32, f32, f32>(dev, rng, lens, tf32, Tf32, &mut r)?;
-    check_gemms::<f32, f32, f32>(dev, rng, lens, tf32_large, Tf32, &mut r)?;
+    gemm_families(&mut run)?;
+    let (rng, mut r) = (run.rng, run.reports);
     let mut sum = KernelReport::default_for(sk::gemm_split_k_sum_f32::NAME);
     check_split_k::<f16, f32, f32>(dev, rng, TensorCores, &mut sum)?;
     check_split_k::<bf16, f32, f32>(dev, rng, TensorCores, &mut sum)?;
@@ -944,6 +1333,24 @@ pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec
     check_split_k::<f64, f64, f64>(dev, rng, FmaChain, &mut sum)?;
     r.push(sum);
     Ok(r)
+}
+
+/// The kernels [`verify_gemm`] launches on `dev` (the registry's declaration
+/// for `gemm`): each family's four, then split-k's sums (its partial
+/// products run the small tile's kernels, which are among them).
+pub fn gemm_kernels(dev: &Device) -> Result<Vec<&'static str>> {
+    let mut names = NameFamilies {
+        dev,
+        kernels: Vec::new(),
+    };
+    gemm_families(&mut names)?;
+    names.kernels.extend([
+        sk::gemm_split_k_sum_f32::NAME,
+        sk::gemm_split_k_sum_f16::NAME,
+        sk::gemm_split_k_sum_bf16::NAME,
+        sk::gemm_split_k_sum_f64::NAME,
+    ]);
+    Ok(names.kernels)
 }
 
 /// Runs every kernel of `operations` on `dev` at the edge lengths and

@@ -338,6 +338,54 @@ pub static HOPPER: Module = crate::include_module!("warpforge-kernels-hopper");
 /// device and loaded on a GPU at the first launch of one of its kernels.
 pub static LIBRARY: [&Module; 5] = [&REDUCE, &GEMM_SIMT, &GEMM_TENSOR, &CONV, &HOPPER];
 
+/// One kernel of warpforge's library that a device can run: its PTX entry
+/// and the family (module) that holds it. See [`dispatch_table`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DispatchEntry {
+    /// The module's name, e.g. `warpforge-kernels-hopper`.
+    pub module: &'static str,
+    /// The kernel's name (its PTX entry), e.g. `gemm_wgmma_f16_f32_nn_128x256x64_s4`.
+    pub kernel: &'static str,
+}
+
+/// Every kernel of warpforge's library that a device of compute capability
+/// `major.minor` (a GPU's, or the one an emulator emulates,
+/// [`Device::compute_capability`](crate::Device::compute_capability)) can
+/// run: every PTX entry of the variant it loads of each family in
+/// [`LIBRARY`] this build holds, in module order, each module's entries
+/// sorted. Taken from the embedded PTX itself, so no kernel of a built
+/// family can be missing; the Hopper family's entries appear on sm_90
+/// only, and a family left out of the build ([`Module::left_out`]) has
+/// none. What `warpforge verify --list` prints and `verify` must cover.
+///
+/// ```
+/// use warpforge::ptx::{self, dispatch_table};
+/// let h100 = dispatch_table((9, 0));
+/// let a100 = dispatch_table((8, 0));
+/// let hopper = |t: &[ptx::DispatchEntry]| t.iter().filter(|e| e.module == ptx::HOPPER.name).count();
+/// assert!(h100.iter().any(|e| e.kernel == "axpy_f32"));
+/// assert_eq!(hopper(&h100), 16); // 4 type pairs × 4 transposes
+/// assert_eq!(hopper(&a100), 0);
+/// assert_eq!(h100.len(), a100.len() + 16);
+/// assert!(dispatch_table((7, 5)).is_empty()); // runs none of them
+/// ```
+pub fn dispatch_table(compute_capability: (i32, i32)) -> Vec<DispatchEntry> {
+    let mut table = Vec::new();
+    for module in LIBRARY {
+        let Some(variant) = module.variant_for(compute_capability) else {
+            continue;
+        };
+        let mut entries = variant.entries();
+        entries.sort_unstable();
+        entries.dedup();
+        table.extend(entries.into_iter().map(|kernel| DispatchEntry {
+            module: module.name,
+            kernel,
+        }));
+    }
+    table
+}
+
 /// The first `sm_80` family this build holds (they share one architecture
 /// and ISA version, so a GPU that runs one runs them all): what a GPU is
 /// checked against when it opens. `None` when only Hopper kernels, or none,

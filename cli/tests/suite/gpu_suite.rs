@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 const RUNNER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/gpu-suite");
 
 /// The fake CLI: `doctor` is ready, `verify` and `bench` pass, and
-/// `FAKE_HANG=verify|bench` makes that command hang. Every call's arguments
-/// are appended to `$FAKE_CALLS`.
+/// `FAKE_HANG=verify|bench` makes that command hang (not `verify --list`,
+/// which runs nothing). Every call's arguments are appended to `$FAKE_CALLS`.
 const FAKE_CLI: &str = r#"#!/usr/bin/env bash
 echo "$*" >>"$FAKE_CALLS"
 case $1 in
@@ -20,7 +20,7 @@ doctor)
     if [[ ${2:-} == --timings ]]; then echo "start-up: fake"; exit 0; fi
     echo "GPU 0: Fake GPU"; echo; echo "ready: GPU 0 (Fake GPU)" ;;
 verify|bench)
-    [[ ${FAKE_HANG:-} == "$1" ]] && exec sleep 1000
+    [[ ${FAKE_HANG:-} == "$1" && ${2:-} != --list ]] && exec sleep 1000
     echo "$1 done" ;;
 *) exit 2 ;;
 esac
@@ -135,20 +135,22 @@ fn a_budget_too_small_for_a_step_skips_it_and_says_so() {
     let (code, out) = fake.run(&["--budget", "60"], &[("GPU_SUITE_EST_VERIFY", "1000")]);
     assert_eq!(code, Some(0), "{out}");
     let summary = fake.summary();
+    // Both verify steps (the coverage list, then verify) are too big.
+    assert_eq!(fake.status("verify --list --backend gpu"), "skipped");
     assert_eq!(fake.status("verify --backend gpu"), "skipped");
     assert!(summary.contains("budget: needs ~1000 s"), "{summary}");
-    // Everything that fits ran, in order of value, after the skipped step.
+    // Everything that fits ran, in order of value, after the skipped steps.
     for step in [
         "doctor --timings",
         "ignored fake/test/suite gpu_a",
         "bench gemm --backend gpu",
-        "sanitizer memcheck: verify --backend gpu",
+        "sanitizer memcheck: verify --backend gpu --op gemm",
         "ignored-set fake/test/suite",
     ] {
         assert_eq!(fake.status(step), "pass", "{step}: {summary}");
     }
     assert!(
-        summary.contains("OK so far: 1 steps did not fit in the 60 s budget"),
+        summary.contains("OK so far: 2 steps did not fit in the 60 s budget"),
         "{summary}"
     );
     // Budgeted benches time fewer iterations and leave JSON and a chart.
@@ -264,4 +266,55 @@ fn a_bad_budget_is_a_usage_error() {
     let (code, out) = fake.run(&["--budget", "soon"], &[]);
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("--budget takes whole seconds"), "{out}");
+}
+
+/// The sanitizers run over verify one registry operation at a time, each of
+/// memcheck, racecheck, synccheck and initcheck, after `verify --list` (the
+/// GPU's dispatch table and what covers it) and `verify`; the script's list
+/// of operations is the registry's.
+#[test]
+fn the_sanitizers_run_over_verify_of_every_operation_after_the_coverage_list() {
+    let script = std::fs::read_to_string(RUNNER).unwrap();
+    let line = script
+        .lines()
+        .find(|l| l.starts_with("readonly VERIFY_OPS=("))
+        .expect("VERIFY_OPS in the script");
+    let ops: Vec<&str> = line
+        .trim_start_matches("readonly VERIFY_OPS=(")
+        .trim_end_matches(')')
+        .split_whitespace()
+        .collect();
+    let registry: Vec<&str> = warpforge_tools::registry::OPERATIONS
+        .iter()
+        .map(|op| op.name)
+        .collect();
+    assert_eq!(ops, registry);
+
+    let fake = Fake::new("suite-sanitizers");
+    let (code, out) = fake.run(&["--list"], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    let at = |s: &str| out.find(s).unwrap_or_else(|| panic!("{s} not in {out}"));
+    assert!(at("verify --list --backend gpu") < at("verify --backend gpu\n"));
+    for tool in ["memcheck", "racecheck", "synccheck", "initcheck"] {
+        for op in &ops {
+            let label = format!("sanitizer {tool}: verify --backend gpu --op {op}");
+            assert!(at("verify --backend gpu\n") < at(&label), "{label}");
+            assert!(
+                out.contains(&format!("--tool {tool} --error-exitcode 1")),
+                "{out}"
+            );
+        }
+    }
+    // Every step of the plan runs, and each sanitizer step calls verify with its --op.
+    let (code, out) = fake.run(&["--only", "verify,sanitizer"], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(fake.status("verify --list --backend gpu"), "pass");
+    let calls = fake.calls();
+    for op in &ops {
+        let n = calls
+            .lines()
+            .filter(|l| *l == format!("verify --backend gpu --op {op}"))
+            .count();
+        assert_eq!(n, 4, "{op}: {calls}");
+    }
 }

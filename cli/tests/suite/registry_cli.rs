@@ -35,9 +35,10 @@ fn verify_op_runs_that_operation_only() {
     let kernels = verified_kernels(&stdout);
     // f32 (SIMT, both tiles) and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
     // tile), f16 → f32/f16 and bf16 → f32/bf16 (large and wide tiles), f32
-    // through TF32 (small and large tiles), × NN, NT, TN, TT; then split-k's
-    // four sum kernels.
-    assert_eq!(kernels.len(), 80, "{stdout}");
+    // through TF32 (small and large tiles), the Hopper kernels of f16 → f32/f16
+    // and bf16 → f32/bf16 (the emulator is an sm_90), × NN, NT, TN, TT; then
+    // split-k's four sum kernels.
+    assert_eq!(kernels.len(), 96, "{stdout}");
     assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
     for k in [
         "gemm_f32_tn_64x64x16",
@@ -48,6 +49,8 @@ fn verify_op_runs_that_operation_only() {
         "gemm_f16_f32_tt_128x256x32_s3",
         "gemm_tf32_f32_nt_64x64x16_s3",
         "gemm_tf32_f32_tt_128x128x16_s4",
+        "gemm_wgmma_bf16_f32_tn_128x256x64_s4",
+        "gemm_wgmma_f16_f16_tt_128x256x64_s4",
         "gemm_split_k_sum_bf16",
         "gemm_split_k_sum_f64",
     ] {
@@ -56,7 +59,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 80 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 96 passed, 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -265,6 +268,63 @@ fn doctor_timings_on_the_emulator_says_what_it_could_not_measure() {
     assert!(stdout.contains("over the floor: not measured"), "{stdout}");
     assert!(
         stdout.contains("not measured: load libcuda + cuInit"),
+        "{stdout}"
+    );
+}
+
+/// `verify --list`: the emulator's dispatch table (it emulates an sm_90, so
+/// the 16 Hopper kernels are in it) with the operation covering each, run
+/// without verifying anything; exit 1 when an operation subset leaves
+/// kernels uncovered.
+#[test]
+fn verify_list_prints_the_dispatch_table_and_what_covers_each_kernel() {
+    let (code, stdout, stderr) = warpforge(&["verify", "--backend", "emu", "--list"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("dispatch table of CPU emulator") && stdout.contains("9.0"),
+        "{stdout}"
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.starts_with("verify --list:"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let wgmma: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|r| r[0].starts_with("gemm_wgmma_"))
+        .collect();
+    assert_eq!(wgmma.len(), 16, "{stdout}");
+    for r in &wgmma {
+        assert_eq!(
+            r[1..],
+            ["warpforge-kernels-hopper", "yes", "(gemm)"],
+            "{r:?}"
+        );
+    }
+    for (kernel, op) in [
+        ("axpy_f32", "(axpy)"),
+        ("reduce_fused_lse_bf16", "(reduce)"),
+        ("transpose_f32", "(conv2d)"),
+    ] {
+        let row = rows.iter().find(|r| r[0] == kernel).unwrap();
+        assert_eq!(row[2..], ["yes", op], "{row:?}");
+    }
+    assert!(
+        stdout.contains(&format!(
+            "verify --list: {n} of {n} kernels covered, 0 not covered",
+            n = rows.len()
+        )),
+        "{stdout}"
+    );
+
+    let (code, stdout, stderr) =
+        warpforge(&["verify", "--backend", "emu", "--list", "--op", "axpy"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("axpy_f64"), "{stdout}");
+    let no = stdout.lines().filter(|l| l.ends_with(" NO")).count();
+    assert!(
+        stdout.contains(&format!("kernels covered, {no} not covered")) && no > 300,
         "{stdout}"
     );
 }

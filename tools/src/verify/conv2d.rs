@@ -39,7 +39,8 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use warpforge::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
 use warpforge::gemm::TileConfig;
-use warpforge::{Device, Result, reference};
+use warpforge::{Device, Dim3, Kernel, LaunchConfig, Result, reference};
+use warpforge_kernels::transpose::{self as kt, TRANSPOSE_THREADS, TRANSPOSE_TILE};
 
 /// One verification geometry, in logical sizes (any layout).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -399,7 +400,7 @@ fn check_case<T: ConvElement + GemmValue>(
     let bb = bias.as_deref().map(upload).transpose()?;
     // NaN first: an output no thread writes fails.
     let mut yb = dev.upload(&vec![T::from_f64(f64::NAN); want.len()])?;
-    conv.run(dev, &xb, &wb, bb.as_ref(), &mut yb)?;
+    report.record_launches(dev, || conv.run(dev, &xb, &wb, bb.as_ref(), &mut yb))?;
     let got: Vec<f64> = yb.to_host()?.into_iter().map(T::to_f64).collect();
     let tensor_cores =
         conv.algorithm_for::<T>(spec.bias)? == Algorithm::Gemm1x1 && T::DTYPE.name() != "f32";
@@ -421,7 +422,8 @@ fn check_case<T: ConvElement + GemmValue>(
 }
 
 /// Every conv2d kernel (module docs): each case of [`cases`] in NCHW and
-/// NHWC, in f32, f16 and bf16, one report per kernel.
+/// NHWC, in f32, f16 and bf16, one report per kernel; then the batched
+/// transposes (`transpose_{f32,f16,bf16}`, each against the exact transpose).
 pub fn verify_conv2d(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     let specs = cases(rng, lens);
     let mut reports = Vec::new();
@@ -435,14 +437,134 @@ pub fn verify_conv2d(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<V
     }
     // The NHWC large tile, which `Conv2d` picks by shape for layers too large
     // to emulate here: the implicit-GEMM cases again with it pinned.
-    let large = (Layout::Nhwc, Some(TileConfig::Large));
     for spec in &specs {
         if spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)? == Algorithm::ImplicitGemm {
-            check_case::<f16>(dev, rng, spec, large, &mut reports)?;
-            check_case::<bf16>(dev, rng, spec, large, &mut reports)?;
+            check_case::<f16>(dev, rng, spec, LARGE, &mut reports)?;
+            check_case::<bf16>(dev, rng, spec, LARGE, &mut reports)?;
         }
     }
+    reports.push(check_transposes::<f32>(dev, rng)?);
+    reports.push(check_transposes::<f16>(dev, rng)?);
+    reports.push(check_transposes::<bf16>(dev, rng)?);
     Ok(reports)
+}
+
+/// The NHWC large tile, pinned: [`verify_conv2d`]'s second round of the implicit-GEMM cases.
+const LARGE: (Layout, Option<TileConfig>) = (Layout::Nhwc, Some(TileConfig::Large));
+
+/// The kernels [`verify_conv2d`] launches on `dev` at the edge lengths (the
+/// registry's declaration for `conv2d`): each fixed case's main kernel
+/// ([`Conv2d::kernel_name_for`], a GEMM's for the 1×1 route) in each layout and
+/// dtype and on the pinned large tile, and the three transposes (the NCHW
+/// route's layout changes of f16 and bf16, each also checked on its own).
+pub fn conv2d_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
+    use rand::SeedableRng;
+    // The fixed cases do not draw from the generator.
+    let specs = cases(&mut StdRng::seed_from_u64(0), EDGE_LENGTHS);
+    let mut names = Vec::new();
+    fn main_kernel<T: ConvElement>(
+        spec: &Spec,
+        (layout, tile): (Layout, Option<TileConfig>),
+    ) -> Result<&'static str> {
+        let conv = spec.conv(layout);
+        let conv = tile.map_or(conv, |t| conv.tile(t));
+        conv.kernel_name_for::<T>(spec.bias)
+    }
+    for spec in &specs {
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            names.push(main_kernel::<f32>(spec, (layout, None))?);
+            names.push(main_kernel::<f16>(spec, (layout, None))?);
+            names.push(main_kernel::<bf16>(spec, (layout, None))?);
+        }
+        if spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)? == Algorithm::ImplicitGemm {
+            names.push(main_kernel::<f16>(spec, LARGE)?);
+            names.push(main_kernel::<bf16>(spec, LARGE)?);
+        }
+    }
+    names.extend([
+        kt::transpose_f32::NAME,
+        kt::transpose_f16::NAME,
+        kt::transpose_bf16::NAME,
+    ]);
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
+}
+
+/// Element types with a batched transpose kernel (`transpose_*`).
+trait Transposable: ConvElement + GemmValue {
+    /// Launches `transpose_*`: `y` bound as the batches of `cols × rows`.
+    fn launch(
+        dev: &Device,
+        cfg: LaunchConfig,
+        x: &warpforge::DeviceBuffer<Self>,
+        y: warpforge::MatrixMut<'_, Self>,
+    ) -> Result<()>;
+    const NAME: &'static str;
+}
+
+macro_rules! transposable {
+    ($($t:ty: $k:ident),*) => { $(
+        impl Transposable for $t {
+            fn launch(
+                dev: &Device,
+                cfg: LaunchConfig,
+                x: &warpforge::DeviceBuffer<Self>,
+                y: warpforge::MatrixMut<'_, Self>,
+            ) -> Result<()> {
+                dev.launch(kt::$k, cfg, (x, y))
+            }
+            const NAME: &'static str = kt::$k::NAME;
+        }
+    )* };
+}
+transposable!(f32: transpose_f32, f16: transpose_f16, bf16: transpose_bf16);
+
+/// The batched transpose of `T` (`transpose_*`: what `Conv2d` runs around
+/// the NHWC kernels for an NCHW f16 or bf16 convolution; f32's, which
+/// `Conv2d` does not launch, is a kernel of the library all the same),
+/// launched as `Conv2d` launches it (a block per 32 × 32 tile of each
+/// matrix), on batches of matrices around its tile (1 × 1, 31 × 33,
+/// 32 × 32, 65 × 64, 3 × 100), each output element exactly its input's; the
+/// output is NaN first, so an element no thread writes fails.
+fn check_transposes<T: Transposable>(dev: &Device, rng: &mut StdRng) -> Result<KernelReport> {
+    let mut report = KernelReport::default_for(<T as Transposable>::NAME);
+    for (batches, rows, cols) in [
+        (1, 1, 1),
+        (2, 31, 33),
+        (1, 32, 32),
+        (3, 65, 64),
+        (2, 3, 100),
+    ] {
+        let n = batches * rows * cols;
+        report.lengths.push(n);
+        let x: Vec<f64> = (0..n)
+            .map(|_| T::from_f64(f64::from(rng.random_range(-1000i32..=1000))).to_f64())
+            .collect();
+        let xb = dev.upload(&x.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>())?;
+        let mut yb = dev.upload(&vec![T::from_f64(f64::NAN); n])?;
+        let tiles = |v: usize| v.div_ceil(TRANSPOSE_TILE) as u32;
+        let cfg = LaunchConfig::new(
+            Dim3::new(tiles(rows), tiles(cols), batches as u32),
+            Dim3::x(TRANSPOSE_THREADS as u32),
+        );
+        report.record_launches(dev, || {
+            let y = yb.batched_matrix_mut(cols, rows, rows, batches, rows * cols)?;
+            T::launch(dev, cfg, &xb, y)
+        })?;
+        let got: Vec<f64> = yb.to_host()?.into_iter().map(T::to_f64).collect();
+        // y[b][j][i] = x[b][i][j].
+        let want: Vec<f64> = (0..n)
+            .map(|e| {
+                let (b, rest) = (e / (rows * cols), e % (rows * cols));
+                let (j, i) = (rest / rows, rest % rows);
+                x[b * rows * cols + i * cols + j]
+            })
+            .collect();
+        let case = format!("{batches} batches of {rows} × {cols}");
+        check_results::<T>(&mut report, &case, &got, &want, &want, 1, true, false);
+    }
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -473,6 +595,9 @@ mod tests {
                 expected.push(format!("conv2d_1x1_{layout}_{dtype}"));
             }
         }
+        for dtype in ["f32", "f16", "bf16"] {
+            expected.push(format!("transpose_{dtype}"));
+        }
         let mut sorted = names.clone();
         sorted.sort_unstable();
         let mut want: Vec<&str> = expected.iter().map(String::as_str).collect();
@@ -482,6 +607,22 @@ mod tests {
             assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
             assert!(r.worst_vs_tolerance <= 1.0, "{r:?}");
         }
+        // NCHW f16 runs the NHWC kernel between two transposes; a transpose's
+        // report launched it alone.
+        let via = reports
+            .iter()
+            .find(|r| r.kernel == "conv2d_nchw_f16_via_nhwc")
+            .unwrap();
+        assert_eq!(
+            via.launched,
+            ["conv2d_nhwc_f16_64x64x32_s3", "transpose_f16"],
+            "{via:?}"
+        );
+        let t = reports
+            .iter()
+            .find(|r| r.kernel == "transpose_f32")
+            .unwrap();
+        assert_eq!(t.launched, ["transpose_f32"]);
         // The tensor-core implicit GEMM sees the dense, dilated and grouped
         // cases, the empty batch among them; the tiled depthwise kernel the
         // two depthwise NHWC ones (and the random depthwise ones), the direct

@@ -75,6 +75,8 @@ struct Inner {
     modules: ModuleTable,
     /// Scratch buffers kept between calls ([`Device::scratch`]).
     scratch: Mutex<Vec<(&'static str, usize, Memory<u64>)>>,
+    /// Launches made on this device, per kernel name ([`Device::launch_counts`]).
+    launches: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// Scratch buffers a device keeps at most: one per host thread that queues
@@ -232,6 +234,7 @@ impl Device {
                 health: Arc::new(Mutex::new(Health::Usable)),
                 modules: ModuleTable::default(),
                 scratch: Mutex::new(Vec::new()),
+                launches: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -857,6 +860,59 @@ impl Device {
         Ok((r, collected))
     }
 
+    /// How many times each kernel has been launched on this device (every
+    /// launch that passed its checks and was run or queued, on any stream),
+    /// by kernel name. `warpforge verify` reads it to report which kernels
+    /// its cases ran ([`kernels_launched_by`](Self::kernels_launched_by)).
+    ///
+    /// ```
+    /// use warpforge::Device;
+    /// let dev = Device::emulator();
+    /// let x = dev.upload(&[1.0f32; 4])?;
+    /// let mut y = dev.alloc_zeroed::<f32>(4)?;
+    /// warpforge::ops::axpy(2.0, &x, &mut y)?;
+    /// warpforge::ops::axpy(2.0, &x, &mut y)?;
+    /// assert_eq!(dev.launch_counts().get("axpy_f32"), Some(&2));
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn launch_counts(&self) -> BTreeMap<&'static str, u64> {
+        lock(&self.inner.launches).clone()
+    }
+
+    /// Runs `work` and returns its result with the names of the kernels it
+    /// launched on this device, sorted, each once (from
+    /// [`launch_counts`](Self::launch_counts) before and after: a launch
+    /// from another thread of this device while `work` runs counts too).
+    /// Works on a GPU and on the emulator alike.
+    ///
+    /// ```
+    /// use warpforge::Device;
+    /// let dev = Device::emulator();
+    /// let x = dev.upload(&[1.0f64; 4])?;
+    /// let mut y = dev.alloc_zeroed::<f64>(4)?;
+    /// let ((), launched) = dev.kernels_launched_by(|| warpforge::ops::axpy(2.0, &x, &mut y))?;
+    /// assert_eq!(launched, ["axpy_f64"]);
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn kernels_launched_by<R>(
+        &self,
+        work: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Vec<&'static str>)> {
+        let before = self.launch_counts();
+        let r = work()?;
+        let launched = lock(&self.inner.launches)
+            .iter()
+            .filter(|&(name, &count)| before.get(name).copied().unwrap_or(0) < count)
+            .map(|(&name, _)| name)
+            .collect();
+        Ok((r, launched))
+    }
+
+    /// Counts a launch of `kernel` ([`launch_counts`](Self::launch_counts)).
+    fn count_launch(&self, kernel: &'static str) {
+        *lock(&self.inner.launches).entry(kernel).or_insert(0) += 1;
+    }
+
     /// Checks a launch and runs or queues it on `stream`.
     pub(crate) fn launch_on<K: Kernel, A: KernelArgs<K::Args>>(
         &self,
@@ -896,6 +952,7 @@ impl Device {
                 let shared = self
                     .limits()
                     .check(K::NAME, &config, K::SHARED_BYTES, None)?;
+                self.count_launch(K::NAME);
                 let shape = LaunchShape {
                     grid: config.grid,
                     block: config.block,
@@ -982,6 +1039,7 @@ impl Device {
                 };
                 gpu.in_flight()
                     .record(cu_stream, K::NAME, config.grid, config.block);
+                self.count_launch(K::NAME);
                 // SAFETY: the PTX entry and `K::Args` come from the same `#[kernel]`
                 // signature: scalars by value and each buffer as (device pointer,
                 // element count), in order, which is what `push_gpu` pushes. The

@@ -11,7 +11,7 @@ use crate::ptx::Module;
 use cudarc::driver::DriverError;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 use warpforge_device::emu::stream::EmuStream;
@@ -75,7 +75,10 @@ struct Inner {
     modules: ModuleTable,
     /// Scratch buffers kept between calls ([`Device::scratch`]).
     scratch: Mutex<Vec<(&'static str, usize, Memory<u64>)>>,
-    /// Launches made on this device, per kernel name ([`Device::launch_counts`]).
+    /// How many [`Device::kernels_launched_by`] calls are running: launches
+    /// are counted only then, so other launches pay one atomic load.
+    recording: AtomicUsize,
+    /// Launches counted while recording, per kernel name.
     launches: Mutex<BTreeMap<&'static str, u64>>,
 }
 
@@ -234,6 +237,7 @@ impl Device {
                 health: Arc::new(Mutex::new(Health::Usable)),
                 modules: ModuleTable::default(),
                 scratch: Mutex::new(Vec::new()),
+                recording: AtomicUsize::new(0),
                 launches: Mutex::new(BTreeMap::new()),
             }),
         }
@@ -860,30 +864,12 @@ impl Device {
         Ok((r, collected))
     }
 
-    /// How many times each kernel has been launched on this device (every
-    /// launch that passed its checks and was run or queued, on any stream),
-    /// by kernel name. `warpforge verify` reads it to report which kernels
-    /// its cases ran ([`kernels_launched_by`](Self::kernels_launched_by)).
-    ///
-    /// ```
-    /// use warpforge::Device;
-    /// let dev = Device::emulator();
-    /// let x = dev.upload(&[1.0f32; 4])?;
-    /// let mut y = dev.alloc_zeroed::<f32>(4)?;
-    /// warpforge::ops::axpy(2.0, &x, &mut y)?;
-    /// warpforge::ops::axpy(2.0, &x, &mut y)?;
-    /// assert_eq!(dev.launch_counts().get("axpy_f32"), Some(&2));
-    /// # Ok::<(), warpforge::Error>(())
-    /// ```
-    pub fn launch_counts(&self) -> BTreeMap<&'static str, u64> {
-        lock(&self.inner.launches).clone()
-    }
-
     /// Runs `work` and returns its result with the names of the kernels it
-    /// launched on this device, sorted, each once (from
-    /// [`launch_counts`](Self::launch_counts) before and after: a launch
-    /// from another thread of this device while `work` runs counts too).
-    /// Works on a GPU and on the emulator alike.
+    /// launched on this device (every launch that passed its checks and was
+    /// run or queued, on any stream), sorted, each once. A launch from
+    /// another thread of this device while `work` runs counts too. Works on a
+    /// GPU and on the emulator alike; `warpforge verify` uses it to report
+    /// which kernels its cases ran.
     ///
     /// ```
     /// use warpforge::Device;
@@ -892,14 +878,27 @@ impl Device {
     /// let mut y = dev.alloc_zeroed::<f64>(4)?;
     /// let ((), launched) = dev.kernels_launched_by(|| warpforge::ops::axpy(2.0, &x, &mut y))?;
     /// assert_eq!(launched, ["axpy_f64"]);
+    /// let ((), launched) = dev.kernels_launched_by(|| Ok(()))?;
+    /// assert!(launched.is_empty());
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn kernels_launched_by<R>(
         &self,
         work: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Vec<&'static str>)> {
-        let before = self.launch_counts();
-        let r = work()?;
+        /// Ends this call's recording however `work` returns.
+        struct Recording<'a>(&'a AtomicUsize);
+        impl Drop for Recording<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let before = lock(&self.inner.launches).clone();
+        self.inner.recording.fetch_add(1, Ordering::SeqCst);
+        let recording = Recording(&self.inner.recording);
+        let r = work();
+        drop(recording);
+        let r = r?;
         let launched = lock(&self.inner.launches)
             .iter()
             .filter(|&(name, &count)| before.get(name).copied().unwrap_or(0) < count)
@@ -908,9 +907,11 @@ impl Device {
         Ok((r, launched))
     }
 
-    /// Counts a launch of `kernel` ([`launch_counts`](Self::launch_counts)).
+    /// Counts a launch of `kernel` while a [`kernels_launched_by`](Self::kernels_launched_by) runs.
     fn count_launch(&self, kernel: &'static str) {
-        *lock(&self.inner.launches).entry(kernel).or_insert(0) += 1;
+        if self.inner.recording.load(Ordering::SeqCst) > 0 {
+            *lock(&self.inner.launches).entry(kernel).or_insert(0) += 1;
+        }
     }
 
     /// Checks a launch and runs or queues it on `stream`.

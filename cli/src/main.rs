@@ -444,24 +444,20 @@ fn device_line(dev: &Device) -> String {
     format!("{}, compute capability {major}.{minor}", dev.name())
 }
 
+/// A name column as wide as its longest cell (at least its six-letter
+/// header, `kernel` or `module`), so the columns line up.
+fn column_width<'a>(cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(str::len).max().unwrap_or(0).max(6)
+}
+
 /// `verify --list`: the dispatch table of the device and what covers each kernel.
 fn list_coverage(backend: Backend, names: &[String]) -> Result<ExitCode, String> {
     let operations = selected_operations(names)?;
     let dev = open_backend(backend)?;
     let rows = registry::coverage(&dev, &operations).map_err(|e| e.to_string())?;
     println!("dispatch table of {}", device_line(&dev));
-    let width = rows
-        .iter()
-        .map(|r| r.entry.kernel.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
-    let module_width = rows
-        .iter()
-        .map(|r| r.entry.module.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let width = column_width(rows.iter().map(|r| r.entry.kernel));
+    let module_width = column_width(rows.iter().map(|r| r.entry.module));
     println!("{:<width$} {:<module_width$}  covered", "kernel", "module");
     for r in &rows {
         let covered = match r.operation {
@@ -504,13 +500,7 @@ fn run_verify(
     } else {
         (verify().map_err(|e| e.to_string())?, Vec::new())
     };
-    // The name column as wide as the longest kernel name, so the columns line up.
-    let width = reports
-        .iter()
-        .map(|r| r.kernel.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let width = column_width(reports.iter().map(|r| r.kernel));
     println!(
         "{:<width$} {:>7} {:>12} {:>12} {:>10}  result",
         "kernel", "cases", "max abs err", "max rel err", "worst/tol"

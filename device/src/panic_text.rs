@@ -4,10 +4,11 @@
 //! from the argument list), while Rust's strings carry a length and no NUL.
 //! So the panic handler copies the message into a fixed-size,
 //! NUL-terminated buffer in the thread's local memory and prints that (the
-//! file name comes NUL-terminated: `Location::file_as_c_str`). Nothing here formats (`core::fmt`): ptxas gives every kernel with a
-//! panic path its own copy of the handler, and formatting made that copy
-//! about 3 000 instructions, most of the time ptxas spent on a reduction
-//! kernel. The buffer is plain Rust, tested on the host.
+//! file name comes NUL-terminated: `Location::file_as_c_str`). Nothing here
+//! formats (`core::fmt`): ptxas gives every kernel with a panic path its own
+//! copy of the handler, and formatting made that copy about 3 000
+//! instructions, most of the time ptxas spent on a reduction kernel. The
+//! buffer is plain Rust, tested on the host.
 
 use core::mem::MaybeUninit;
 
@@ -26,13 +27,13 @@ impl<const N: usize> CText<N> {
     const ELLIPSIS: &'static [u8] = b"...";
     const NUL: u8 = 0;
 
-    /// An unwritten buffer (`N` ≥ 1: it holds at least the NUL).
-    pub(crate) const fn new() -> Self {
+    /// The empty string: only its NUL is written (`N` ≥ 1: it holds at
+    /// least the NUL).
+    pub(crate) fn new() -> Self {
         const { assert!(N >= 1, "a C string needs room for its NUL") };
-        CText {
-            bytes: [MaybeUninit::uninit(); N],
-            len: 0,
-        }
+        let mut bytes = [MaybeUninit::uninit(); N];
+        bytes[0].write(Self::NUL);
+        CText { bytes, len: 0 }
     }
 
     /// Writes `s`, cut to fit, and the NUL. Loops bounded by the buffer and
@@ -63,12 +64,12 @@ impl<const N: usize> CText<N> {
     /// The bytes up to and including the NUL.
     #[cfg(test)]
     pub(crate) fn as_bytes_with_nul(&self) -> &[u8] {
-        // SAFETY: `set` wrote `bytes[..=len]` (`new` then `set` is the only
-        // way the tests build one); `MaybeUninit<u8>` has `u8`'s layout.
+        // SAFETY: `bytes[..=len]` are written (`new` writes the NUL at 0,
+        // `set` every byte up to its NUL); `MaybeUninit<u8>` has `u8`'s layout.
         unsafe { core::slice::from_raw_parts(self.bytes.as_ptr().cast(), self.len + 1) }
     }
 
-    /// A pointer to the NUL-terminated bytes, for `%s` (after [`CText::set`]).
+    /// A pointer to the NUL-terminated bytes, for `%s`.
     #[cfg(target_arch = "nvptx64")]
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.bytes.as_ptr().cast()
@@ -89,6 +90,7 @@ mod tests {
     fn short_text_is_copied_and_nul_terminated() {
         assert_eq!(text::<16>("in bounds"), b"in bounds\0");
         assert_eq!(text::<16>(""), b"\0");
+        assert_eq!(CText::<4>::new().as_bytes_with_nul(), b"\0");
     }
 
     #[test]

@@ -178,7 +178,7 @@ static PRINT_PANIC: fn(&core::panic::PanicInfo<'_>) = print_panic;
 const UNFORMATTED: &str =
     "a message with values, not formatted on the GPU (the emulator prints it in full)";
 
-/// Out of line and cold: the text buffers live in this function's frame
+/// Out of line and cold: the message buffer lives in this function's frame
 /// only, not in every kernel that has a panic path. A static message is
 /// printed as it is; a message with values is not formatted, because
 /// `core::fmt` would be compiled into every kernel that can panic (ptxas

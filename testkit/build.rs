@@ -8,7 +8,12 @@
 use warpforge_builder::{Arch, PtxBuilder};
 
 fn main() {
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    // Read when the script runs, not baked in when it is compiled: cargo
+    // reuses a build script compiled in another checkout of this workspace
+    // (its hash does not depend on the path), which would build that
+    // checkout's probes.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it");
+    let workspace = std::path::Path::new(&manifest_dir)
         .parent()
         .expect("the testkit lives in the workspace")
         .to_path_buf();

@@ -88,8 +88,8 @@ pub struct BenchRecord {
     pub driver: String,
     /// The CUDA version the driver supports (`13.0`), or `none`.
     pub cuda: String,
-    /// The commit measured (`WARPFORGE_COMMIT`, else `git rev-parse HEAD` in
-    /// the working directory, else `unknown`).
+    /// The commit measured: `WARPFORGE_COMMIT`, else the one the binary was
+    /// built from ([`BUILD_COMMIT`]).
     pub commit: String,
     /// When, UTC, RFC 3339 to the second.
     pub date: String,
@@ -171,34 +171,17 @@ impl RunFacts {
     }
 }
 
-/// `WARPFORGE_COMMIT`, else the working directory's `git rev-parse HEAD`
-/// (with ` (modified)` when it has uncommitted changes), else `unknown`.
+/// The commit the `warpforge` binary was built from (cli/build.rs:
+/// `git rev-parse HEAD`, ` (modified)` when its sources differed), or
+/// `WARPFORGE_COMMIT` when set (the GPU suite sets the commit it packed).
+pub const BUILD_COMMIT: &str = env!("WARPFORGE_BUILD_COMMIT");
+
+/// `WARPFORGE_COMMIT` if set, else [`BUILD_COMMIT`]: the binary's own build,
+/// not whatever checkout the command happens to run in.
 fn commit() -> String {
-    if let Ok(c) = std::env::var("WARPFORGE_COMMIT")
-        && !c.trim().is_empty()
-    {
-        return c.trim().to_owned();
-    }
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    match git(&["rev-parse", "HEAD"]) {
-        Some(head) if !head.is_empty() => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{head} (modified)")
-            } else {
-                head
-            }
-        }
-        _ => "unknown".to_owned(),
+    match std::env::var("WARPFORGE_COMMIT") {
+        Ok(c) if !c.trim().is_empty() => c.trim().to_owned(),
+        _ => BUILD_COMMIT.to_owned(),
     }
 }
 
@@ -207,11 +190,14 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
+/// conv2d's anchor: cuDNN's fastest engine through its backend (graph) API.
+const CUDNN_GRAPH: &str = "cuDNN graph";
+
 /// The anchor a family is measured against.
 fn anchor_of(family: &str) -> &'static str {
     match family {
         "gemm" => "cuBLAS",
-        "conv2d" => "cuDNN",
+        "conv2d" => CUDNN_GRAPH,
         _ => "copy",
     }
 }
@@ -329,11 +315,22 @@ impl BenchRecord {
         }
     }
 
+    /// Whether its anchor is cuDNN's legacy API: conv2d records written before
+    /// the graph-API anchor (2026-11-29) name it `cuDNN` and were measured
+    /// against `cudnnFindConvolutionForwardAlgorithm`, which is not cuDNN's
+    /// best (on an H200 it ran the 3×3 NHWC f16 layers at a fifth of the
+    /// rate of cuDNN's graph API). Tables show no ratio against it.
+    pub fn legacy_anchor(&self) -> bool {
+        self.family == "conv2d" && self.anchor == "cuDNN"
+    }
+
     /// Whether the record measures the anchor itself: the copy rows of the
     /// bandwidth benchmarks, cuBLAS's rows (`cublas_…`) of `gemm`, cuDNN's
-    /// (`cudnn`) of `conv2d`.
+    /// (`cudnn`, and `cudnn-legacy`: the legacy API beside it) of `conv2d`.
     pub fn is_anchor(&self) -> bool {
-        self.kernel == self.anchor || self.kernel.starts_with("cublas") || self.kernel == "cudnn"
+        self.kernel == self.anchor
+            || self.kernel.starts_with("cublas")
+            || self.kernel.starts_with("cudnn")
     }
 }
 
@@ -622,20 +619,28 @@ pub fn markdown_table(file: &BenchFile) -> String {
     let _ = writeln!(out, "| --- | --- | --- | ---: | ---: | ---: | ---: |");
     for r in file.records.iter().filter(|r| !r.is_anchor()) {
         let (value, unit) = r.throughput();
-        let anchor = r.anchor_throughput().map_or_else(
-            || format!("{}: —", r.anchor),
-            |a| format!("{} {}", r.anchor, figure(a)),
-        );
+        let anchor = match r.anchor_throughput() {
+            _ if r.legacy_anchor() => format!(
+                "{} legacy API {}",
+                r.anchor,
+                r.anchor_throughput().map_or_else(|| "—".to_owned(), figure)
+            ),
+            Some(a) => format!("{} {}", r.anchor, figure(a)),
+            None => format!("{}: —", r.anchor),
+        };
+        let ratio = match r.ratio {
+            _ if r.legacy_anchor() => "not shown (legacy anchor)".to_owned(),
+            Some(x) => format!("{x:.2}"),
+            None => "—".to_owned(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} {unit} | {anchor} | {} |",
+            "| {} | {} | {} | {} | {} {unit} | {anchor} | {ratio} |",
             r.gpu,
             r.family,
             r.case.replace('|', "\\|"),
             time(r.seconds_per_call),
             figure(value),
-            r.ratio
-                .map_or_else(|| "—".to_owned(), |x| format!("{x:.2}")),
         );
     }
     let mut runs: Vec<String> = file
@@ -657,6 +662,14 @@ pub fn markdown_table(file: &BenchFile) -> String {
     runs.dedup();
     let _ = writeln!(out);
     let _ = writeln!(out, "Measured on {}.", runs.join("; "));
+    if file.records.iter().any(BenchRecord::legacy_anchor) {
+        let _ = writeln!(
+            out,
+            "No ratio is shown for conv2d rows whose anchor is cuDNN's legacy API \
+             (`cudnnFindConvolutionForwardAlgorithm`): it is not cuDNN's best on that GPU. \
+             The run's folder compares them with cuDNN's graph API where it was measured."
+        );
+    }
     for s in &file.skipped {
         let _ = writeln!(out, "Not measured: {} {}: {}.", s.family, s.case, s.reason);
     }
@@ -843,6 +856,68 @@ mod tests {
         );
         assert!(table.contains("Measured on H100 (compute capability unknown, driver unknown, CUDA unknown), commit 0123456789, 1970-01-01."));
         assert!(table.contains("Not measured: gemm huge: out of memory."));
+    }
+
+    #[test]
+    fn conv2d_rows_against_the_legacy_cudnn_api_show_no_ratio_and_say_why() {
+        let conv = |anchor: &str, case: &str, kernel: &str| BenchRecord {
+            anchor: anchor.to_owned(),
+            kernel: kernel.to_owned(),
+            flops: Some(4_000_000_000),
+            tflops: Some(200.0),
+            anchor_tflops: Some(80.0),
+            ratio: Some(2.5),
+            seconds_per_call: 20e-6,
+            ..BenchRecord::example("conv2d", case, &facts("H200"))
+        };
+        // A record written now names the graph API and keeps its ratio.
+        let now = BenchRecord::of_row(
+            "conv2d",
+            &warpforge_tools::bench::BenchRow {
+                op: "res3 3x3 nhwc conv2d_nhwc_f16_128x128x32_s4",
+                dtype: warpforge::DType::F16,
+                shape: vec![32, 128, 28, 28, 128, 3, 3],
+                axis: None,
+                bytes: 1,
+                seconds: 1e-3,
+                gbps: 1.0,
+                anchor_gbps: 2.0,
+                ratio: 0.5,
+                flops: None,
+            },
+            &facts("H200"),
+        );
+        assert_eq!(now.anchor, CUDNN_GRAPH);
+        assert!(!now.legacy_anchor());
+        let old = conv("cuDNN", "res3 3x3 nhwc k [1]", "k");
+        let graph = conv(CUDNN_GRAPH, "res4 3x3 nhwc k [1]", "k");
+        let legacy_row = conv(
+            CUDNN_GRAPH,
+            "res4 3x3 nhwc cudnn-legacy [1]",
+            "cudnn-legacy",
+        );
+        assert!(old.legacy_anchor() && !graph.legacy_anchor());
+        assert!(
+            legacy_row.is_anchor(),
+            "the legacy API's own row is an anchor row"
+        );
+        let table = markdown_table(&BenchFile::new(
+            vec![old, graph, legacy_row],
+            vec![],
+            vec![],
+        ));
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| H200")).collect();
+        assert_eq!(
+            rows,
+            [
+                "| H200 | conv2d | res3 3x3 nhwc k [1] | 20.0 µs | 200 TFLOP/s | cuDNN legacy API 80.0 | not shown (legacy anchor) |",
+                "| H200 | conv2d | res4 3x3 nhwc k [1] | 20.0 µs | 200 TFLOP/s | cuDNN graph 80.0 | 2.50 |",
+            ],
+            "{table}"
+        );
+        assert!(
+            table.contains("No ratio is shown for conv2d rows whose anchor is cuDNN's legacy API")
+        );
     }
 
     #[test]

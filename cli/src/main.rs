@@ -18,7 +18,7 @@ mod ptx_command;
 #[derive(Parser)]
 #[command(
     name = "warpforge",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("WARPFORGE_BUILD_COMMIT"), ")"),
     about = "CUDA kernels in Rust: verify them, inspect their PTX"
 )]
 struct Cli {

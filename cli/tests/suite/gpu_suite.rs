@@ -318,3 +318,39 @@ fn the_sanitizers_run_over_verify_of_every_operation_after_the_coverage_list() {
         assert_eq!(n, 4, "{op}: {calls}");
     }
 }
+
+/// The peers script (PyTorch, CuPy/CUB) times the conv2d bench's layers, and
+/// the plan runs it after the conv2d bench whose anchor it checks (here, with
+/// no torch and no GPU, it is listed as skipped with the reason).
+#[test]
+fn the_peers_time_the_benchs_layers_after_the_conv2d_bench() {
+    let peers = std::fs::read_to_string(RUNNER.replace("gpu-suite", "peers.py")).unwrap();
+    let listed: Vec<String> = peers
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("(\"") && l.ends_with("),"))
+        .map(|l| l.trim_end_matches(',').to_owned())
+        .collect();
+    let bench: Vec<String> = warpforge_tools::bench::conv2d::RESNET50
+        .iter()
+        .map(|l| {
+            let pad = l.rs / 2;
+            assert_eq!(l.pad, pad, "{}: peers.py pads R/2", l.name);
+            format!(
+                "(\"{}\", {}, {}, {}, {}, {}, {})",
+                l.name, l.c, l.hw, l.k, l.rs, l.stride, l.groups
+            )
+        })
+        .collect();
+    assert_eq!(listed, bench);
+    assert!(peers.contains(&format!(
+        "BATCH = {}",
+        warpforge_tools::bench::conv2d::RESNET50_BATCH
+    )));
+
+    let fake = Fake::new("suite-peers");
+    let (code, out) = fake.run(&["--list"], &[]);
+    assert_eq!(code, Some(0), "{out}");
+    let at = |s: &str| out.find(s).unwrap_or_else(|| panic!("{s} not in {out}"));
+    assert!(at("bench conv2d --backend gpu") < at("peers: PyTorch and CuPy/CUB"));
+}

@@ -328,3 +328,62 @@ fn verify_list_prints_the_dispatch_table_and_what_covers_each_kernel() {
         "{stdout}"
     );
 }
+
+/// `warpforge --version` and every bench record name the commit the binary was
+/// built from, wherever it runs (here: a folder that is no git checkout);
+/// `WARPFORGE_COMMIT` overrides it (the GPU suite names the commit it packed).
+#[test]
+fn the_binary_and_its_bench_records_name_the_commit_it_was_built_from() {
+    use warpforge_cli::bench_data::{BUILD_COMMIT, BenchFile};
+    let head = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        // Built in this checkout: its HEAD, maybe with ` (modified)`.
+        Some(head) => assert!(
+            BUILD_COMMIT == head || BUILD_COMMIT == format!("{head} (modified)"),
+            "{BUILD_COMMIT} is not HEAD {head}"
+        ),
+        None => assert!(BUILD_COMMIT.starts_with("unknown"), "{BUILD_COMMIT}"),
+    }
+    let (code, stdout, _) = warpforge(&["--version"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains(BUILD_COMMIT), "{stdout}");
+
+    let dir = crate::common::temp_dir("bench-commit");
+    let json = dir.join("r.json").display().to_string();
+    let commit_of = |env: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_warpforge"));
+        cmd.current_dir(&dir).env_remove("WARPFORGE_COMMIT");
+        if let Some(c) = env {
+            cmd.env("WARPFORGE_COMMIT", c);
+        }
+        let args = [
+            "bench",
+            "reduce",
+            "--backend",
+            "emu",
+            "--max-log2",
+            "6",
+            "--iters",
+            "1",
+        ];
+        let out = cmd.args(args).args(["--json", &json]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = BenchFile::read(json.as_ref()).unwrap();
+        assert!(!file.records.is_empty());
+        let commits: std::collections::BTreeSet<String> =
+            file.records.into_iter().map(|r| r.commit).collect();
+        assert_eq!(commits.len(), 1, "{commits:?}");
+        commits.into_iter().next().unwrap()
+    };
+    assert_eq!(commit_of(None), BUILD_COMMIT);
+    assert_eq!(commit_of(Some("0123abc")), "0123abc");
+}

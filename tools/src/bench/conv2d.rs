@@ -2,16 +2,25 @@
 //! batch 32 ([`RESNET50`]), NHWC f16 and NCHW f32, each timed with events
 //! against cuDNN in the same run.
 //!
-//! **What is measured.** Per layer and configuration, the anchor first
-//! (cuDNN's `cudnnConvolutionForward` with the fastest algorithm cuDNN
-//! *measures* for that shape, `cudnnFindConvolutionForwardAlgorithm`; its
-//! v7 heuristic only where finding fails), then warpforge's
+//! **What is measured.** Per layer and configuration, the anchor first:
+//! cuDNN's fastest engine for that shape through its backend (graph) API
+//! (heuristics modes A and B, their first few engine configurations each
+//! timed, the fastest kept: [`cudnn_graph`]), the path PyTorch's
+//! `benchmark=True` takes. Beside it, for comparison only and labelled
+//! `cudnn-legacy`, the legacy API's fastest measured algorithm
+//! (`cudnnFindConvolutionForwardAlgorithm`, [`cudnn_legacy`]); its ratio is
+//! its rate ÷ the anchor's. On an H200 (2026-11-28) the legacy API ran the
+//! 3×3 NHWC f16 layers at 72–77 TFLOP/s where cuDNN's graph API (through
+//! PyTorch) did 277–384. Then warpforge's
 //! [`Conv2d::run`](warpforge::conv2d::Conv2d::run) on the same shape, no bias, no
 //! ReLU. A dense layer's rate is TFLOP/s = `2·N·P·Q·K·(C/G)·R·S` ÷ time
 //! ([`BenchRow::flops`]); the depthwise layer does too little arithmetic per
 //! byte for that to mean anything, so it reports GB/s of its least traffic
 //! (input, weights and output each moved once). `ratio` is warpforge's rate ÷
-//! cuDNN's.
+//! the anchor's. Each anchor case's note names the engine (global index), its
+//! knobs and numerical notes, which heuristic ranked it where, its workspace
+//! and how many configurations were timed; the report's first note names the
+//! cuDNN version and file.
 //!
 //! **cuDNN** is loaded at run time (cudarc's `cudnn` feature, dynamic
 //! loading): it is probed by name first (`libcudnn.so.9` among cudarc's
@@ -22,9 +31,11 @@
 //! [`notes`](BenchReport::notes) say it once, and warpforge's figures stand
 //! alone. The pip wheel `nvidia-cudnn-cu12` puts it in
 //! `site-packages/nvidia/cudnn/lib`: add that directory to
-//! `LD_LIBRARY_PATH`. cuDNN runs f16 with tensor-core math and f32 with FMA
-//! math (`CUDNN_FMA_MATH`: no TF32, the same arithmetic as warpforge's f32
-//! kernels), both accumulating in f32.
+//! `LD_LIBRARY_PATH`. f32 is compared with FMA arithmetic only (engines whose
+//! numerical notes say tensor cores, i.e. TF32, or down-converted inputs are
+//! left out; the legacy path uses `CUDNN_FMA_MATH`): the same arithmetic as
+//! warpforge's f32 kernels. f16 takes any engine, as PyTorch does, with f32
+//! as the convolution's compute type.
 //!
 //! **Sizes.** On a GPU the layers run at their real sizes. On the emulator
 //! (or with [`ConvBench::with_max_log2`]) each layer is shrunk until its
@@ -199,9 +210,10 @@ impl ConvCase {
         }
     }
 
-    /// The anchor's and warpforge's report cases (op: `{layer} {layout} cudnn`
+    /// The report cases of the anchor, of the legacy cuDNN API (comparison
+    /// only) and of warpforge (op: `{layer} {layout} cudnn`, `… cudnn-legacy`
     /// and `{layer} {layout} {kernel}`).
-    pub fn report_cases(&self) -> Result<(Case, Case)> {
+    pub fn report_cases(&self) -> Result<(Case, Case, Case)> {
         let kernel = match self.dtype {
             DType::F16 => self.conv.kernel_name::<f16>()?,
             _ => self.conv.kernel_name::<f32>()?,
@@ -215,7 +227,11 @@ impl ConvCase {
             shape: self.shape(),
             axis: None,
         };
-        Ok((case(name("cudnn")), case(name(kernel))))
+        Ok((
+            case(name("cudnn")),
+            case(name("cudnn-legacy")),
+            case(name(kernel)),
+        ))
     }
 }
 
@@ -354,7 +370,7 @@ fn measure<T: BenchConv>(
     case: &ConvCase,
     report: &mut BenchReport,
 ) -> Result<()> {
-    let (anchor_case, kernel_case) = case.report_cases()?;
+    let (anchor_case, legacy_case, kernel_case) = case.report_cases()?;
     let (_, bytes) = case.work()?;
     let skip = |report: &mut BenchReport, c: &Case, reason: String| {
         report.skipped.push(Skipped {
@@ -362,18 +378,25 @@ fn measure<T: BenchConv>(
             reason,
         })
     };
-    let timed = match dnn {
-        Ok(d) => d.time::<T>(timing, &case.conv),
-        Err(why) => Err(why.clone()),
+    // The anchor: the backend API's fastest engine; the legacy API beside it.
+    let timed = dnn.as_ref().map_err(Clone::clone).and_then(|d| {
+        let mut ops = d.operands::<T>(&case.conv)?;
+        let graph = d.time_graph::<T>(timing, &case.conv, &mut ops);
+        let legacy = d.time_legacy::<T>(timing, &case.conv, &mut ops);
+        Ok((graph, legacy))
+    });
+    let (graph, legacy) = match timed {
+        Ok((g, l)) => (g, Some(l)),
+        Err(why) => (Err(why), None),
     };
-    let anchor_gbps = match timed {
+    let anchor_gbps = match graph {
         Ok(timed) => {
             let rate = super::gbps(bytes, timed.seconds);
             report
                 .rows
                 .push(conv_row(case, &anchor_case, timed.seconds, rate)?);
             report.notes.push(format!(
-                "{}: cuDNN {}",
+                "{}: cuDNN graph API {}",
                 anchor_case.op.trim_end_matches(" cudnn"),
                 timed.algorithm
             ));
@@ -384,6 +407,20 @@ fn measure<T: BenchConv>(
             f64::NAN
         }
     };
+    match legacy {
+        Some(Ok(timed)) => {
+            report
+                .rows
+                .push(conv_row(case, &legacy_case, timed.seconds, anchor_gbps)?);
+            report.notes.push(format!(
+                "{}: cuDNN legacy API (comparison only) {}",
+                anchor_case.op.trim_end_matches(" cudnn"),
+                timed.algorithm
+            ));
+        }
+        Some(Err(why)) => skip(report, &legacy_case, why),
+        None => {}
+    }
     let conv = case.conv;
     let host = |dims: [usize; 4]| {
         (0..dims.iter().product::<usize>())
@@ -441,379 +478,9 @@ pub fn conv2d(dev: &Device, config: &ConvBench) -> Result<BenchReport> {
     Ok(report)
 }
 
-/// cuDNN through cudarc's raw bindings, loaded at run time: a handle on its
-/// own stream of the same GPU (the primary context warpforge uses), timed
-/// with events on that stream. Raw because the fastest measured algorithm
-/// (`cudnnFindConvolutionForwardAlgorithm`) needs the handle and
-/// descriptors, which cudarc's safe wrappers keep private.
-mod cudnn {
-    use super::super::{Timing, sample};
-    use cudarc::cudnn::result::{self, CudnnError};
-    use cudarc::cudnn::{CudnnDataType, sys};
-    use cudarc::driver::{
-        CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
-    };
-    use std::ffi::c_int;
-    use std::sync::Arc;
-    use warpforge::Device;
-    use warpforge::conv2d::{Conv2d, Layout};
-
-    /// Why cuDNN is not used on the emulator.
-    pub(super) const EMULATOR: &str = "cuDNN: not available on the emulator";
-
-    /// Element types cuDNN times: the storage type and the math it may use.
-    pub(super) trait CudnnElement:
-        CudnnDataType + DeviceRepr + ValidAsZeroBits + Copy + Default
-    {
-        /// Tensor cores for f16; plain FMA (no TF32) for f32.
-        const MATH: sys::cudnnMathType_t;
-        /// `alpha = 1`, `beta = 0` in the scaling type cuDNN reads.
-        fn one_zero() -> (Self::Scalar, Self::Scalar);
-    }
-
-    impl CudnnElement for f32 {
-        const MATH: sys::cudnnMathType_t = sys::cudnnMathType_t::CUDNN_FMA_MATH;
-        fn one_zero() -> (f32, f32) {
-            (1.0, 0.0)
-        }
-    }
-
-    impl CudnnElement for half::f16 {
-        const MATH: sys::cudnnMathType_t = sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH;
-        fn one_zero() -> (f32, f32) {
-            (1.0, 0.0)
-        }
-    }
-
-    /// A cuDNN object destroyed on drop.
-    struct Owned<T: Copy> {
-        raw: T,
-        destroy: unsafe fn(T) -> Result<(), CudnnError>,
-    }
-
-    impl<T: Copy> Drop for Owned<T> {
-        fn drop(&mut self) {
-            // SAFETY: `raw` was created by the matching create call and is
-            // destroyed once, here; nothing uses it after its owner drops.
-            let _ = unsafe { (self.destroy)(self.raw) };
-        }
-    }
-
-    /// An open cuDNN handle on its own stream.
-    pub(super) struct Cudnn {
-        stream: Arc<CudaStream>,
-        handle: Owned<sys::cudnnHandle_t>,
-        version: usize,
-    }
-
-    /// One timed convolution: median seconds per call, and how cuDNN ran it.
-    pub(super) struct Timed {
-        pub(super) seconds: f64,
-        pub(super) algorithm: String,
-    }
-
-    fn fail(what: &str, e: &dyn std::fmt::Display) -> String {
-        format!("cuDNN: {what}: {e}")
-    }
-
-    impl Cudnn {
-        /// cuDNN on `dev`'s GPU, or why not (never a panic: the library is
-        /// looked for before cudarc's loader, which panics without it, runs).
-        pub(super) fn open(dev: &Device) -> Result<Cudnn, String> {
-            let Some(info) = dev.gpu_info() else {
-                return Err(EMULATOR.to_owned());
-            };
-            // SAFETY: only tries to load the library (dlopen) under each candidate name.
-            if !unsafe { sys::is_culib_present() } {
-                return Err(format!(
-                    "cuDNN: not available (no libcudnn under the names cudarc loads: {}; put \
-                     the directory of libcudnn.so.9 on LD_LIBRARY_PATH, e.g. a Python venv's \
-                     site-packages/nvidia/cudnn/lib)",
-                    cudarc::get_lib_name_candidates("cudnn").join(", ")
-                ));
-            }
-            let ctx = CudaContext::new(info.ordinal)
-                .map_err(|e| format!("cuDNN: not available (opening GPU {}: {e})", info.ordinal))?;
-            // SAFETY: the bench uses these buffers on this one stream only.
-            unsafe { ctx.disable_event_tracking() };
-            let stream = ctx
-                .new_stream()
-                .map_err(|e| format!("cuDNN: not available (a stream: {e})"))?;
-            ctx.bind_to_thread()
-                .map_err(|e| format!("cuDNN: not available (binding the context: {e})"))?;
-            let raw = result::create_handle()
-                .map_err(|e| format!("cuDNN: not available (cudnnCreate: {e})"))?;
-            let handle = Owned {
-                raw,
-                destroy: result::destroy_handle,
-            };
-            // SAFETY: a live handle and a live stream of the same context.
-            unsafe { result::set_stream(handle.raw, stream.cu_stream() as sys::cudaStream_t) }
-                .map_err(|e| format!("cuDNN: not available (cudnnSetStream: {e})"))?;
-            Ok(Cudnn {
-                stream,
-                handle,
-                version: result::get_version(),
-            })
-        }
-
-        /// `anchor: cuDNN 9.19.0 (/…/libcudnn.so.9), fastest measured
-        /// algorithm, on its own stream`: the version the library reports and
-        /// the file the process mapped.
-        pub(super) fn describe(&self) -> String {
-            let v = self.version;
-            let path = std::fs::read_to_string("/proc/self/maps")
-                .ok()
-                .and_then(|maps| {
-                    maps.lines()
-                        .filter_map(|l| l.split_whitespace().nth(5))
-                        .find(|p| p.contains("libcudnn.so") || p.contains("libcudnn64"))
-                        .map(str::to_owned)
-                })
-                .unwrap_or_else(|| "path unknown".to_owned());
-            format!(
-                "anchor: cuDNN {}.{}.{} ({path}), the fastest algorithm \
-                 cudnnFindConvolutionForwardAlgorithm measures per shape, on its own stream",
-                v / 10000,
-                v / 100 % 100,
-                v % 100
-            )
-        }
-
-        /// Median seconds per `cudnnConvolutionForward` of `conv` (no bias),
-        /// with the fastest algorithm cuDNN measures (the v7 heuristic's
-        /// first where finding fails), after `timing.warmup` calls.
-        pub(super) fn time<T: super::BenchConv>(
-            &self,
-            timing: Timing,
-            conv: &Conv2d,
-        ) -> Result<Timed, String> {
-            let int = |v: usize, what: &str| {
-                c_int::try_from(v).map_err(|_| format!("cuDNN: {what} = {v} does not fit an int"))
-            };
-            let ints = |dims: [usize; 4], what: &str| -> Result<[c_int; 4], String> {
-                Ok([
-                    int(dims[0], what)?,
-                    int(dims[1], what)?,
-                    int(dims[2], what)?,
-                    int(dims[3], what)?,
-                ])
-            };
-            // cuDNN takes logical dims [N, C, H, W] / [K, C/G, R, S] and a format.
-            let (format, logical) = match conv.layout() {
-                Layout::Nchw => (sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW, [0, 1, 2, 3]),
-                Layout::Nhwc => (sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC, [0, 3, 1, 2]),
-            };
-            let wlogical = match conv.layout() {
-                Layout::Nchw => [0, 1, 2, 3],
-                Layout::Nhwc => [0, 3, 1, 2],
-            };
-            let (xd, wd, yd) = (
-                conv.input_dims(),
-                conv.weight_dims(),
-                conv.output_dims().map_err(|e| e.to_string())?,
-            );
-            let x_dims = ints(logical.map(|i| xd[i]), "an input size")?;
-            let w_dims = ints(wlogical.map(|i| wd[i]), "a weight size")?;
-            let y_dims = ints(logical.map(|i| yd[i]), "an output size")?;
-            let pad = conv.pad();
-            if pad.top != pad.bottom || pad.left != pad.right {
-                return Err(format!(
-                    "cuDNN: asymmetric padding {pad:?} (cuDNN pads both sides alike)"
-                ));
-            }
-            let (sh, sw) = conv.strides();
-            let (dh, dw) = conv.dilations();
-            let geometry = [
-                int(pad.top, "padding")?,
-                int(pad.left, "padding")?,
-                int(sh, "stride")?,
-                int(sw, "stride")?,
-                int(dh, "dilation")?,
-                int(dw, "dilation")?,
-            ];
-            let groups = int(conv.group_count(), "groups")?;
-            let make = |what: &'static str| move |e: CudnnError| fail(what, &e);
-
-            let x_desc = Owned {
-                raw: result::create_tensor_descriptor().map_err(make("a tensor descriptor"))?,
-                destroy: result::destroy_tensor_descriptor,
-            };
-            let y_desc = Owned {
-                raw: result::create_tensor_descriptor().map_err(make("a tensor descriptor"))?,
-                destroy: result::destroy_tensor_descriptor,
-            };
-            let w_desc = Owned {
-                raw: result::create_filter_descriptor().map_err(make("a filter descriptor"))?,
-                destroy: result::destroy_filter_descriptor,
-            };
-            let c_desc = Owned {
-                raw: result::create_convolution_descriptor()
-                    .map_err(make("a convolution descriptor"))?,
-                destroy: result::destroy_convolution_descriptor,
-            };
-            let float = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
-            let [ph, pw, u, v, dil_h, dil_w] = geometry;
-            // SAFETY: each descriptor was just created and is live; the
-            // arguments are plain values.
-            unsafe {
-                result::set_tensor4d_descriptor(x_desc.raw, format, T::DATA_TYPE, x_dims)
-                    .map_err(make("the input's descriptor"))?;
-                result::set_tensor4d_descriptor(y_desc.raw, format, T::DATA_TYPE, y_dims)
-                    .map_err(make("the output's descriptor"))?;
-                result::set_filter4d_descriptor(w_desc.raw, T::DATA_TYPE, format, w_dims)
-                    .map_err(make("the filter's descriptor"))?;
-                // f32 accumulation for both types, as warpforge's kernels.
-                result::set_convolution2d_descriptor(
-                    c_desc.raw,
-                    ph,
-                    pw,
-                    u,
-                    v,
-                    dil_h,
-                    dil_w,
-                    sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
-                    float,
-                )
-                .map_err(make("the convolution's descriptor"))?;
-                result::set_convolution_group_count(c_desc.raw, groups)
-                    .map_err(make("the group count"))?;
-                result::set_convolution_math_type(c_desc.raw, T::MATH)
-                    .map_err(make("the math type"))?;
-            }
-            let s = &self.stream;
-            let host = |len: usize| -> Vec<T> {
-                (0..len)
-                    .map(|i| <T as super::BenchConv>::from_f32(sample(i)))
-                    .collect()
-            };
-            let len = |d: [usize; 4]| d.iter().product::<usize>();
-            let x: CudaSlice<T> = s
-                .clone_htod(&host(len(xd)))
-                .map_err(|e| fail("uploading x", &e))?;
-            let w: CudaSlice<T> = s
-                .clone_htod(&host(len(wd)))
-                .map_err(|e| fail("uploading w", &e))?;
-            let mut y: CudaSlice<T> = s
-                .alloc_zeros::<T>(len(yd))
-                .map_err(|e| fail("allocating y", &e))?;
-
-            const ALGOS: usize =
-                sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_COUNT as usize;
-            // SAFETY: all-zero bytes are a valid perf struct (enums with a zero
-            // variant, a float, integers).
-            let mut perf: [sys::cudnnConvolutionFwdAlgoPerf_t; ALGOS] =
-                unsafe { std::mem::zeroed() };
-            let mut found: c_int = 0;
-            // SAFETY: live handle and descriptors; `perf` holds ALGOS entries
-            // and cuDNN writes at most the requested count, and `found`.
-            let find = unsafe {
-                sys::cudnnFindConvolutionForwardAlgorithm(
-                    self.handle.raw,
-                    x_desc.raw,
-                    w_desc.raw,
-                    c_desc.raw,
-                    y_desc.raw,
-                    ALGOS as c_int,
-                    &mut found,
-                    perf.as_mut_ptr(),
-                )
-            }
-            .result();
-            let how = match find {
-                Ok(()) => "measured by cudnnFindConvolutionForwardAlgorithm".to_owned(),
-                Err(e) => {
-                    found = 0;
-                    // SAFETY: as for the find call.
-                    unsafe {
-                        result::get_convolution_forward_algorithm(
-                            self.handle.raw,
-                            x_desc.raw,
-                            w_desc.raw,
-                            c_desc.raw,
-                            y_desc.raw,
-                            ALGOS as c_int,
-                            &mut found,
-                            perf.as_mut_ptr(),
-                        )
-                    }
-                    .map_err(make("cudnnGetConvolutionForwardAlgorithm_v7"))?;
-                    format!("v7 heuristic (find failed: {e})")
-                }
-            };
-            // The fastest that succeeded and whose workspace can be allocated.
-            let count = usize::try_from(found).unwrap_or(0).min(ALGOS);
-            let mut chosen = None;
-            for p in &perf[..count] {
-                if p.status != sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS {
-                    continue;
-                }
-                // SAFETY: live descriptors; a plain value out.
-                let Ok(bytes) = (unsafe {
-                    result::get_convolution_forward_workspace_size(
-                        self.handle.raw,
-                        x_desc.raw,
-                        w_desc.raw,
-                        c_desc.raw,
-                        y_desc.raw,
-                        p.algo,
-                    )
-                }) else {
-                    continue;
-                };
-                if let Ok(ws) = s.alloc_zeros::<u8>(bytes.max(1)) {
-                    chosen = Some((*p, ws, bytes));
-                    break;
-                }
-            }
-            let Some((p, mut ws, ws_bytes)) = chosen else {
-                return Err(format!(
-                    "cuDNN: no forward algorithm for this shape ({how}, {count} tried)"
-                ));
-            };
-            // SAFETY: a live descriptor; the math type the algorithm was found with.
-            unsafe { result::set_convolution_math_type(c_desc.raw, p.mathType) }
-                .map_err(make("the math type"))?;
-            let (alpha, beta) = T::one_zero();
-            let once = || {
-                let (xp, _rx) = x.device_ptr(s);
-                let (wp, _rw) = w.device_ptr(s);
-                let (yp, _ry) = y.device_ptr_mut(s);
-                let (wsp, _rws) = ws.device_ptr_mut(s);
-                // SAFETY: the buffers hold exactly the elements the
-                // descriptors describe, of the descriptors' type; the
-                // workspace holds `ws_bytes`; alpha and beta are the scaling
-                // type cuDNN reads for T.
-                unsafe {
-                    result::convolution_forward(
-                        self.handle.raw,
-                        (&alpha) as *const T::Scalar as *const std::ffi::c_void,
-                        x_desc.raw,
-                        xp as *const std::ffi::c_void,
-                        w_desc.raw,
-                        wp as *const std::ffi::c_void,
-                        c_desc.raw,
-                        p.algo,
-                        wsp as *mut std::ffi::c_void,
-                        ws_bytes,
-                        (&beta) as *const T::Scalar as *const std::ffi::c_void,
-                        y_desc.raw,
-                        yp as *mut std::ffi::c_void,
-                    )
-                }
-                .map_err(make("cudnnConvolutionForward"))
-            };
-            let seconds = super::super::time_anchor_calls(s, timing, "cuDNN", once)?;
-            Ok(Timed {
-                seconds,
-                algorithm: format!(
-                    "{:?}, {:?}, workspace {ws_bytes} B ({how})",
-                    p.algo, p.mathType
-                ),
-            })
-        }
-    }
-}
+mod cudnn;
+mod cudnn_graph;
+mod cudnn_legacy;
 
 #[cfg(test)]
 mod tests {
@@ -921,7 +588,7 @@ mod tests {
         assert_eq!(report.rows.len(), cases.len());
         assert_eq!(report.skipped.len(), cases.len());
         for ((case, r), s) in cases.iter().zip(&report.rows).zip(&report.skipped) {
-            let (anchor, kernel) = case.report_cases().unwrap();
+            let (anchor, _, kernel) = case.report_cases().unwrap();
             assert_eq!(r.case(), kernel);
             assert_eq!(s.case, anchor);
             assert_eq!(s.reason, cudnn::EMULATOR);

@@ -98,8 +98,8 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         name: "gemm",
-        summary: "gemm f32, f64 (SIMT), f32 through TF32 and f16/bf16 into f32/f16/bf16 \
-                  (tensor cores) × NN, NT, TN, TT: edge shapes around the tile, leading \
+        summary: "gemm f32, f64 (SIMT and FP64 tensor cores), f32 through TF32 and f16/bf16 \
+                  into f32/f16/bf16 (tensor cores) × NN, NT, TN, TT: edge shapes around the tile, leading \
                   dimensions past the row length, beta = 0 over a NaN C, against an f64 \
                   reference (exact for integer inputs, else within a bound from k and dtype)",
         verify: verify::verify_gemm,
@@ -390,6 +390,7 @@ mod tests {
             ("f32", "64x64x16"),
             ("f32", "128x128x8"),
             ("f64", "64x64x8"),
+            ("dmma_f64", "64x64x16_s3"),
             ("f16_f32", "64x64x32_s3"),
             ("f16_f16", "64x64x32_s3"),
             ("f16_bf16", "64x64x32_s3"),
@@ -419,8 +420,8 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(92);
-        let (kernels, hopper) = kernels.split_at(76);
+        let (kernels, sums) = reports.split_at(96);
+        let (kernels, hopper) = kernels.split_at(80);
         // The Hopper kernels (the emulator is an sm_90): each launched alone,
         // pinned on its 5 cases; bf16 → f32 NN once more as the default
         // dispatch picks it.
@@ -455,10 +456,10 @@ mod tests {
         let reports =
             verify::verify_gemm(&a100, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat())
                 .unwrap();
-        assert_eq!(reports.len(), 80);
+        assert_eq!(reports.len(), 84);
         assert!(!reports.iter().any(|r| r.kernel.contains("wgmma")));
         assert!(
-            reports[..76]
+            reports[..80]
                 .iter()
                 .all(|r| r.passed() && r.lengths.len() == 11)
         );

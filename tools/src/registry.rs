@@ -476,7 +476,8 @@ mod tests {
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
         let report = run(&dev, Some(4), timing).unwrap();
         // N = 4: the square 16, then 8×8×21, 16×2×8, 1×8×8; f32, f32
-        // through TF32, f64, then f16 and bf16 into f32 and into their own type.
+        // through TF32, f64 (on the FP64 tensor cores of this sm_90), then
+        // f16 and bf16 into f32 and into their own type.
         let shapes = [[16, 16, 16], [8, 8, 21], [16, 2, 8], [1, 8, 8]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
@@ -486,7 +487,7 @@ mod tests {
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
             "gemm_tf32_f32_nn_64x64x16_s3",
-            "gemm_f64_nn_64x64x8",
+            "gemm_dmma_f64_nn_64x64x16_s3",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
             "gemm_bf16_f32_nn_64x64x32_s3",
@@ -504,9 +505,12 @@ mod tests {
                 "f32" | "tf32" => 4,
                 _ => 2,
             };
+            // `gemm_[dmma_]TIN[_TOUT]_…`: f64 on the FP64 tensor cores (the
+            // emulator is an sm_90) is `gemm_dmma_f64_…`.
             let types: Vec<&str> =
                 r.op.split('_')
                     .skip(1)
+                    .skip_while(|&t| t == "dmma")
                     .take_while(|t| t.starts_with(['f', 'b', 't']))
                     .collect();
             let (input, output) = (types[0], *types.last().unwrap());

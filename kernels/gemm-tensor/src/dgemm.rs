@@ -6,7 +6,7 @@
 //! threads and names), the operands are [`TileSource`]s copied chunk by
 //! chunk by `load_tile` (`cp.async` where aligned, zeros outside the
 //! matrix) or, for a block whose whole k-range is interior, by one proven
-//! [`PanelCopies`] per thread (no check per chunk, every `cp.async`
+//! [`PanelCopies`](mma::PanelCopies) per thread (no check per chunk, every `cp.async`
 //! predicated on a k-step being left), and the stages are a [`StageRing`]
 //! driven by the same [`StageFill`] protocol as [`pipeline_interior`]
 //! (prologue, one wait and one barrier per k-step). What differs is what

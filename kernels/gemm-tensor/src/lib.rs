@@ -508,7 +508,7 @@ const _: () = assert!(
 /// every column panel (64 at 8192²) with 4 row panels.
 pub const BLOCK_BANDS: usize = 8;
 
-/// What a pipeline stage holds and [`load_tile`] copies in 16-byte chunks:
+/// What a pipeline stage holds and `load_tile` copies in 16-byte chunks:
 /// every [`Input`], and f64 ([`dmma`]).
 pub trait StageElement: SharedElement + Copy {
     /// `0`: what a chunk outside its matrix holds.

@@ -197,7 +197,7 @@ impl Budget {
             let Some(family) = self.family_of(kernel) else {
                 if row.loops.is_some_and(|l| l.op != Op::Ffma) {
                     out.push(violation(
-                        "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                        "has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget: add a [[family]] \
                          whose `kernels` pattern matches it",
                         String::new(),
                         String::new(),
@@ -558,7 +558,7 @@ registers = 128
                 "instructions per HMMA in the k-tile loop",
                 "CALLs in the k-tile loop",
                 "panic paths out of the k-tile loop",
-                "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                "has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget: add a [[family]] \
                  whose `kernels` pattern matches it",
             ]
         );

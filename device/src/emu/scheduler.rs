@@ -759,6 +759,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     }
     if let WarpOp::Ldmatrix { .. }
     | WarpOp::Mma(_)
+    | WarpOp::MmaF64
     | WarpOp::Wgmma
     | WarpOp::WgmmaWait(_)
     | WarpOp::SetMaxNreg { .. } = op
@@ -844,6 +845,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             WarpOp::Elect => elected.unwrap_or(0),
             WarpOp::Ldmatrix { .. }
             | WarpOp::Mma(_)
+            | WarpOp::MmaF64
             | WarpOp::Wgmma
             | WarpOp::WgmmaWait(_)
             | WarpOp::SetMaxNreg { .. } => unreachable!("completed above"),

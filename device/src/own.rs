@@ -1410,7 +1410,9 @@ impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize, const RJ: u
     }
 }
 
-impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize> MicroTile<'v, T, MR, MC, RI, 1> {
+impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize>
+    MicroTile<'v, T, MR, MC, RI, 1>
+{
     /// The micro-tile's rows as 16-byte vectors (`MC · size_of::<T>() =
     /// 16`: 4 f32 or 8 f16), each written by one 128-bit store
     /// ([`RowVectors::store`]), for an epilogue that owns whole rows of `MC`
@@ -1422,12 +1424,7 @@ impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize> MicroTile<'
     /// [`slot`](Self::slot)s.
     #[inline(always)]
     pub fn row_vectors(&mut self) -> Option<RowVectors<'_, T, MR, MC, RI>> {
-        const {
-            assert!(
-                MC * size_of::<T>() == 16,
-                "a row vector is 16 bytes"
-            )
-        };
+        const { assert!(MC * size_of::<T>() == 16, "a row vector is 16 bytes") };
         let aligned = (self.origin as usize).is_multiple_of(16)
             && (self.row_stride * size_of::<T>()).is_multiple_of(16);
         (self.cols >= MC && aligned).then(|| RowVectors {

@@ -487,11 +487,12 @@ impl<T: SharedElement> SharedArray<T> {
             )
         };
         let vectors = self.len / N;
-        (self.addr(0).is_multiple_of(16) && REACH <= vectors && vectors <= u32::MAX as usize)
-            .then(|| SharedVectorWindows {
+        (self.addr(0).is_multiple_of(16) && REACH <= vectors && vectors <= u32::MAX as usize).then(
+            || SharedVectorWindows {
                 base: self.base.cast(),
                 last: (vectors - REACH) as u32,
-            })
+            },
+        )
     }
 
     /// Element `i` for atomic access within scope `S` (usually

@@ -205,7 +205,6 @@ impl Geometry {
         left.checked_add(self.w)?.checked_add(right)
     }
 
-
     /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
     /// output tile (at most `P × Q`) reads, padding included.
     #[inline(always)]
@@ -322,38 +321,39 @@ fn strip<
     unroll::unroll::<NHWC_STRIP_TAPS>(
         #[inline(always)]
         |r| {
-        let Some(start) = row_start(r) else { return };
-        // Filter row r's taps: loaded (as f32) once per strip run, so only
-        // one row of them is live.
-        let (wr, row) = (filters.row(r, taps), windows.at(start as usize));
-        // Window pixel i = 4·hi + lo, written out (16 ≥ WIN).
-        unroll::unroll2::<4, 4>(
-            #[inline(always)]
-            |hi, lo| {
-                let i = 4 * hi + lo;
-                if i >= WIN || i >= SW * (NHWC_STRIP - 1) + taps {
-                    return;
-                }
-                let raw = row.load(i * NHWC_GROUPS);
-                let x: [f32; V] = unroll::array(
-                    #[inline(always)]
-                    |v| raw[v].to_f32(),
-                );
-                unroll::unroll::<NHWC_STRIP_TAPS>(
-                    #[inline(always)]
-                    |s| {
-                        // Output o = (i − s) / SW reads pixel i at tap s.
-                        if s < taps && i >= s && (i - s) % SW == 0 && (i - s) / SW < NHWC_STRIP {
-                            let (out, ws) = (&mut acc[(i - s) / SW], &wr[s]);
-                            unroll::unroll::<V>(
-                                #[inline(always)]
-                                |v| out[v] = num::fma_f32(x[v], ws[v], out[v]),
-                            );
-                        }
-                    },
-                );
-            },
-        );
+            let Some(start) = row_start(r) else { return };
+            // Filter row r's taps: loaded (as f32) once per strip run, so only
+            // one row of them is live.
+            let (wr, row) = (filters.row(r, taps), windows.at(start as usize));
+            // Window pixel i = 4·hi + lo, written out (16 ≥ WIN).
+            unroll::unroll2::<4, 4>(
+                #[inline(always)]
+                |hi, lo| {
+                    let i = 4 * hi + lo;
+                    if i >= WIN || i >= SW * (NHWC_STRIP - 1) + taps {
+                        return;
+                    }
+                    let raw = row.load(i * NHWC_GROUPS);
+                    let x: [f32; V] = unroll::array(
+                        #[inline(always)]
+                        |v| raw[v].to_f32(),
+                    );
+                    unroll::unroll::<NHWC_STRIP_TAPS>(
+                        #[inline(always)]
+                        |s| {
+                            // Output o = (i − s) / SW reads pixel i at tap s.
+                            if s < taps && i >= s && (i - s) % SW == 0 && (i - s) / SW < NHWC_STRIP
+                            {
+                                let (out, ws) = (&mut acc[(i - s) / SW], &wr[s]);
+                                unroll::unroll::<V>(
+                                    #[inline(always)]
+                                    |v| out[v] = num::fma_f32(x[v], ws[v], out[v]),
+                                );
+                            }
+                        },
+                    );
+                },
+            );
         },
     );
     acc
@@ -432,7 +432,6 @@ fn input_cols(g: &Geometry, q_lo: usize, q_hi: usize) -> (usize, usize) {
         g.w.min((q_hi * g.stride_w + (g.s - 1) * g.dil_w + 1).saturating_sub(g.pad_left));
     (hi.min((q_lo * g.stride_w).saturating_sub(g.pad_left)), hi)
 }
-
 
 /// Tiled depthwise NHWC convolution (module docs): `x` the input `N × H × W
 /// × C`, `w` the filters `K × R × S` (`K = C·M`), `bias` (`K`, read only when
@@ -516,16 +515,25 @@ pub fn conv2d_depthwise_nhwc<
     // and the reach past the ring, which a strip's discarded outputs may
     // read. Two disjoint areas, one barrier.
     let fsmem = shared::dynamic::<f32>();
+    // The taps: consecutive threads on consecutive filter elements (the
+    // block's `CT·R·S` are one run of `w`), each element once.
     let mut u = t;
+    while u < CT * taps {
+        let (j, tap) = div_u32(u, taps);
+        let v = if k0 + j < k_end {
+            w.load(k0 * taps + u).map_or(0.0, T::to_f32)
+        } else {
+            0.0
+        };
+        fsmem.store(tap * CT + j, v);
+        u += DW_NHWC_THREADS;
+    }
+    // The rest of the area: the bias at tap 9's place, zeros elsewhere.
+    let mut u = t + taps * CT;
     while u < NHWC_FILTER_VECS * 4 {
         let (tap, j) = (u / CT, u % CT);
-        let k = k0 + j;
-        let v = if k >= k_end {
-            0.0
-        } else if tap < taps {
-            w.load(k * taps + tap).map_or(0.0, T::to_f32)
-        } else if tap == DW_TAPS && g.bias {
-            bias.load(k).map_or(0.0, T::to_f32)
+        let v = if tap == DW_TAPS && g.bias && k0 + j < k_end {
+            bias.load(k0 + j).map_or(0.0, T::to_f32)
         } else {
             0.0
         };
@@ -583,26 +591,110 @@ pub fn conv2d_depthwise_nhwc<
     macro_rules! paths {
         ($out:expr) => {{
             let mut out = $out;
-            match (strips, g.stride_w) {
-                (true, 1) => walk_steps::<T, V, CT, _>(&mut out, &stage, #[inline(always)]
-                |out, at| {
-                    strip_runs(out, &at, &g, &filters, #[inline(always)] |rows| {
-                        strip::<T, V, CT, 1, { nhwc_window(1) }>(windows, #[inline(always)]
-                        |r| rows.start(r), g.s, &filters)
-                    })
-                }),
-                (true, _) => walk_steps::<T, V, CT, _>(&mut out, &stage, #[inline(always)]
-                |out, at| {
-                    strip_runs(out, &at, &g, &filters, #[inline(always)] |rows| {
-                        strip::<T, V, CT, 2, { nhwc_window(2) }>(windows, #[inline(always)]
-                        |r| rows.start(r), g.s, &filters)
-                    })
-                }),
-                _ => walk_steps::<T, V, CT, _>(&mut out, &stage, #[inline(always)]
-                |out, at| {
-                    let acc = general::<T, V, CT>(windows, &filters, &g, &at);
-                    store_strip(out, at.first, 0..at.count, &acc, &g, &filters.bias());
-                }),
+            // (3-wide filters get the strip with their width a constant:
+            // no test per tap.)
+            match (strips, g.stride_w, g.s == NHWC_STRIP_TAPS) {
+                (true, 1, true) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    NHWC_STRIP_TAPS,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, 1, false) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    g.s,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, _, true) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    NHWC_STRIP_TAPS,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, _, false) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    g.s,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                _ => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        let acc = general::<T, V, CT>(windows, &filters, &g, &at);
+                        store_strip(out, at.first, 0..at.count, &acc, &g, &filters.bias());
+                    },
+                ),
             }
         }};
     }
@@ -719,7 +811,8 @@ impl<const V: usize, const CT: usize> Filters<V, CT> {
         )
     }
 
-    /// Filter row r's first `taps` taps (the rest 0): one window, 2·V/4
+    /// Filter row r's first `taps` taps, then (unused: the strip reads
+    /// only taps `s < taps`) whatever follows them: one window, 3·V/4
     /// vector loads at constant offsets but for the row's start.
     #[inline(always)]
     fn row(&self, r: usize, taps: usize) -> [[f32; V]; NHWC_STRIP_TAPS] {
@@ -729,13 +822,7 @@ impl<const V: usize, const CT: usize> Filters<V, CT> {
             |s| {
                 unroll::array(
                     #[inline(always)]
-                    |v| {
-                        if s < taps {
-                            w.load(s * Self::PER_TAP + v / 4)[v % 4]
-                        } else {
-                            0.0
-                        }
-                    },
+                    |v| w.load(s * Self::PER_TAP + v / 4)[v % 4],
                 )
             },
         )
@@ -859,8 +946,7 @@ fn walk_steps<
                         let (iw, j) = (u / CT, u % CT);
                         let k = st.k0 + j;
                         let v = if k < st.k_end {
-                            st.x
-                                .load((src + iw) * c_all + div_u32(k, g.kg).0)
+                            st.x.load((src + iw) * c_all + div_u32(k, g.kg).0)
                                 .unwrap_or(T::ZERO)
                         } else {
                             T::ZERO
@@ -910,8 +996,7 @@ impl RowStarts<'_> {
     fn start(&self, r: usize) -> Option<u32> {
         let g = self.g;
         let ih = (self.p * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
-        (r < g.r && ih < g.h)
-            .then(|| self.base + (self.at.slots.of(ih) * self.at.slot_vecs) as u32)
+        (r < g.r && ih < g.h).then(|| self.base + (self.at.slots.of(ih) * self.at.slot_vecs) as u32)
     }
 }
 
@@ -937,9 +1022,8 @@ fn strip_runs<T: Element, const V: usize, const CT: usize>(
         // Vector of window pixel 0 (ring column col·sw: ring column iw +
         // left holds input column iw, and left is the padding) in ring
         // slot 0.
-        let base = NHWC_FILTER_VECS as i32
-            + col * (g.stride_w * NHWC_GROUPS) as i32
-            + at.group as i32;
+        let base =
+            NHWC_FILTER_VECS as i32 + col * (g.stride_w * NHWC_GROUPS) as i32 + at.group as i32;
         let acc = run(&RowStarts {
             g,
             at,

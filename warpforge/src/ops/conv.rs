@@ -992,9 +992,8 @@ impl Conv2d {
             Algorithm::Depthwise => match self.depthwise_plan::<T>()? {
                 Some(plan) => {
                     let (gx, gy, gz) = plan.grid;
-                    let cfg =
-                        LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(plan.threads))
-                            .with_shared_bytes(plan.shared_bytes);
+                    let cfg = LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(plan.threads))
+                        .with_shared_bytes(plan.shared_bytes);
                     // NHWC: N stacked [P·Q × K] matrices; NCHW: N·K
                     // stacked [P × Q] planes (sizes fit: the output's
                     // element count does).

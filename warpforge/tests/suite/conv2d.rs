@@ -797,27 +797,139 @@ fn depthwise_nhwc_strips_edges_strides_and_ragged_channels() {
     let cases = [
         // The layer, smaller: 56 wide (8 strips a row), 2 tiles of
         // f32 channels, batch 2.
-        depthwise(nhwc, [2, 32, 9, 56], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nhwc,
+            [2, 32, 9, 56],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         // 10 wide: most strips cross a row end; stride 1 and 2.
-        depthwise(nhwc, [1, 16, 11, 10], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
-        depthwise(nhwc, [3, 16, 13, 19], 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nhwc,
+            [1, 16, 11, 10],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [3, 16, 13, 19],
+            1,
+            (3, 3),
+            (2, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         // Stride 2 with padding only on one side, and none.
-        depthwise(nhwc, [1, 24, 12, 23], 1, (3, 3), (2, 2), (0, 1, 0, 1), (1, 1)),
+        depthwise(
+            nhwc,
+            [1, 24, 12, 23],
+            1,
+            (3, 3),
+            (2, 2),
+            (0, 1, 0, 1),
+            (1, 1),
+        ),
         depthwise(nhwc, [1, 8, 9, 30], 1, (3, 3), (2, 1), (0, 0, 0, 0), (1, 1)),
         // Ragged channels: 20 (whole f32 vectors, a ragged f16 one), 13, 3.
-        depthwise(nhwc, [2, 20, 7, 15], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
-        depthwise(nhwc, [1, 13, 8, 17], 1, (3, 3), (1, 2), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nhwc,
+            [2, 20, 7, 15],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 13, 8, 17],
+            1,
+            (3, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         depthwise(nhwc, [1, 3, 6, 9], 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
         // Smaller filters on the strip path.
-        depthwise(nhwc, [1, 16, 7, 12], 1, (1, 3), (1, 1), (0, 0, 1, 1), (1, 1)),
-        depthwise(nhwc, [1, 16, 7, 12], 1, (3, 1), (1, 2), (1, 1, 0, 0), (1, 1)),
-        depthwise(nhwc, [1, 16, 8, 11], 1, (2, 2), (2, 2), (1, 0, 1, 0), (1, 1)),
+        depthwise(
+            nhwc,
+            [1, 16, 7, 12],
+            1,
+            (1, 3),
+            (1, 1),
+            (0, 0, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 16, 7, 12],
+            1,
+            (3, 1),
+            (1, 2),
+            (1, 1, 0, 0),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 16, 8, 11],
+            1,
+            (2, 2),
+            (2, 2),
+            (1, 0, 1, 0),
+            (1, 1),
+        ),
         // Padding wider than the filter's reach on the right.
         depthwise(nhwc, [1, 8, 5, 6], 1, (3, 3), (1, 1), (2, 2, 2, 3), (1, 1)),
     ];
     for (i, conv) in cases.iter().enumerate() {
         check_depthwise(&dev, conv, tiled, 700 + 10 * i as u64);
     }
+}
+
+/// The NHWC depthwise kernels' memory traffic at the roofline's shape (56²,
+/// 3 × 3, stride 1, 64 channels: two channel tiles in f16, four in f32, 3.5
+/// pixel tiles): at most 1.1 bytes moved (whole 32-byte sectors, loads and
+/// stores) per byte of least traffic (the input, the filters and the bias
+/// read once, the output written once) — the halo rows a block re-reads,
+/// the filters each block loads — on the emulator's profile.
+#[test]
+fn depthwise_nhwc_moves_at_most_1_1_bytes_per_least_byte_at_56x56() {
+    fn ratio<T: Val>(dev: &Device, conv: &Conv2d) -> f64 {
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<T>(dev, conv, true, 51)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::Depthwise);
+        let p = profiles
+            .iter()
+            .find(|p| p.kernel.starts_with("conv2d_depthwise_nhwc_"))
+            .unwrap();
+        let len = |d: [usize; 4]| d.iter().product::<usize>();
+        let least = (len(conv.input_dims())
+            + len(conv.weight_dims())
+            + conv.weight_dims()[0]
+            + len(conv.output_dims().unwrap()))
+            * size_of::<T>();
+        (p.global_load.bytes_moved() + p.global_store.bytes_moved()) as f64 / least as f64
+    }
+    let dev = Device::emulator();
+    let conv = depthwise(
+        Layout::Nhwc,
+        [1, 64, 56, 56],
+        1,
+        (3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        (1, 1),
+    );
+    let (f16, f32) = (ratio::<f16>(&dev, &conv), ratio::<f32>(&dev, &conv));
+    eprintln!("bytes moved per least byte at 56²: f16 {f16:.3}, f32 {f32:.3}");
+    assert!(f16 <= 1.1 && f32 <= 1.1, "f16 {f16:.3}, f32 {f32:.3}");
 }
 
 /// The tiled NCHW depthwise kernel across its 16 × 64 tiles: interior
@@ -894,7 +1006,17 @@ fn depthwise_fallbacks_run_the_direct_kernel() {
     // 16 bytes: 16 f32 or 32 f16 channels), at most 96 KiB: 3 ring rows ×
     // 522 pixels = 98 KiB is the direct kernel in every type, 3 × 402 = 75
     // KiB tiled.
-    let wide = |w| depthwise(Layout::Nhwc, [1, 8, 3, w], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1));
+    let wide = |w| {
+        depthwise(
+            Layout::Nhwc,
+            [1, 8, 3, w],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        )
+    };
     for (dtype, name) in [
         ("f32", wide(520).kernel_name::<f32>().unwrap()),
         ("bf16", wide(520).kernel_name::<bf16>().unwrap()),
@@ -905,8 +1027,14 @@ fn depthwise_fallbacks_run_the_direct_kernel() {
         wide(400).kernel_name::<f32>().unwrap(),
         "conv2d_depthwise_nhwc_f32"
     );
-    assert_eq!(check::<f32>(&dev, &wide(520), true, 7), Algorithm::Depthwise);
-    assert_eq!(check::<bf16>(&dev, &wide(400), true, 8), Algorithm::Depthwise);
+    assert_eq!(
+        check::<f32>(&dev, &wide(520), true, 7),
+        Algorithm::Depthwise
+    );
+    assert_eq!(
+        check::<bf16>(&dev, &wide(400), true, 8),
+        Algorithm::Depthwise
+    );
 }
 
 #[test]

@@ -504,8 +504,9 @@ pub fn conv2d_depthwise_nhwc<
     let (Some(row_px), (left, _)) = (g.dw_nhwc_row_pixels(), g.dw_nhwc_pad_cols()) else {
         return; // the whole block: a geometry `dw_plan` refuses
     };
-    // Element offsets: the ring starts after the filters and the lead;
-    // pixel px of ring slot `slot` is at `ring0 + (slot·row_px + px)·CT`.
+    // In 16-byte vectors: the filter area (`NHWC_FILTER_VECS`), then the
+    // ring — pixel px of ring slot `slot` at `NHWC_FILTER_VECS + (slot·
+    // row_px + px)·4`, its channel vector j 1 more each — then the reach.
     let vectors = smem.len() / V;
 
     // The filter area — tap `tap` of channel j as f32 at `tap·CT + j`, the

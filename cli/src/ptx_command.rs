@@ -512,6 +512,16 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             loops.others,
             family.and_then(|f| f.target.as_deref()).unwrap_or("")
         );
+        if let Some((family, ops)) = family.and_then(|f| Some((f, f.ops_per_output?))) {
+            let _ = writeln!(
+                out,
+                "{:<47} per output element ({ops} {} an output): inner {:.2}, k-loop {:.2}",
+                "",
+                loops.op.name(),
+                family.per_output(&loops.inner).unwrap_or_default(),
+                family.per_output(k).unwrap_or_default(),
+            );
+        }
     }
     // Registers per warpgroup role, for the families that budget them.
     for family in &budget.families {

@@ -727,6 +727,80 @@ fn fused_path_matches_multi_pass_on_gpu() {
     fused_path_matches_multi_pass_every_dtype(&Device::gpu(0).expect("this test needs a CUDA GPU"));
 }
 
+/// Columns shapes `(outer, len, inner)` of the fused columns kernel: one
+/// chunk of 64 rows (finished where it is folded, no tickets), one combine
+/// level (65 rows; 700 with 3 columns, read one per thread), two levels
+/// (4097 rows: 65 chunks, 2 level-1 states), several column tiles (300
+/// columns: 2 tiles of 256 where a thread takes one column, 1030 f32
+/// columns in 5), an outer axis of 2.
+const FUSED_COLS: &[(usize, usize, usize)] = &[
+    (1, 64, 5),
+    (1, 65, 8),
+    (1, 700, 3),
+    (1, 4097, 4),
+    (1, 130, 300),
+    (1, 66, 1030),
+    (2, 130, 12),
+];
+
+/// Every op of `T` along columns on the one-launch fused path (the
+/// default for columns) against the multi-pass path (a columns pass, a
+/// combine pass per level, the finish), bit for bit, at 1, 2, 3, 64 blocks
+/// and the device's wave, small integers with ties, and for floats NaN in
+/// column 0's head and twice in the last column (the first wins
+/// argmin/argmax).
+fn fused_columns_match_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (&(outer, len, inner), with_nan) in FUSED_COLS.iter().flat_map(|c| [(c, false), (c, true)]) {
+        if with_nan && T::nan().is_none() {
+            continue;
+        }
+        let n = outer * len * inner;
+        let mut x: Vec<T> = (0..n).map(|_| T::small(rng.random_range(-8..=8))).collect();
+        if let (true, Some(nan)) = (with_nan, T::nan()) {
+            x[0] = nan;
+            x[(len / 2) * inner + inner - 1] = nan;
+            x[(len - 1) * inner + inner - 1] = nan;
+        }
+        let (shape, axis) = match outer {
+            1 => (vec![len, inner], 0),
+            _ => (vec![outer, len, inner], 1),
+        };
+        let layout = Layout::new(n, &shape, Some(axis)).unwrap();
+        assert_eq!(layout.path(Path::Auto).unwrap(), Path::Fused, "{shape:?}");
+        for &op in ops {
+            let ctx = format!("{op} of {:?} {shape:?}, NaN {with_nan}", T::DTYPE);
+            let with = |max_blocks, path| ReduceOptions { max_blocks, path };
+            let want = bits_with(dev, op, &x, &shape, Some(axis), with(7, Path::MultiPass));
+            for max_blocks in [1, 2, 3, 64, ReduceOptions::AUTO] {
+                let got = bits_with(dev, op, &x, &shape, Some(axis), with(max_blocks, Path::Fused));
+                assert_eq!(got, want, "{ctx} at {max_blocks} blocks");
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_columns_match_multi_pass_in_emulator() {
+    let dev = Device::emulator();
+    fused_columns_match_multi_pass::<f32>(&dev, &Op::ALL, 51);
+    fused_columns_match_multi_pass::<f64>(&dev, &Op::ALL, 52);
+    fused_columns_match_multi_pass::<f16>(&dev, &Op::ALL, 53);
+    fused_columns_match_multi_pass::<bf16>(&dev, &Op::ALL, 54);
+    fused_columns_match_multi_pass::<i32>(&dev, INT_OPS, 55);
+    fused_columns_match_multi_pass::<i64>(&dev, INT_OPS, 56);
+    fused_columns_match_multi_pass::<u32>(&dev, INT_OPS, 57);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_columns_match_multi_pass_on_gpu() {
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    fused_columns_match_multi_pass::<f32>(&dev, &Op::ALL, 51);
+    fused_columns_match_multi_pass::<bf16>(&dev, &Op::ALL, 54);
+    fused_columns_match_multi_pass::<i64>(&dev, INT_OPS, 56);
+}
+
 /// Column counts around every vector width (2, 4, 8) and a warp's 32
 /// groups: most are not multiples of the width, so most rows' column groups
 /// start mid-vector (scalar loads) and the last group of a row is partial.

@@ -590,7 +590,8 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
                 if FENCE {
                     sync::fence(sync::Scope::Device);
                 }
-                if let Some(ticket) = tickets.atomic::<atomic::Device>((at + row * n + g) as usize) {
+                if let Some(ticket) = tickets.atomic::<atomic::Device>((at + row * n + g) as usize)
+                {
                     last = ticket.fetch_add(1) == arrivals - 1;
                     if last {
                         if FENCE {

@@ -149,8 +149,9 @@
 //!   bytes at a time (one vector load: 4 f32, 8 f16/bf16, 2 f64) and a warp
 //!   512 consecutive bytes per load; a lane folds 16 elements of its unit, all
 //!   its loads in flight at once, and a 5-level `shuffle_down` tree combines the
-//!   lanes. No shared memory and no barriers: every warp is independent, so all
-//!   of them stream memory at once.
+//!   lanes. No shared memory: the warps of a block are independent within
+//!   a task (a few units each), so all of them stream memory at once; a
+//!   barrier per task hands the block's states to its ticket (fused path).
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
 //!   different cache lines. Instead each thread takes 16 bytes of adjacent
@@ -995,15 +996,19 @@ impl ReduceOptions {
     pub const DEFAULT_MAX_BLOCKS: u32 = 8 * 132;
 }
 
-/// Registers per thread that [`wave_blocks`] assumes for the one-launch rows
-/// kernels (`reduce_fused_*`) of `op` over `dtype`, from `warpforge ptx
-/// --deny-spills` (no spills; the most of sm_80 and sm_90): logsumexp 61 to
-/// 65, of f64 97; every other one 48 to 56.
-fn fused_registers(op: Op, dtype: crate::DType) -> u32 {
-    match op {
-        Op::LogSumExp if dtype == crate::DType::F64 => 104,
-        Op::LogSumExp => 72,
-        _ => 64,
+/// Registers per thread that [`wave_blocks`] assumes for the one-launch
+/// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
+/// `reduce_fused_*`), from their sm_80 cubins (no spills; ptxas 13): rows 65 to 76, argmin and argmax 72 to 82, min and max
+/// of f64 92, logsumexp 79 (f64 94); columns 90 to 108.
+fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
+    let f64 = dtype == crate::DType::F64;
+    match (op, columns) {
+        (Op::Sum | Op::Mean | Op::SumOfSquares | Op::Norm2, true) => 108,
+        (_, true) => 100,
+        (Op::LogSumExp | Op::Min | Op::Max, false) if f64 => 94,
+        (Op::ArgMin | Op::ArgMax, false) => 82,
+        (Op::LogSumExp, false) => 79,
+        _ => 76,
     }
 }
 
@@ -1525,19 +1530,21 @@ pub fn reduce_with<T: Reducible>(
             Pass::Rows { rows, len } => (
                 pass.units(1)?.1,
                 k::fused_words(rows, len),
-                fused_registers(op, T::DTYPE),
+                fused_registers(op, T::DTYPE, false),
             ),
             Pass::Cols { outer, len, inner } => {
                 // 16 bytes of columns per thread where every row's groups
                 // are whole vectors, else a column per thread (the kernel
                 // decides alike).
-                let width = if inner.is_multiple_of(T::WIDTH) { T::WIDTH } else { 1 };
-                let registers = fused_registers(op, T::DTYPE)
-                    .max(pass_registers(op, size_of::<T>(), true));
+                let width = if inner.is_multiple_of(T::WIDTH) {
+                    T::WIDTH
+                } else {
+                    1
+                };
                 (
                     k::cols_fused_tasks(outer, len, inner, width),
                     k::cols_fused_words(outer, len, inner),
-                    registers,
+                    fused_registers(op, T::DTYPE, true),
                 )
             }
         };

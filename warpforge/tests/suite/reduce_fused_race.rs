@@ -9,7 +9,9 @@ use warpforge_device::{Global, Out};
 use warpforge_kernels::reduce::State;
 use warpforge_kernels::reduce::state::{Sum, SumState};
 use warpforge_kernels::reduce::{BLOCK_THREADS, finish, reduce_fused_cols_sum_f32};
-use warpforge_kernels::reduce::{cols_fused_without_fences, cols_fused_words, reduce_fused_sum_f32};
+use warpforge_kernels::reduce::{
+    cols_fused_without_fences, cols_fused_words, reduce_fused_sum_f32,
+};
 use warpforge_kernels::reduce::{fused_words, rows_fused_without_fences, vectored};
 use warpforge_macros::kernel;
 
@@ -148,7 +150,16 @@ fn the_columns_kernel_is_race_free_and_without_fences_a_race() {
             dev.launch(
                 reduce_fused_cols_sum_f32,
                 cfg,
-                (&x, 1u64, len, inner, finish::VALUE, &mut tickets, &mut states, &mut out),
+                (
+                    &x,
+                    1u64,
+                    len,
+                    inner,
+                    finish::VALUE,
+                    &mut tickets,
+                    &mut states,
+                    &mut out,
+                ),
             )
             .unwrap();
             let want: Vec<f32> = (1..=inner).map(|i| (i * len) as f32).collect();

@@ -751,7 +751,8 @@ const FUSED_COLS: &[(usize, usize, usize)] = &[
 /// argmin/argmax).
 fn fused_columns_match_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    for (&(outer, len, inner), with_nan) in FUSED_COLS.iter().flat_map(|c| [(c, false), (c, true)]) {
+    for (&(outer, len, inner), with_nan) in FUSED_COLS.iter().flat_map(|c| [(c, false), (c, true)])
+    {
         if with_nan && T::nan().is_none() {
             continue;
         }
@@ -773,7 +774,14 @@ fn fused_columns_match_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64)
             let with = |max_blocks, path| ReduceOptions { max_blocks, path };
             let want = bits_with(dev, op, &x, &shape, Some(axis), with(7, Path::MultiPass));
             for max_blocks in [1, 2, 3, 64, ReduceOptions::AUTO] {
-                let got = bits_with(dev, op, &x, &shape, Some(axis), with(max_blocks, Path::Fused));
+                let got = bits_with(
+                    dev,
+                    op,
+                    &x,
+                    &shape,
+                    Some(axis),
+                    with(max_blocks, Path::Fused),
+                );
                 assert_eq!(got, want, "{ctx} at {max_blocks} blocks");
             }
         }
@@ -1005,9 +1013,9 @@ fn assert_vector_loads(p: &warpforge::MemoryProfile) {
 /// The main pass of a whole-tensor f32 sum and bf16 max on aligned buffers
 /// of a few thousand elements reads its input with 16-byte vector loads
 /// through `Global` (so the emulator's profile sees them), at ≥ 0.95
-/// coalescing efficiency; so do the columns pass when `inner` is a multiple
-/// of the vector width, and the combine and finish passes (one 16-byte load
-/// per state).
+/// coalescing efficiency; so do the columns pass and the one-launch columns
+/// kernel when `inner` is a multiple of the vector width, and the combine and
+/// finish passes (one 16-byte load per state).
 #[test]
 fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
     let n = 4096;
@@ -1045,11 +1053,23 @@ fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
     let xs: Vec<f32> = (0..rows * inner).map(|i| (i % 13) as f32).collect();
     let (_, profiles) = profiled(|dev| {
         let x = dev.upload(&xs)?;
-        reduce::reduce(Op::Sum, &x, &[rows, inner], Some(0)).map(|_| ())
+        let multi_pass = ReduceOptions {
+            path: Path::MultiPass,
+            ..Default::default()
+        };
+        reduce::reduce_with(Op::Sum, &x, &[rows, inner], Some(0), multi_pass).map(|_| ())
     });
     assert_vector_loads(launch_of(&profiles, "reduce_cols_sum_f32"));
     assert_vector_loads(launch_of(&profiles, "combine_cols_sum_f32"));
     assert_vector_loads(launch_of(&profiles, "finish_f32"));
+    // The one-launch columns kernel (the default) reads the elements the
+    // same way: 64 rows, one chunk, so no combining block reads states
+    // (those it reads 8 bytes at a time through the scratch's `Out`).
+    let (_, profiles) = profiled(|dev| {
+        let x = dev.upload(&xs[..64 * inner])?;
+        reduce::reduce(Op::Sum, &x, &[64, inner], Some(0)).map(|_| ())
+    });
+    assert_vector_loads(launch_of(&profiles, "reduce_fused_cols_sum_f32"));
 }
 
 /// Columns whose rows are not whole vectors (`inner` = 250 floats) take a
@@ -1070,7 +1090,7 @@ fn ragged_columns_take_a_thread_per_column_in_emulator() {
         .map(|c| (0..rows).map(|r| xs[r * inner + c]).sum())
         .collect();
     assert_eq!(sums, want);
-    let l = &launch_of(&profiles, "reduce_cols_sum_f32").global_load;
+    let l = &launch_of(&profiles, "reduce_fused_cols_sum_f32").global_load;
     assert_eq!(
         l.requests_by_width,
         [0, 0, l.requests, 0, 0],

@@ -135,6 +135,26 @@ pub trait Items<S: State> {
     /// 1, …` along the reduced axis), in that order; `n ≤ WIDTH`, and `k` is
     /// a multiple of `WIDTH` when `n == WIDTH`. Items past the end are skipped.
     fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S;
+    /// `f(r, c, item k + r·stride + c)` for `r < N` in order, each whole
+    /// group's `c < WIDTH` in order, item `k + r·stride + c` at position
+    /// `j + r` along the reduced axis: `N` whole groups `stride` items apart
+    /// (`N` rows of a column group: `k` and `stride` multiples of `WIDTH`),
+    /// all `N` loads issued before the first `f` where the buffer has them
+    /// as vectors. The same items in the same order as `N` calls of
+    /// [`Items::each`].
+    #[inline(always)]
+    fn each_rows<const N: usize>(
+        &mut self,
+        k: u64,
+        stride: u64,
+        j: u64,
+        mut f: impl FnMut(usize, usize, S),
+    ) {
+        for r in 0..N as u64 {
+            let row = k + r * stride;
+            self.each(row, Self::WIDTH, |_| j + r, |c, s| f(r as usize, c, s));
+        }
+    }
     /// Whether every whole group at a multiple of `WIDTH` is one vector
     /// load: the buffer starts at a 16-byte boundary (as every buffer the
     /// host passes does). [`cols_pass`] decides on it once per launch.
@@ -183,6 +203,33 @@ pub fn vectored<T: Input, R: Reduction<T>>(x: Global<'_, T>) -> Vectored<'_, T, 
 
 impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
     const WIDTH: u64 = T::WIDTH;
+    #[inline(always)]
+    fn each_rows<const N: usize>(
+        &mut self,
+        k: u64,
+        stride: u64,
+        j: u64,
+        mut f: impl FnMut(usize, usize, R::State),
+    ) {
+        let w = T::WIDTH;
+        if let Some(rel) = k.checked_sub(self.head)
+            && rel % w == 0
+            && stride % w == 0
+            && let Some(loaded) =
+                T::load_rows::<N>(self.vectors, (rel / w) as usize, (stride / w) as usize)
+        {
+            for (r, v) in loaded.iter().enumerate() {
+                for c in 0..w {
+                    f(r, c as usize, R::load(T::lane(v, c as usize), j + r as u64));
+                }
+            }
+            return;
+        }
+        for r in 0..N as u64 {
+            let row = k + r * stride;
+            self.each(row, w, |_| j + r, |c, s| f(r as usize, c, s));
+        }
+    }
     #[inline(always)]
     fn aligned(&self) -> bool {
         self.head == 0
@@ -956,6 +1003,12 @@ pub const fn cols_fused_words(outer: u64, len: u64, inner: u64) -> (u64, u64) {
     cols_fused_offsets(outer, len, inner, col_top_level(len) + 1)
 }
 
+/// Rows of its column group a thread of [`cols_fused`] loads at once (16
+/// bytes each): with 2 blocks of 256 threads per SM (its registers), 32 KiB
+/// of loads in flight per SM, what 8 blocks of the one-row-at-a-time
+/// columns pass have.
+const COL_ROWS_IN_FLIGHT: usize = 4;
+
 /// [`cols_fused`]'s tiling of `inner` columns read in groups of `width`
 /// by blocks of `threads` threads: `(tile, per_task, tiles)`, a task being
 /// `tile` consecutive groups (a power of two, at most `threads`) times
@@ -1074,9 +1127,22 @@ fn cols_fused_walk<S: State, const FENCE: bool>(
             let start = c * COL_UNIT;
             let end = len.min(start + COL_UNIT);
             let mut acc = [S::empty(); MAX_WIDTH];
-            for j in start..end {
+            let mut j = start;
+            // A whole group: `COL_ROWS_IN_FLIGHT` rows at a time, their
+            // loads issued together (each column still folded in row order).
+            if n == w {
+                while j + COL_ROWS_IN_FLIGHT as u64 <= end {
+                    let k = (o * len + j) * inner + i;
+                    items.each_rows::<COL_ROWS_IN_FLIGHT>(k, inner, j, |_, col, s| {
+                        acc[col] = S::push(acc[col], s)
+                    });
+                    j += COL_ROWS_IN_FLIGHT as u64;
+                }
+            }
+            while j < end {
                 let k = (o * len + j) * inner + i;
                 items.each(k, n, |_| j, |col, s| acc[col] = S::push(acc[col], s));
+                j += 1;
             }
             // A constant trip count again: `acc` stays in registers.
             for col in 0..w {

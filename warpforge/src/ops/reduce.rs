@@ -998,16 +998,18 @@ impl ReduceOptions {
 
 /// Registers per thread that [`wave_blocks`] assumes for the one-launch
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
-/// `reduce_fused_*`), from their sm_80 cubins (no spills; ptxas 13): rows 65 to 76, argmin and argmax 72 to 82, min and max
-/// of f64 92, logsumexp 79 (f64 94); columns 90 to 108.
+/// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
+/// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
+/// 79 (f64 94); columns 107 to 128, the launch bound's cap (2 blocks per
+/// SM), which the 2-byte argmin and argmax and the 8-byte and i32 min and
+/// max reach.
 fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
     let f64 = dtype == crate::DType::F64;
-    match (op, columns) {
-        (Op::Sum | Op::Mean | Op::SumOfSquares | Op::Norm2, true) => 108,
-        (_, true) => 100,
-        (Op::LogSumExp | Op::Min | Op::Max, false) if f64 => 94,
-        (Op::ArgMin | Op::ArgMax, false) => 82,
-        (Op::LogSumExp, false) => 79,
+    match op {
+        _ if columns => 128,
+        Op::LogSumExp | Op::Min | Op::Max if f64 => 94,
+        Op::ArgMin | Op::ArgMax => 82,
+        Op::LogSumExp => 79,
         _ => 76,
     }
 }

@@ -289,7 +289,7 @@ fn same_bits_at_every_grid_size_in_emulator() {
 #[test]
 fn reductions_reuse_the_device_scratch_states_in_emulator() {
     let dev = Device::emulator_with_memory(64 << 20);
-    let n = 512 * 512 + 1; // three rows passes: both scratch buffers
+    let n = 512 * 512 + 1; // the fused path, two combine levels: tickets and states
     let x: Vec<f32> = (0..n)
         .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
         .collect();

@@ -152,15 +152,8 @@ macro_rules! one_launch_kernels {
         /// `finish_*` kernel (see [`cols_fused`]). `tickets` and `states`
         /// hold [`super::cols_fused_words`] words, every ticket 0 before the
         /// launch, and 0 again after it. Launch 1-D blocks of
-        /// [`super::BLOCK_THREADS`] threads. At most 128 registers, so 2
-        /// blocks fit an SM (ptxas gave the 2-byte arg kernels and the 8-byte
-        /// and i32 min/max 129 to 134, 1 block; capped, none spills).
-        #[kernel(
-            block = 256,
-            max_threads = 256,
-            min_blocks = 2,
-            instances($($fused_cols = <$t, $r, $o, $f>),*)
-        )]
+        /// [`super::BLOCK_THREADS`] threads.
+        #[kernel(block = 256, instances($($fused_cols = <$t, $r, $o, $f>),*))]
         pub fn reduce_fused_cols<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
             x: Global<T>,
             outer: u64,

@@ -213,8 +213,8 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
     ) {
         let w = T::WIDTH;
         if let Some(rel) = k.checked_sub(self.head)
-            && rel % w == 0
-            && stride % w == 0
+            && rel.is_multiple_of(w)
+            && stride.is_multiple_of(w)
             && let Some(loaded) =
                 T::load_rows::<N>(self.vectors, (rel / w) as usize, (stride / w) as usize)
         {
@@ -1162,57 +1162,59 @@ fn cols_fused_walk<S: State, const FENCE: bool>(
         let mut level = 1;
         let mut cl = chunk_task * per_task / COL_UNIT;
         let mut arrivals = (chunks - cl * COL_UNIT).min(COL_UNIT).div_ceil(per_task);
-        while chunks > 1 {
-            sync::sync_threads();
-            let n = col_level_states(len, level);
-            let (at, to) = cols_fused_offsets(outer, len, inner, level);
-            let mut last = false;
-            if tid == 0 {
-                if FENCE {
-                    sync::fence(sync::Scope::Device);
-                }
-                let ticket = at + (o * n + cl) * stride + tl;
-                if let Some(ticket) = tickets.atomic::<atomic::Device>(ticket as usize) {
-                    last = ticket.fetch_add(1) == arrivals - 1;
-                    if last {
-                        if FENCE {
-                            sync::fence(sync::Scope::Device);
+        if chunks > 1 {
+            loop {
+                sync::sync_threads();
+                let n = col_level_states(len, level);
+                let (at, to) = cols_fused_offsets(outer, len, inner, level);
+                let mut last = false;
+                if tid == 0 {
+                    if FENCE {
+                        sync::fence(sync::Scope::Device);
+                    }
+                    let ticket = at + (o * n + cl) * stride + tl;
+                    if let Some(ticket) = tickets.atomic::<atomic::Device>(ticket as usize) {
+                        last = ticket.fetch_add(1) == arrivals - 1;
+                        if last {
+                            if FENCE {
+                                sync::fence(sync::Scope::Device);
+                            }
+                            ticket.swap(0); // ready for the next launch: no memset
                         }
-                        ticket.swap(0); // ready for the next launch: no memset
                     }
                 }
-            }
-            if !sync::sync_threads_or(last) {
-                break;
-            }
-            // This block folds combine unit `cl` of every column of its
-            // tile: states `cl·64 ..` of level `level − 1`, each column in
-            // index order, as a combine pass would.
-            let below = col_level_states(len, level - 1);
-            let from = cols_fused_offsets(outer, len, inner, level - 1).1;
-            let (c0, c1) = (cl * COL_UNIT, below.min(cl * COL_UNIT + COL_UNIT));
-            let mut column = tl * tile * w + tid;
-            let end_column = inner.min((tl + 1) * tile * w);
-            while column < end_column {
-                let mut acc = S::empty();
-                for c in c0..c1 {
-                    let at = from + 2 * ((o * below + c) * inner + column);
-                    let s = S::decode([word(states, at), word(states, at + 1)]);
-                    acc = S::push(acc, s);
+                if !sync::sync_threads_or(last) {
+                    break;
+                }
+                // This block folds combine unit `cl` of every column of its
+                // tile: states `cl·64 ..` of level `level − 1`, each column in
+                // index order, as a combine pass would.
+                let below = col_level_states(len, level - 1);
+                let from = cols_fused_offsets(outer, len, inner, level - 1).1;
+                let (c0, c1) = (cl * COL_UNIT, below.min(cl * COL_UNIT + COL_UNIT));
+                let mut column = tl * tile * w + tid;
+                let end_column = inner.min((tl + 1) * tile * w);
+                while column < end_column {
+                    let mut acc = S::empty();
+                    for c in c0..c1 {
+                        let at = from + 2 * ((o * below + c) * inner + column);
+                        let s = S::decode([word(states, at), word(states, at + 1)]);
+                        acc = S::push(acc, s);
+                    }
+                    if n == 1 {
+                        finish(o * inner + column, acc);
+                    } else {
+                        write_state(states, to + 2 * ((o * n + cl) * inner + column), acc);
+                    }
+                    column += threads;
                 }
                 if n == 1 {
-                    finish(o * inner + column, acc);
-                } else {
-                    write_state(states, to + 2 * ((o * n + cl) * inner + column), acc);
+                    break;
                 }
-                column += threads;
+                level += 1;
+                cl /= COL_UNIT;
+                arrivals = (n - cl * COL_UNIT).min(COL_UNIT);
             }
-            if n == 1 {
-                break;
-            }
-            level += 1;
-            cl /= COL_UNIT;
-            arrivals = (n - cl * COL_UNIT).min(COL_UNIT);
         }
         t += u64::from(thread::grid_dim().x);
     }

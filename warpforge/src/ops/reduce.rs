@@ -1000,14 +1000,18 @@ impl ReduceOptions {
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
 /// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
 /// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
-/// 79 (f64 94); columns 107 to 128, the launch bound's cap (2 blocks per
-/// SM), which the 2-byte argmin and argmax and the 8-byte and i32 min and
-/// max reach.
+/// 79 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
+/// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
+/// block of 256 per SM: a launch bound of two spilled the f64 argmin and
+/// argmax).
 fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
-    let f64 = dtype == crate::DType::F64;
+    use crate::DType::{BF16, F16, F64, I32, I64};
+    let extreme = matches!(op, Op::ArgMin | Op::ArgMax | Op::Min | Op::Max);
     match op {
+        Op::ArgMin | Op::ArgMax if columns && matches!(dtype, F16 | BF16) => 134,
+        _ if columns && extreme && matches!(dtype, F64 | I64 | I32) => 130,
         _ if columns => 128,
-        Op::LogSumExp | Op::Min | Op::Max if f64 => 94,
+        Op::LogSumExp | Op::Min | Op::Max if dtype == F64 => 94,
         Op::ArgMin | Op::ArgMax => 82,
         Op::LogSumExp => 79,
         _ => 76,

@@ -416,13 +416,14 @@ fn check_reductions<T: VerifyElement>(
                 let n = shape.iter().product();
                 let x: Vec<T> = (0..n).map(|_| T::random(rng, small)).collect();
                 check_reduction(dev, &mut report, op, &x, &shape, axis)?;
-                // At the edge lengths, the rows kernels' other paths too
-                // (`Auto` takes the one-launch small path there): the fused
-                // kernel and the multi-pass rows and combine kernels.
+                // At the edge lengths, the other paths too (`Auto` takes the
+                // one-launch small path for rows there, the fused one for
+                // columns): the fused rows kernel and the multi-pass rows,
+                // columns and combine kernels.
                 if i < EDGE_LENGTHS.len() {
                     let layout = Layout::new(n, &shape, axis)?;
                     for path in [Path::Fused, Path::MultiPass] {
-                        if layout.uses_rows_kernel() && layout.path(path).is_ok() {
+                        if layout.path(path).is_ok() {
                             check_reduction_on(dev, &mut report, op, &x, (&shape, axis), path)?;
                         }
                     }
@@ -454,7 +455,7 @@ pub fn axpy_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
 }
 
 /// The kernels a reduction of `op` over `T` runs on its paths: the
-/// one-launch small and fused kernels, the multi-pass rows and columns
+/// one-launch small, fused rows and fused columns kernels, the multi-pass rows and columns
 /// kernels, the combine passes over their states (f32's for f16 and bf16,
 /// the sum's for the sum of squares) and the finish (the index's for argmin
 /// and argmax). Names as `warpforge_kernels::reduce` spells them.
@@ -480,7 +481,7 @@ fn reduction_kernels<T: Reducible>(op: Op) -> Vec<&'static str> {
     } else {
         finish
     };
-    let mut names: Vec<String> = ["small", "fused", "rows", "cols"]
+    let mut names: Vec<String> = ["small", "fused", "fused_cols", "rows", "cols"]
         .iter()
         .map(|kind| format!("reduce_{kind}_{kernel_op}_{dtype}"))
         .collect();

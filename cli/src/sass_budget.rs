@@ -613,8 +613,9 @@ registers = 128
         );
         assert_eq!(v[5].kernel, "conv_x");
         assert!(
-            v[5].to_string()
-                .starts_with("conv_x (sm_90): has a tensor-core (HMMA/HGMMA) loop but no budget")
+            v[5].to_string().starts_with(
+                "conv_x (sm_90): has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget"
+            )
         );
         // The whole module: the second family is the first match of no kernel
         // (its pattern matches the big kernel, which the first family takes).

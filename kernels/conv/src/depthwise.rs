@@ -31,7 +31,7 @@
 //!
 //! Where the taps of a row are consecutive input pixels (dilation 1 along
 //! rows, stride 1 or 2, up to 3 × 3: decided once per block) a thread runs
-//! its strip from registers ([`strip`]): per filter row it slides a window
+//! its strip from registers (`strip`): per filter row it slides a window
 //! of 9 (stride 2: 15) input pixels through its registers, each pixel one
 //! `LDS.128` of its channel vector converted to f32 once and used by every
 //! tap that reads it (3 per pixel at stride 1), against the filter taps

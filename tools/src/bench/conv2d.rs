@@ -5,10 +5,10 @@
 //! **What is measured.** Per layer and configuration, the anchor first:
 //! cuDNN's fastest engine for that shape through its backend (graph) API
 //! (heuristics modes A and B, their first few engine configurations each
-//! timed, the fastest kept: [`cudnn_graph`]), the path PyTorch's
+//! timed, the fastest kept: `conv2d/cudnn_graph.rs`), the path PyTorch's
 //! `benchmark=True` takes. Beside it, for comparison only and labelled
 //! `cudnn-legacy`, the legacy API's fastest measured algorithm
-//! (`cudnnFindConvolutionForwardAlgorithm`, [`cudnn_legacy`]); its ratio is
+//! (`cudnnFindConvolutionForwardAlgorithm`, `conv2d/cudnn_legacy.rs`); its ratio is
 //! its rate ÷ the anchor's. On an H200 (2026-11-28) the legacy API ran the
 //! 3×3 NHWC f16 layers at 72–77 TFLOP/s where cuDNN's graph API (through
 //! PyTorch) did 277–384. Then warpforge's

@@ -660,6 +660,54 @@ impl<'v, T: Copy, const N: usize> Iterator for GroupChunks<'v, T, N> {
     }
 }
 
+/// A thread's units of a view that starts on a 16-byte boundary, whose `N`
+/// elements are 16 bytes ([`Out::aligned_chunks`]): each chunk is one
+/// aligned 16-byte vector.
+pub struct AlignedChunks<'v, T, const N: usize>(Chunks<'v, T, N>);
+
+/// A chunk of [`AlignedChunks`]: `N` elements, 16 bytes on a 16-byte
+/// boundary, that this thread alone writes.
+pub struct AlignedChunk<'v, T, const N: usize>(Chunk<'v, T, N>);
+
+impl<T: crate::shared::SharedElement, const N: usize> AlignedChunk<'_, T, N> {
+    /// The unit: the chunk is elements `N·unit .. N·unit + N`.
+    #[inline(always)]
+    pub fn unit(&self) -> u64 {
+        self.0.unit
+    }
+
+    /// Writes all `N` elements with one 16-byte store.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn write(&mut self, values: [T; N]) {
+        let p = self.0.first.cast::<crate::global::Vector16<T, N>>();
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(p.cast(), 16, true);
+        // SAFETY: the chunk's N elements are in bounds (checked when it was
+        // minted) and this chunk's alone, and `self` borrows it mutably; they
+        // are 16 bytes from a 16-byte boundary (`Out::aligned_chunks` checked
+        // both for the view, and every chunk starts a multiple of 16 bytes
+        // into it), so exactly one aligned `Vector16` of N elements
+        // (`repr(C)`, no padding).
+        unsafe { p.write(crate::global::Vector16(values)) };
+    }
+}
+
+impl<'v, T: crate::shared::SharedElement, const N: usize> Iterator for AlignedChunks<'v, T, N> {
+    type Item = AlignedChunk<'v, T, N>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<AlignedChunk<'v, T, N>> {
+        self.0.next_chunk().map(AlignedChunk)
+    }
+
+    /// The same units as `next`, as a plain counted loop ([`Chunks`]'s).
+    #[inline(always)]
+    fn for_each<F: FnMut(AlignedChunk<'v, T, N>)>(self, mut f: F) {
+        self.0.for_each(|chunk| f(AlignedChunk(chunk)));
+    }
+}
+
 impl<'a, T: Copy, const N: usize> Out<'a, T, ThreadChunks<N>> {
     /// This thread's units among the first `units` (and the whole chunks the
     /// view holds): `r, r + n, …` as on [`Out::grid_stride`].
@@ -667,6 +715,23 @@ impl<'a, T: Copy, const N: usize> Out<'a, T, ThreadChunks<N>> {
     pub fn chunks(&mut self, units: u64) -> Chunks<'_, T, N> {
         let (ptr, len) = self.raw_parts();
         Chunks::new(ptr, len, units, thread_line())
+    }
+
+    /// [`chunks`](Self::chunks) as 16-byte vector stores, if the view starts
+    /// on a 16-byte boundary (`N` elements being 16 bytes, every chunk then
+    /// does); `None` otherwise. Checked once, so a kernel can keep two loops,
+    /// one storing vectors and one elements, rather than test every chunk
+    /// (after which LLVM merges both stores into the element ones).
+    #[inline(always)]
+    pub fn aligned_chunks(&mut self, units: u64) -> Option<AlignedChunks<'_, T, N>>
+    where
+        T: crate::shared::SharedElement,
+    {
+        const { assert!(N * size_of::<T>() == 16, "a 16-byte chunk") };
+        let (ptr, len) = self.raw_parts();
+        (ptr as usize)
+            .is_multiple_of(16)
+            .then(|| AlignedChunks(Chunks::new(ptr, len, units, thread_line())))
     }
 }
 

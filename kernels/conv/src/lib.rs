@@ -59,6 +59,10 @@
 //!   of 7 pixels × one 16-byte channel vector slid through its registers;
 //!   NCHW a window per 16 × 64 tile of one plane, the filter taps in
 //!   registers.
+//! - **im2col** (`im2col_nhwc_{f16,bf16}`, [`im2col`]): the gathered
+//!   matrix materialised, rows padded to a multiple of 32 columns, for
+//!   layers whose `C % 8 ≠ 0` defeats the 16-byte gather (ResNet-50's
+//!   first): the host runs them as a 1 × 1 convolution over it.
 //! - **Direct** (`conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}`): one output
 //!   element per thread (`Out<T, Elements>`, grid-stride), consecutive
 //!   threads on the contiguous axis (channels in NHWC, width in NCHW), the
@@ -83,8 +87,10 @@
 #![forbid(unsafe_code)]
 
 pub mod depthwise;
+pub mod im2col;
 pub mod transpose;
 pub use depthwise::*;
+pub use im2col::*;
 
 use warpforge_device::mma::{
     ARowMajor, AlignedChunks, BNMajorPair, FragC, GatherCopy, PanelCopy, Stage, StageRing,

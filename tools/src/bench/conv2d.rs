@@ -250,6 +250,16 @@ fn macs(l: &Layer, n: usize) -> u128 {
 
 /// `l` at batch `n` shrunk to at most `cap` multiply-adds (module docs).
 fn shrink(mut l: Layer, mut n: usize, cap: u128) -> (Layer, usize) {
+    // Channels in whole 16-byte f16 chunks stay so (down to 8), others go
+    // down to 4: a layer with `C % 8 ≠ 0` takes the im2col route in f16,
+    // and the shrunk layer must take the full one's algorithm.
+    let halves_c = |c: usize| {
+        if c.is_multiple_of(8) {
+            c.is_multiple_of(16)
+        } else {
+            c > 4
+        }
+    };
     while macs(&l, n) > cap {
         if n > 1 {
             n = half_of(n);
@@ -259,8 +269,8 @@ fn shrink(mut l: Layer, mut n: usize, cap: u128) -> (Layer, usize) {
             l.c = half_of(l.c);
             l.k = l.c * (l.k / l.groups);
             l.groups = l.c;
-        } else if !l.depthwise() && (l.c > 4 || l.k > 4) {
-            l.c = if l.c > 4 { half_of(l.c) } else { l.c };
+        } else if !l.depthwise() && (halves_c(l.c) || l.k > 4) {
+            l.c = if halves_c(l.c) { half_of(l.c) } else { l.c };
             l.k = if l.k > 4 { half_of(l.k) } else { l.k };
         } else if l.hw > 1 && l.hw + 2 * l.pad > l.rs {
             l.hw -= 1;

@@ -19,7 +19,9 @@
 //! **One report per kernel**, named as [`Conv2d::kernel_name_for`] names it
 //! (`conv2d_depthwise_nhwc_f16`, `conv2d_nchw_f32_64x64x16`, …), except the 1×1
 //! route, whose kernel is a GEMM that the `gemm` entry already reports: it is
-//! `conv2d_1x1_{nchw,nhwc}_{dtype}` here; and NCHW f16/bf16 implicit GEMMs,
+//! `conv2d_1x1_{nchw,nhwc}_{dtype}` here; the im2col route (f16/bf16 with
+//! `C % 8 ≠ 0` and one group: `im2col_*`, then a 1×1 convolution),
+//! `conv2d_im2col_{nchw,nhwc}_{dtype}`; and NCHW f16/bf16 implicit GEMMs,
 //! which run the NHWC kernels between layout changes:
 //! `conv2d_nchw_{f16,bf16}_via_nhwc`. A report's `lengths` hold each
 //! case's multiply-adds `N·P·Q·K·(C/G)·R·S`.
@@ -40,6 +42,7 @@ use rand::rngs::StdRng;
 use warpforge::conv2d::{Algorithm, Conv2d, ConvElement, Layout, Padding};
 use warpforge::gemm::TileConfig;
 use warpforge::{Device, Dim3, Kernel, LaunchConfig, Result, reference};
+use warpforge_kernels::conv as kc;
 use warpforge_kernels::transpose::{self as kt, TRANSPOSE_THREADS, TRANSPOSE_TILE};
 
 /// One verification geometry, in logical sizes (any layout).
@@ -204,11 +207,17 @@ pub fn cases(rng: &mut StdRng, lens: &[usize]) -> Vec<Spec> {
             bias: true,
             ..d([1, 2, 1, 1], [3, 2, 3, 3])
         },
-        // Past the 64×64 tile both ways (NHWC rows N·P·Q = 81, NCHW columns P·Q = 81; K = 70).
+        // Past the 64×64 tile both ways (NHWC rows N·P·Q = 81, NCHW columns P·Q = 81; K = 70):
+        // 3 channels (f16/bf16: the im2col route), and 8 (their implicit GEMM's 16-byte gather).
         Spec {
             padding: Padding::uniform(1),
             integers: false,
             ..d([1, 3, 9, 9], [70, 3, 3, 3])
+        },
+        Spec {
+            padding: Padding::uniform(1),
+            bias: true,
+            ..d([1, 8, 9, 9], [70, 8, 3, 3])
         },
     ];
     for &len in lens.iter().skip(EDGE_LENGTHS.len()) {
@@ -330,7 +339,8 @@ pub(super) fn check_results<T: GemmValue>(
 }
 
 /// The report name of `spec` in `layout` for `T`: the kernel's own,
-/// `conv2d_1x1_{layout}_{dtype}` for the GEMM route, or
+/// `conv2d_1x1_{layout}_{dtype}` for the GEMM route,
+/// `conv2d_im2col_{layout}_{dtype}` for the im2col route, or
 /// `conv2d_nchw_{dtype}_via_nhwc` for an NCHW convolution that runs an NHWC
 /// kernel between layout changes (module docs).
 fn report_name<T: ConvElement>(conv: &Conv2d, bias: bool) -> Result<&'static str> {
@@ -342,6 +352,8 @@ fn report_name<T: ConvElement>(conv: &Conv2d, bias: bool) -> Result<&'static str
     let kernel = conv.kernel_name_for::<T>(bias)?;
     let name = if conv.algorithm_for::<T>(bias)? == Algorithm::Gemm1x1 {
         format!("conv2d_1x1_{layout}_{dtype}")
+    } else if conv.algorithm_for::<T>(bias)? == Algorithm::Im2col {
+        format!("conv2d_im2col_{layout}_{dtype}")
     } else if layout == "nchw" && kernel.starts_with("conv2d_nhwc_") {
         format!("conv2d_nchw_{dtype}_via_nhwc")
     } else {
@@ -402,8 +414,10 @@ fn check_case<T: ConvElement + GemmValue>(
     let mut yb = dev.upload(&vec![T::from_f64(f64::NAN); want.len()])?;
     report.record_launches(dev, || conv.run(dev, &xb, &wb, bb.as_ref(), &mut yb))?;
     let got: Vec<f64> = yb.to_host()?.into_iter().map(T::to_f64).collect();
-    let tensor_cores =
-        conv.algorithm_for::<T>(spec.bias)? == Algorithm::Gemm1x1 && T::DTYPE.name() != "f32";
+    let tensor_cores = matches!(
+        conv.algorithm_for::<T>(spec.bias)?,
+        Algorithm::Gemm1x1 | Algorithm::Im2col
+    ) && T::DTYPE.name() != "f32";
     let terms = spec.weight[1] * spec.weight[2] * spec.weight[3];
     check_results::<T>(
         report,
@@ -455,8 +469,9 @@ const LARGE: (Layout, Option<TileConfig>) = (Layout::Nhwc, Some(TileConfig::Larg
 /// The kernels [`verify_conv2d`] launches on `dev` at the edge lengths (the
 /// registry's declaration for `conv2d`): each fixed case's main kernel
 /// ([`Conv2d::kernel_name_for`], a GEMM's for the 1×1 route) in each layout and
-/// dtype and on the pinned large tile, and the three transposes (the NCHW
-/// route's layout changes of f16 and bf16, each also checked on its own).
+/// dtype and on the pinned large tile, the im2col kernels (the im2col
+/// route's first launches), and the three transposes (the NCHW route's
+/// layout changes of f16 and bf16, each also checked on its own).
 pub fn conv2d_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
     use rand::SeedableRng;
     // The fixed cases do not draw from the generator.
@@ -476,9 +491,13 @@ pub fn conv2d_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
             names.push(main_kernel::<f16>(spec, (layout, None))?);
             names.push(main_kernel::<bf16>(spec, (layout, None))?);
         }
-        if spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)? == Algorithm::ImplicitGemm {
+        let algorithm = spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)?;
+        if algorithm == Algorithm::ImplicitGemm {
             names.push(main_kernel::<f16>(spec, LARGE)?);
             names.push(main_kernel::<bf16>(spec, LARGE)?);
+        }
+        if algorithm == Algorithm::Im2col {
+            names.extend([kc::im2col_nhwc_f16::NAME, kc::im2col_nhwc_bf16::NAME]);
         }
     }
     names.extend([
@@ -588,6 +607,7 @@ mod tests {
                 } else {
                     expected.push(format!("conv2d_nchw_{dtype}_via_nhwc"));
                 }
+                expected.push(format!("conv2d_im2col_{layout}_{dtype}"));
             }
             for dtype in ["f32", "f16", "bf16"] {
                 expected.push(format!("conv2d_depthwise_{layout}_{dtype}"));
@@ -623,16 +643,33 @@ mod tests {
             .find(|r| r.kernel == "transpose_f32")
             .unwrap();
         assert_eq!(t.launched, ["transpose_f32"]);
-        // The tensor-core implicit GEMM sees the dense, dilated and grouped
-        // cases, the empty batch among them; the tiled depthwise kernel the
-        // two depthwise NHWC ones (and the random depthwise ones), the direct
-        // kernel the 5 × 5 depthwise one.
+        // The tensor-core implicit GEMM sees the grouped, the 1×1 with a
+        // bias and the 8-channel cases; the im2col route the dense and
+        // dilated ones with 2–4 channels, the empty batch among them; the
+        // tiled depthwise kernel the two depthwise NHWC ones (and the random
+        // depthwise ones), the direct kernel the 5 × 5 depthwise one.
         let tensor_core = reports
             .iter()
             .find(|r| r.kernel == "conv2d_nhwc_bf16_64x64x32_s3")
             .unwrap();
-        assert!(tensor_core.lengths.len() >= 5, "{tensor_core:?}");
-        assert!(tensor_core.lengths.contains(&0), "{tensor_core:?}");
+        assert!(tensor_core.lengths.len() >= 3, "{tensor_core:?}");
+        let im2col = reports
+            .iter()
+            .find(|r| r.kernel == "conv2d_im2col_nhwc_bf16")
+            .unwrap();
+        assert!(im2col.lengths.len() >= 5, "{im2col:?}");
+        assert!(im2col.lengths.contains(&0), "{im2col:?}");
+        // The 1×1 convolution after the im2col: the GEMM without a bias,
+        // the implicit GEMM with one.
+        assert!(im2col.launched.contains(&"im2col_nhwc_bf16"), "{im2col:?}");
+        assert!(
+            im2col.launched.contains(&"conv2d_nhwc_bf16_64x64x32_s3"),
+            "{im2col:?}"
+        );
+        assert!(
+            im2col.launched.iter().any(|k| k.starts_with("gemm_")),
+            "{im2col:?}"
+        );
         let direct = reports
             .iter()
             .find(|r| r.kernel == "conv2d_depthwise_nhwc_bf16")

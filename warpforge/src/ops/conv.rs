@@ -30,7 +30,15 @@
 //!    `G = 1`, no bias and no ReLU: [`crate::gemm::Gemm`] itself — NHWC
 //!    `Y[NHW × K] = X[NHW × C]·Wᵀ`; NCHW the batch `Y[n] = W[K × C]·X[n]`
 //!    (`stride_a = 0`). f16/bf16 run on the tensor cores there.
-//! 3. [`Algorithm::ImplicitGemm`] otherwise (dense and grouped, `G < C`,
+//! 3. [`Algorithm::Im2col`]: f16/bf16, `G = 1`, `R·S > 1` and `C % 8 ≠ 0`
+//!    (a network's first layer, `C = 3`), where the tensor-core gather
+//!    below would load element by element: the input's im2col matrix is
+//!    materialised (`im2col_nhwc_{f16,bf16}`, `N·P·Q` rows of `R·S·C`
+//!    columns rounded up to 32, the padding zero) with the weights padded
+//!    to its width, in temporary buffers allocated per call, and the layer
+//!    runs as a 1×1 convolution over it (rule 2 or 4). The `K` order and
+//!    the zeros at its end are the gather's, so the sums are the same.
+//! 4. [`Algorithm::ImplicitGemm`] otherwise (dense and grouped, `G < C`,
 //!    both layouts): the input gathered on the fly (im2col, never
 //!    materialised; `warpforge_kernels::conv`) into a GEMM main loop, one
 //!    grid z per GEMM: NCHW per image and group (`N·G`, each group's output
@@ -155,6 +163,10 @@ pub enum Algorithm {
     /// A depthwise convolution (`G = C`): the tiled depthwise kernels, or
     /// the direct kernel where they do not apply (module docs).
     Depthwise,
+    /// The input's im2col matrix materialised (`im2col_nhwc_{f16,bf16}`),
+    /// then a 1×1 convolution over it: f16/bf16 layers with one group and
+    /// `C % 8 ≠ 0`, such as a network's first (module docs).
+    Im2col,
 }
 
 impl fmt::Display for Algorithm {
@@ -163,6 +175,7 @@ impl fmt::Display for Algorithm {
             Algorithm::ImplicitGemm => "implicit GEMM",
             Algorithm::Gemm1x1 => "1x1 as GEMM",
             Algorithm::Depthwise => "depthwise",
+            Algorithm::Im2col => "im2col + 1x1",
         })
     }
 }
@@ -189,6 +202,8 @@ pub struct ConvKernels {
     implicit_nhwc: &'static str,
     /// The batched transpose (the NCHW route's layout changes).
     transpose: &'static str,
+    /// The im2col kernel, where the type has one (f16, bf16).
+    im2col: Option<&'static str>,
     /// The implicit GEMM's block tile `(BM, BN)` and threads per block.
     implicit_tile: (usize, usize, usize),
     /// The tensor-core implicit GEMM's large tile, if the type has one
@@ -248,6 +263,17 @@ pub trait ConvElement: Element + sealed::Sealed {
         cfg: LaunchConfig,
         x: &DeviceBuffer<Self>,
         y: crate::MatrixMut<'_, Self>,
+    ) -> Result<()>;
+    /// Launches the im2col kernel (`im2col_*`): `x`'s im2col matrix of
+    /// `cols` columns into `y`. A type without one is `InvalidParameter`.
+    #[doc(hidden)]
+    fn launch_im2col(
+        dev: &Device,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        y: &mut DeviceBuffer<Self>,
+        cols: u64,
+        g: [u64; 8],
     ) -> Result<()>;
     /// Launches an implicit-GEMM kernel (`large`: the NHWC large tile's).
     #[doc(hidden)]
@@ -326,6 +352,7 @@ impl ConvElement for f32 {
         implicit_nchw: Some(kc::conv2d_nchw_f32_64x64x16::NAME),
         implicit_nhwc: kc::conv2d_nhwc_f32_64x64x16::NAME,
         transpose: kt::transpose_f32::NAME,
+        im2col: None,
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
         implicit_nhwc_large: None,
     };
@@ -341,6 +368,20 @@ impl ConvElement for f32 {
         y: crate::MatrixMut<'_, f32>,
     ) -> Result<()> {
         dev.launch(kt::transpose_f32, cfg, (x, y))
+    }
+    fn launch_im2col(
+        _: &Device,
+        _: LaunchConfig,
+        _: &DeviceBuffer<f32>,
+        _: &mut DeviceBuffer<f32>,
+        _: u64,
+        _: [u64; 8],
+    ) -> Result<()> {
+        // `algorithm_for` never picks the route for f32 (no `im2col`).
+        Err(invalid(
+            "dtype",
+            "f32 has no im2col kernel: its implicit GEMM gathers element by element".to_owned(),
+        ))
     }
     fn launch_implicit(
         dev: &Device,
@@ -373,7 +414,7 @@ impl ConvElement for f32 {
 }
 
 macro_rules! half_element {
-    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $transpose:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
+    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $transpose:ident, $im2col:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 depthwise_nchw: kc::$dw_nchw::NAME,
@@ -383,6 +424,7 @@ macro_rules! half_element {
                 implicit_nchw: None,
                 implicit_nhwc: kc::$tc_nhwc::NAME,
                 transpose: kt::$transpose::NAME,
+                im2col: Some(kc::$im2col::NAME),
                 implicit_tile: (
                     kc::TC_CONV_TILE.m,
                     kc::TC_CONV_TILE.n,
@@ -411,6 +453,16 @@ macro_rules! half_element {
                 y: crate::MatrixMut<'_, $t>,
             ) -> Result<()> {
                 dev.launch(kt::$transpose, cfg, (x, y))
+            }
+            fn launch_im2col(
+                dev: &Device,
+                cfg: LaunchConfig,
+                x: &DeviceBuffer<$t>,
+                y: &mut DeviceBuffer<$t>,
+                cols: u64,
+                [a, b, c, d, e, f, g, h]: [u64; 8],
+            ) -> Result<()> {
+                dev.launch(kc::$im2col, cfg, (x, y, cols, a, b, c, d, e, f, g, h))
             }
             // NHWC only: `run` takes NCHW through the layout changes.
             fn launch_implicit(
@@ -450,6 +502,7 @@ half_element!(
     conv2d_direct_nchw_f16,
     conv2d_direct_nhwc_f16,
     transpose_f16,
+    im2col_nhwc_f16,
     conv2d_nhwc_f16_64x64x32_s3,
     conv2d_nhwc_f16_128x128x32_s4
 );
@@ -460,6 +513,7 @@ half_element!(
     conv2d_direct_nchw_bf16,
     conv2d_direct_nhwc_bf16,
     transpose_bf16,
+    im2col_nhwc_bf16,
     conv2d_nhwc_bf16_64x64x32_s3,
     conv2d_nhwc_bf16_128x128x32_s4
 );
@@ -803,6 +857,9 @@ impl Conv2d {
         {
             return Ok(Algorithm::Gemm1x1);
         }
+        if T::KERNELS.im2col.is_some() && g == 1 && r * s > 1 && !c.is_multiple_of(8) {
+            return Ok(Algorithm::Im2col);
+        }
         Ok(Algorithm::ImplicitGemm)
     }
 
@@ -823,6 +880,7 @@ impl Conv2d {
                 (false, false) => kernels.direct_nchw,
             },
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
+            Algorithm::Im2col => self.im2col_conv()?.kernel_name_for::<T>(bias)?,
             Algorithm::ImplicitGemm => {
                 match (
                     self.large_tile::<T>()?,
@@ -1009,9 +1067,12 @@ impl Conv2d {
                     T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
                 }
             },
-            Algorithm::ImplicitGemm if !nhwc && T::KERNELS.implicit_nchw.is_none() => {
+            Algorithm::ImplicitGemm | Algorithm::Im2col
+                if !nhwc && T::KERNELS.implicit_nchw.is_none() =>
+            {
                 self.run_nchw_as_nhwc(dev, x, w, bias, y)
             }
+            Algorithm::Im2col => self.run_im2col(dev, x, w, bias, y),
             Algorithm::ImplicitGemm => {
                 let large = self.large_tile::<T>()?;
                 let (bm, bn, threads) = large.map_or(T::KERNELS.implicit_tile, |l| l.tile);
@@ -1036,6 +1097,97 @@ impl Conv2d {
 }
 
 impl Conv2d {
+    /// The 1×1 convolution the im2col route runs ([`Algorithm::Im2col`]):
+    /// NHWC over the `N × P × Q` image of `R·S·C` rounded up to 32
+    /// channels ([`kc::im2col_cols`]), the weights `K × cols`, with this layer's ReLU and pinned
+    /// tile (its bias is `run`'s).
+    fn im2col_conv(&self) -> Result<Conv2d> {
+        let [n, c, _, _] = self.input;
+        let [k, _, r, s] = self.weight;
+        let (p, q) = self.output_hw()?;
+        let cols = r
+            .checked_mul(s)
+            .and_then(|rs| rs.checked_mul(c))
+            .and_then(kc::im2col_cols)
+            .ok_or_else(|| overflow(format!("R·S·C = {r}·{s}·{c} rounded up to 32")))?;
+        let conv = Conv2d::new(Layout::Nhwc, [n, cols, p, q], [k, cols, 1, 1]).relu(self.relu);
+        Ok(match self.tile {
+            Some(tile) => conv.tile(tile),
+            None => conv,
+        })
+    }
+
+    /// The im2col route ([`Algorithm::Im2col`], NHWC; NCHW reaches it
+    /// between layout changes): the input's im2col matrix and the weights
+    /// padded to its columns, both by `im2col_*` into temporary buffers
+    /// (the matrix is `N·P·Q × cols` elements, `cols = R·S·C` rounded up
+    /// to 32), then the 1×1 convolution over them into `y`. Sizes are
+    /// checked (`run`'s lengths; the matrix's by checked arithmetic).
+    fn run_im2col<T: ConvElement>(
+        &self,
+        dev: &Device,
+        x: &DeviceBuffer<T>,
+        w: &DeviceBuffer<T>,
+        bias: Option<&DeviceBuffer<T>>,
+        y: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        let geo = self.geometry()?;
+        let inner = self.im2col_conv()?;
+        let [n, cols, p, q] = inner.input;
+        let k = self.weight[0];
+        let matrix = product([n, p, q, cols], "the im2col matrix")?;
+        let taps = w.len() / k; // R·S·C: `run` checked w's length, K ≥ 1
+        let cols64 = cols as u64;
+        let mut x_cols = dev.alloc_zeroed::<T>(matrix)?;
+        let units = matrix / kc::IM2COL_CHUNK;
+        T::launch_im2col(
+            dev,
+            grid_stride_config(units),
+            x,
+            &mut x_cols,
+            cols64,
+            geo.pack(),
+        )?;
+        // The weights: the im2col matrix of K 1×1 images of R·S·C channels.
+        let taps32 = u32::try_from(taps).map_err(|_| {
+            invalid(
+                "weight",
+                format!("R·S·C = {taps} exceeds the kernels' 32-bit sizes"),
+            )
+        })?;
+        let one = Geometry {
+            h: 1,
+            w: 1,
+            r: 1,
+            s: 1,
+            p: 1,
+            q: 1,
+            stride_h: 1,
+            stride_w: 1,
+            pad_top: 0,
+            pad_left: 0,
+            dil_h: 1,
+            dil_w: 1,
+            cg: taps32 as usize,
+            kg: k,
+            groups: 1,
+            bias: false,
+            relu: false,
+        };
+        let mut w_cols = dev.alloc_zeroed::<T>(k * cols)?;
+        let units = k * cols / kc::IM2COL_CHUNK;
+        T::launch_im2col(
+            dev,
+            grid_stride_config(units),
+            w,
+            &mut w_cols,
+            cols64,
+            one.pack(),
+        )?;
+        // The temporaries are freed in stream order, after the launches.
+        inner.run(dev, &x_cols, &w_cols, bias, y)
+    }
+
     /// An NCHW implicit GEMM for a type without an NCHW kernel (f16, bf16;
     /// module docs): the input `[N][C][H·W]` and the weights `[K][C/G][R·S]`
     /// transposed per image (per output channel) into temporary NHWC

@@ -356,13 +356,15 @@ proptest! {
 /// The tensor-core NHWC kernel across tiles: `N·P·Q = 2·9·9 = 162` output
 /// pixels (3 row tiles, the last ragged), `K = 67` (2 column tiles), and
 /// `R·S·C = 3·3·16 = 144` (5 k-steps, the last ragged), `C % 8 == 0` so the
-/// gather goes by `cp.async`; then `C = 12` (element loads).
+/// gather goes by `cp.async`; then 2 groups of `C/G = 12` and `K/G = 67`
+/// (element loads: one group of 12 channels is the im2col route's).
 #[test]
 fn tensor_core_nhwc_across_tiles() {
     let dev = Device::emulator();
-    for c in [16, 12] {
-        let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [67, c, 3, 3])
+    for (c, k, groups) in [(16, 67, 1), (24, 134, 2)] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, c, 9, 9], [k, c / groups, 3, 3])
             .padding(Padding::uniform(1))
+            .groups(groups)
             .relu(true);
         assert_eq!(check::<f16>(&dev, &conv, true, 21), Algorithm::ImplicitGemm);
         assert_eq!(
@@ -569,6 +571,163 @@ fn nchw_tensor_core_runs_nhwc_between_layout_changes() {
         );
         assert_eq!(dev.memory_info().unwrap().0, free, "temporaries left");
     }
+}
+
+/// f16/bf16 layers with one group and `C % 8 ≠ 0` (ResNet-50's first: 3
+/// channels, 7 × 7, stride 2, padding 3) run the im2col route: the input's
+/// im2col matrix (`R·S·C = 147` columns padded to 160) and the weights
+/// padded to its width, then a 1 × 1 convolution over it — the GEMM without
+/// bias and ReLU, the tensor-core implicit GEMM with them. Exact against
+/// the reference on integer inputs, in both layouts (NCHW between layout
+/// changes), with dilation and asymmetric padding, on the pinned large
+/// tile, every temporary freed afterwards.
+#[test]
+fn few_channel_layers_run_im2col_then_a_1x1_convolution() {
+    let dev = Device::emulator();
+    let conv1 = Conv2d::new(Layout::Nhwc, [2, 3, 21, 18], [10, 3, 7, 7])
+        .stride(2, 2)
+        .padding(Padding::uniform(3));
+    let odd = Conv2d::new(Layout::Nhwc, [1, 5, 9, 11], [67, 5, 3, 2])
+        .stride(1, 2)
+        .dilation(2, 1)
+        .padding(Padding {
+            top: 2,
+            bottom: 0,
+            left: 1,
+            right: 3,
+        });
+    let free = dev.memory_info().unwrap().0;
+    let im2col = "im2col_nhwc_f16";
+    for (conv, bias, seed) in [
+        (conv1, false, 61),
+        (conv1.relu(true), true, 62),
+        (odd, true, 63),
+        (odd.tile(TileConfig::Large), false, 64),
+        (odd.relu(true).tile(TileConfig::Large), true, 65),
+    ] {
+        assert_eq!(conv.algorithm_for::<f16>(bias).unwrap(), Algorithm::Im2col);
+        let main = conv.kernel_name_for::<f16>(bias).unwrap();
+        let fused = bias || conv.relu_enabled();
+        let large = conv.relu_enabled() && conv.large_tile::<f16>().unwrap().is_some();
+        match (fused, large) {
+            (true, true) => assert_eq!(main, "conv2d_nhwc_f16_128x128x32_s4"),
+            (true, false) => assert_eq!(main, "conv2d_nhwc_f16_64x64x32_s3"),
+            (false, _) => assert!(main.starts_with("gemm_"), "{main}"),
+        }
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<f16>(&dev, &conv, bias, seed)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::Im2col);
+        let kernels: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
+        assert_eq!(kernels, [im2col, im2col, main], "{conv:?}");
+    }
+    assert_eq!(check::<bf16>(&dev, &conv1, true, 66), Algorithm::Im2col);
+    // NCHW: the same route between layout changes.
+    let nchw = Conv2d::new(Layout::Nchw, [2, 3, 21, 18], [10, 3, 7, 7])
+        .stride(2, 2)
+        .padding(Padding::uniform(3))
+        .relu(true);
+    let main = nchw.kernel_name::<f16>().unwrap();
+    assert_eq!(main, "conv2d_nhwc_f16_64x64x32_s3");
+    let (algorithm, profiles) = dev
+        .profile_memory(|| Ok(check::<f16>(&dev, &nchw, false, 67)))
+        .unwrap();
+    assert_eq!(algorithm, Algorithm::Im2col);
+    let kernels: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
+    let t = "transpose_f16";
+    assert_eq!(kernels, [t, t, im2col, im2col, main, t]);
+    assert_eq!(dev.memory_info().unwrap().0, free, "temporaries left");
+}
+
+/// The im2col kernel on its own, against the matrix built from its
+/// definition (row `(n, p, q)`, column `(r·S + s)·C + c` the input element
+/// that tap `(r, s)`, channel `c` reads, zero in the padding and past
+/// `R·S·C`): every element written (a NaN-filled output), with stride,
+/// dilation and asymmetric padding; its stores whole 16-byte vectors.
+#[test]
+fn im2col_kernel_writes_every_element_of_the_gathered_matrix() {
+    use warpforge::{Dim3, LaunchConfig};
+    use warpforge_kernels::conv::{Geometry, IM2COL_CHUNK, im2col_cols, im2col_nhwc_f16};
+    let dev = Device::emulator();
+    let conv = Conv2d::new(Layout::Nhwc, [2, 3, 7, 6], [4, 3, 3, 2])
+        .stride(2, 1)
+        .dilation(1, 2)
+        .padding(Padding {
+            top: 1,
+            bottom: 2,
+            left: 0,
+            right: 1,
+        });
+    let [n, h, w, c] = conv.input_dims();
+    let (p, q) = conv.output_hw().unwrap();
+    let (r, s) = (3, 2);
+    let cols = im2col_cols(r * s * c).unwrap();
+    assert_eq!(cols, 32);
+    // Distinct values, exact in f16.
+    let x: Vec<f64> = (0..n * h * w * c).map(|i| i as f64 + 1.0).collect();
+    let mut want = vec![0.0; n * p * q * cols];
+    for (row, out) in want.chunks_mut(cols).enumerate() {
+        let (img, pp, qq) = (row / (p * q), row / q % p, row % q);
+        for rr in 0..r {
+            for ss in 0..s {
+                let ih = (pp * 2 + rr) as isize - 1;
+                let iw = (qq + ss * 2) as isize;
+                if ih < 0 || ih >= h as isize || iw >= w as isize {
+                    continue;
+                }
+                for cc in 0..c {
+                    let at = ((img * h + ih as usize) * w + iw as usize) * c + cc;
+                    out[(rr * s + ss) * c + cc] = x[at];
+                }
+            }
+        }
+    }
+    let g = Geometry {
+        h,
+        w,
+        r,
+        s,
+        p,
+        q,
+        stride_h: 2,
+        stride_w: 1,
+        pad_top: 1,
+        pad_left: 0,
+        dil_h: 1,
+        dil_w: 2,
+        cg: c,
+        kg: 4,
+        groups: 1,
+        bias: false,
+        relu: false,
+    }
+    .pack();
+    let xd = dev
+        .upload(&x.iter().map(|&v| f16::from_f64(v)).collect::<Vec<f16>>())
+        .unwrap();
+    let mut yd = dev.upload(&vec![f16::NAN; want.len()]).unwrap();
+    let units = want.len() / IM2COL_CHUNK;
+    let cfg = LaunchConfig::new(Dim3::x(3), Dim3::x(32));
+    assert!(units > 3 * 32, "several chunks per thread");
+    let (_, profiles) = dev
+        .profile_memory(|| {
+            let [a, b, c, d, e, f, g, h] = g;
+            dev.launch(
+                im2col_nhwc_f16,
+                cfg,
+                (&xd, &mut yd, cols as u64, a, b, c, d, e, f, g, h),
+            )
+        })
+        .unwrap();
+    let got: Vec<f64> = yd.to_host().unwrap().into_iter().map(f64::from).collect();
+    assert_eq!(got, want);
+    // One 16-byte store per chunk, a warp's 512 contiguous bytes: each
+    // 32-byte sector of the matrix stored once.
+    let stores = profiles[0].global_store;
+    let (bytes, chunks) = ((want.len() * 2) as u64, units as u64);
+    assert_eq!(stores.lane_accesses, chunks, "{stores:?}");
+    assert_eq!(stores.requests_by_width[4], stores.requests, "{stores:?}");
+    assert_eq!(stores.sectors, bytes / 32, "{stores:?}");
 }
 
 /// The batched transpose kernel on its own: `y[b] = x[b]ᵀ` for ragged
@@ -1071,18 +1230,35 @@ fn algorithm_rule() {
         nhwc(4, 4, 4).algorithm::<f16>().unwrap(),
         Algorithm::Depthwise
     );
+    // f16/bf16 with one group and C % 8 ≠ 0: im2col, then a 1×1
+    // convolution (the GEMM without bias and ReLU); with groups, or
+    // channels in 16-byte chunks, the implicit GEMM.
+    assert_eq!(nchw(4, 8, 1).algorithm::<f16>().unwrap(), Algorithm::Im2col);
     assert_eq!(
-        nchw(4, 8, 1).algorithm::<f16>().unwrap(),
+        nhwc(4, 8, 1).kernel_name::<f16>().unwrap(),
+        Conv2d::new(Layout::Nhwc, [1, 8, 2, 2], [8, 8, 1, 1])
+            .kernel_name::<f16>()
+            .unwrap() // the 1×1 route's GEMM
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).relu(true).kernel_name::<f16>().unwrap(),
+        "conv2d_nhwc_f16_64x64x32_s3"
+    );
+    assert_eq!(
+        nhwc(4, 8, 1).algorithm::<f32>().unwrap(),
         Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        Conv2d::new(Layout::Nhwc, [1, 5, 4, 4], [3, 5, 1, 1])
+            .algorithm_for::<f16>(true)
+            .unwrap(),
+        Algorithm::ImplicitGemm // 1×1: nothing to gather
     );
     assert_eq!(
         nchw(4, 8, 2).kernel_name::<bf16>().unwrap(),
         "conv2d_nhwc_bf16_64x64x32_s3" // NCHW runs it between layout changes
     );
-    assert_eq!(
-        nhwc(4, 8, 1).algorithm::<f16>().unwrap(),
-        Algorithm::ImplicitGemm
-    );
+    assert_eq!(nhwc(4, 8, 1).algorithm::<f16>().unwrap(), Algorithm::Im2col);
     assert_eq!(
         nhwc(4, 8, 2).algorithm::<bf16>().unwrap(),
         Algorithm::ImplicitGemm
@@ -1092,7 +1268,7 @@ fn algorithm_rule() {
         "conv2d_nhwc_f16_64x64x32_s3"
     );
     assert_eq!(
-        nhwc(4, 8, 1).kernel_name::<f16>().unwrap(),
+        nhwc(8, 8, 1).kernel_name::<f16>().unwrap(),
         "conv2d_nhwc_f16_64x64x32_s3"
     );
     assert_eq!(
@@ -1129,6 +1305,7 @@ fn algorithm_rule() {
         "conv2d_depthwise_nchw_bf16"
     );
     assert_eq!(format!("{}", Algorithm::ImplicitGemm), "implicit GEMM");
+    assert_eq!(format!("{}", Algorithm::Im2col), "im2col + 1x1");
 }
 
 #[test]

@@ -1,0 +1,144 @@
+//! The im2col matrix of an NHWC input, materialised
+//! (`im2col_nhwc_{f16,bf16}`): row `(n, p, q)` (output pixel), column `j`
+//! the input element that filter tap `(r, s)`, channel `c` reads there,
+//! `j = (r·S + s)·C + c` — the `(r, s, c)` order of the implicit GEMM's
+//! `K` dimension and of NHWC weights `K, R, S, C` — zero in the padding
+//! and in the columns from `R·S·C` up to the row's length.
+//!
+//! What it is for: a layer with few input channels, ResNet-50's first
+//! (`C = 3`, 7 × 7). The tensor-core implicit GEMM gathers 16-byte chunks of
+//! 8 channels of one filter tap; with `C % 8 ≠ 0` no chunk is one tap's
+//! channels, so it loads element by element (an H200 ran that layer at 0.08
+//! of cuDNN). Materialised with its rows padded to a multiple of 32 columns
+//! ([`im2col_cols`]), the layer is a 1 × 1 convolution over a `cols`-channel
+//! image, which runs the implicit GEMM's lean gather (every k-step one
+//! "tap" of 32 channels) or, without bias and ReLU, the GEMM itself. The
+//! padded columns multiply zero weights: the same `K` order and the same
+//! zeros at its end as the element-wise gather, so the same sums.
+//!
+//! The weights `K × R·S·C` are padded to `K × cols` by the same kernel: they
+//! are the im2col matrix of a `K`-image batch of 1 × 1 images with `R·S·C`
+//! channels under a 1 × 1 filter.
+//!
+//! Each thread writes 8-element (16-byte) chunks of the matrix, grid-stride
+//! (`Out<T, ThreadChunks<8>>`), so a warp writes 512 contiguous bytes; the
+//! chunk's pixel and first tap are decoded once, and its 8 elements step
+//! through `(r, s, c)`. Consecutive elements of one filter row are
+//! consecutive input elements (NHWC, dilation 1), so a warp's loads fall in
+//! a few sectors.
+
+use crate::{Element, Geometry};
+use warpforge_device::own::ThreadChunks;
+use warpforge_device::shared::SharedElement;
+use warpforge_device::unroll::unroll;
+use warpforge_device::{Out, bf16, f16};
+use warpforge_macros::kernel;
+
+/// Elements of one thread's unit: 16 bytes of f16/bf16.
+pub const IM2COL_CHUNK: usize = 8;
+
+/// The columns of the im2col matrix of `taps = R·S·C` products: padded to
+/// a multiple of 32, the tensor-core implicit GEMM's k-step, so that its
+/// 1 × 1 convolution runs the lean gather (`None` past `usize::MAX`).
+pub const fn im2col_cols(taps: usize) -> Option<usize> {
+    taps.checked_next_multiple_of(32)
+}
+
+/// `y = im2col(x)` (module docs): `x` NHWC with one group, `y` the
+/// row-major `N·P·Q × cols` matrix, `cols` a multiple of [`IM2COL_CHUNK`]
+/// at least `R·S·C`, the geometry in the eight [`Geometry::pack`] words.
+/// Any 1-D grid and block (grid-stride).
+#[kernel(instances(im2col_nhwc_f16 = <f16>, im2col_nhwc_bf16 = <bf16>))]
+#[allow(clippy::too_many_arguments)]
+pub fn im2col_nhwc<T: Element + SharedElement>(
+    x: &[T],
+    mut y: Out<T, ThreadChunks<IM2COL_CHUNK>>,
+    cols: u64,
+    hw: u64,
+    rs: u64,
+    pq: u64,
+    stride: u64,
+    pad: u64,
+    dil: u64,
+    chans: u64,
+    groups: u64,
+) {
+    let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+    // 32-bit index arithmetic (a 64-bit division is a call of ~70
+    // instructions): the host keeps the chunks, and so the rows, columns
+    // and sizes, within `u32`.
+    let per_row = cols / IM2COL_CHUNK as u64;
+    let (cg, s_taps, q_cols) = (g.cg as u32, g.s as u32, g.q as u32);
+    let pixels = (g.p as u32).wrapping_mul(q_cols);
+    let units = y.len() as u64 / IM2COL_CHUNK as u64;
+    let fits = units <= u64::from(u32::MAX) && per_row <= u64::from(u32::MAX);
+    if per_row == 0 || !cols.is_multiple_of(IM2COL_CHUNK as u64) || !fits {
+        return; // not a launch `Conv2d` makes: nothing is written
+    }
+    if cg == 0 || s_taps == 0 || q_cols == 0 || pixels == 0 {
+        return;
+    }
+    let per_row = per_row as u32;
+    // The chunk of unit `unit`: row `(n, p, q)`, columns `j .. j + 8`.
+    let chunk_values = #[inline(always)]
+    |unit: u64| -> [T; IM2COL_CHUNK] {
+        let unit = unit as u32; // < units ≤ u32::MAX
+        // A chunk never crosses a row: `cols` is a multiple of its length.
+        let (row, j) = (unit / per_row, (unit % per_row) * IM2COL_CHUNK as u32);
+        let (n, pixel) = ((row / pixels) as usize, row % pixels);
+        let (p, q) = ((pixel / q_cols) as usize, (pixel % q_cols) as usize);
+        let (tap, mut c) = (j / cg, j % cg);
+        let (r, s) = (tap / s_taps, tap % s_taps);
+        // The chunk's tap (r, s) as the input pixel (ih, iw) it reads (may
+        // lie in the padding: negative or past the image, as i64), its
+        // channel 0's index `at` (meaningful when inside), and the steps of
+        // both from one tap to the next along a filter row and to the next
+        // row's first: no division and no `Option` per element.
+        let ih0 = p as i64 * g.stride_h as i64 - g.pad_top as i64;
+        let iw0 = q as i64 * g.stride_w as i64 - g.pad_left as i64;
+        let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
+        let (mut r, mut s) = (r as usize, s);
+        let (mut ih, mut iw) = (ih0 + r as i64 * dh, iw0 + s as i64 * dw);
+        let pixel_at =
+            |ih: i64, iw: i64| ((n as i64 * g.h as i64 + ih) * g.w as i64 + iw) * g.cg as i64;
+        let mut at = pixel_at(ih, iw);
+        let inside = |r: usize, ih: i64, iw: i64| {
+            r < g.r && (ih as u64) < g.h as u64 && (iw as u64) < g.w as u64
+        };
+        let mut reads = inside(r, ih, iw);
+        let (col_step, row_step) = (
+            dw * g.cg as i64,
+            pixel_at(dh, -(g.s as i64) * dw) - pixel_at(0, 0),
+        );
+        let mut values = [T::ZERO; IM2COL_CHUNK];
+        unroll::<IM2COL_CHUNK>(|i| {
+            if reads {
+                values[i] = x.get(at as usize + c as usize).copied().unwrap_or(T::ZERO);
+            }
+            c += 1;
+            if c == cg {
+                c = 0;
+                s += 1;
+                iw += dw;
+                at += col_step;
+                if s == s_taps {
+                    s = 0;
+                    r += 1;
+                    ih += dh;
+                    iw = iw0;
+                    at += row_step;
+                }
+                reads = inside(r, ih, iw);
+            }
+        });
+        values
+    };
+    // One 16-byte store a chunk where the matrix is aligned (always, for a
+    // buffer `Conv2d` allocates), else element stores: decided once.
+    if let Some(chunks) = y.aligned_chunks(units) {
+        chunks.for_each(|mut chunk| chunk.write(chunk_values(chunk.unit())));
+    } else {
+        y.chunks(units)
+            .for_each(|mut chunk| chunk.write(chunk_values(chunk.unit())));
+    }
+}

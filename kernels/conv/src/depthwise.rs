@@ -282,11 +282,8 @@ impl Geometry {
             (grid, DW_NHWC_THREADS, vectors.checked_mul(16)?)
         } else {
             let v = 16 / elem_bytes.clamp(1, 16);
-            let (rows, pitch) = self.dw_nchw_window(
-                DW_NCHW_ROWS.min(self.p),
-                DW_NCHW_COLS.min(self.q),
-                v,
-            );
+            let (rows, pitch) =
+                self.dw_nchw_window(DW_NCHW_ROWS.min(self.p), DW_NCHW_COLS.min(self.q), v);
             let elems = rows.checked_mul(pitch)?.checked_add(NCHW_FILTER)?;
             // The kernel's offsets into a plane in 32 bits.
             u32::try_from(self.h.checked_mul(self.w)?).ok()?;
@@ -1084,7 +1081,11 @@ fn strip_runs<T: Element, const V: usize, const CT: usize>(
     conv2d_depthwise_nchw_bf16 = <bf16, 8, 2>,
 ))]
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d_depthwise_nchw<T: Element + SharedElement + Plain, const V: usize, const RI: usize>(
+pub fn conv2d_depthwise_nchw<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const RI: usize,
+>(
     x: Global<T>,
     w: Global<T>,
     bias: Global<T>,
@@ -1127,7 +1128,10 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement + Plain, const V: usize,
     let plane = (n * g.groups + k / g.kg) * g.h * g.w;
     // The tile: tp × tq outputs from (p0, q0); its window, rows × pitch
     // elements from input (row0, col0) minus the padding.
-    let (tp, tq) = (batch_rows.min(p0 + DW_NCHW_ROWS) - p0, g.q.min(q0 + DW_NCHW_COLS) - q0);
+    let (tp, tq) = (
+        batch_rows.min(p0 + DW_NCHW_ROWS) - p0,
+        g.q.min(q0 + DW_NCHW_COLS) - q0,
+    );
     let (rows, pitch) = g.dw_nchw_window(tp, tq, V);
     let (row0, col0) = (p0 * g.stride_h, q0 * g.stride_w);
     let t = thread::linear_thread_id() as usize;
@@ -1184,7 +1188,9 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement + Plain, const V: usize,
             (ih_hi - ih_lo) as u32,
             #[inline(always)]
             |r, c| {
-                let v = xv.load((first + r * row_vecs + c) as usize).map_or([T::ZERO; V], |v| v.0);
+                let v = xv
+                    .load((first + r * row_vecs + c) as usize)
+                    .map_or([T::ZERO; V], |v| v.0);
                 let wc = wc0.wrapping_add(c * V as u32);
                 let at = corner + (r * pitch as u32) as usize;
                 unroll::unroll::<V>(
@@ -1209,7 +1215,9 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement + Plain, const V: usize,
             (ih_hi - ih_lo) as u32,
             #[inline(always)]
             |r, c| {
-                let v = xp.load((first + r * g.w as u32 + c) as usize).unwrap_or(T::ZERO);
+                let v = xp
+                    .load((first + r * g.w as u32 + c) as usize)
+                    .unwrap_or(T::ZERO);
                 smem.store(at0 + (r * pitch as u32 + c) as usize, v);
             },
         );
@@ -1259,8 +1267,10 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement + Plain, const V: usize,
     // columns (dilation 1 along rows, stride 1 or 2, 3-wide filters of up
     // to 3 rows), the general path otherwise; 16-byte stores where the
     // strip's columns are whole and aligned (once per thread).
-    let path = match (g.stride_w, g.dil_w == 1 && g.s == NCHW_STRIP_TAPS && g.r <= NCHW_STRIP_TAPS)
-    {
+    let path = match (
+        g.stride_w,
+        g.dil_w == 1 && g.s == NCHW_STRIP_TAPS && g.r <= NCHW_STRIP_TAPS,
+    ) {
         (1, true) => NchwPath::Strip1,
         (2, true) => NchwPath::Strip2,
         _ => NchwPath::General,
@@ -1320,7 +1330,10 @@ impl<T: Element + SharedElement, const V: usize> NchwStrip<T, V> {
     /// rounding) and one [`StripOut::put`].
     #[inline(always)]
     fn each(&self, out: &mut impl StripOut<T, V>, mut compute: impl FnMut(usize) -> [f32; V]) {
-        let g = Geometry { bias: true, ..self.g };
+        let g = Geometry {
+            bias: true,
+            ..self.g
+        };
         let mut at = self.first;
         for i in 0..self.strips as u32 {
             let acc = compute(at);
@@ -1374,11 +1387,8 @@ impl<T: Element + SharedElement, const V: usize> NchwStrip<T, V> {
                 unroll::unroll2::<V, NCHW_STRIP_TAPS>(
                     #[inline(always)]
                     |o, s| {
-                        acc[o] = num::fma_f32(
-                            x[SW * o + s],
-                            self.wr[r * NCHW_STRIP_TAPS + s],
-                            acc[o],
-                        )
+                        acc[o] =
+                            num::fma_f32(x[SW * o + s], self.wr[r * NCHW_STRIP_TAPS + s], acc[o])
                     },
                 );
             },
@@ -1403,7 +1413,10 @@ impl<T: Element + SharedElement, const V: usize> NchwStrip<T, V> {
                 // constant, so the taps stay in registers.
                 for tap in 0..DW_TAPS {
                     if tap < taps {
-                        let v = self.elements.at((first + self.tap_at[tap]) as usize).load(0);
+                        let v = self
+                            .elements
+                            .at((first + self.tap_at[tap]) as usize)
+                            .load(0);
                         acc[o] = num::fma_f32(v.to_f32(), self.wr[tap], acc[o]);
                     }
                 }

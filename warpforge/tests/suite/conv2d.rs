@@ -995,23 +995,103 @@ fn depthwise_nchw_strips_edges_strides_and_ragged_widths() {
     let tiled = "conv2d_depthwise_nchw_{dtype}";
     let cases = [
         // The roofline's plane: stride 1, padding 1, two images, 3 channels.
-        depthwise(nchw, [2, 3, 56, 56], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nchw,
+            [2, 3, 56, 56],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         // Stride 2 on the same plane, multiplier 2.
-        depthwise(nchw, [1, 2, 56, 56], 2, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 56, 56],
+            2,
+            (3, 3),
+            (2, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         // Ragged widths (not a multiple of 4 or 8), both strides, no padding
         // on the left, more on the right.
-        depthwise(nchw, [1, 2, 19, 30], 1, (3, 3), (1, 1), (0, 2, 0, 3), (1, 1)),
-        depthwise(nchw, [2, 2, 21, 37], 1, (3, 3), (2, 2), (2, 0, 1, 0), (1, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 19, 30],
+            1,
+            (3, 3),
+            (1, 1),
+            (0, 2, 0, 3),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [2, 2, 21, 37],
+            1,
+            (3, 3),
+            (2, 2),
+            (2, 0, 1, 0),
+            (1, 1),
+        ),
         // Filters of 1 and 2 rows on the strip path, dilation along rows.
-        depthwise(nchw, [1, 2, 13, 66], 1, (1, 3), (1, 1), (0, 0, 1, 1), (1, 1)),
-        depthwise(nchw, [1, 2, 23, 44], 2, (2, 3), (1, 2), (1, 1, 1, 1), (3, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 13, 66],
+            1,
+            (1, 3),
+            (1, 1),
+            (0, 0, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 23, 44],
+            2,
+            (2, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (3, 1),
+        ),
         // Planes narrower than a strip, wider than a tile by a ragged strip.
         depthwise(nchw, [2, 3, 9, 2], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
-        depthwise(nchw, [1, 2, 5, 131], 1, (3, 3), (1, 2), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 5, 131],
+            1,
+            (3, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
         // The general path: a 3 × 2 filter, dilation along columns, stride 3.
-        depthwise(nchw, [1, 2, 17, 29], 1, (3, 2), (1, 1), (1, 1, 1, 1), (1, 1)),
-        depthwise(nchw, [1, 2, 17, 29], 1, (3, 3), (1, 1), (2, 2, 2, 2), (1, 2)),
-        depthwise(nchw, [1, 2, 26, 41], 1, (3, 3), (3, 3), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 17, 29],
+            1,
+            (3, 2),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 17, 29],
+            1,
+            (3, 3),
+            (1, 1),
+            (2, 2, 2, 2),
+            (1, 2),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 26, 41],
+            1,
+            (3, 3),
+            (3, 3),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
     ];
     for (i, conv) in cases.iter().enumerate() {
         check_depthwise(&dev, conv, tiled, 900 + 10 * i as u64);

@@ -620,100 +620,12 @@ pub fn conv2d_depthwise_nhwc<
     macro_rules! paths {
         ($out:expr) => {{
             let mut out = $out;
-            // (3-wide filters get the strip with their width a constant:
-            // no test per tap.)
-            match (strips, g.stride_w, g.s == NHWC_STRIP_TAPS) {
-                (true, 1, true) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    NHWC_STRIP_TAPS,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
+            match (strips, g.stride_w) {
+                (true, 1) => strip_steps::<T, V, CT, 1, { nhwc_window(1) }, _>(
+                    &mut out, &stage, &filters, windows,
                 ),
-                (true, 1, false) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    g.s,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
-                ),
-                (true, _, true) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    NHWC_STRIP_TAPS,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
-                ),
-                (true, _, false) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    g.s,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
+                (true, _) => strip_steps::<T, V, CT, 2, { nhwc_window(2) }, _>(
+                    &mut out, &stage, &filters, windows,
                 ),
                 _ => walk_steps::<T, V, CT, _>(
                     &mut out,
@@ -742,6 +654,58 @@ pub fn conv2d_depthwise_nhwc<
         paths!(tile.row_vectors())
     } else {
         paths!(Some(tile))
+    }
+}
+
+/// The strip path's step loop at stride `SW` (1 or 2; `WIN` its window,
+/// [`nhwc_window`]): each step's strip runs from registers. 3-wide filters
+/// get the strip with their width a constant (no test per tap), a loop
+/// nest of its own; narrower ones pass it at run time.
+#[inline(always)]
+fn strip_steps<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const CT: usize,
+    const SW: usize,
+    const WIN: usize,
+    O: StripOut<T, V>,
+>(
+    out: &mut Option<O>,
+    stage: &Stage<'_, T, V>,
+    filters: &Filters<V, CT>,
+    windows: SharedVectorWindows<T, V, NHWC_REACH>,
+) {
+    let g = &stage.g;
+    let mut steps = #[inline(always)]
+    |taps: usize| {
+        walk_steps::<T, V, CT, _>(
+            out,
+            stage,
+            #[inline(always)]
+            |out, at| {
+                strip_runs(
+                    out,
+                    &at,
+                    g,
+                    filters,
+                    #[inline(always)]
+                    |rows| {
+                        strip::<T, V, CT, SW, WIN>(
+                            windows,
+                            #[inline(always)]
+                            |r| rows.start(r),
+                            taps,
+                            filters,
+                        )
+                    },
+                )
+            },
+        )
+    };
+    if g.s == NHWC_STRIP_TAPS {
+        steps(NHWC_STRIP_TAPS)
+    } else {
+        steps(g.s)
     }
 }
 

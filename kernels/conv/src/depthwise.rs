@@ -238,7 +238,7 @@ impl Geometry {
     /// rows the tile reads, padding included, and the elements between
     /// them in shared memory — the columns every strip's outputs read (the
     /// last strip's whole `v` columns, those past `tq` discarded), at least
-    /// the [`NCHW_REACH`] vectors of the last strip's row window, rounded up
+    /// the `NCHW_REACH` (3) vectors of the last strip's row window, rounded up
     /// to whole 16-byte vectors so that every strip's window starts on one.
     #[inline(always)]
     pub fn dw_nchw_window(&self, tp: usize, tq: usize, v: usize) -> (usize, usize) {

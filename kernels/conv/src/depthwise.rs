@@ -48,14 +48,26 @@
 //!
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
-//! [`DW_NCHW_ROWS`] × [`DW_NCHW_COLS`] tile of one plane, its threads
-//! walking the tile's outputs packed row-major ([`NchwTiles`]); it stages
-//! the input window the tile reads in shared memory in one pass,
-//! consecutive threads on consecutive input elements, the padding as zeros
-//! (never read from global memory), so that every tap of every output is
-//! one unconditional shared load at a fixed offset. Where the tile spans
-//! whole rows (planes at most 64 wide) its input and its output are each
-//! one contiguous run, read and written in whole sectors.
+//! [`DW_NCHW_ROWS`] × [`DW_NCHW_COLS`] tile of one plane (the whole plane
+//! up to 64 × 64), each thread strips of `V` consecutive output columns (a
+//! 16-byte vector: 4 f32 or 8 f16/bf16) in 16 (f32) or 8 (f16/bf16) rows
+//! of it ([`NchwStrips`]). The block stages the input window its tile
+//! reads in shared memory in one pass, consecutive threads on consecutive
+//! elements, the padding as zeros (never read from global memory), its
+//! rows a whole number of 16-byte vectors apart, so that every strip's
+//! window row starts on a vector boundary. Where a row's taps are
+//! consecutive input columns (dilation 1 along rows, stride 1 or 2, 3-wide
+//! filters of up to 3 rows: decided once per block) a strip runs from
+//! registers: per filter row its `(V − 1)·sw + 3` input columns are 2
+//! (stride 2: 3) `LDS.128`, each element converted to f32 once and used by
+//! every tap that reads it, against the 9 taps held in registers as f32 —
+//! 4 × 9 FMAs (f32) from 6 vector loads. Other geometries (larger strides,
+//! dilations along rows, other filter widths) go tap by tap, one shared
+//! load per tap and output, from the same window. Outputs are stored as
+//! one 16-byte vector per strip where its columns are whole and aligned
+//! (`MicroTile::row_vectors`, once per thread), element by element
+//! otherwise (`Q` not a multiple of the vector, the plane's ragged last
+//! strip, a misaligned view).
 //!
 //! **Rounding**: each output is one f32 fused multiply-add chain over the
 //! taps in `(r, s)` order from 0, each input and weight converted to f32
@@ -69,10 +81,9 @@
 
 use super::{Element, Geometry};
 use warpforge_device::global::{Plain, Vector16};
-use warpforge_device::own::{BlockTiles, MicroTile, MicroTiles, RowVectors};
-use warpforge_device::shared::{self, SharedElement, SharedVectorWindows};
+use warpforge_device::own::{MicroTile, MicroTiles, RowVectors};
+use warpforge_device::shared::{self, SharedElement, SharedVectorWindows, SharedWindows};
 use warpforge_device::sync::sync_threads;
-use warpforge_device::thread::WARP_SIZE;
 use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread, unroll};
 use warpforge_macros::kernel;
 
@@ -123,12 +134,26 @@ pub const fn dw_nhwc_channels(elem_bytes: usize) -> usize {
     NHWC_GROUPS * 16 / elem_bytes
 }
 
-/// NCHW: output rows and columns per block tile.
-pub const DW_NCHW_ROWS: usize = 16;
+/// NCHW: output rows and columns per block tile (one block per plane up to
+/// 64 × 64: the 56 × 56 planes are read once, halo rows included).
+pub const DW_NCHW_ROWS: usize = 64;
 pub const DW_NCHW_COLS: usize = 64;
 /// NCHW: the filter's taps and the bias at the start of shared memory,
-/// padded to 16 elements.
+/// padded to 16 elements (a whole number of 16-byte vectors, so the window
+/// after them starts on one).
 const NCHW_FILTER: usize = 16;
+/// NCHW: filter rows and columns the strip path unrolls (3 × 3 and smaller
+/// rows; the strip path takes 3-wide filters).
+const NCHW_STRIP_TAPS: usize = 3;
+/// NCHW: 16-byte vectors a strip's row window reaches at the widest
+/// stride the strip path takes (2): `⌈(2·(V − 1) + 3) / V⌉` = 3 for f32
+/// (4 outputs, 9 input columns) and f16/bf16 (8 outputs, 17 columns).
+const NCHW_REACH: usize = 3;
+/// NCHW: vectors of a strip's row window at stride `sw` for `v`-element
+/// vectors: the `(v − 1)·sw + 3` input columns its `v` outputs read.
+const fn nchw_window_vectors(v: usize, sw: usize) -> usize {
+    ((v - 1) * sw + NCHW_STRIP_TAPS).div_ceil(v)
+}
 /// The largest shared memory the host gives a tiled depthwise block: what
 /// every GPU from sm_80 on gives a block that opts in (sm_86 and sm_89:
 /// 99 KiB; the launch opts in above the default 48 KiB). The NHWC ring
@@ -157,12 +182,15 @@ const _: () = assert!(
 pub type NhwcTiles<const V: usize, const CT: usize> =
     MicroTiles<DW_NHWC_PIXELS, CT, NHWC_STRIP, V, NHWC_STEPS, 1>;
 
-/// The NCHW output mapping: block tiles of 16 × 64 outputs of one plane,
-/// the threads walking the tile's part inside the plane packed row-major
-/// (thread `t` owning elements `t + 256·i`), so a tile of whole rows — any
-/// plane at most 64 wide — is stored as one contiguous run, not row by row
-/// straddling sectors.
-pub type NchwTiles = BlockTiles<DW_NCHW_ROWS, DW_NCHW_COLS>;
+/// The NCHW output mapping for `V`-element (16-byte) strips: block tiles
+/// of 64 × 64 outputs of one plane, cut into `RI` sub-tiles of `64 / RI`
+/// rows; thread `t` owns the strip of `V` consecutive columns `V·(t % (64 /
+/// V)) ..` of row `t / (64 / V)` of every sub-tile (f32: 4 columns of rows
+/// `t / 16 + 16·i`, `i < 4`; f16/bf16: 8 columns of rows `t / 8 + 32·i`, `i
+/// < 2`). A quarter warp's strips are 8 consecutive 16-byte vectors of one
+/// row: its shared loads are free of bank conflicts at stride 1.
+pub type NchwStrips<const V: usize, const RI: usize> =
+    MicroTiles<DW_NCHW_ROWS, DW_NCHW_COLS, 1, V, RI, 1>;
 
 /// How the host launches a tiled depthwise kernel ([`Geometry::dw_plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,40 +233,20 @@ impl Geometry {
         left.checked_add(self.w)?.checked_add(right)
     }
 
-    /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
-    /// output tile (at most `P × Q`) reads, padding included.
+    /// The NCHW kernel's input window for a block tile of `tp × tq` outputs
+    /// (at most 64 × 64) with `v`-element strips: `(rows, pitch)`, the input
+    /// rows the tile reads, padding included, and the elements between
+    /// them in shared memory — the columns every strip's outputs read (the
+    /// last strip's whole `v` columns, those past `tq` discarded), at least
+    /// the `NCHW_REACH` (3) vectors of the last strip's row window, rounded up
+    /// to whole 16-byte vectors so that every strip's window starts on one.
     #[inline(always)]
-    pub fn dw_nchw_window(&self) -> (usize, usize) {
-        let (tp, tq) = (
-            DW_NCHW_ROWS.min(self.p.max(1)),
-            DW_NCHW_COLS.min(self.q.max(1)),
-        );
-        (
-            (tp - 1) * self.stride_h + (self.r.max(1) - 1) * self.dil_h + 1,
-            (tq - 1) * self.stride_w + (self.s.max(1) - 1) * self.dil_w + 1,
-        )
-    }
-
-    /// The NCHW window's row pitch in shared memory, for an output tile of
-    /// `tile_cols` columns whose window is `cols` wide, with `elem_bytes`-byte
-    /// elements: `cols`, except where the tile is whole output rows (then a
-    /// warp's packed walk crosses row ends): the first pitch from `cols` on
-    /// with `pitch ≡ Q·sw + e` modulo the 32 banks' 128 bytes, so a row's
-    /// first output reads one stride past the previous row's last and a
-    /// warp's taps stay on distinct banks across the row end; `e = 4 /
-    /// elem_bytes − 1` elements more for elements narrower than a bank word
-    /// (two f16 lanes share a word only if it is one word: a row end in
-    /// mid-word would put the next row's first element in the same bank,
-    /// another word).
-    #[inline(always)]
-    pub fn dw_nchw_pitch(&self, tile_cols: usize, cols: usize, elem_bytes: usize) -> usize {
-        let period = 128 / elem_bytes.max(1);
-        if tile_cols != self.q || self.stride_h != 1 {
-            return cols;
-        }
-        let skip = (4 / elem_bytes.max(1)).saturating_sub(1);
-        let want = ((self.q % period) * (self.stride_w % period) + skip) % period;
-        cols + (want + period - cols % period) % period
+    pub fn dw_nchw_window(&self, tp: usize, tq: usize, v: usize) -> (usize, usize) {
+        let qv = tq.max(1).div_ceil(v) * v;
+        let rows = (tp.max(1) - 1) * self.stride_h + (self.r.max(1) - 1) * self.dil_h + 1;
+        let cols = (qv - 1) * self.stride_w + (self.s.max(1) - 1) * self.dil_w + 1;
+        let reach = (qv - v) * self.stride_w + NCHW_REACH * v;
+        (rows, cols.max(reach).div_ceil(v) * v)
     }
 
     /// The launch of a tiled depthwise kernel over `n` images with
@@ -273,9 +281,12 @@ impl Geometry {
             );
             (grid, DW_NHWC_THREADS, vectors.checked_mul(16)?)
         } else {
-            let (rows, cols) = self.dw_nchw_window();
-            let pitch = self.dw_nchw_pitch(DW_NCHW_COLS.min(self.q), cols, elem_bytes);
+            let v = 16 / elem_bytes.clamp(1, 16);
+            let (rows, pitch) =
+                self.dw_nchw_window(DW_NCHW_ROWS.min(self.p), DW_NCHW_COLS.min(self.q), v);
             let elems = rows.checked_mul(pitch)?.checked_add(NCHW_FILTER)?;
+            // The kernel's offsets into a plane in 32 bits.
+            u32::try_from(self.h.checked_mul(self.w)?).ok()?;
             let grid = (
                 self.q.div_ceil(DW_NCHW_COLS),
                 self.p.div_ceil(DW_NCHW_ROWS),
@@ -402,19 +413,6 @@ fn div_u32(a: usize, b: usize) -> (usize, usize) {
     ((a / b) as usize, (a % b) as usize)
 }
 
-/// Each tap's row and column offsets `(r·dh, s·dw)`, `(r, s)` row-major,
-/// for the first `R·S` of [`DW_TAPS`].
-#[inline(always)]
-fn tap_offsets(g: &Geometry) -> ([usize; DW_TAPS], [usize; DW_TAPS]) {
-    let (mut dh, mut dw) = ([0; DW_TAPS], [0; DW_TAPS]);
-    let s = g.s.max(1);
-    for tap in 0..DW_TAPS {
-        dh[tap] = (tap / s) * g.dil_h;
-        dw[tap] = (tap % s) * g.dil_w;
-    }
-    (dh, dw)
-}
-
 /// The input rows `lo .. hi` that output rows `p_lo ..= p_hi` read, clipped
 /// to the image (`lo = hi` when they read none: all padding).
 #[inline(always)]
@@ -424,13 +422,43 @@ fn input_rows(g: &Geometry, p_lo: usize, p_hi: usize) -> (usize, usize) {
     (hi.min((p_lo * g.stride_h).saturating_sub(g.pad_top)), hi)
 }
 
-/// The input columns `lo .. hi` that output columns `q_lo ..= q_hi` read,
-/// clipped to the image.
+/// Each tap's offset in an NCHW window of row pitch `pitch` from its
+/// output's first element, `(r·dh)·pitch + s·dw`, taps `(r, s)` row-major
+/// (the first `R·S` of [`DW_TAPS`]; in 32 bits: offsets within a window).
 #[inline(always)]
-fn input_cols(g: &Geometry, q_lo: usize, q_hi: usize) -> (usize, usize) {
-    let hi =
-        g.w.min((q_hi * g.stride_w + (g.s - 1) * g.dil_w + 1).saturating_sub(g.pad_left));
-    (hi.min((q_lo * g.stride_w).saturating_sub(g.pad_left)), hi)
+fn tap_offsets(g: &Geometry, pitch: usize) -> [u32; DW_TAPS] {
+    let (row, col) = ((g.dil_h * pitch) as u32, g.dil_w as u32);
+    let (mut at, mut r, mut s) = ([0u32; DW_TAPS], 0u32, 0usize);
+    for tap_at in &mut at {
+        *tap_at = r * row + s as u32 * col;
+        s += 1;
+        if s >= g.s {
+            (r, s) = (r + 1, 0);
+        }
+    }
+    at
+}
+
+/// Calls `f(r, c)` for the elements `u = t, t + 256, …` below `rows ×
+/// cols` of a row-major `rows × cols` grid (the block's threads walking it
+/// together, consecutive threads on consecutive elements), each `(r, c)`
+/// advanced by a constant step: no division per element. In 32 bits (the
+/// grids are parts of one plane's staging window).
+#[inline(always)]
+fn walk_2d(t: u32, cols: u32, rows: u32, mut f: impl FnMut(u32, u32)) {
+    if cols == 0 {
+        return;
+    }
+    let threads = DW_THREADS as u32;
+    let (step_r, step_c) = (threads / cols, threads % cols);
+    let (mut r, mut c) = (t / cols, t % cols);
+    while r < rows {
+        f(r, c);
+        (r, c) = (r + step_r, c + step_c);
+        if c >= cols {
+            (r, c) = (r + 1, c - cols);
+        }
+    }
 }
 
 /// Tiled depthwise NHWC convolution (module docs): `x` the input `N × H × W
@@ -592,100 +620,12 @@ pub fn conv2d_depthwise_nhwc<
     macro_rules! paths {
         ($out:expr) => {{
             let mut out = $out;
-            // (3-wide filters get the strip with their width a constant:
-            // no test per tap.)
-            match (strips, g.stride_w, g.s == NHWC_STRIP_TAPS) {
-                (true, 1, true) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    NHWC_STRIP_TAPS,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
+            match (strips, g.stride_w) {
+                (true, 1) => strip_steps::<T, V, CT, 1, { nhwc_window(1) }, _>(
+                    &mut out, &stage, &filters, windows,
                 ),
-                (true, 1, false) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    g.s,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
-                ),
-                (true, _, true) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    NHWC_STRIP_TAPS,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
-                ),
-                (true, _, false) => walk_steps::<T, V, CT, _>(
-                    &mut out,
-                    &stage,
-                    #[inline(always)]
-                    |out, at| {
-                        strip_runs(
-                            out,
-                            &at,
-                            &g,
-                            &filters,
-                            #[inline(always)]
-                            |rows| {
-                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
-                                    windows,
-                                    #[inline(always)]
-                                    |r| rows.start(r),
-                                    g.s,
-                                    &filters,
-                                )
-                            },
-                        )
-                    },
+                (true, _) => strip_steps::<T, V, CT, 2, { nhwc_window(2) }, _>(
+                    &mut out, &stage, &filters, windows,
                 ),
                 _ => walk_steps::<T, V, CT, _>(
                     &mut out,
@@ -714,6 +654,58 @@ pub fn conv2d_depthwise_nhwc<
         paths!(tile.row_vectors())
     } else {
         paths!(Some(tile))
+    }
+}
+
+/// The strip path's step loop at stride `SW` (1 or 2; `WIN` its window,
+/// [`nhwc_window`]): each step's strip runs from registers. 3-wide filters
+/// get the strip with their width a constant (no test per tap), a loop
+/// nest of its own; narrower ones pass it at run time.
+#[inline(always)]
+fn strip_steps<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const CT: usize,
+    const SW: usize,
+    const WIN: usize,
+    O: StripOut<T, V>,
+>(
+    out: &mut Option<O>,
+    stage: &Stage<'_, T, V>,
+    filters: &Filters<V, CT>,
+    windows: SharedVectorWindows<T, V, NHWC_REACH>,
+) {
+    let g = &stage.g;
+    let mut steps = #[inline(always)]
+    |taps: usize| {
+        walk_steps::<T, V, CT, _>(
+            out,
+            stage,
+            #[inline(always)]
+            |out, at| {
+                strip_runs(
+                    out,
+                    &at,
+                    g,
+                    filters,
+                    #[inline(always)]
+                    |rows| {
+                        strip::<T, V, CT, SW, WIN>(
+                            windows,
+                            #[inline(always)]
+                            |r| rows.start(r),
+                            taps,
+                            filters,
+                        )
+                    },
+                )
+            },
+        )
+    };
+    if g.s == NHWC_STRIP_TAPS {
+        steps(NHWC_STRIP_TAPS)
+    } else {
+        steps(g.s)
     }
 }
 
@@ -766,7 +758,9 @@ trait StripOut<T, const V: usize> {
 }
 
 /// Whole aligned rows: one 16-byte store each.
-impl<T: Copy, const V: usize> StripOut<T, V> for RowVectors<'_, T, NHWC_STRIP, V, NHWC_STEPS> {
+impl<T: Copy, const MR: usize, const V: usize, const RI: usize> StripOut<T, V>
+    for RowVectors<'_, T, MR, V, RI>
+{
     #[inline(always)]
     fn put(&mut self, i: usize, values: [T; V]) {
         self.store(i, values);
@@ -775,7 +769,9 @@ impl<T: Copy, const V: usize> StripOut<T, V> for RowVectors<'_, T, NHWC_STRIP, V
 
 /// Anything else (a ragged channel tile, `K` not a multiple of the vector,
 /// a misaligned buffer): element by element.
-impl<T: Copy, const V: usize> StripOut<T, V> for MicroTile<'_, T, NHWC_STRIP, V, NHWC_STEPS, 1> {
+impl<T: Copy, const MR: usize, const V: usize, const RI: usize> StripOut<T, V>
+    for MicroTile<'_, T, MR, V, RI, 1>
+{
     #[inline(always)]
     fn put(&mut self, i: usize, values: [T; V]) {
         unroll::unroll::<V>(
@@ -1039,20 +1035,25 @@ fn strip_runs<T: Element, const V: usize, const CT: usize>(
 /// Tiled depthwise NCHW convolution (module docs): `x` the input `N × C × H
 /// × W`, `w` the filters `K × 1 × R × S` (`K = C·M`), `bias` (`K`, read only
 /// when the geometry says so), `y` bound as `N·K` stacked `[P × Q]` planes.
-/// Grid `⌈Q/64⌉ × ⌈P/16⌉ × N·K`, blocks of [`DW_THREADS`] threads (1-D),
+/// Grid `⌈Q/64⌉ × ⌈P/64⌉ × N·K`, blocks of [`DW_THREADS`] threads (1-D),
 /// dynamic shared memory as [`Geometry::dw_plan`] sizes it; another block
-/// shape or a filter of more than [`DW_TAPS`] taps traps.
+/// shape or a filter of more than [`DW_TAPS`] taps traps. `V`: outputs per
+/// strip (a 16-byte vector), `RI`: strips per thread ([`NchwStrips`]).
 #[kernel(instances(
-    conv2d_depthwise_nchw_f32 = <f32>,
-    conv2d_depthwise_nchw_f16 = <f16>,
-    conv2d_depthwise_nchw_bf16 = <bf16>,
+    conv2d_depthwise_nchw_f32 = <f32, 4, 4>,
+    conv2d_depthwise_nchw_f16 = <f16, 8, 2>,
+    conv2d_depthwise_nchw_bf16 = <bf16, 8, 2>,
 ))]
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
+pub fn conv2d_depthwise_nchw<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const RI: usize,
+>(
     x: Global<T>,
     w: Global<T>,
     bias: Global<T>,
-    mut y: OutMatrix<T, NchwTiles>,
+    mut y: OutMatrix<T, NchwStrips<V, RI>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -1062,6 +1063,14 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     chans: u64,
     groups: u64,
 ) {
+    const {
+        assert!(
+            V * core::mem::size_of::<T>() == 16
+                && RI * V * DW_THREADS == DW_NCHW_ROWS * DW_NCHW_COLS
+                && NCHW_FILTER.is_multiple_of(V)
+                && nchw_window_vectors(V, 2) <= NCHW_REACH
+        )
+    };
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
     let taps = g.r * g.s;
     assert!(
@@ -1081,102 +1090,302 @@ pub fn conv2d_depthwise_nchw<T: Element + SharedElement>(
     // Plane z = n·K + k reads input channel k / M of image n.
     let (n, k) = (z / k_all, z % k_all);
     let plane = (n * g.groups + k / g.kg) * g.h * g.w;
-    let p_last = batch_rows.min(p0 + DW_NCHW_ROWS) - 1;
-    let q_last = g.q.min(q0 + DW_NCHW_COLS) - 1;
-    // The window: input rows p0·sh − pad_top .. and columns q0·sw −
-    // pad_left .. that the tile reads, padding included (as zeros), so that
-    // every tap of every output reads it unconditionally; the part inside
-    // the image is ih_lo .. ih_hi × iw_lo .. iw_hi.
-    let rows = (p_last - p0) * g.stride_h + (g.r - 1) * g.dil_h + 1;
-    let cols = (q_last - q0) * g.stride_w + (g.s - 1) * g.dil_w + 1;
-    let (row0, col0) = (p0 * g.stride_h, q0 * g.stride_w); // minus the padding
-    let (ih_lo, ih_hi) = input_rows(&g, p0, p_last);
-    let (iw_lo, iw_hi) = input_cols(&g, q0, q_last);
+    // The tile: tp × tq outputs from (p0, q0); its window, rows × pitch
+    // elements from input (row0, col0) minus the padding.
+    let (tp, tq) = (
+        batch_rows.min(p0 + DW_NCHW_ROWS) - p0,
+        g.q.min(q0 + DW_NCHW_COLS) - q0,
+    );
+    let (rows, pitch) = g.dw_nchw_window(tp, tq, V);
+    let (row0, col0) = (p0 * g.stride_h, q0 * g.stride_w);
     let t = thread::linear_thread_id() as usize;
     let smem = shared::dynamic::<T>();
 
-    // The filter's taps and the bias; the window's padding as zeros; then
-    // its part in the image, consecutive threads on consecutive columns.
+    // The filter's taps and the bias.
     if t < taps {
         smem.store(t, w.load(k * taps + t).unwrap_or(T::ZERO));
     } else if t == DW_TAPS && g.bias {
         smem.store(t, bias.load(k).unwrap_or(T::ZERO));
     }
-    // The window's rows lie `pitch` apart (`Geometry::dw_nchw_pitch`: the
-    // packed output walk free of bank conflicts across row ends).
-    let pitch = g.dw_nchw_pitch(q_last - q0 + 1, cols, core::mem::size_of::<T>());
-    // (Walked by pitch, so a warp's stores are consecutive words whatever
-    // the pitch.)
+    // The window: zeros first (16-byte stores: it starts on a vector
+    // boundary and is whole vectors long), then, after a barrier, its part
+    // inside the image over them — the padding is never read from global
+    // memory.
     let mut u = t;
-    while u < rows * pitch {
-        let (r, c) = (u / pitch, u % pitch);
-        // Input row and column (wrapping below 0 to past the image).
-        let ih = (row0 + r).wrapping_sub(g.pad_top);
-        let iw = (col0 + c).wrapping_sub(g.pad_left);
-        if c < cols && !(ih < g.h && iw < g.w) {
-            smem.store(NCHW_FILTER + u, T::ZERO);
-        }
+    while u < rows * pitch / V {
+        smem.store16::<V>(NCHW_FILTER + u * V, [T::ZERO; V]);
         u += DW_THREADS;
     }
-    let inside = iw_hi - iw_lo;
-    // Where input (ih_lo, iw_lo) lies in the window (wrapping: meaningless,
-    // and unused, when no input is inside).
+    // The input rows ih_lo .. ih_hi and columns iw_lo .. iw_hi the window
+    // holds; input (ih, iw) is window element (ih + pad_top − row0, iw +
+    // pad_left − col0).
+    let (ih_lo, ih_hi) = input_rows(&g, p0, p0 + tp - 1);
+    let iw_lo = col0.saturating_sub(g.pad_left).min(g.w);
+    let iw_hi = (col0 + pitch).saturating_sub(g.pad_left).min(g.w);
+    // (Wrapping: meaningless, and unused, when no input is inside.)
     let corner = (ih_lo + g.pad_top)
         .wrapping_sub(row0)
         .wrapping_mul(pitch)
-        .wrapping_add((iw_lo + g.pad_left).wrapping_sub(col0));
-    // Where the part inside is whole rows it is one run of the plane: walk
-    // it from the warp-width boundary at or before its start, so each
-    // warp's loads cover whole sectors instead of straddling them (a
-    // 56-wide f16 row is 3.5 sectors, so row-aligned walks waste a third).
-    let first = plane + ih_lo * g.w + iw_lo;
-    let lead = if inside == g.w {
-        first % WARP_SIZE as usize
-    } else {
-        0
+        .wrapping_add(NCHW_FILTER);
+    // The image's plane: every offset into it below H·W (32 bits: the host
+    // takes only planes below 2³² elements).
+    let Some(xp) = x.get_range(plane..plane + g.h * g.w) else {
+        return; // the whole block: an input shorter than the geometry
     };
-    let mut u = t;
-    while u < lead + (ih_hi - ih_lo) * inside {
-        if let Some(f) = u.checked_sub(lead) {
-            let (r, c) = (f / inside, f % inside);
-            let v = x.load(first + r * g.w + c).unwrap_or(T::ZERO);
-            smem.store(NCHW_FILTER + corner + r * pitch + c, v);
-        }
-        u += DW_THREADS;
+    let (head, xv) = xp.vectors16::<V>();
+    sync_threads();
+    if head == 0 && g.w.is_multiple_of(V) {
+        // Whole rows of aligned vectors (decided once, for the block): the
+        // vectors covering iw_lo .. iw_hi, each one 16-byte load, its
+        // elements stored where they fall in the window (the padding
+        // shifts them off the shared vectors' boundaries), those past its
+        // columns not at all.
+        let (jv_lo, jv_hi) = (iw_lo / V, iw_hi.div_ceil(V));
+        // Window column of vector jv_lo's first element (wrapping: below 0
+        // when it lies left of the window).
+        let wc0 = (jv_lo * V + g.pad_left).wrapping_sub(col0) as u32;
+        let row_vecs = (g.w / V) as u32;
+        let first = (ih_lo * g.w / V + jv_lo) as u32;
+        walk_2d(
+            t as u32,
+            (jv_hi - jv_lo) as u32,
+            (ih_hi - ih_lo) as u32,
+            #[inline(always)]
+            |r, c| {
+                let v = xv
+                    .load((first + r * row_vecs + c) as usize)
+                    .map_or([T::ZERO; V], |v| v.0);
+                let wc = wc0.wrapping_add(c * V as u32);
+                let at = corner + (r * pitch as u32) as usize;
+                unroll::unroll::<V>(
+                    #[inline(always)]
+                    |e| {
+                        let col = wc.wrapping_add(e as u32);
+                        if col < pitch as u32 {
+                            smem.store(at + col as usize, v[e]);
+                        }
+                    },
+                );
+            },
+        );
+    } else {
+        // Element by element (a width that is not a multiple of the
+        // vector, a misaligned plane).
+        let first = (ih_lo * g.w + iw_lo) as u32;
+        let at0 = corner.wrapping_add((iw_lo + g.pad_left).wrapping_sub(col0));
+        walk_2d(
+            t as u32,
+            (iw_hi - iw_lo) as u32,
+            (ih_hi - ih_lo) as u32,
+            #[inline(always)]
+            |r, c| {
+                let v = xp
+                    .load((first + r * g.w as u32 + c) as usize)
+                    .unwrap_or(T::ZERO);
+                smem.store(at0 + (r * pitch as u32 + c) as usize, v);
+            },
+        );
     }
     sync_threads();
-    let mut wr = [0.0f32; DW_TAPS];
-    for (tap, wt) in wr.iter_mut().enumerate() {
+    let wr: [f32; DW_TAPS] = core::array::from_fn(|tap| {
         if tap < taps {
-            *wt = smem.load(tap).to_f32();
+            smem.load(tap).to_f32()
+        } else {
+            0.0
         }
-    }
+    });
+    // Without a bias it is +0, and `acc + 0` is `acc` (an FMA chain from +0
+    // never ends at −0), so the epilogue adds it unconditionally.
     let b = if g.bias {
         smem.load(DW_TAPS).to_f32()
     } else {
         0.0
     };
-    // Each tap a fixed offset from an output's window position, all in 32
-    // bits (offsets within the staged window, far below 2³²).
-    let (tap_dh, tap_dw) = tap_offsets(&g);
-    let tap_at: [u32; DW_TAPS] =
-        core::array::from_fn(|tap| (tap_dh[tap] * pitch + tap_dw[tap]) as u32);
-    let (row_step, col_step) = ((g.stride_h * pitch) as u32, g.stride_w as u32);
-    // Every tap's element is in the staged window by construction: a clamp
-    // per load (`SharedWindows`), not a check and a panic path.
-    let (Some(mut tile), Some(elements)) = (y.tile(), smem.windows::<1>()) else {
+    let (Some(mut tile), Some(windows), Some(elements)) = (
+        y.micro_tile(),
+        smem.vector_windows::<V, NCHW_REACH>(),
+        smem.windows::<1>(),
+    ) else {
         return;
     };
-    for mut out in tile.elements() {
-        let (p, q) = ((out.row() - p0) as u32, (out.col() - q0) as u32);
-        let at = NCHW_FILTER as u32 + p * row_step + q * col_step;
-        let mut acc = 0.0f32;
-        for tap in 0..DW_TAPS {
-            if tap < taps {
-                let v = elements.at((at + tap_at[tap]) as usize).load(0);
-                acc = num::fma_f32(v.to_f32(), wr[tap], acc);
-            }
+    // The thread's strips: rows pr + i·(64 / RI) of the tile (those below
+    // tp), columns pc .. pc + V.
+    let (pr, pc) = (tile.origin().0 - p0, tile.origin().1 - q0);
+    let strips = (tp - pr).div_ceil(DW_NCHW_ROWS / RI).min(RI);
+    let nchw = NchwStrip {
+        g,
+        wr,
+        b,
+        pitch,
+        // Vector of the window element strip 0's output 0 reads at tap (0, 0),
+        // and vectors between a thread's strips (64 / RI output rows).
+        first: (NCHW_FILTER + pr * g.stride_h * pitch + pc * g.stride_w) / V,
+        strip_step: DW_NCHW_ROWS / RI * g.stride_h * pitch / V,
+        strips,
+        tap_at: tap_offsets(&g, pitch),
+        windows,
+        elements,
+    };
+    // The paths, each its own loop nest (decided once, for the whole
+    // block): the strip path where a row's taps are consecutive input
+    // columns (dilation 1 along rows, stride 1 or 2, 3-wide filters of up
+    // to 3 rows), the general path otherwise; 16-byte stores where the
+    // strip's columns are whole and aligned (once per thread).
+    let path = match (
+        g.stride_w,
+        g.dil_w == 1 && g.s == NCHW_STRIP_TAPS && g.r <= NCHW_STRIP_TAPS,
+    ) {
+        (1, true) => NchwPath::Strip1,
+        (2, true) => NchwPath::Strip2,
+        _ => NchwPath::General,
+    };
+    if tile.row_vectors().is_some() {
+        nchw.run(&mut tile.row_vectors(), path);
+    } else {
+        nchw.run(&mut Some(tile), path);
+    }
+}
+
+/// Which loop nest an NCHW block runs (decided once per block).
+#[derive(Clone, Copy)]
+enum NchwPath {
+    /// The strip path at stride 1 or 2.
+    Strip1,
+    Strip2,
+    /// Any stride, dilation and filter of up to 9 taps.
+    General,
+}
+
+/// What an NCHW thread's strips need: the geometry, the taps and bias as
+/// f32, the window's pitch, where the first strip's window starts (in
+/// vectors), the vectors between strips, how many strips the thread has,
+/// and the window as vectors (the strip path) and elements (the general
+/// path).
+struct NchwStrip<T, const V: usize> {
+    g: Geometry,
+    wr: [f32; DW_TAPS],
+    b: f32,
+    pitch: usize,
+    first: usize,
+    strip_step: usize,
+    strips: usize,
+    /// Each tap's offset in the window from its output's first element
+    /// (the general path).
+    tap_at: [u32; DW_TAPS],
+    windows: SharedVectorWindows<T, V, NCHW_REACH>,
+    elements: SharedWindows<T, 1>,
+}
+
+impl<T: Element + SharedElement, const V: usize> NchwStrip<T, V> {
+    /// Runs the thread's strips on `path`, storing each through `out` (the
+    /// thread's micro-tile; `None`: it owns no output).
+    #[inline(always)]
+    fn run(&self, out: &mut Option<impl StripOut<T, V>>, path: NchwPath) {
+        let Some(out) = out.as_mut() else { return };
+        match path {
+            NchwPath::Strip1 => self.each(out, |at| self.strip::<1>(at)),
+            NchwPath::Strip2 => self.each(out, |at| self.strip::<2>(at)),
+            NchwPath::General => self.each(out, |at| self.general(at)),
         }
-        out.set(T::from_f32(g.finish(acc, b)));
+    }
+
+    /// The strip loop: for each of the thread's strips (`i`, its window's
+    /// first vector `at`), `compute`, then the epilogue (`+ bias`, ReLU, one
+    /// rounding) and one [`StripOut::put`].
+    #[inline(always)]
+    fn each(&self, out: &mut impl StripOut<T, V>, mut compute: impl FnMut(usize) -> [f32; V]) {
+        let g = Geometry {
+            bias: true,
+            ..self.g
+        };
+        let mut at = self.first;
+        for i in 0..self.strips as u32 {
+            let acc = compute(at);
+            out.put(
+                i as usize,
+                unroll::array(
+                    #[inline(always)]
+                    |v| T::from_f32(g.finish(acc[v], self.b)),
+                ),
+            );
+            at += self.strip_step;
+        }
+    }
+
+    /// A strip of `V` outputs at stride `SW` (1 or 2) of a 3-wide filter,
+    /// its window's first vector `at`: per filter row, the row's `(V − 1)·
+    /// SW + 3` input columns as whole vectors from shared memory, each
+    /// element converted to f32 once and used by every tap that reads it;
+    /// each output's taps in `(r, s)` order, every index a constant.
+    #[inline(always)]
+    fn strip<const SW: usize>(&self, at: usize) -> [f32; V] {
+        let nv = const { nchw_window_vectors(V, SW) };
+        let row_vectors = self.g.dil_h * self.pitch / V;
+        let mut acc = [0.0f32; V];
+        unroll::unroll::<NCHW_STRIP_TAPS>(
+            #[inline(always)]
+            |r| {
+                if r >= self.g.r {
+                    return;
+                }
+                let row = self.windows.at(at + r * row_vectors);
+                // Input column i = NCHW_REACH·hi + lo of the row's window,
+                // written out; output o reads column SW·o + s at tap s.
+                let mut x = [0.0f32; NCHW_REACH * 8];
+                unroll::unroll::<NCHW_REACH>(
+                    #[inline(always)]
+                    |j| {
+                        if j < nv {
+                            let raw = row.load(j);
+                            unroll::unroll::<V>(
+                                #[inline(always)]
+                                |e| {
+                                    if j * V + e < (V - 1) * SW + NCHW_STRIP_TAPS {
+                                        x[j * V + e] = raw[e].to_f32();
+                                    }
+                                },
+                            );
+                        }
+                    },
+                );
+                unroll::unroll2::<V, NCHW_STRIP_TAPS>(
+                    #[inline(always)]
+                    |o, s| {
+                        acc[o] =
+                            num::fma_f32(x[SW * o + s], self.wr[r * NCHW_STRIP_TAPS + s], acc[o])
+                    },
+                );
+            },
+        );
+        acc
+    }
+
+    /// The general path's strip (any stride, dilation and filter of up to
+    /// 9 taps): output by output, tap by tap in `(r, s)` order, each tap a
+    /// fixed offset from the output's window position (`tap_at`), one
+    /// shared load per tap and output, from its window's first vector `at`.
+    #[inline(always)]
+    fn general(&self, at: usize) -> [f32; V] {
+        let g = &self.g;
+        let taps = g.r * g.s;
+        let mut acc = [0.0f32; V];
+        unroll::unroll::<V>(
+            #[inline(always)]
+            |o| {
+                let first = (at * V + o * g.stride_w) as u32;
+                // A loop of 9 the compiler writes out: every tap's index a
+                // constant, so the taps stay in registers.
+                for tap in 0..DW_TAPS {
+                    if tap < taps {
+                        let v = self
+                            .elements
+                            .at((first + self.tap_at[tap]) as usize)
+                            .load(0);
+                        acc[o] = num::fma_f32(v.to_f32(), self.wr[tap], acc[o]);
+                    }
+                }
+            },
+        );
+        acc
     }
 }

@@ -1091,7 +1091,7 @@ fn depthwise_nhwc_moves_at_most_1_1_bytes_per_least_byte_at_56x56() {
     assert!(f16 <= 1.1 && f32 <= 1.1, "f16 {f16:.3}, f32 {f32:.3}");
 }
 
-/// The tiled NCHW depthwise kernel across its 16 × 64 tiles: interior
+/// The tiled NCHW depthwise kernel across its 64 × 64 tiles: interior
 /// tiles with the halo on every side, ragged right and bottom tiles,
 /// strides, dilations, multipliers, non-square filters.
 #[test]
@@ -1103,7 +1103,7 @@ fn depthwise_nchw_tiles_interior_and_edges() {
         // 3 × 2 tiles of one plane, the middle ones with a halo all round.
         depthwise(
             nchw,
-            [1, 2, 40, 100],
+            [1, 2, 150, 100],
             1,
             (3, 3),
             (1, 1),
@@ -1113,7 +1113,7 @@ fn depthwise_nchw_tiles_interior_and_edges() {
         // Stride 2, asymmetric padding, batch 2, multiplier 2.
         depthwise(
             nchw,
-            [2, 3, 37, 140],
+            [2, 3, 137, 140],
             2,
             (3, 3),
             (2, 2),
@@ -1123,7 +1123,7 @@ fn depthwise_nchw_tiles_interior_and_edges() {
         // Dilation, multiplier 3, non-square filter, stride 1 × 3.
         depthwise(
             nchw,
-            [1, 2, 21, 70],
+            [1, 2, 71, 70],
             3,
             (2, 3),
             (1, 3),
@@ -1137,6 +1137,163 @@ fn depthwise_nchw_tiles_interior_and_edges() {
     for (i, conv) in cases.iter().enumerate() {
         check_depthwise(&dev, conv, tiled, 300 + 10 * i as u64);
     }
+}
+
+/// The NCHW strips (4 f32 or 8 f16/bf16 output columns a thread): the
+/// strip path at strides 1 and 2 (3-wide filters of 1 to 3 rows, dilation
+/// along columns, padding on every side, wider than the 64-column tile),
+/// planes whose width is not a multiple of the strip (element stores, the
+/// last strip's columns past the plane discarded) or narrower than one,
+/// the roofline's 56 × 56 plane, a thread's strips ending inside the tile
+/// (planes of fewer than 64 rows), and the general path (other widths,
+/// dilation along rows, stride 3).
+#[test]
+fn depthwise_nchw_strips_edges_strides_and_ragged_widths() {
+    let dev = Device::emulator();
+    let nchw = Layout::Nchw;
+    let tiled = "conv2d_depthwise_nchw_{dtype}";
+    let cases = [
+        // The roofline's plane: stride 1, padding 1, two images, 3 channels.
+        depthwise(
+            nchw,
+            [2, 3, 56, 56],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Stride 2 on the same plane, multiplier 2.
+        depthwise(
+            nchw,
+            [1, 2, 56, 56],
+            2,
+            (3, 3),
+            (2, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Ragged widths (not a multiple of 4 or 8), both strides, no padding
+        // on the left, more on the right.
+        depthwise(
+            nchw,
+            [1, 2, 19, 30],
+            1,
+            (3, 3),
+            (1, 1),
+            (0, 2, 0, 3),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [2, 2, 21, 37],
+            1,
+            (3, 3),
+            (2, 2),
+            (2, 0, 1, 0),
+            (1, 1),
+        ),
+        // Filters of 1 and 2 rows on the strip path, dilation along rows.
+        depthwise(
+            nchw,
+            [1, 2, 13, 66],
+            1,
+            (1, 3),
+            (1, 1),
+            (0, 0, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 23, 44],
+            2,
+            (2, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (3, 1),
+        ),
+        // Planes narrower than a strip, wider than a tile by a ragged strip.
+        depthwise(nchw, [2, 3, 9, 2], 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+        depthwise(
+            nchw,
+            [1, 2, 5, 131],
+            1,
+            (3, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // The general path: a 3 × 2 filter, dilation along columns, stride 3.
+        depthwise(
+            nchw,
+            [1, 2, 17, 29],
+            1,
+            (3, 2),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 17, 29],
+            1,
+            (3, 3),
+            (1, 1),
+            (2, 2, 2, 2),
+            (1, 2),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 26, 41],
+            1,
+            (3, 3),
+            (3, 3),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+    ];
+    for (i, conv) in cases.iter().enumerate() {
+        check_depthwise(&dev, conv, tiled, 900 + 10 * i as u64);
+    }
+}
+
+/// The NCHW depthwise kernels' memory traffic at the roofline's shape (56²,
+/// 3 × 3, stride 1, 8 channels): at most 1.1 bytes moved (whole 32-byte
+/// sectors, loads and stores) per byte of least traffic, on the emulator's
+/// profile. One block per plane: nothing is re-read but the sectors a
+/// warp's run of the window shares with the next warp's.
+#[test]
+fn depthwise_nchw_moves_at_most_1_1_bytes_per_least_byte_at_56x56() {
+    fn ratio<T: Val>(dev: &Device, conv: &Conv2d) -> f64 {
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<T>(dev, conv, true, 52)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::Depthwise);
+        let p = profiles
+            .iter()
+            .find(|p| p.kernel.starts_with("conv2d_depthwise_nchw_"))
+            .unwrap();
+        let len = |d: [usize; 4]| d.iter().product::<usize>();
+        let least = (len(conv.input_dims())
+            + len(conv.weight_dims())
+            + conv.weight_dims()[0]
+            + len(conv.output_dims().unwrap()))
+            * size_of::<T>();
+        (p.global_load.bytes_moved() + p.global_store.bytes_moved()) as f64 / least as f64
+    }
+    let dev = Device::emulator();
+    let conv = depthwise(
+        Layout::Nchw,
+        [1, 8, 56, 56],
+        1,
+        (3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        (1, 1),
+    );
+    let (f16, f32) = (ratio::<f16>(&dev, &conv), ratio::<f32>(&dev, &conv));
+    eprintln!("NCHW bytes moved per least byte at 56²: f16 {f16:.3}, f32 {f32:.3}");
+    assert!(f16 <= 1.1 && f32 <= 1.1, "f16 {f16:.3}, f32 {f32:.3}");
 }
 
 /// Depthwise convolutions the tiled kernels do not take — more than 9

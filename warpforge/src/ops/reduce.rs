@@ -121,7 +121,10 @@
 //!
 //! The partial states of the last two live in scratch buffers the device
 //! keeps between calls (no allocation and no memset per call); only the
-//! result is allocated. [`crate::Device::release_scratch`] frees them.
+//! result is allocated, without a memset (the kernel writes every output),
+//! so a warm call is one launch on the stream, one allocation and no
+//! synchronisation (counted with [`crate::Device::work_done_by`]).
+//! [`crate::Device::release_scratch`] frees them.
 //!
 //! The fused path's tickets live in a scratch buffer of their own that
 //! only ever holds tickets, every one 0 between launches: each combine
@@ -775,10 +778,11 @@ macro_rules! one_launch {
                     what: format!("reduce: the outputs of {pass:?}"),
                 })?;
             let code = finish_code(op);
-            // Allocates the output and launches `$small`, `$fused` or `$cols` into it.
+            // Allocates the output (no memset: the kernel writes every
+            // element) and launches `$small`, `$fused` or `$cols` into it.
             macro_rules! launch {
                 ($out:ty, $s:path, $f:path, $c:path) => {{
-                    let mut out = dev.alloc_zeroed::<$out>(outputs)?;
+                    let mut out = dev.alloc_for_kernel_output::<$out>(outputs)?;
                     match (path, pass) {
                         (OneLaunch::Small, Pass::Rows { rows, len }) => {
                             dev.launch($s, cfg, (x, rows, len, code, &mut out))?
@@ -1625,12 +1629,13 @@ fn finish<T: Reducible>(
     cfg: LaunchConfig,
 ) -> Result<Reduced<T>> {
     let dev = states.device();
+    // No memset: the finish writes every output.
     if op.returns_indices() {
-        let mut out = dev.alloc_zeroed::<i64>(outputs)?;
+        let mut out = dev.alloc_for_kernel_output::<i64>(outputs)?;
         dev.launch(k::finish_index, cfg, (states, &mut out))?;
         Ok(Reduced::Indices(out))
     } else {
-        let mut out = dev.alloc_zeroed::<T>(outputs)?;
+        let mut out = dev.alloc_for_kernel_output::<T>(outputs)?;
         T::finish(op, states, layout.len as u64, &mut out, cfg)?;
         Ok(Reduced::Values(out))
     }

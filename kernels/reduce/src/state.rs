@@ -58,21 +58,43 @@ pub trait Reduction<T: Input> {
     fn load(x: T, index: u64) -> Self::State {
         Self::load_widened(x.widen(), index)
     }
-    /// The state of a lane's elements `xs` (widened; element `i` at
-    /// position `index(i)` along the axis) pushed in order onto the empty
-    /// state. By default the first one pushed onto the empty state (which
-    /// the compiler folds away where it is the identity: `-0 + x` is `x`),
-    /// the others pushed onto that with [`State::push_nonempty`]; min and
-    /// max take [`Acc::extreme_key`]. `N ≥ 1`.
-    #[inline(always)]
-    fn fold_lane<const N: usize>(xs: &[T::Acc; N], index: impl Fn(usize) -> u64) -> Self::State {
-        let first = Self::load_widened(xs[0], index(0));
-        let mut acc = Self::State::push(Self::State::empty(), first);
-        for (i, &x) in xs.iter().enumerate().skip(1) {
-            acc = Self::State::push_nonempty(acc, Self::load_widened(x, index(i)));
+    /// What a lane carries while it folds its elements in index order
+    /// ([`Reduction::lane_first`], [`Reduction::lane_push`]): the state
+    /// ([`state_lane!`]), or for min and max of floats the running integer
+    /// min/max of the raw bits and a NaN flag ([`Acc::ExtremeLane`]).
+    type Lane: Copy;
+    /// The lane's first element (widened), at position `index`.
+    fn lane_first(x: T::Acc, index: u64) -> Self::Lane;
+    /// The lane's next element, at a larger position than every one before.
+    fn lane_push(lane: Self::Lane, x: T::Acc, index: u64) -> Self::Lane;
+    /// The state of the lane's elements: the bits of pushing each one's
+    /// state in order onto the empty state.
+    fn lane_state(lane: Self::Lane) -> Self::State;
+}
+
+/// The [`Reduction`] lane methods where a lane carries the state: the first
+/// element pushed onto the empty state (the compiler folds that away where
+/// it is the identity: `-0 + x` is `x`), the others pushed onto it with
+/// [`State::push_nonempty`].
+macro_rules! state_lane {
+    () => {
+        type Lane = Self::State;
+        #[inline(always)]
+        fn lane_first(x: T::Acc, index: u64) -> Self::State {
+            State::push(
+                State::empty(),
+                <Self as Reduction<T>>::load_widened(x, index),
+            )
         }
-        acc
-    }
+        #[inline(always)]
+        fn lane_push(lane: Self::State, x: T::Acc, index: u64) -> Self::State {
+            State::push_nonempty(lane, <Self as Reduction<T>>::load_widened(x, index))
+        }
+        #[inline(always)]
+        fn lane_state(lane: Self::State) -> Self::State {
+            lane
+        }
+    };
 }
 
 /// The scalars states accumulate in: `f32`, `f64`, `i32`, `i64`, `u32`.
@@ -105,19 +127,17 @@ pub trait Acc: ShuffleValue + PartialOrd {
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
     fn from_word(word: u64) -> Self;
-    /// The [`ExtremeState`] of `xs` (`MAX`: the largest, else the smallest;
-    /// a NaN wins), as its key: what pushing their states in order onto the
-    /// empty state gives. By default that fold; floats take a leaner one.
-    /// `N ≥ 1`.
-    #[inline(always)]
-    fn extreme_key<const MAX: bool, const N: usize>(xs: &[Self; N]) -> Self::Key {
-        const { assert!(N > 0, "extreme_key of no elements") };
-        let mut acc = ExtremeState::<Self, MAX>::empty();
-        for &x in xs {
-            acc = ExtremeState::push(acc, ExtremeState::of(x));
-        }
-        acc.0
-    }
+    /// A lane's running [`ExtremeState`] fold (min or max of its values so
+    /// far, a NaN winning): the key for integers, for floats the signed and
+    /// unsigned min/max of the raw bits and whether a NaN was seen.
+    type ExtremeLane: Copy;
+    /// The lane of the single value `x`.
+    fn extreme_first(x: Self) -> Self::ExtremeLane;
+    /// `lane` with `x` folded in (`MAX`: the largest, else the smallest).
+    fn extreme_push<const MAX: bool>(lane: Self::ExtremeLane, x: Self) -> Self::ExtremeLane;
+    /// The [`ExtremeState`] key of the lane's values: what pushing their
+    /// states in order onto the empty state gives.
+    fn extreme_key<const MAX: bool>(lane: Self::ExtremeLane) -> Self::Key;
 }
 
 /// A signed or unsigned integer that orders accumulator values
@@ -224,31 +244,36 @@ macro_rules! float_acc {
             fn from_word(word: u64) -> Self {
                 <$t>::from_bits(word as $bits)
             }
-            /// Two integer min/max per element on the raw bits and one NaN
-            /// test, no key per element: a signed max of the bits is the
-            /// largest non-negative value's (any non-negative beats every
-            /// negative, and non-negative floats order as their bits),
-            /// valid when it is non-negative; else every value is negative
-            /// (`-0` included) and the largest is the one of least
-            /// magnitude, the unsigned min of the bits. The smallest:
-            /// signed min, negative as soon as any value is (then the
-            /// unsigned max, the negative of most magnitude), else it is
-            /// the smallest non-negative. `-0 < +0` throughout (`-0`'s bits
-            /// are negative), as [`Acc::key`]'s order; a NaN wins.
+            // Two integer min/max per element on the raw bits and one NaN
+            // test, no key per element: a signed max of the bits is the
+            // largest non-negative value's (any non-negative beats every
+            // negative, and non-negative floats order as their bits), valid
+            // when it is non-negative; else every value is negative (`-0`
+            // included) and the largest is the one of least magnitude, the
+            // unsigned min of the bits. The smallest: signed min, negative
+            // as soon as any value is (then the unsigned max, the negative
+            // of most magnitude), else the smallest non-negative. `-0 < +0`
+            // throughout (`-0`'s bits are negative), as `key`'s order.
+            type ExtremeLane = ($key, $bits, bool);
             #[inline(always)]
-            fn extreme_key<const MAX: bool, const N: usize>(xs: &[Self; N]) -> $key {
-                const { assert!(N > 0, "extreme_key of no elements") };
-                let mut nan = false;
-                let (mut signed, mut unsigned) = (0 as $key, 0 as $bits);
-                for (i, &x) in xs.iter().enumerate() {
-                    nan |= x.is_nan();
-                    let bits = x.to_bits();
-                    (signed, unsigned) = match (i, MAX) {
-                        (0, _) => (bits as $key, bits),
-                        (_, true) => (signed.max(bits as $key), unsigned.min(bits)),
-                        (_, false) => (signed.min(bits as $key), unsigned.max(bits)),
-                    };
+            fn extreme_first(x: Self) -> Self::ExtremeLane {
+                (x.to_bits() as $key, x.to_bits(), x.is_nan())
+            }
+            #[inline(always)]
+            fn extreme_push<const MAX: bool>(
+                (signed, unsigned, nan): Self::ExtremeLane,
+                x: Self,
+            ) -> Self::ExtremeLane {
+                let bits = x.to_bits();
+                let nan = nan | x.is_nan();
+                if MAX {
+                    (signed.max(bits as $key), unsigned.min(bits), nan)
+                } else {
+                    (signed.min(bits as $key), unsigned.max(bits), nan)
                 }
+            }
+            #[inline(always)]
+            fn extreme_key<const MAX: bool>((signed, unsigned, nan): Self::ExtremeLane) -> $key {
                 let bits = if signed < 0 { unsigned } else { signed as $bits };
                 match (nan, MAX) {
                     (true, true) => <$key>::MAX,
@@ -325,6 +350,19 @@ macro_rules! int_acc {
             #[inline(always)]
             fn below(self, other: Self) -> bool {
                 self < other
+            }
+            type ExtremeLane = $t;
+            #[inline(always)]
+            fn extreme_first(x: Self) -> $t {
+                x
+            }
+            #[inline(always)]
+            fn extreme_push<const MAX: bool>(lane: $t, x: Self) -> $t {
+                if MAX { lane.max(x) } else { lane.min(x) }
+            }
+            #[inline(always)]
+            fn extreme_key<const MAX: bool>(lane: $t) -> $t {
+                lane
             }
             #[inline(always)]
             fn to_word(self) -> u64 {
@@ -422,11 +460,14 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
-                // Element `e` of vector `i` is the lane's element `$n·i + e`.
-                let xs: [$acc; 16] =
-                    core::array::from_fn(|k| <$t>::widen_lane(&loaded[k / $n], k % $n));
-                let index = |k: usize| j + (32 * $n * (k / $n) + k % $n) as u64;
-                Some(R::fold_lane(&xs, index))
+                let mut lane = R::lane_first(<$t>::widen_lane(&loaded[0], 0), j);
+                for (i, vector) in loaded.iter().enumerate() {
+                    for e in usize::from(i == 0)..$n {
+                        let index = j + (32 * $n * i + e) as u64;
+                        lane = R::lane_push(lane, <$t>::widen_lane(vector, e), index);
+                    }
+                }
+                Some(R::lane_state(lane))
             }
         }
     )* };
@@ -728,6 +769,7 @@ impl<T: Input> Reduction<T> for Sum {
     fn load_widened(x: T::Acc, _: u64) -> Self::State {
         SumState(x)
     }
+    state_lane!();
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for SumOfSquares {
@@ -736,6 +778,7 @@ impl<T: Input<Acc: Float>> Reduction<T> for SumOfSquares {
     fn load_widened(x: T::Acc, _: u64) -> Self::State {
         SumState(x.mul(x))
     }
+    state_lane!();
 }
 
 impl<T: Input> Reduction<T> for Min {
@@ -744,9 +787,18 @@ impl<T: Input> Reduction<T> for Min {
     fn load_widened(x: T::Acc, _: u64) -> Self::State {
         ExtremeState::of(x)
     }
+    type Lane = <T::Acc as Acc>::ExtremeLane;
     #[inline(always)]
-    fn fold_lane<const N: usize>(xs: &[T::Acc; N], _: impl Fn(usize) -> u64) -> Self::State {
-        ExtremeState(T::Acc::extreme_key::<false, N>(xs))
+    fn lane_first(x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_first(x)
+    }
+    #[inline(always)]
+    fn lane_push(lane: Self::Lane, x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_push::<false>(lane, x)
+    }
+    #[inline(always)]
+    fn lane_state(lane: Self::Lane) -> Self::State {
+        ExtremeState(T::Acc::extreme_key::<false>(lane))
     }
 }
 
@@ -756,9 +808,18 @@ impl<T: Input> Reduction<T> for Max {
     fn load_widened(x: T::Acc, _: u64) -> Self::State {
         ExtremeState::of(x)
     }
+    type Lane = <T::Acc as Acc>::ExtremeLane;
     #[inline(always)]
-    fn fold_lane<const N: usize>(xs: &[T::Acc; N], _: impl Fn(usize) -> u64) -> Self::State {
-        ExtremeState(T::Acc::extreme_key::<true, N>(xs))
+    fn lane_first(x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_first(x)
+    }
+    #[inline(always)]
+    fn lane_push(lane: Self::Lane, x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_push::<true>(lane, x)
+    }
+    #[inline(always)]
+    fn lane_state(lane: Self::Lane) -> Self::State {
+        ExtremeState(T::Acc::extreme_key::<true>(lane))
     }
 }
 
@@ -768,6 +829,7 @@ impl<T: Input> Reduction<T> for ArgMin {
     fn load_widened(x: T::Acc, index: u64) -> Self::State {
         ArgState::of(x, index)
     }
+    state_lane!();
 }
 
 impl<T: Input> Reduction<T> for ArgMax {
@@ -776,6 +838,7 @@ impl<T: Input> Reduction<T> for ArgMax {
     fn load_widened(x: T::Acc, index: u64) -> Self::State {
         ArgState::of(x, index)
     }
+    state_lane!();
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {
@@ -784,4 +847,5 @@ impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {
     fn load_widened(x: T::Acc, _: u64) -> Self::State {
         LseState::of(x)
     }
+    state_lane!();
 }

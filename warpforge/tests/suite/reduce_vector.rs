@@ -1236,7 +1236,8 @@ fn bf16_vectors_widen_from_their_words_like_each_element() {
     }
 }
 
-/// A lane's fold as the kernels do it (`Reduction::fold_lane`: min and max
+/// A lane's fold as the kernels do it (`Reduction::lane_first`, `lane_push`,
+/// `lane_state`: min and max
 /// from integer min/max of the raw bits and one NaN test per element) gives
 /// the state of pushing the elements one by one onto the empty state, for
 /// f32 (as f16/bf16 widen to) and f64, lanes of 1, 3 and 16 elements drawn
@@ -1254,7 +1255,11 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
                 let pushed = (0..N).fold(State::empty(), |a, i| {
                     State::push(a, <$r as Reduction<$t>>::load($xs[i], index(i)))
                 });
-                let lane = <$r as Reduction<$t>>::fold_lane(&$xs, index);
+                let first = <$r as Reduction<$t>>::lane_first($xs[0], index(0));
+                let lane = (1..N).fold(first, |l, i| {
+                    <$r as Reduction<$t>>::lane_push(l, $xs[i], index(i))
+                });
+                let lane = <$r as Reduction<$t>>::lane_state(lane);
                 assert_eq!(
                     State::encode(lane),
                     State::encode(pushed),

@@ -460,14 +460,22 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
-                let mut lane = R::lane_first(<$t>::widen_lane(&loaded[0], 0), j);
+                // One loop over every element, as the fold was written
+                // before the lanes (the first element apart, ptxas gave
+                // logsumexp a fifth more registers); the `Option` is
+                // resolved at compile time once the loops are unrolled.
+                let mut lane = None;
                 for (i, vector) in loaded.iter().enumerate() {
-                    for e in usize::from(i == 0)..$n {
+                    for e in 0..$n {
                         let index = j + (32 * $n * i + e) as u64;
-                        lane = R::lane_push(lane, <$t>::widen_lane(vector, e), index);
+                        let x = <$t>::widen_lane(vector, e);
+                        lane = Some(match lane {
+                            None => R::lane_first(x, index),
+                            Some(lane) => R::lane_push(lane, x, index),
+                        });
                     }
                 }
-                Some(R::lane_state(lane))
+                lane.map(R::lane_state)
             }
         }
     )* };

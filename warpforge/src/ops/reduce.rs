@@ -1003,9 +1003,8 @@ impl ReduceOptions {
 /// Registers per thread that [`wave_blocks`] assumes for the one-launch
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
 /// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
-/// 65 to 78, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
-/// 80 to 83 (f64 113: 2 blocks of 256 per SM, as at 94 before the lane
-/// folds of 2026-11-29); columns 107 to 128, but argmin and argmax of f16 and bf16
+/// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
+/// 79 to 80 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
 /// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
 /// block of 256 per SM: a launch bound of two spilled the f64 argmin and
 /// argmax).
@@ -1016,11 +1015,10 @@ fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
         Op::ArgMin | Op::ArgMax if columns && matches!(dtype, F16 | BF16) => 134,
         _ if columns && extreme && matches!(dtype, F64 | I64 | I32) => 130,
         _ if columns => 128,
-        Op::LogSumExp if dtype == F64 => 113,
-        Op::Min | Op::Max if dtype == F64 => 94,
+        Op::LogSumExp | Op::Min | Op::Max if dtype == F64 => 94,
         Op::ArgMin | Op::ArgMax => 82,
-        Op::LogSumExp => 83,
-        _ => 78,
+        Op::LogSumExp => 80,
+        _ => 76,
     }
 }
 
@@ -1090,7 +1088,7 @@ pub fn wave_blocks(dev: &crate::Device, registers: u32) -> u32 {
 /// (element and combine passes) or, with `columns`, its columns kernels use,
 /// on sm_80 or sm_90, from `warpforge ptx --deny-spills` (no spills). Rows:
 /// at most 32, but 34 to 36 for 8-byte elements, 42 for argmin and argmax,
-/// 47 for logsumexp, 76 for logsumexp of f64. Columns (a thread folds 16 bytes of
+/// 47 for logsumexp, 56 for logsumexp of f64. Columns (a thread folds 16 bytes of
 /// adjacent columns, so 2-byte elements keep 8 states): at most 32, but 34
 /// to 36 for 8-byte elements and 38 to 46 for 2-byte ones; argmin, argmax
 /// 40 (2-byte: 62 to 64); logsumexp 47 (8-byte 60, 2-byte 62 to 64).
@@ -1098,8 +1096,7 @@ fn pass_registers(op: Op, element_bytes: usize, columns: bool) -> u32 {
     let (wide, half) = (element_bytes == 8, element_bytes == 2);
     match (op, columns) {
         (Op::ArgMin | Op::ArgMax | Op::LogSumExp, true) if half => 64,
-        (Op::LogSumExp, true) if wide => 64,
-        (Op::LogSumExp, _) if wide => 80,
+        (Op::LogSumExp, _) if wide => 64,
         (Op::LogSumExp, _) => 48,
         (Op::ArgMin | Op::ArgMax, _) => 44,
         (_, true) if half => 48,

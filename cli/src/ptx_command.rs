@@ -403,15 +403,16 @@ fn run_report(args: &PtxArgs, sources: &[Source]) -> Result<ExitCode, String> {
                     "ptxas reported nothing for entries {missing:?} ({arch})"
                 ));
             }
-            if let Some((_, disassembler)) = &budget {
+            if let Some((budget, disassembler)) = &budget {
                 let text = disassembler
                     .disassemble(&assembled.cubin, false)
                     .map_err(|e| e.to_string())?;
                 let functions = sass::split_functions(&text);
                 loops.extend(reports.iter().map(|r| {
                     let function = functions.iter().find(|f| f.name == r.kernel);
+                    let per = budget.family_of(&r.kernel).and_then(|f| f.per);
                     (
-                        function.and_then(sass_loops::analyze),
+                        function.and_then(|f| sass_loops::analyze_per(f, per)),
                         function.map(|f| f.register_limits()).unwrap_or_default(),
                     )
                 }));
@@ -512,6 +513,19 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             loops.others,
             family.and_then(|f| f.target.as_deref()).unwrap_or("")
         );
+        if let Some(trip) = loops.fast_trip
+            && family.is_some_and(|f| f.per.is_some() || f.fast_trip_per_op.is_some())
+        {
+            let _ = writeln!(
+                out,
+                "{:<47} shortest trip around the innermost loop through its {op}: {}/{} {:.2}",
+                "",
+                trip.instructions,
+                trip.ops,
+                trip.per_op(),
+                op = loops.op.name(),
+            );
+        }
         if let Some((family, ops)) = family.and_then(|f| Some((f, f.ops_per_output?))) {
             let _ = writeln!(
                 out,

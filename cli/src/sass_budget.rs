@@ -11,8 +11,12 @@
 //! [[family]]
 //! kernels = "gemm_*_128x128x32_s4"
 //! target = "≤ 2.5 per HMMA in the innermost loop"   # shown beside the figures
+//! per = "HMMA"               # what the loops count per (default: the kernel's HGMMA, HMMA,
+//!                            # DMMA, else FFMA; "LDG.128": 16-byte global loads)
 //! inner_per_op = 11.5        # instructions per HMMA (FFMA) in the innermost loop
 //! k_loop_per_op = 30.0       # … in the k-tile loop around it (or the innermost, if none)
+//! fast_trip_per_op = 3.0     # … on the shortest trip around the innermost loop through
+//!                            # its ops (a reduction's full unit, not its ragged-end path)
 //! ops_per_output = 9         # HMMA (FFMA) per output element in those loops (a 3×3 stencil: 9)
 //! inner_per_output = 16.0    # instructions per output element in the innermost loop
 //! k_loop_per_output = 40.0   # … in the k-tile loop (both need `ops_per_output`)
@@ -55,10 +59,18 @@ pub struct Family {
     pub kernels: String,
     /// What the family aims for, printed beside its figures.
     pub target: Option<String>,
+    /// What the loop figures count per (`per = "LDG.128"`: 16-byte global
+    /// loads, for memory-bound kernels); by default the op the kernel's
+    /// SASS holds (HGMMA, HMMA, DMMA, else FFMA).
+    pub per: Option<crate::sass_loops::Op>,
     /// Instructions per `HMMA`/`FFMA` in the innermost loop holding them.
     pub inner_per_op: Option<f64>,
     /// Instructions per `HMMA`/`FFMA` in the k-tile loop.
     pub k_loop_per_op: Option<f64>,
+    /// Instructions per op on the shortest trip around the innermost loop
+    /// through its ops ([`crate::sass_loops::TripFigures`]: a reduction's
+    /// full-unit path, without the scalar path for ragged ends).
+    pub fast_trip_per_op: Option<f64>,
     /// `HMMA`/`FFMA` per output element in the loops (a depthwise 3 × 3
     /// filter's main loop: 9 FFMA an output): turns the per-op figures into
     /// instructions per output element.
@@ -270,6 +282,7 @@ impl Budget {
             }
             let wants_loop = family.inner_per_op.is_some()
                 || family.k_loop_per_op.is_some()
+                || family.fast_trip_per_op.is_some()
                 || family.inner_per_output.is_some()
                 || family.k_loop_per_output.is_some()
                 || family.k_loop_calls.is_some()
@@ -299,6 +312,11 @@ impl Budget {
                     format!("instructions per {op} in the k-tile loop"),
                     k.per_op(),
                     family.k_loop_per_op,
+                ),
+                (
+                    format!("instructions per {op} on the shortest trip around the innermost loop"),
+                    loops.fast_trip.map_or(f64::INFINITY, |t| t.per_op()),
+                    family.fast_trip_per_op,
                 ),
                 (
                     "instructions per output element in the innermost loop".to_owned(),
@@ -397,8 +415,15 @@ fn family(t: &toml::Table) -> Result<Family, String> {
         match key.as_str() {
             "kernels" => f.kernels = string()?,
             "target" => f.target = Some(string()?),
+            "per" => {
+                let name = string()?;
+                f.per = Some(crate::sass_loops::Op::from_name(&name).ok_or_else(|| {
+                    format!("`per` = \"{name}\": one of HGMMA, HMMA, DMMA, FFMA, LDG.128")
+                })?);
+            }
             "inner_per_op" => f.inner_per_op = Some(float()?),
             "k_loop_per_op" => f.k_loop_per_op = Some(float()?),
+            "fast_trip_per_op" => f.fast_trip_per_op = Some(float()?),
             "ops_per_output" => f.ops_per_output = Some(float()?),
             "inner_per_output" => f.inner_per_output = Some(float()?),
             "k_loop_per_output" => f.k_loop_per_output = Some(float()?),
@@ -411,8 +436,8 @@ fn family(t: &toml::Table) -> Result<Family, String> {
             "register_roles" => f.register_roles = Some(roles(value)?),
             other => {
                 return Err(format!(
-                    "unknown key `{other}` (known: kernels, target, inner_per_op, \
-                     k_loop_per_op, ops_per_output, inner_per_output, k_loop_per_output, \
+                    "unknown key `{other}` (known: kernels, target, per, inner_per_op, \
+                     k_loop_per_op, fast_trip_per_op, ops_per_output, inner_per_output, k_loop_per_output, \
                      k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
                      k_loop_bssy, spills, registers, register_roles)"
                 ));
@@ -560,12 +585,14 @@ registers = 128
             op: Op::Hmma,
             inner: figures(40, 16, 0, 0),
             outer: Some(figures(128, 32, 0, 0)),
+            fast_trip: None,
             others: 0,
         };
         let fat = LoopReport {
             op: Op::Hmma,
             inner: figures(184, 16, 0, 0),
             outer: Some(figures(934, 16, 2, 12)),
+            fast_trip: None,
             others: 1,
         };
         let big = "gemm_f16_f32_nn_128x128x32_s4";
@@ -624,6 +651,49 @@ registers = 128
         assert_eq!(v[0].kernel, "gemm_*");
     }
 
+    /// `per = "LDG.128"` and `fast_trip_per_op`: parsed, and the trip's
+    /// figure checked as printed; a family that limits it fails where the
+    /// loop has no trip.
+    #[test]
+    fn the_fast_trip_is_checked_per_16_byte_load() {
+        let b = Budget::parse(
+            "[[family]]\nkernels = \"reduce_*\"\nper = \"LDG.128\"\nfast_trip_per_op = 24\n",
+        )
+        .unwrap();
+        assert_eq!(b.families[0].per, Some(Op::Ldg128));
+        let report = |trip: Option<crate::sass_loops::TripFigures>| LoopReport {
+            op: Op::Ldg128,
+            inner: figures(900, 5, 0, 0),
+            outer: None,
+            fast_trip: trip,
+            others: 0,
+        };
+        let e = entry("reduce_fused_sum_f32", 69, 0);
+        let check = |r: &LoopReport| {
+            b.check(
+                &[Measured {
+                    entry: &e,
+                    loops: Some(r),
+                    register_limits: &[],
+                }],
+                false,
+            )
+        };
+        let trip = |instructions| {
+            Some(crate::sass_loops::TripFigures {
+                instructions,
+                ops: 4,
+            })
+        };
+        assert_eq!(check(&report(trip(96))), []); // 24.00
+        let v = check(&report(trip(97))); // 24.25
+        assert_eq!(v.len(), 1);
+        assert!(v[0].figure.contains("shortest trip"), "{}", v[0].figure);
+        assert_eq!(check(&report(None)).len(), 1);
+        let e = Budget::parse("[[family]]\nkernels = \"k\"\nper = \"LDG\"\n").unwrap_err();
+        assert!(e.contains("LDG.128"), "{e}");
+    }
+
     #[test]
     fn a_ratio_exactly_at_its_printed_limit_passes() {
         let b = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_op = 1.17\n").unwrap();
@@ -631,6 +701,7 @@ registers = 128
             op: Op::Ffma,
             inner: figures(75, 64, 0, 0),
             outer: None,
+            fast_trip: None,
             others: 0,
         };
         let e = entry("k", 100, 0);
@@ -662,6 +733,7 @@ registers = 128
             op: Op::Ffma,
             inner: figures(1000, 504, 0, 0),
             outer: Some(figures(2000, 504, 0, 0)),
+            fast_trip: None,
             others: 0,
         };
         let e = entry("k", 100, 0);

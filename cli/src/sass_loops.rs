@@ -50,16 +50,36 @@ pub enum Op {
     Dmma,
     /// `FFMA` (f32 fused multiply-add), for kernels without `HMMA`.
     Ffma,
+    /// A 16-byte global load (`LDG.E.128`, `LDG.E.128.CONSTANT`, …): what a
+    /// memory-bound kernel's main loop is counted per (the reductions).
+    /// Never chosen by [`analyze`]; a budget family asks for it (`per`).
+    Ldg128,
 }
 
 impl Op {
-    /// `"HGMMA"`, `"HMMA"`, `"DMMA"` or `"FFMA"`.
+    /// `"HGMMA"`, `"HMMA"`, `"DMMA"`, `"FFMA"` or `"LDG.128"`.
     pub fn name(self) -> &'static str {
         match self {
             Op::Hgmma => "HGMMA",
             Op::Hmma => "HMMA",
             Op::Dmma => "DMMA",
             Op::Ffma => "FFMA",
+            Op::Ldg128 => "LDG.128",
+        }
+    }
+
+    /// The op [`Op::name`] names.
+    pub fn from_name(name: &str) -> Option<Op> {
+        [Op::Hgmma, Op::Hmma, Op::Dmma, Op::Ffma, Op::Ldg128]
+            .into_iter()
+            .find(|op| op.name() == name)
+    }
+
+    /// Whether `instr` is one of this op.
+    fn counts(self, instr: &Instr) -> bool {
+        match self {
+            Op::Ldg128 => instr.base() == "LDG" && instr.opcode.split('.').any(|p| p == "128"),
+            _ => instr.base() == self.name(),
         }
     }
 }
@@ -106,6 +126,25 @@ impl LoopFigures {
     }
 }
 
+/// The shortest trip around a loop, in instructions, from its header back
+/// to it through its block holding the most ops: the loop's fast path (a
+/// reduction's full, aligned unit, where the loop body also holds the
+/// rarely taken scalar path for a unit's ragged ends).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TripFigures {
+    /// SASS instructions on the trip.
+    pub instructions: usize,
+    /// Ops among them.
+    pub ops: usize,
+}
+
+impl TripFigures {
+    /// Instructions per op (infinite when it has none).
+    pub fn per_op(&self) -> f64 {
+        self.instructions as f64 / self.ops as f64
+    }
+}
+
 /// A kernel's loop report: its innermost loop holding [`Op`], and the
 /// innermost loop around that one.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,6 +157,9 @@ pub struct LoopReport {
     pub inner: LoopFigures,
     /// The loop around it (the k-tile loop), if any.
     pub outer: Option<LoopFigures>,
+    /// The shortest trip around the innermost loop through its block
+    /// holding the most ops ([`TripFigures`]).
+    pub fast_trip: Option<TripFigures>,
     /// Other innermost loops holding `op` (e.g. a guarded edge-tile path
     /// beside the proven interior one): the report is the leanest nest's.
     pub others: usize,
@@ -155,6 +197,16 @@ impl LoopReport {
                  these figures are the leanest nest's)"
             ),
         };
+        let trip = match self.fast_trip {
+            Some(t) => format!(
+                "\n// shortest trip around it through its {op}: {} instrs / {} {op} = {:.2} per {op}",
+                t.instructions,
+                t.ops,
+                t.per_op()
+            ),
+            None => String::new(),
+        };
+        let others = format!("{trip}{others}");
         match &self.outer {
             Some(outer) => format!(
                 "innermost {op} loop: {}\n// enclosing (k-tile) loop: {}{others}",
@@ -481,7 +533,7 @@ fn dominates(idom: &[Option<usize>], a: usize, mut b: usize) -> bool {
 
 /// Natural loops, one per header (back edges to one header merged): each a
 /// membership mask over blocks.
-fn natural_loops(cfg: &Cfg, idom: &[Option<usize>]) -> Vec<Vec<bool>> {
+fn natural_loops(cfg: &Cfg, idom: &[Option<usize>]) -> Vec<(usize, Vec<bool>)> {
     let n = cfg.ranges.len();
     let mut preds = vec![Vec::new(); n];
     for (b, ss) in cfg.succs.iter().enumerate() {
@@ -518,7 +570,81 @@ fn natural_loops(cfg: &Cfg, idom: &[Option<usize>]) -> Vec<Vec<bool>> {
             }
         }
     }
-    by_header.into_iter().map(|(_, body)| body).collect()
+    by_header
+}
+
+/// The shortest trip (in instructions) around the loop `body` headed by
+/// `header`: from the header to its block holding the most `op` (the first
+/// of those), then back to an edge into the header, through the body's
+/// blocks only (node-weighted Dijkstra; a few hundred blocks, so the
+/// quadratic scan is fine). `None` when the body holds no `op`.
+fn fast_trip(
+    body: &[bool],
+    header: usize,
+    cfg: &Cfg,
+    instrs: &[Instr],
+    op: Op,
+) -> Option<TripFigures> {
+    let n = cfg.ranges.len();
+    let weight = |b: usize| cfg.ranges[b].1 - cfg.ranges[b].0;
+    let ops_in = |b: usize| {
+        let (s, e) = cfg.ranges[b];
+        instrs[s..e].iter().filter(|i| op.counts(i)).count()
+    };
+    let target = (0..n)
+        .filter(|&b| body[b] && ops_in(b) > 0)
+        .max_by_key(|&b| (ops_in(b), std::cmp::Reverse(b)))?;
+    // Shortest paths from `from` (its own weight included) within the
+    // body; `stop` blocks are reached but not left. Returns the distances
+    // and each block's predecessor on its path.
+    let shortest = |from: usize, stop: &dyn Fn(usize) -> bool| {
+        let mut dist = vec![usize::MAX; n];
+        let mut prev = vec![usize::MAX; n];
+        let mut done = vec![false; n];
+        dist[from] = weight(from);
+        while let Some(b) = (0..n)
+            .filter(|&b| !done[b] && dist[b] != usize::MAX)
+            .min_by_key(|&b| dist[b])
+        {
+            done[b] = true;
+            if stop(b) && b != from {
+                continue;
+            }
+            for &s in &cfg.succs[b] {
+                if body[s] && dist[b] + weight(s) < dist[s] {
+                    dist[s] = dist[b] + weight(s);
+                    prev[s] = b;
+                }
+            }
+        }
+        (dist, prev)
+    };
+    let path = |prev: &[usize], from: usize, to: usize| {
+        let mut blocks = vec![to];
+        while *blocks.last()? != from {
+            let p = prev[*blocks.last()?];
+            if p == usize::MAX {
+                return None;
+            }
+            blocks.push(p);
+        }
+        blocks.reverse();
+        Some(blocks)
+    };
+    let (_, to_target) = shortest(header, &|b| b == target);
+    let mut trip = path(&to_target, header, target)?;
+    // Back from the target to the header: the target's leg ends at a block
+    // with an edge into the header (the header itself not counted again).
+    let (back, back_prev) = shortest(target, &|b| b == header);
+    let last = (0..n)
+        .filter(|&b| body[b] && back[b] != usize::MAX && cfg.succs[b].contains(&header))
+        .filter(|&b| b != header || target == header)
+        .min_by_key(|&b| back[b])?;
+    trip.extend(path(&back_prev, target, last)?.into_iter().skip(1));
+    Some(TripFigures {
+        instructions: trip.iter().map(|&b| weight(b)).sum(),
+        ops: trip.iter().map(|&b| ops_in(b)).sum(),
+    })
 }
 
 /// Blocks from which a normal end (`EXIT`/`RET`) can be reached.
@@ -551,12 +677,13 @@ fn figures(
     ends: &[bool],
 ) -> LoopFigures {
     let mut mix: HashMap<&str, usize> = HashMap::new();
-    let (mut instructions, mut calls, mut warpsyncs, mut bssy) = (0, 0, 0, 0);
+    let (mut instructions, mut ops, mut calls, mut warpsyncs, mut bssy) = (0, 0, 0, 0, 0);
     let mut dead_targets = Vec::new();
     for (b, _) in body.iter().enumerate().filter(|(_, inside)| **inside) {
         let (s, e) = cfg.ranges[b];
         for (ins, flow) in instrs[s..e].iter().zip(&flow[s..e]) {
             instructions += 1;
+            ops += usize::from(op.counts(ins));
             *mix.entry(ins.base()).or_default() += 1;
             match ins.base() {
                 "CALL" if *flow == Flow::Next => calls += 1,
@@ -579,7 +706,6 @@ fn figures(
             dead_targets.push(usize::MAX - b);
         }
     }
-    let ops = mix.get(op.name()).copied().unwrap_or(0);
     let mut mix: Vec<(String, usize)> = mix.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     mix.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     LoopFigures {
@@ -597,12 +723,18 @@ fn figures(
 /// holds an `HGMMA` (or, without any in the kernel, an `HMMA`; without
 /// either, a `DMMA`; without any of them, an `FFMA`).
 pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
+    analyze_per(function, None)
+}
+
+/// [`analyze`] counting per `op` where given (a budget family's `per`),
+/// else per the op [`analyze`] chooses.
+pub fn analyze_per(function: &SassFunction, op: Option<Op>) -> Option<LoopReport> {
     let (instrs, labels, callees) = parse(function);
     if instrs.is_empty() {
         return None;
     }
     let has = |op: &str| instrs.iter().any(|i| i.base() == op);
-    let op = if has("HGMMA") {
+    let op = op.unwrap_or(if has("HGMMA") {
         Op::Hgmma
     } else if has("HMMA") {
         Op::Hmma
@@ -610,11 +742,12 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         Op::Dmma
     } else {
         Op::Ffma
-    };
+    });
     let flow = flows(&instrs, &labels);
     let cfg = build_cfg(&instrs, &flow, &labels, &callees);
     let idom = dominators(&cfg);
-    let loops = natural_loops(&cfg, &idom);
+    let (headers, loops): (Vec<usize>, Vec<Vec<bool>>) =
+        natural_loops(&cfg, &idom).into_iter().unzip();
     let ends = can_end(&cfg);
     let count_ops = |body: &[bool]| -> usize {
         body.iter()
@@ -622,10 +755,7 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
             .filter(|(_, inside)| **inside)
             .map(|(b, _)| {
                 let (s, e) = cfg.ranges[b];
-                instrs[s..e]
-                    .iter()
-                    .filter(|i| i.base() == op.name())
-                    .count()
+                instrs[s..e].iter().filter(|i| op.counts(i)).count()
             })
             .sum()
     };
@@ -678,10 +808,11 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
             figures(&loops[inner], &cfg, &instrs, &flow, op, &ends),
             outer.map(|j| figures(&loops[j], &cfg, &instrs, &flow, op, &ends)),
             first_block(&loops[inner]),
+            fast_trip(&loops[inner], headers[inner], &cfg, &instrs, op),
         )
     };
-    let nests: Vec<(LoopFigures, Option<LoopFigures>, usize)> =
-        richest.iter().map(|&i| nest(i)).collect();
+    type Nest = (LoopFigures, Option<LoopFigures>, usize, Option<TripFigures>);
+    let nests: Vec<Nest> = richest.iter().map(|&i| nest(i)).collect();
     let others = holding
         .iter()
         .filter(|(i, _)| !holding.iter().any(|(j, _)| inside(*j, *i)))
@@ -690,9 +821,8 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
     // Of the nests whose loop holds the most ops of its own, the leanest
     // k-loop (a kernel with a proven interior path and a guarded edge path
     // has a loop nest for each; the budget is the main path's), then the first.
-    let k_per_op =
-        |n: &(LoopFigures, Option<LoopFigures>, usize)| n.1.as_ref().unwrap_or(&n.0).per_op();
-    let (inner, outer, _) = nests.into_iter().min_by(|a, b| {
+    let k_per_op = |n: &Nest| n.1.as_ref().unwrap_or(&n.0).per_op();
+    let (inner, outer, _, fast_trip) = nests.into_iter().min_by(|a, b| {
         k_per_op(a)
             .total_cmp(&k_per_op(b))
             .then_with(|| a.2.cmp(&b.2))
@@ -701,6 +831,7 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         op,
         inner,
         outer,
+        fast_trip,
         others,
     })
 }
@@ -815,6 +946,43 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
         assert_eq!((r.inner.instructions, r.inner.ops), (10, 4));
         assert!(r.outer.is_none());
         assert_eq!(r.others, 0);
+    }
+
+    /// Per 16-byte load, on request: a reduction's unit loop whose full
+    /// unit (four `LDG.E.128`) sits beside a scalar path with a loop of its
+    /// own (one `LDG.E.128` in it, scalar `LDG.E` beside). The loop report
+    /// counts the whole body; the shortest trip through the four loads is
+    /// the header, the fast block and the latch: 2 + 6 + 2 instructions.
+    #[test]
+    fn counts_the_fast_trip_per_16_byte_load() {
+        let text = "\t\tFunction : k\n\
+        /*0000*/                   MOV R0, RZ ;\n\
+        /*0010*/                   ISETP.NE.AND P1, PT, R0, R9, PT ;\n\
+        /*0020*/               @P1 BRA 0x90 ;\n\
+        /*0030*/                   LDG.E.128 R4, [R2.64] ;\n\
+        /*0040*/                   LDG.E.128 R8, [R2.64+0x200] ;\n\
+        /*0050*/                   LDG.E.128.CONSTANT R12, [R2.64+0x400] ;\n\
+        /*0060*/                   LDG.E.128 R16, [R2.64+0x600] ;\n\
+        /*0070*/                   FADD R1, R4, R8 ;\n\
+        /*0080*/                   BRA 0xe0 ;\n\
+        /*0090*/                   LDG.E R6, [R2.64] ;\n\
+        /*00a0*/                   LDG.E.128 R20, [R2.64] ;\n\
+        /*00b0*/                   FADD R1, R1, R6 ;\n\
+        /*00c0*/                   ISETP.NE.AND P2, PT, R6, R8, PT ;\n\
+        /*00d0*/               @P2 BRA 0x90 ;\n\
+        /*00e0*/                   ISETP.NE.AND P0, PT, R0, R8, PT ;\n\
+        /*00f0*/               @P0 BRA 0x10 ;\n\
+        /*0100*/                   EXIT ;\n";
+        let function = &split_functions(text)[0];
+        // Without a request, a kernel without HMMA/DMMA/FFMA still reports FFMA.
+        assert!(analyze(function).is_none());
+        let r = analyze_per(function, Some(Op::Ldg128)).unwrap();
+        assert_eq!(r.op, Op::Ldg128);
+        // 0x10 .. 0xf0: fifteen instructions, five 16-byte loads.
+        assert_eq!((r.inner.instructions, r.inner.ops), (15, 5));
+        let trip = r.fast_trip.unwrap();
+        assert_eq!((trip.instructions, trip.ops), (10, 4));
+        assert_eq!(trip.per_op(), 2.5);
     }
 
     /// An f64 tensor-core loop counts per `DMMA` (the FFMA outside it does

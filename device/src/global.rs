@@ -192,6 +192,40 @@ unsafe impl Plain for half::bf16 {}
 #[repr(C, align(16))]
 pub struct Vector16<T, const N: usize>(pub [T; N]);
 
+impl<T: Plain, const N: usize> Vector16<T, N> {
+    /// The 16 bytes as four 32-bit words, word `i` being bytes `4i .. 4i + 4`
+    /// (little-endian, as on the GPU): the registers a 128-bit load fills, so
+    /// two 16-bit elements can be taken apart with one instruction each
+    /// (`w << 16` is the f32 of a bf16 in the low half, `w & 0xffff_0000`
+    /// of the one in the high half) rather than extracted one by one.
+    ///
+    /// ```
+    /// use warpforge_device::global::Vector16;
+    /// let v = Vector16([1u32, 2, 3, 0xdead_beef]);
+    /// assert_eq!(v.words(), [1, 2, 3, 0xdead_beef]);
+    /// use warpforge_device::bf16;
+    /// let mut pairs = [bf16::ZERO; 8];
+    /// (pairs[0], pairs[1]) = (bf16::from_f32(1.0), bf16::from_f32(-2.0));
+    /// let h = Vector16(pairs);
+    /// assert_eq!(f32::from_bits(h.words()[0] << 16), 1.0);
+    /// assert_eq!(f32::from_bits(h.words()[0] & 0xffff_0000), -2.0);
+    /// ```
+    #[inline(always)]
+    pub fn words(self) -> [u32; 4] {
+        const {
+            assert!(
+                N * core::mem::size_of::<T>() == 16,
+                "a Vector16 is 16 bytes"
+            )
+        };
+        // SAFETY: `Self` is `repr(C)` around `[T; N]`, exactly 16 bytes with
+        // no padding (asserted above) and every byte initialised (`T:
+        // Plain` has no padding either); `[u32; 4]` is 16 bytes for which
+        // every bit pattern is valid, and `transmute_copy` reads it unaligned.
+        unsafe { core::mem::transmute_copy::<Self, [u32; 4]>(&self) }
+    }
+}
+
 /// `x` as `(head, vectors)`: its first `head` elements (fewer than `N`: those
 /// before the first 16-byte boundary, or all of `x` if it is shorter), then
 /// every whole, 16-byte-aligned run of `N` elements after them, as

@@ -84,7 +84,7 @@ pub use ptx::Module;
 pub use runtime::{
     Arch, DType, Device, DeviceBuffer, Element, Error, Event, FaultCode, FunctionLimits, KernelArg,
     KernelArgs, LaunchConfig, Limits, MatrixMut, ModuleLoad, PinnedBuffer, Result, StoreMatrix,
-    Stream, TensorMap, gpu, nvtx,
+    Stream, TensorMap, WorkCounts, gpu, nvtx,
 };
 pub use warpforge_device::Dim3;
 pub use warpforge_device::emu::profile::{

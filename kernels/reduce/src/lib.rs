@@ -162,15 +162,16 @@ pub trait Items<S: State> {
     fn aligned(&self) -> bool {
         true
     }
-    /// `acc` combined with the whole groups at `k + 32·WIDTH·i` (positions
-    /// `j + 32·WIDTH·i`), `i < 16 / WIDTH`, in order: a lane's share of a
-    /// full, aligned rows unit (`k` a multiple of `WIDTH`), all of its loads
-    /// issued before the first fold. `None` where that cannot be done with
-    /// whole vectors (a buffer that does not start at a 16-byte boundary,
-    /// which only the emulator can be given): the caller then folds the
-    /// unit group by group ([`Items::fold`]), with the same bits.
+    /// The empty state combined with the whole groups at `k + 32·WIDTH·i`
+    /// (positions `j + 32·WIDTH·i`), `i < 16 / WIDTH`, in order: a lane's
+    /// share of a full, aligned rows unit (`k` a multiple of `WIDTH`), all
+    /// of its loads issued before the first fold. `None` where that cannot
+    /// be done with whole vectors (a buffer that does not start at a
+    /// 16-byte boundary, which only the emulator can be given): the caller
+    /// then folds the unit group by group ([`Items::fold`]), with the same bits.
     #[inline(always)]
-    fn fold_lane_unit(&mut self, mut acc: S, k: u64, j: u64) -> Option<S> {
+    fn fold_lane_unit(&mut self, k: u64, j: u64) -> Option<S> {
+        let mut acc = S::empty();
         let stride = WARP * Self::WIDTH;
         for i in 0..LANE_ITEMS / Self::WIDTH {
             acc = self.fold(acc, k + stride * i, j + stride * i, Self::WIDTH);
@@ -220,7 +221,11 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         {
             for (r, v) in loaded.iter().enumerate() {
                 for c in 0..w {
-                    f(r, c as usize, R::load(T::lane(v, c as usize), j + r as u64));
+                    f(
+                        r,
+                        c as usize,
+                        R::load_widened(T::widen_lane(v, c as usize), j + r as u64),
+                    );
                 }
             }
             return;
@@ -251,7 +256,10 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         {
             // `v` copied whole: one 16-byte load, not one per element.
             for c in 0..T::WIDTH {
-                f(c as usize, R::load(T::lane(&v, c as usize), index(c)));
+                f(
+                    c as usize,
+                    R::load_widened(T::widen_lane(&v, c as usize), index(c)),
+                );
             }
             return;
         }
@@ -271,7 +279,7 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         acc
     }
     #[inline(always)]
-    fn fold_lane_unit(&mut self, acc: R::State, k: u64, j: u64) -> Option<R::State> {
+    fn fold_lane_unit(&mut self, k: u64, j: u64) -> Option<R::State> {
         // All of the lane's vectors at once, when they are all there (no
         // fallback written out here: `fold_unit`'s group loop is it).
         let rel = k.checked_sub(self.head)?;
@@ -281,7 +289,7 @@ impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
         let v = self
             .vectors
             .get_range((rel / T::WIDTH) as usize..self.vectors.len())?;
-        T::fold_lane_unit::<R>(v, acc, j)
+        T::fold_lane_unit::<R>(v, j)
     }
 }
 
@@ -374,7 +382,7 @@ fn fold_unit<S: State, I: Items<S>>(row: u64, c: u64, len: u64, lane: u64, items
     // the compiler unrolls, so all of a lane's loads are in flight at once.
     let k = first + w * lane;
     let whole = if end - start == ROW_UNIT && first % w == 0 {
-        items.fold_lane_unit(S::empty(), k, k - base)
+        items.fold_lane_unit(k, k - base)
     } else {
         None
     };
@@ -458,16 +466,17 @@ fn write_state<S: State>(out: &mut Out<u64>, at: u64, state: S) {
     }
 }
 
-/// States per row at each level of a rows reduction of `len`-item rows:
-/// level 0 holds the units' states (`⌈len / ROW_UNIT⌉`), level `ℓ + 1` one
-/// state per [`ROW_UNIT`] states of level `ℓ` (`⌈n_ℓ / ROW_UNIT⌉`), up to
-/// the level of one state per row (the row's final state).
+/// States per output at level `level` of a reduction of `len` items in
+/// units of `unit` ([`ROW_UNIT`] for rows, [`COL_UNIT`] for columns):
+/// level 0 holds the units' states (`⌈len / unit⌉`), level `ℓ + 1` one
+/// state per `unit` states of level `ℓ` (`⌈n_ℓ / unit⌉`), up to the level
+/// of one state per output (its final state).
 #[inline(always)]
-const fn level_states(len: u64, level: u32) -> u64 {
-    let mut n = len.div_ceil(ROW_UNIT);
+const fn states_at_level(len: u64, level: u32, unit: u64) -> u64 {
+    let mut n = len.div_ceil(unit);
     let mut l = 0;
     while l < level {
-        n = n.div_ceil(ROW_UNIT);
+        n = n.div_ceil(unit);
         l += 1;
     }
     n
@@ -484,7 +493,7 @@ const fn fused_offsets(rows: u64, len: u64, level: u32) -> (u64, u64) {
     let (mut tickets, mut states) = (0, 0);
     let mut l = 0;
     while l < level {
-        let n = level_states(len, l);
+        let n = states_at_level(len, l, ROW_UNIT);
         if l >= 1 {
             tickets += rows * n;
         }
@@ -499,7 +508,7 @@ const fn fused_offsets(rows: u64, len: u64, level: u32) -> (u64, u64) {
 #[inline(always)]
 const fn top_level(len: u64) -> u32 {
     let mut l = 0;
-    while level_states(len, l) > 1 {
+    while states_at_level(len, l, ROW_UNIT) > 1 {
         l += 1;
     }
     l
@@ -630,7 +639,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
         loop {
             // Publish this block's states; the last block to arrive sees everyone's.
             sync::sync_threads();
-            let n = level_states(len, level);
+            let n = states_at_level(len, level, ROW_UNIT);
             let (at, _) = fused_offsets(rows, len, level);
             let mut last = false;
             if thread::thread_idx().x == 0 {
@@ -653,7 +662,7 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
             }
             // This block folds combine unit `g` of the row: states
             // `g·512 ..` of level `level − 1`, as a combine pass would.
-            let below = level_states(len, level - 1);
+            let below = states_at_level(len, level - 1, ROW_UNIT);
             let from = fused_offsets(rows, len, level - 1).1 + 2 * row * below;
             if warp_in_block == 0 {
                 let mut level_below = Scalar(|k: usize, _| {
@@ -934,26 +943,12 @@ fn cols_walk<S: State>(
     }
 }
 
-/// States per output at level `level` of a columns reduction over `len`
-/// rows: level 0 holds the units' states (`⌈len / COL_UNIT⌉` chunks),
-/// level `ℓ + 1` one state per [`COL_UNIT`] states of level `ℓ`.
-#[inline(always)]
-const fn col_level_states(len: u64, level: u32) -> u64 {
-    let mut n = len.div_ceil(COL_UNIT);
-    let mut l = 0;
-    while l < level {
-        n = n.div_ceil(COL_UNIT);
-        l += 1;
-    }
-    n
-}
-
 /// The first level of a columns reduction over `len` rows with one state
 /// per output (0 when `len ≤ COL_UNIT`).
 #[inline(always)]
 const fn col_top_level(len: u64) -> u32 {
     let mut l = 0;
-    while col_level_states(len, l) > 1 {
+    while states_at_level(len, l, COL_UNIT) > 1 {
         l += 1;
     }
     l
@@ -983,7 +978,7 @@ const fn cols_fused_offsets(outer: u64, len: u64, inner: u64, level: u32) -> (u6
     let (mut tickets, mut states) = (0, 0);
     let mut l = 0;
     while l < level {
-        let n = col_level_states(len, l);
+        let n = states_at_level(len, l, COL_UNIT);
         if l >= 1 {
             tickets += outer * n * ticket_tiles(inner);
         }
@@ -1165,7 +1160,7 @@ fn cols_fused_walk<S: State, const FENCE: bool>(
         if chunks > 1 {
             loop {
                 sync::sync_threads();
-                let n = col_level_states(len, level);
+                let n = states_at_level(len, level, COL_UNIT);
                 let (at, to) = cols_fused_offsets(outer, len, inner, level);
                 let mut last = false;
                 if tid == 0 {
@@ -1189,7 +1184,7 @@ fn cols_fused_walk<S: State, const FENCE: bool>(
                 // This block folds combine unit `cl` of every column of its
                 // tile: states `cl·64 ..` of level `level − 1`, each column in
                 // index order, as a combine pass would.
-                let below = col_level_states(len, level - 1);
+                let below = states_at_level(len, level - 1, COL_UNIT);
                 let from = cols_fused_offsets(outer, len, inner, level - 1).1;
                 let (c0, c1) = (cl * COL_UNIT, below.min(cl * COL_UNIT + COL_UNIT));
                 let mut column = tl * tile * w + tid;

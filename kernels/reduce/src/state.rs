@@ -29,6 +29,13 @@ pub trait State: Copy {
     fn push(a: Self, b: Self) -> Self {
         Self::combine(a, b)
     }
+    /// [`State::push`] where `a` is not the empty state (a lane's fold
+    /// after its first element): the same state, possibly in fewer
+    /// instructions ([`ArgState`] need not check for the empty index).
+    #[inline(always)]
+    fn push_nonempty(a: Self, b: Self) -> Self {
+        Self::push(a, b)
+    }
     /// The state held by lane `lane + delta` (`warp::shuffle_down`; lanes past
     /// the end keep their own). Every lane of the warp must call it.
     fn shuffle_down(self, delta: u32) -> Self;
@@ -43,8 +50,51 @@ pub trait State: Copy {
 pub trait Reduction<T: Input> {
     /// The accumulator state.
     type State: State;
+    /// The state of the single element whose widened value
+    /// ([`Input::widen`]) is `x`.
+    fn load_widened(x: T::Acc, index: u64) -> Self::State;
     /// The state of the single element `x`.
-    fn load(x: T, index: u64) -> Self::State;
+    #[inline(always)]
+    fn load(x: T, index: u64) -> Self::State {
+        Self::load_widened(x.widen(), index)
+    }
+    /// What a lane carries while it folds its elements in index order
+    /// ([`Reduction::lane_first`], [`Reduction::lane_push`]): the state
+    /// ([`state_lane!`]), or for min and max of floats the running integer
+    /// min/max of the raw bits and a NaN flag ([`Acc::ExtremeLane`]).
+    type Lane: Copy;
+    /// The lane's first element (widened), at position `index`.
+    fn lane_first(x: T::Acc, index: u64) -> Self::Lane;
+    /// The lane's next element, at a larger position than every one before.
+    fn lane_push(lane: Self::Lane, x: T::Acc, index: u64) -> Self::Lane;
+    /// The state of the lane's elements: the bits of pushing each one's
+    /// state in order onto the empty state.
+    fn lane_state(lane: Self::Lane) -> Self::State;
+}
+
+/// The [`Reduction`] lane methods where a lane carries the state: the first
+/// element pushed onto the empty state (the compiler folds that away where
+/// it is the identity: `-0 + x` is `x`), the others pushed onto it with
+/// [`State::push_nonempty`].
+macro_rules! state_lane {
+    () => {
+        type Lane = Self::State;
+        #[inline(always)]
+        fn lane_first(x: T::Acc, index: u64) -> Self::State {
+            State::push(
+                State::empty(),
+                <Self as Reduction<T>>::load_widened(x, index),
+            )
+        }
+        #[inline(always)]
+        fn lane_push(lane: Self::State, x: T::Acc, index: u64) -> Self::State {
+            State::push_nonempty(lane, <Self as Reduction<T>>::load_widened(x, index))
+        }
+        #[inline(always)]
+        fn lane_state(lane: Self::State) -> Self::State {
+            lane
+        }
+    };
 }
 
 /// The scalars states accumulate in: `f32`, `f64`, `i32`, `i64`, `u32`.
@@ -77,6 +127,17 @@ pub trait Acc: ShuffleValue + PartialOrd {
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
     fn from_word(word: u64) -> Self;
+    /// A lane's running [`ExtremeState`] fold (min or max of its values so
+    /// far, a NaN winning): the key for integers, for floats the signed and
+    /// unsigned min/max of the raw bits and whether a NaN was seen.
+    type ExtremeLane: Copy;
+    /// The lane of the single value `x`.
+    fn extreme_first(x: Self) -> Self::ExtremeLane;
+    /// `lane` with `x` folded in (`MAX`: the largest, else the smallest).
+    fn extreme_push<const MAX: bool>(lane: Self::ExtremeLane, x: Self) -> Self::ExtremeLane;
+    /// The [`ExtremeState`] key of the lane's values: what pushing their
+    /// states in order onto the empty state gives.
+    fn extreme_key<const MAX: bool>(lane: Self::ExtremeLane) -> Self::Key;
 }
 
 /// A signed or unsigned integer that orders accumulator values
@@ -183,6 +244,43 @@ macro_rules! float_acc {
             fn from_word(word: u64) -> Self {
                 <$t>::from_bits(word as $bits)
             }
+            // Two integer min/max per element on the raw bits and one NaN
+            // test, no key per element: a signed max of the bits is the
+            // largest non-negative value's (any non-negative beats every
+            // negative, and non-negative floats order as their bits), valid
+            // when it is non-negative; else every value is negative (`-0`
+            // included) and the largest is the one of least magnitude, the
+            // unsigned min of the bits. The smallest: signed min, negative
+            // as soon as any value is (then the unsigned max, the negative
+            // of most magnitude), else the smallest non-negative. `-0 < +0`
+            // throughout (`-0`'s bits are negative), as `key`'s order.
+            type ExtremeLane = ($key, $bits, bool);
+            #[inline(always)]
+            fn extreme_first(x: Self) -> Self::ExtremeLane {
+                (x.to_bits() as $key, x.to_bits(), x.is_nan())
+            }
+            #[inline(always)]
+            fn extreme_push<const MAX: bool>(
+                (signed, unsigned, nan): Self::ExtremeLane,
+                x: Self,
+            ) -> Self::ExtremeLane {
+                let bits = x.to_bits();
+                let nan = nan | x.is_nan();
+                if MAX {
+                    (signed.max(bits as $key), unsigned.min(bits), nan)
+                } else {
+                    (signed.min(bits as $key), unsigned.max(bits), nan)
+                }
+            }
+            #[inline(always)]
+            fn extreme_key<const MAX: bool>((signed, unsigned, nan): Self::ExtremeLane) -> $key {
+                let bits = if signed < 0 { unsigned } else { signed as $bits };
+                match (nan, MAX) {
+                    (true, true) => <$key>::MAX,
+                    (true, false) => <$key>::MIN,
+                    (false, _) => <$t>::from_bits(bits).key(),
+                }
+            }
         }
 
         impl Float for $t {
@@ -253,6 +351,19 @@ macro_rules! int_acc {
             fn below(self, other: Self) -> bool {
                 self < other
             }
+            type ExtremeLane = $t;
+            #[inline(always)]
+            fn extreme_first(x: Self) -> $t {
+                x
+            }
+            #[inline(always)]
+            fn extreme_push<const MAX: bool>(lane: $t, x: Self) -> $t {
+                if MAX { lane.max(x) } else { lane.min(x) }
+            }
+            #[inline(always)]
+            fn extreme_key<const MAX: bool>(lane: $t) -> $t {
+                lane
+            }
             #[inline(always)]
             fn to_word(self) -> u64 {
                 u64::from(self as $unsigned)
@@ -283,18 +394,17 @@ pub trait Input: Plain {
     /// ([`Global::vectors16`]): each vector one 16-byte load, which the
     /// emulator's memory profile counts.
     fn vectors(x: Global<'_, Self>) -> (usize, Global<'_, Self::Vector>);
-    /// Element `i` of `v`.
-    fn lane(v: &Self::Vector, i: usize) -> Self;
-    /// `acc` pushed with the elements of vectors `0, 32, 64, …` of `v` (a
-    /// lane's share of a full rows unit: `16 / WIDTH` vectors), in order, the
-    /// first element at position `j` along the axis and vector `i` at
-    /// `j + 32·WIDTH·i`. All the loads are issued before the first fold;
-    /// `None` if `v` is shorter than `32·(16 / WIDTH − 1) + 1`.
-    fn fold_lane_unit<R: Reduction<Self>>(
-        v: Global<'_, Self::Vector>,
-        acc: R::State,
-        j: u64,
-    ) -> Option<R::State>;
+    /// Element `i` of `v` widened (`v.0[i].widen()`, the same bits): for
+    /// bf16 one instruction per element from the loaded words (`w << 16`,
+    /// `w & 0xffff_0000`), not an extraction and a shift.
+    fn widen_lane(v: &Self::Vector, i: usize) -> Self::Acc;
+    /// The state of the elements of vectors `0, 32, 64, …` of `v` (a
+    /// lane's share of a full rows unit: `16 / WIDTH` vectors), pushed in
+    /// order onto the empty state, the first element at position `j` along
+    /// the axis and vector `i` at `j + 32·WIDTH·i`. All the loads are issued
+    /// before the first fold; `None` if `v` is shorter than
+    /// `32·(16 / WIDTH − 1) + 1`.
+    fn fold_lane_unit<R: Reduction<Self>>(v: Global<'_, Self::Vector>, j: u64) -> Option<R::State>;
     /// Vectors `first + step·r` of `v` for `r < N`, all loaded before the
     /// first is returned (one bounds check for the lot, so no branch
     /// between the loads); `None` if `v` is shorter than that.
@@ -306,7 +416,7 @@ pub trait Input: Plain {
 }
 
 macro_rules! input {
-    ($($t:ty => $acc:ty, $n:literal, $widen:expr);*) => { $(
+    ($($t:ty => $acc:ty, $n:literal, $widen:expr, $widen_lane:expr);*) => { $(
         impl Input for $t {
             type Acc = $acc;
             const WIDTH: u64 = $n;
@@ -320,8 +430,8 @@ macro_rules! input {
                 x.vectors16::<$n>()
             }
             #[inline(always)]
-            fn lane(v: &Self::Vector, i: usize) -> Self {
-                v.0[i]
+            fn widen_lane(v: &Self::Vector, i: usize) -> $acc {
+                $widen_lane(v, i)
             }
             #[inline(always)]
             fn load_rows<const N: usize>(
@@ -340,7 +450,6 @@ macro_rules! input {
             #[inline(always)]
             fn fold_lane_unit<R: Reduction<Self>>(
                 v: Global<'_, Self::Vector>,
-                mut acc: R::State,
                 j: u64,
             ) -> Option<R::State> {
                 const VECTORS: usize = 16 / $n;
@@ -351,25 +460,48 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
+                // One loop over every element, as the fold was written
+                // before the lanes (the first element apart, ptxas gave
+                // logsumexp a fifth more registers); the `Option` is
+                // resolved at compile time once the loops are unrolled.
+                let mut lane = None;
                 for (i, vector) in loaded.iter().enumerate() {
-                    for (e, &x) in vector.0.iter().enumerate() {
+                    for e in 0..$n {
                         let index = j + (32 * $n * i + e) as u64;
-                        acc = R::State::push(acc, R::load(x, index));
+                        let x = <$t>::widen_lane(vector, e);
+                        lane = Some(match lane {
+                            None => R::lane_first(x, index),
+                            Some(lane) => R::lane_push(lane, x, index),
+                        });
                     }
                 }
-                Some(acc)
+                lane.map(R::lane_state)
             }
         }
     )* };
 }
+/// Element `i` of a loaded bf16 vector as f32, from the vector's words:
+/// element `2w` is the low half of word `w` (`<< 16` makes it an f32),
+/// element `2w + 1` the high half (`& 0xffff_0000`): the bits of
+/// [`num::bf16_to_f32`], one instruction each.
+#[inline(always)]
+fn bf16_lane_to_f32(v: &Vector16<bf16, 8>, i: usize) -> f32 {
+    let word = v.words()[i / 2];
+    f32::from_bits(if i.is_multiple_of(2) {
+        word << 16
+    } else {
+        word & 0xffff_0000
+    })
+}
+
 input!(
-    f32 => f32, 4, |x| x;
-    f64 => f64, 2, |x| x;
-    f16 => f32, 8, num::f16_to_f32;
-    bf16 => f32, 8, num::bf16_to_f32;
-    i32 => i32, 4, |x| x;
-    i64 => i64, 2, |x| x;
-    u32 => u32, 4, |x| x
+    f32 => f32, 4, |x| x, |v: &Vector16<f32, 4>, i: usize| v.0[i];
+    f64 => f64, 2, |x| x, |v: &Vector16<f64, 2>, i: usize| v.0[i];
+    f16 => f32, 8, num::f16_to_f32, |v: &Vector16<f16, 8>, i: usize| num::f16_to_f32(v.0[i]);
+    bf16 => f32, 8, num::bf16_to_f32, bf16_lane_to_f32;
+    i32 => i32, 4, |x| x, |v: &Vector16<i32, 4>, i: usize| v.0[i];
+    i64 => i64, 2, |x| x, |v: &Vector16<i64, 2>, i: usize| v.0[i];
+    u32 => u32, 4, |x| x, |v: &Vector16<u32, 4>, i: usize| v.0[i]
 );
 
 /// A running sum (also of squares). Empty: `-0.0`, the exact identity, so a
@@ -513,6 +645,11 @@ impl<A: Acc, const MAX: bool> State for ArgState<A, MAX> {
         }
     }
     #[inline(always)]
+    fn push_nonempty(a: Self, b: Self) -> Self {
+        let better = if MAX { b.key > a.key } else { b.key < a.key };
+        if better { b } else { a }
+    }
+    #[inline(always)]
     fn shuffle_down(self, delta: u32) -> Self {
         ArgState {
             key: warp::shuffle_down(FULL_MASK, self.key, delta),
@@ -637,56 +774,86 @@ pub struct LogSumExp;
 impl<T: Input> Reduction<T> for Sum {
     type State = SumState<T::Acc>;
     #[inline(always)]
-    fn load(x: T, _: u64) -> Self::State {
-        SumState(x.widen())
+    fn load_widened(x: T::Acc, _: u64) -> Self::State {
+        SumState(x)
     }
+    state_lane!();
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for SumOfSquares {
     type State = SumState<T::Acc>;
     #[inline(always)]
-    fn load(x: T, _: u64) -> Self::State {
-        let v = x.widen();
-        SumState(v.mul(v))
+    fn load_widened(x: T::Acc, _: u64) -> Self::State {
+        SumState(x.mul(x))
     }
+    state_lane!();
 }
 
 impl<T: Input> Reduction<T> for Min {
     type State = ExtremeState<T::Acc, false>;
     #[inline(always)]
-    fn load(x: T, _: u64) -> Self::State {
-        ExtremeState::of(x.widen())
+    fn load_widened(x: T::Acc, _: u64) -> Self::State {
+        ExtremeState::of(x)
+    }
+    type Lane = <T::Acc as Acc>::ExtremeLane;
+    #[inline(always)]
+    fn lane_first(x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_first(x)
+    }
+    #[inline(always)]
+    fn lane_push(lane: Self::Lane, x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_push::<false>(lane, x)
+    }
+    #[inline(always)]
+    fn lane_state(lane: Self::Lane) -> Self::State {
+        ExtremeState(T::Acc::extreme_key::<false>(lane))
     }
 }
 
 impl<T: Input> Reduction<T> for Max {
     type State = ExtremeState<T::Acc, true>;
     #[inline(always)]
-    fn load(x: T, _: u64) -> Self::State {
-        ExtremeState::of(x.widen())
+    fn load_widened(x: T::Acc, _: u64) -> Self::State {
+        ExtremeState::of(x)
+    }
+    type Lane = <T::Acc as Acc>::ExtremeLane;
+    #[inline(always)]
+    fn lane_first(x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_first(x)
+    }
+    #[inline(always)]
+    fn lane_push(lane: Self::Lane, x: T::Acc, _: u64) -> Self::Lane {
+        T::Acc::extreme_push::<true>(lane, x)
+    }
+    #[inline(always)]
+    fn lane_state(lane: Self::Lane) -> Self::State {
+        ExtremeState(T::Acc::extreme_key::<true>(lane))
     }
 }
 
 impl<T: Input> Reduction<T> for ArgMin {
     type State = ArgState<T::Acc, false>;
     #[inline(always)]
-    fn load(x: T, index: u64) -> Self::State {
-        ArgState::of(x.widen(), index)
+    fn load_widened(x: T::Acc, index: u64) -> Self::State {
+        ArgState::of(x, index)
     }
+    state_lane!();
 }
 
 impl<T: Input> Reduction<T> for ArgMax {
     type State = ArgState<T::Acc, true>;
     #[inline(always)]
-    fn load(x: T, index: u64) -> Self::State {
-        ArgState::of(x.widen(), index)
+    fn load_widened(x: T::Acc, index: u64) -> Self::State {
+        ArgState::of(x, index)
     }
+    state_lane!();
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {
     type State = LseState<T::Acc>;
     #[inline(always)]
-    fn load(x: T, _: u64) -> Self::State {
-        LseState::of(x.widen())
+    fn load_widened(x: T::Acc, _: u64) -> Self::State {
+        LseState::of(x)
     }
+    state_lane!();
 }

@@ -121,7 +121,10 @@
 //!
 //! The partial states of the last two live in scratch buffers the device
 //! keeps between calls (no allocation and no memset per call); only the
-//! result is allocated. [`crate::Device::release_scratch`] frees them.
+//! result is allocated, without a memset (the kernel writes every output),
+//! so a warm call is one launch on the stream, one allocation and no
+//! synchronisation (counted with [`crate::Device::work_done_by`]).
+//! [`crate::Device::release_scratch`] frees them.
 //!
 //! The fused path's tickets live in a scratch buffer of their own that
 //! only ever holds tickets, every one 0 between launches: each combine
@@ -775,10 +778,11 @@ macro_rules! one_launch {
                     what: format!("reduce: the outputs of {pass:?}"),
                 })?;
             let code = finish_code(op);
-            // Allocates the output and launches `$small`, `$fused` or `$cols` into it.
+            // Allocates the output (no memset: the kernel writes every
+            // element) and launches `$small`, `$fused` or `$cols` into it.
             macro_rules! launch {
                 ($out:ty, $s:path, $f:path, $c:path) => {{
-                    let mut out = dev.alloc_zeroed::<$out>(outputs)?;
+                    let mut out = dev.alloc_for_kernel_output::<$out>(outputs)?;
                     match (path, pass) {
                         (OneLaunch::Small, Pass::Rows { rows, len }) => {
                             dev.launch($s, cfg, (x, rows, len, code, &mut out))?
@@ -1000,7 +1004,7 @@ impl ReduceOptions {
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
 /// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
 /// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
-/// 79 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
+/// 79 to 80 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
 /// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
 /// block of 256 per SM: a launch bound of two spilled the f64 argmin and
 /// argmax).
@@ -1013,7 +1017,7 @@ fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
         _ if columns => 128,
         Op::LogSumExp | Op::Min | Op::Max if dtype == F64 => 94,
         Op::ArgMin | Op::ArgMax => 82,
-        Op::LogSumExp => 79,
+        Op::LogSumExp => 80,
         _ => 76,
     }
 }
@@ -1083,8 +1087,8 @@ pub fn wave_blocks(dev: &crate::Device, registers: u32) -> u32 {
 /// over elements of `element_bytes` bytes: the most any of its rows kernels
 /// (element and combine passes) or, with `columns`, its columns kernels use,
 /// on sm_80 or sm_90, from `warpforge ptx --deny-spills` (no spills). Rows:
-/// at most 32, but 34 to 36 for 8-byte elements, 40 for argmin, argmax and
-/// logsumexp, 56 for logsumexp of f64. Columns (a thread folds 16 bytes of
+/// at most 32, but 34 to 36 for 8-byte elements, 42 for argmin and argmax,
+/// 47 for logsumexp, 56 for logsumexp of f64. Columns (a thread folds 16 bytes of
 /// adjacent columns, so 2-byte elements keep 8 states): at most 32, but 34
 /// to 36 for 8-byte elements and 38 to 46 for 2-byte ones; argmin, argmax
 /// 40 (2-byte: 62 to 64); logsumexp 47 (8-byte 60, 2-byte 62 to 64).
@@ -1093,8 +1097,8 @@ fn pass_registers(op: Op, element_bytes: usize, columns: bool) -> u32 {
     match (op, columns) {
         (Op::ArgMin | Op::ArgMax | Op::LogSumExp, true) if half => 64,
         (Op::LogSumExp, _) if wide => 64,
-        (Op::LogSumExp, true) => 48,
-        (Op::ArgMin | Op::ArgMax | Op::LogSumExp, _) => 40,
+        (Op::LogSumExp, _) => 48,
+        (Op::ArgMin | Op::ArgMax, _) => 44,
         (_, true) if half => 48,
         _ if wide => 40,
         _ => 32,
@@ -1625,12 +1629,13 @@ fn finish<T: Reducible>(
     cfg: LaunchConfig,
 ) -> Result<Reduced<T>> {
     let dev = states.device();
+    // No memset: the finish writes every output.
     if op.returns_indices() {
-        let mut out = dev.alloc_zeroed::<i64>(outputs)?;
+        let mut out = dev.alloc_for_kernel_output::<i64>(outputs)?;
         dev.launch(k::finish_index, cfg, (states, &mut out))?;
         Ok(Reduced::Indices(out))
     } else {
-        let mut out = dev.alloc_zeroed::<T>(outputs)?;
+        let mut out = dev.alloc_for_kernel_output::<T>(outputs)?;
         T::finish(op, states, layout.len as u64, &mut out, cfg)?;
         Ok(Reduced::Values(out))
     }

@@ -75,11 +75,36 @@ struct Inner {
     modules: ModuleTable,
     /// Scratch buffers kept between calls ([`Device::scratch`]).
     scratch: Mutex<Vec<(&'static str, usize, Memory<u64>)>>,
-    /// How many [`Device::kernels_launched_by`] calls are running: launches
+    /// How many [`Device::work_done_by`] calls are running: launches
     /// are counted only then, so other launches pay one atomic load.
     recording: AtomicUsize,
     /// Launches counted while recording, per kernel name.
     launches: Mutex<BTreeMap<&'static str, u64>>,
+    /// Device allocations made, ever ([`Device::work_done_by`] takes differences).
+    allocations: AtomicU64,
+    /// Memsets queued (one per zeroed allocation), ever.
+    memsets: AtomicU64,
+}
+
+/// What some host code made a device do ([`Device::work_done_by`]): how a
+/// call's cost on the stream can be counted without a GPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkCounts {
+    /// Launches per kernel name: every launch that passed its checks and
+    /// was run or queued, on any stream.
+    pub launches: BTreeMap<&'static str, u64>,
+    /// Device allocations (a scratch buffer lent from the device's cache is
+    /// none; a new one is one).
+    pub allocations: u64,
+    /// Memsets (a zeroed allocation is an allocation and a memset).
+    pub memsets: u64,
+}
+
+impl WorkCounts {
+    /// Launches of every kernel together.
+    pub fn total_launches(&self) -> u64 {
+        self.launches.values().sum()
+    }
 }
 
 /// Scratch buffers a device keeps at most: one per host thread that queues
@@ -239,6 +264,8 @@ impl Device {
                 scratch: Mutex::new(Vec::new()),
                 recording: AtomicUsize::new(0),
                 launches: Mutex::new(BTreeMap::new()),
+                allocations: AtomicU64::new(0),
+                memsets: AtomicU64::new(0),
             }),
         }
     }
@@ -599,6 +626,35 @@ impl Device {
             Backend::Gpu(g) => Memory::Gpu(g.alloc_zeroed(len).map_err(|e| self.refine(e))?),
             Backend::Emulator { pool, .. } => Memory::Emulated(EmuMemory::zeroed(pool, len)?),
         };
+        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+        self.inner.memsets.fetch_add(1, Ordering::Relaxed);
+        Ok(DeviceBuffer {
+            device: self.clone(),
+            len,
+            memory,
+        })
+    }
+
+    /// A buffer of `len` elements that a kernel queued next writes whole (a
+    /// reduction's outputs): no memset on a GPU, so the call is that one
+    /// kernel on the stream. Until written its elements are unspecified
+    /// (every bit pattern is an [`Element`]); on the emulator each is
+    /// [`Element::UNWRITTEN`] (all bits set), so that a kernel that leaves
+    /// one unwritten shows in the results it is tested on.
+    pub(crate) fn alloc_for_kernel_output<T: Element>(
+        &self,
+        len: usize,
+    ) -> Result<DeviceBuffer<T>> {
+        self.check_health()?;
+        let memory = match &self.inner.backend {
+            Backend::Gpu(g) => Memory::Gpu(g.alloc_unset(len).map_err(|e| self.refine(e))?),
+            Backend::Emulator { pool, .. } => {
+                let memory = EmuMemory::zeroed(pool, len)?;
+                memory.write(&vec![T::UNWRITTEN; len]);
+                Memory::Emulated(memory)
+            }
+        };
+        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
         Ok(DeviceBuffer {
             device: self.clone(),
             len,
@@ -869,7 +925,7 @@ impl Device {
     /// run or queued, on any stream), sorted, each once. A launch from
     /// another thread of this device while `work` runs counts too. Works on a
     /// GPU and on the emulator alike; `warpforge verify` uses it to report
-    /// which kernels its cases ran.
+    /// which kernels its cases ran. [`Device::work_done_by`] counts them.
     ///
     /// ```
     /// use warpforge::Device;
@@ -886,6 +942,32 @@ impl Device {
         &self,
         work: impl FnOnce() -> Result<R>,
     ) -> Result<(R, Vec<&'static str>)> {
+        let (r, counts) = self.work_done_by(work)?;
+        Ok((r, counts.launches.into_keys().collect()))
+    }
+
+    /// Runs `work` and returns its result with what it made this device do:
+    /// launches per kernel (each launch counted, so a kernel launched twice
+    /// shows 2), device allocations and memsets. Work from another thread of
+    /// this device while `work` runs counts too. Works on a GPU and on the
+    /// emulator alike.
+    ///
+    /// ```
+    /// use warpforge::Device;
+    /// let dev = Device::emulator();
+    /// let x = dev.upload(&[1.0f64; 4])?;
+    /// let mut y = dev.alloc_zeroed::<f64>(4)?;
+    /// let ((), work) = dev.work_done_by(|| {
+    ///     warpforge::ops::axpy(2.0, &x, &mut y)?;
+    ///     warpforge::ops::axpy(2.0, &x, &mut y)
+    /// })?;
+    /// assert_eq!(work.launches.get("axpy_f64"), Some(&2));
+    /// assert_eq!((work.allocations, work.memsets), (0, 0));
+    /// let (_, work) = dev.work_done_by(|| dev.alloc_zeroed::<f32>(8))?;
+    /// assert_eq!((work.total_launches(), work.allocations, work.memsets), (0, 1, 1));
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn work_done_by<R>(&self, work: impl FnOnce() -> Result<R>) -> Result<(R, WorkCounts)> {
         /// Ends this call's recording however `work` returns.
         struct Recording<'a>(&'a AtomicUsize);
         impl Drop for Recording<'_> {
@@ -893,21 +975,29 @@ impl Device {
                 self.0.fetch_sub(1, Ordering::SeqCst);
             }
         }
+        let counter = |c: &AtomicU64| c.load(Ordering::SeqCst);
         let before = lock(&self.inner.launches).clone();
+        let allocations = counter(&self.inner.allocations);
+        let memsets = counter(&self.inner.memsets);
         self.inner.recording.fetch_add(1, Ordering::SeqCst);
         let recording = Recording(&self.inner.recording);
         let r = work();
         drop(recording);
         let r = r?;
-        let launched = lock(&self.inner.launches)
+        let launches = lock(&self.inner.launches)
             .iter()
-            .filter(|&(name, &count)| before.get(name).copied().unwrap_or(0) < count)
-            .map(|(&name, _)| name)
+            .map(|(&name, &count)| (name, count - before.get(name).copied().unwrap_or(0)))
+            .filter(|&(_, count)| count > 0)
             .collect();
-        Ok((r, launched))
+        let counts = WorkCounts {
+            launches,
+            allocations: counter(&self.inner.allocations) - allocations,
+            memsets: counter(&self.inner.memsets) - memsets,
+        };
+        Ok((r, counts))
     }
 
-    /// Counts a launch of `kernel` while a [`kernels_launched_by`](Self::kernels_launched_by) runs.
+    /// Counts a launch of `kernel` while a [`work_done_by`](Self::work_done_by) runs.
     fn count_launch(&self, kernel: &'static str) {
         if self.inner.recording.load(Ordering::SeqCst) > 0 {
             *lock(&self.inner.launches).entry(kernel).or_insert(0) += 1;

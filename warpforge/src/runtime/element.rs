@@ -55,9 +55,26 @@ pub trait Element:
 {
     /// The dtype tag.
     const DTYPE: DType;
+    /// Every bit set (a NaN for floats, -1 or the maximum for integers):
+    /// what the emulator puts in an output buffer no kernel wrote yet.
+    const UNWRITTEN: Self;
 }
 
 macro_rules! element {
-    ($($t:ty => $d:ident),*) => { $( impl Element for $t { const DTYPE: DType = DType::$d; } )* };
+    ($($t:ty => $d:ident, $unwritten:expr),*) => { $(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            const UNWRITTEN: Self = $unwritten;
+        }
+    )* };
 }
-element!(f16 => F16, bf16 => BF16, f32 => F32, f64 => F64, i32 => I32, u32 => U32, i64 => I64, u64 => U64);
+element!(
+    f16 => F16, f16::from_bits(u16::MAX),
+    bf16 => BF16, bf16::from_bits(u16::MAX),
+    f32 => F32, f32::from_bits(u32::MAX),
+    f64 => F64, f64::from_bits(u64::MAX),
+    i32 => I32, -1,
+    u32 => U32, u32::MAX,
+    i64 => I64, -1,
+    u64 => U64, u64::MAX
+);

@@ -573,6 +573,25 @@ impl Gpu {
             .map_err(|e| self.alloc_error(e, requested as u64))
     }
 
+    /// An allocation of `len` elements left as the allocator hands it over
+    /// (no memset); out of memory is `Error::OutOfMemory`.
+    pub(crate) fn alloc_unset<T: crate::Element>(&self, len: usize) -> Result<CudaSlice<T>> {
+        let elements = len.max(1);
+        let requested =
+            elements
+                .checked_mul(size_of::<T>())
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!("allocating {len} elements of {}", T::DTYPE.name()),
+                })?;
+        // SAFETY: cudarc marks this allocation unsafe because its memory is
+        // unset. `T: Element` is plain old data for which every bit pattern
+        // is a valid value, so whatever the memory holds is a `T`: reading it
+        // before a kernel writes it gives unspecified values, never undefined
+        // behaviour. The size was checked above.
+        unsafe { self.stream.alloc::<T>(elements) }
+            .map_err(|e| self.alloc_error(e, requested as u64))
+    }
+
     fn alloc_error(&self, e: DriverError, requested: u64) -> Error {
         if e.0 == cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
             let (free, total) = self.stream.context().mem_get_info().unwrap_or((0, 0));

@@ -28,7 +28,7 @@ mod stream;
 mod tensor_map;
 
 pub use buffer::{DeviceBuffer, PinnedBuffer};
-pub use device::{Device, ModuleLoad};
+pub use device::{Device, ModuleLoad, WorkCounts};
 pub use element::{DType, Element};
 pub use error::{Error, FaultCode, Result};
 pub use launch::{Arch, FunctionLimits, KernelArg, KernelArgs, LaunchConfig, Limits, MatrixMut};

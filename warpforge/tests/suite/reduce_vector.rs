@@ -474,6 +474,10 @@ fn extreme_and_arg_states_follow_numpy_in_push_and_combine() {
             ($r:ty) => {{
                 let load = |i: usize| <$r as Reduction<f32>>::load(xs[i], i as u64);
                 let pushed = (0..n).fold(State::empty(), |a, i| State::push(a, load(i)));
+                // A lane's fold in the kernels: its first element, the rest
+                // pushed onto it without the empty-state test.
+                let nonempty = (1..n).fold(load(0), |a, i| State::push_nonempty(a, load(i)));
+                assert_eq!(State::encode(nonempty), State::encode(pushed), "{xs:?}");
                 let left = (0..split).fold(State::empty(), |a, i| State::combine(a, load(i)));
                 let right = (split..n)
                     .rev()
@@ -1206,5 +1210,94 @@ fn bits_of_library_sum(xs: &[f32]) -> u64 {
     match reduce::reduce(Op::Sum, &x, &[xs.len()], None).unwrap() {
         Reduced::Values(v) => u64::from(v.to_host().unwrap()[0].to_bits()),
         Reduced::Indices(_) => unreachable!(),
+    }
+}
+
+/// A loaded bf16 vector widened from its words (`w << 16`, `w & 0xffff_0000`,
+/// what the kernels' vector paths do) gives the bits of the scalar
+/// conversion for every one of the 65536 bf16 values at every position of
+/// the vector: the NaNs, both zeros and the subnormals included.
+#[test]
+fn bf16_vectors_widen_from_their_words_like_each_element() {
+    use warpforge_device::global::Vector16;
+    use warpforge_kernels::reduce::Input;
+    for first in (0..=u16::MAX).step_by(8) {
+        let v = Vector16(std::array::from_fn(|i| bf16::from_bits(first + i as u16)));
+        for i in 0..8 {
+            let widened = <bf16 as Input>::widen_lane(&v, i);
+            let scalar = warpforge_device::num::bf16_to_f32(v.0[i]);
+            assert_eq!(
+                widened.to_bits(),
+                scalar.to_bits(),
+                "bits {:#06x}",
+                first + i as u16
+            );
+        }
+    }
+}
+
+/// A lane's fold as the kernels do it (`Reduction::lane_first`, `lane_push`,
+/// `lane_state`: min and max
+/// from integer min/max of the raw bits and one NaN test per element) gives
+/// the state of pushing the elements one by one onto the empty state, for
+/// f32 (as f16/bf16 widen to) and f64, lanes of 1, 3 and 16 elements drawn
+/// from NaNs of both signs, both zeros, subnormals and infinities, and for
+/// every op (the others fold from the first element, `push_nonempty`).
+#[test]
+fn a_lanes_fold_is_its_elements_pushed_in_order() {
+    use warpforge_kernels::reduce::state::{ArgMin, LogSumExp, Min, SumOfSquares};
+    fn check<const N: usize>(rng: &mut StdRng, vals: &[f32]) {
+        let xs: [f32; N] = std::array::from_fn(|_| vals[rng.random_range(0..vals.len())]);
+        let wide: [f64; N] = xs.map(f64::from);
+        macro_rules! same {
+            ($r:ty, $t:ty, $xs:expr) => {{
+                let index = |i: usize| 7 + 3 * i as u64;
+                let pushed = (0..N).fold(State::empty(), |a, i| {
+                    State::push(a, <$r as Reduction<$t>>::load($xs[i], index(i)))
+                });
+                let first = <$r as Reduction<$t>>::lane_first($xs[0], index(0));
+                let lane = (1..N).fold(first, |l, i| {
+                    <$r as Reduction<$t>>::lane_push(l, $xs[i], index(i))
+                });
+                let lane = <$r as Reduction<$t>>::lane_state(lane);
+                assert_eq!(
+                    State::encode(lane),
+                    State::encode(pushed),
+                    "{} of {:?}",
+                    stringify!($r),
+                    $xs
+                );
+            }};
+        }
+        macro_rules! every_op {
+            ($t:ty, $xs:expr) => {{
+                same!(Max, $t, $xs);
+                same!(Min, $t, $xs);
+                same!(ArgMax, $t, $xs);
+                same!(ArgMin, $t, $xs);
+                same!(Sum, $t, $xs);
+                same!(SumOfSquares, $t, $xs);
+                same!(LogSumExp, $t, $xs);
+            }};
+        }
+        every_op!(f32, xs);
+        every_op!(f64, wide);
+    }
+    let mut vals = edge_values();
+    vals.extend([
+        f32::from_bits(0xffc0_0001),
+        -2.5,
+        3.0,
+        -1e-40,
+        f32::MAX,
+        -f32::MAX,
+    ]);
+    let finite: Vec<f32> = vals.iter().copied().filter(|v| !v.is_nan()).collect();
+    let mut rng = StdRng::seed_from_u64(51);
+    for _ in 0..2000 {
+        check::<1>(&mut rng, &vals);
+        check::<3>(&mut rng, &vals);
+        check::<16>(&mut rng, &vals);
+        check::<16>(&mut rng, &finite);
     }
 }

@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced};
 use warpforge::reference::reduce::{RefElement, Value, expected};
-use warpforge::{Device, Error};
+use warpforge::{Device, Error, WorkCounts};
 
 /// Element types the tests generate.
 trait Gen: RefElement {
@@ -1183,11 +1183,24 @@ fn exact_at_scale_on_gpu() {
 }
 
 /// Whole-tensor f32 `sum` and `argmax` of `2^log2` elements on `dev`, each
-/// counted with the device's launch recording: one launch per call, the
-/// small kernel up to 2¹⁶ elements and the fused one above (no combine or
-/// finish launches); the sum of ones is exact and the argmax finds the one
-/// 2.0, so a dropped or doubled unit fails too.
+/// call counted with the device's work recording once warm (the fused
+/// path's first call of a size allocates its scratch): one launch (of one
+/// kernel, counted, so a kernel launched twice fails), the small kernel up
+/// to 2¹⁶ elements and the fused one above (no combine or finish launches),
+/// no memset and one allocation (the returned output, which the kernel
+/// writes whole). The sum of ones is exact and the argmax finds the one
+/// 2.0, so a dropped or doubled unit fails too, and so does an output the
+/// kernel left unwritten (the emulator fills new outputs with NaN / -1).
 fn one_launch_per_call(dev: &Device, log2s: &[u32]) {
+    // What one call did: its launches by name, allocations, memsets.
+    let counted = |w: &WorkCounts| {
+        let launches: Vec<(String, u64)> = w
+            .launches
+            .iter()
+            .map(|(k, &n)| (k.to_string(), n))
+            .collect();
+        (launches, w.allocations, w.memsets)
+    };
     for &log2 in log2s {
         let n = 1usize << log2;
         let mut x = vec![1.0f32; n];
@@ -1195,12 +1208,14 @@ fn one_launch_per_call(dev: &Device, log2s: &[u32]) {
         x[peak] = 2.0;
         let x = dev.upload(&x).unwrap();
         let kind = if log2 <= 16 { "small" } else { "fused" };
-        let (sum, launched) = dev.kernels_launched_by(|| reduce::sum(&x)).unwrap();
+        let expect = |op: &str| (vec![(format!("reduce_{kind}_{op}_f32"), 1)], 1, 0);
+        reduce::sum(&x).unwrap(); // warm: the scratch cache holds this size's buffers
+        let (sum, work) = dev.work_done_by(|| reduce::sum(&x)).unwrap();
         assert_eq!(sum, n as f32 + 1.0, "2^{log2}");
-        assert_eq!(launched, [format!("reduce_{kind}_sum_f32")], "2^{log2}");
-        let (index, launched) = dev.kernels_launched_by(|| reduce::argmax(&x)).unwrap();
+        assert_eq!(counted(&work), expect("sum"), "2^{log2}");
+        let (index, work) = dev.work_done_by(|| reduce::argmax(&x)).unwrap();
         assert_eq!(index, peak as u64, "2^{log2}");
-        assert_eq!(launched, [format!("reduce_{kind}_argmax_f32")], "2^{log2}");
+        assert_eq!(counted(&work), expect("argmax"), "2^{log2}");
     }
 }
 

@@ -235,9 +235,7 @@ impl Fragment for FragC {
     const LEN: usize = 2;
     #[inline(always)]
     fn from_elements(mut f: impl FnMut(usize) -> f64) -> Self {
-        FragC {
-            regs: [f(0), f(1)],
-        }
+        FragC { regs: [f(0), f(1)] }
     }
     #[inline(always)]
     fn element(&self, i: usize) -> f64 {

@@ -67,10 +67,11 @@ const _: () = assert!(DMMA_TILE.is_valid() && DMMA_TILE.max_shared_bytes() <= 99
 /// sm_90's FP64 tensor-core tile, for `m16n8k16` ([`dmma::M16n8k16`]): 128 ×
 /// 64 per block, k-step 16 (one `m16n8k16` deep), eight 32 × 32 warp tiles
 /// as 4 × 2 (256 threads; per thread the 32 f64 accumulators of the
-/// `m8n8k4` tile, 8 `A` and 4 `B` f64 a fragment), 3 stages: 87–96 KiB of
-/// shared memory, two blocks per H100/H200 SM (227 KiB a block, 228 an
-/// SM). Twice the `m8n8k4` tile's rows: `(128 + 64)·16·8` bytes read per
-/// `128·64·16` FMA, 5.3 FMA a byte (the 64 × 64 tile: 4).
+/// `m8n8k4` tile, 8 `A` and 4 `B` f64 a fragment), 3 stages: 75–90 KiB of
+/// shared memory (an H100/H200 allows 227 KiB a block). Twice the `m8n8k4`
+/// tile's rows: `(128 + 64)·16·8` bytes read per `128·64·16` FMA, 5.3 FMA
+/// a byte (the 64 × 64 tile: 4). ptxas gives it 233–239 registers (no
+/// spills), so one block of 8 warps runs per SM.
 pub const DMMA16_TILE: MmaTile = MmaTile::of::<f64>(128, 64, 16, 32, 32, 3);
 
 const _: () = assert!(DMMA16_TILE.is_valid() && DMMA16_TILE.max_shared_bytes() <= 113 * 1024);

@@ -101,7 +101,10 @@ fn dmma_kernel(dev: &Device, (ta, tb): (bool, bool)) -> String {
 /// The two FP64 tensor-core families' devices: an A100 (m8n8k4) and an
 /// H100 (m16n8k16).
 fn devices() -> [Device; 2] {
-    [Device::emulator_for(Arch::Sm80), Device::emulator_for(Arch::Sm90)]
+    [
+        Device::emulator_for(Arch::Sm80),
+        Device::emulator_for(Arch::Sm90),
+    ]
 }
 
 #[test]

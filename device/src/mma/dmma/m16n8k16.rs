@@ -224,11 +224,10 @@ mod tests {
     }
 
     /// The order, pinned: a fused chain over k = 0 .. 16 from C, each step
-    /// rounded. With c = 1 and products of 2⁻⁵³ at k = 3 and k = 12 (other
-    /// products 0), each is a tie that rounds back to 1 (even), so D = 1;
-    /// one rounding of the exact sum would give 1 + 2⁻⁵². A chain that
-    /// dropped or reordered nothing but summed the products first would
-    /// give that too.
+    /// rounded. With c = 1 and products of 2⁻⁵³ at k = 3 and k = 12 (the
+    /// others 0), each step is a tie that rounds back to 1 (even), so D = 1;
+    /// one rounding of the exact sum, or summing the products before adding
+    /// C, would give 1 + 2⁻⁵².
     #[test]
     fn m16n8k16_is_a_fused_chain_over_k_in_order() {
         let tiny = f64::powi(2.0, -53);

@@ -52,7 +52,7 @@
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
 //! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
-//! | `f64` | `f64` | `f64` | FP64 tensor cores on sm_80 and sm_90, `gemm_dmma_f64_*`; SIMT elsewhere, `gemm_f64_*` |
+//! | `f64` | `f64` | `f64` | FP64 tensor cores on sm_80 and sm_90: `gemm_dmma_f64_*` (`mma.sync.m8n8k4`), on sm_90 `gemm_dmma16_f64_*` (`m16n8k16`, the Hopper module); SIMT elsewhere, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
 //! **Which kernel runs.** The SIMT and `mma.sync` kernels come in tile
@@ -1230,11 +1230,13 @@ impl<T: GemmElement> Gemm<T> {
 
     /// Pins the configuration (default: [`TileConfig::choose`]'s pick for
     /// the shape and device, module docs). For the tensor-core pairs, TF32
-    /// and f32 on the SIMT cores; f64, one tile on each kind of core,
-    /// ignores it ([`dmma`](Self::dmma) picks the kind).
-    /// [`run`](Self::run) refuses a configuration the pair has no kernels
-    /// for (`InvalidParameter`: `Large` and `Wide` for f16 → bf16 and
-    /// bf16 → f16, `Wide` for TF32 and f32 on the SIMT cores).
+    /// and f32 on the SIMT cores; for f64 on the FP64 tensor cores it pins
+    /// the shape (`Small`: `m8n8k4`, `Large`: sm_90's `m16n8k16`), and on
+    /// its one SIMT tile it does nothing ([`dmma`](Self::dmma) picks the
+    /// kind of core). [`run`](Self::run) refuses a configuration the pair
+    /// has no kernels for (`InvalidParameter`: `Large` and `Wide` for f16 →
+    /// bf16 and bf16 → f16, `Wide` for TF32, f64 and f32 on the SIMT cores,
+    /// f64's `Large` on a device that does not load the Hopper module).
     pub fn tile(mut self, tile: TileConfig) -> Self {
         self.tile = Some(tile);
         self
@@ -1302,9 +1304,11 @@ impl<T: GemmElement> Gemm<T> {
     }
 
     /// Pins f64 to the FP64 tensor cores (`true`: the `mma.sync` f64
-    /// kernels, `gemm_dmma_f64_*`, on any device) or to the SIMT cores
-    /// (`false`: `gemm_f64_*`). Unpinned (the default), f64 runs on the
-    /// tensor cores where the GPU has FP64 ones (compute capability 8.0
+    /// kernels on any device — sm_90's `m16n8k16` ones, `gemm_dmma16_f64_*`,
+    /// where the device loads the Hopper module, else the `m8n8k4` ones,
+    /// `gemm_dmma_f64_*`; [`tile`](Self::tile) pins either) or to the SIMT
+    /// cores (`false`: `gemm_f64_*`). Unpinned (the default), f64 runs on
+    /// the tensor cores where the GPU has FP64 ones (compute capability 8.0
     /// and 9.0) and on the SIMT cores elsewhere. Both compute each element
     /// as a fused multiply-add chain over `k` (module docs); on exact
     /// inputs their results are the same bits. Only for f64:
@@ -1312,10 +1316,16 @@ impl<T: GemmElement> Gemm<T> {
     /// naming `dmma`).
     ///
     /// ```
-    /// use warpforge::{Arch, Device, gemm::Gemm};
-    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// use warpforge::{Arch, Device, gemm::{Gemm, TileConfig}};
+    /// let (a100, h100) = (Device::emulator_for(Arch::Sm80), Device::emulator_for(Arch::Sm90));
     /// let gemm = Gemm::<f64>::new(256, 256, 256);
-    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma_f64_nn_64x64x16_s3");
+    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&a100)?, "gemm_dmma_f64_nn_64x64x16_s3");
+    /// if warpforge::ptx::HOPPER.left_out.is_none() {
+    ///     // A build with the Hopper module: sm_90's large shape on an H100.
+    ///     assert_eq!(gemm.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma16_f64_nn_128x64x16_s3");
+    /// }
+    /// let small = gemm.tile(TileConfig::Small);
+    /// assert_eq!(small.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma_f64_nn_64x64x16_s3");
     /// assert_eq!(gemm.dmma(false).kernel_name_for::<f64, f64>(&h100)?, "gemm_f64_nn_64x64x8");
     /// let rtx4090 = Device::emulator_for(Arch::Sm89);
     /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&rtx4090)?, "gemm_f64_nn_64x64x8");

@@ -279,10 +279,10 @@ fn batches_on(dev: &Device) {
             .stride_b(0)
             .stride_c(sc);
         assert_eq!(
-            g.kernel_name_for::<f64, f64>(&dev).unwrap(),
-            dmma_kernel(&dev, (ta, tb))
+            g.kernel_name_for::<f64, f64>(dev).unwrap(),
+            dmma_kernel(dev, (ta, tb))
         );
-        g.run(&dev, &a, &b, &mut c).unwrap();
+        g.run(dev, &a, &b, &mut c).unwrap();
         let got = c.to_host().unwrap();
         for (z, part) in parts.iter().enumerate() {
             let want = expected(part);
@@ -332,7 +332,7 @@ fn paths_on(dev: &Device) {
             let (a, b) = (dev.upload(&c.a).unwrap(), dev.upload(&c.b).unwrap());
             let mut out = dev.upload(&c.c).unwrap();
             let ((), profiles) = dev
-                .profile_memory(|| gemm(&c).run(&dev, &a, &b, &mut out))
+                .profile_memory(|| gemm(&c).run(dev, &a, &b, &mut out))
                 .unwrap();
             let p = &profiles[0];
             assert_eq!(p.kernel, dmma_kernel(dev, trans));

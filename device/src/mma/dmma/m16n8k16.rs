@@ -166,10 +166,10 @@ mod tests {
     /// One warp stores A = (r − k) row-major and k-major and B = (k + 2n)
     /// k-major and n-major, loads each orientation (checked loads), and
     /// multiplies with C = 100r + n. By hand, Σₖ₌₀¹⁵ (r − k)(k + 2n) =
-    /// 120r + 32rn − 1240 − 240n (Σk = 120, Σk² = 1240), so D[r][n] = 220r
-    /// + 32rn − 1240 − 239n: D[0][0] = −1240, D[15][7] = 3300 + 3360 − 1240
-    /// − 1673 = 3747. Every lane's four elements, from every pair of
-    /// orientations, must be that exactly (integers: no rounding).
+    /// 120r + 32rn − 1240 − 240n (Σk = 120, Σk² = 1240), so D[r][n] =
+    /// 220r + 32rn − 1240 − 239n: D[0][0] = −1240, D[15][7] = 3300 +
+    /// 3360 − 1240 − 1673 = 3747. Every lane's four elements, from every
+    /// pair of orientations, must be that exactly (integers: no rounding).
     #[test]
     fn m16n8k16_computes_a_hand_computed_product_from_every_layout() {
         let want = |r: usize, n: usize| (220 * r + 32 * r * n) as f64 - 1240.0 - 239.0 * n as f64;

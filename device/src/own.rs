@@ -2002,37 +2002,38 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
     WarpTile<'v, T, TM, TN, false, CLIPPED>
 {
     /// As [`update_mma_c`](Self::update_mma_c) for an f64 accumulator of
-    /// `mma.sync.m8n8k4` ([`dmma`](crate::mma::dmma)): this lane's 2
-    /// elements of the 8 × 8 sub-tile (`sub_row`, `sub_col`) (rows
-    /// `8·sub_row ..`, columns `8·sub_col ..`) at
-    /// [`dmma::c_coord`](crate::mma::dmma::c_coord), each handed to
+    /// shape `S` ([`dmma`](crate::mma::dmma): `m8n8k4`, `m16n8k16`): this
+    /// lane's elements of the `S::M × S::N` sub-tile (`sub_row`, `sub_col`)
+    /// (rows `S::M·sub_row ..`, columns `S::N·sub_col ..`) at
+    /// [`Shape::c_coord`](crate::mma::dmma::Shape::c_coord), each handed to
     /// `f(value, slot)`; elements outside the matrix, and sub-tiles outside
     /// the tile, are skipped. `c_coord` is one-to-one over lanes and
-    /// elements, and the 8 × 8 sub-tiles partition the tile, so a warp's
-    /// lanes never write the same element.
+    /// elements (the sealed shapes' tables, tested), and the sub-tiles
+    /// partition the tile, so a warp's lanes never write the same element.
     #[inline(always)]
-    pub fn update_dmma_c(
+    pub fn update_dmma_c<S: crate::mma::dmma::Shape>(
         &mut self,
         sub_row: usize,
         sub_col: usize,
-        frag: &crate::mma::dmma::FragC,
+        frag: &S::C,
         mut f: impl FnMut(f64, &mut Slot<'_, T>),
     ) {
-        use crate::mma::dmma;
-        if sub_row >= TM / dmma::M || sub_col >= TN / dmma::N {
+        use crate::mma::dmma::Fragment;
+        if sub_row >= TM / S::M || sub_col >= TN / S::N {
             return;
         }
         let lane = thread::lane_id();
-        for (i, &v) in frag.regs.iter().enumerate() {
-            let (r0, c0) = dmma::c_coord(lane, i);
-            let (r, c) = (sub_row * dmma::M + r0, sub_col * dmma::N + c0);
+        for i in 0..S::C::LEN {
+            let v = frag.element(i);
+            let (r0, c0) = S::c_coord(lane, i);
+            let (r, c) = (sub_row * S::M + r0, sub_col * S::N + c0);
             // An unclipped tile has all TM × TN elements inside (`interior`).
             if !CLIPPED || (r < self.rows && c < self.cols) {
                 // SAFETY: (r, c) is inside the clipped tile (rows ≤ TM, cols
                 // ≤ TN; for an unclipped one, made only by `interior`, r < TM
                 // and c < TN hold for every sub-tile inside the tile), so in
                 // the matrix and in this warp's tile alone; it is this lane's
-                // alone (`dmma::c_coord` is one-to-one over lanes and
+                // alone (`S::c_coord` is one-to-one over lanes and
                 // elements, the sub-tiles are disjoint), and the slot lives
                 // only here (`f` borrows it for any lifetime, so it cannot
                 // keep it).

@@ -11,8 +11,10 @@
 //! | module | kernels |
 //! | --- | --- |
 //! | [`gemm`] | `gemm_wgmma_{f16,bf16}_{f32,f16,bf16}_{nn,nt,tn,tt}_128x256x64_s4`: warp-specialised GEMM, a TMA producer warpgroup feeding two `wgmma` consumer warpgroups through a 4-stage mbarrier ring |
+//! | [`dgemm`] | `gemm_dmma16_f64_{nn,nt,tn,tt}_128x64x16_s3`: FP64 GEMM on sm_90's `mma.sync.m16n8k16.f64` (`DMMA.16x8x16`), the sm_80 module's f64 body on a 128 × 64 tile |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]
 #![forbid(unsafe_code)]
 
+pub mod dgemm;
 pub mod gemm;

@@ -294,12 +294,13 @@ mod tests {
             outside.is_empty(),
             "launched, not in the table: {outside:?}"
         );
-        // The 16 Hopper kernels (4 type pairs × 4 transposes) among them.
+        // The 20 Hopper kernels (wgmma: 4 type pairs × 4 transposes; f64
+        // m16n8k16: 4 transposes) among them.
         let hopper: Vec<&DispatchEntry> = table
             .iter()
             .filter(|e| e.module == warpforge::ptx::HOPPER.name)
             .collect();
-        assert_eq!(hopper.len(), 16, "{hopper:?}");
+        assert_eq!(hopper.len(), 20, "{hopper:?}");
         assert!(hopper.iter().all(|e| seen.contains(&e.kernel)));
         // `verify::run` walks the operations in order.
         let axpy = operation("axpy").unwrap();
@@ -330,7 +331,8 @@ mod tests {
         let a100 = Device::emulator_for(warpforge::Arch::Sm80);
         let rows_80 = coverage(&a100, &all).unwrap();
         assert!(wgmma(&rows_80).is_empty());
-        assert_eq!(rows_80.len() + 16, rows.len());
+        // The Hopper module: 16 wgmma kernels and 4 f64 m16n8k16 ones.
+        assert_eq!(rows_80.len() + 20, rows.len());
         assert!(rows_80.iter().all(|r| r.operation.is_some()));
         let without_gemm: Vec<&Operation> =
             OPERATIONS.iter().filter(|op| op.name != "gemm").collect();
@@ -391,6 +393,7 @@ mod tests {
             ("f32", "128x128x8"),
             ("f64", "64x64x8"),
             ("dmma_f64", "64x64x16_s3"),
+            ("dmma16_f64", "128x64x16_s3"),
             ("f16_f32", "64x64x32_s3"),
             ("f16_f16", "64x64x32_s3"),
             ("f16_bf16", "64x64x32_s3"),
@@ -420,8 +423,8 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(96);
-        let (kernels, hopper) = kernels.split_at(80);
+        let (kernels, sums) = reports.split_at(100);
+        let (kernels, hopper) = kernels.split_at(84);
         // The Hopper kernels (the emulator is an sm_90): each launched alone,
         // pinned on its 5 cases; bf16 → f32 NN once more as the default
         // dispatch picks it.
@@ -487,7 +490,7 @@ mod tests {
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
             "gemm_tf32_f32_nn_64x64x16_s3",
-            "gemm_dmma_f64_nn_64x64x16_s3",
+            "gemm_dmma16_f64_nn_128x64x16_s3",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
             "gemm_bf16_f32_nn_64x64x32_s3",
@@ -505,12 +508,12 @@ mod tests {
                 "f32" | "tf32" => 4,
                 _ => 2,
             };
-            // `gemm_[dmma_]TIN[_TOUT]_…`: f64 on the FP64 tensor cores (the
-            // emulator is an sm_90) is `gemm_dmma_f64_…`.
+            // `gemm_[dmma16_]TIN[_TOUT]_…`: f64 on the FP64 tensor cores (the
+            // emulator is an sm_90: its m16n8k16) is `gemm_dmma16_f64_…`.
             let types: Vec<&str> =
                 r.op.split('_')
                     .skip(1)
-                    .skip_while(|&t| t == "dmma")
+                    .skip_while(|&t| t.starts_with("dmma"))
                     .take_while(|t| t.starts_with(['f', 'b', 't']))
                     .collect();
             let (input, output) = (types[0], *types.last().unwrap());

@@ -922,9 +922,10 @@ where
 }
 
 /// `gemm` with the configuration `config` pinned ([`Gemm::tile`]); for
-/// f64, whose kernels [`Gemm::dmma`] picks, its FP64 tensor-core family
-/// with a configuration and its SIMT one without (unpinned, a GPU would
-/// pick by its compute capability).
+/// f64, whose kind of core [`Gemm::dmma`] picks, its FP64 tensor-core
+/// family of that configuration with one (`Small`: m8n8k4, `Large`:
+/// sm_90's m16n8k16) and its SIMT one without (unpinned, a GPU would pick
+/// by its compute capability).
 fn pin_config<TIn, TOut, S>(gemm: Gemm<S>, config: Option<TileConfig>) -> Gemm<S>
 where
     TIn: GemmTypes<TOut, Scalar = S>,
@@ -932,7 +933,8 @@ where
     S: GemmElement,
 {
     match config {
-        _ if TIn::HAS_DMMA => gemm.dmma(config.is_some()),
+        Some(c) if TIn::HAS_DMMA => gemm.dmma(true).tile(c),
+        None if TIn::HAS_DMMA => gemm.dmma(false),
         Some(c) => gemm.tile(c),
         None => gemm,
     }
@@ -998,6 +1000,10 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     // accumulation order the hardware's: twice the fused chain's bound.
     let d = warpforge_kernels::gemm::tensor::dgemm::DMMA_TILE;
     let f64_dmma = tiled((d.m, d.n, d.k), Some(TileConfig::Small), TensorCores);
+    // sm_90's m16n8k16 f64 (`TileConfig::Large`, the Hopper module): none
+    // where the device does not load it.
+    let d = warpforge_kernels::gemm::tensor::dgemm::DMMA16_TILE;
+    let f64_dmma16 = tiled((d.m, d.n, d.k), Some(TileConfig::Large), TensorCores);
     let config = |c: TileConfig| {
         let t = c.tile();
         tiled((t.m, t.n, t.k), Some(c), TensorCores)
@@ -1015,6 +1021,7 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     v.visit::<f32, f32, f32>(f32_large)?;
     v.visit::<f64, f64, f64>(f64_tile)?;
     v.visit::<f64, f64, f64>(f64_dmma)?;
+    v.visit::<f64, f64, f64>(f64_dmma16)?;
     v.visit::<f16, f32, f32>(tc)?;
     v.visit::<f16, f16, f32>(tc)?;
     v.visit::<f16, bf16, f32>(tc)?;
@@ -1040,7 +1047,8 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
 const WGMMA_TILE: (usize, usize, usize) = (hp::BM, hp::BN, hp::BK);
 
 /// The kernels of `family` for `TIn → TOut` on `dev`, NN, NT, TN, TT (none
-/// for the Hopper family where `dev` cannot run it: [`Gemm::wgmma`] refuses).
+/// for the Hopper families where `dev` cannot run them: [`Gemm::wgmma`],
+/// or for f64's `Large` tile [`Gemm::tile`], refuses).
 fn family_kernels<TIn, TOut, S>(dev: &Device, family: GemmFamily) -> Result<Vec<&'static str>>
 where
     TIn: GemmTypes<TOut, Scalar = S>,
@@ -1067,6 +1075,9 @@ where
             Err(Error::InvalidParameter {
                 parameter: "wgmma", ..
             }) if matches!(family, GemmFamily::Wgmma) => return Ok(Vec::new()),
+            Err(Error::InvalidParameter {
+                parameter: "tile", ..
+            }) if TIn::HAS_DMMA => return Ok(Vec::new()),
             Err(e) => return Err(e),
         }
     }

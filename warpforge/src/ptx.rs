@@ -364,9 +364,10 @@ pub struct DispatchEntry {
 /// let a100 = dispatch_table((8, 0));
 /// let hopper = |t: &[ptx::DispatchEntry]| t.iter().filter(|e| e.module == ptx::HOPPER.name).count();
 /// assert!(h100.iter().any(|e| e.kernel == "axpy_f32"));
-/// assert_eq!(hopper(&h100), 16); // 4 type pairs × 4 transposes
+/// // wgmma: 4 type pairs × 4 transposes; f64 m16n8k16: 4 transposes.
+/// assert_eq!(hopper(&h100), 20);
 /// assert_eq!(hopper(&a100), 0);
-/// assert_eq!(h100.len(), a100.len() + 16);
+/// assert_eq!(h100.len(), a100.len() + 20);
 /// assert!(dispatch_table((7, 5)).is_empty()); // runs none of them
 /// ```
 pub fn dispatch_table(compute_capability: (i32, i32)) -> Vec<DispatchEntry> {
@@ -536,7 +537,7 @@ impl Module {
     }
 
     /// `sm_80, sm_90a`, or `no architecture` for an empty module.
-    fn archs(&self) -> String {
+    pub(crate) fn archs(&self) -> String {
         if self.variants.is_empty() {
             return "no architecture".to_owned();
         }

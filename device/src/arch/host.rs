@@ -701,20 +701,33 @@ pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> 
     fiber::with_current(|t| t.collective_out.get()).map(f32::from_bits)
 }
 
-/// `mma.sync.m8n8k4` f64: the lane's A, B and C bits as 32-bit halves
-/// (low first) in `collective_in`, D's back in `collective_out`
-/// (`emu::tensor`, which computes it).
+/// An f64 `mma.sync` of shape `kind`: the lane's A, B and C elements, in
+/// that order, in `f64_in`; D's back in `f64_out` (`emu::tensor`, which
+/// computes it).
+#[track_caller]
+fn mma_sync_f64_of(kind: crate::mma::dmma::Kind, operands: [f64; 16]) -> [f64; 4] {
+    fiber::with_current(|t| t.f64_in.set(operands));
+    warp_op(WarpOp::MmaF64(kind), u32::MAX, 0, 0);
+    fiber::with_current(|t| t.f64_out.get())
+}
+
+/// `mma.sync.m8n8k4` f64 ([`mma_sync_f64_of`]).
 #[track_caller]
 pub(crate) fn mma_sync_f64(a: f64, b: f64, c: [f64; 2]) -> [f64; 2] {
-    let halves = |x: f64| [x.to_bits() as u32, (x.to_bits() >> 32) as u32];
-    let mut operands = [0u32; 10];
-    for (i, x) in [a, b, c[0], c[1]].into_iter().enumerate() {
-        operands[2 * i..2 * i + 2].copy_from_slice(&halves(x));
-    }
-    fiber::with_current(|t| t.collective_in.set(operands));
-    warp_op(WarpOp::MmaF64, u32::MAX, 0, 0);
-    let out = fiber::with_current(|t| t.collective_out.get());
-    [0, 1].map(|i| f64::from_bits(u64::from(out[2 * i]) | u64::from(out[2 * i + 1]) << 32))
+    let mut operands = [0f64; 16];
+    operands[..4].copy_from_slice(&[a, b, c[0], c[1]]);
+    let d = mma_sync_f64_of(crate::mma::dmma::Kind::M8n8k4, operands);
+    [d[0], d[1]]
+}
+
+/// `mma.sync.m16n8k16` f64 (sm_90; [`mma_sync_f64_of`]).
+#[track_caller]
+pub(crate) fn mma_sync_f64_m16n8k16(a: [f64; 8], b: [f64; 4], c: [f64; 4]) -> [f64; 4] {
+    let mut operands = [0f64; 16];
+    operands[..8].copy_from_slice(&a);
+    operands[8..12].copy_from_slice(&b);
+    operands[12..].copy_from_slice(&c);
+    mma_sync_f64_of(crate::mma::dmma::Kind::M16n8k16, operands)
 }
 
 /// The emulator defers the copy, as the GPU may: it reads the 16 source

@@ -663,6 +663,26 @@ pub(crate) fn mma_sync_f64(a: f64, b: f64, c: [f64; 2]) -> [f64; 2] {
     d
 }
 
+/// `mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64` (sm_90, PTX 7.8;
+/// ptxas refuses it for an earlier target, so only an sm_90 module holds
+/// it): eight f64 of A, four of B, four of C and D per lane.
+#[inline(always)]
+pub(crate) fn mma_sync_f64_m16n8k16(a: [f64; 8], b: [f64; 4], c: [f64; 4]) -> [f64; 4] {
+    let mut d = [0f64; 4];
+    // SAFETY: as `mma_sync_f64`: register-only, all 32 lanes together (the
+    // caller's rule, `mma::dmma::M16n8k16`; the emulator checks it).
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}, {a4}, {a5}, {a6}, {a7}}}, {{{b0}, {b1}, {b2}, {b3}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg64) d[0], d1 = out(reg64) d[1], d2 = out(reg64) d[2], d3 = out(reg64) d[3],
+            a0 = in(reg64) a[0], a1 = in(reg64) a[1], a2 = in(reg64) a[2], a3 = in(reg64) a[3],
+            a4 = in(reg64) a[4], a5 = in(reg64) a[5], a6 = in(reg64) a[6], a7 = in(reg64) a[7],
+            b0 = in(reg64) b[0], b1 = in(reg64) b[1], b2 = in(reg64) b[2], b3 = in(reg64) b[3],
+            c0 = in(reg64) c[0], c1 = in(reg64) c[1], c2 = in(reg64) c[2], c3 = in(reg64) c[3],
+            options(nomem, nostack))
+    }
+    d
+}
+
 /// # Safety
 /// `dst` must be 16 bytes of the block's shared memory and `src` 16 bytes of
 /// global memory (a generic address in the global window: `cvta.to.global` of

@@ -64,9 +64,9 @@ pub(crate) enum WarpOp {
     },
     /// `mma.sync`: operands in `collective_in`, results in `collective_out`.
     Mma(MmaKind),
-    /// `mma.sync.m8n8k4` f64: operands in `collective_in` (A, B, C as
-    /// 32-bit halves), results in `collective_out`.
-    MmaF64,
+    /// f64 `mma.sync` of a shape (`crate::mma::dmma::Kind`): operands in
+    /// `f64_in` (A's, B's, C's elements), results in `f64_out`.
+    MmaF64(crate::mma::dmma::Kind),
     /// `wgmma.mma_async`: `value` points at the lane's `emu::wgmma::Issue`.
     Wgmma,
     /// `wgmma.wait_group N`.
@@ -109,6 +109,10 @@ pub(crate) struct ThreadState {
     pub collective_in: Cell<[u32; 10]>,
     /// Results of a fragment collective (`ldmatrix`, `mma`), set before resuming.
     pub collective_out: Cell<[u32; 4]>,
+    /// Operands of an f64 `mma.sync` (`m16n8k16`: A's 8, B's 4, C's 4 elements).
+    pub f64_in: Cell<[f64; 16]>,
+    /// Its results (`m16n8k16`: D's 4 elements), set before resuming.
+    pub f64_out: Cell<[f64; 4]>,
     /// Set by the fiber when it first runs; null until then.
     pub yielder: Cell<*const FiberYielder>,
     /// What the block's threads share (interleaving, progress, `cp.async`).

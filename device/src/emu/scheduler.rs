@@ -302,6 +302,8 @@ fn run_block(
                 profile: profile_ptr,
                 collective_in: Cell::new([0; 10]),
                 collective_out: Cell::new([0; 4]),
+                f64_in: Cell::new([0.0; 16]),
+                f64_out: Cell::new([0.0; 4]),
                 yielder: Cell::new(core::ptr::null()),
                 block: block_ptr,
                 cp_groups: Cell::new(0),
@@ -759,7 +761,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     }
     if let WarpOp::Ldmatrix { .. }
     | WarpOp::Mma(_)
-    | WarpOp::MmaF64
+    | WarpOp::MmaF64(_)
     | WarpOp::Wgmma
     | WarpOp::WgmmaWait(_)
     | WarpOp::SetMaxNreg { .. } = op
@@ -845,7 +847,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             WarpOp::Elect => elected.unwrap_or(0),
             WarpOp::Ldmatrix { .. }
             | WarpOp::Mma(_)
-            | WarpOp::MmaF64
+            | WarpOp::MmaF64(_)
             | WarpOp::Wgmma
             | WarpOp::WgmmaWait(_)
             | WarpOp::SetMaxNreg { .. } => unreachable!("completed above"),

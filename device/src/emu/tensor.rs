@@ -3,6 +3,7 @@
 
 use super::fiber::WarpOp;
 use super::scheduler::EmulatedThread;
+use crate::mma::dmma::{Fragment, Kind, M8n8k4, M16n8k16, Shape};
 use crate::mma::{K, M, MmaKind, N, a_coord, a_coord_tf32, b_coord, b_coord_tf32, c_coord};
 
 const LANES: usize = 32;
@@ -16,7 +17,8 @@ pub(super) fn complete(warp: &[EmulatedThread], op: WarpOp, value: &[u64; LANES]
     match op {
         WarpOp::Ldmatrix { matrices, trans } => ldmatrix(warp, usize::from(matrices), trans, value),
         WarpOp::Mma(kind) => mma(warp, kind),
-        WarpOp::MmaF64 => mma_f64(warp),
+        WarpOp::MmaF64(Kind::M8n8k4) => mma_f64::<M8n8k4>(warp),
+        WarpOp::MmaF64(Kind::M16n8k16) => mma_f64::<M16n8k16>(warp),
         _ => unreachable!("not a fragment collective"),
     }
 }
@@ -95,40 +97,42 @@ fn mma(warp: &[EmulatedThread], kind: MmaKind) {
     }
 }
 
-/// `mma.sync.m8n8k4.row.col.f64`: assembles the warp's 8 × 4 A, 4 × 8 B and
-/// 8 × 8 C from the lanes' fragments (`crate::mma::dmma`'s tables) and
-/// computes each D element as the fused multiply-add chain over k in order
-/// from C (the arithmetic `crate::mma::dmma` documents).
-fn mma_f64(warp: &[EmulatedThread]) {
-    use crate::mma::dmma;
-    let f64_at = |regs: &[u32], i: usize| {
-        f64::from_bits(u64::from(regs[2 * i]) | u64::from(regs[2 * i + 1]) << 32)
-    };
+/// An f64 `mma.sync` of shape `S` (`m8n8k4`, sm_90's `m16n8k16`):
+/// assembles the warp's `M × K` A, `K × N` B and `M × N` C from the lanes'
+/// fragments (`crate::mma::dmma`'s tables, [`Shape`]) and computes each D
+/// element as the fused multiply-add chain over k in order from C (the
+/// arithmetic `crate::mma::dmma` documents).
+fn mma_f64<S: Shape>(warp: &[EmulatedThread]) {
     let (mut a, mut b, mut c) = (
-        [[0f64; dmma::K]; dmma::M],
-        [[0f64; dmma::N]; dmma::K],
-        [[0f64; dmma::N]; dmma::M],
+        vec![0f64; S::M * S::K],
+        vec![0f64; S::K * S::N],
+        vec![0f64; S::M * S::N],
     );
+    let (a_len, b_len) = (S::A::LEN, S::B::LEN);
     for (lane, t) in warp.iter().enumerate() {
-        let operands = t.state.collective_in.get();
+        let operands = t.state.f64_in.get();
         let lane = lane as u32;
-        let (r, k) = dmma::a_coord(lane);
-        a[r][k] = f64_at(&operands, 0);
-        let (k, n) = dmma::b_coord(lane);
-        b[k][n] = f64_at(&operands, 1);
-        for i in 0..2 {
-            let (r, n) = dmma::c_coord(lane, i);
-            c[r][n] = f64_at(&operands, 2 + i);
+        for (i, &v) in operands[..a_len].iter().enumerate() {
+            let (r, k) = S::a_coord(lane, i);
+            a[r * S::K + k] = v;
+        }
+        for (i, &v) in operands[a_len..a_len + b_len].iter().enumerate() {
+            let (k, n) = S::b_coord(lane, i);
+            b[k * S::N + n] = v;
+        }
+        for (i, &v) in operands[a_len + b_len..][..S::C::LEN].iter().enumerate() {
+            let (r, n) = S::c_coord(lane, i);
+            c[r * S::N + n] = v;
         }
     }
     for (lane, t) in warp.iter().enumerate() {
-        let mut out = [0u32; 4];
-        for i in 0..2 {
-            let (r, n) = dmma::c_coord(lane as u32, i);
-            let d = (0..dmma::K).fold(c[r][n], |acc, k| a[r][k].mul_add(b[k][n], acc));
-            out[2 * i] = d.to_bits() as u32;
-            out[2 * i + 1] = (d.to_bits() >> 32) as u32;
+        let mut out = [0f64; 4];
+        for (i, d) in out.iter_mut().enumerate().take(S::C::LEN) {
+            let (r, n) = S::c_coord(lane as u32, i);
+            *d = (0..S::K).fold(c[r * S::N + n], |acc, k| {
+                a[r * S::K + k].mul_add(b[k * S::N + n], acc)
+            });
         }
-        t.state.collective_out.set(out);
+        t.state.f64_out.set(out);
     }
 }

@@ -28,16 +28,25 @@
 //! missing lane and both call sites), as it does for lanes that reach
 //! different warp collectives.
 //!
-//! sm_90 adds `m16n8k4`, `m16n8k8` and `m16n8k16` f64 shapes (PTX ISA 7.8;
-//! `ptxas` 13.5 assembles `m16n8k16` to one `DMMA.16x8x16` on sm_90 and
-//! refuses it for sm_80). They need an sm_90 module; the library's
-//! `mma.sync` module is sm_80 (JIT-compiled on every later GPU), so they are
-//! not here (`docs/gemm.md`, "FP64 on the tensor cores").
+//! **Shapes.** sm_90 adds `m16n8k4`, `m16n8k8` and `m16n8k16` f64 shapes
+//! (PTX ISA 7.8; `ptxas` 13.5 assembles `m16n8k16` to one `DMMA.16x8x16` on
+//! sm_90 and refuses all three for sm_80). [`M16n8k16`] is the one a GEMM
+//! wants (8 times an `m8n8k4`'s products per instruction; the smaller two
+//! only split it). [`Shape`] says what a kernel needs of either shape — its
+//! sizes, its fragments' layout tables, the instruction — so one GEMM body
+//! serves both ([`M8n8k4`] for the sm_80 module, [`M16n8k16`] for the
+//! sm_90a one). A kernel that uses `M16n8k16` belongs in an sm_90 module:
+//! ptxas refuses the instruction for an sm_80 one, and the host refuses to
+//! load an sm_90a module on an earlier GPU or on an emulator of one
+//! (`UnsupportedGpu`, as a GPU's driver does).
 
 use super::Stage;
 use super::stages::StageRing;
 use crate::arch;
 use crate::shared::SharedArray;
+
+mod m16n8k16;
+pub use m16n8k16::{Frag, M16n8k16};
 
 /// Rows of `A`, `C` and `D`.
 pub const M: usize = 8;
@@ -169,6 +178,214 @@ pub fn dmma(a: FragA, b: FragB, c: FragC) -> FragC {
     }
 }
 
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Which f64 `mma.sync` shape a warp collective is (the emulator's dispatch).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// [`M8n8k4`].
+    M8n8k4,
+    /// [`M16n8k16`].
+    M16n8k16,
+}
+
+/// A lane's `LEN` elements of one operand of an f64 `mma.sync`, element
+/// `i` where its [`Shape`]'s coordinate table puts it.
+pub trait Fragment: Copy + Default + sealed::Sealed {
+    /// Elements per lane.
+    const LEN: usize;
+    /// The fragment whose element `i` is `f(i)`.
+    fn from_elements(f: impl FnMut(usize) -> f64) -> Self;
+    /// Element `i` (`i < LEN`).
+    fn element(&self, i: usize) -> f64;
+}
+
+impl sealed::Sealed for FragA {}
+impl sealed::Sealed for FragB {}
+impl sealed::Sealed for FragC {}
+
+impl Fragment for FragA {
+    const LEN: usize = 1;
+    #[inline(always)]
+    fn from_elements(mut f: impl FnMut(usize) -> f64) -> Self {
+        FragA { value: f(0) }
+    }
+    #[inline(always)]
+    fn element(&self, _: usize) -> f64 {
+        self.value
+    }
+}
+
+impl Fragment for FragB {
+    const LEN: usize = 1;
+    #[inline(always)]
+    fn from_elements(mut f: impl FnMut(usize) -> f64) -> Self {
+        FragB { value: f(0) }
+    }
+    #[inline(always)]
+    fn element(&self, _: usize) -> f64 {
+        self.value
+    }
+}
+
+impl Fragment for FragC {
+    const LEN: usize = 2;
+    #[inline(always)]
+    fn from_elements(mut f: impl FnMut(usize) -> f64) -> Self {
+        FragC { regs: [f(0), f(1)] }
+    }
+    #[inline(always)]
+    fn element(&self, i: usize) -> f64 {
+        self.regs[i]
+    }
+}
+
+/// An f64 `mma.sync` shape, `D = A·B + C` for the warp's `M × K` `A`,
+/// `K × N` `B` and `M × N` `C`: its sizes, where each lane's fragment
+/// elements lie (the PTX ISA's tables) and the instruction. Sealed: the
+/// tables are the hardware's, and the epilogue's writes rely on `c_coord`
+/// being one-to-one.
+///
+/// Every shape's tables are **anchored** at the lane's `(g, t) = (lane / 4,
+/// lane % 4)`: `a_coord(lane, i) = (g, t) + a_coord(0, i)`, `b_coord(lane,
+/// i) = (t, g) + b_coord(0, i)` — so a stored tile's element `i` is at a
+/// constant offset from the lane's element 0, which is what a
+/// [`Window`] loads (tested for both shapes).
+pub trait Shape: Copy + sealed::Sealed + 'static {
+    /// Rows of `A`, `C` and `D`.
+    const M: usize;
+    /// Columns of `B`, `C` and `D`.
+    const N: usize;
+    /// Columns of `A`, rows of `B`.
+    const K: usize;
+    /// The emulator's name for the instruction.
+    #[doc(hidden)]
+    const KIND: Kind;
+    /// A lane's `A` elements.
+    type A: Fragment;
+    /// A lane's `B` elements.
+    type B: Fragment;
+    /// A lane's `C` (and `D`) elements.
+    type C: Fragment;
+    /// `(row, k)` in `A` of element `i` of lane `lane`'s fragment.
+    fn a_coord(lane: u32, i: usize) -> (usize, usize);
+    /// `(k, col)` in `B` of element `i` of lane `lane`'s fragment.
+    fn b_coord(lane: u32, i: usize) -> (usize, usize);
+    /// `(row, col)` in `C` and `D` of element `i` of lane `lane`'s fragment.
+    fn c_coord(lane: u32, i: usize) -> (usize, usize);
+    /// `D = A·B + C`, each element a fused chain over `k` in order on the
+    /// emulator (module docs). All 32 lanes of the warp must call it
+    /// together (the emulator reports a partial warp as a fault).
+    fn mma(a: Self::A, b: Self::B, c: Self::C) -> Self::C;
+
+    /// This lane's `A` fragment of the tile whose element `(row, k)` is `a(row, k)`.
+    #[inline(always)]
+    fn a_from_fn(a: impl Fn(usize, usize) -> f64) -> Self::A {
+        let lane = crate::thread::lane_id();
+        Self::A::from_elements(|i| {
+            let (r, k) = Self::a_coord(lane, i);
+            a(r, k)
+        })
+    }
+
+    /// This lane's `B` fragment of the tile whose element `(k, col)` is `b(k, col)`.
+    #[inline(always)]
+    fn b_from_fn(b: impl Fn(usize, usize) -> f64) -> Self::B {
+        let lane = crate::thread::lane_id();
+        Self::B::from_elements(|i| {
+            let (k, c) = Self::b_coord(lane, i);
+            b(k, c)
+        })
+    }
+
+    /// This lane's `C` fragment of the tile whose element `(row, col)` is `c(row, col)`.
+    #[inline(always)]
+    fn c_from_fn(c: impl Fn(usize, usize) -> f64) -> Self::C {
+        let lane = crate::thread::lane_id();
+        Self::C::from_elements(|i| {
+            let (r, col) = Self::c_coord(lane, i);
+            c(r, col)
+        })
+    }
+
+    /// Calls `f(row, col, value)` for this lane's elements of `c`.
+    #[inline(always)]
+    fn for_each_c(c: &Self::C, mut f: impl FnMut(usize, usize, f64)) {
+        let lane = crate::thread::lane_id();
+        for i in 0..Self::C::LEN {
+            let (r, col) = Self::c_coord(lane, i);
+            f(r, col, c.element(i));
+        }
+    }
+
+    /// This lane's `A` fragment of the tile stored at `tile[base..]`, rows
+    /// `row_stride` apart: row-major (`(row, k)` at `row·row_stride + k`),
+    /// or k-major if `k_major` (at `k·row_stride + row`). Checked: panics
+    /// (traps on the GPU) if an element is outside the view.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn load_a(tile: &SharedArray<f64>, base: usize, row_stride: usize, k_major: bool) -> Self::A {
+        let lane = crate::thread::lane_id();
+        Self::A::from_elements(|i| {
+            let (r, k) = Self::a_coord(lane, i);
+            let (major, minor) = if k_major { (k, r) } else { (r, k) };
+            tile.load(base + major * row_stride + minor)
+        })
+    }
+
+    /// This lane's `B` fragment of the tile (k × n) stored at `tile[base..]`,
+    /// rows `row_stride` apart: k-major (`(k, col)` at `k·row_stride +
+    /// col`), or n-major if `n_major` (at `col·row_stride + k`). Checked,
+    /// as [`load_a`](Self::load_a).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn load_b(tile: &SharedArray<f64>, base: usize, row_stride: usize, n_major: bool) -> Self::B {
+        let lane = crate::thread::lane_id();
+        Self::B::from_elements(|i| {
+            let (k, c) = Self::b_coord(lane, i);
+            let (major, minor) = if n_major { (c, k) } else { (k, c) };
+            tile.load(base + major * row_stride + minor)
+        })
+    }
+}
+
+/// `mma.sync.aligned.m8n8k4.row.col.f64` (sm_80 and later): [`dmma`] and
+/// this module's tables as a [`Shape`].
+#[derive(Clone, Copy, Debug)]
+pub struct M8n8k4;
+
+impl sealed::Sealed for M8n8k4 {}
+
+impl Shape for M8n8k4 {
+    const M: usize = M;
+    const N: usize = N;
+    const K: usize = K;
+    const KIND: Kind = Kind::M8n8k4;
+    type A = FragA;
+    type B = FragB;
+    type C = FragC;
+    #[inline(always)]
+    fn a_coord(lane: u32, _: usize) -> (usize, usize) {
+        a_coord(lane)
+    }
+    #[inline(always)]
+    fn b_coord(lane: u32, _: usize) -> (usize, usize) {
+        b_coord(lane)
+    }
+    #[inline(always)]
+    fn c_coord(lane: u32, i: usize) -> (usize, usize) {
+        c_coord(lane, i)
+    }
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    fn mma(a: FragA, b: FragB, c: FragC) -> FragC {
+        dmma(a, b, c)
+    }
+}
+
 /// Where a lane's fragment element lies in a stored tile, by the tile's
 /// orientation: along its rows at `g·stride + t` (`A` row-major, `B`
 /// n-major: the fragment's own row or column `g` is the stored row), or
@@ -268,6 +485,22 @@ impl Window {
         // SAFETY: as just said; 8-byte aligned (the ring starts 16-byte
         // aligned and its elements are f64). Ordering: the kernel's barriers.
         f64::from_bits(unsafe { self.ring.load_u64(at) })
+    }
+
+    /// An `A` fragment of shape `S` whose element 0 is at `offset` (see
+    /// [`load`](Self::load)), its element `i` at `offset + step(i)`:
+    /// `step` gives, for element `i`, its offset from element 0 in the
+    /// stored tile (from `S`'s anchored tables: constants once written
+    /// out).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn fragment<F: Fragment>(
+        &self,
+        stage: Stage,
+        offset: usize,
+        step: impl Fn(usize) -> usize,
+    ) -> F {
+        F::from_elements(|i| self.load(stage, offset + step(i)))
     }
 
     /// An `A` fragment at `offset` (see [`load`](Self::load)).

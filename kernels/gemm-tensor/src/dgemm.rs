@@ -1,5 +1,10 @@
 //! FP64 GEMM on the tensor cores (sm_80 and later): `D = alpha·op(A)·op(B) +
-//! beta·C`, all f64, each `mma` a `mma.sync.m8n8k4.f64` ([`dmma`]).
+//! beta·C`, all f64, each `mma` an f64 `mma.sync` of a [`dmma::Shape`]:
+//! `m8n8k4` ([`M8n8k4`]: this module's kernels, the sm_80 module) or sm_90's
+//! `m16n8k16` ([`dmma::M16n8k16`]: the Hopper module's kernels,
+//! `warpforge_kernels_hopper::dgemm`, which run [`gemm_dmma_body`] on
+//! their own tile, [`DMMA16_TILE`]). One body, one main loop, one pipeline:
+//! the shape's sizes and fragment tables are all that differs.
 //!
 //! The f16/bf16/tf32 kernels' machinery with the f64 instruction: the tile
 //! is an [`MmaTile`] of f64 ([`DMMA_TILE`]: its stage layouts, shared memory,
@@ -23,7 +28,10 @@
 //!
 //! Per k-step of 16 a warp issues `(32/8)·(32/8)·4 = 64` DMMA and loads
 //! `(4 + 4)·4 = 32` fragments: 0.5 shared loads per DMMA, 128 bytes of
-//! shared memory per DMMA and warp.
+//! shared memory per DMMA and warp. With `m16n8k16` the same 32 × 32 warp
+//! tile is `(32/16)·(32/8) = 8` DMMA a k-step of 16 and the same 32 loads
+//! (8 f64 an `A` fragment, 4 a `B`): 4 loads per DMMA, each DMMA 8 times
+//! the work.
 //!
 //! The epilogue writes each 8 × 8 accumulator through the warp's owned tile
 //! ([`update_dmma_c`](warpforge_device::own::WarpTile::update_dmma_c)): `d =
@@ -35,20 +43,18 @@
 
 use super::{
     BLOCK_BANDS, MmaTile, StageElement, StageFill, Stored, TileSource, a_offset, b_offset,
-    enter_block_tile, load_tile,
+    enter_tile, load_tile,
 };
-use warpforge_device::mma::dmma::{self, FragA, FragB, FragC, Orientation, Window};
+use warpforge_device::mma::dmma::{self, M8n8k4, Orientation, Shape, Window};
 use warpforge_device::mma::{self, ChunkPlacement, Stage, StageRing};
+use warpforge_device::num::Fma;
 use warpforge_device::shared::{self, SharedArray};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::thread;
 use warpforge_device::unroll::{self, unroll_upto, unroll2};
+use warpforge_device::{Global, OutMatrix, own::WarpGrid};
 #[cfg(feature = "entries")]
-use {
-    warpforge_device::num::Fma,
-    warpforge_device::{Global, OutMatrix, own::WarpGrid},
-    warpforge_macros::kernel,
-};
+use warpforge_macros::kernel;
 
 /// The FP64 tensor-core tile: 64 × 64 per block, k-step 16, four 32 × 32
 /// warp tiles as 2 × 2 (128 threads, 32 f64 accumulators a thread), 3
@@ -57,6 +63,18 @@ use {
 pub const DMMA_TILE: MmaTile = MmaTile::of::<f64>(64, 64, 16, 32, 32, 3);
 
 const _: () = assert!(DMMA_TILE.is_valid() && DMMA_TILE.max_shared_bytes() <= 99 * 1024);
+
+/// sm_90's FP64 tensor-core tile, for `m16n8k16` ([`dmma::M16n8k16`]): 128 ×
+/// 64 per block, k-step 16 (one `m16n8k16` deep), eight 32 × 32 warp tiles
+/// as 4 × 2 (256 threads; per thread the 32 f64 accumulators of the
+/// `m8n8k4` tile, 8 `A` and 4 `B` f64 a fragment), 3 stages: 75–90 KiB of
+/// shared memory (an H100/H200 allows 227 KiB a block). Twice the `m8n8k4`
+/// tile's rows: `(128 + 64)·16·8` bytes read per `128·64·16` FMA, 5.3 FMA
+/// a byte (the 64 × 64 tile: 4). ptxas gives it 233–239 registers (no
+/// spills), so one block of 8 warps runs per SM.
+pub const DMMA16_TILE: MmaTile = MmaTile::of::<f64>(128, 64, 16, 32, 32, 3);
+
+const _: () = assert!(DMMA16_TILE.is_valid() && DMMA16_TILE.max_shared_bytes() <= 113 * 1024);
 
 #[cfg(feature = "entries")]
 const D_M: usize = DMMA_TILE.m;
@@ -75,8 +93,8 @@ const D_MI: usize = D_WM / dmma::M;
 #[cfg(feature = "entries")]
 const D_NI: usize = D_WN / dmma::N;
 
-/// The most k-slices (`BK / 4`) a stage holds (`k_step` writes its slice
-/// loop out for at most this many, and checks it).
+/// The most k-slices (`BK / Mma::K`) a stage holds (`k_step` writes its
+/// slice loop out for at most this many, and checks it).
 const MAX_SLICES: usize = 4;
 
 /// A source with no matrix: every chunk zeros (a prologue's stage past the
@@ -206,13 +224,15 @@ impl StageFill for PanelFill<'_> {
 /// The FP64 main loop for one block (the f64 [`super::main_loop`]):
 /// `ktiles` k-steps of `op(A)·op(B)` for the `BM × BN` tile at `(row0,
 /// col0)` into this warp's `WM × WN` accumulators at `(warp_row,
-/// warp_col)`, `WM = 8·MI`, `WN = 8·NI`. The lean pipeline when both
-/// operands' whole k-range is interior (proven once), else the guarded one;
-/// the same ring, fragment windows and k-loop either way. Every thread of
-/// the block must call it (barriers); `t` is its index in the 1-D block.
+/// warp_col)`, `WM = Mma::M·MI`, `WN = Mma::N·NI`, each a `Mma` fragment.
+/// The lean pipeline when both operands' whole k-range is interior (proven
+/// once), else the guarded one; the same ring, fragment windows and k-loop
+/// either way. Every thread of the block must call it (barriers); `t` is
+/// its index in the 1-D block.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn main_loop<
+    Mma: Shape,
     A: TileSource<f64>,
     B: TileSource<f64>,
     const TA: bool,
@@ -232,7 +252,7 @@ pub fn main_loop<
     (row0, col0): (usize, usize),
     t: usize,
     (warp_row, warp_col): (usize, usize),
-) -> [[FragC; NI]; MI] {
+) -> [[Mma::C; NI]; MI] {
     let tile = MmaTile::of::<f64>(BM, BN, BK, WM, WN, S);
     let me = (t, tile.threads());
     let smem = shared::dynamic::<f64>();
@@ -240,7 +260,10 @@ pub fn main_loop<
     let (_, sb) = tile.b_layout(TB);
     let a_len = tile.a_len(TA);
     // Once per block (uniform): the stages, and each lane's fragment
-    // element in them, for the farthest fragment and k-slice of its warp.
+    // element 0 in them, reaching the farthest element of the farthest
+    // fragment and k-slice of its warp: the shapes' tables are anchored at
+    // the lane's (g, t) (`dmma::Shape`), whose 8 × 4 span leaves the
+    // farthest element at (M − 8, K − 4) from it.
     let ring = StageRing::check(&smem, tile.stage_len(TA, TB), S)
         .expect("dgemm: the dynamic shared memory does not hold the stages");
     let (a_orient, b_orient) = (
@@ -260,7 +283,7 @@ pub fn main_loop<
             a_offset::<TA>(warp_row, 0, sa),
             sa,
             a_orient,
-            a_offset::<TA>((MI - 1) * dmma::M, BK - dmma::K, sa),
+            a_offset::<TA>(MI * Mma::M - 8, BK - 4, sa),
         )
         .expect("dgemm: A's fragments lie outside a stage");
     let frags_b = ring
@@ -268,7 +291,7 @@ pub fn main_loop<
             a_len + b_offset::<TB>(warp_col, 0, sb),
             sb,
             b_orient,
-            b_offset::<TB>((NI - 1) * dmma::N, BK - dmma::K, sb),
+            b_offset::<TB>(NI * Mma::N - 8, BK - 4, sb),
         )
         .expect("dgemm: B's fragments lie outside a stage");
     let frags = Slices::<TA, TB> {
@@ -291,7 +314,12 @@ pub fn main_loop<
                     .and_then(|cb| ca.zip(cb))
             {
                 thread::path("lean");
-                return pipeline::<BK, S, MI, NI, TA, TB>(&ring, PanelFill(copies), &frags, ktiles);
+                return pipeline::<Mma, BK, S, MI, NI, TA, TB>(
+                    &ring,
+                    PanelFill(copies),
+                    &frags,
+                    ktiles,
+                );
             }
         };
     }
@@ -321,11 +349,12 @@ pub fn main_loop<
         sb,
         a_len,
     };
-    pipeline::<BK, S, MI, NI, TA, TB>(&ring, fill, &frags, ktiles)
+    pipeline::<Mma, BK, S, MI, NI, TA, TB>(&ring, fill, &frags, ktiles)
 }
 
-/// A warp's fragment loads of one k-slice (4 deep) of a stage: its `MI`
-/// `A` and `NI` `B` fragments, each a [`Window`] load at a constant offset.
+/// A warp's fragment loads of one k-slice (`Mma::K` deep) of a stage: its
+/// `MI` `A` and `NI` `B` fragments, each element a [`Window`] load at a
+/// constant offset (the fragment's origin plus the element's anchored step).
 struct Slices<'w, const TA: bool, const TB: bool> {
     a: &'w Window,
     b: &'w Window,
@@ -334,22 +363,35 @@ struct Slices<'w, const TA: bool, const TB: bool> {
 }
 
 impl<const TA: bool, const TB: bool> Slices<'_, TA, TB> {
-    /// k-slice `kk` (k from `4·kk`) of `stage`.
+    /// k-slice `kk` (k from `Mma::K·kk`) of `stage`.
     #[inline(always)]
-    fn load<const MI: usize, const NI: usize>(
+    fn load<Mma: Shape, const MI: usize, const NI: usize>(
         &self,
         stage: Stage,
         kk: usize,
-    ) -> ([FragA; MI], [FragB; NI]) {
-        let p = kk * dmma::K;
+    ) -> ([Mma::A; MI], [Mma::B; NI]) {
+        let p = kk * Mma::K;
+        let (sa, sb) = (self.sa, self.sb);
         (
             unroll::array(
                 #[inline(always)]
-                |mi| self.a.a(stage, a_offset::<TA>(mi * dmma::M, p, self.sa)),
+                |mi| {
+                    self.a
+                        .fragment(stage, a_offset::<TA>(mi * Mma::M, p, sa), |i| {
+                            let (dr, dk) = Mma::a_coord(0, i);
+                            a_offset::<TA>(dr, dk, sa)
+                        })
+                },
             ),
             unroll::array(
                 #[inline(always)]
-                |ni| self.b.b(stage, b_offset::<TB>(ni * dmma::N, p, self.sb)),
+                |ni| {
+                    self.b
+                        .fragment(stage, b_offset::<TB>(ni * Mma::N, p, sb), |i| {
+                            let (dk, dn) = Mma::b_coord(0, i);
+                            b_offset::<TB>(dn, dk, sb)
+                        })
+                },
             ),
         )
     }
@@ -367,6 +409,7 @@ impl<const TA: bool, const TB: bool> Slices<'_, TA, TB> {
 /// half of every f64 fragment (177 `IMAD.MOV` a loop of 192 DMMA, sm_80).
 #[inline(always)]
 fn pipeline<
+    Mma: Shape,
     const BK: usize,
     const S: usize,
     const MI: usize,
@@ -378,14 +421,14 @@ fn pipeline<
     mut fill: impl StageFill,
     slices: &Slices<'_, TA, TB>,
     ktiles: usize,
-) -> [[FragC; NI]; MI] {
+) -> [[Mma::C; NI]; MI] {
     const {
         assert!(
-            S >= 2 && BK / dmma::K <= MAX_SLICES && BK.is_multiple_of(dmma::K),
-            "dgemm: at least 2 stages, at most MAX_SLICES k-slices of 4 a stage"
+            S >= 2 && BK / Mma::K <= MAX_SLICES && BK.is_multiple_of(Mma::K),
+            "dgemm: at least 2 stages, at most MAX_SLICES k-slices of Mma::K a stage"
         )
     };
-    let mut acc = [[FragC::default(); NI]; MI];
+    let mut acc = [[Mma::C::default(); NI]; MI];
     // A 32-bit count (k-steps of 16 of a k below 2^36 at least).
     let mut left = ktiles.min(u32::MAX as usize) as u32;
     // Prologue: k-steps 0 .. S in flight, one group each; then step 0 has
@@ -397,7 +440,7 @@ fn pipeline<
     mma::cp_async_wait_group((S - 1) as u32);
     fill.landed(ring.stage(0));
     sync_threads();
-    let slices_per_stage = BK / dmma::K;
+    let slices_per_stage = BK / Mma::K;
     macro_rules! k_step {
         ($s:expr) => {
             if left > 0 {
@@ -406,10 +449,10 @@ fn pipeline<
                     slices_per_stage,
                     #[inline(always)]
                     |kk| {
-                        let (fa, fb) = slices.load::<MI, NI>(ring.stage(s), kk);
+                        let (fa, fb) = slices.load::<Mma, MI, NI>(ring.stage(s), kk);
                         unroll2::<MI, NI>(
                             #[inline(always)]
-                            |mi, ni| acc[mi][ni] = dmma::dmma(fa[mi], fb[ni], acc[mi][ni]),
+                            |mi, ni| acc[mi][ni] = Mma::mma(fa[mi], fb[ni], acc[mi][ni]),
                         );
                     },
                 );
@@ -453,14 +496,101 @@ fn pipeline<
     acc
 }
 
-#[cfg(feature = "entries")]
 /// `D = alpha·op(A)·op(B) + beta·C` in f64 on the tensor cores for the
-/// `BM × BN` tile of `C` this block owns (module docs). `TA`/`TB`: `A`/`B`
-/// stored transposed; `BM, BN, BK, WM, WN, S` the [`MmaTile`] (of f64);
-/// `MI = WM/8`, `NI = WN/8` (checked). Launch with blocks of
-/// `MmaTile::threads()` threads (1-D) and a `⌈n/BN⌉ × ⌈m/BM⌉ × batch`
-/// grid; any other block shape traps. Batches (and their depths, `k` and
-/// `k_last`) as for the SIMT kernel (`warpforge_kernels_gemm_simt::gemm`).
+/// `BM × BN` tile of `C` this block owns (module docs), each `mma` a `Mma`
+/// (the kernels' whole body: an entry is this with its shape and tile).
+/// `TA`/`TB`: `A`/`B` stored transposed; `BM, BN, BK, WM, WN, S` the
+/// [`MmaTile`] (of f64); `MI = WM/Mma::M`, `NI = WN/Mma::N` (checked).
+/// Launch with blocks of `MmaTile::threads()` threads (1-D) and a
+/// `⌈n/BN⌉ × ⌈m/BM⌉ × batch` grid; any other block shape traps. Batches
+/// (and their depths, `k` and `k_last`) as for the SIMT kernel
+/// (`warpforge_kernels_gemm_simt::gemm`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_dmma_body<
+    Mma: Shape,
+    const TA: bool,
+    const TB: bool,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM: usize,
+    const WN: usize,
+    const S: usize,
+    const MI: usize,
+    const NI: usize,
+>(
+    (k, k_last): (usize, usize),
+    (alpha, beta): (f64, f64),
+    (a, lda, stride_a): (Global<f64>, usize, usize),
+    (b, ldb, stride_b): (Global<f64>, usize, usize),
+    mut c: OutMatrix<f64, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS, false>>,
+) {
+    const {
+        assert!(
+            MI * Mma::M == WM && NI * Mma::N == WN,
+            "dgemm: a warp tile of MI × NI whole Mma tiles"
+        )
+    };
+    let (t, _) = enter_tile::<f64, BM, BN, BK, WM, WN, S>();
+    // As `gemm_tc`: the block's tile by the map its epilogue writes
+    // through, batch z at z·stride_a / z·stride_b, every batch k deep but
+    // the last (split-k's remainder).
+    let (row0, col0) = c.block_origin();
+    let (_, m) = c.batch();
+    let n = c.cols();
+    let warp_at = c.warp_offset().unwrap_or((0, 0));
+    let z = thread::block_idx().z as usize;
+    let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
+    let k = warpforge_kernels_gemm_simt::batch_depth(k, k_last);
+    let a_src = Stored {
+        src: a,
+        ld: lda,
+        off: a_off,
+        rows: if TA { k } else { m },
+        cols: if TA { m } else { k },
+    };
+    let b_src = Stored {
+        src: b,
+        ld: ldb,
+        off: b_off,
+        rows: if TB { n } else { k },
+        cols: if TB { k } else { n },
+    };
+    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
+    let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
+    let acc = main_loop::<Mma, _, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
+        &a_src,
+        &b_src,
+        ktiles,
+        (row0, col0),
+        t,
+        warp_at,
+    );
+    let Some(mut out) = c.tile() else {
+        return;
+    };
+    // Written out: every accumulator a constant index (registers).
+    unroll2::<MI, NI>(
+        #[inline(always)]
+        |mi, ni| {
+            out.update_dmma_c::<Mma>(mi, ni, &acc[mi][ni], |v, d| {
+                let prod = alpha * v;
+                // beta = 0: C is never read (NaN there must not leak).
+                d.set(if beta == 0.0 {
+                    prod
+                } else {
+                    beta.fma(d.get(), prod)
+                });
+            })
+        },
+    );
+}
+
+#[cfg(feature = "entries")]
+/// [`gemm_dmma_body`] with `m8n8k4` ([`M8n8k4`]) on [`DMMA_TILE`]: the
+/// sm_80 module's FP64 tensor-core GEMM (sm_80, and sm_90 without the
+/// Hopper module).
 #[kernel(
     shared = [f64; MmaTile::of::<f64>(BM, BN, BK, WM, WN, S).shared_len(TA, TB)],
     instances(
@@ -493,59 +623,13 @@ pub fn gemm_dmma<
     b: Global<f64>,
     ldb: usize,
     stride_b: usize,
-    mut c: OutMatrix<f64, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS, false>>,
+    c: OutMatrix<f64, WarpGrid<BM, BN, WM, WN, BLOCK_BANDS, false>>,
 ) {
-    let (t, _) = enter_block_tile::<f64, BM, BN, BK, WM, WN, S, MI, NI>();
-    // As `gemm_tc`: the block's tile by the map its epilogue writes
-    // through, batch z at z·stride_a / z·stride_b, every batch k deep but
-    // the last (split-k's remainder).
-    let (row0, col0) = c.block_origin();
-    let (_, m) = c.batch();
-    let n = c.cols();
-    let warp_at = c.warp_offset().unwrap_or((0, 0));
-    let z = thread::block_idx().z as usize;
-    let (a_off, b_off) = (z.wrapping_mul(stride_a), z.wrapping_mul(stride_b));
-    let k = warpforge_kernels_gemm_simt::batch_depth(k, k_last);
-    let a_src = Stored {
-        src: a,
-        ld: lda,
-        off: a_off,
-        rows: if TA { k } else { m },
-        cols: if TA { m } else { k },
-    };
-    let b_src = Stored {
-        src: b,
-        ld: ldb,
-        off: b_off,
-        rows: if TB { n } else { k },
-        cols: if TB { k } else { n },
-    };
-    // alpha = 0: D = beta·C, with no reads of A or B. Uniform over the block.
-    let ktiles = if alpha == 0.0 { 0 } else { k.div_ceil(BK) };
-    let acc = main_loop::<_, _, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
-        &a_src,
-        &b_src,
-        ktiles,
-        (row0, col0),
-        t,
-        warp_at,
-    );
-    let Some(mut out) = c.tile() else {
-        return;
-    };
-    // Written out: every accumulator a constant index (registers).
-    unroll2::<MI, NI>(
-        #[inline(always)]
-        |mi, ni| {
-            out.update_dmma_c(mi, ni, &acc[mi][ni], |v, d| {
-                let prod = alpha * v;
-                // beta = 0: C is never read (NaN there must not leak).
-                d.set(if beta == 0.0 {
-                    prod
-                } else {
-                    beta.fma(d.get(), prod)
-                });
-            })
-        },
+    gemm_dmma_body::<M8n8k4, TA, TB, BM, BN, BK, WM, WN, S, MI, NI>(
+        (k, k_last),
+        (alpha, beta),
+        (a, lda, stride_a),
+        (b, ldb, stride_b),
+        c,
     );
 }

@@ -712,9 +712,29 @@ pub fn enter_block_tile<
 >() -> (usize, (usize, usize)) {
     const {
         assert!(
-            MmaTile::of::<T>(BM, BN, BK, WM, WN, S).is_valid()
-                && MI * MmaTile::of::<T>(BM, BN, BK, WM, WN, S).mma_m() == WM
-                && NI * mma::N == WN,
+            MI * MmaTile::of::<T>(BM, BN, BK, WM, WN, S).mma_m() == WM && NI * mma::N == WN,
+            "an invalid tensor-core tile"
+        )
+    };
+    enter_tile::<T, BM, BN, BK, WM, WN, S>()
+}
+
+/// [`enter_block_tile`] for a kernel whose `mma` shape the tile does not
+/// name (sm_90's f64 `m16n8k16`, [`dgemm`]): the tile checked, not the
+/// warp tile's `mma` counts, which the caller checks against its shape.
+#[inline(always)]
+pub fn enter_tile<
+    T,
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM: usize,
+    const WN: usize,
+    const S: usize,
+>() -> (usize, (usize, usize)) {
+    const {
+        assert!(
+            MmaTile::of::<T>(BM, BN, BK, WM, WN, S).is_valid(),
             "an invalid tensor-core tile"
         )
     };

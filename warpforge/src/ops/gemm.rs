@@ -52,7 +52,7 @@
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
 //! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
-//! | `f64` | `f64` | `f64` | FP64 tensor cores on sm_80 and sm_90, `gemm_dmma_f64_*`; SIMT elsewhere, `gemm_f64_*` |
+//! | `f64` | `f64` | `f64` | FP64 tensor cores on sm_80 and sm_90: `gemm_dmma_f64_*` (`mma.sync.m8n8k4`), on sm_90 `gemm_dmma16_f64_*` (`m16n8k16`, the Hopper module); SIMT elsewhere, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
 //! **Which kernel runs.** The SIMT and `mma.sync` kernels come in tile
@@ -110,12 +110,13 @@ use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 use warpforge_device::swizzle::Sw128;
 use warpforge_kernels::gemm::split_k as sk;
-use warpforge_kernels::gemm::tensor::dgemm::{self as dg, DMMA_TILE};
+use warpforge_kernels::gemm::tensor::dgemm::{self as dg, DMMA_TILE, DMMA16_TILE};
 use warpforge_kernels::gemm::tensor::{
     self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TC_TILE_WIDE, TF32_TILE, TF32_TILE_LARGE,
 };
 use warpforge_kernels::gemm::warp_tiled::{self as wt, F32_TILE_LARGE};
 use warpforge_kernels::gemm::{self as k, F32_TILE, F64_TILE, Tile};
+use warpforge_kernels_hopper::dgemm as hdg;
 use warpforge_kernels_hopper::gemm as hp;
 
 /// The SIMT element types, `f32` and `f64`: the scalar of every GEMM
@@ -262,23 +263,27 @@ impl GemmTypes<f32> for f32 {
 
 impl sealed::Sealed<f64> for f64 {}
 
-/// f64 on the FP64 tensor cores (`tile` `Small`: the 64 × 64 × 16
-/// `mma.sync` f64 kernels, [`DMMA_TILE`]) where the GPU has them, sm_80
-/// (A100, A30) and sm_90 (H100, H200), or pinned with [`Gemm::dmma`];
+/// f64 on the FP64 tensor cores where the GPU has them, sm_80 (A100, A30)
+/// and sm_90 (H100, H200), or pinned with [`Gemm::dmma`]: `tile` `Large`,
+/// sm_90's `mma.sync.m16n8k16` f64 kernels (128 × 64 × 16,
+/// [`DMMA16_TILE`], the Hopper module) on a device that loads the Hopper
+/// module, else `Small`, the `m8n8k4` ones (64 × 64 × 16, [`DMMA_TILE`]);
 /// elsewhere on the SIMT cores (one 64 × 64 × 8 tile: `tile` is `None`), as
 /// [`Gemm::tile_config_for`] decides.
 impl GemmTypes<f64> for f64 {
     type Scalar = f64;
-    const TILES: &'static [TileConfig] = &[TileConfig::Small];
+    const TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const TF32_TILES: &'static [TileConfig] = &[];
     const HAS_DMMA: bool = true;
     fn shape(tile: Option<TileConfig>, _: bool) -> BlockShape {
+        let of = |t: MmaTile| BlockShape {
+            rows: t.m,
+            cols: t.n,
+            threads: t.threads(),
+        };
         match tile {
-            Some(_) => BlockShape {
-                rows: DMMA_TILE.m,
-                cols: DMMA_TILE.n,
-                threads: DMMA_TILE.threads(),
-            },
+            Some(TileConfig::Large) => of(DMMA16_TILE),
+            Some(_) => of(DMMA_TILE),
             None => simt_shape(F64_TILE),
         }
     }
@@ -291,6 +296,11 @@ impl GemmTypes<f64> for f64 {
         matches!(dev.compute_capability(), (8, 0) | (9, 0))
     }
     kernel_table!(f64;
+        (Some(TileConfig::Large), _) => hdg:
+            gemm_dmma16_f64_nn_128x64x16_s3,
+            gemm_dmma16_f64_nt_128x64x16_s3,
+            gemm_dmma16_f64_tn_128x64x16_s3,
+            gemm_dmma16_f64_tt_128x64x16_s3;
         (Some(_), _) => dg:
             gemm_dmma_f64_nn_64x64x16_s3,
             gemm_dmma_f64_nt_64x64x16_s3,
@@ -303,6 +313,14 @@ impl GemmTypes<f64> for f64 {
             gemm_f64_tt_64x64x8;
     );
     split_k_impl!(f64, f64);
+}
+
+/// Whether `dev` runs the Hopper module's kernels (the sm_90a module, which
+/// holds the `m16n8k16` f64 GEMM): compute capability 9.0 and a build with
+/// the `hopper` feature.
+fn hopper_module_on(dev: &Device) -> bool {
+    let cc = dev.compute_capability();
+    crate::ptx::HOPPER.left_out.is_none() && crate::ptx::HOPPER.variant_for(cc).is_some()
 }
 
 /// The error for [`Gemm::tf32`] on a pair without TF32 kernels.
@@ -1212,11 +1230,13 @@ impl<T: GemmElement> Gemm<T> {
 
     /// Pins the configuration (default: [`TileConfig::choose`]'s pick for
     /// the shape and device, module docs). For the tensor-core pairs, TF32
-    /// and f32 on the SIMT cores; f64, one tile on each kind of core,
-    /// ignores it ([`dmma`](Self::dmma) picks the kind).
-    /// [`run`](Self::run) refuses a configuration the pair has no kernels
-    /// for (`InvalidParameter`: `Large` and `Wide` for f16 → bf16 and
-    /// bf16 → f16, `Wide` for TF32 and f32 on the SIMT cores).
+    /// and f32 on the SIMT cores; for f64 on the FP64 tensor cores it pins
+    /// the shape (`Small`: `m8n8k4`, `Large`: sm_90's `m16n8k16`), and on
+    /// its one SIMT tile it does nothing ([`dmma`](Self::dmma) picks the
+    /// kind of core). [`run`](Self::run) refuses a configuration the pair
+    /// has no kernels for (`InvalidParameter`: `Large` and `Wide` for f16 →
+    /// bf16 and bf16 → f16, `Wide` for TF32, f64 and f32 on the SIMT cores,
+    /// f64's `Large` on a device that does not load the Hopper module).
     pub fn tile(mut self, tile: TileConfig) -> Self {
         self.tile = Some(tile);
         self
@@ -1284,9 +1304,11 @@ impl<T: GemmElement> Gemm<T> {
     }
 
     /// Pins f64 to the FP64 tensor cores (`true`: the `mma.sync` f64
-    /// kernels, `gemm_dmma_f64_*`, on any device) or to the SIMT cores
-    /// (`false`: `gemm_f64_*`). Unpinned (the default), f64 runs on the
-    /// tensor cores where the GPU has FP64 ones (compute capability 8.0
+    /// kernels on any device — sm_90's `m16n8k16` ones, `gemm_dmma16_f64_*`,
+    /// where the device loads the Hopper module, else the `m8n8k4` ones,
+    /// `gemm_dmma_f64_*`; [`tile`](Self::tile) pins either) or to the SIMT
+    /// cores (`false`: `gemm_f64_*`). Unpinned (the default), f64 runs on
+    /// the tensor cores where the GPU has FP64 ones (compute capability 8.0
     /// and 9.0) and on the SIMT cores elsewhere. Both compute each element
     /// as a fused multiply-add chain over `k` (module docs); on exact
     /// inputs their results are the same bits. Only for f64:
@@ -1294,10 +1316,16 @@ impl<T: GemmElement> Gemm<T> {
     /// naming `dmma`).
     ///
     /// ```
-    /// use warpforge::{Arch, Device, gemm::Gemm};
-    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// use warpforge::{Arch, Device, gemm::{Gemm, TileConfig}};
+    /// let (a100, h100) = (Device::emulator_for(Arch::Sm80), Device::emulator_for(Arch::Sm90));
     /// let gemm = Gemm::<f64>::new(256, 256, 256);
-    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma_f64_nn_64x64x16_s3");
+    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&a100)?, "gemm_dmma_f64_nn_64x64x16_s3");
+    /// if warpforge::ptx::HOPPER.left_out.is_none() {
+    ///     // A build with the Hopper module: sm_90's large shape on an H100.
+    ///     assert_eq!(gemm.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma16_f64_nn_128x64x16_s3");
+    /// }
+    /// let small = gemm.tile(TileConfig::Small);
+    /// assert_eq!(small.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma_f64_nn_64x64x16_s3");
     /// assert_eq!(gemm.dmma(false).kernel_name_for::<f64, f64>(&h100)?, "gemm_f64_nn_64x64x8");
     /// let rtx4090 = Device::emulator_for(Arch::Sm89);
     /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&rtx4090)?, "gemm_f64_nn_64x64x8");
@@ -1569,9 +1597,40 @@ impl<T: GemmElement> Gemm<T> {
             TIn::TILES
         };
         if TIn::HAS_DMMA {
-            // f64: one tile on each kind of core; `.dmma` picks, not `.tile`.
+            // f64: `.dmma` picks the kind of core; on the tensor cores
+            // `.tile` pins the shape (`Small`: m8n8k4, `Large`: sm_90's
+            // m16n8k16), else the large one wherever the device loads the
+            // Hopper module that holds it, and m8n8k4 elsewhere.
             let tensor_cores = self.dmma.unwrap_or_else(|| TIn::tensor_cores_on(dev));
-            return Ok(tensor_cores.then_some(TileConfig::Small));
+            if !tensor_cores {
+                return Ok(None);
+            }
+            let large = hopper_module_on(dev);
+            return match self.tile {
+                Some(TileConfig::Large) if !large => Err(Error::InvalidParameter {
+                    op: "gemm",
+                    parameter: "tile",
+                    detail: format!(
+                        "Large: the f64 Large tile is sm_90's mma.sync.m16n8k16, in the Hopper \
+                         module, which this device (compute capability {}.{}) does not load \
+                         (it needs 9.0 and a build with the `hopper` feature); drop .tile or \
+                         pin Small (m8n8k4)",
+                        dev.compute_capability().0,
+                        dev.compute_capability().1
+                    ),
+                }),
+                Some(TileConfig::Wide) => Err(Error::InvalidParameter {
+                    op: "gemm",
+                    parameter: "tile",
+                    detail: format!(
+                        "Wide: the f64 → f64 tensor-core GEMM has kernels for {:?} only",
+                        tiles
+                    ),
+                }),
+                Some(tile) => Ok(Some(tile)),
+                None if large => Ok(Some(TileConfig::Large)),
+                None => Ok(Some(TileConfig::Small)),
+            };
         }
         if self.dmma.is_some() {
             return Err(Error::InvalidParameter {

@@ -404,11 +404,27 @@ impl Device {
         }
         let loaded = match &self.inner.backend {
             Backend::Gpu(g) => g.load(slot.module).map_err(|e| self.refine(e))?,
-            Backend::Emulator { .. } => ModuleLoad {
-                image: "CPU emulator".to_owned(),
-                unpack: Duration::ZERO,
-                driver: Duration::ZERO,
-            },
+            Backend::Emulator { .. } => {
+                // What the GPU it emulates would do: refuse a module with
+                // PTX for other architectures only (the sm_90a module, its
+                // `wgmma` and f64 `m16n8k16`, on an sm_80 emulator), rather
+                // than run instructions that GPU does not have.
+                let cc = self.compute_capability();
+                let module = slot.module;
+                if !module.variants.is_empty() && module.variant_for(cc).is_none() {
+                    return Err(Error::UnsupportedGpu {
+                        name: self.name(),
+                        compute_capability: cc,
+                        module: module.name,
+                        archs: module.archs(),
+                    });
+                }
+                ModuleLoad {
+                    image: "CPU emulator".to_owned(),
+                    unpack: Duration::ZERO,
+                    driver: Duration::ZERO,
+                }
+            }
         };
         if std::env::var_os("WARPFORGE_LOG_MODULES").is_some_and(|v| !v.is_empty() && v != "0") {
             // Straight to the process's stderr, past the test harness's

@@ -343,13 +343,18 @@ fn warp_tiled_and_small_f32_tiles_agree_bit_for_bit() {
     };
     assert_eq!(pick(1536), "gemm_f32_nn_128x128x8");
     assert_eq!(pick(1408), "gemm_f32_nn_64x64x16");
-    // f64: the FP64 tensor cores' one tile (the default emulator is an
-    // H100), or on a GPU without them the one SIMT tile.
+    // f64: the FP64 tensor cores (the default emulator is an H100: its
+    // m16n8k16 kernels, in a build with the Hopper module), or on a GPU
+    // without them the one SIMT tile.
     assert_eq!(
         Gemm::<f64>::new(4096, 4096, 8)
             .kernel_name_for::<f64, f64>(&dev)
             .unwrap(),
-        "gemm_dmma_f64_nn_64x64x16_s3"
+        if warpforge::ptx::HOPPER.left_out.is_none() {
+            "gemm_dmma16_f64_nn_128x64x16_s3"
+        } else {
+            "gemm_dmma_f64_nn_64x64x16_s3"
+        }
     );
     assert_eq!(
         Gemm::<f64>::new(4096, 4096, 8)

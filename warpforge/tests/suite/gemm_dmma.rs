@@ -1,9 +1,10 @@
-//! f64 GEMM on the FP64 tensor cores (`gemm_dmma_f64_*`, `mma.sync.m8n8k4`)
-//! on the emulator: which kernel runs where (sm_80 and sm_90 the tensor
-//! cores, sm_86 and sm_89 the SIMT cores), and exact results against a CPU
-//! reference for every transpose, ragged shapes around the 64 × 64 × 16
-//! tile, 1 × 1 × 1, leading dimensions that force the guarded path,
-//! batches (broadcast included) and split-k. Operands are small integers and
+//! f64 GEMM on the FP64 tensor cores on the emulator: `gemm_dmma_f64_*`
+//! (`mma.sync.m8n8k4`, 64 × 64 × 16) on sm_80 and `gemm_dmma16_f64_*`
+//! (sm_90's `mma.sync.m16n8k16`, 128 × 64 × 16, the Hopper module) on
+//! sm_90: which kernel runs where (sm_86 and sm_89 the SIMT cores), and
+//! exact results against a CPU reference, on both, for every transpose,
+//! ragged shapes around both tiles, 1 × 1 × 1, leading dimensions that
+//! force the guarded path, batches (broadcast included) and split-k. Operands are small integers and
 //! the factors dyadic, so every partial sum is exact in f64 and any
 //! accumulation order gives the same bits: the results must equal the
 //! reference bit for bit (a dropped or doubled product changes an element).
@@ -81,27 +82,74 @@ fn check_with(dev: &Device, c: &Case, gemm: Gemm<f64>, kernel: &str) {
     }
 }
 
-/// The DMMA kernel's name for these transposes.
-fn dmma_kernel((ta, tb): (bool, bool)) -> String {
+/// Whether `dev` runs sm_90's `m16n8k16` kernels: an sm_90, in a build
+/// with the Hopper module (the workspace's tests have it).
+fn runs_m16n8k16(dev: &Device) -> bool {
+    dev.compute_capability() == (9, 0) && warpforge::ptx::HOPPER.left_out.is_none()
+}
+
+/// The FP64 tensor-core kernel `dev` runs for these transposes.
+fn dmma_kernel(dev: &Device, (ta, tb): (bool, bool)) -> String {
     let t = |x: bool| if x { 't' } else { 'n' };
-    format!("gemm_dmma_f64_{}{}_64x64x16_s3", t(ta), t(tb))
+    if runs_m16n8k16(dev) {
+        format!("gemm_dmma16_f64_{}{}_128x64x16_s3", t(ta), t(tb))
+    } else {
+        format!("gemm_dmma_f64_{}{}_64x64x16_s3", t(ta), t(tb))
+    }
+}
+
+/// The two FP64 tensor-core families' devices: an A100 (m8n8k4) and an
+/// H100 (m16n8k16).
+fn devices() -> [Device; 2] {
+    [
+        Device::emulator_for(Arch::Sm80),
+        Device::emulator_for(Arch::Sm90),
+    ]
 }
 
 #[test]
 fn f64_runs_on_the_fp64_tensor_cores_where_the_gpu_has_them() {
     let g = Gemm::<f64>::new(4096, 4096, 4096);
-    for arch in [Arch::Sm80, Arch::Sm90] {
-        let dev = Device::emulator_for(arch);
-        assert_eq!(
-            g.kernel_name_for::<f64, f64>(&dev).unwrap(),
-            "gemm_dmma_f64_nn_64x64x16_s3",
-            "{arch:?}"
-        );
-        assert_eq!(
-            g.tile_config_for::<f64, f64>(&dev).unwrap(),
-            Some(TileConfig::Small)
-        );
-    }
+    let a100 = Device::emulator_for(Arch::Sm80);
+    assert_eq!(
+        g.kernel_name_for::<f64, f64>(&a100).unwrap(),
+        "gemm_dmma_f64_nn_64x64x16_s3"
+    );
+    assert_eq!(
+        g.tile_config_for::<f64, f64>(&a100).unwrap(),
+        Some(TileConfig::Small)
+    );
+    // sm_90's large shape is not there: pinning it is refused, naming why.
+    let e = g
+        .tile(TileConfig::Large)
+        .kernel_name_for::<f64, f64>(&a100)
+        .unwrap_err();
+    assert!(e.to_string().contains("m16n8k16"), "{e}");
+    let h100 = Device::emulator_for(Arch::Sm90);
+    assert!(
+        runs_m16n8k16(&h100),
+        "the workspace's tests build the Hopper module"
+    );
+    assert_eq!(
+        g.kernel_name_for::<f64, f64>(&h100).unwrap(),
+        "gemm_dmma16_f64_nn_128x64x16_s3"
+    );
+    assert_eq!(
+        g.tile_config_for::<f64, f64>(&h100).unwrap(),
+        Some(TileConfig::Large)
+    );
+    // `.dmma(true)` picks the device's best FP64 tensor-core kernel; `.tile`
+    // pins the shape: m8n8k4 runs on sm_90 too.
+    assert_eq!(
+        g.dmma(true).kernel_name_for::<f64, f64>(&h100).unwrap(),
+        "gemm_dmma16_f64_nn_128x64x16_s3"
+    );
+    assert_eq!(
+        g.tile(TileConfig::Small)
+            .kernel_name_for::<f64, f64>(&h100)
+            .unwrap(),
+        "gemm_dmma_f64_nn_64x64x16_s3"
+    );
     for arch in [Arch::Sm86, Arch::Sm89] {
         let dev = Device::emulator_for(arch);
         assert_eq!(
@@ -126,11 +174,13 @@ fn f64_runs_on_the_fp64_tensor_cores_where_the_gpu_has_them() {
         g.dmma(false).tile_config_for::<f64, f64>(&h100).unwrap(),
         None
     );
+    // The SIMT cores have one f64 tile: `.tile` does not choose there.
     assert_eq!(
-        g.tile(TileConfig::Large)
+        g.dmma(false)
+            .tile(TileConfig::Large)
             .kernel_name_for::<f64, f64>(&h100)
             .unwrap(),
-        "gemm_dmma_f64_nn_64x64x16_s3"
+        "gemm_f64_nn_64x64x8"
     );
     // The pin is f64's: refused for another pair, naming it.
     let e = Gemm::<f32>::new(2, 2, 2)
@@ -140,9 +190,10 @@ fn f64_runs_on_the_fp64_tensor_cores_where_the_gpu_has_them() {
     assert!(e.to_string().contains("dmma"), "{e}");
 }
 
+/// Both families, around both tiles (64 × 64 × 16 and 128 × 64 × 16):
+/// each shape on the A100 (m8n8k4) and the H100 (m16n8k16).
 #[test]
 fn every_transpose_on_ragged_shapes_is_exact() {
-    let dev = Device::emulator_for(Arch::Sm90);
     let shapes = [
         (1, 1, 1),
         (2, 3, 5),
@@ -150,19 +201,23 @@ fn every_transpose_on_ragged_shapes_is_exact() {
         (63, 65, 15),
         (65, 63, 17),
         (128, 64, 48),
+        (127, 65, 17),
+        (129, 63, 31),
         (7, 130, 33),
         (129, 1, 3),
         (1, 129, 20),
         (3, 2, 100),
     ];
-    for (s, &shape) in shapes.iter().enumerate() {
-        for (t, &trans) in TRANSPOSES.iter().enumerate() {
-            // pad 0: the lean path where a block is interior; 1: odd leading
-            // dimensions, every block guarded.
-            for pad in [0, 1] {
-                let seed = (s * 8 + t * 2 + pad) as u64;
-                let c = case(shape, trans, pad, -1.5, 0.25, None, seed, ints);
-                check_with(&dev, &c, gemm(&c), &dmma_kernel(trans));
+    for dev in devices() {
+        for (s, &shape) in shapes.iter().enumerate() {
+            for (t, &trans) in TRANSPOSES.iter().enumerate() {
+                // pad 0: the lean path where a block is interior; 1: odd
+                // leading dimensions, every block guarded.
+                for pad in [0, 1] {
+                    let seed = (s * 8 + t * 2 + pad) as u64;
+                    let c = case(shape, trans, pad, -1.5, 0.25, None, seed, ints);
+                    check_with(&dev, &c, gemm(&c), &dmma_kernel(&dev, trans));
+                }
             }
         }
     }
@@ -170,19 +225,21 @@ fn every_transpose_on_ragged_shapes_is_exact() {
 
 #[test]
 fn alpha_zero_beta_zero_and_k_zero() {
-    let dev = Device::emulator_for(Arch::Sm80);
-    for &trans in &TRANSPOSES {
-        // beta = 0 with a NaN C: never read.
-        let c = case((70, 66, 20), trans, 0, 2.0, 0.0, Some(f64::NAN), 3, ints);
-        check_with(&dev, &c, gemm(&c), &dmma_kernel(trans));
-        // alpha = 0 with NaN operands: A and B not read, C ← beta·C.
-        let mut c = case((9, 70, 5), trans, 1, 0.0, -2.0, None, 7, ints);
-        c.a.fill(f64::NAN);
-        c.b.fill(f64::NAN);
-        check_with(&dev, &c, gemm(&c), &dmma_kernel(trans));
-        // k = 0.
-        let c = case((9, 70, 0), trans, 0, 3.0, 0.5, None, 8, ints);
-        check_with(&dev, &c, gemm(&c), &dmma_kernel(trans));
+    for dev in devices() {
+        for &trans in &TRANSPOSES {
+            let kernel = dmma_kernel(&dev, trans);
+            // beta = 0 with a NaN C: never read.
+            let c = case((70, 66, 20), trans, 0, 2.0, 0.0, Some(f64::NAN), 3, ints);
+            check_with(&dev, &c, gemm(&c), &kernel);
+            // alpha = 0 with NaN operands: A and B not read, C ← beta·C.
+            let mut c = case((9, 70, 5), trans, 1, 0.0, -2.0, None, 7, ints);
+            c.a.fill(f64::NAN);
+            c.b.fill(f64::NAN);
+            check_with(&dev, &c, gemm(&c), &kernel);
+            // k = 0.
+            let c = case((9, 70, 0), trans, 0, 3.0, 0.5, None, 8, ints);
+            check_with(&dev, &c, gemm(&c), &kernel);
+        }
     }
 }
 
@@ -190,7 +247,12 @@ fn alpha_zero_beta_zero_and_k_zero() {
 /// per batch against the reference of that batch.
 #[test]
 fn batches_with_a_broadcast_operand_are_exact() {
-    let dev = Device::emulator();
+    for dev in devices() {
+        batches_on(&dev);
+    }
+}
+
+fn batches_on(dev: &Device) {
     for &(ta, tb) in &TRANSPOSES {
         let (m, n, k, count) = (70, 65, 24, 3);
         let parts: Vec<Case> = (0..count)
@@ -217,10 +279,10 @@ fn batches_with_a_broadcast_operand_are_exact() {
             .stride_b(0)
             .stride_c(sc);
         assert_eq!(
-            g.kernel_name_for::<f64, f64>(&dev).unwrap(),
-            dmma_kernel((ta, tb))
+            g.kernel_name_for::<f64, f64>(dev).unwrap(),
+            dmma_kernel(dev, (ta, tb))
         );
-        g.run(&dev, &a, &b, &mut c).unwrap();
+        g.run(dev, &a, &b, &mut c).unwrap();
         let got = c.to_host().unwrap();
         for (z, part) in parts.iter().enumerate() {
             let want = expected(part);
@@ -240,12 +302,13 @@ fn batches_with_a_broadcast_operand_are_exact() {
 /// kernels' batched launch and the f64 sum: exact on integers.
 #[test]
 fn split_k_is_exact() {
-    let dev = Device::emulator();
-    for &trans in &TRANSPOSES {
-        let c = case((40, 33, 90), trans, 0, 0.5, -1.0, None, 11, ints);
-        let g = gemm(&c).split_k(3);
-        assert_eq!(g.split_k_for::<f64, f64>(&dev).unwrap(), 3);
-        check_with(&dev, &c, g, &dmma_kernel(trans));
+    for dev in devices() {
+        for &trans in &TRANSPOSES {
+            let c = case((40, 33, 90), trans, 0, 0.5, -1.0, None, 11, ints);
+            let g = gemm(&c).split_k(3);
+            assert_eq!(g.split_k_for::<f64, f64>(&dev).unwrap(), 3);
+            check_with(&dev, &c, g, &dmma_kernel(&dev, trans));
+        }
     }
 }
 
@@ -255,18 +318,25 @@ fn split_k_is_exact() {
 /// padding of every stored row: rows 8 banks apart).
 #[test]
 fn lean_and_guarded_paths_are_exact_and_fragment_loads_conflict_free() {
-    let dev = Device::emulator();
+    for dev in devices() {
+        paths_on(&dev);
+    }
+}
+
+fn paths_on(dev: &Device) {
+    // 128 × 128: 4 blocks of the 64 × 64 tile, 2 of the 128 × 64 one.
+    let blocks = if runs_m16n8k16(dev) { 2 } else { 4 };
     for &trans in &TRANSPOSES {
         for (pad, path) in [(0, "lean"), (1, "guarded")] {
             let c = case((128, 128, 64), trans, pad, 1.0, 0.0, None, 5, ints);
             let (a, b) = (dev.upload(&c.a).unwrap(), dev.upload(&c.b).unwrap());
             let mut out = dev.upload(&c.c).unwrap();
             let ((), profiles) = dev
-                .profile_memory(|| gemm(&c).run(&dev, &a, &b, &mut out))
+                .profile_memory(|| gemm(&c).run(dev, &a, &b, &mut out))
                 .unwrap();
             let p = &profiles[0];
-            assert_eq!(p.kernel, dmma_kernel(trans));
-            assert_eq!(p.paths, vec![(path.to_owned(), 4)], "{}", c.describe());
+            assert_eq!(p.kernel, dmma_kernel(dev, trans));
+            assert_eq!(p.paths, vec![(path.to_owned(), blocks)], "{}", c.describe());
             if path == "lean" {
                 assert!(p.shared_load.requests > 0);
                 assert_eq!(
@@ -286,4 +356,20 @@ fn lean_and_guarded_paths_are_exact_and_fragment_loads_conflict_free() {
             );
         }
     }
+}
+
+/// The Hopper module (its `m16n8k16` f64 kernels, and `wgmma`) on an
+/// emulator of a GPU without those instructions is refused as that GPU's
+/// driver refuses it: `UnsupportedGpu`, naming the module and its
+/// architecture. An emulated H100 loads it.
+#[test]
+fn an_sm80_emulator_refuses_the_sm90_module() {
+    let hopper = &warpforge::ptx::HOPPER;
+    let e = Device::emulator_for(Arch::Sm80).load(hopper).unwrap_err();
+    assert!(
+        matches!(e, warpforge::Error::UnsupportedGpu { module, .. } if module == hopper.name),
+        "{e}"
+    );
+    assert!(e.to_string().contains("sm_90a"), "{e}");
+    Device::emulator_for(Arch::Sm90).load(hopper).unwrap();
 }

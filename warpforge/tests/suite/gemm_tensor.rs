@@ -574,14 +574,19 @@ fn kernel_names_and_resources_come_from_the_tile() {
         .kernel_name_for::<f16, bf16>(&dev)
         .unwrap_err();
     assert!(err.to_string().contains("f16 → bf16"), "{err}");
-    // f64 ignores `.tile`: its FP64 tensor-core tile on this sm_90, its
-    // SIMT one pinned by `.dmma(false)`.
-    let g = Gemm::<f64>::new(1, 1, 1).tile(Large);
+    // f64: `.tile` pins the FP64 tensor-core shape (`Small`: m8n8k4 on
+    // any device), its SIMT tile pinned by `.dmma(false)` ignores it.
+    let g = Gemm::<f64>::new(1, 1, 1).tile(Small);
     assert_eq!(
         g.kernel_name_for::<f64, f64>(&dev).unwrap(),
         "gemm_dmma_f64_nn_64x64x16_s3"
     );
     assert_eq!(g.tile_config_for::<f64, f64>(&dev).unwrap(), Some(Small));
+    let err = Gemm::<f64>::new(1, 1, 1)
+        .tile(Wide)
+        .kernel_name_for::<f64, f64>(&dev)
+        .unwrap_err();
+    assert!(err.to_string().contains("Wide"), "{err}");
     let g = g.dmma(false);
     assert_eq!(
         g.kernel_name_for::<f64, f64>(&dev).unwrap(),

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use warpforge::gemm::{GemmTypes, TileConfig};
 use warpforge::{DType, Element};
 use warpforge_kernels::gemm::tensor::MmaTile;
-use warpforge_kernels::gemm::tensor::dgemm::DMMA_TILE;
+use warpforge_kernels::gemm::tensor::dgemm::{DMMA_TILE, DMMA16_TILE};
 use warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
 use warpforge_kernels::gemm::{F32_TILE, F64_TILE, MICRO};
 
@@ -170,11 +170,17 @@ fn tensor_table() -> String {
             .expect("a TF32 tile has TF32 kernels");
         row(config, tile, "f32 as tf32", kernels);
     }
-    // f64 on the FP64 tensor cores (`mma.sync.m8n8k4`): its one tile.
-    let kernels = (pair::<f64, f64>().kernels)(Some(TileConfig::Small), false)
-        .map(|k| vec![("f64 → f64".to_owned(), k)])
-        .expect("f64 has tensor-core kernels");
-    row(TileConfig::Small, DMMA_TILE, "f64", kernels);
+    // f64 on the FP64 tensor cores: `mma.sync.m8n8k4` (`Small`, sm_80 and
+    // later) and sm_90's `m16n8k16` (`Large`, the Hopper module).
+    for (config, tile, inputs) in [
+        (TileConfig::Small, DMMA_TILE, "f64 (m8n8k4)"),
+        (TileConfig::Large, DMMA16_TILE, "f64 (m16n8k16, sm_90)"),
+    ] {
+        let kernels = (pair::<f64, f64>().kernels)(Some(config), false)
+            .map(|k| vec![("f64 → f64".to_owned(), k)])
+            .expect("f64 has tensor-core kernels of both shapes");
+        row(config, tile, inputs, kernels);
+    }
     table
 }
 

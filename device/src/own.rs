@@ -31,7 +31,7 @@
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`]), the tensor-core GEMM epilogue; batch z of the bound batches |
-//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]); blocks off the x-line own nothing |
+//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]), whose lanes write 16-byte runs of rows ([`RunTile`]); blocks off the x-line own nothing |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
@@ -1778,14 +1778,232 @@ impl<
     /// warps and lanes own distinct elements as in [`WarpGrid`]. A
     /// `WalkTile` of another `TileWalk` output names a tile by its number,
     /// so here too it is this block's.
+    ///
+    /// Its lanes write it in [`RunTile`]'s runs (16 bytes of a row each),
+    /// the one map of this mapping.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<WarpTile<'_, T, TM, TN>> {
+    pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<RunTile<'_, T, TM, TN>> {
         let (batch, ty, tx) = self.place(tile);
         let rows = if batch < self.batches { self.rows } else { 0 };
         // SAFETY: rows is 0 unless batch < batches; the tile is this
         // block's (above).
-        unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }
+        let t = unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }?;
+        Some(RunTile {
+            origin: t.origin,
+            row_stride: t.row_stride,
+            row0: t.row0,
+            col0: t.col0,
+            rows: t.rows,
+            cols: t.cols,
+            _view: PhantomData,
+        })
+    }
+}
+
+/// Columns of a [`RunTile`]'s panel: 256 bytes of f32, 128 of f16 — whole
+/// 128-byte lines of every row.
+pub const RUN_PANEL: usize = 64;
+
+/// The `TM × TN` warp tile of an `OutMatrix<T, TileWalk<…>>` (from
+/// [`OutMatrix::walk_tile`]), written by its lanes in *runs*: 16 bytes of
+/// a row (`E = 16 / size_of::<T>()` elements), as a warp writes a tile it
+/// staged in shared memory (the Hopper GEMM's epilogue). The tile is cut
+/// into panels of [`RUN_PANEL`] columns; a panel's runs are numbered
+/// row-major (`RUN_PANEL / E` a row), and lane `l` owns runs `l, l + 32,
+/// l + 64, …` of every panel ([`update_panel`](Self::update_panel)). So one
+/// request of the warp's — its lanes' `k`-th runs — writes `32·16` bytes:
+/// whole rows of the panel, each one or two 128-byte lines. One map, fixed
+/// by the mapping: no lane can reach another's element.
+///
+/// `CLIPPED`: as [`WarpTile`]'s: a tile as handed out (`true`), whose runs
+/// are clipped to the matrix element by element ([`Run::slot`]), or one
+/// [`interior`](Self::interior) found inside it and aligned
+/// ([`InteriorRunTile`], `false`), whose runs are whole 16-byte vectors
+/// ([`Run::load`], [`Run::store`]).
+pub struct RunTile<'v, T, const TM: usize, const TN: usize, const CLIPPED: bool = true> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+/// A [`RunTile`] wholly inside its matrix, every run 16-byte aligned.
+pub type InteriorRunTile<'t, T, const TM: usize, const TN: usize> = RunTile<'t, T, TM, TN, false>;
+
+impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
+    RunTile<'v, T, TM, TN, CLIPPED>
+{
+    /// The tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// Hands each of this lane's runs of panel `panel` (columns
+    /// `RUN_PANEL·panel ..` of the tile) to `f(row, col, run)`, `row` and
+    /// `col` its first element's place in the tile: runs `lane, lane + 32,
+    /// …` of the panel's `TM · RUN_PANEL / E` (row-major). A clipped tile
+    /// skips the runs that start outside the matrix and clips the others
+    /// ([`Run::len`]); a panel past the tile has none. `E · size_of::<T>()`
+    /// must be 16, `TN` a multiple of [`RUN_PANEL`], and a panel whole
+    /// requests of the warp (compile-time errors otherwise).
+    #[inline(always)]
+    pub fn update_panel(
+        &mut self,
+        panel: usize,
+        mut f: impl FnMut(usize, usize, &mut Run<'_, T, CLIPPED>),
+    ) where
+        T: RunElement,
+    {
+        const {
+            assert!(
+                size_of::<T::Run>() == 16
+                    && TN.is_multiple_of(RUN_PANEL)
+                    && (TM * RUN_PANEL / T::RUN).is_multiple_of(WARP_SIZE as usize),
+                "runs of 16 bytes, whole panels, whole requests"
+            )
+        };
+        if panel >= TN / RUN_PANEL {
+            return;
+        }
+        let lane = thread::lane_id() as usize;
+        let per_row = RUN_PANEL / T::RUN;
+        let mut k = 0;
+        while k < TM * per_row / WARP_SIZE as usize {
+            let u = WARP_SIZE as usize * k + lane;
+            let (r, c) = (u / per_row, panel * RUN_PANEL + (u % per_row) * T::RUN);
+            if !CLIPPED || (r < self.rows && c < self.cols) {
+                let mut run = Run {
+                    // SAFETY: (r, c) is inside the clipped tile (checked, or
+                    // for an unclipped one every (r, c) of the tile is:
+                    // `interior`), so in the matrix; the run's `len`
+                    // elements stay in its row and in the tile.
+                    first: unsafe { self.origin.add(r * self.row_stride + c) },
+                    len: if CLIPPED { T::RUN.min(self.cols - c) } else { T::RUN },
+                    _run: PhantomData,
+                };
+                f(r, c, &mut run);
+            }
+            k += 1;
+        }
+    }
+}
+
+impl<'v, T: Copy, const TM: usize, const TN: usize> RunTile<'v, T, TM, TN> {
+    /// This tile without its clipping, if all `TM × TN` elements are inside
+    /// the matrix and every run starts on 16 bytes (the tile's first
+    /// element and the row stride in bytes multiples of 16): one check for
+    /// the tile, then each run is one 16-byte vector access. It borrows
+    /// this one, so the two are never used at once.
+    #[inline(always)]
+    pub fn interior(&mut self) -> Option<InteriorRunTile<'_, T, TM, TN>> {
+        let aligned = (self.origin as usize).is_multiple_of(16)
+            && (self.row_stride * size_of::<T>()).is_multiple_of(16);
+        (self.rows == TM && self.cols == TN && aligned).then_some(RunTile {
+            origin: self.origin,
+            row_stride: self.row_stride,
+            row0: self.row0,
+            col0: self.col0,
+            rows: TM,
+            cols: TN,
+            _view: PhantomData,
+        })
+    }
+}
+
+/// An element type a [`RunTile`] writes in 16-byte runs: `RUN` of them,
+/// as the array `Run`.
+pub trait RunElement: crate::shared::SharedElement {
+    /// Elements in 16 bytes.
+    const RUN: usize;
+    /// A run's elements: `[Self; RUN]`.
+    type Run: Copy + AsRef<[Self]> + AsMut<[Self]>;
+    /// The run whose element `j` is `f(j)`.
+    fn run(f: impl FnMut(usize) -> Self) -> Self::Run;
+}
+
+macro_rules! run_element {
+    ($($t:ty => $n:literal),*) => { $(
+        impl RunElement for $t {
+            const RUN: usize = $n;
+            type Run = [$t; $n];
+            #[inline(always)]
+            fn run(f: impl FnMut(usize) -> $t) -> [$t; $n] {
+                core::array::from_fn(f)
+            }
+        }
+        const _: () = assert!($n * size_of::<$t>() == 16);
+    )* };
+}
+run_element!(f32 => 4, u32 => 4, i32 => 4, f64 => 2, u64 => 2, i64 => 2,
+    crate::f16 => 8, crate::bf16 => 8, u16 => 8, i16 => 8);
+
+/// One run of a [`RunTile`]: `T::RUN` consecutive elements of a row (16
+/// bytes) that this lane alone owns, or fewer where a clipped tile meets
+/// the matrix's right edge. Lives only for the call that hands it out.
+pub struct Run<'r, T, const CLIPPED: bool> {
+    first: *mut T,
+    len: usize,
+    _run: PhantomData<&'r mut [T]>,
+}
+
+impl<T: Copy, const CLIPPED: bool> Run<'_, T, CLIPPED> {
+    /// Elements of the run inside the matrix (`T::RUN` unless clipped).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no element is inside (never, for a run handed out).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Element `j` of the run, if it is inside the matrix (`j < len()`).
+    #[inline(always)]
+    pub fn slot(&mut self, j: usize) -> Option<Slot<'_, T>> {
+        // SAFETY: j < len: in the matrix and this lane's alone (the run's);
+        // the slot borrows the run.
+        (j < self.len).then(|| unsafe { Slot::from_element(self.first.add(j)) })
+    }
+}
+
+impl<T: RunElement> Run<'_, T, false> {
+    /// Reads the run with one 16-byte load (`LDG.E.128`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self) -> T::Run {
+        const { assert!(size_of::<T::Run>() == 16) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.first.cast(), 16, false);
+        // SAFETY: an interior run: 16 bytes of the matrix, 16-byte aligned
+        // (`RunTile::interior`), this lane's alone. Any 16 bytes are a
+        // valid `T::Run` (`[T; RUN]` of a `SharedElement`: every bit
+        // pattern valid, no padding, 16 bytes like `[u32; 4]`).
+        unsafe {
+            let words = crate::arch::ld_global_v4_output(self.first.cast());
+            core::mem::transmute_copy::<[u32; 4], T::Run>(&words)
+        }
+    }
+
+    /// Writes the run with one 16-byte store (`STG.E.128`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store(&mut self, values: T::Run) {
+        const { assert!(size_of::<T::Run>() == 16) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.first.cast(), 16, true);
+        // SAFETY: as in `load`; `values` has no padding (`SharedElement`),
+        // so its 16 bytes are 4 initialised words.
+        unsafe {
+            let words = core::mem::transmute_copy::<T::Run, [u32; 4]>(&values);
+            crate::arch::st_global_v4(self.first.cast(), words)
+        }
     }
 }
 
@@ -1893,22 +2111,23 @@ mod tests {
     use super::{OutMatrix, TileWalk, grouped_block};
     use crate::Dim3;
     use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
-    use crate::mma::FragC;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A persistent launch of `grid` blocks of 2 warps over `batches` of
-    /// 37 × 45 (rows 48 apart, batches 37·48 + 3 apart) in 32 × 16 tiles
-    /// (warp tiles 16 × 16, bands of 3 tile rows): every warp adds 1 to
-    /// each element of its part of each tile it walks. Every element of
+    /// 37 × 150 (rows 152 apart, batches 37·152 + `shift` apart) in 32 × 64
+    /// tiles (warp tiles 16 × 64, bands of 3 tile rows): every lane adds 1
+    /// to each element of its runs of each tile it walks. Every element of
     /// every batch ends at exactly 1, padding at 0, with the race detector
     /// on; the walk's tile numbers are each one block's, and the origin it
-    /// gives the producer is the one the writers write.
+    /// gives the producer is the one the writers write; a warp tile is
+    /// written unclipped (whole 16-byte runs) exactly when it is inside the
+    /// matrix and 16-byte aligned.
     #[test]
     fn a_tile_walk_covers_every_tile_once_across_blocks() {
-        let (rows, cols, ld) = (37usize, 45usize, 48usize);
-        for batches in [1usize, 3] {
-            let stride = rows * ld + 3;
+        let (rows, cols, ld) = (37usize, 150usize, 152usize);
+        for (batches, shift) in [(1usize, 0usize), (3, 3), (2, 4)] {
+            let stride = rows * ld + shift;
             let len = (batches - 1) * stride + (rows - 1) * ld + cols;
             for grid in [
                 Dim3::x(1),
@@ -1917,7 +2136,9 @@ mod tests {
                 Dim3::new(5, 2, 1),
                 Dim3::x(64),
             ] {
-                let mut c = vec![0f32; len];
+                // 16-byte aligned (a `Vec<f32>` need not be).
+                let mut backing = vec![0u128; len.div_ceil(4)];
+                let c = &mut bytemuck_f32(&mut backing)[..len];
                 let (ptr, addr) = (c.as_mut_ptr() as usize, c.as_ptr() as usize);
                 let walked = Mutex::new(Vec::new());
                 // Lanes that wrote through an interior (unclipped) tile.
@@ -1936,7 +2157,7 @@ mod tests {
                 launch_with_outputs("tile_walk", shape, &[out], &|| {
                     // SAFETY: `c` lives through the launch, untouched by the host.
                     let mut view = unsafe {
-                        OutMatrix::<f32, TileWalk<32, 16, 16, 16, 3>>::from_raw(
+                        OutMatrix::<f32, TileWalk<32, 64, 16, 64, 3>>::from_raw(
                             ptr as *mut f32,
                             len,
                             rows,
@@ -1946,7 +2167,6 @@ mod tests {
                             stride,
                         )
                     };
-                    let ones = FragC { regs: [1.0; 4] };
                     for tile in view.walk() {
                         let (batch, r0, c0) = view.walk_origin(&tile);
                         let (dr, dc) = view.walk_warp_offset().unwrap();
@@ -1958,22 +2178,32 @@ mod tests {
                             let (wr, wc) = (r0 + dr, c0 + dc);
                             assert_eq!(warp_tile.origin(), (wr, wc));
                             assert!(batch < batches);
-                            // Inside the matrix: no clipping; on its edges: clipped.
-                            let inside = wr + 16 <= rows && wc + 16 <= cols;
-                            let add = |v: f32, d: &mut crate::Slot<'_, f32>| d.set(d.get() + v);
+                            // Inside and aligned: no clipping; else clipped.
+                            let unclipped = wr + 16 <= rows
+                                && wc + 64 <= cols
+                                && (batch * stride).is_multiple_of(4);
                             match warp_tile.interior() {
                                 Some(mut inner) => {
-                                    assert!(inside, "({wr}, {wc}) is on an edge");
+                                    assert!(unclipped, "({wr}, {wc}) is on an edge");
                                     interior.fetch_add(1, Ordering::Relaxed);
-                                    for sub_col in 0..2 {
-                                        inner.update_mma_c(0, sub_col, &ones, add);
-                                    }
+                                    inner.update_panel(0, |_, _, run| {
+                                        let v = run.load();
+                                        run.store(v.map(|x| x + 1.0));
+                                    });
+                                    // Past the tile: nothing.
+                                    inner.update_panel(1, |_, _, _| unreachable!());
                                 }
                                 None => {
-                                    assert!(!inside, "({wr}, {wc}) is inside");
-                                    for sub_col in 0..2 {
-                                        warp_tile.update_mma_c(0, sub_col, &ones, add);
-                                    }
+                                    assert!(!unclipped, "({wr}, {wc}) is inside");
+                                    warp_tile.update_panel(0, |r, col, run| {
+                                        assert!(wr + r < rows && wc + col < cols);
+                                        assert_eq!(run.len(), 4.min(cols - wc - col));
+                                        for j in 0..4 {
+                                            if let Some(mut d) = run.slot(j) {
+                                                d.set(d.get() + 1.0);
+                                            }
+                                        }
+                                    });
                                 }
                             }
                         }
@@ -1991,10 +2221,14 @@ mod tests {
                         }
                     }
                 }
-                // Of each batch's 16 × 16 warp tiles, the 4 in rows and
-                // columns 0..32 are inside: 32 lanes each.
-                assert_eq!(interior.into_inner(), batches * 4 * 32, "{grid:?}");
-                let tiles = batches * 37usize.div_ceil(32) * 45usize.div_ceil(16);
+                // Of each batch's 16 × 64 warp tiles, the 4 in rows 0..32
+                // and columns 0..128 are inside: 32 lanes each, in the
+                // batches that start on 16 bytes.
+                let aligned = (0..batches)
+                    .filter(|b| (b * stride).is_multiple_of(4))
+                    .count();
+                assert_eq!(interior.into_inner(), aligned * 4 * 32, "{grid:?}");
+                let tiles = batches * 37usize.div_ceil(32) * 150usize.div_ceil(64);
                 let mut walked = walked.into_inner().unwrap();
                 walked.sort_by_key(|&(t, _)| t);
                 assert_eq!(walked.len(), tiles, "{grid:?}");
@@ -2004,6 +2238,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `words` as f32s (each u128 four of them).
+    fn bytemuck_f32(words: &mut [u128]) -> &mut [f32] {
+        // SAFETY: a u128 is 16 initialised bytes, any of which are a valid
+        // f32, with at least f32's alignment; the slice borrows `words`.
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 4) }
     }
 
     /// Every block of a grid takes a distinct tile of it (a bijection), for

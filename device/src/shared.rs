@@ -101,6 +101,11 @@ pub struct SharedArray<T> {
     _element: PhantomData<T>,
 }
 
+/// `N` elements filling 8 bytes on an 8-byte boundary: one 64-bit access.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Vector8<T, const N: usize>([T; N]);
+
 /// A typed view of the block's launch-sized shared memory.
 ///
 /// Its length is the launch's dynamic shared size divided by `size_of::<T>()`;
@@ -348,6 +353,28 @@ impl<T: SharedElement> SharedArray<T> {
         // (none to shared memory exists), and a concurrent access to these
         // elements is the kernel's barriers' to order, as for `store`.
         unsafe { p.write(Vector16(values)) }
+    }
+
+    /// Writes elements `i .. i + N` (8 bytes) with one vector store
+    /// (`st.shared.v2.b32` or `.b64`, SASS `STS.64`): a pair of f32, as an
+    /// `mma` accumulator fragment holds them. Panics (traps on the GPU) if
+    /// they are not in bounds or do not start on an 8-byte boundary;
+    /// `N · size_of::<T>()` must be 8 (a compile-time error otherwise).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store8<const N: usize>(&self, i: usize, values: [T; N]) {
+        const { assert!(N * size_of::<T>() == 8, "an 8-byte vector") };
+        let p = self.base.wrapping_add(i);
+        assert!(
+            i.checked_add(N).is_some_and(|end| end <= self.len) && (p as usize).is_multiple_of(8),
+            "shared memory vector access out of bounds or not 8-byte aligned"
+        );
+        arch::shared_access(p.cast(), 8, true);
+        // SAFETY: 8 in-bounds, 8-byte-aligned bytes of the block's shared
+        // memory (checked above), written as `N` elements of `T` (`Vector8`
+        // is exactly those, `repr(C)`, no padding); conflicting accesses
+        // are the kernel's barriers' to order, as for `store`.
+        unsafe { p.cast::<Vector8<T, N>>().write(Vector8(values)) }
     }
 
     /// Elements `i .. i + N` as a 16-byte vector's address, checked in

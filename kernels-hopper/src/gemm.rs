@@ -22,21 +22,30 @@
 //!   "empty" barrier: one group stays in flight while the next stage's
 //!   copies land;
 //! - the epilogue: after the tile's last group the consumers release its
-//!   stage and each consumer warp writes its 16 × 256 rows of the
-//!   accumulator through its `TileWalk` tile (owned: no two threads write
-//!   one element; checked once to lie inside C, then written with no
-//!   per-element test, else clipped element by element), `alpha·acc` when
-//!   `beta = 0` (C never read) else `fma(beta, c, alpha·acc)`, rounded to
-//!   the output type; meanwhile the producer is already filling the ring
-//!   with the next tile's steps.
+//!   stage, and each consumer warp writes its 16 × 256 rows of the
+//!   accumulator through shared memory, one 16 × 64 panel at a time: its
+//!   lanes store their `mma` fragments (8-byte stores) into the warp's own
+//!   4 KiB staging tile (f32, 16-byte chunks XOR-swizzled by row: no bank
+//!   conflicts either way), the warp syncs (`warp::sync`), and each lane
+//!   reads back 16-byte runs of rows and writes them to C through its
+//!   `TileWalk` tile's runs (`RunTile`: owned, no two lanes write one
+//!   element; one request of the warp is whole 128-byte lines of C, where
+//!   the fragments' stores each touched twice the sectors they wrote). A
+//!   tile inside C and 16-byte aligned (checked once) writes each run as
+//!   one 16-byte store, `alpha·acc` when `beta = 0` (C never read) else
+//!   `fma(beta, c, alpha·acc)` with C read as one 16-byte load, rounded to
+//!   the output type; a tile on C's right or bottom edge clips its runs
+//!   element by element. Meanwhile the producer is already filling the
+//!   ring with the next tile's steps (the staging tiles are not the ring's).
 //!
 //! Every tile walks the ring from stage 0, and each stage keeps its own
 //! "full" and "empty" phases across tiles (a `Phase` per stage, in
 //! registers: the walk is written out per stage), so a K that is not a
 //! multiple of 4 steps leaves stages unevenly used but never out of step.
 //!
-//! The ring has 4 stages (192 KiB of shared memory; the H100 and H200 allow
-//! 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
+//! The ring has 4 stages (192 KiB of shared memory), the staging tiles 32
+//! KiB after it: 224 KiB and the barriers' 64 bytes (the H100 and H200
+//! allow 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
 //! stage's tiles and barriers are constants and nothing is indexed at run
 //! time. The transposes are the tiles' layouts: A row-major is K-major, A
 //! transposed (stored K × M) MN-major; B row-major (K × N) is MN-major, B
@@ -45,20 +54,20 @@
 //!
 //! Bounds: every box the TMA copies is clipped to the tensor the host
 //! described (zeros outside); every element written is in the tile
-//! `TileWalk` gives the warp, clipped to C. The host checks the shapes,
+//! `TileWalk` gives the warp, clipped to C (a run's vector access only in a
+//! tile found wholly inside C and aligned). The host checks the shapes,
 //! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
 //! 32-bit coordinates.
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
-use warpforge_device::mma::FragC;
 use warpforge_device::num::Output;
-use warpforge_device::own::TileWalk;
-use warpforge_device::shared::{self, SharedTile};
+use warpforge_device::own::{RunElement, TileWalk};
+use warpforge_device::shared::{self, SharedTile, SharedVectors};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
 use warpforge_device::unroll::unroll;
 use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor, OperandTile};
-use warpforge_device::{OutMatrix, Slot, bf16, f16, thread, warp};
+use warpforge_device::{OutMatrix, bf16, f16, thread, warp};
 use warpforge_macros::kernel;
 
 /// Rows of the block's tile of D.
@@ -87,8 +96,9 @@ const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
 /// The ring's stages, in 2-byte elements.
 const RING_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS);
 /// The launch's shared memory, in 2-byte elements: the stages, then the
-/// 2·STAGES barriers (8 bytes each).
-const SHARED_ELEMS: usize = RING_ELEMS + 2 * STAGES * 4;
+/// 2·STAGES barriers (8 bytes each), then the consumer warps' staging
+/// tiles (f32).
+const SHARED_ELEMS: usize = RING_ELEMS + 2 * STAGES * 4 + 2 * STAGING_ELEMS;
 
 /// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
 pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
@@ -175,7 +185,7 @@ fn barriers<T: Element>() -> MBarriers<{ 2 * STAGES }> {
         gemm_wgmma_f16_f16_tt_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>>,
     )
 )]
-pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
+pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>(
     a: TensorMap<T, 3, BOX, BOX, Sw128>,
     b: TensorMap<T, 3, BOX, BOX, Sw128>,
     k: u32,
@@ -237,6 +247,9 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
 
     wgmma::increase_registers::<224>();
     let stages = stages::<T, LA, LB>();
+    let staging = staging::<T>();
+    // 16-byte chunks of f32 a run of the output type reads (1 or 2).
+    let chunks = TOut::RUN / 4;
     let mine = if warpgroup == 0 { 0 } else { 1 };
     // Each stage's "full" phase, carried from tile to tile as the
     // producer's "empty" ones are: both walk the same tiles and steps.
@@ -280,55 +293,139 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
             },
         );
         if let Some(mut out) = c.walk_tile(&tile) {
-            // alpha·acc + beta·C, rounded once (`Output::axpby`: C not read
-            // when beta = 0).
-            let axpby = |beta: f32| {
-                move |v: f32, d: &mut Slot<'_, TOut>| {
-                    let r = TOut::axpby(alpha, v, beta, || d.get());
-                    d.set(r);
-                }
-            };
-            // A tile inside C (all but those on its right and bottom edges)
-            // is checked once and written with no per-element clipping, and
-            // with beta = 0 passed as the constant it is, no per-element
-            // test of beta either: one multiply and one store an element.
+            // A tile inside C and aligned (all but those on its right and
+            // bottom edges) is checked once and written in whole 16-byte
+            // runs; with beta = 0 passed as the constant it is, no
+            // per-element test of beta either.
             match out.interior() {
-                Some(mut inner) if beta == 0.0 => {
-                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(0.0)))
-                }
-                Some(mut inner) => {
-                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(beta)))
-                }
-                None => fragments(&acc, |j, frag| out.update_mma_c(0, j, frag, axpby(beta))),
+                Some(mut inner) if beta == 0.0 => epilogue(&acc, staging, |p, staged| {
+                    inner.update_panel(p, |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        let zero = TOut::from_f32(0.0);
+                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
+                    })
+                }),
+                Some(mut inner) => epilogue(&acc, staging, |p, staged| {
+                    inner.update_panel(p, |r, col, run| {
+                        let (v, old) = (staged.read(r, col, chunks), run.load());
+                        let old = old.as_ref();
+                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
+                    })
+                }),
+                None => epilogue(&acc, staging, |p, staged| {
+                    out.update_panel(p, |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
+                            if let Some(mut d) = run.slot(j) {
+                                let r = TOut::axpby(alpha, x, beta, || d.get());
+                                d.set(r);
+                            }
+                        }
+                    })
+                }),
             }
         }
     }
 }
 
-/// Hands this warp's 16 × 256 rows of `acc` to `write(j, frag)` as its 32
-/// `mma` accumulator fragments, fragment `j` the 16 × 8 at columns `8j ..`
-/// (the `wgmma` accumulator's layout is `mma.m16n8k16`'s, repeated along N).
+/// Each consumer warp's staging tile: one 16 × 64 panel of its rows of the
+/// accumulator, in f32 (4 KiB; the eight warps' 32 KiB after the ring and
+/// its barriers: 224 KiB of the 227 a block may have).
+const PANEL: usize = 64;
+const PANEL_ELEMS: usize = 16 * PANEL;
+const STAGING_ELEMS: usize = 8 * PANEL_ELEMS;
+
+/// The consumer warps' staging tiles, after the ring and its barriers.
 #[inline(always)]
-fn fragments(acc: &Accumulator<BN>, mut write: impl FnMut(usize, &FragC)) {
+fn staging<T: Element>() -> SharedTile<f32, STAGING_ELEMS> {
+    shared::array::<T, RING_ELEMS>()
+        .after::<u64, { 2 * STAGES }>()
+        .after::<f32, STAGING_ELEMS>()
+}
+
+/// Where element (`row`, `col`) of a warp's 16 × 64 panel lies in its
+/// staging tile: row-major, each row's 16-byte chunks permuted by
+/// `(row mod 4)·2`, so that the fragments' 8-byte stores (a half-warp: 4
+/// rows, the same 8 columns) and the runs' 16-byte loads (a quarter-warp: 8
+/// chunks of one row) each hit 32 distinct banks.
+#[inline(always)]
+fn staged(row: usize, col: usize) -> usize {
+    row * PANEL + (((col / 4) ^ ((row % 4) * 2)) * 4) + col % 4
+}
+
+/// A warp's staging tile, as its runs read it.
+#[derive(Clone, Copy)]
+struct Staged {
+    chunks: SharedVectors<f32, 4>,
+    /// The warp's tile's first element.
+    base: usize,
+}
+
+impl Staged {
+    /// The accumulator values of the run at (`row`, `col`) of the warp's
+    /// tile (in the panel staged now):
+    /// its first `4·chunks` (1 or 2 chunks: a run of f32 is 4 elements, of
+    /// f16 8). Of two chunks, lanes 4..8 of each quarter-warp (runs 4..8 of
+    /// a row) load them in the other order, so each load's 8 lanes meet 8
+    /// distinct groups of 4 banks.
+    #[inline(always)]
+    fn read(&self, row: usize, col: usize, chunks: usize) -> [f32; 8] {
+        // The run's column in the tile, in the panel.
+        let col = col % PANEL;
+        let chunk = |h: usize| self.chunks.load((self.base + staged(row, col + 4 * h)) / 4);
+        if chunks == 1 {
+            let a = chunk(0);
+            return [a[0], a[1], a[2], a[3], 0.0, 0.0, 0.0, 0.0];
+        }
+        let swap = (col / 8) % 8 >= 4;
+        let s = usize::from(swap);
+        let x = chunk(s);
+        let y = chunk(1 - s);
+        let (lo, hi) = if swap { (y, x) } else { (x, y) };
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+    }
+}
+
+/// The epilogue of one tile, panel by panel: this warp writes the 8
+/// accumulator fragments of panel `p` (its 16 rows, columns `64p ..`) into
+/// its staging tile, syncs the warp, and has `write(p, staged)` store the
+/// panel to C in runs (reading each run's values with [`Staged::read`]);
+/// then syncs again before the next panel overwrites the tile. The values
+/// are the accumulator's, unrounded: `write` computes alpha·acc + beta·C
+/// and rounds once, as the fragments' epilogue did.
+#[inline(always)]
+fn epilogue(
+    acc: &Accumulator<BN>,
+    staging: SharedTile<f32, STAGING_ELEMS>,
+    mut write: impl FnMut(usize, &Staged),
+) {
+    let lane = thread::lane_id() as usize;
+    let (g, t) = (lane / 4, lane % 4);
+    let staged_tile = Staged {
+        chunks: staging
+            .vectors16::<4>()
+            .expect("the staging tiles start 16-byte aligned"),
+        base: (thread::warp_id() as usize % 8) * PANEL_ELEMS,
+    };
+    let base = staged_tile.base;
     let regs = acc.regs();
-    unroll::<{ BN / 64 }>(
+    unroll::<{ BN / PANEL }>(
         #[inline(always)]
-        |hi| {
-            unroll::<8>(
+        |p| {
+            // Fragment f of the panel: rows g and g + 8, columns 8f + 2t
+            // and the next (`mma`'s accumulator layout).
+            unroll::<{ PANEL / 8 }>(
                 #[inline(always)]
-                |lo| {
-                    let j = 8 * hi + lo;
-                    let frag = FragC {
-                        regs: [
-                            regs[4 * j],
-                            regs[4 * j + 1],
-                            regs[4 * j + 2],
-                            regs[4 * j + 3],
-                        ],
-                    };
-                    write(j, &frag);
+                |f| {
+                    let j = 4 * (8 * p + f);
+                    let col = 8 * f + 2 * t;
+                    staging.store8(base + staged(g, col), [regs[j], regs[j + 1]]);
+                    staging.store8(base + staged(g + 8, col), [regs[j + 2], regs[j + 3]]);
                 },
-            )
+            );
+            warp::sync(u32::MAX);
+            write(p, &staged_tile);
+            warp::sync(u32::MAX);
         },
     );
 }

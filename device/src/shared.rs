@@ -287,6 +287,26 @@ impl<T: SharedElement, const N: usize> SharedVectors<T, N> {
         // elements is the kernel's barriers' to order, as for `store`.
         unsafe { self.base.add(v).write(Vector16(values)) }
     }
+
+    /// Writes half `h` (0 or 1: elements `h·H ..` of the `N = 2·H`) of
+    /// vector `v` with one 8-byte store (`STS.64`): a pair of f32, as an
+    /// `mma` accumulator fragment holds them. Panics (traps on the GPU) if
+    /// `v >= len()` or `h > 1`; `2·H` must be `N` (a compile-time error
+    /// otherwise).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store_half<const H: usize>(&self, v: usize, h: usize, values: [T; H]) {
+        const { assert!(2 * H == N, "half a vector") };
+        assert!(v < self.len && h < 2, "shared memory vector write out of bounds");
+        let p = self.base.wrapping_add(v).cast::<T>().wrapping_add(h * H);
+        arch::shared_access(p.cast(), 8, true);
+        // SAFETY: vector `v` is in bounds and 16-byte aligned (the view's
+        // invariant), so its half `h` is 8 in-bounds, 8-byte-aligned bytes,
+        // written as `H` elements of `T` (`Vector8`: exactly those, no
+        // padding); concurrent accesses are the kernel's barriers' to order,
+        // as for `store`.
+        unsafe { p.cast::<Vector8<T, H>>().write(Vector8(values)) }
+    }
 }
 
 impl<T, const N: usize> core::ops::Deref for SharedTile<T, N> {
@@ -353,28 +373,6 @@ impl<T: SharedElement> SharedArray<T> {
         // (none to shared memory exists), and a concurrent access to these
         // elements is the kernel's barriers' to order, as for `store`.
         unsafe { p.write(Vector16(values)) }
-    }
-
-    /// Writes elements `i .. i + N` (8 bytes) with one vector store
-    /// (`st.shared.v2.b32` or `.b64`, SASS `STS.64`): a pair of f32, as an
-    /// `mma` accumulator fragment holds them. Panics (traps on the GPU) if
-    /// they are not in bounds or do not start on an 8-byte boundary;
-    /// `N · size_of::<T>()` must be 8 (a compile-time error otherwise).
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    #[inline(always)]
-    pub fn store8<const N: usize>(&self, i: usize, values: [T; N]) {
-        const { assert!(N * size_of::<T>() == 8, "an 8-byte vector") };
-        let p = self.base.wrapping_add(i);
-        assert!(
-            i.checked_add(N).is_some_and(|end| end <= self.len) && (p as usize).is_multiple_of(8),
-            "shared memory vector access out of bounds or not 8-byte aligned"
-        );
-        arch::shared_access(p.cast(), 8, true);
-        // SAFETY: 8 in-bounds, 8-byte-aligned bytes of the block's shared
-        // memory (checked above), written as `N` elements of `T` (`Vector8`
-        // is exactly those, `repr(C)`, no padding); conflicting accesses
-        // are the kernel's barriers' to order, as for `store`.
-        unsafe { p.cast::<Vector8<T, N>>().write(Vector8(values)) }
     }
 
     /// Elements `i .. i + N` as a 16-byte vector's address, checked in

@@ -247,7 +247,15 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
 
     wgmma::increase_registers::<224>();
     let stages = stages::<T, LA, LB>();
-    let staging = staging::<T>();
+    // This warp's staging tile (built after the register split, as the
+    // stages are, and outside the tile loop: its check is no trap path
+    // there).
+    let staged_tile = Staged {
+        chunks: staging::<T>()
+            .vectors16::<4>()
+            .expect("the staging tiles start 16-byte aligned"),
+        base: (thread::warp_id() as usize % 8) * PANEL_ELEMS,
+    };
     // 16-byte chunks of f32 a run of the output type reads (1 or 2).
     let chunks = TOut::RUN / 4;
     let mine = if warpgroup == 0 { 0 } else { 1 };
@@ -292,39 +300,40 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
                 }
             },
         );
-        if let Some(mut out) = c.walk_tile(&tile) {
+        // Every consumer warp stages every panel (straight-line code: the
+        // accumulator is read on no divergent path, which would make ptxas
+        // serialise the `wgmma`s, C7519); a warp with a part of C writes it.
+        let mut out = c.walk_tile(&tile);
+        epilogue(&acc, &staged_tile, |p, staged| {
+            let Some(out) = out.as_mut() else {
+                return;
+            };
             // A tile inside C and aligned (all but those on its right and
             // bottom edges) is checked once and written in whole 16-byte
             // runs; with beta = 0 passed as the constant it is, no
             // per-element test of beta either.
             match out.interior() {
-                Some(mut inner) if beta == 0.0 => epilogue(&acc, staging, |p, staged| {
-                    inner.update_panel(p, |r, col, run| {
-                        let v = staged.read(r, col, chunks);
-                        let zero = TOut::from_f32(0.0);
-                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
-                    })
+                Some(mut inner) if beta == 0.0 => inner.update_panel(p, |r, col, run| {
+                    let v = staged.read(r, col, chunks);
+                    let zero = TOut::from_f32(0.0);
+                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
                 }),
-                Some(mut inner) => epilogue(&acc, staging, |p, staged| {
-                    inner.update_panel(p, |r, col, run| {
-                        let (v, old) = (staged.read(r, col, chunks), run.load());
-                        let old = old.as_ref();
-                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
-                    })
+                Some(mut inner) => inner.update_panel(p, |r, col, run| {
+                    let (v, old) = (staged.read(r, col, chunks), run.load());
+                    let old = old.as_ref();
+                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
                 }),
-                None => epilogue(&acc, staging, |p, staged| {
-                    out.update_panel(p, |r, col, run| {
-                        let v = staged.read(r, col, chunks);
-                        for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
-                            if let Some(mut d) = run.slot(j) {
-                                let r = TOut::axpby(alpha, x, beta, || d.get());
-                                d.set(r);
-                            }
+                None => out.update_panel(p, |r, col, run| {
+                    let v = staged.read(r, col, chunks);
+                    for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
+                        if let Some(mut d) = run.slot(j) {
+                            let r = TOut::axpby(alpha, x, beta, || d.get());
+                            d.set(r);
                         }
-                    })
+                    }
                 }),
             }
-        }
+        });
     }
 }
 
@@ -349,7 +358,13 @@ fn staging<T: Element>() -> SharedTile<f32, STAGING_ELEMS> {
 /// rows, the same 8 columns) and the runs' 16-byte loads (a quarter-warp: 8
 /// chunks of one row) each hit 32 distinct banks.
 #[inline(always)]
+///
+/// The row and column are taken modulo the panel's (they are in it), so
+/// the compiler sees every index in the staging tiles: no bounds check,
+/// and so no trap path, is left in the tile loop (one there makes ptxas
+/// serialise the `wgmma`s, C7519).
 fn staged(row: usize, col: usize) -> usize {
+    let (row, col) = (row % 16, col % PANEL);
     row * PANEL + (((col / 4) ^ ((row % 4) * 2)) * 4) + col % 4
 }
 
@@ -394,19 +409,9 @@ impl Staged {
 /// are the accumulator's, unrounded: `write` computes alpha·acc + beta·C
 /// and rounds once, as the fragments' epilogue did.
 #[inline(always)]
-fn epilogue(
-    acc: &Accumulator<BN>,
-    staging: SharedTile<f32, STAGING_ELEMS>,
-    mut write: impl FnMut(usize, &Staged),
-) {
+fn epilogue(acc: &Accumulator<BN>, staged_tile: &Staged, mut write: impl FnMut(usize, &Staged)) {
     let lane = thread::lane_id() as usize;
     let (g, t) = (lane / 4, lane % 4);
-    let staged_tile = Staged {
-        chunks: staging
-            .vectors16::<4>()
-            .expect("the staging tiles start 16-byte aligned"),
-        base: (thread::warp_id() as usize % 8) * PANEL_ELEMS,
-    };
     let base = staged_tile.base;
     let regs = acc.regs();
     unroll::<{ BN / PANEL }>(
@@ -419,12 +424,18 @@ fn epilogue(
                 |f| {
                     let j = 4 * (8 * p + f);
                     let col = 8 * f + 2 * t;
-                    staging.store8(base + staged(g, col), [regs[j], regs[j + 1]]);
-                    staging.store8(base + staged(g + 8, col), [regs[j + 2], regs[j + 3]]);
+                    let half = (col / 2) % 2;
+                    let chunks = staged_tile.chunks;
+                    chunks.store_half((base + staged(g, col)) / 4, half, [regs[j], regs[j + 1]]);
+                    chunks.store_half(
+                        (base + staged(g + 8, col)) / 4,
+                        half,
+                        [regs[j + 2], regs[j + 3]],
+                    );
                 },
             );
             warp::sync(u32::MAX);
-            write(p, &staged_tile);
+            write(p, staged_tile);
             warp::sync(u32::MAX);
         },
     );

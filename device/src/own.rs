@@ -1883,7 +1883,11 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
                     // `interior`), so in the matrix; the run's `len`
                     // elements stay in its row and in the tile.
                     first: unsafe { self.origin.add(r * self.row_stride + c) },
-                    len: if CLIPPED { T::RUN.min(self.cols - c) } else { T::RUN },
+                    len: if CLIPPED {
+                        T::RUN.min(self.cols - c)
+                    } else {
+                        T::RUN
+                    },
                     _run: PhantomData,
                 };
                 f(r, c, &mut run);

@@ -297,7 +297,10 @@ impl<T: SharedElement, const N: usize> SharedVectors<T, N> {
     #[inline(always)]
     pub fn store_half<const H: usize>(&self, v: usize, h: usize, values: [T; H]) {
         const { assert!(2 * H == N, "half a vector") };
-        assert!(v < self.len && h < 2, "shared memory vector write out of bounds");
+        assert!(
+            v < self.len && h < 2,
+            "shared memory vector write out of bounds"
+        );
         let p = self.base.wrapping_add(v).cast::<T>().wrapping_add(h * H);
         arch::shared_access(p.cast(), 8, true);
         // SAFETY: vector `v` is in bounds and 16-byte aligned (the view's

@@ -425,7 +425,13 @@ mod tests {
         got.sort_unstable();
         let want: Vec<_> = (0..2u32)
             .flat_map(|round| {
-                (0..64usize).map(move |me| (round, me, 100 * round + (me / 32 * 32 + (me + 1) % 32) as u32))
+                (0..64usize).map(move |me| {
+                    (
+                        round,
+                        me,
+                        100 * round + (me / 32 * 32 + (me + 1) % 32) as u32,
+                    )
+                })
             })
             .collect();
         assert_eq!(got, want);

@@ -821,8 +821,12 @@ where
     use warpforge::gemm::Gemm;
     let (m, n, k) = (256usize, 512usize, 64usize);
     let dev = Device::emulator_for(warpforge::Arch::Sm90);
-    let a: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32((i % 5) as f32 - 2.0)).collect();
-    let b: Vec<bf16> = (0..k * n).map(|i| bf16::from_f32((i % 3) as f32 - 1.0)).collect();
+    let a: Vec<bf16> = (0..m * k)
+        .map(|i| bf16::from_f32((i % 5) as f32 - 2.0))
+        .collect();
+    let b: Vec<bf16> = (0..k * n)
+        .map(|i| bf16::from_f32((i % 3) as f32 - 1.0))
+        .collect();
     let c0: Vec<f32> = (0..m * n).map(|i| (i % 7) as f32).collect();
     let want: Vec<f32> = (0..m * n)
         .map(|e| {
@@ -837,7 +841,10 @@ where
         .profile_memory(|| {
             let (ab, bb) = (dev.upload(&a)?, dev.upload(&b)?);
             let mut cb = dev.upload(&c0.iter().map(|&x| from_f32(x)).collect::<Vec<O>>())?;
-            Gemm::new(m, n, k).beta(beta).wgmma(true).run(&dev, &ab, &bb, &mut cb)?;
+            Gemm::new(m, n, k)
+                .beta(beta)
+                .wgmma(true)
+                .run(&dev, &ab, &bb, &mut cb)?;
             let got = cb.to_host()?;
             for (e, (&g, &w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, from_f32(w), "C[{e}]");
@@ -878,8 +885,18 @@ fn the_wgmma_epilogue_writes_whole_lines() {
             st.lines as f64 / st.requests as f64,
         );
         assert_eq!(st.bytes_requested, bytes, "{name}: C written once");
-        assert_eq!(st.sectors * 32, bytes, "{name}: store sectors, minimum {}", bytes / 32);
-        assert_eq!(st.lines * 128, bytes, "{name}: store lines, minimum {}", bytes / 128);
+        assert_eq!(
+            st.sectors * 32,
+            bytes,
+            "{name}: store sectors, minimum {}",
+            bytes / 32
+        );
+        assert_eq!(
+            st.lines * 128,
+            bytes,
+            "{name}: store lines, minimum {}",
+            bytes / 128
+        );
         let ld = &p.global_load;
         if beta == 0.0 {
             assert_eq!(ld.requests, 0, "{name}: beta = 0 reads no C");

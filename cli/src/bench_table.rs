@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(table.lines().count(), 2 + cases.len(), "{table}");
         assert!(table.contains("argmax bf16 [32×32] cols"), "{table}");
         // Which kernels ran: the small path for the whole-tensor and rows
-        // cases (at most 2^16 items per row), a pass per level for columns.
+        // cases (at most 2^16 items per row), the fused one for columns.
         let line = |case: &str| {
             table
                 .lines()
@@ -224,10 +224,7 @@ mod tests {
         };
         assert!(line("sum f32 [1024] ").ends_with("  small"), "{table}");
         assert!(line("sum f32 [32×32] rows").ends_with("  small"), "{table}");
-        assert!(
-            line("sum f32 [32×32] cols").ends_with("  multi_pass"),
-            "{table}"
-        );
+        assert!(line("sum f32 [32×32] cols").ends_with("  fused"), "{table}");
         assert!(line("copy f32").ends_with("  -"), "{table}");
     }
 

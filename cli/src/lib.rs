@@ -34,3 +34,9 @@ pub mod sass;
 pub mod sass_budget;
 pub mod sass_loops;
 pub mod startup;
+
+/// A name column as wide as its longest cell (at least its six-letter
+/// header, `kernel` or `module`), so the columns of a table line up.
+pub fn column_width<'a>(cells: impl Iterator<Item = &'a str>) -> usize {
+    cells.map(str::len).max().unwrap_or(0).max(6)
+}

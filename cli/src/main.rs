@@ -8,7 +8,9 @@ use warpforge::conv2d::Padding;
 use warpforge::ptx::dispatch_table;
 use warpforge::reduce::Op;
 use warpforge::{Device, Error};
-use warpforge_cli::{bench_data, bench_plot, bench_table, npy, profile, run, startup};
+use warpforge_cli::{
+    bench_data, bench_plot, bench_table, column_width, npy, profile, run, startup,
+};
 use warpforge_tools::bench::{self, Timing};
 use warpforge_tools::registry::{self, OPERATIONS};
 use warpforge_tools::verify;
@@ -442,12 +444,6 @@ fn selected_operations(names: &[String]) -> Result<Vec<&'static registry::Operat
 fn device_line(dev: &Device) -> String {
     let (major, minor) = dev.compute_capability();
     format!("{}, compute capability {major}.{minor}", dev.name())
-}
-
-/// A name column as wide as its longest cell (at least its six-letter
-/// header, `kernel` or `module`), so the columns line up.
-fn column_width<'a>(cells: impl Iterator<Item = &'a str>) -> usize {
-    cells.map(str::len).max().unwrap_or(0).max(6)
 }
 
 /// `verify --list`: the dispatch table of the device and what covers each kernel.

@@ -325,12 +325,7 @@ pub fn kernel_table(profiles: &[MemoryProfile]) -> String {
             None => kernels.push((p.clone(), 1)),
         }
     }
-    let width = kernels
-        .iter()
-        .map(|(k, _)| k.kernel.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let width = crate::column_width(kernels.iter().map(|(k, _)| k.kernel.as_str()));
     let mut out = format!(
         "{:<width$} {:>8} {:>8} {:>7} {:>7} {:>10} {:>10} {:>10}\n",
         "kernel", "launches", "ld s/rq", "ld eff", "st eff", "confl/rq", "B rd/elem", "B wr/elem"

@@ -62,7 +62,7 @@ pub struct PtxArgs {
     #[arg(long)]
     deny_spills: bool,
     /// Check each kernel's SASS loops and ptxas figures against the budget table FILE (e.g.
-    /// cli/sass-budget.toml): print each budgeted kernel's innermost HMMA (or FFMA) loop and
+    /// cli/sass-budget.toml): print each budgeted kernel's innermost HMMA or DMMA (or FFMA) loop and
     /// k-tile loop, and exit 1 naming every kernel, figure and limit it exceeds. Needs nvdisasm
     /// (or cuobjdump); runs one ptxas per architecture, as the report does.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["sass", "diff"])]
@@ -462,7 +462,7 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\nSASS loops (static counts; budget {}): innermost HMMA (or FFMA) loop, and the \
+        "\nSASS loops (static counts; budget {}): innermost HMMA or DMMA (or FFMA) loop, and the \
          k-tile loop around it (= the innermost where nothing encloses it); of several such \
          nests (`other`: how many more, e.g. a guarded edge-tile path), the leanest",
         path.display()
@@ -512,6 +512,16 @@ fn render_loops(budget: &Budget, rows: &[Measured], path: &Path) -> String {
             loops.others,
             family.and_then(|f| f.target.as_deref()).unwrap_or("")
         );
+        if let Some((family, ops)) = family.and_then(|f| Some((f, f.ops_per_output?))) {
+            let _ = writeln!(
+                out,
+                "{:<47} per output element ({ops} {} an output): inner {:.2}, k-loop {:.2}",
+                "",
+                loops.op.name(),
+                family.per_output(&loops.inner).unwrap_or_default(),
+                family.per_output(k).unwrap_or_default(),
+            );
+        }
     }
     // Registers per warpgroup role, for the families that budget them.
     for family in &budget.families {

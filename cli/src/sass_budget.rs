@@ -13,6 +13,9 @@
 //! target = "≤ 2.5 per HMMA in the innermost loop"   # shown beside the figures
 //! inner_per_op = 11.5        # instructions per HMMA (FFMA) in the innermost loop
 //! k_loop_per_op = 30.0       # … in the k-tile loop around it (or the innermost, if none)
+//! ops_per_output = 9         # HMMA (FFMA) per output element in those loops (a 3×3 stencil: 9)
+//! inner_per_output = 16.0    # instructions per output element in the innermost loop
+//! k_loop_per_output = 40.0   # … in the k-tile loop (both need `ops_per_output`)
 //! k_loop_calls = 0           # CALLs that return, in the k-tile loop
 //! k_loop_panic_paths = 0     # branches out of it to a panic/trap
 //! k_loop_warpsync = 0        # WARPSYNC in it
@@ -56,6 +59,15 @@ pub struct Family {
     pub inner_per_op: Option<f64>,
     /// Instructions per `HMMA`/`FFMA` in the k-tile loop.
     pub k_loop_per_op: Option<f64>,
+    /// `HMMA`/`FFMA` per output element in the loops (a depthwise 3 × 3
+    /// filter's main loop: 9 FFMA an output): turns the per-op figures into
+    /// instructions per output element.
+    pub ops_per_output: Option<f64>,
+    /// Instructions per output element in the innermost loop
+    /// (`ops_per_output` × instructions per op).
+    pub inner_per_output: Option<f64>,
+    /// Instructions per output element in the k-tile loop.
+    pub k_loop_per_output: Option<f64>,
     /// `CALL`s (that return) in the k-tile loop.
     pub k_loop_calls: Option<usize>,
     /// Panic/trap paths out of the k-tile loop.
@@ -73,6 +85,12 @@ pub struct Family {
 }
 
 impl Family {
+    /// Instructions per output element of `loop_figures`, if the family
+    /// says how many ops an output takes (`ops_per_output`).
+    pub fn per_output(&self, loop_figures: &crate::sass_loops::LoopFigures) -> Option<f64> {
+        self.ops_per_output.map(|ops| loop_figures.per_op() * ops)
+    }
+
     /// Its `register_roles` summed: (threads, Σ threads × limit).
     pub fn role_totals(&self) -> Option<(u64, u64)> {
         let roles = self.register_roles.as_ref()?;
@@ -197,7 +215,7 @@ impl Budget {
             let Some(family) = self.family_of(kernel) else {
                 if row.loops.is_some_and(|l| l.op != Op::Ffma) {
                     out.push(violation(
-                        "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                        "has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget: add a [[family]] \
                          whose `kernels` pattern matches it",
                         String::new(),
                         String::new(),
@@ -252,6 +270,8 @@ impl Budget {
             }
             let wants_loop = family.inner_per_op.is_some()
                 || family.k_loop_per_op.is_some()
+                || family.inner_per_output.is_some()
+                || family.k_loop_per_output.is_some()
                 || family.k_loop_calls.is_some()
                 || family.k_loop_panic_paths.is_some()
                 || family.k_loop_warpsync.is_some()
@@ -268,6 +288,7 @@ impl Budget {
             };
             let op = loops.op.name();
             let k = loops.k_loop();
+            let per_output = |f| family.per_output(f).unwrap_or(f64::NAN);
             let ratios = [
                 (
                     format!("instructions per {op} in the innermost loop"),
@@ -278,6 +299,16 @@ impl Budget {
                     format!("instructions per {op} in the k-tile loop"),
                     k.per_op(),
                     family.k_loop_per_op,
+                ),
+                (
+                    "instructions per output element in the innermost loop".to_owned(),
+                    per_output(&loops.inner),
+                    family.inner_per_output,
+                ),
+                (
+                    "instructions per output element in the k-tile loop".to_owned(),
+                    per_output(k),
+                    family.k_loop_per_output,
                 ),
             ];
             for (figure, value, limit) in ratios {
@@ -368,6 +399,9 @@ fn family(t: &toml::Table) -> Result<Family, String> {
             "target" => f.target = Some(string()?),
             "inner_per_op" => f.inner_per_op = Some(float()?),
             "k_loop_per_op" => f.k_loop_per_op = Some(float()?),
+            "ops_per_output" => f.ops_per_output = Some(float()?),
+            "inner_per_output" => f.inner_per_output = Some(float()?),
+            "k_loop_per_output" => f.k_loop_per_output = Some(float()?),
             "k_loop_calls" => f.k_loop_calls = Some(int()? as usize),
             "k_loop_panic_paths" => f.k_loop_panic_paths = Some(int()? as usize),
             "k_loop_warpsync" => f.k_loop_warpsync = Some(int()? as usize),
@@ -378,7 +412,8 @@ fn family(t: &toml::Table) -> Result<Family, String> {
             other => {
                 return Err(format!(
                     "unknown key `{other}` (known: kernels, target, inner_per_op, \
-                     k_loop_per_op, k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
+                     k_loop_per_op, ops_per_output, inner_per_output, k_loop_per_output, \
+                     k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
                      k_loop_bssy, spills, registers, register_roles)"
                 ));
             }
@@ -386,6 +421,15 @@ fn family(t: &toml::Table) -> Result<Family, String> {
     }
     if f.kernels.is_empty() {
         return Err("no `kernels` pattern".into());
+    }
+    if (f.inner_per_output.is_some() || f.k_loop_per_output.is_some())
+        && !f.ops_per_output.is_some_and(|ops| ops > 0.0)
+    {
+        return Err(
+            "`inner_per_output` and `k_loop_per_output` need `ops_per_output` (> 0): how many \
+             HMMA/FFMA an output element takes"
+                .into(),
+        );
     }
     Ok(f)
 }
@@ -558,7 +602,7 @@ registers = 128
                 "instructions per HMMA in the k-tile loop",
                 "CALLs in the k-tile loop",
                 "panic paths out of the k-tile loop",
-                "has a tensor-core (HMMA/HGMMA) loop but no budget: add a [[family]] \
+                "has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget: add a [[family]] \
                  whose `kernels` pattern matches it",
             ]
         );
@@ -569,8 +613,9 @@ registers = 128
         );
         assert_eq!(v[5].kernel, "conv_x");
         assert!(
-            v[5].to_string()
-                .starts_with("conv_x (sm_90): has a tensor-core (HMMA/HGMMA) loop but no budget")
+            v[5].to_string().starts_with(
+                "conv_x (sm_90): has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget"
+            )
         );
         // The whole module: the second family is the first match of no kernel
         // (its pattern matches the big kernel, which the first family takes).
@@ -598,6 +643,44 @@ registers = 128
         assert_eq!(b.check(&row, true), []);
         let tight = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_op = 1.16\n").unwrap();
         assert_eq!(tight.check(&row, true).len(), 1);
+    }
+
+    /// Per-output limits: instructions per op × ops per output (a 3 × 3
+    /// depthwise strip: 9 FFMA an output), checked as printed; they need
+    /// `ops_per_output`.
+    #[test]
+    fn per_output_limits_scale_the_per_op_figures() {
+        let budget = |limit: f64| {
+            Budget::parse(&format!(
+                "[[family]]\nkernels = \"k\"\nops_per_output = 9\ninner_per_output = \
+                 {limit}\nk_loop_per_output = 40\n"
+            ))
+            .unwrap()
+        };
+        // 1000 instructions / 504 FFMA × 9 = 17.857…, printed 17.86.
+        let r = LoopReport {
+            op: Op::Ffma,
+            inner: figures(1000, 504, 0, 0),
+            outer: Some(figures(2000, 504, 0, 0)),
+            others: 0,
+        };
+        let e = entry("k", 100, 0);
+        let row = [Measured {
+            entry: &e,
+            loops: Some(&r),
+            register_limits: &[],
+        }];
+        assert_eq!(budget(17.86).check(&row, true), []);
+        // 2000 / 504 × 9 = 35.71: within the k-loop's 40.
+        let v = budget(17.85).check(&row, true);
+        let figures: Vec<&str> = v.iter().map(|v| v.figure.as_str()).collect();
+        assert_eq!(
+            figures,
+            ["instructions per output element in the innermost loop"]
+        );
+        assert_eq!(v[0].value, "17.86");
+        let e = Budget::parse("[[family]]\nkernels = \"k\"\ninner_per_output = 16\n").unwrap_err();
+        assert!(e.contains("ops_per_output"), "{e}");
     }
 
     /// A warp-specialised kernel's roles: the SASS must set exactly their

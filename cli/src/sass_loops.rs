@@ -1,7 +1,7 @@
 //! The loop report of `warpforge ptx --sass` and `--budget`: from a kernel's
-//! SASS, its innermost loop that holds tensor-core `HMMA` instructions (or,
-//! in a kernel without any, `FFMA`), and the loop around it (the k-tile
-//! loop), with what each costs per `HMMA`/`FFMA`.
+//! SASS, its innermost loop that holds tensor-core `HMMA` (or f64 `DMMA`)
+//! instructions (or, in a kernel without any, `FFMA`), and the loop around
+//! it (the k-tile loop), with what each costs per `HMMA`/`DMMA`/`FFMA`.
 //!
 //! The loops come from the SASS control flow, not from the layout: the
 //! function is cut into basic blocks at labels (nvdisasm) or branch target
@@ -45,16 +45,20 @@ pub enum Op {
     Hgmma,
     /// Tensor-core `HMMA` (f16/bf16/tf32 `mma.sync`).
     Hmma,
+    /// FP64 tensor-core `DMMA` (f64 `mma.sync`: `DMMA.884` on sm_80,
+    /// `DMMA.8x8x4` on sm_90).
+    Dmma,
     /// `FFMA` (f32 fused multiply-add), for kernels without `HMMA`.
     Ffma,
 }
 
 impl Op {
-    /// `"HGMMA"`, `"HMMA"` or `"FFMA"`.
+    /// `"HGMMA"`, `"HMMA"`, `"DMMA"` or `"FFMA"`.
     pub fn name(self) -> &'static str {
         match self {
             Op::Hgmma => "HGMMA",
             Op::Hmma => "HMMA",
+            Op::Dmma => "DMMA",
             Op::Ffma => "FFMA",
         }
     }
@@ -591,7 +595,7 @@ fn figures(
 
 /// The loop report of `function` (a kernel's SASS), or `None` when no loop
 /// holds an `HGMMA` (or, without any in the kernel, an `HMMA`; without
-/// either, an `FFMA`).
+/// either, a `DMMA`; without any of them, an `FFMA`).
 pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
     let (instrs, labels, callees) = parse(function);
     if instrs.is_empty() {
@@ -602,6 +606,8 @@ pub fn analyze(function: &SassFunction) -> Option<LoopReport> {
         Op::Hgmma
     } else if has("HMMA") {
         Op::Hmma
+    } else if has("DMMA") {
+        Op::Dmma
     } else {
         Op::Ffma
     };
@@ -809,6 +815,25 @@ $k$_RNvNtCs1_4core9panicking9panic_fmt:
         assert_eq!((r.inner.instructions, r.inner.ops), (10, 4));
         assert!(r.outer.is_none());
         assert_eq!(r.others, 0);
+    }
+
+    /// An f64 tensor-core loop counts per `DMMA` (the FFMA outside it does
+    /// not make it an FFMA report).
+    #[test]
+    fn counts_per_dmma() {
+        let text = "//----- .text.k -----\n\
+        /*0000*/                   FFMA R1, R2, R3, R1 ;\n\
+        .L_x_0:\n\
+        /*0010*/                   LDS.64 R4, [R0] ;\n\
+        /*0020*/                   DMMA.884 R8, R4, R6, R8 ;\n\
+        /*0030*/                   DMMA.884 R12, R4, R6, R12 ;\n\
+        /*0040*/                   ISETP.NE.AND P0, PT, R0, R8, PT ;\n\
+        /*0050*/               @P0 BRA `(.L_x_0) ;\n\
+        /*0060*/                   EXIT ;\n";
+        let r = analyze(&split_functions(text)[0]).unwrap();
+        assert_eq!(r.op, Op::Dmma);
+        assert_eq!((r.inner.instructions, r.inner.ops), (5, 2));
+        assert_eq!(r.inner.per_op(), 2.5);
     }
 
     /// The same loops in cuobjdump's form: branch targets as addresses, no labels.

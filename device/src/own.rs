@@ -1410,6 +1410,76 @@ impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize, const RJ: u
     }
 }
 
+impl<'v, T: Copy, const MR: usize, const MC: usize, const RI: usize>
+    MicroTile<'v, T, MR, MC, RI, 1>
+{
+    /// The micro-tile's rows as 16-byte vectors (`MC · size_of::<T>() =
+    /// 16`: 4 f32 or 8 f16), each written by one 128-bit store
+    /// ([`RowVectors::store`]), for an epilogue that owns whole rows of `MC`
+    /// consecutive elements (a depthwise strip's pixels × 8 channels).
+    /// `Some` only if every row of it is whole and 16-byte aligned: its
+    /// columns all inside the matrix (`cols() == MC`), its first element on
+    /// a 16-byte boundary and the row stride a multiple of 16 bytes. One
+    /// check for all its rows; a `None` leaves the per-element
+    /// [`slot`](Self::slot)s.
+    #[inline(always)]
+    pub fn row_vectors(&mut self) -> Option<RowVectors<'_, T, MR, MC, RI>> {
+        const { assert!(MC * size_of::<T>() == 16, "a row vector is 16 bytes") };
+        let aligned = (self.origin as usize).is_multiple_of(16)
+            && (self.row_stride * size_of::<T>()).is_multiple_of(16);
+        (self.cols >= MC && aligned).then(|| RowVectors {
+            origin: self.origin.cast(),
+            row_stride: self.row_stride * size_of::<T>() / 16,
+            rows: self.rows,
+            sub: self.sub.0,
+            _tile: PhantomData,
+        })
+    }
+}
+
+/// A micro-tile's rows as 16-byte vectors ([`MicroTile::row_vectors`]):
+/// every row starts on a 16-byte boundary and lies inside the matrix.
+pub struct RowVectors<'t, T, const MR: usize, const MC: usize, const RI: usize> {
+    /// The micro-tile's first row (16-byte aligned).
+    origin: *mut crate::global::Vector16<T, MC>,
+    /// Vectors between rows.
+    row_stride: usize,
+    /// Rows of the block tile (clipped to the matrix) from the origin on.
+    rows: usize,
+    /// Rows between the pieces (the sub-tile's, `TM / RI`).
+    sub: usize,
+    _tile: PhantomData<&'t mut [T]>,
+}
+
+impl<T: Copy, const MR: usize, const MC: usize, const RI: usize> RowVectors<'_, T, MR, MC, RI> {
+    /// Writes row `i` of the register tile (`i < RI·MR`: matrix row
+    /// `origin.0 + (i / MR)·(TM / RI) + i % MR`, columns `origin.1 ..
+    /// origin.1 + MC`) with one 16-byte store, if the row is inside the
+    /// matrix; returns whether it was (a row past the matrix is not
+    /// written, as its [`MicroTile::slot`]s would be `None`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store(&mut self, i: usize, values: [T; MC]) -> bool {
+        let di = (i / MR) * self.sub + i % MR;
+        if i >= RI * MR || di >= self.rows {
+            return false;
+        }
+        let p = self.origin.wrapping_add(di * self.row_stride);
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(p.cast(), 16, true);
+        // SAFETY: row di is inside the matrix (di < rows) and in one of the
+        // micro-tile's own pieces (i < RI·MR), whose MC columns are all in
+        // the matrix (`row_vectors`: cols ≥ MC) and this thread's alone
+        // (`OutMatrix::micro_tile`); the row starts on a 16-byte boundary
+        // (the origin and the row stride are, `row_vectors`), so the 16
+        // bytes are one aligned `Vector16` of exactly those MC elements
+        // (`repr(C)`, no padding). `self` borrows the micro-tile mutably, so
+        // nothing else in this thread touches them meanwhile.
+        unsafe { p.write(crate::global::Vector16(values)) };
+        true
+    }
+}
+
 /// A thread's elements of a [`BlockTile`] ([`BlockTile::elements`]).
 pub struct TileElements<'v, T, const TN: usize> {
     origin: *mut T,
@@ -2085,6 +2155,52 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool, const CLIPPE
     }
 }
 
+impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
+    WarpTile<'v, T, TM, TN, false, CLIPPED>
+{
+    /// As [`update_mma_c`](Self::update_mma_c) for an f64 accumulator of
+    /// `mma.sync.m8n8k4` ([`dmma`](crate::mma::dmma)): this lane's 2
+    /// elements of the 8 × 8 sub-tile (`sub_row`, `sub_col`) (rows
+    /// `8·sub_row ..`, columns `8·sub_col ..`) at
+    /// [`dmma::c_coord`](crate::mma::dmma::c_coord), each handed to
+    /// `f(value, slot)`; elements outside the matrix, and sub-tiles outside
+    /// the tile, are skipped. `c_coord` is one-to-one over lanes and
+    /// elements, and the 8 × 8 sub-tiles partition the tile, so a warp's
+    /// lanes never write the same element.
+    #[inline(always)]
+    pub fn update_dmma_c(
+        &mut self,
+        sub_row: usize,
+        sub_col: usize,
+        frag: &crate::mma::dmma::FragC,
+        mut f: impl FnMut(f64, &mut Slot<'_, T>),
+    ) {
+        use crate::mma::dmma;
+        if sub_row >= TM / dmma::M || sub_col >= TN / dmma::N {
+            return;
+        }
+        let lane = thread::lane_id();
+        for (i, &v) in frag.regs.iter().enumerate() {
+            let (r0, c0) = dmma::c_coord(lane, i);
+            let (r, c) = (sub_row * dmma::M + r0, sub_col * dmma::N + c0);
+            // An unclipped tile has all TM × TN elements inside (`interior`).
+            if !CLIPPED || (r < self.rows && c < self.cols) {
+                // SAFETY: (r, c) is inside the clipped tile (rows ≤ TM, cols
+                // ≤ TN; for an unclipped one, made only by `interior`, r < TM
+                // and c < TN hold for every sub-tile inside the tile), so in
+                // the matrix and in this warp's tile alone; it is this lane's
+                // alone (`dmma::c_coord` is one-to-one over lanes and
+                // elements, the sub-tiles are disjoint), and the slot lives
+                // only here (`f` borrows it for any lifetime, so it cannot
+                // keep it).
+                let mut slot =
+                    unsafe { Slot::from_element(self.origin.add(r * self.row_stride + c)) };
+                f(v, &mut slot);
+            }
+        }
+    }
+}
+
 impl<'v, T: Copy, const TM: usize, const TN: usize, const RP: bool> WarpTile<'v, T, TM, TN, RP> {
     /// This tile without its clipping, if none of it is clipped: all
     /// `TM × TN` elements inside the matrix. One check for the tile; the
@@ -2117,6 +2233,84 @@ mod tests {
     use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// `MicroTile::row_vectors`: on a 10 × 12 matrix (rows `ld` apart) in
+    /// 8 × 8 block tiles of 2 × 4 micro-tiles with 2 sub-tiles of rows
+    /// (4 threads a block), every thread whose micro-tile is whole and
+    /// aligned writes its rows as 16-byte vectors — each element of the
+    /// matrix exactly once, rows past the matrix refused — and a micro-tile
+    /// with ragged columns (12 = 8 + 4: whole) or a row stride that is not a
+    /// multiple of 16 bytes gets `None` (every micro-tile here is whole:
+    /// 12 columns are 8 + 4).
+    #[test]
+    fn row_vectors_write_whole_aligned_rows_once() {
+        use super::MicroTiles;
+        let (rows, cols) = (10usize, 12usize);
+        for ld in [12usize, 13] {
+            let len = (rows - 1) * ld + cols;
+            // 16-byte aligned storage.
+            let mut store = vec![crate::global::Vector16([0f32; 4]); len.div_ceil(4)];
+            let ptr = store.as_mut_ptr().cast::<f32>() as usize;
+            let vectors = AtomicUsize::new(0);
+            let shape = LaunchShape {
+                grid: Dim3::new(2, 2, 1),
+                block: Dim3::x(4),
+                dynamic_shared_bytes: 0,
+            };
+            let out = OutputBuffer {
+                name: "y",
+                addr: ptr,
+                len,
+                elem_bytes: 4,
+            };
+            launch_with_outputs("row_vectors", shape, &[out], &|| {
+                // SAFETY: `store` lives through the launch, untouched by the host.
+                let mut view = unsafe {
+                    OutMatrix::<f32, MicroTiles<8, 8, 2, 4, 2, 1>>::from_raw(
+                        ptr as *mut f32,
+                        len,
+                        rows,
+                        cols,
+                        ld,
+                        1,
+                        len,
+                    )
+                };
+                let Some(mut tile) = view.micro_tile() else {
+                    return;
+                };
+                let (r0, c0) = tile.origin();
+                match tile.row_vectors() {
+                    Some(mut rv) => {
+                        assert_eq!(ld, 12, "({r0}, {c0})");
+                        for i in 0..4 {
+                            // Row i: matrix row r0 + (i / 2)·4 + i % 2.
+                            let r = r0 + (i / 2) * 4 + i % 2;
+                            let v = core::array::from_fn(|j| (r * cols + c0 + j) as f32 + 1.0);
+                            assert_eq!(rv.store(i, v), r < rows);
+                            vectors.fetch_add(usize::from(r < rows), Ordering::Relaxed);
+                        }
+                        assert!(!rv.store(4, [0.0; 4]));
+                    }
+                    None => assert_eq!(ld, 13, "({r0}, {c0})"),
+                }
+            })
+            .unwrap();
+            let y = &store.iter().flat_map(|v| v.0).collect::<Vec<f32>>()[..len];
+            if ld == 12 {
+                // 10 rows × 3 vectors a row.
+                assert_eq!(vectors.load(Ordering::Relaxed), 30);
+                for r in 0..rows {
+                    for c in 0..cols {
+                        assert_eq!(y[r * ld + c], (r * cols + c) as f32 + 1.0, "({r}, {c})");
+                    }
+                }
+            } else {
+                assert_eq!(vectors.load(Ordering::Relaxed), 0);
+                assert!(y.iter().all(|&v| v == 0.0));
+            }
+        }
+    }
 
     /// A persistent launch of `grid` blocks of 2 warps over `batches` of
     /// 37 × 150 (rows 152 apart, batches 37·152 + `shift` apart) in 32 × 64

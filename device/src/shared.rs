@@ -479,6 +479,50 @@ impl<T: SharedElement> SharedArray<T> {
         })
     }
 
+    /// The view as windows of `REACH` 16-byte vectors of `N` elements
+    /// ([`SharedVectorWindows::at`], starts and offsets counted in vectors),
+    /// for hot loops that read a few neighbouring vectors of a start computed
+    /// once (a depthwise strip's input row, 8 channels a vector): `None` if
+    /// the view does not start on a 16-byte boundary (views from
+    /// [`dynamic`] do) or holds fewer than `REACH` vectors. One check here;
+    /// each window then costs one clamp of its start, and each load one
+    /// `LDS.128` at a constant offset, never an alignment test, a branch or a
+    /// panic path. `N · size_of::<T>()` must be 16 (a compile-time error
+    /// otherwise).
+    ///
+    /// ```
+    /// use warpforge_device::{Dim3, emu::{LaunchShape, launch}, shared};
+    /// let shape = LaunchShape { grid: Dim3::x(1), block: Dim3::x(1), dynamic_shared_bytes: 64 };
+    /// launch("doc", shape, &|| {
+    ///     let s = shared::dynamic::<f32>(); // 16 elements, 4 vectors
+    ///     for i in 0..16 {
+    ///         s.store(i, i as f32);
+    ///     }
+    ///     let rows = s.vector_windows::<4, 2>().unwrap(); // starts 0 ..= 2
+    ///     assert_eq!(rows.at(2).load(1), [12.0, 13.0, 14.0, 15.0]);
+    ///     assert!(s.vector_windows::<4, 5>().is_none());
+    /// })
+    /// .unwrap();
+    /// ```
+    #[inline(always)]
+    pub fn vector_windows<const N: usize, const REACH: usize>(
+        &self,
+    ) -> Option<SharedVectorWindows<T, N, REACH>> {
+        const {
+            assert!(
+                N * size_of::<T>() == 16,
+                "a shared-memory vector is 16 bytes"
+            )
+        };
+        let vectors = self.len / N;
+        (self.addr(0).is_multiple_of(16) && REACH <= vectors && vectors <= u32::MAX as usize).then(
+            || SharedVectorWindows {
+                base: self.base.cast(),
+                last: (vectors - REACH) as u32,
+            },
+        )
+    }
+
     /// Element `i` for atomic access within scope `S` (usually
     /// [`crate::atomic::Block`]: shared memory is the block's). Panics if `i >= len()`.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -569,6 +613,71 @@ impl<T: SharedElement, const REACH: usize> SharedWindow<T, REACH> {
                 .row_ptr_proven(self.start as usize + off, 1, false)
                 .read()
         }
+    }
+}
+
+/// A shared array cut into windows of `REACH` 16-byte vectors
+/// ([`SharedArray::vector_windows`]): every start from 0 to `vectors −
+/// REACH` is one.
+#[derive(Clone, Copy)]
+pub struct SharedVectorWindows<T, const N: usize, const REACH: usize> {
+    /// 16-byte aligned, in the block's shared memory, with `last + REACH`
+    /// vectors from it in the view.
+    base: *mut Vector16<T, N>,
+    /// The last start whose window is in the view (32 bits, as shared
+    /// addresses: the clamp is one instruction).
+    last: u32,
+}
+
+/// `REACH` 16-byte vectors of shared memory from a start proven in bounds
+/// ([`SharedVectorWindows::at`]).
+#[derive(Clone, Copy)]
+pub struct SharedVectorWindow<T, const N: usize, const REACH: usize> {
+    /// `base + start`, with `REACH` vectors from it in the view.
+    first: *mut Vector16<T, N>,
+}
+
+impl<T: SharedElement, const N: usize, const REACH: usize> SharedVectorWindows<T, N, REACH> {
+    /// The window of `REACH` vectors from vector `start`, clamped into the
+    /// view (`start.min(vectors − REACH)`, in 32 bits): a no-op for every
+    /// start a kernel means, and memory-safe for any other, which reads the
+    /// last window instead. The emulator reports a clamp that changed the
+    /// start (a kernel bug its tests then see) by panicking.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn at(&self, start: usize) -> SharedVectorWindow<T, N, REACH> {
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            start <= self.last as usize,
+            "a shared window of {REACH} vectors at vector {start} ends past the view ({} vectors)",
+            self.last as usize + REACH
+        );
+        // Truncated, then clamped: in the view whatever `start` was.
+        let start = (start as u32).min(self.last);
+        SharedVectorWindow {
+            first: self.base.wrapping_add(start as usize),
+        }
+    }
+}
+
+impl<T: SharedElement, const N: usize, const REACH: usize> SharedVectorWindow<T, N, REACH> {
+    /// Vector `off` of the window, one 16-byte load. Panics (traps on the
+    /// GPU) if `off >= REACH`: a check that constant offsets (unrolled
+    /// loops) fold away.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self, off: usize) -> [T; N] {
+        assert!(off < REACH, "shared vector window read past its reach");
+        let p = self.first.wrapping_add(off);
+        arch::shared_access(p.cast(), 16, false);
+        // SAFETY: `first` is a start ≤ vectors − REACH of a 16-byte-aligned
+        // view (`SharedVectorWindows::at`, `SharedArray::vector_windows`) and
+        // off < REACH (checked above): a whole, aligned vector in the view.
+        // Any bytes are a valid `T` (`SharedElement`) and `Vector16<T, N>`
+        // is exactly `N` of them (`repr(C)`, no padding); races are the
+        // kernel's barriers' to order, as for `SharedArray::load` (checked by
+        // the emulator).
+        unsafe { p.read().0 }
     }
 }
 

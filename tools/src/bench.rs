@@ -1715,12 +1715,9 @@ mod tests {
         for op in ["sum", "max", "argmax"] {
             assert_eq!(path(op, &[1 << 16], None), Some(reduce::Path::Small));
             assert_eq!(path(op, &[1 << 20], None), Some(reduce::Path::Fused));
-            assert_eq!(path(op, &[1 << 28], None), Some(reduce::Path::MultiPass));
+            assert_eq!(path(op, &[1 << 28], None), Some(reduce::Path::Fused));
             assert_eq!(path(op, &[8192, 8192], Some(1)), Some(reduce::Path::Small));
-            assert_eq!(
-                path(op, &[8192, 8192], Some(0)),
-                Some(reduce::Path::MultiPass)
-            );
+            assert_eq!(path(op, &[8192, 8192], Some(0)), Some(reduce::Path::Fused));
         }
         assert_eq!(path(COPY, &[1 << 16], None), None);
     }

@@ -98,8 +98,8 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         name: "gemm",
-        summary: "gemm f32, f64 (SIMT), f32 through TF32 and f16/bf16 into f32/f16/bf16 \
-                  (tensor cores) × NN, NT, TN, TT: edge shapes around the tile, leading \
+        summary: "gemm f32, f64 (SIMT and FP64 tensor cores), f32 through TF32 and f16/bf16 \
+                  into f32/f16/bf16 (tensor cores) × NN, NT, TN, TT: edge shapes around the tile, leading \
                   dimensions past the row length, beta = 0 over a NaN C, against an f64 \
                   reference (exact for integer inputs, else within a bound from k and dtype)",
         verify: verify::verify_gemm,
@@ -390,6 +390,7 @@ mod tests {
             ("f32", "64x64x16"),
             ("f32", "128x128x8"),
             ("f64", "64x64x8"),
+            ("dmma_f64", "64x64x16_s3"),
             ("f16_f32", "64x64x32_s3"),
             ("f16_f16", "64x64x32_s3"),
             ("f16_bf16", "64x64x32_s3"),
@@ -419,8 +420,8 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(92);
-        let (kernels, hopper) = kernels.split_at(76);
+        let (kernels, sums) = reports.split_at(96);
+        let (kernels, hopper) = kernels.split_at(80);
         // The Hopper kernels (the emulator is an sm_90): each launched alone,
         // pinned on its 5 cases; bf16 → f32 NN once more as the default
         // dispatch picks it.
@@ -455,10 +456,10 @@ mod tests {
         let reports =
             verify::verify_gemm(&a100, &mut rng, &[verify::EDGE_LENGTHS, &[3000]].concat())
                 .unwrap();
-        assert_eq!(reports.len(), 80);
+        assert_eq!(reports.len(), 84);
         assert!(!reports.iter().any(|r| r.kernel.contains("wgmma")));
         assert!(
-            reports[..76]
+            reports[..80]
                 .iter()
                 .all(|r| r.passed() && r.lengths.len() == 11)
         );
@@ -475,7 +476,8 @@ mod tests {
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
         let report = run(&dev, Some(4), timing).unwrap();
         // N = 4: the square 16, then 8×8×21, 16×2×8, 1×8×8; f32, f32
-        // through TF32, f64, then f16 and bf16 into f32 and into their own type.
+        // through TF32, f64 (on the FP64 tensor cores of this sm_90), then
+        // f16 and bf16 into f32 and into their own type.
         let shapes = [[16, 16, 16], [8, 8, 21], [16, 2, 8], [1, 8, 8]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
@@ -485,7 +487,7 @@ mod tests {
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
             "gemm_tf32_f32_nn_64x64x16_s3",
-            "gemm_f64_nn_64x64x8",
+            "gemm_dmma_f64_nn_64x64x16_s3",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
             "gemm_bf16_f32_nn_64x64x32_s3",
@@ -503,9 +505,12 @@ mod tests {
                 "f32" | "tf32" => 4,
                 _ => 2,
             };
+            // `gemm_[dmma_]TIN[_TOUT]_…`: f64 on the FP64 tensor cores (the
+            // emulator is an sm_90) is `gemm_dmma_f64_…`.
             let types: Vec<&str> =
                 r.op.split('_')
                     .skip(1)
+                    .skip_while(|&t| t == "dmma")
                     .take_while(|t| t.starts_with(['f', 'b', 't']))
                     .collect();
             let (input, output) = (types[0], *types.last().unwrap());

@@ -416,13 +416,14 @@ fn check_reductions<T: VerifyElement>(
                 let n = shape.iter().product();
                 let x: Vec<T> = (0..n).map(|_| T::random(rng, small)).collect();
                 check_reduction(dev, &mut report, op, &x, &shape, axis)?;
-                // At the edge lengths, the rows kernels' other paths too
-                // (`Auto` takes the one-launch small path there): the fused
-                // kernel and the multi-pass rows and combine kernels.
+                // At the edge lengths, the other paths too (`Auto` takes the
+                // one-launch small path for rows there, the fused one for
+                // columns): the fused rows kernel and the multi-pass rows,
+                // columns and combine kernels.
                 if i < EDGE_LENGTHS.len() {
                     let layout = Layout::new(n, &shape, axis)?;
                     for path in [Path::Fused, Path::MultiPass] {
-                        if layout.uses_rows_kernel() && layout.path(path).is_ok() {
+                        if layout.path(path).is_ok() {
                             check_reduction_on(dev, &mut report, op, &x, (&shape, axis), path)?;
                         }
                     }
@@ -454,7 +455,7 @@ pub fn axpy_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
 }
 
 /// The kernels a reduction of `op` over `T` runs on its paths: the
-/// one-launch small and fused kernels, the multi-pass rows and columns
+/// one-launch small, fused rows and fused columns kernels, the multi-pass rows and columns
 /// kernels, the combine passes over their states (f32's for f16 and bf16,
 /// the sum's for the sum of squares) and the finish (the index's for argmin
 /// and argmax). Names as `warpforge_kernels::reduce` spells them.
@@ -480,7 +481,7 @@ fn reduction_kernels<T: Reducible>(op: Op) -> Vec<&'static str> {
     } else {
         finish
     };
-    let mut names: Vec<String> = ["small", "fused", "rows", "cols"]
+    let mut names: Vec<String> = ["small", "fused", "fused_cols", "rows", "cols"]
         .iter()
         .map(|kind| format!("reduce_{kind}_{kernel_op}_{dtype}"))
         .collect();
@@ -853,10 +854,7 @@ where
     let a_buf = dev.upload(&a.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let b_buf = dev.upload(&b.iter().map(|&x| TIn::from_f64(x)).collect::<Vec<_>>())?;
     let mut c_buf = dev.upload(&c.iter().map(|&x| TOut::from_f64(x)).collect::<Vec<_>>())?;
-    let mut gemm = Gemm::<S>::new(p.m, p.n, p.k);
-    if let Some(tile) = tile {
-        gemm = gemm.tile(tile);
-    }
+    let mut gemm = pin_config::<TIn, TOut, S>(Gemm::<S>::new(p.m, p.n, p.k), tile);
     gemm = gemm
         .trans_a(p.trans_a)
         .trans_b(p.trans_b)
@@ -923,6 +921,23 @@ where
     Ok(())
 }
 
+/// `gemm` with the configuration `config` pinned ([`Gemm::tile`]); for
+/// f64, whose kernels [`Gemm::dmma`] picks, its FP64 tensor-core family
+/// with a configuration and its SIMT one without (unpinned, a GPU would
+/// pick by its compute capability).
+fn pin_config<TIn, TOut, S>(gemm: Gemm<S>, config: Option<TileConfig>) -> Gemm<S>
+where
+    TIn: GemmTypes<TOut, Scalar = S>,
+    TOut: GemmValue,
+    S: GemmElement,
+{
+    match config {
+        _ if TIn::HAS_DMMA => gemm.dmma(config.is_some()),
+        Some(c) => gemm.tile(c),
+        None => gemm,
+    }
+}
+
 /// The transposes, in the order of every GEMM family: NN, NT, TN, TT.
 const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
 
@@ -931,7 +946,8 @@ const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, fal
 #[derive(Clone, Copy, Debug)]
 enum GemmFamily {
     /// The SIMT or `mma.sync` kernels of block tile `tile` (`(m, n, k)`) and
-    /// configuration `config`, pinned (`None`: f64's one SIMT tile).
+    /// configuration `config`, pinned (`None`: f64's one SIMT tile, pinned by
+    /// [`Gemm::dmma`]`(false)`).
     Tiled {
         tile: (usize, usize, usize),
         config: Option<TileConfig>,
@@ -954,7 +970,8 @@ trait GemmVisitor {
 
 /// Every GEMM family `verify` checks, in its report order (one list for the
 /// run and for the declaration of what it covers): f32 (both
-/// configurations, pinned) and f64 on the SIMT cores, then f16 and bf16
+/// configurations, pinned) and f64 on the SIMT and the FP64 tensor cores
+/// (each pinned), then f16 and bf16
 /// inputs into f32, f16 and bf16 outputs on the tensor cores with the small
 /// tile, then the pairs with large- and wide-tile kernels with those
 /// tiles (pinned, [`Gemm::tile`]), then f32 through TF32 ([`Gemm::tf32`])
@@ -977,6 +994,10 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     let l = warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
     let f32_large = tiled((l.m, l.n, l.k), Some(TileConfig::Large), FmaChain);
     let f64_tile = tiled(simt(<f64 as GemmElement>::TILE), None, FmaChain);
+    // f64 on the FP64 tensor cores (pinned: `TileConfig::Small`), its
+    // accumulation order the hardware's: twice the fused chain's bound.
+    let d = warpforge_kernels::gemm::tensor::dgemm::DMMA_TILE;
+    let f64_dmma = tiled((d.m, d.n, d.k), Some(TileConfig::Small), TensorCores);
     let config = |c: TileConfig| {
         let t = c.tile();
         tiled((t.m, t.n, t.k), Some(c), TensorCores)
@@ -993,6 +1014,7 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     v.visit::<f32, f32, f32>(f32_small)?;
     v.visit::<f32, f32, f32>(f32_large)?;
     v.visit::<f64, f64, f64>(f64_tile)?;
+    v.visit::<f64, f64, f64>(f64_dmma)?;
     v.visit::<f16, f32, f32>(tc)?;
     v.visit::<f16, f16, f32>(tc)?;
     v.visit::<f16, bf16, f32>(tc)?;
@@ -1036,7 +1058,7 @@ where
                 ..
             } => {
                 let gemm = gemm.tf32(matches!(accumulation, Accumulation::Tf32));
-                config.map_or(gemm, |c| gemm.tile(c))
+                pin_config::<TIn, TOut, S>(gemm, config)
             }
             GemmFamily::Wgmma => gemm.wgmma(true),
         };
@@ -1295,7 +1317,8 @@ where
 }
 
 /// Every GEMM kernel, the [`registry`](crate::registry) entry `gemm`: f32
-/// (both configurations, pinned) and f64 on the SIMT cores, then f16 and
+/// (both configurations, pinned) and f64 on the SIMT and the FP64 tensor
+/// cores (each pinned), then f16 and
 /// bf16 inputs into f32, f16 and bf16 outputs on the tensor cores with the
 /// small tile, then the pairs with large- and wide-tile kernels with those
 /// tiles (pinned, [`Gemm::tile`]), then f32 through TF32 ([`Gemm::tf32`])

@@ -33,17 +33,18 @@ fn verify_op_runs_that_operation_only() {
     let (code, stdout, stderr) = warpforge(&[&args[..], &["--op", "gemm"]].concat());
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let kernels = verified_kernels(&stdout);
-    // f32 (SIMT, both tiles) and f64 (SIMT), f16/bf16 into f32/f16/bf16 (tensor cores, small
+    // f32 (SIMT, both tiles) and f64 (SIMT, and the FP64 tensor cores), f16/bf16 into f32/f16/bf16 (tensor cores, small
     // tile), f16 → f32/f16 and bf16 → f32/bf16 (large and wide tiles), f32
     // through TF32 (small and large tiles), the Hopper kernels of f16 → f32/f16
     // and bf16 → f32/bf16 (the emulator is an sm_90), × NN, NT, TN, TT; then
     // split-k's four sum kernels.
-    assert_eq!(kernels.len(), 96, "{stdout}");
+    assert_eq!(kernels.len(), 100, "{stdout}");
     assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
     for k in [
         "gemm_f32_tn_64x64x16",
         "gemm_f32_nt_128x128x8",
         "gemm_f64_tt_64x64x8",
+        "gemm_dmma_f64_tn_64x64x16_s3",
         "gemm_bf16_f16_nt_64x64x32_s3",
         "gemm_bf16_bf16_tn_128x128x32_s4",
         "gemm_f16_f32_tt_128x256x32_s3",
@@ -59,7 +60,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 96 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 100 passed, 0 failed"), "{stdout}");
 }
 
 #[test]

@@ -708,6 +708,22 @@ pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> 
     fiber::with_current(|t| t.collective_out.get()).map(f32::from_bits)
 }
 
+/// `mma.sync.m8n8k4` f64: the lane's A, B and C bits as 32-bit halves
+/// (low first) in `collective_in`, D's back in `collective_out`
+/// (`emu::tensor`, which computes it).
+#[track_caller]
+pub(crate) fn mma_sync_f64(a: f64, b: f64, c: [f64; 2]) -> [f64; 2] {
+    let halves = |x: f64| [x.to_bits() as u32, (x.to_bits() >> 32) as u32];
+    let mut operands = [0u32; 10];
+    for (i, x) in [a, b, c[0], c[1]].into_iter().enumerate() {
+        operands[2 * i..2 * i + 2].copy_from_slice(&halves(x));
+    }
+    fiber::with_current(|t| t.collective_in.set(operands));
+    warp_op(WarpOp::MmaF64, u32::MAX, 0, 0);
+    let out = fiber::with_current(|t| t.collective_out.get());
+    [0, 1].map(|i| f64::from_bits(u64::from(out[2 * i]) | u64::from(out[2 * i + 1]) << 32))
+}
+
 /// The emulator defers the copy, as the GPU may: it reads the 16 source
 /// bytes now, fills the destination with `0xFF` bytes (what has not landed),
 /// and writes the data only when this thread waits for the copy's group

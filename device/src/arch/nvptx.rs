@@ -657,6 +657,22 @@ pub(crate) fn mma_sync(kind: MmaKind, a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> 
     d
 }
 
+/// `mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64` (sm_80, PTX 7.0): one
+/// f64 of A and of B, two of C and D per lane.
+#[inline(always)]
+pub(crate) fn mma_sync_f64(a: f64, b: f64, c: [f64; 2]) -> [f64; 2] {
+    let mut d = [0f64; 2];
+    // SAFETY: a register-only warp instruction: `nomem`, not `pure` (see
+    // `mma_sync`: all 32 lanes must execute each one together, the caller's
+    // rule, `mma::dmma::dmma`; the emulator checks it).
+    unsafe {
+        asm!("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{d0}, {d1}}}, {{{a}}}, {{{b}}}, {{{c0}, {c1}}};",
+            d0 = out(reg64) d[0], d1 = out(reg64) d[1], a = in(reg64) a, b = in(reg64) b,
+            c0 = in(reg64) c[0], c1 = in(reg64) c[1], options(nomem, nostack))
+    }
+    d
+}
+
 /// # Safety
 /// `dst` must be 16 bytes of the block's shared memory and `src` 16 bytes of
 /// global memory (a generic address in the global window: `cvta.to.global` of

@@ -66,6 +66,9 @@ pub(crate) enum WarpOp {
     },
     /// `mma.sync`: operands in `collective_in`, results in `collective_out`.
     Mma(MmaKind),
+    /// `mma.sync.m8n8k4` f64: operands in `collective_in` (A, B, C as
+    /// 32-bit halves), results in `collective_out`.
+    MmaF64,
     /// `wgmma.mma_async`: `value` points at the lane's `emu::wgmma::Issue`.
     Wgmma,
     /// `wgmma.wait_group N`.

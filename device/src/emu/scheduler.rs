@@ -759,6 +759,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
     }
     if let WarpOp::Ldmatrix { .. }
     | WarpOp::Mma(_)
+    | WarpOp::MmaF64
     | WarpOp::Wgmma
     | WarpOp::WgmmaWait(_)
     | WarpOp::SetMaxNreg { .. } = op
@@ -860,6 +861,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
             WarpOp::Sync => 0,
             WarpOp::Ldmatrix { .. }
             | WarpOp::Mma(_)
+            | WarpOp::MmaF64
             | WarpOp::Wgmma
             | WarpOp::WgmmaWait(_)
             | WarpOp::SetMaxNreg { .. } => unreachable!("completed above"),

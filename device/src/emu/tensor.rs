@@ -16,6 +16,7 @@ pub(super) fn complete(warp: &[EmulatedThread], op: WarpOp, value: &[u64; LANES]
     match op {
         WarpOp::Ldmatrix { matrices, trans } => ldmatrix(warp, usize::from(matrices), trans, value),
         WarpOp::Mma(kind) => mma(warp, kind),
+        WarpOp::MmaF64 => mma_f64(warp),
         _ => unreachable!("not a fragment collective"),
     }
 }
@@ -90,6 +91,44 @@ fn mma(warp: &[EmulatedThread], kind: MmaKind) {
             // An f32 accumulator: a NaN is the GPU's canonical f32 NaN.
             crate::arch::f32_op(d as f32).to_bits()
         });
+        t.state.collective_out.set(out);
+    }
+}
+
+/// `mma.sync.m8n8k4.row.col.f64`: assembles the warp's 8 × 4 A, 4 × 8 B and
+/// 8 × 8 C from the lanes' fragments (`crate::mma::dmma`'s tables) and
+/// computes each D element as the fused multiply-add chain over k in order
+/// from C (the arithmetic `crate::mma::dmma` documents).
+fn mma_f64(warp: &[EmulatedThread]) {
+    use crate::mma::dmma;
+    let f64_at = |regs: &[u32], i: usize| {
+        f64::from_bits(u64::from(regs[2 * i]) | u64::from(regs[2 * i + 1]) << 32)
+    };
+    let (mut a, mut b, mut c) = (
+        [[0f64; dmma::K]; dmma::M],
+        [[0f64; dmma::N]; dmma::K],
+        [[0f64; dmma::N]; dmma::M],
+    );
+    for (lane, t) in warp.iter().enumerate() {
+        let operands = t.state.collective_in.get();
+        let lane = lane as u32;
+        let (r, k) = dmma::a_coord(lane);
+        a[r][k] = f64_at(&operands, 0);
+        let (k, n) = dmma::b_coord(lane);
+        b[k][n] = f64_at(&operands, 1);
+        for i in 0..2 {
+            let (r, n) = dmma::c_coord(lane, i);
+            c[r][n] = f64_at(&operands, 2 + i);
+        }
+    }
+    for (lane, t) in warp.iter().enumerate() {
+        let mut out = [0u32; 4];
+        for i in 0..2 {
+            let (r, n) = dmma::c_coord(lane as u32, i);
+            let d = (0..dmma::K).fold(c[r][n], |acc, k| a[r][k].mul_add(b[k][n], acc));
+            out[2 * i] = d.to_bits() as u32;
+            out[2 * i + 1] = (d.to_bits() >> 32) as u32;
+        }
         t.state.collective_out.set(out);
     }
 }

@@ -34,6 +34,7 @@ use crate::shared::{SharedArray, SharedElement};
 use core::marker::PhantomData;
 use half::{bf16, f16};
 
+pub mod dmma;
 mod stages;
 pub use stages::{
     AKMajor, AKMajorInterleaved, ARowMajor, AlignedChunks, BKMajorInterleaved, BKMajorPair,

@@ -115,6 +115,15 @@ pub struct Stage {
     offset: u32,
 }
 
+impl Stage {
+    /// The stage's first element in its ring's view (for a fill that
+    /// addresses the view itself, with checked accesses).
+    #[inline(always)]
+    pub fn first(&self) -> usize {
+        self.offset as usize
+    }
+}
+
 impl<T: SharedElement> StageRing<T> {
     /// The ring of `stages` stages of `stage_len` elements at the start of
     /// `array`, if they fit in it, its start is 16-byte aligned and a
@@ -177,6 +186,30 @@ impl<T: SharedElement> StageRing<T> {
             self.stages
         );
         s.offset.min(self.last)
+    }
+
+    /// `s`'s first element (see `stage_offset`), for the f64 fragment window.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub(super) fn stage_first(&self, s: Stage) -> u32 {
+        self.stage_offset(s)
+    }
+
+    /// The 8 bytes at element `at` of the ring (one 64-bit shared load),
+    /// recorded for the emulator's race and pending-copy checks.
+    ///
+    /// # Safety
+    /// Element `at` within the ring, `at · size_of::<T>()` a multiple of 8.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub(super) unsafe fn load_u64(&self, at: u32) -> u64 {
+        let size = core::mem::size_of::<T>();
+        let addr = self.address(at, 8usize.div_ceil(size), Some(false));
+        // SAFETY: 8 bytes inside the ring (the caller's contract), 8-byte
+        // aligned (the ring's base is 16-byte aligned; the caller's
+        // contract for the offset). Ordering: the kernel's barriers.
+        let [lo, hi] = unsafe { arch::ld_shared_v2_at(addr) };
+        u64::from(lo) | u64::from(hi) << 32
     }
 
     /// The `.shared` address of element `offset` of the ring (whose bounds

@@ -10,29 +10,41 @@
 //! **NHWC** (`conv2d_depthwise_nhwc_{f32,f16,bf16}`): the output is `N`
 //! stacked `[P·Q × K]` matrices (batch `z` = image), each block owning a
 //! tile of [`DW_NHWC_PIXELS`] consecutive output pixels (row-major `(p,
-//! q)`) × [`DW_NHWC_CHANNELS`] output channels, walked 56 pixels a step:
-//! lane = channel, each warp a strip of 7 consecutive pixels ([`NhwcTiles`]).
-//! The input rows those pixels read live in a ring of
-//! [`Geometry::dw_nhwc_ring_rows`] rows × 32 channels in shared memory,
-//! each row the image's columns between zero columns for the padding
-//! ([`Geometry::dw_nhwc_pad_cols`], written once): walking down the image
-//! the block loads each input row it needs once (the next rows as the
-//! window moves down, a barrier before and after each load), so a block
-//! re-reads only the `(R − 1)·dh` halo rows above its first output row.
-//! Rows are loaded as whole 16-byte channel vectors (`Global::vectors16`)
-//! when the block stages a whole tile of aligned channels — `C` and the
-//! first channel a multiple of the vector, 32 channels, the buffer aligned —
-//! checked once per block; element loads otherwise (ragged channel counts,
-//! multipliers, a misaligned buffer).
+//! q)`) × 4 channel vectors of 16 bytes ([`dw_nhwc_channels`]: 32 f16/bf16
+//! or 16 f32 channels), walked 224 pixels a step by [`DW_NHWC_THREADS`]
+//! threads: thread `t` owns the 16-byte vector `t % 4` of channels (8 f16
+//! or 4 f32) of a strip of 7 consecutive pixels ([`NhwcTiles`]). The input
+//! rows a step reads live in a ring of [`Geometry::dw_nhwc_ring_rows`] rows
+//! in shared memory, each row the image's columns between zero columns for
+//! the padding ([`Geometry::dw_nhwc_pad_cols`]), every pixel its 4 channel
+//! vectors: walking down the image the block loads each input row it needs
+//! once (the next rows as the window moves down, a barrier before and after
+//! each load), so a block re-reads only the `(R − 1)·dh` halo rows above its
+//! first output row. Rows are loaded as whole 16-byte channel vectors
+//! (`Global::vectors16`) when the block stages a whole tile of aligned
+//! channels — `C` a multiple of the vector, multiplier 1, a whole channel
+//! tile, the buffer aligned — checked once per block; element loads
+//! otherwise (ragged channel counts, multipliers, a misaligned buffer). The
+//! ring holds the block's *output* channels: with a multiplier `M`, ring
+//! channel `j` is input channel `(k0 + j) / M`, so every path below reads
+//! its own channels as one vector whatever `M`.
 //!
-//! Where a strip lies in one output row and its taps are consecutive input
-//! pixels (dilation 1 along rows, stride 1 or 2, up to 3 × 3: decided once
-//! per block, and per strip for the row), each thread loads a window of 9
-//! (stride 2: 15) input pixels of its channel per filter row into registers
-//! (`SharedWindows`: one clamp per row, no check per load) and runs the
-//! strip's 7 × 3 multiply-adds from them, reading each input element once
-//! per filter row instead of once per tap; other strips (row ends, larger
-//! strides, dilations, larger filters) go output by output, tap by tap.
+//! Where the taps of a row are consecutive input pixels (dilation 1 along
+//! rows, stride 1 or 2, up to 3 × 3: decided once per block) a thread runs
+//! its strip from registers (`strip`): per filter row it slides a window
+//! of 9 (stride 2: 15) input pixels through its registers, each pixel one
+//! `LDS.128` of its channel vector converted to f32 once and used by every
+//! tap that reads it (3 per pixel at stride 1), against the filter taps
+//! held in registers as f32 — 7 × 9 × 8 FMAs (f16) from 27 vector loads and
+//! 216 conversions. A strip that crosses an output row end (images whose
+//! width is not a multiple of 7) runs once per row it touches, each run
+//! keeping the outputs of its row (decided once per strip, never per tap).
+//! Other geometries (larger strides, dilations along rows, filters wider or
+//! taller than 3) go output by output, tap by tap, still a channel vector
+//! at a time. Outputs are stored as one 16-byte vector per pixel where the
+//! strip's channels are whole and aligned (`MicroTile::row_vectors`, once
+//! per strip), element by element otherwise (the ragged channel tile, `K`
+//! not a multiple of the vector).
 //!
 //! **NCHW** (`conv2d_depthwise_nchw_{f32,f16,bf16}`): the output is `N·K`
 //! stacked `[P × Q]` planes (batch `z = n·K + k`), each block owning a
@@ -45,35 +57,43 @@
 //! whole rows (planes at most 64 wide) its input and its output are each
 //! one contiguous run, read and written in whole sectors.
 //!
-//! Each output is one f32 fused multiply-add chain over the taps in `(r,
-//! s)` order, then the epilogue (`Geometry::finish`): the same bits as
-//! the direct kernel for finite filters (padding columns are zeros both
-//! tiled kernels multiply, `0·w`, where the direct kernel skips the tap: an
-//! infinite or NaN weight over padding gives NaN here, as with cuDNN's
-//! zero-filled padding).
+//! **Rounding**: each output is one f32 fused multiply-add chain over the
+//! taps in `(r, s)` order from 0, each input and weight converted to f32
+//! exactly, then the epilogue (`Geometry::finish`: `+ bias` in f32, ReLU,
+//! one rounding to the output type): the same bits as the direct kernel
+//! for finite filters (padding columns are zeros both tiled kernels
+//! multiply, `0·w`, where the direct kernel skips the tap: an infinite or
+//! NaN weight over padding gives NaN here, as with cuDNN's zero-filled
+//! padding). Packed f16x2 FMAs (`HFMA2`) would halve the FMAs but round
+//! every partial sum to f16, so they are not used.
 
 use super::{Element, Geometry};
-use warpforge_device::global::Plain;
-use warpforge_device::own::{BlockTiles, MicroTiles};
-use warpforge_device::shared::{self, SharedElement, SharedWindows};
+use warpforge_device::global::{Plain, Vector16};
+use warpforge_device::own::{BlockTiles, MicroTile, MicroTiles, RowVectors};
+use warpforge_device::shared::{self, SharedElement, SharedVectorWindows};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::thread::WARP_SIZE;
-use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread};
+use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread, unroll};
 use warpforge_macros::kernel;
 
-/// Threads per block of the tiled depthwise kernels (1-D).
+/// Threads per block of the tiled NCHW depthwise kernel (1-D).
 pub const DW_THREADS: usize = 256;
+/// Threads per block of the tiled NHWC depthwise kernel (1-D).
+pub const DW_NHWC_THREADS: usize = 128;
 /// Most filter taps (`R·S`) the tiled kernels keep in registers.
 pub const DW_TAPS: usize = 9;
 /// NHWC: output pixels each thread computes per step, consecutive along a
 /// row (its registers slide one input row window across them).
 const NHWC_STRIP: usize = 7;
-/// NHWC: output channels per block tile, one per lane.
-pub const DW_NHWC_CHANNELS: usize = 32;
-/// NHWC: pixels a block computes per step: a strip per warp.
-const NHWC_STEP: usize = DW_THREADS / DW_NHWC_CHANNELS * NHWC_STRIP;
-/// NHWC: output pixels per block tile (16 steps).
-pub const DW_NHWC_PIXELS: usize = NHWC_STEP * 16;
+/// NHWC: 16-byte channel vectors per pixel of a block tile (a thread owns
+/// one of a strip's pixels).
+const NHWC_GROUPS: usize = 4;
+/// NHWC: pixels a block computes per step: a strip per 4 threads.
+const NHWC_STEP: usize = DW_NHWC_THREADS / NHWC_GROUPS * NHWC_STRIP;
+/// NHWC: steps per block tile.
+const NHWC_STEPS: usize = 4;
+/// NHWC: output pixels per block tile.
+pub const DW_NHWC_PIXELS: usize = NHWC_STEP * NHWC_STEPS;
 /// NHWC: filter rows and columns the strip path unrolls (3 × 3 and smaller).
 const NHWC_STRIP_TAPS: usize = 3;
 /// NHWC: input pixels a strip's row window spans at stride `sw` (1 or 2):
@@ -81,26 +101,28 @@ const NHWC_STRIP_TAPS: usize = 3;
 const fn nhwc_window(sw: usize) -> usize {
     sw * (NHWC_STRIP - 1) + NHWC_STRIP_TAPS
 }
-/// NHWC: elements a strip's row window reaches from its first, at the
-/// widest stride the strip path takes (2): its last pixel's channel,
-/// `(nhwc_window(2) − 1)` pixels of 32 channels on.
-const NHWC_REACH: usize = (nhwc_window(2) - 1) * DW_NHWC_CHANNELS + 1;
-/// NHWC: elements of the filter area at the start of shared memory (the
-/// block's 32 channels, [`filter_stride`] ≤ 10 elements apart; a multiple
-/// of 8, so the ring after it starts 16-byte aligned for every element
-/// type).
-const NHWC_FILTER: usize = DW_NHWC_CHANNELS * (DW_TAPS + 1);
+/// NHWC: vectors a strip's row window reaches from its first, at the
+/// widest stride the strip path takes (2): its last pixel's vector,
+/// `(nhwc_window(2) − 1)` pixels of 4 vectors on.
+const NHWC_REACH: usize = (nhwc_window(2) - 1) * NHWC_GROUPS + 1;
+/// NHWC: 16-byte vectors at the start of shared memory before the ring:
+/// the block's filters as f32, tap-major (`[tap][channel]`, at most 9 × 32
+/// f32: a thread's 8 channels of one tap are 2 vectors), its bias as f32
+/// after them (tap 9's place): 80 vectors, which are also the room for a
+/// strip window that starts up to 12 pixels (48 vectors) before the first
+/// ring row (a strip's run for the row after the one it starts in, whose
+/// first outputs are the previous row's and are discarded).
+const NHWC_FILTER_VECS: usize = 80;
+/// NHWC: f32 vectors a filter row's window reaches (3 taps of up to 32
+/// channels, a thread's 8 of each: `2·32/4 + 8/4`).
+const NHWC_FILTER_REACH: usize = 2 * 32 / 4 + 2;
 
-/// Elements between two channels' filters in the NHWC kernel's shared
-/// memory: at least `taps`, an odd number of 4-byte words (so 32 lanes
-/// reading one tap of 32 channels hit 32 banks): 9 for f32 3 × 3 filters,
-/// 10 for f16 and bf16; at most `DW_TAPS + 1`.
-#[inline(always)]
-fn filter_stride<T>(taps: usize) -> usize {
-    let size = core::mem::size_of::<T>();
-    let words = (taps * size).div_ceil(4) | 1;
-    words * 4 / size
+/// NHWC: output channels per block tile for `elem_bytes`-byte elements:
+/// 4 vectors of 16 bytes (32 f16/bf16 or 16 f32 channels).
+pub const fn dw_nhwc_channels(elem_bytes: usize) -> usize {
+    NHWC_GROUPS * 16 / elem_bytes
 }
+
 /// NCHW: output rows and columns per block tile.
 pub const DW_NCHW_ROWS: usize = 16;
 pub const DW_NCHW_COLS: usize = 64;
@@ -108,19 +130,32 @@ pub const DW_NCHW_COLS: usize = 64;
 /// padded to 16 elements.
 const NCHW_FILTER: usize = 16;
 /// The largest shared memory the host gives a tiled depthwise block: what
-/// every CUDA GPU provides without opting in.
-pub const DW_MAX_SHARED_BYTES: usize = 48 * 1024;
+/// every GPU from sm_80 on gives a block that opts in (sm_86 and sm_89:
+/// 99 KiB; the launch opts in above the default 48 KiB). The NHWC ring
+/// holds every input row one step of 224 output pixels reads: on narrow
+/// images a step is many rows (28 × 28 at stride 2: the whole image, 56
+/// KiB).
+pub const DW_MAX_SHARED_BYTES: usize = 96 * 1024;
 /// The largest grid y and z.
 const GRID_YZ: usize = 65535;
 
-const _: () = assert!(DW_TAPS < NCHW_FILTER && NHWC_FILTER.is_multiple_of(8));
+const _: () = assert!(
+    DW_TAPS < NCHW_FILTER
+        && dw_nhwc_channels(2) * (DW_TAPS + 1) * 4 <= NHWC_FILTER_VECS * 16
+        && NHWC_FILTER_VECS >= 2 * (NHWC_STRIP - 1) * NHWC_GROUPS
+        // A filter window from the bias's start is in the view: the ring
+        // and the reach past it follow the filter area.
+        && DW_TAPS * dw_nhwc_channels(2) / 4 + 8 / 4 + NHWC_FILTER_REACH
+            <= NHWC_FILTER_VECS + NHWC_REACH
+);
 
-/// The NHWC output mapping: block tiles of `DW_NHWC_PIXELS` pixels × 32
-/// channels, walked in steps of 56 pixels; in each step the thread with
-/// linear id `t` owns channel `t % 32` of the strip of 7 pixels from
-/// `7·(t / 32)`.
-pub type NhwcTiles =
-    MicroTiles<DW_NHWC_PIXELS, DW_NHWC_CHANNELS, NHWC_STRIP, 1, { DW_NHWC_PIXELS / NHWC_STEP }, 1>;
+/// The NHWC output mapping for `V`-element channel vectors and `CT = 4·V`
+/// channels a block: block tiles of `DW_NHWC_PIXELS` pixels × `CT`
+/// channels, walked in 4 steps of 224 pixels; in each step the thread with
+/// linear id `t` owns channels `V·(t % 4) ..` of the strip of 7 pixels from
+/// `7·(t / 4)`.
+pub type NhwcTiles<const V: usize, const CT: usize> =
+    MicroTiles<DW_NHWC_PIXELS, CT, NHWC_STRIP, V, NHWC_STEPS, 1>;
 
 /// The NCHW output mapping: block tiles of 16 × 64 outputs of one plane,
 /// the threads walking the tile's part inside the plane packed row-major
@@ -134,13 +169,15 @@ pub type NchwTiles = BlockTiles<DW_NCHW_ROWS, DW_NCHW_COLS>;
 pub struct DwPlan {
     /// Blocks along x, y and z.
     pub grid: (u32, u32, u32),
+    /// Threads per block (1-D).
+    pub threads: u32,
     /// Dynamic shared memory per block.
     pub shared_bytes: u32,
 }
 
 impl Geometry {
     /// Rows of the NHWC kernel's input ring: enough for the input rows of
-    /// any 56 consecutive output pixels (`≤ 55/Q + 2` output rows, so
+    /// any 224 consecutive output pixels (`≤ 223/Q + 2` output rows, so
     /// `(rows − 1)·sh + (R − 1)·dh + 1` input rows), at most `H`.
     #[inline(always)]
     pub fn dw_nhwc_ring_rows(&self) -> usize {
@@ -159,15 +196,13 @@ impl Geometry {
         (self.pad_left, reach.saturating_sub(self.pad_left + self.w))
     }
 
-    /// Elements of one NHWC ring row: its pixels, zero columns included, ×
-    /// 32 channels (`None` on overflow: the host then runs the direct
-    /// kernel, so the tiled kernel never sees it).
+    /// Pixels of one NHWC ring row, zero columns included (`None` on
+    /// overflow: the host then runs the direct kernel, so the tiled kernel
+    /// never sees it).
     #[inline(always)]
-    pub fn dw_nhwc_row_len(&self) -> Option<usize> {
+    pub fn dw_nhwc_row_pixels(&self) -> Option<usize> {
         let (left, right) = self.dw_nhwc_pad_cols();
-        left.checked_add(self.w)?
-            .checked_add(right)?
-            .checked_mul(DW_NHWC_CHANNELS)
+        left.checked_add(self.w)?.checked_add(right)
     }
 
     /// The NCHW kernel's input window, `(rows, columns)`: what a 16 × 64
@@ -217,31 +252,26 @@ impl Geometry {
             return None;
         }
         let k_all = self.kg.checked_mul(self.groups)?;
-        let (grid, elems) = if nhwc {
-            // The filters, the ring, and what a strip's window in the last
-            // ring row reaches past its end (never read: a window is as
-            // wide as the widest stride and filter the strip path takes).
-            let row_len = self.dw_nhwc_row_len()?;
-            let last_start = self
-                .q
-                .saturating_sub(NHWC_STRIP)
-                .checked_mul(self.stride_w)?
-                .checked_mul(DW_NHWC_CHANNELS)?
-                .checked_add(DW_NHWC_CHANNELS - 1)?;
-            let tail = (last_start + NHWC_REACH).saturating_sub(row_len);
-            let elems = self
+        let (grid, threads, bytes) = if nhwc {
+            // In 16-byte vectors: the filters (and the lead before the
+            // ring), the ring, and the reach of a strip window past the
+            // ring's end (read only by a strip's discarded outputs past its
+            // row's end: a window is as wide as the widest stride and filter
+            // the strip path takes).
+            let vectors = self
                 .dw_nhwc_ring_rows()
-                .checked_mul(row_len)?
-                .checked_add(NHWC_FILTER + tail)?;
+                .checked_mul(self.dw_nhwc_row_pixels()?)?
+                .checked_mul(NHWC_GROUPS)?
+                .checked_add(NHWC_FILTER_VECS + NHWC_REACH)?;
             let pixels = self.p.checked_mul(self.q)?;
             // The kernel's pixel and row indices in 32 bits (`div_u32`).
             u32::try_from(pixels.max(self.h)).ok()?;
             let grid = (
-                k_all.div_ceil(DW_NHWC_CHANNELS),
+                k_all.div_ceil(dw_nhwc_channels(elem_bytes.max(1))),
                 pixels.div_ceil(DW_NHWC_PIXELS),
                 n,
             );
-            (grid, elems)
+            (grid, DW_NHWC_THREADS, vectors.checked_mul(16)?)
         } else {
             let (rows, cols) = self.dw_nchw_window();
             let pitch = self.dw_nchw_pitch(DW_NCHW_COLS.min(self.q), cols, elem_bytes);
@@ -251,52 +281,114 @@ impl Geometry {
                 self.p.div_ceil(DW_NCHW_ROWS),
                 n.checked_mul(k_all)?,
             );
-            (grid, elems)
+            (grid, DW_THREADS, elems.checked_mul(elem_bytes)?)
         };
-        let bytes = elems.checked_mul(elem_bytes)?;
         if bytes > DW_MAX_SHARED_BYTES || grid.1 > GRID_YZ || grid.2 > GRID_YZ {
             return None;
         }
         Some(DwPlan {
             grid: (u32::try_from(grid.0).ok()?, grid.1 as u32, grid.2 as u32),
+            threads: threads as u32,
             shared_bytes: bytes as u32,
         })
     }
 }
 
-/// A strip of 7 NHWC outputs at stride `SW` from the windows of its
-/// filter rows, starting at `row_start(r)` (`None`: an input row outside
-/// the image): output `o` takes tap `(r, s)`, `s < taps`, from pixel `SW·o + s`
-/// of row r's window, each window's `WIN = SW·6 + 3` pixels (those `taps`
-/// needs) loaded into registers once; every index a constant, the taps in
-/// `(r, s)` order.
+/// A strip of 7 NHWC outputs × `V` channels at stride `SW` from the
+/// windows of its filter rows, starting at vector `row_start(r)` (`None`:
+/// an input row outside the image): output `o` takes tap `(r, s)`, `s <
+/// taps`, from pixel `SW·o + s` of row r's window, each of the window's
+/// `WIN = SW·6 + 3` pixels (those `taps` needs) loaded as one channel
+/// vector and converted to f32 once, then used by every tap that reads it;
+/// every index a constant, each output's taps in `(r, s)` order.
 #[inline(always)]
-fn strip<T: Element + SharedElement, const SW: usize, const WIN: usize>(
-    windows: SharedWindows<T, NHWC_REACH>,
+fn strip<
+    T: Element + SharedElement,
+    const V: usize,
+    const CT: usize,
+    const SW: usize,
+    const WIN: usize,
+>(
+    windows: SharedVectorWindows<T, V, NHWC_REACH>,
     row_start: impl Fn(usize) -> Option<u32>,
     taps: usize,
-    weights: &[[f32; NHWC_STRIP_TAPS]; NHWC_STRIP_TAPS],
-) -> [f32; NHWC_STRIP] {
-    const { assert!(WIN == nhwc_window(SW) && (WIN - 1) * DW_NHWC_CHANNELS < NHWC_REACH) };
-    let mut acc = [0.0f32; NHWC_STRIP];
-    for (r, wr) in weights.iter().enumerate() {
-        let Some(start) = row_start(r) else { continue };
-        let row = windows.at(start as usize);
-        let mut xs = [0.0f32; WIN];
-        for (i, xi) in xs.iter_mut().enumerate() {
-            if i < SW * (NHWC_STRIP - 1) + taps {
-                *xi = row.load(i * DW_NHWC_CHANNELS).to_f32();
-            }
-        }
-        for (s, &wt) in wr.iter().enumerate() {
-            if s < taps {
-                for (o, acc) in acc.iter_mut().enumerate() {
-                    *acc = num::fma_f32(xs[SW * o + s], wt, *acc);
-                }
-            }
-        }
-    }
+    filters: &Filters<V, CT>,
+) -> [[f32; V]; NHWC_STRIP] {
+    const { assert!(WIN == nhwc_window(SW) && (WIN - 1) * NHWC_GROUPS < NHWC_REACH && WIN <= 16) };
+    let mut acc = [[0.0f32; V]; NHWC_STRIP];
+    // Every loop written out: the accumulators and taps are registers
+    // only while every index into them is a constant.
+    unroll::unroll::<NHWC_STRIP_TAPS>(
+        #[inline(always)]
+        |r| {
+            let Some(start) = row_start(r) else { return };
+            // Filter row r's taps: loaded (as f32) once per strip run, so only
+            // one row of them is live.
+            let (wr, row) = (filters.row(r, taps), windows.at(start as usize));
+            // Window pixel i = 4·hi + lo, written out (16 ≥ WIN).
+            unroll::unroll2::<4, 4>(
+                #[inline(always)]
+                |hi, lo| {
+                    let i = 4 * hi + lo;
+                    if i >= WIN || i >= SW * (NHWC_STRIP - 1) + taps {
+                        return;
+                    }
+                    let raw = row.load(i * NHWC_GROUPS);
+                    let x: [f32; V] = unroll::array(
+                        #[inline(always)]
+                        |v| raw[v].to_f32(),
+                    );
+                    unroll::unroll::<NHWC_STRIP_TAPS>(
+                        #[inline(always)]
+                        |s| {
+                            // Output o = (i − s) / SW reads pixel i at tap s.
+                            if s < taps && i >= s && (i - s) % SW == 0 && (i - s) / SW < NHWC_STRIP
+                            {
+                                let (out, ws) = (&mut acc[(i - s) / SW], &wr[s]);
+                                unroll::unroll::<V>(
+                                    #[inline(always)]
+                                    |v| out[v] = num::fma_f32(x[v], ws[v], out[v]),
+                                );
+                            }
+                        },
+                    );
+                },
+            );
+        },
+    );
     acc
+}
+
+/// Stores outputs `o` of a strip (rows `first + o` of the thread's
+/// micro-tile) for `o` in `keep`: the epilogue (one rounding), then one
+/// [`StripOut::put`] each.
+#[inline(always)]
+fn store_strip<T: Element, const V: usize>(
+    out: &mut impl StripOut<T, V>,
+    first: usize,
+    keep: core::ops::Range<usize>,
+    acc: &[[f32; V]; NHWC_STRIP],
+    g: &Geometry,
+    bias: &[f32; V],
+) {
+    // 8 ≥ 7 outputs, written out (`unroll` writes out 4 and 8). The bias
+    // is added whether there is one or not (`Geometry::finish` selects):
+    // without one it is +0, and `acc + 0` is `acc` — an FMA chain from +0
+    // never ends at −0 (round to nearest: +0 + −0 = +0, and an exact
+    // cancellation gives +0) — so the bits are `finish`'s.
+    let relu = Geometry { bias: true, ..*g };
+    unroll::unroll::<8>(
+        #[inline(always)]
+        |o| {
+            if o < NHWC_STRIP && keep.contains(&o) {
+                let values = unroll::array(
+                    #[inline(always)]
+                    |v| T::from_f32(relu.finish(acc[o][v], bias[v])),
+                );
+                out.put(first + o, values);
+            }
+        },
+    );
 }
 
 /// `(a / b, a % b)` in 32 bits (a few instructions, where 64-bit division
@@ -344,24 +436,29 @@ fn input_cols(g: &Geometry, q_lo: usize, q_hi: usize) -> (usize, usize) {
 /// Tiled depthwise NHWC convolution (module docs): `x` the input `N × H × W
 /// × C`, `w` the filters `K × R × S` (`K = C·M`), `bias` (`K`, read only when
 /// the geometry says so), `y` bound as `N` stacked `[P·Q × K]` matrices.
-/// Grid `⌈K/32⌉ × ⌈PQ/896⌉ × N` ([`DW_NHWC_PIXELS`] pixels a block), blocks
-/// of [`DW_THREADS`] threads (1-D),
-/// dynamic shared memory as [`Geometry::dw_plan`] sizes it; another block
-/// shape or a filter of more than [`DW_TAPS`] taps traps.
+/// Grid `⌈K/CT⌉ × ⌈PQ/896⌉ × N` ([`DW_NHWC_PIXELS`] pixels and `CT =
+/// 4·V` channels a block: [`dw_nhwc_channels`]), blocks of
+/// [`DW_NHWC_THREADS`] threads (1-D), dynamic shared memory as
+/// [`Geometry::dw_plan`] sizes it; another block shape or a filter of more
+/// than [`DW_TAPS`] taps traps.
 #[kernel(
-    max_threads = 256,
+    max_threads = 128,
     min_blocks = 2,
     instances(
-    conv2d_depthwise_nhwc_f32 = <f32, 4>,
-    conv2d_depthwise_nhwc_f16 = <f16, 8>,
-    conv2d_depthwise_nhwc_bf16 = <bf16, 8>,
+    conv2d_depthwise_nhwc_f32 = <f32, 4, 16>,
+    conv2d_depthwise_nhwc_f16 = <f16, 8, 32>,
+    conv2d_depthwise_nhwc_bf16 = <bf16, 8, 32>,
 ))]
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>(
+pub fn conv2d_depthwise_nhwc<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const CT: usize,
+>(
     x: Global<T>,
     w: Global<T>,
     bias: Global<T>,
-    mut y: OutMatrix<T, NhwcTiles>,
+    mut y: OutMatrix<T, NhwcTiles<V, CT>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -371,11 +468,18 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
     chans: u64,
     groups: u64,
 ) {
+    const {
+        assert!(
+            CT == NHWC_GROUPS * V
+                && V * core::mem::size_of::<T>() == 16
+                && CT == dw_nhwc_channels(core::mem::size_of::<T>())
+        )
+    };
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
     let taps = g.r * g.s;
     assert!(
-        thread::block_dim().volume() == DW_THREADS as u64 && taps <= DW_TAPS,
-        "conv2d_depthwise_nhwc: 256 threads per block and at most 9 filter taps"
+        thread::block_dim().volume() == DW_NHWC_THREADS as u64 && taps <= DW_TAPS,
+        "conv2d_depthwise_nhwc: 128 threads per block and at most 9 filter taps"
     );
     let (_, batch_rows) = y.batch();
     let block = thread::block_idx();
@@ -383,97 +487,439 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
     let (n, m0, k0) = (
         block.z as usize,
         block.y as usize * DW_NHWC_PIXELS,
-        block.x as usize * DW_NHWC_CHANNELS,
+        block.x as usize * CT,
     );
     let (c_all, mult) = (g.groups, g.kg);
     let k_all = c_all * mult;
-    let (m_end, k_end) = (
-        batch_rows.min(m0 + DW_NHWC_PIXELS),
-        k_all.min(k0 + DW_NHWC_CHANNELS),
-    );
+    let (m_end, k_end) = (batch_rows.min(m0 + DW_NHWC_PIXELS), k_all.min(k0 + CT));
     if m0 >= m_end || k0 >= k_end {
         return; // the whole block: nothing of the output is its
     }
-    // The input channels ci0 .. ci0 + ci_n those output channels read.
-    let ci0 = k0 / mult;
-    let ci_n = (k_end - 1) / mult + 1 - ci0;
     let t = thread::linear_thread_id() as usize;
-    let (lane, warp) = (t % DW_NHWC_CHANNELS, t / DW_NHWC_CHANNELS);
+    // This thread's channel vector (output channels k0 + V·group ..) and
+    // strip row (pixels 7·strip_row .. of each step).
+    let (group, strip_row) = (t % NHWC_GROUPS, t / NHWC_GROUPS);
     let smem = shared::dynamic::<T>();
     let ring = g.dw_nhwc_ring_rows();
-    let (Some(row_len), (left, right)) = (g.dw_nhwc_row_len(), g.dw_nhwc_pad_cols()) else {
+    let (Some(row_px), (left, _)) = (g.dw_nhwc_row_pixels(), g.dw_nhwc_pad_cols()) else {
         return; // the whole block: a geometry `dw_plan` refuses
     };
+    // In 16-byte vectors: the filter area (`NHWC_FILTER_VECS`), then the
+    // ring — pixel px of ring slot `slot` at `NHWC_FILTER_VECS + (slot·
+    // row_px + px)·4`, its channel vector j 1 more each — then the reach.
+    let vectors = smem.len() / V;
 
-    // The block's filters, `(k_end − k0)·R·S` contiguous elements, into
-    // shared memory, channel j's at `j·fs` (an odd number of 4-byte words
-    // apart, so a warp reads a tap of its 32 channels from 32 banks), and
-    // every ring row's zero columns (never overwritten: input rows land
-    // between them).
-    let fs = filter_stride::<T>(taps);
+    // The filter area — tap `tap` of channel j as f32 at `tap·CT + j`, the
+    // bias at `9·CT + j` (zeros past K, past the taps, without a bias) —
+    // and zeros everywhere after it: the ring's zero columns (never
+    // overwritten: input rows land between them), the rows not loaded yet
+    // and the reach past the ring, which a strip's discarded outputs may
+    // read. Two disjoint areas, one barrier.
+    let fsmem = shared::dynamic::<f32>();
+    // The taps: consecutive threads on consecutive filter elements (the
+    // block's `CT·R·S` are one run of `w`), each element once.
     let mut u = t;
-    while u < (k_end - k0) * taps {
+    while u < CT * taps {
         let (j, tap) = div_u32(u, taps);
-        let v = w.load(k0 * taps + u).unwrap_or(T::ZERO);
-        smem.store(j * fs + tap, v);
-        u += DW_THREADS;
-    }
-    let zero_cols = (left + right) * DW_NHWC_CHANNELS;
-    let mut u = t;
-    while u < ring * zero_cols {
-        let (slot, e) = div_u32(u, zero_cols);
-        let col = if e < left * DW_NHWC_CHANNELS {
-            e
+        let v = if k0 + j < k_end {
+            w.load(k0 * taps + u).map_or(0.0, T::to_f32)
         } else {
-            e + g.w * DW_NHWC_CHANNELS
+            0.0
         };
-        smem.store(NHWC_FILTER + slot * row_len + col, T::ZERO);
-        u += DW_THREADS;
+        fsmem.store(tap * CT + j, v);
+        u += DW_NHWC_THREADS;
     }
-    let k = k0 + lane;
-    let mine_k = k < k_end;
-    let b = if g.bias && mine_k {
-        bias.load(k).map_or(0.0, T::to_f32)
-    } else {
-        0.0
-    };
-    // The input channel of output channel k, within the staged ones.
-    let cl = if mine_k { k / mult - ci0 } else { 0 };
+    // The rest of the area: the bias at tap 9's place, zeros elsewhere.
+    let mut u = t + taps * CT;
+    while u < NHWC_FILTER_VECS * 4 {
+        let (tap, j) = (u / CT, u % CT);
+        let v = if tap == DW_TAPS && g.bias && k0 + j < k_end {
+            bias.load(k0 + j).map_or(0.0, T::to_f32)
+        } else {
+            0.0
+        };
+        fsmem.store(u, v);
+        u += DW_NHWC_THREADS;
+    }
+    let mut u = NHWC_FILTER_VECS + t;
+    while u < vectors {
+        smem.store16::<V>(u * V, [T::ZERO; V]);
+        u += DW_NHWC_THREADS;
+    }
     sync_threads();
-    // The strip path's taps in registers, (r, s) < 3 × 3.
-    let mut w3 = [[0.0f32; NHWC_STRIP_TAPS]; NHWC_STRIP_TAPS];
-    for (r, row) in w3.iter_mut().enumerate() {
-        for (s, wt) in row.iter_mut().enumerate() {
-            if r < g.r && s < g.s && mine_k {
-                *wt = smem.load(lane * fs + r * g.s + s).to_f32();
-            }
-        }
-    }
-    // Strips of 7 outputs read one input-row window in registers where
-    // each output's taps are consecutive input pixels (dilation 1 along
-    // rows, stride 1 or 2, filters up to 3 × 3): decided once, for the
-    // whole block.
+    let Some(filters) = fsmem.vector_windows::<4, NHWC_FILTER_REACH>() else {
+        return; // the whole block: a launch `dw_plan` did not size
+    };
+    let filters = Filters::<V, CT> {
+        windows: filters,
+        first: group * V / 4,
+    };
+    // Strips read one input-row window in registers where each output's
+    // taps are consecutive input pixels (dilation 1 along rows, stride 1 or
+    // 2, filters up to 3 × 3): decided once, for the whole block.
     let strips = (g.stride_w == 1 || g.stride_w == 2)
         && g.dil_w == 1
         && g.r <= NHWC_STRIP_TAPS
         && g.s <= NHWC_STRIP_TAPS;
-    let windows = smem.windows::<NHWC_REACH>();
+    let Some(windows) = smem.vector_windows::<V, NHWC_REACH>() else {
+        return; // the whole block: a launch `dw_plan` did not size
+    };
 
     // Whole 16-byte vectors when the block stages a whole tile of channels
     // as aligned vectors: decided once, for the whole block.
-    let (head, vectors) = x.vectors16::<V>();
-    let vector =
-        head == 0 && c_all.is_multiple_of(V) && ci0.is_multiple_of(V) && ci_n == DW_NHWC_CHANNELS;
-    let image_row = n * g.h;
+    let (head, x_vectors) = x.vectors16::<V>();
+    let stage = Stage {
+        g,
+        x,
+        x_vectors,
+        vector: head == 0 && mult == 1 && c_all.is_multiple_of(V) && k_end - k0 == CT,
+        smem,
+        m0,
+        m_end,
+        k0,
+        k_end,
+        image_row: n * g.h,
+        ring,
+        row_px,
+        left,
+        t,
+        group,
+        strip_row,
+    };
 
-    let mut mine = y.micro_tile();
+    // The paths, each its own loop nest (decided once, for the whole
+    // block), so that each main loop holds only its own path's code.
+    macro_rules! paths {
+        ($out:expr) => {{
+            let mut out = $out;
+            // (3-wide filters get the strip with their width a constant:
+            // no test per tap.)
+            match (strips, g.stride_w, g.s == NHWC_STRIP_TAPS) {
+                (true, 1, true) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    NHWC_STRIP_TAPS,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, 1, false) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 1, { nhwc_window(1) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    g.s,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, _, true) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    NHWC_STRIP_TAPS,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                (true, _, false) => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        strip_runs(
+                            out,
+                            &at,
+                            &g,
+                            &filters,
+                            #[inline(always)]
+                            |rows| {
+                                strip::<T, V, CT, 2, { nhwc_window(2) }>(
+                                    windows,
+                                    #[inline(always)]
+                                    |r| rows.start(r),
+                                    g.s,
+                                    &filters,
+                                )
+                            },
+                        )
+                    },
+                ),
+                _ => walk_steps::<T, V, CT, _>(
+                    &mut out,
+                    &stage,
+                    #[inline(always)]
+                    |out, at| {
+                        let acc = general::<T, V, CT>(windows, &filters, &g, &at);
+                        store_strip(out, at.first, 0..at.count, &acc, &g, &filters.bias());
+                    },
+                ),
+            }
+        }};
+    }
+    let Some(mut tile) = y.micro_tile() else {
+        // Owns no output: still stages its share of every input row.
+        return walk_steps::<T, V, CT, MicroTile<'_, T, NHWC_STRIP, V, NHWC_STEPS, 1>>(
+            &mut None,
+            &stage,
+            |_, _| {},
+        );
+    };
+    // Whole rows of aligned channel vectors (every strip's stores one
+    // 16-byte vector a pixel) or element stores: decided once, for all
+    // the thread's strips.
+    if tile.row_vectors().is_some() {
+        paths!(tile.row_vectors())
+    } else {
+        paths!(Some(tile))
+    }
+}
+
+/// The general path's strip (any stride, dilation and filter): output by
+/// output, tap by tap in `(r, s)` order, a channel vector at a time, the
+/// taps read from shared memory; outputs past the strip's `count` left 0.
+#[inline(always)]
+fn general<T: Element + SharedElement, const V: usize, const CT: usize>(
+    windows: SharedVectorWindows<T, V, NHWC_REACH>,
+    filters: &Filters<V, CT>,
+    g: &Geometry,
+    at: &StripAt,
+) -> [[f32; V]; NHWC_STRIP] {
+    let mut acc = [[0.0f32; V]; NHWC_STRIP];
+    unroll::unroll::<8>(
+        #[inline(always)]
+        |o| {
+            if o >= at.count.min(NHWC_STRIP) {
+                return;
+            }
+            let (po, qo) = div_u32(at.m + o, g.q);
+            let out = &mut acc[o];
+            for r in 0..g.r {
+                let ih = (po * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
+                if ih >= g.h {
+                    continue;
+                }
+                let row = NHWC_FILTER_VECS + at.slots.of(ih) * at.slot_vecs + at.group;
+                for s in 0..g.s {
+                    // Ring column (its first `left` are the padding).
+                    let px = qo * g.stride_w + s * g.dil_w;
+                    let raw = windows.at(row + px * NHWC_GROUPS).load(0);
+                    let wt = filters.tap(r * g.s + s);
+                    unroll::unroll::<V>(
+                        #[inline(always)]
+                        |v| out[v] = num::fma_f32(raw[v].to_f32(), wt[v], out[v]),
+                    );
+                }
+            }
+        },
+    );
+    acc
+}
+
+/// Where a strip's outputs go: row `i` (`step·7 + o`) of the thread's
+/// micro-tile, `V` channels.
+trait StripOut<T, const V: usize> {
+    /// Writes row `i`'s `V` channels (those inside the output).
+    fn put(&mut self, i: usize, values: [T; V]);
+}
+
+/// Whole aligned rows: one 16-byte store each.
+impl<T: Copy, const V: usize> StripOut<T, V> for RowVectors<'_, T, NHWC_STRIP, V, NHWC_STEPS> {
+    #[inline(always)]
+    fn put(&mut self, i: usize, values: [T; V]) {
+        self.store(i, values);
+    }
+}
+
+/// Anything else (a ragged channel tile, `K` not a multiple of the vector,
+/// a misaligned buffer): element by element.
+impl<T: Copy, const V: usize> StripOut<T, V> for MicroTile<'_, T, NHWC_STRIP, V, NHWC_STEPS, 1> {
+    #[inline(always)]
+    fn put(&mut self, i: usize, values: [T; V]) {
+        unroll::unroll::<V>(
+            #[inline(always)]
+            |v| {
+                if let Some(mut slot) = self.slot(i, v) {
+                    slot.set(values[v]);
+                }
+            },
+        );
+    }
+}
+
+/// The NHWC block's filters and bias in shared memory as f32, read as
+/// 16-byte vectors of 4: tap `tap` of the thread's channels at vectors
+/// `tap·per_tap + first ..`, the bias at tap 9's.
+struct Filters<const V: usize, const CT: usize> {
+    windows: SharedVectorWindows<f32, 4, NHWC_FILTER_REACH>,
+    /// The thread's first channel / 4.
+    first: usize,
+}
+
+impl<const V: usize, const CT: usize> Filters<V, CT> {
+    /// Vectors per tap.
+    const PER_TAP: usize = CT / 4;
+
+    /// The thread's `V` channels of tap `tap` (`≤ 9`: 9 is the bias).
+    #[inline(always)]
+    fn tap(&self, tap: usize) -> [f32; V] {
+        let w = self.windows.at(tap * Self::PER_TAP + self.first);
+        unroll::array(
+            #[inline(always)]
+            |v| w.load(v / 4)[v % 4],
+        )
+    }
+
+    /// Filter row r's first `taps` taps, then (unused: the strip reads
+    /// only taps `s < taps`) whatever follows them: one window, 3·V/4
+    /// vector loads at constant offsets but for the row's start.
+    #[inline(always)]
+    fn row(&self, r: usize, taps: usize) -> [[f32; V]; NHWC_STRIP_TAPS] {
+        let w = self.windows.at(r * taps * Self::PER_TAP + self.first);
+        unroll::array(
+            #[inline(always)]
+            |s| {
+                unroll::array(
+                    #[inline(always)]
+                    |v| w.load(s * Self::PER_TAP + v / 4)[v % 4],
+                )
+            },
+        )
+    }
+
+    /// The thread's `V` channels of the bias (zeros without one).
+    #[inline(always)]
+    fn bias(&self) -> [f32; V] {
+        self.tap(DW_TAPS)
+    }
+}
+
+/// What the NHWC kernel's step loop needs to stage input rows
+/// ([`walk_steps`]): block-uniform but for the thread's id.
+struct Stage<'a, T: Plain, const V: usize> {
+    g: Geometry,
+    x: Global<'a, T>,
+    x_vectors: Global<'a, Vector16<T, V>>,
+    /// Rows as whole aligned vectors (else element loads).
+    vector: bool,
+    smem: shared::SharedArray<T>,
+    /// Pixels `m0 .. m_end` of the block's tile; output channels `k0 ..
+    /// k_end`; the first row of the image in the input.
+    m0: usize,
+    m_end: usize,
+    k0: usize,
+    k_end: usize,
+    image_row: usize,
+    /// Ring rows, pixels per ring row, the left zero columns.
+    ring: usize,
+    row_px: usize,
+    left: usize,
+    /// The thread's id, channel vector and strip row.
+    t: usize,
+    group: usize,
+    strip_row: usize,
+}
+
+/// Where input row `ih ≥ lo` sits in the ring: slot `ih % ring = (ih − lo
+/// + lo % ring)` wrapped once (in 32 bits, as `div_u32`).
+#[derive(Clone, Copy)]
+struct RingSlots {
+    lo: u32,
+    lo_slot: u32,
+    ring: u32,
+}
+
+impl RingSlots {
+    #[inline(always)]
+    fn of(&self, ih: usize) -> usize {
+        let slot = (ih as u32).wrapping_sub(self.lo) + self.lo_slot;
+        (if slot >= self.ring {
+            slot - self.ring
+        } else {
+            slot
+        }) as usize
+    }
+}
+
+/// One thread's strip in one step: pixels `m .. m + count`, rows `first ..`
+/// of its micro-tile, channel vector `group`.
+#[derive(Clone, Copy)]
+struct StripAt {
+    m: usize,
+    count: usize,
+    first: usize,
+    group: usize,
+    slots: RingSlots,
+    /// Vectors per ring row.
+    slot_vecs: usize,
+}
+
+/// The NHWC kernel's step loop: for each step of 224 pixels, stage the
+/// input rows it reads that are not in the ring yet (a barrier before and
+/// after), then run `compute` on the thread's strip, if it has one.
+#[inline(always)]
+fn walk_steps<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const CT: usize,
+    O: StripOut<T, V>,
+>(
+    mine: &mut Option<O>,
+    st: &Stage<'_, T, V>,
+    mut compute: impl FnMut(&mut O, StripAt),
+) {
+    let g = &st.g;
+    let c_all = g.groups;
+    let ring0 = NHWC_FILTER_VECS * V;
     // The first input row not staged yet.
     let mut next_row = 0;
-    for step in 0..(m_end - m0).div_ceil(NHWC_STEP) {
+    for step in 0..(st.m_end - st.m0).div_ceil(NHWC_STEP) {
         // This step's pixels a .. a_end and the input rows lo .. hi they read.
-        let a = m0 + step * NHWC_STEP;
-        let a_end = m_end.min(a + NHWC_STEP);
-        let (lo, hi) = input_rows(&g, div_u32(a, g.q).0, div_u32(a_end - 1, g.q).0);
+        let a = st.m0 + step * NHWC_STEP;
+        let a_end = st.m_end.min(a + NHWC_STEP);
+        let (lo, hi) = input_rows(g, div_u32(a, g.q).0, div_u32(a_end - 1, g.q).0);
         let from = next_row.max(lo);
         if from < hi {
             // Rows from .. hi replace rows at least `ring` above them, which
@@ -481,99 +927,112 @@ pub fn conv2d_depthwise_nhwc<T: Element + SharedElement + Plain, const V: usize>
             // of the old rows are done, load, and wait for the load.
             sync_threads();
             for ih in from..hi {
-                let dst = NHWC_FILTER + div_u32(ih, ring).1 * row_len + left * DW_NHWC_CHANNELS;
-                let src = (image_row + ih) * g.w * c_all + ci0;
-                if vector {
-                    let per_pixel = DW_NHWC_CHANNELS / V;
-                    let mut u = t;
-                    while u < g.w * per_pixel {
-                        let (iw, j) = (u / per_pixel, u % per_pixel);
-                        let at = src + iw * c_all + j * V;
-                        let v = vectors.load(at / V).map_or([T::ZERO; V], |v| v.0);
-                        smem.store16::<V>(dst + iw * DW_NHWC_CHANNELS + j * V, v);
-                        u += DW_THREADS;
+                // Ring pixel of input column 0, and the input's pixel.
+                let dst = div_u32(ih, st.ring).1 * st.row_px + st.left;
+                let src = (st.image_row + ih) * g.w;
+                if st.vector {
+                    let mut u = st.t;
+                    while u < g.w * NHWC_GROUPS {
+                        let (iw, j) = (u / NHWC_GROUPS, u % NHWC_GROUPS);
+                        let at = (src + iw) * c_all + st.k0 + j * V;
+                        let v = st.x_vectors.load(at / V).map_or([T::ZERO; V], |v| v.0);
+                        st.smem.store16::<V>(ring0 + (dst + iw) * CT + j * V, v);
+                        u += DW_NHWC_THREADS;
                     }
                 } else {
-                    let mut u = t;
-                    while u < g.w * ci_n {
-                        let (iw, c) = div_u32(u, ci_n);
-                        let v = x.load(src + iw * c_all + c).unwrap_or(T::ZERO);
-                        smem.store(dst + iw * DW_NHWC_CHANNELS + c, v);
-                        u += DW_THREADS;
+                    // Ring channel j is output channel k0 + j's input
+                    // channel; zeros past K.
+                    let mut u = st.t;
+                    while u < g.w * CT {
+                        let (iw, j) = (u / CT, u % CT);
+                        let k = st.k0 + j;
+                        let v = if k < st.k_end {
+                            st.x.load((src + iw) * c_all + div_u32(k, g.kg).0)
+                                .unwrap_or(T::ZERO)
+                        } else {
+                            T::ZERO
+                        };
+                        st.smem.store(ring0 + (dst + iw) * CT + j, v);
+                        u += DW_NHWC_THREADS;
                     }
                 }
             }
             sync_threads();
             next_row = hi;
         }
-        // The warp's strip: pixels m .. m + 7 (those before a_end), channel
-        // k. Input row ih ≥ lo is in ring slot ih % ring = (ih − lo + lo %
-        // ring) wrapped once; column iw in ring column iw + left.
-        let m = a + warp * NHWC_STRIP;
-        if let Some(tile) = mine.as_mut()
+        let m = a + st.strip_row * NHWC_STRIP;
+        if let Some(out) = mine.as_mut()
             && m < a_end
         {
-            // (In 32 bits, as `div_u32`: indices of one image and of shared
-            // memory.)
-            let lo_slot = div_u32(lo, ring).1;
-            let slot_of = |ih: usize| {
-                let slot = (ih as u32).wrapping_sub(lo as u32) + lo_slot as u32;
-                let slot = if slot >= ring as u32 {
-                    slot - ring as u32
-                } else {
-                    slot
-                };
-                slot as usize
+            let at = StripAt {
+                m,
+                count: (a_end - m).min(NHWC_STRIP),
+                first: step * NHWC_STRIP,
+                group: st.group,
+                slots: RingSlots {
+                    lo: lo as u32,
+                    lo_slot: div_u32(lo, st.ring).1 as u32,
+                    ring: st.ring as u32,
+                },
+                slot_vecs: st.row_px * NHWC_GROUPS,
             };
-            let (p, q) = div_u32(m, g.q);
-            if strips
-                && q + NHWC_STRIP <= g.q
-                && let Some(windows) = windows
-            {
-                // One row of the strip's input per filter row: output q + o
-                // reads window pixels sw·o + s (ring columns from q·sw).
-                // Filter row r's window, if its input row is in the image.
-                let first = (NHWC_FILTER + q * g.stride_w * DW_NHWC_CHANNELS + cl) as u32;
-                let row_start = #[inline(always)]
-                |r: usize| {
-                    let ih = (p * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
-                    (r < g.r && ih < g.h).then(|| first + slot_of(ih) as u32 * row_len as u32)
-                };
-                let acc = if g.stride_w == 1 {
-                    strip::<T, 1, { nhwc_window(1) }>(windows, row_start, g.s, &w3)
-                } else {
-                    strip::<T, 2, { nhwc_window(2) }>(windows, row_start, g.s, &w3)
-                };
-                for (o, &acc) in acc.iter().enumerate() {
-                    if let Some(mut out) = tile.slot(step * NHWC_STRIP + o, 0) {
-                        out.set(T::from_f32(g.finish(acc, b)));
-                    }
-                }
-            } else {
-                // Any stride, dilation and filter: output by output, tap by
-                // tap, the same order.
-                for o in 0..NHWC_STRIP {
-                    let Some(mut out) = tile.slot(step * NHWC_STRIP + o, 0) else {
-                        continue;
-                    };
-                    let (po, qo) = div_u32(m + o, g.q);
-                    let mut acc = 0.0f32;
-                    for r in 0..g.r {
-                        let ih = (po * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
-                        if ih < g.h {
-                            let row = NHWC_FILTER + slot_of(ih) * row_len + cl;
-                            for s in 0..g.s {
-                                let col = qo * g.stride_w + s * g.dil_w;
-                                let v = smem.load(row + col * DW_NHWC_CHANNELS).to_f32();
-                                let wt = smem.load(lane * fs + r * g.s + s).to_f32();
-                                acc = num::fma_f32(v, wt, acc);
-                            }
-                        }
-                    }
-                    out.set(T::from_f32(g.finish(acc, b)));
-                }
-            }
+            compute(out, at);
         }
+    }
+}
+
+/// A strip run's filter-row windows ([`strip_runs`]): output row `p`, the
+/// vector of window pixel 0 in ring slot 0.
+struct RowStarts<'a> {
+    g: &'a Geometry,
+    at: &'a StripAt,
+    p: usize,
+    base: u32,
+}
+
+impl RowStarts<'_> {
+    /// Filter row r's window start, `None` for an input row outside the
+    /// image.
+    #[inline(always)]
+    fn start(&self, r: usize) -> Option<u32> {
+        let g = self.g;
+        let ih = (self.p * g.stride_h + r * g.dil_h).wrapping_sub(g.pad_top);
+        (r < g.r && ih < g.h).then(|| self.base + (self.at.slots.of(ih) * self.at.slot_vecs) as u32)
+    }
+}
+
+/// A strip on the register path: one run of `run` per output row the strip
+/// touches (one unless it crosses a row end), each storing the outputs of
+/// its row. In row p, output o is column `m + o − p·Q` (negative for the
+/// previous row's outputs, whose windows then start up to 12 pixels before
+/// the row: in the lead before the ring or the previous ring row, read and
+/// discarded).
+#[inline(always)]
+fn strip_runs<T: Element, const V: usize, const CT: usize>(
+    out: &mut impl StripOut<T, V>,
+    at: &StripAt,
+    g: &Geometry,
+    filters: &Filters<V, CT>,
+    mut run: impl FnMut(&RowStarts<'_>) -> [[f32; V]; NHWC_STRIP],
+) {
+    let (p_first, _) = div_u32(at.m, g.q);
+    let p_last = div_u32(at.m + at.count - 1, g.q).0;
+    for p in p_first..=p_last {
+        let row_first = p * g.q;
+        let col = (at.m as u32).wrapping_sub(row_first as u32) as i32;
+        // Vector of window pixel 0 (ring column col·sw: ring column iw +
+        // left holds input column iw, and left is the padding) in ring
+        // slot 0.
+        let base =
+            NHWC_FILTER_VECS as i32 + col * (g.stride_w * NHWC_GROUPS) as i32 + at.group as i32;
+        let acc = run(&RowStarts {
+            g,
+            at,
+            p,
+            base: base as u32,
+        });
+        let keep = row_first.saturating_sub(at.m)..(row_first + g.q - at.m).min(at.count);
+        store_strip(out, at.first, keep, &acc, g, &filters.bias());
     }
 }
 

@@ -55,14 +55,16 @@
 //!   [`depthwise`]): `G = C`, any channel multiplier, filters of up to 9
 //!   taps; each block stages its output tile's input (with the halo) in
 //!   shared memory once — NHWC a ring of full-width input rows loaded as
-//!   16-byte channel vectors where the channels allow, NCHW a window per
-//!   16 × 64 tile of one plane — and keeps its filter taps in registers.
+//!   16-byte channel vectors where the channels allow, each thread a strip
+//!   of 7 pixels × one 16-byte channel vector slid through its registers;
+//!   NCHW a window per 16 × 64 tile of one plane, the filter taps in
+//!   registers.
 //! - **Direct** (`conv2d_direct_{nchw,nhwc}_{f32,f16,bf16}`): one output
 //!   element per thread (`Out<T, Elements>`, grid-stride), consecutive
 //!   threads on the contiguous axis (channels in NHWC, width in NCHW), the
 //!   `(C/G)·R·S` products accumulated in f32 by fused multiply-adds: the
 //!   depthwise fallback where the tiled kernels do not apply (more than 9
-//!   taps, a staging area past 48 KiB, a grid past 65535 in y or z).
+//!   taps, a staging area past 96 KiB, a grid past 65535 in y or z).
 //!
 //! Epilogue (all): `acc (+ bias[k])`, then `max(·, 0)` with NaN kept (as
 //! torch's ReLU), rounded once to the output type. Every output is one

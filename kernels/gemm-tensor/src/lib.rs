@@ -153,10 +153,12 @@
 #![feature(stmt_expr_attributes)]
 #![forbid(unsafe_code)]
 
+pub mod dgemm;
+
 use warpforge_device::mma::{
     self, AKMajor, AKMajorInterleaved, ARowMajor, BKMajorInterleaved, BKMajorPair, BNMajorPair,
     ChunkPlacement, FragA, FragB, FragC, FragmentLayout, FragmentSource, InteriorPanel, MmaInput,
-    MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow, row_elems,
+    MmaKind, MmaOrder, PanelCopies, Stage, StageRing, StageWindow, dmma, row_elems,
 };
 use warpforge_device::shared::{self, SharedArray, SharedElement};
 use warpforge_device::sync::sync_threads;
@@ -188,7 +190,8 @@ pub struct MmaTile {
     pub warp_n: usize,
     /// Shared-memory stages of the `cp.async` pipeline (`S`).
     pub stages: usize,
-    /// Bytes of one input element: 2 (f16, bf16) or 4 (f32 as tf32).
+    /// Bytes of one input element: 2 (f16, bf16), 4 (f32 as tf32) or 8
+    /// (f64, `mma.sync.m8n8k4`: [`dmma`]).
     pub elem_bytes: usize,
 }
 
@@ -258,9 +261,45 @@ impl MmaTile {
         }
     }
 
+    /// f64 ([`dmma`]) pads every stored row by 32 bytes, along k or not:
+    /// a lane's fragment element is `g·stride + t` or `t·stride + g` (`g =
+    /// lane / 4`, `t = lane % 4`), and a 64-bit shared load is served a
+    /// half-warp at a time, whose 16 lanes (4 values of the one index, 4 of
+    /// the other) meet no bank twice exactly when the rows start 8 banks
+    /// apart: a stride ≡ 4 (mod 16) elements, which the tiles' rows (16 or
+    /// 64 f64) plus 4 are.
+    const fn f64_pad(&self) -> usize {
+        2 * self.chunk()
+    }
+
+    /// The padding after a stored row that runs along k (`along_k`) or not.
+    const fn row_pad(&self, along_k: bool) -> usize {
+        if self.elem_bytes == 8 {
+            self.f64_pad()
+        } else if along_k {
+            self.pad()
+        } else {
+            self.k_major_pad()
+        }
+    }
+
     /// Depth of one `mma`: 16 (`m16n8k16`, 16-bit inputs) or 8 (`m16n8k8`, tf32).
     pub const fn mma_k(&self) -> usize {
-        if self.elem_bytes == 4 { 8 } else { mma::K }
+        match self.elem_bytes {
+            4 => 8,
+            8 => dmma::K,
+            _ => mma::K,
+        }
+    }
+
+    /// Rows of one `mma`'s `C`: 16 (`m16n8k*`), or 8 for f64 (`m8n8k4`);
+    /// its columns are 8 either way.
+    pub const fn mma_m(&self) -> usize {
+        if self.elem_bytes == 8 {
+            dmma::M
+        } else {
+            mma::M
+        }
     }
 
     /// Warps per block: `(m / warp_m) · (n / warp_n)`.
@@ -277,9 +316,9 @@ impl MmaTile {
     /// `A` is: `BM × BK`, or `BK × BM` when transposed.
     pub const fn a_layout(&self, trans_a: bool) -> (usize, usize) {
         if trans_a {
-            (self.k, self.m + self.k_major_pad())
+            (self.k, self.m + self.row_pad(false))
         } else {
-            (self.m, self.k + self.pad())
+            (self.m, self.k + self.row_pad(true))
         }
     }
 
@@ -287,9 +326,9 @@ impl MmaTile {
     /// when transposed.
     pub const fn b_layout(&self, trans_b: bool) -> (usize, usize) {
         if trans_b {
-            (self.n, self.k + self.pad())
+            (self.n, self.k + self.row_pad(true))
         } else {
-            (self.k, self.n + self.k_major_pad())
+            (self.k, self.n + self.row_pad(false))
         }
     }
 
@@ -331,12 +370,12 @@ impl MmaTile {
         if a > b { a } else { b }
     }
 
-    /// Whether the kernel can use this tile: 2- or 4-byte inputs, warp tiles
+    /// Whether the kernel can use this tile: 2-, 4- or 8-byte inputs, warp tiles
     /// of whole `mma` tiles that divide the block tile, whole chunks per
     /// stored row, at most 1024 threads, and 2–9 stages
     /// (`cp.async.wait_group` takes 0–7 pending groups).
     pub const fn is_valid(&self) -> bool {
-        (self.elem_bytes == 2 || self.elem_bytes == 4)
+        (self.elem_bytes == 2 || self.elem_bytes == 4 || self.elem_bytes == 8)
             && self.m > 0
             && self.warp_m > 0
             && self.warp_n > 0
@@ -469,8 +508,26 @@ const _: () = assert!(
 /// every column panel (64 at 8192²) with 4 row panels.
 pub const BLOCK_BANDS: usize = 8;
 
-/// Input element types of the tensor-core kernels: f16, bf16, and f32
-/// (rounded to tf32 as its fragments load).
+/// What a pipeline stage holds and `load_tile` copies in 16-byte chunks:
+/// every [`Input`], and f64 ([`dmma`]).
+pub trait StageElement: SharedElement + Copy {
+    /// `0`: what a chunk outside its matrix holds.
+    const ZERO: Self;
+    /// Elements of one 16-byte copy chunk (one `cp.async`).
+    const CHUNK: usize = row_elems::<Self>();
+}
+
+impl<T: Input> StageElement for T {
+    const ZERO: T = <T as Input>::ZERO;
+    const CHUNK: usize = <T as Input>::CHUNK;
+}
+
+impl StageElement for f64 {
+    const ZERO: f64 = 0.0;
+}
+
+/// Input element types of the `mma.sync` f32-accumulating kernels: f16,
+/// bf16, and f32 (rounded to tf32 as its fragments load).
 pub trait Input: MmaInput + Copy {
     /// `0`.
     const ZERO: Self;
@@ -497,7 +554,7 @@ pub use warpforge_device::num::Output;
 /// convolution's im2col gather, `warpforge-kernels-conv`). `load_tile` walks a slice in
 /// 16-byte chunks of a stored row (`T::CHUNK` elements: 8 halves, 4
 /// f32) and asks the source for each one.
-pub trait TileSource<T: Input> {
+pub trait TileSource<T: StageElement> {
     /// Copies stored row `row`, columns `col .. col + c` to
     /// `smem[dst .. dst + c]`, `c = T::CHUNK` (16 bytes): by
     /// `cp.async` where the source can (the
@@ -539,7 +596,7 @@ pub struct Stored<'a, T> {
     pub cols: usize,
 }
 
-impl<T: Input> TileSource<T> for Stored<'_, T> {
+impl<T: StageElement> TileSource<T> for Stored<'_, T> {
     /// A chunk wholly inside the matrix at a 16-byte aligned address goes by
     /// `cp.async`; any other by plain stores, zero outside the matrix,
     /// without reading outside it.
@@ -613,7 +670,7 @@ pub fn is_aligned<T>(src: Global<'_, T>, at: usize) -> bool {
 /// consecutive 16-byte chunks (coalesced), each by
 /// [`TileSource::load_chunk`].
 #[inline(always)]
-fn load_tile<T: Input, Src: TileSource<T>, const ROWS: usize, const COLS: usize>(
+fn load_tile<T: StageElement, Src: TileSource<T>, const ROWS: usize, const COLS: usize>(
     smem: &SharedArray<T>,
     base: usize,
     stride: usize,
@@ -656,7 +713,7 @@ pub fn enter_block_tile<
     const {
         assert!(
             MmaTile::of::<T>(BM, BN, BK, WM, WN, S).is_valid()
-                && MI * mma::M == WM
+                && MI * MmaTile::of::<T>(BM, BN, BK, WM, WN, S).mma_m() == WM
                 && NI * mma::N == WN,
             "an invalid tensor-core tile"
         )

@@ -8,8 +8,8 @@ use super::state::{
     SumOfSquares, SumState,
 };
 use super::{
-    Finish, FloatValue, Index, Input, IntValue, Reduction, SMALL_MAX_UNITS, Scalar, cols_pass,
-    finish_pass, rows_fused, rows_pass, rows_small, stored, vectored,
+    Finish, FloatValue, Index, Input, IntValue, Reduction, SMALL_MAX_UNITS, Scalar, cols_fused,
+    cols_pass, finish_pass, rows_fused, rows_pass, rows_small, stored, vectored,
 };
 
 use warpforge_device::own::{Elements, WarpChunks};
@@ -98,7 +98,7 @@ fn finished<'a, S: State, O: Copy, F: Finish<O>>(
 /// one instance of each per reduction `R` and element type `T`: sum serves
 /// mean and sum of squares serves norm2 through the runtime `finish` code.
 macro_rules! one_launch_kernels {
-    ($($small:ident, $fused:ident: <$t:tt, $r:tt, $o:tt, $f:tt>;)*) => {
+    ($($small:ident, $fused:ident, $fused_cols:ident: <$t:tt, $r:tt, $o:tt, $f:tt>;)*) => {
         /// `out[r]` = row `r` of `x` (`[rows, len]`, `len ≤ SMALL_MAX_UNITS ·
         /// ROW_UNIT`) reduced by `R` and finished by `F` (`finish`: a
         /// [`super::finish`] code for float values, else unused) in one
@@ -126,68 +126,95 @@ macro_rules! one_launch_kernels {
         /// code for float values, else unused) in one launch, the last block
         /// to finish combining every block's partial states, with the bits
         /// of the rows pass, every combine pass and `finish_*` kernel (see
-        /// [`rows_fused`]). `scratch` holds [`super::fused_scratch_words`]
-        /// words, the first (the ticket) 0 before the launch, and 0 again
-        /// after it. Launch 1-D blocks of [`super::BLOCK_THREADS`] threads.
+        /// [`rows_fused`]), for rows of any length. `tickets` and `states`
+        /// hold [`super::fused_words`] words, every ticket 0 before the
+        /// launch, and 0 again after it. Launch 1-D blocks of
+        /// [`super::BLOCK_THREADS`] threads.
         #[kernel(block = 256, instances($($fused = <$t, $r, $o, $f>),*))]
         pub fn reduce_fused<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
             x: Global<T>,
             rows: u64,
             len: u64,
             finish: u32,
-            mut scratch: Out<u64>,
+            mut tickets: Out<u64>,
+            mut states: Out<u64>,
             mut out: Out<O>,
         ) {
             let finish = finished::<R::State, O, F>(&mut out, finish, len);
-            rows_fused(rows, len, vectored::<T, R>(x), &mut scratch, finish);
+            rows_fused(rows, len, vectored::<T, R>(x), &mut tickets, &mut states, finish);
+        }
+
+        /// `out[o · inner + i]` = column `i` of `x[o]` (`[outer, len,
+        /// inner]`) reduced by `R` and finished by `F` (`finish`: a
+        /// [`super::finish`] code for float values, else unused) in one
+        /// launch, the block that completes each combine unit folding it,
+        /// with the bits of the columns pass, every combine pass and
+        /// `finish_*` kernel (see [`cols_fused`]). `tickets` and `states`
+        /// hold [`super::cols_fused_words`] words, every ticket 0 before the
+        /// launch, and 0 again after it. Launch 1-D blocks of
+        /// [`super::BLOCK_THREADS`] threads.
+        #[kernel(block = 256, instances($($fused_cols = <$t, $r, $o, $f>),*))]
+        pub fn reduce_fused_cols<T: Input, R: Reduction<T>, O: Copy, F: Finish<O>>(
+            x: Global<T>,
+            outer: u64,
+            len: u64,
+            inner: u64,
+            finish: u32,
+            mut tickets: Out<u64>,
+            mut states: Out<u64>,
+            mut out: Out<O>,
+        ) {
+            let finish = finished::<R::State, O, F>(&mut out, finish, len);
+            let shape = [outer, len, inner];
+            cols_fused(shape, vectored::<T, R>(x), &mut tickets, &mut states, finish);
         }
     };
 }
 
 one_launch_kernels! {
-    reduce_small_sum_f32, reduce_fused_sum_f32: <f32, Sum, f32, FloatValue>;
-    reduce_small_sumsq_f32, reduce_fused_sumsq_f32: <f32, SumOfSquares, f32, FloatValue>;
-    reduce_small_min_f32, reduce_fused_min_f32: <f32, Min, f32, FloatValue>;
-    reduce_small_max_f32, reduce_fused_max_f32: <f32, Max, f32, FloatValue>;
-    reduce_small_argmin_f32, reduce_fused_argmin_f32: <f32, ArgMin, i64, Index>;
-    reduce_small_argmax_f32, reduce_fused_argmax_f32: <f32, ArgMax, i64, Index>;
-    reduce_small_lse_f32, reduce_fused_lse_f32: <f32, LogSumExp, f32, FloatValue>;
-    reduce_small_sum_f64, reduce_fused_sum_f64: <f64, Sum, f64, FloatValue>;
-    reduce_small_sumsq_f64, reduce_fused_sumsq_f64: <f64, SumOfSquares, f64, FloatValue>;
-    reduce_small_min_f64, reduce_fused_min_f64: <f64, Min, f64, FloatValue>;
-    reduce_small_max_f64, reduce_fused_max_f64: <f64, Max, f64, FloatValue>;
-    reduce_small_argmin_f64, reduce_fused_argmin_f64: <f64, ArgMin, i64, Index>;
-    reduce_small_argmax_f64, reduce_fused_argmax_f64: <f64, ArgMax, i64, Index>;
-    reduce_small_lse_f64, reduce_fused_lse_f64: <f64, LogSumExp, f64, FloatValue>;
-    reduce_small_sum_f16, reduce_fused_sum_f16: <f16, Sum, f16, FloatValue>;
-    reduce_small_sumsq_f16, reduce_fused_sumsq_f16: <f16, SumOfSquares, f16, FloatValue>;
-    reduce_small_min_f16, reduce_fused_min_f16: <f16, Min, f16, FloatValue>;
-    reduce_small_max_f16, reduce_fused_max_f16: <f16, Max, f16, FloatValue>;
-    reduce_small_argmin_f16, reduce_fused_argmin_f16: <f16, ArgMin, i64, Index>;
-    reduce_small_argmax_f16, reduce_fused_argmax_f16: <f16, ArgMax, i64, Index>;
-    reduce_small_lse_f16, reduce_fused_lse_f16: <f16, LogSumExp, f16, FloatValue>;
-    reduce_small_sum_bf16, reduce_fused_sum_bf16: <bf16, Sum, bf16, FloatValue>;
-    reduce_small_sumsq_bf16, reduce_fused_sumsq_bf16: <bf16, SumOfSquares, bf16, FloatValue>;
-    reduce_small_min_bf16, reduce_fused_min_bf16: <bf16, Min, bf16, FloatValue>;
-    reduce_small_max_bf16, reduce_fused_max_bf16: <bf16, Max, bf16, FloatValue>;
-    reduce_small_argmin_bf16, reduce_fused_argmin_bf16: <bf16, ArgMin, i64, Index>;
-    reduce_small_argmax_bf16, reduce_fused_argmax_bf16: <bf16, ArgMax, i64, Index>;
-    reduce_small_lse_bf16, reduce_fused_lse_bf16: <bf16, LogSumExp, bf16, FloatValue>;
-    reduce_small_sum_i32, reduce_fused_sum_i32: <i32, Sum, i32, IntValue>;
-    reduce_small_min_i32, reduce_fused_min_i32: <i32, Min, i32, IntValue>;
-    reduce_small_max_i32, reduce_fused_max_i32: <i32, Max, i32, IntValue>;
-    reduce_small_argmin_i32, reduce_fused_argmin_i32: <i32, ArgMin, i64, Index>;
-    reduce_small_argmax_i32, reduce_fused_argmax_i32: <i32, ArgMax, i64, Index>;
-    reduce_small_sum_i64, reduce_fused_sum_i64: <i64, Sum, i64, IntValue>;
-    reduce_small_min_i64, reduce_fused_min_i64: <i64, Min, i64, IntValue>;
-    reduce_small_max_i64, reduce_fused_max_i64: <i64, Max, i64, IntValue>;
-    reduce_small_argmin_i64, reduce_fused_argmin_i64: <i64, ArgMin, i64, Index>;
-    reduce_small_argmax_i64, reduce_fused_argmax_i64: <i64, ArgMax, i64, Index>;
-    reduce_small_sum_u32, reduce_fused_sum_u32: <u32, Sum, u32, IntValue>;
-    reduce_small_min_u32, reduce_fused_min_u32: <u32, Min, u32, IntValue>;
-    reduce_small_max_u32, reduce_fused_max_u32: <u32, Max, u32, IntValue>;
-    reduce_small_argmin_u32, reduce_fused_argmin_u32: <u32, ArgMin, i64, Index>;
-    reduce_small_argmax_u32, reduce_fused_argmax_u32: <u32, ArgMax, i64, Index>;
+    reduce_small_sum_f32, reduce_fused_sum_f32, reduce_fused_cols_sum_f32: <f32, Sum, f32, FloatValue>;
+    reduce_small_sumsq_f32, reduce_fused_sumsq_f32, reduce_fused_cols_sumsq_f32: <f32, SumOfSquares, f32, FloatValue>;
+    reduce_small_min_f32, reduce_fused_min_f32, reduce_fused_cols_min_f32: <f32, Min, f32, FloatValue>;
+    reduce_small_max_f32, reduce_fused_max_f32, reduce_fused_cols_max_f32: <f32, Max, f32, FloatValue>;
+    reduce_small_argmin_f32, reduce_fused_argmin_f32, reduce_fused_cols_argmin_f32: <f32, ArgMin, i64, Index>;
+    reduce_small_argmax_f32, reduce_fused_argmax_f32, reduce_fused_cols_argmax_f32: <f32, ArgMax, i64, Index>;
+    reduce_small_lse_f32, reduce_fused_lse_f32, reduce_fused_cols_lse_f32: <f32, LogSumExp, f32, FloatValue>;
+    reduce_small_sum_f64, reduce_fused_sum_f64, reduce_fused_cols_sum_f64: <f64, Sum, f64, FloatValue>;
+    reduce_small_sumsq_f64, reduce_fused_sumsq_f64, reduce_fused_cols_sumsq_f64: <f64, SumOfSquares, f64, FloatValue>;
+    reduce_small_min_f64, reduce_fused_min_f64, reduce_fused_cols_min_f64: <f64, Min, f64, FloatValue>;
+    reduce_small_max_f64, reduce_fused_max_f64, reduce_fused_cols_max_f64: <f64, Max, f64, FloatValue>;
+    reduce_small_argmin_f64, reduce_fused_argmin_f64, reduce_fused_cols_argmin_f64: <f64, ArgMin, i64, Index>;
+    reduce_small_argmax_f64, reduce_fused_argmax_f64, reduce_fused_cols_argmax_f64: <f64, ArgMax, i64, Index>;
+    reduce_small_lse_f64, reduce_fused_lse_f64, reduce_fused_cols_lse_f64: <f64, LogSumExp, f64, FloatValue>;
+    reduce_small_sum_f16, reduce_fused_sum_f16, reduce_fused_cols_sum_f16: <f16, Sum, f16, FloatValue>;
+    reduce_small_sumsq_f16, reduce_fused_sumsq_f16, reduce_fused_cols_sumsq_f16: <f16, SumOfSquares, f16, FloatValue>;
+    reduce_small_min_f16, reduce_fused_min_f16, reduce_fused_cols_min_f16: <f16, Min, f16, FloatValue>;
+    reduce_small_max_f16, reduce_fused_max_f16, reduce_fused_cols_max_f16: <f16, Max, f16, FloatValue>;
+    reduce_small_argmin_f16, reduce_fused_argmin_f16, reduce_fused_cols_argmin_f16: <f16, ArgMin, i64, Index>;
+    reduce_small_argmax_f16, reduce_fused_argmax_f16, reduce_fused_cols_argmax_f16: <f16, ArgMax, i64, Index>;
+    reduce_small_lse_f16, reduce_fused_lse_f16, reduce_fused_cols_lse_f16: <f16, LogSumExp, f16, FloatValue>;
+    reduce_small_sum_bf16, reduce_fused_sum_bf16, reduce_fused_cols_sum_bf16: <bf16, Sum, bf16, FloatValue>;
+    reduce_small_sumsq_bf16, reduce_fused_sumsq_bf16, reduce_fused_cols_sumsq_bf16: <bf16, SumOfSquares, bf16, FloatValue>;
+    reduce_small_min_bf16, reduce_fused_min_bf16, reduce_fused_cols_min_bf16: <bf16, Min, bf16, FloatValue>;
+    reduce_small_max_bf16, reduce_fused_max_bf16, reduce_fused_cols_max_bf16: <bf16, Max, bf16, FloatValue>;
+    reduce_small_argmin_bf16, reduce_fused_argmin_bf16, reduce_fused_cols_argmin_bf16: <bf16, ArgMin, i64, Index>;
+    reduce_small_argmax_bf16, reduce_fused_argmax_bf16, reduce_fused_cols_argmax_bf16: <bf16, ArgMax, i64, Index>;
+    reduce_small_lse_bf16, reduce_fused_lse_bf16, reduce_fused_cols_lse_bf16: <bf16, LogSumExp, bf16, FloatValue>;
+    reduce_small_sum_i32, reduce_fused_sum_i32, reduce_fused_cols_sum_i32: <i32, Sum, i32, IntValue>;
+    reduce_small_min_i32, reduce_fused_min_i32, reduce_fused_cols_min_i32: <i32, Min, i32, IntValue>;
+    reduce_small_max_i32, reduce_fused_max_i32, reduce_fused_cols_max_i32: <i32, Max, i32, IntValue>;
+    reduce_small_argmin_i32, reduce_fused_argmin_i32, reduce_fused_cols_argmin_i32: <i32, ArgMin, i64, Index>;
+    reduce_small_argmax_i32, reduce_fused_argmax_i32, reduce_fused_cols_argmax_i32: <i32, ArgMax, i64, Index>;
+    reduce_small_sum_i64, reduce_fused_sum_i64, reduce_fused_cols_sum_i64: <i64, Sum, i64, IntValue>;
+    reduce_small_min_i64, reduce_fused_min_i64, reduce_fused_cols_min_i64: <i64, Min, i64, IntValue>;
+    reduce_small_max_i64, reduce_fused_max_i64, reduce_fused_cols_max_i64: <i64, Max, i64, IntValue>;
+    reduce_small_argmin_i64, reduce_fused_argmin_i64, reduce_fused_cols_argmin_i64: <i64, ArgMin, i64, Index>;
+    reduce_small_argmax_i64, reduce_fused_argmax_i64, reduce_fused_cols_argmax_i64: <i64, ArgMax, i64, Index>;
+    reduce_small_sum_u32, reduce_fused_sum_u32, reduce_fused_cols_sum_u32: <u32, Sum, u32, IntValue>;
+    reduce_small_min_u32, reduce_fused_min_u32, reduce_fused_cols_min_u32: <u32, Min, u32, IntValue>;
+    reduce_small_max_u32, reduce_fused_max_u32, reduce_fused_cols_max_u32: <u32, Max, u32, IntValue>;
+    reduce_small_argmin_u32, reduce_fused_argmin_u32, reduce_fused_cols_argmin_u32: <u32, ArgMin, i64, Index>;
+    reduce_small_argmax_u32, reduce_fused_argmax_u32, reduce_fused_cols_argmax_u32: <u32, ArgMax, i64, Index>;
 }
 
 macro_rules! state_passes {

@@ -15,13 +15,17 @@
 //!
 //! Every pass writes one [`State`] per unit as two `u64` words: `[rows,
 //! units]` or `[outer, units, inner]`, the same layout as its input with a
-//! shorter axis. The host runs `combine_*` passes (the same shapes over
-//! states) until one state per output is left, then a `finish_*` kernel (one
-//! thread per output) turns states into values. No shared memory, no
-//! barriers, no atomics, except in the one-launch rows kernels
-//! (`reduce_fused_*`, [`rows_fused`]): their last block to take an atomic
-//! ticket runs the combine passes and the finish step ([`Finish`]) itself,
-//! writing the outputs; and in the small kernels
+//! shorter axis. On the multi-pass path the host runs `combine_*` passes
+//! (the same shapes over states) until one state per output is left, then a
+//! `finish_*` kernel (one thread per output) turns states into values; the
+//! library takes that path only when a caller forces it (the tests check
+//! the one-launch kernels against it). Every reduction runs in ONE launch:
+//! the fused kernels (`reduce_fused_*` over rows, [`rows_fused`];
+//! `reduce_fused_cols_*` over columns, [`cols_fused`]) fold the units, and
+//! the block that takes the last atomic ticket of a combine unit (the units
+//! or states one combine-pass unit folds) folds it in the combine pass's
+//! order, level after level, the top level finished ([`Finish`]) into the
+//! outputs; and the small kernels
 //! (`reduce_small_*`, [`rows_small`], rows of at most [`SMALL_MAX_UNITS`]
 //! units): a warp per row of one unit (several rows per warp, [`row_lanes`]
 //! lanes each, for rows of at most 16 groups), or a block per longer row whose warps
@@ -58,8 +62,8 @@
 //! load ([`stored`]; states whose decode uses one word load 8 bytes).
 //!
 //! Kernels are stamped per reduction and element type (`reduce_*`, and the
-//! one-launch `reduce_small_*` and `reduce_fused_*` with the output type and
-//! [`Finish`] step: 43 of each, from one table, sum serving mean and sum of
+//! one-launch `reduce_small_*`, `reduce_fused_*` and `reduce_fused_cols_*`
+//! with the output type and [`Finish`] step: 43 of each, from one table, sum serving mean and sum of
 //! squares serving norm2 through the runtime finish code), per reduction and
 //! accumulator (`combine_*`: f16, bf16 and f32 share the f32 ones), and per
 //! accumulator and output type (`finish_*`).
@@ -131,6 +135,26 @@ pub trait Items<S: State> {
     /// 1, …` along the reduced axis), in that order; `n ≤ WIDTH`, and `k` is
     /// a multiple of `WIDTH` when `n == WIDTH`. Items past the end are skipped.
     fn fold(&mut self, acc: S, k: u64, j: u64, n: u64) -> S;
+    /// `f(r, c, item k + r·stride + c)` for `r < N` in order, each whole
+    /// group's `c < WIDTH` in order, item `k + r·stride + c` at position
+    /// `j + r` along the reduced axis: `N` whole groups `stride` items apart
+    /// (`N` rows of a column group: `k` and `stride` multiples of `WIDTH`),
+    /// all `N` loads issued before the first `f` where the buffer has them
+    /// as vectors. The same items in the same order as `N` calls of
+    /// [`Items::each`].
+    #[inline(always)]
+    fn each_rows<const N: usize>(
+        &mut self,
+        k: u64,
+        stride: u64,
+        j: u64,
+        mut f: impl FnMut(usize, usize, S),
+    ) {
+        for r in 0..N as u64 {
+            let row = k + r * stride;
+            self.each(row, Self::WIDTH, |_| j + r, |c, s| f(r as usize, c, s));
+        }
+    }
     /// Whether every whole group at a multiple of `WIDTH` is one vector
     /// load: the buffer starts at a 16-byte boundary (as every buffer the
     /// host passes does). [`cols_pass`] decides on it once per launch.
@@ -179,6 +203,33 @@ pub fn vectored<T: Input, R: Reduction<T>>(x: Global<'_, T>) -> Vectored<'_, T, 
 
 impl<T: Input, R: Reduction<T>> Items<R::State> for Vectored<'_, T, R> {
     const WIDTH: u64 = T::WIDTH;
+    #[inline(always)]
+    fn each_rows<const N: usize>(
+        &mut self,
+        k: u64,
+        stride: u64,
+        j: u64,
+        mut f: impl FnMut(usize, usize, R::State),
+    ) {
+        let w = T::WIDTH;
+        if let Some(rel) = k.checked_sub(self.head)
+            && rel.is_multiple_of(w)
+            && stride.is_multiple_of(w)
+            && let Some(loaded) =
+                T::load_rows::<N>(self.vectors, (rel / w) as usize, (stride / w) as usize)
+        {
+            for (r, v) in loaded.iter().enumerate() {
+                for c in 0..w {
+                    f(r, c as usize, R::load(T::lane(v, c as usize), j + r as u64));
+                }
+            }
+            return;
+        }
+        for r in 0..N as u64 {
+            let row = k + r * stride;
+            self.each(row, w, |_| j + r, |c, s| f(r as usize, c, s));
+        }
+    }
     #[inline(always)]
     fn aligned(&self) -> bool {
         self.head == 0
@@ -407,51 +458,133 @@ fn write_state<S: State>(out: &mut Out<u64>, at: u64, state: S) {
     }
 }
 
-/// Words of [`rows_fused`]'s scratch: the ticket, then two regions of
-/// `rows · ⌈len / ROW_UNIT⌉` states (the units' states, then every combine
-/// level's, alternating).
-pub const fn fused_scratch_words(rows: u64, len: u64) -> u64 {
-    2 + 4 * rows * len.div_ceil(ROW_UNIT)
+/// States per row at each level of a rows reduction of `len`-item rows:
+/// level 0 holds the units' states (`⌈len / ROW_UNIT⌉`), level `ℓ + 1` one
+/// state per [`ROW_UNIT`] states of level `ℓ` (`⌈n_ℓ / ROW_UNIT⌉`), up to
+/// the level of one state per row (the row's final state).
+#[inline(always)]
+const fn level_states(len: u64, level: u32) -> u64 {
+    let mut n = len.div_ceil(ROW_UNIT);
+    let mut l = 0;
+    while l < level {
+        n = n.div_ceil(ROW_UNIT);
+        l += 1;
+    }
+    n
 }
 
-/// A whole rows reduction in one launch, finished: the bits of [`rows_pass`]
-/// followed by `rows_pass`es over the states until one per row is left and a
-/// `finish_*` kernel. `finish(row, state)` is called once per row with the
-/// row's final state, by lane 0 of a warp of the last block.
+/// Where level `level`'s tickets and states start in [`rows_fused`]'s
+/// buffers, for `rows` rows of `len` items: the tickets, one per state of
+/// every level from 1 up (`[rows, n_ℓ]` per level, ticket `row · n_ℓ + g`
+/// counting the arrivals at state `g` of `row`), and each level's states,
+/// two words each (`[rows, n_ℓ]` per level, from level 0). With `level` one
+/// past the last, they are the buffers' sizes in words.
+#[inline(always)]
+const fn fused_offsets(rows: u64, len: u64, level: u32) -> (u64, u64) {
+    let (mut tickets, mut states) = (0, 0);
+    let mut l = 0;
+    while l < level {
+        let n = level_states(len, l);
+        if l >= 1 {
+            tickets += rows * n;
+        }
+        states += 2 * rows * n;
+        l += 1;
+    }
+    (tickets, states)
+}
+
+/// Levels of a rows reduction of `len`-item rows: the first with one state
+/// per row (0 when a row is one unit).
+#[inline(always)]
+const fn top_level(len: u64) -> u32 {
+    let mut l = 0;
+    while level_states(len, l) > 1 {
+        l += 1;
+    }
+    l
+}
+
+/// Words of [`rows_fused`]'s tickets (0 between launches: each is reset by
+/// the block that takes its last) and of its partial states, for `rows`
+/// rows of `len` items: the tickets, one per combine unit of every level
+/// (`rows · (n₁ + n₂ + …)`, `n_ℓ` the states per row at level `ℓ`); the
+/// states, two words per state of every level (about `2.004 · rows ·
+/// ⌈len / ROW_UNIT⌉`). Two buffers, so that a buffer that once held
+/// states never lends a word to a ticket.
+pub const fn fused_words(rows: u64, len: u64) -> (u64, u64) {
+    fused_offsets(rows, len, top_level(len) + 1)
+}
+
+/// Units per task of [`rows_fused`]: a power of two from the warps of a
+/// block to [`ROW_UNIT`] (so a task never straddles a combine unit), about
+/// a quarter of the units per block, so every block of the grid has tasks
+/// and few tasks are left for the last blocks. It decides which block folds
+/// which unit, never in what order anything is folded.
+#[inline(always)]
+fn task_units(units: u64, blocks: u64, warps_per_block: u64) -> u64 {
+    let share = units / (4 * blocks).max(1);
+    let pow2 = if share == 0 {
+        1
+    } else {
+        1 << (63 - share.leading_zeros())
+    };
+    pow2.clamp(warps_per_block.next_power_of_two(), ROW_UNIT)
+}
+
+/// A whole rows reduction in one launch, finished, for rows of any length:
+/// the bits of [`rows_pass`] followed by `rows_pass`es over the states until
+/// one per row is left and a `finish_*` kernel, with one launch and no
+/// combine or finish kernels. `finish(row, state)` is called once per row
+/// with the row's final state, by lane 0 of warp 0 of the block that
+/// completed it.
 ///
-/// Each warp folds its units (`fold_unit`) into region 0 of `scratch` (see
-/// [`fused_scratch_words`]). Then the block publishes them: a barrier, and
-/// thread 0 fences (device scope) and takes a ticket (`scratch[0]`, an atomic
-/// add). The block that takes the last ticket fences again (acquire), resets
-/// the ticket to 0 for the next launch, and runs the combine levels itself:
-/// its 8 warps stride over the level's units (the same units and fold as a
-/// combine pass, so the grid still decides nothing), a barrier between levels,
-/// the last level handing each row's state to `finish`. Needs `len >
-/// ROW_UNIT` (at least one combine level) and a 1-D launch of
+/// The units of each row are cut into tasks of `T` consecutive units
+/// (`task_units`: a power of two dividing [`ROW_UNIT`], chosen from the
+/// grid, so every block has work); the blocks grid-stride over the tasks,
+/// warp `w` of a block folding units `w, w + 8, …` of its task
+/// (`fold_unit`) into level 0 of `states` (see [`fused_words`]). Then the
+/// block climbs the combine tree, "last block done" at each level: a
+/// barrier, thread 0 fences (device scope, release) and adds 1 to the
+/// ticket (in `tickets`, all 0 before the launch) of the level-1 state its
+/// task feeds; the block that takes the
+/// last of that state's tickets (one per task of its 512 units) fences
+/// again (acquire), sets the ticket back to 0 (ready for the next launch,
+/// no memset), and its warp 0 folds the 512 states of that combine unit in
+/// the combine pass's order (`fold_unit` over [`Scalar`] states: the order
+/// depends on the unit indices alone, never on which block arrived last).
+/// It writes the level-1 state and takes a ticket of the level-2 state it
+/// feeds in turn, and so on; the block that completes a row's last level
+/// hands the state to `finish`. Every ticket taken is one the launch
+/// completes, so every ticket is 0 again when the launch ends.
+///
+/// Needs `len > ROW_UNIT` (at least one combine level) and a 1-D launch of
 /// [`BLOCK_THREADS`]-thread blocks.
 #[inline(always)]
 pub fn rows_fused<S: State>(
     rows: u64,
     len: u64,
     items: impl Items<S>,
-    scratch: &mut Out<u64>,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
     finish: impl FnMut(u64, S),
 ) {
-    rows_fused_fenced::<S, true>(rows, len, items, scratch, finish);
+    rows_fused_fenced::<S, true>(rows, len, items, tickets, states, finish);
 }
 
-/// [`rows_fused`] without its two fences: a broken kernel, for the test that
-/// the emulator's race detector reports the last block's reads.
+/// [`rows_fused`] without its fences: a broken kernel, for the test that
+/// the emulator's race detector reports the combining block's reads.
 #[doc(hidden)]
 #[inline(always)]
 pub fn rows_fused_without_fences<S: State>(
     rows: u64,
     len: u64,
     items: impl Items<S>,
-    scratch: &mut Out<u64>,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
     finish: impl FnMut(u64, S),
 ) {
-    rows_fused_fenced::<S, false>(rows, len, items, scratch, finish);
+    rows_fused_fenced::<S, false>(rows, len, items, tickets, states, finish);
 }
 
 #[inline(always)]
@@ -459,7 +592,8 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
     rows: u64,
     len: u64,
     mut items: impl Items<S>,
-    scratch: &mut Out<u64>,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
     mut finish: impl FnMut(u64, S),
 ) {
     let per_row = len.div_ceil(ROW_UNIT);
@@ -469,63 +603,81 @@ fn rows_fused_fenced<S: State, const FENCE: bool>(
     let block = u64::from(thread::block_idx().x);
     let blocks = u64::from(thread::grid_dim().x);
     let warp_in_block = u64::from(thread::thread_idx().x) / WARP;
-    let region = |r: u64| 2 + 2 * r * units;
-    // The main pass: warp `w` of the grid takes units w, w + warps, … (the
-    // walk depends on the warp alone, so the shuffles have the full warp).
-    let mut unit = block * warps_per_block + warp_in_block;
-    while unit < units {
-        let acc = fold_unit(unit / per_row, unit % per_row, len, lane, &mut items);
-        if lane == 0 {
-            write_state(scratch, region(0) + 2 * unit, acc);
+    let task = task_units(units, blocks, warps_per_block);
+    let tasks_per_row = per_row.div_ceil(task);
+    let tasks = rows.saturating_mul(tasks_per_row);
+    // The walk depends on the block alone, so every thread meets the
+    // barriers, and on the warp alone within it, so the shuffles have the
+    // full warp.
+    let mut t = block;
+    while t < tasks {
+        let row = t / tasks_per_row;
+        let first = t % tasks_per_row * task;
+        let end = per_row.min(first + task);
+        let mut c = first + warp_in_block;
+        while c < end {
+            let acc = fold_unit(row, c, len, lane, &mut items);
+            if lane == 0 {
+                write_state(states, 2 * (row * per_row + c), acc);
+            }
+            c += warps_per_block;
         }
-        unit += blocks * warps_per_block;
-    }
-    // Publish this block's states; the last block to arrive sees everyone's.
-    sync::sync_threads();
-    let mut last = false;
-    if thread::thread_idx().x == 0 {
-        if FENCE {
-            sync::fence(sync::Scope::Device);
-        }
-        if let Some(ticket) = scratch.atomic::<atomic::Device>(0) {
-            last = ticket.fetch_add(1) == blocks - 1;
-            if last {
+        // Climb: level `level`'s state `g` of `row` waits for `arrivals`
+        // tickets (its tasks at level 1, its 512 states' blocks above).
+        let mut level = 1;
+        let mut g = first / ROW_UNIT;
+        let mut arrivals = (per_row - g * ROW_UNIT).min(ROW_UNIT).div_ceil(task);
+        loop {
+            // Publish this block's states; the last block to arrive sees everyone's.
+            sync::sync_threads();
+            let n = level_states(len, level);
+            let (at, _) = fused_offsets(rows, len, level);
+            let mut last = false;
+            if thread::thread_idx().x == 0 {
                 if FENCE {
                     sync::fence(sync::Scope::Device);
                 }
-                ticket.swap(0); // ready for the next launch: no memset
-            }
-        }
-    }
-    if !sync::sync_threads_or(last) {
-        return;
-    }
-    // The combine levels, in this block alone.
-    let mut level_len = per_row;
-    let mut src = 0;
-    while level_len > 1 {
-        let next = level_len.div_ceil(ROW_UNIT);
-        let level_units = rows * next;
-        let mut unit = warp_in_block;
-        while unit < level_units {
-            let from = region(src) as usize;
-            let mut level = Scalar(|k: usize, _| {
-                let mut word = |i: usize| scratch.at(from + i).map_or(0, |w| w.get());
-                S::decode([word(2 * k), word(2 * k + 1)])
-            });
-            let acc = fold_unit(unit / next, unit % next, level_len, lane, &mut level);
-            if lane == 0 {
-                if next == 1 {
-                    finish(unit, acc); // the level's units are the rows
-                } else {
-                    write_state(scratch, region(1 - src) + 2 * unit, acc);
+                if let Some(ticket) = tickets.atomic::<atomic::Device>((at + row * n + g) as usize)
+                {
+                    last = ticket.fetch_add(1) == arrivals - 1;
+                    if last {
+                        if FENCE {
+                            sync::fence(sync::Scope::Device);
+                        }
+                        ticket.swap(0); // ready for the next launch: no memset
+                    }
                 }
             }
-            unit += warps_per_block;
+            if !sync::sync_threads_or(last) {
+                break;
+            }
+            // This block folds combine unit `g` of the row: states
+            // `g·512 ..` of level `level − 1`, as a combine pass would.
+            let below = level_states(len, level - 1);
+            let from = fused_offsets(rows, len, level - 1).1 + 2 * row * below;
+            if warp_in_block == 0 {
+                let mut level_below = Scalar(|k: usize, _| {
+                    let mut word = |i: usize| states.at(from as usize + i).map_or(0, |w| w.get());
+                    S::decode([word(2 * k), word(2 * k + 1)])
+                });
+                let acc = fold_unit(0, g, below, lane, &mut level_below);
+                if lane == 0 {
+                    if n == 1 {
+                        finish(row, acc);
+                    } else {
+                        let to = fused_offsets(rows, len, level).1 + 2 * (row * n + g);
+                        write_state(states, to, acc);
+                    }
+                }
+            }
+            if n == 1 {
+                break;
+            }
+            level += 1;
+            g /= ROW_UNIT;
+            arrivals = (n - g * ROW_UNIT).min(ROW_UNIT);
         }
-        sync::sync_threads();
-        level_len = next;
-        src = 1 - src;
+        t += blocks;
     }
 }
 
@@ -779,6 +931,292 @@ fn cols_walk<S: State>(
             }
         }
         unit += thread::grid_stride_x() as u64;
+    }
+}
+
+/// States per output at level `level` of a columns reduction over `len`
+/// rows: level 0 holds the units' states (`⌈len / COL_UNIT⌉` chunks),
+/// level `ℓ + 1` one state per [`COL_UNIT`] states of level `ℓ`.
+#[inline(always)]
+const fn col_level_states(len: u64, level: u32) -> u64 {
+    let mut n = len.div_ceil(COL_UNIT);
+    let mut l = 0;
+    while l < level {
+        n = n.div_ceil(COL_UNIT);
+        l += 1;
+    }
+    n
+}
+
+/// The first level of a columns reduction over `len` rows with one state
+/// per output (0 when `len ≤ COL_UNIT`).
+#[inline(always)]
+const fn col_top_level(len: u64) -> u32 {
+    let mut l = 0;
+    while col_level_states(len, l) > 1 {
+        l += 1;
+    }
+    l
+}
+
+/// Column tiles per row of [`cols_fused`]'s tickets: `inner` columns in
+/// tiles of up to [`BLOCK_THREADS`] (a power of two), the most any item
+/// width makes (a tile holds that many groups of `W ≥ 1` columns).
+#[inline(always)]
+const fn ticket_tiles(inner: u64) -> u64 {
+    let threads = BLOCK_THREADS as u64;
+    let tile = if inner.next_power_of_two() < threads {
+        inner.next_power_of_two()
+    } else {
+        threads
+    };
+    inner.div_ceil(tile)
+}
+
+/// Where level `level`'s tickets and states start in [`cols_fused`]'s
+/// buffers for `[outer, len, inner]`: the tickets `[outer, n_ℓ, tiles]` of
+/// every level from 1 up (`tiles` = `ticket_tiles`), the states `[outer,
+/// n_ℓ, inner]`, two words each, of every level from 0. With `level` one
+/// past the last, the buffers' sizes in words.
+#[inline(always)]
+const fn cols_fused_offsets(outer: u64, len: u64, inner: u64, level: u32) -> (u64, u64) {
+    let (mut tickets, mut states) = (0, 0);
+    let mut l = 0;
+    while l < level {
+        let n = col_level_states(len, l);
+        if l >= 1 {
+            tickets += outer * n * ticket_tiles(inner);
+        }
+        states += 2 * outer * n * inner;
+        l += 1;
+    }
+    (tickets, states)
+}
+
+/// Words of [`cols_fused`]'s tickets (0 between launches) and partial
+/// states for `[outer, len, inner]` (see `cols_fused_offsets`; none when
+/// `len ≤ COL_UNIT`: one unit per column, finished where it is folded).
+pub const fn cols_fused_words(outer: u64, len: u64, inner: u64) -> (u64, u64) {
+    if len <= COL_UNIT {
+        return (0, 0);
+    }
+    cols_fused_offsets(outer, len, inner, col_top_level(len) + 1)
+}
+
+/// Rows of its column group a thread of [`cols_fused`] loads at once (16
+/// bytes each): with 2 blocks of 256 threads per SM (its registers), 32 KiB
+/// of loads in flight per SM, what 8 blocks of the one-row-at-a-time
+/// columns pass have.
+const COL_ROWS_IN_FLIGHT: usize = 4;
+
+/// [`cols_fused`]'s tiling of `inner` columns read in groups of `width`
+/// by blocks of `threads` threads: `(tile, per_task, tiles)`, a task being
+/// `tile` consecutive groups (a power of two, at most `threads`) times
+/// `per_task = min(threads / tile, COL_UNIT)` consecutive chunks of
+/// [`COL_UNIT`] rows, and `tiles` the tiles of a row.
+#[inline(always)]
+pub const fn cols_fused_tiling(inner: u64, width: u64, threads: u64) -> (u64, u64, u64) {
+    let groups = inner.div_ceil(width);
+    let tile = if groups.next_power_of_two() < threads {
+        groups.next_power_of_two()
+    } else {
+        threads
+    };
+    let per_task = if threads / tile < COL_UNIT {
+        threads / tile
+    } else {
+        COL_UNIT
+    };
+    (tile, per_task, groups.div_ceil(tile))
+}
+
+/// [`cols_fused`]'s tasks for `[outer, len, inner]` read in groups of
+/// `width` columns by [`BLOCK_THREADS`]-thread blocks: the most blocks
+/// that have work.
+pub const fn cols_fused_tasks(outer: u64, len: u64, inner: u64, width: u64) -> u64 {
+    let (_, per_task, tiles) = cols_fused_tiling(inner, width, BLOCK_THREADS as u64);
+    outer
+        .saturating_mul(len.div_ceil(COL_UNIT).div_ceil(per_task))
+        .saturating_mul(tiles)
+}
+
+/// A whole columns reduction in one launch, finished: the bits of
+/// [`cols_pass`] followed by `cols_pass`es over the states until one per
+/// output is left and a `finish_*` kernel. `finish(k, state)` is called once
+/// per output `k = o · inner + i` with its final state.
+///
+/// A block's threads take `tile` consecutive groups of `W` columns (a power
+/// of two, at most the block, the groups of a row rounded up) and `256 /
+/// tile` consecutive chunks of [`COL_UNIT`] rows (at most 64, so a task
+/// never straddles a combine unit): a task. A warp reads 32 groups of a row
+/// (512 bytes, four whole 128-byte lines) where a row has that many; the
+/// blocks grid-stride over the tasks. Each thread folds its unit as
+/// [`cols_pass`] does and writes its `W` states (level 0); with one chunk per
+/// column (`len ≤ COL_UNIT`) it hands them to `finish` instead, and the
+/// launch is done. Else the block climbs the combine tree, "last block
+/// done" at each level as in [`rows_fused`]: a barrier, thread 0 fences and
+/// takes a ticket of the combine unit (`COL_UNIT` states of every column of
+/// the tile) its task feeds; the block that takes its last ticket fences
+/// again, resets it to 0, and folds, one thread per column, each column's
+/// `COL_UNIT` states in index order (the combine pass's fold), writing the
+/// next level's state or, at the top, the output. Needs a 1-D launch of
+/// [`BLOCK_THREADS`]-thread blocks; `tickets` all 0 before it, and they are
+/// again after.
+#[inline(always)]
+pub fn cols_fused<S: State, I: Items<S>>(
+    shape: [u64; 3],
+    items: I,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
+    finish: impl FnMut(u64, S),
+) {
+    let inner = shape[2];
+    if I::WIDTH == 1 || (inner.is_multiple_of(I::WIDTH) && items.aligned()) {
+        cols_fused_walk::<S, true>(shape, items, tickets, states, finish);
+    } else {
+        cols_fused_walk::<S, true>(shape, Singles(items), tickets, states, finish);
+    }
+}
+
+/// [`cols_fused`] without its fences: a broken kernel, for the test that the
+/// emulator's race detector reports the combining block's reads.
+#[doc(hidden)]
+#[inline(always)]
+pub fn cols_fused_without_fences<S: State, I: Items<S>>(
+    shape: [u64; 3],
+    items: I,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
+    finish: impl FnMut(u64, S),
+) {
+    cols_fused_walk::<S, false>(shape, Singles(items), tickets, states, finish);
+}
+
+#[inline(always)]
+fn cols_fused_walk<S: State, const FENCE: bool>(
+    [outer, len, inner]: [u64; 3],
+    mut items: impl Items<S>,
+    tickets: &mut Out<u64>,
+    states: &mut Out<u64>,
+    mut finish: impl FnMut(u64, S),
+) {
+    let w = items_width(&items);
+    let chunks = len.div_ceil(COL_UNIT);
+    if chunks == 0 || inner == 0 {
+        return; // nothing to reduce (and no division by zero below)
+    }
+    let threads = u64::from(thread::block_dim().x);
+    let tid = u64::from(thread::thread_idx().x);
+    let groups = inner.div_ceil(w);
+    let (tile, per_task, tiles) = cols_fused_tiling(inner, w, threads);
+    let chunk_tasks = chunks.div_ceil(per_task);
+    let tasks = outer.saturating_mul(chunk_tasks).saturating_mul(tiles);
+    let stride = ticket_tiles(inner);
+    let (sub, lane_group) = (tid / tile, tid % tile);
+    let word = |states: &mut Out<u64>, i: u64| states.at(i as usize).map_or(0, |w| w.get());
+    // The walk depends on the block alone, so every thread meets the barriers.
+    let mut t = u64::from(thread::block_idx().x);
+    while t < tasks {
+        let (rest, tl) = (t / tiles, t % tiles);
+        let (o, chunk_task) = (rest / chunk_tasks, rest % chunk_tasks);
+        let c = chunk_task * per_task + sub;
+        let g = tl * tile + lane_group;
+        if sub < per_task && c < chunks && g < groups {
+            let i = g * w;
+            let n = w.min(inner - i);
+            let start = c * COL_UNIT;
+            let end = len.min(start + COL_UNIT);
+            let mut acc = [S::empty(); MAX_WIDTH];
+            let mut j = start;
+            // A whole group: `COL_ROWS_IN_FLIGHT` rows at a time, their
+            // loads issued together (each column still folded in row order).
+            if n == w {
+                while j + COL_ROWS_IN_FLIGHT as u64 <= end {
+                    let k = (o * len + j) * inner + i;
+                    items.each_rows::<COL_ROWS_IN_FLIGHT>(k, inner, j, |_, col, s| {
+                        acc[col] = S::push(acc[col], s)
+                    });
+                    j += COL_ROWS_IN_FLIGHT as u64;
+                }
+            }
+            while j < end {
+                let k = (o * len + j) * inner + i;
+                items.each(k, n, |_| j, |col, s| acc[col] = S::push(acc[col], s));
+                j += 1;
+            }
+            // A constant trip count again: `acc` stays in registers.
+            for col in 0..w {
+                if col < n {
+                    let column = i + col;
+                    if chunks == 1 {
+                        finish(o * inner + column, acc[col as usize]);
+                    } else {
+                        let at = 2 * ((o * chunks + c) * inner + column);
+                        write_state(states, at, acc[col as usize]);
+                    }
+                }
+            }
+        }
+        // Climb: level `level`'s state `cl` of the tile's columns waits for
+        // `arrivals` tickets (its tasks at level 1, its 64 states above).
+        let mut level = 1;
+        let mut cl = chunk_task * per_task / COL_UNIT;
+        let mut arrivals = (chunks - cl * COL_UNIT).min(COL_UNIT).div_ceil(per_task);
+        if chunks > 1 {
+            loop {
+                sync::sync_threads();
+                let n = col_level_states(len, level);
+                let (at, to) = cols_fused_offsets(outer, len, inner, level);
+                let mut last = false;
+                if tid == 0 {
+                    if FENCE {
+                        sync::fence(sync::Scope::Device);
+                    }
+                    let ticket = at + (o * n + cl) * stride + tl;
+                    if let Some(ticket) = tickets.atomic::<atomic::Device>(ticket as usize) {
+                        last = ticket.fetch_add(1) == arrivals - 1;
+                        if last {
+                            if FENCE {
+                                sync::fence(sync::Scope::Device);
+                            }
+                            ticket.swap(0); // ready for the next launch: no memset
+                        }
+                    }
+                }
+                if !sync::sync_threads_or(last) {
+                    break;
+                }
+                // This block folds combine unit `cl` of every column of its
+                // tile: states `cl·64 ..` of level `level − 1`, each column in
+                // index order, as a combine pass would.
+                let below = col_level_states(len, level - 1);
+                let from = cols_fused_offsets(outer, len, inner, level - 1).1;
+                let (c0, c1) = (cl * COL_UNIT, below.min(cl * COL_UNIT + COL_UNIT));
+                let mut column = tl * tile * w + tid;
+                let end_column = inner.min((tl + 1) * tile * w);
+                while column < end_column {
+                    let mut acc = S::empty();
+                    for c in c0..c1 {
+                        let at = from + 2 * ((o * below + c) * inner + column);
+                        let s = S::decode([word(states, at), word(states, at + 1)]);
+                        acc = S::push(acc, s);
+                    }
+                    if n == 1 {
+                        finish(o * inner + column, acc);
+                    } else {
+                        write_state(states, to + 2 * ((o * n + cl) * inner + column), acc);
+                    }
+                    column += threads;
+                }
+                if n == 1 {
+                    break;
+                }
+                level += 1;
+                cl /= COL_UNIT;
+                arrivals = (n - cl * COL_UNIT).min(COL_UNIT);
+            }
+        }
+        t += u64::from(thread::grid_dim().x);
     }
 }
 

@@ -295,6 +295,14 @@ pub trait Input: Plain {
         acc: R::State,
         j: u64,
     ) -> Option<R::State>;
+    /// Vectors `first + step·r` of `v` for `r < N`, all loaded before the
+    /// first is returned (one bounds check for the lot, so no branch
+    /// between the loads); `None` if `v` is shorter than that.
+    fn load_rows<const N: usize>(
+        v: Global<'_, Self::Vector>,
+        first: usize,
+        step: usize,
+    ) -> Option<[Self::Vector; N]>;
 }
 
 macro_rules! input {
@@ -314,6 +322,20 @@ macro_rules! input {
             #[inline(always)]
             fn lane(v: &Self::Vector, i: usize) -> Self {
                 v.0[i]
+            }
+            #[inline(always)]
+            fn load_rows<const N: usize>(
+                v: Global<'_, Self::Vector>,
+                first: usize,
+                step: usize,
+            ) -> Option<[Self::Vector; N]> {
+                let last = first.checked_add(step.checked_mul(N.checked_sub(1)?)?)?;
+                let v = v.get_range(first..last.checked_add(1)?)?;
+                // Every index is in bounds of `v` (checked once, above): each
+                // `load` is one unconditional 16-byte load.
+                Some(core::array::from_fn(|r| {
+                    v.load(step * r).unwrap_or(Vector16([<$t>::default(); $n]))
+                }))
             }
             #[inline(always)]
             fn fold_lane_unit<R: Reduction<Self>>(

@@ -5,10 +5,10 @@
 //! **What is measured.** Per layer and configuration, the anchor first:
 //! cuDNN's fastest engine for that shape through its backend (graph) API
 //! (heuristics modes A and B, their first few engine configurations each
-//! timed, the fastest kept: [`cudnn_graph`]), the path PyTorch's
+//! timed, the fastest kept: `conv2d/cudnn_graph.rs`), the path PyTorch's
 //! `benchmark=True` takes. Beside it, for comparison only and labelled
 //! `cudnn-legacy`, the legacy API's fastest measured algorithm
-//! (`cudnnFindConvolutionForwardAlgorithm`, [`cudnn_legacy`]); its ratio is
+//! (`cudnnFindConvolutionForwardAlgorithm`, `conv2d/cudnn_legacy.rs`); its ratio is
 //! its rate ÷ the anchor's. On an H200 (2026-11-28) the legacy API ran the
 //! 3×3 NHWC f16 layers at 72–77 TFLOP/s where cuDNN's graph API (through
 //! PyTorch) did 277–384. Then warpforge's
@@ -389,19 +389,21 @@ fn measure<T: BenchConv>(
         Ok((g, l)) => (g, Some(l)),
         Err(why) => (Err(why), None),
     };
-    let anchor_gbps = match graph {
-        Ok(timed) => {
+    // A timed cuDNN row against `anchor` (`None`: it is the anchor), and a
+    // note naming how cuDNN ran it.
+    let layer = anchor_case.op.trim_end_matches(" cudnn");
+    let push =
+        |report: &mut BenchReport, c: &Case, timed: &cudnn::Timed, anchor: Option<f64>, api| {
             let rate = super::gbps(bytes, timed.seconds);
+            let anchor = anchor.unwrap_or(rate);
+            report.rows.push(conv_row(case, c, timed.seconds, anchor)?);
             report
-                .rows
-                .push(conv_row(case, &anchor_case, timed.seconds, rate)?);
-            report.notes.push(format!(
-                "{}: cuDNN graph API {}",
-                anchor_case.op.trim_end_matches(" cudnn"),
-                timed.algorithm
-            ));
-            rate
-        }
+                .notes
+                .push(format!("{layer}: cuDNN {api} {}", timed.algorithm));
+            Ok::<f64, Error>(rate)
+        };
+    let anchor_gbps = match graph {
+        Ok(timed) => push(report, &anchor_case, &timed, None, "graph API")?,
         Err(why) => {
             skip(report, &anchor_case, why);
             f64::NAN
@@ -409,14 +411,13 @@ fn measure<T: BenchConv>(
     };
     match legacy {
         Some(Ok(timed)) => {
-            report
-                .rows
-                .push(conv_row(case, &legacy_case, timed.seconds, anchor_gbps)?);
-            report.notes.push(format!(
-                "{}: cuDNN legacy API (comparison only) {}",
-                anchor_case.op.trim_end_matches(" cudnn"),
-                timed.algorithm
-            ));
+            push(
+                report,
+                &legacy_case,
+                &timed,
+                Some(anchor_gbps),
+                "legacy API (comparison only)",
+            )?;
         }
         Some(Err(why)) => skip(report, &legacy_case, why),
         None => {}

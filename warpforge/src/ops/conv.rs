@@ -23,7 +23,7 @@
 //! 1. [`Algorithm::Depthwise`]: `G = C > 1` (any `K = C·multiplier`): the
 //!    tiled depthwise kernels (`conv2d_depthwise_{nchw,nhwc}_{dtype}`: each
 //!    block stages its output tile's input, halo included, in shared memory
-//!    once). Filters of more than 9 taps, staging areas past 48 KiB
+//!    once). Filters of more than 9 taps, staging areas past 96 KiB
 //!    and grids past 65535 blocks in y or z run the direct kernel
 //!    (`conv2d_direct_{nchw,nhwc}_{dtype}`, one output element per thread).
 //! 2. [`Algorithm::Gemm1x1`]: `R = S = 1`, stride 1, no padding, dilation 1,
@@ -886,7 +886,7 @@ impl Conv2d {
 
     /// The tiled depthwise kernel's launch for `T`, or `None` where the
     /// direct kernel runs (`warpforge_kernels::conv::Geometry::dw_plan`:
-    /// more than 9 taps, a staging area past 48 KiB, a grid past 65535
+    /// more than 9 taps, a staging area past 96 KiB, a grid past 65535
     /// blocks in y or z). For a depthwise convolution.
     fn depthwise_plan<T: ConvElement>(&self) -> Result<Option<kc::DwPlan>> {
         let g = self.geometry()?;
@@ -992,9 +992,8 @@ impl Conv2d {
             Algorithm::Depthwise => match self.depthwise_plan::<T>()? {
                 Some(plan) => {
                     let (gx, gy, gz) = plan.grid;
-                    let cfg =
-                        LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(kc::DW_THREADS as u32))
-                            .with_shared_bytes(plan.shared_bytes);
+                    let cfg = LaunchConfig::new(Dim3::new(gx, gy, gz), Dim3::x(plan.threads))
+                        .with_shared_bytes(plan.shared_bytes);
                     // NHWC: N stacked [P·Q × K] matrices; NCHW: N·K
                     // stacked [P × Q] planes (sizes fit: the output's
                     // element count does).

@@ -1,7 +1,7 @@
-//! GEMM: `C ← alpha·op(A)·op(B) + beta·C`: f32 and f64 on the SIMT cores,
-//! f16 and bf16 inputs on the tensor cores (f32 accumulation, output f32,
-//! f16 or bf16), and f32 through TF32 tensor cores when asked
-//! ([`Gemm::tf32`]).
+//! GEMM: `C ← alpha·op(A)·op(B) + beta·C`: f32 on the SIMT cores, f64 on
+//! the FP64 tensor cores (sm_80, sm_90; the SIMT cores elsewhere), f16 and
+//! bf16 inputs on the tensor cores (f32 accumulation, output f32, f16 or
+//! bf16), and f32 through TF32 tensor cores when asked ([`Gemm::tf32`]).
 //!
 //! BLAS-style: row-major matrices with leading dimensions, `op(X)` = `X` or
 //! `Xᵀ`, and the result written in place of `C` (one input-and-output buffer
@@ -52,7 +52,7 @@
 //! | `TIn` | `TOut` | `alpha`, `beta` (`Gemm<S>`) | kernels |
 //! |---|---|---|---|
 //! | `f32` | `f32` | `f32` | SIMT, `gemm_f32_*` (two configurations); with [`Gemm::tf32`], tensor cores, `gemm_tf32_f32_*` |
-//! | `f64` | `f64` | `f64` | SIMT, `gemm_f64_*` |
+//! | `f64` | `f64` | `f64` | FP64 tensor cores on sm_80 and sm_90, `gemm_dmma_f64_*`; SIMT elsewhere, `gemm_f64_*` |
 //! | `f16`, `bf16` | `f32`, `f16`, `bf16` | `f32` | tensor cores, `gemm_{f16,bf16}_{f32,f16,bf16}_*` |
 //!
 //! **Which kernel runs.** The SIMT and `mma.sync` kernels come in tile
@@ -110,6 +110,7 @@ use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
 use warpforge_device::swizzle::Sw128;
 use warpforge_kernels::gemm::split_k as sk;
+use warpforge_kernels::gemm::tensor::dgemm::{self as dg, DMMA_TILE};
 use warpforge_kernels::gemm::tensor::{
     self as tc, MmaTile, TC_TILE, TC_TILE_LARGE, TC_TILE_WIDE, TF32_TILE, TF32_TILE_LARGE,
 };
@@ -261,16 +262,40 @@ impl GemmTypes<f32> for f32 {
 
 impl sealed::Sealed<f64> for f64 {}
 
-/// f64 on the SIMT cores: one 64 × 64 × 8 tile, not a choice (`tile` is
-/// `None` and `tf32` false, as [`Gemm::tile_config_for`] decides).
+/// f64 on the FP64 tensor cores (`tile` `Small`: the 64 × 64 × 16
+/// `mma.sync` f64 kernels, [`DMMA_TILE`]) where the GPU has them, sm_80
+/// (A100, A30) and sm_90 (H100, H200), or pinned with [`Gemm::dmma`];
+/// elsewhere on the SIMT cores (one 64 × 64 × 8 tile: `tile` is `None`), as
+/// [`Gemm::tile_config_for`] decides.
 impl GemmTypes<f64> for f64 {
     type Scalar = f64;
-    const TILES: &'static [TileConfig] = &[];
+    const TILES: &'static [TileConfig] = &[TileConfig::Small];
     const TF32_TILES: &'static [TileConfig] = &[];
-    fn shape(_: Option<TileConfig>, _: bool) -> BlockShape {
-        simt_shape(F64_TILE)
+    const HAS_DMMA: bool = true;
+    fn shape(tile: Option<TileConfig>, _: bool) -> BlockShape {
+        match tile {
+            Some(_) => BlockShape {
+                rows: DMMA_TILE.m,
+                cols: DMMA_TILE.n,
+                threads: DMMA_TILE.threads(),
+            },
+            None => simt_shape(F64_TILE),
+        }
+    }
+    /// The GPUs with FP64 tensor cores: compute capability 8.0 (A100, A30:
+    /// DMMA at twice the FP64 FMA rate) and 9.0 (H100, H200). The others
+    /// (8.6, 8.9: GA10x, AD10x) have none: `mma.sync` f64 runs there, at no
+    /// more than the SIMT cores' FP64 rate, so the SIMT kernels stay (not
+    /// measured on those GPUs).
+    fn tensor_cores_on(dev: &Device) -> bool {
+        matches!(dev.compute_capability(), (8, 0) | (9, 0))
     }
     kernel_table!(f64;
+        (Some(_), _) => dg:
+            gemm_dmma_f64_nn_64x64x16_s3,
+            gemm_dmma_f64_nt_64x64x16_s3,
+            gemm_dmma_f64_tn_64x64x16_s3,
+            gemm_dmma_f64_tt_64x64x16_s3;
         _ => k:
             gemm_f64_nn_64x64x8,
             gemm_f64_nt_64x64x8,
@@ -652,6 +677,18 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// [`TILES`](Self::TILES) for the tensor cores, as the caller checked).
     #[doc(hidden)]
     fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape;
+    /// Whether [`Gemm::dmma`] applies: f64, whose kernels run on the FP64
+    /// tensor cores or the SIMT cores.
+    #[doc(hidden)]
+    const HAS_DMMA: bool = false;
+    /// Whether an unpinned GEMM of this pair runs its tensor-core kernels
+    /// ([`TILES`](Self::TILES)) on `dev`: always, but f64 only where the
+    /// GPU has FP64 tensor cores (else its SIMT kernels).
+    #[doc(hidden)]
+    fn tensor_cores_on(dev: &Device) -> bool {
+        let _ = dev;
+        true
+    }
     /// The kernel's name for these transposes and `tile` (as for `shape`;
     /// with `tf32`, the TF32 kernel of `tile`, one of
     /// [`TF32_TILES`](Self::TF32_TILES)).
@@ -947,6 +984,7 @@ pub struct Gemm<T> {
     tf32: bool,
     split_k: Option<usize>,
     wgmma: Option<bool>,
+    dmma: Option<bool>,
     sm_limit: Option<u32>,
 }
 
@@ -1090,6 +1128,7 @@ impl<T: GemmElement> Gemm<T> {
             tf32: false,
             split_k: None,
             wgmma: None,
+            dmma: None,
             sm_limit: None,
         }
     }
@@ -1173,7 +1212,8 @@ impl<T: GemmElement> Gemm<T> {
 
     /// Pins the configuration (default: [`TileConfig::choose`]'s pick for
     /// the shape and device, module docs). For the tensor-core pairs, TF32
-    /// and f32 on the SIMT cores; f64's one SIMT tile ignores it.
+    /// and f32 on the SIMT cores; f64, one tile on each kind of core,
+    /// ignores it ([`dmma`](Self::dmma) picks the kind).
     /// [`run`](Self::run) refuses a configuration the pair has no kernels
     /// for (`InvalidParameter`: `Large` and `Wide` for f16 → bf16 and
     /// bf16 → f16, `Wide` for TF32 and f32 on the SIMT cores).
@@ -1240,6 +1280,32 @@ impl<T: GemmElement> Gemm<T> {
     /// ```
     pub fn wgmma(mut self, pin: bool) -> Self {
         self.wgmma = Some(pin);
+        self
+    }
+
+    /// Pins f64 to the FP64 tensor cores (`true`: the `mma.sync` f64
+    /// kernels, `gemm_dmma_f64_*`, on any device) or to the SIMT cores
+    /// (`false`: `gemm_f64_*`). Unpinned (the default), f64 runs on the
+    /// tensor cores where the GPU has FP64 ones (compute capability 8.0
+    /// and 9.0) and on the SIMT cores elsewhere. Both compute each element
+    /// as a fused multiply-add chain over `k` (module docs); on exact
+    /// inputs their results are the same bits. Only for f64:
+    /// [`run`](Self::run) refuses it for any other pair (`InvalidParameter`
+    /// naming `dmma`).
+    ///
+    /// ```
+    /// use warpforge::{Arch, Device, gemm::Gemm};
+    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// let gemm = Gemm::<f64>::new(256, 256, 256);
+    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&h100)?, "gemm_dmma_f64_nn_64x64x16_s3");
+    /// assert_eq!(gemm.dmma(false).kernel_name_for::<f64, f64>(&h100)?, "gemm_f64_nn_64x64x8");
+    /// let rtx4090 = Device::emulator_for(Arch::Sm89);
+    /// assert_eq!(gemm.kernel_name_for::<f64, f64>(&rtx4090)?, "gemm_f64_nn_64x64x8");
+    /// assert!(Gemm::<f32>::new(2, 2, 2).dmma(true).kernel_name_for::<f32, f32>(&h100).is_err());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn dmma(mut self, pin: bool) -> Self {
+        self.dmma = Some(pin);
         self
     }
 
@@ -1474,8 +1540,9 @@ impl<T: GemmElement> Gemm<T> {
     }
 
     /// The name of the small-tile SIMT kernel for `A`, `B` and `C` of `T`
-    /// and these transposes: what [`run`](Self::run) launches for f64, and
-    /// for f32 with [`TileConfig::Small`]; [`kernel_name_for`](Self::kernel_name_for)
+    /// and these transposes: what [`run`](Self::run) launches for f64 on a
+    /// GPU without FP64 tensor cores, and for f32 with
+    /// [`TileConfig::Small`]; [`kernel_name_for`](Self::kernel_name_for)
     /// names what it launches on a device.
     pub fn kernel_name(&self) -> &'static str {
         <T as GemmTypes<T>>::kernel_name(self.trans_a, self.trans_b, None, false)
@@ -1484,8 +1551,8 @@ impl<T: GemmElement> Gemm<T> {
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
     /// `A` and `B` of `TIn` and `C` of `TOut` (the TF32 one with
     /// [`tf32`](Self::tf32)): the pinned one ([`tile`](Self::tile)), else
-    /// [`TileConfig::choose`]'s; `None` for f64, whose one SIMT tile is
-    /// not a choice.
+    /// [`TileConfig::choose`]'s; for f64 `Small` on the FP64 tensor cores
+    /// and `None` on the SIMT cores ([`dmma`](Self::dmma)).
     /// `InvalidParameter` for a pinned configuration the pair has no kernels
     /// for, and for `tf32` on a pair other than f32 → f32.
     pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>
@@ -1501,6 +1568,23 @@ impl<T: GemmElement> Gemm<T> {
         } else {
             TIn::TILES
         };
+        if TIn::HAS_DMMA {
+            // f64: one tile on each kind of core; `.dmma` picks, not `.tile`.
+            let tensor_cores = self.dmma.unwrap_or_else(|| TIn::tensor_cores_on(dev));
+            return Ok(tensor_cores.then_some(TileConfig::Small));
+        }
+        if self.dmma.is_some() {
+            return Err(Error::InvalidParameter {
+                op: "gemm",
+                parameter: "dmma",
+                detail: format!(
+                    "the FP64 tensor-core pin applies to f64 A, B and C only, not to {} → {}; \
+                     drop .dmma",
+                    TIn::DTYPE.name(),
+                    TOut::DTYPE.name()
+                ),
+            });
+        }
         if tiles.is_empty() {
             return Ok(None);
         }

@@ -76,8 +76,9 @@
 //! the device's own wave, [`wave_blocks`]: its SM count × blocks per SM from
 //! occupancy, the default), on
 //! the GPU and in the emulator alike (NaNs included: above). The only
-//! atomic is the ticket of the fused path below, which decides which block
-//! combines, never in what order; the small path's block combines its
+//! atomics are the tickets of the fused path below, which decide which
+//! block folds a combine unit, never in what order (the combine unit's
+//! states are folded by their indices, as the combine pass does); the small path's block combines its
 //! warps' unit states in the combine pass's order, whichever warp folded
 //! them.
 //!
@@ -100,20 +101,47 @@
 //!   block of 512 threads each, its 16 warps folding the row's units and
 //!   leaving their states in shared memory, where warp 0 folds them as the
 //!   combine pass would. Why 2¹⁶: see [`SMALL_MAX_LEN`].
-//! - **Fused** ([`Path::Fused`]): a longer rows reduction with at most
-//!   [`FUSED_MAX_UNITS`] units runs in ONE launch too: each block writes
-//!   its units' states to the scratch, fences and takes an atomic ticket,
-//!   and the last block to arrive runs the combine levels itself (the same
-//!   units and folds as the combine passes) and the finish, writing the
-//!   outputs.
-//! - **Multi-pass** ([`Path::MultiPass`]): everything else (larger rows
-//!   reductions, and column reductions) launches a pass per level, then a
-//!   `finish_*` kernel (one thread per output).
+//! - **Fused** ([`Path::Fused`]): every longer rows reduction (a whole
+//!   tensor of 2¹⁶ + 1 elements or 2²⁸, rows of any length) runs in ONE
+//!   launch too. The blocks grid-stride over tasks of consecutive units
+//!   (a power of two of them, at most 512, sized from the grid) and write
+//!   their units' states to the scratch; then a block fences and takes a
+//!   ticket of the combine unit (512 states) its task feeds, and the block
+//!   that takes a combine unit's last ticket folds that unit's states (the
+//!   same fold as the combine pass) and takes a ticket one level up, and so
+//!   on: "last block done" at every level of the combine tree, the row's
+//!   last level finished and written by the block that completes it. A
+//!   2²⁸-element sum: 2¹⁹ units, 1024 level-1 and 2 level-2 combines, each
+//!   by one warp, a few µs of serial work after the data is read (where the
+//!   multi-pass path took three more launches).
+//! - **Multi-pass** ([`Path::MultiPass`]): column reductions launch a pass
+//!   per level, then a `finish_*` kernel (one thread per output); rows
+//!   reductions take it only when forced (the tests check the other paths
+//!   against it).
 //!
 //! The partial states of the last two live in scratch buffers the device
-//! keeps between calls (no allocation and no memset per call; the ticket is
-//! reset by the block that took the last one); only the result is allocated.
-//! [`crate::Device::release_scratch`] frees them.
+//! keeps between calls (no allocation and no memset per call); only the
+//! result is allocated. [`crate::Device::release_scratch`] frees them.
+//!
+//! The fused path's tickets live in a scratch buffer of their own that
+//! only ever holds tickets, every one 0 between launches: each combine
+//! unit's ticket is taken once per task or state that feeds it, and the
+//! block that takes the last one sets it back to 0, so a launch that
+//! completes leaves every ticket it used at 0 (tested), and the next call
+//! needs no memset (which would cost a second operation per call). Why
+//! that is safe:
+//! - Two calls never share tickets while either is in flight: the device
+//!   lends a scratch buffer to one call at a time, and the next borrower's
+//!   work is ordered after it (the same stream, which every reduction uses;
+//!   on another stream, the buffer's events).
+//! - A launch that does not complete (a fault, or a kernel aborted) can
+//!   leave tickets part-counted, but a kernel fault poisons the device:
+//!   every later call is `ContextPoisoned` until [`crate::Device::reset`],
+//!   which makes a new device with an empty scratch cache (new, zeroed
+//!   tickets). No call ever runs on tickets a failed launch left.
+//! - States are never read as tickets: a states buffer is never lent for
+//!   tickets (its own cache key), so a shape's tickets are 0 whatever
+//!   other shapes' states were left in other buffers.
 //!
 //! # Why these kernel shapes
 //!
@@ -121,8 +149,9 @@
 //!   bytes at a time (one vector load: 4 f32, 8 f16/bf16, 2 f64) and a warp
 //!   512 consecutive bytes per load; a lane folds 16 elements of its unit, all
 //!   its loads in flight at once, and a 5-level `shuffle_down` tree combines the
-//!   lanes. No shared memory and no barriers: every warp is independent, so all
-//!   of them stream memory at once.
+//!   lanes. No shared memory: the warps of a block are independent within
+//!   a task (a few units each), so all of them stream memory at once; a
+//!   barrier per task hands the block's states to its ticket (fused path).
 //! - Columns kernel (`inner > 1`): the reduced elements of one output are
 //!   `inner` apart, so a warp reading one row of the reduction would touch 32
 //!   different cache lines. Instead each thread takes 16 bytes of adjacent
@@ -373,14 +402,14 @@ pub trait Reducible: Element + sealed::Sealed {
         cfg: LaunchConfig,
     ) -> Result<()>;
 
-    /// Launches the one-launch reduction of `op` over `[rows, len]` on
-    /// `path` ([`OneLaunch`]), finished: one output per row.
+    /// Launches the one-launch reduction of `op` over `pass` (rows or
+    /// columns) on `path` ([`OneLaunch`]), finished: one output per row or
+    /// column.
     #[doc(hidden)]
     fn pass_one_launch(
         op: Op,
         x: &DeviceBuffer<Self>,
-        rows: u64,
-        len: u64,
+        pass: Pass,
         path: OneLaunch<'_>,
         cfg: LaunchConfig,
     ) -> Result<Reduced<Self>>;
@@ -504,12 +533,11 @@ macro_rules! float_reducible {
             fn pass_one_launch(
                 op: Op,
                 x: &DeviceBuffer<Self>,
-                rows: u64,
-                len: u64,
+                pass: Pass,
                 path: OneLaunch<'_>,
                 cfg: LaunchConfig,
             ) -> Result<Reduced<Self>> {
-                $one_launch(op, x, rows, len, path, cfg)
+                $one_launch(op, x, pass, path, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -565,12 +593,11 @@ macro_rules! int_reducible {
             fn pass_one_launch(
                 op: Op,
                 x: &DeviceBuffer<Self>,
-                rows: u64,
-                len: u64,
+                pass: Pass,
                 path: OneLaunch<'_>,
                 cfg: LaunchConfig,
             ) -> Result<Reduced<Self>> {
-                $one_launch(op, x, rows, len, path, cfg)
+                $one_launch(op, x, pass, path, cfg)
             }
             fn pass_states(
                 op: Op,
@@ -714,38 +741,57 @@ states!(combine_u32:
 pub enum OneLaunch<'a> {
     /// `reduce_small_*` ([`Path::Small`]).
     Small,
-    /// `reduce_fused_*` ([`Path::Fused`]), with its scratch: the ticket (0
-    /// between launches) and the partial states.
-    Fused(&'a mut DeviceBuffer<u64>),
+    /// `reduce_fused_*` ([`Path::Fused`]), with its scratch: the tickets
+    /// (0 between launches) and the partial states.
+    Fused {
+        /// The tickets, every one 0.
+        tickets: &'a mut DeviceBuffer<u64>,
+        /// The partial states.
+        states: &'a mut DeviceBuffer<u64>,
+    },
 }
 
 macro_rules! one_launch {
     ($name:ident, $t:ty:
-        values { $($op:pat => $small:path, $fused:path;)* }
-        indices { $($iop:pat => $ismall:path, $ifused:path;)* }
+        values { $($op:pat => $small:path, $fused:path, $cols:path;)* }
+        indices { $($iop:pat => $ismall:path, $ifused:path, $icols:path;)* }
     ) => {
         fn $name(
             op: Op,
             x: &DeviceBuffer<$t>,
-            rows: u64,
-            len: u64,
+            pass: Pass,
             path: OneLaunch<'_>,
             cfg: LaunchConfig,
         ) -> Result<Reduced<$t>> {
             let dev = x.device();
-            // At most x.len() rows (every row has an element).
-            let outputs = usize::try_from(rows).map_err(|_| Error::SizeOverflow {
-                what: format!("reduce: {rows} outputs"),
-            })?;
+            // At most x.len() outputs (every output has an element).
+            let outputs = match pass {
+                Pass::Rows { rows, .. } => Some(rows),
+                Pass::Cols { outer, inner, .. } => outer.checked_mul(inner),
+            };
+            let outputs = outputs
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| Error::SizeOverflow {
+                    what: format!("reduce: the outputs of {pass:?}"),
+                })?;
             let code = finish_code(op);
-            // Allocates the output and launches `$small` or `$fused` into it.
+            // Allocates the output and launches `$small`, `$fused` or `$cols` into it.
             macro_rules! launch {
-                ($out:ty, $s:path, $f:path) => {{
+                ($out:ty, $s:path, $f:path, $c:path) => {{
                     let mut out = dev.alloc_zeroed::<$out>(outputs)?;
-                    match path {
-                        OneLaunch::Small => dev.launch($s, cfg, (x, rows, len, code, &mut out))?,
-                        OneLaunch::Fused(scratch) => {
-                            dev.launch($f, cfg, (x, rows, len, code, scratch, &mut out))?
+                    match (path, pass) {
+                        (OneLaunch::Small, Pass::Rows { rows, len }) => {
+                            dev.launch($s, cfg, (x, rows, len, code, &mut out))?
+                        }
+                        (OneLaunch::Fused { tickets, states }, Pass::Rows { rows, len }) => {
+                            dev.launch($f, cfg, (x, rows, len, code, tickets, states, &mut out))?
+                        }
+                        (OneLaunch::Fused { tickets, states }, Pass::Cols { outer, len, inner }) => {
+                            let args = (x, outer, len, inner, code, tickets, states, &mut out);
+                            dev.launch($c, cfg, args)?
+                        }
+                        (OneLaunch::Small, Pass::Cols { .. }) => {
+                            unreachable!("Layout::path never takes the small path for columns")
                         }
                     }
                     out
@@ -753,8 +799,8 @@ macro_rules! one_launch {
             }
             #[allow(unreachable_patterns)]
             match op {
-                $($op => Ok(Reduced::Values(launch!($t, $small, $fused))),)*
-                $($iop => Ok(Reduced::Indices(launch!(i64, $ismall, $ifused))),)*
+                $($op => Ok(Reduced::Values(launch!($t, $small, $fused, $cols))),)*
+                $($iop => Ok(Reduced::Indices(launch!(i64, $ismall, $ifused, $icols))),)*
                 _ => Err(unsupported::<$t>(op)),
             }
         }
@@ -763,93 +809,93 @@ macro_rules! one_launch {
 
 one_launch!(one_launch_f32, f32:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f32, k::reduce_fused_sum_f32;
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f32, k::reduce_fused_sumsq_f32;
-        Op::Min => k::reduce_small_min_f32, k::reduce_fused_min_f32;
-        Op::Max => k::reduce_small_max_f32, k::reduce_fused_max_f32;
-        Op::LogSumExp => k::reduce_small_lse_f32, k::reduce_fused_lse_f32;
+        Op::Sum | Op::Mean => k::reduce_small_sum_f32, k::reduce_fused_sum_f32, k::reduce_fused_cols_sum_f32;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f32, k::reduce_fused_sumsq_f32, k::reduce_fused_cols_sumsq_f32;
+        Op::Min => k::reduce_small_min_f32, k::reduce_fused_min_f32, k::reduce_fused_cols_min_f32;
+        Op::Max => k::reduce_small_max_f32, k::reduce_fused_max_f32, k::reduce_fused_cols_max_f32;
+        Op::LogSumExp => k::reduce_small_lse_f32, k::reduce_fused_lse_f32, k::reduce_fused_cols_lse_f32;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_f32, k::reduce_fused_argmin_f32;
-        Op::ArgMax => k::reduce_small_argmax_f32, k::reduce_fused_argmax_f32;
+        Op::ArgMin => k::reduce_small_argmin_f32, k::reduce_fused_argmin_f32, k::reduce_fused_cols_argmin_f32;
+        Op::ArgMax => k::reduce_small_argmax_f32, k::reduce_fused_argmax_f32, k::reduce_fused_cols_argmax_f32;
     }
 );
 
 one_launch!(one_launch_f64, f64:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f64, k::reduce_fused_sum_f64;
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f64, k::reduce_fused_sumsq_f64;
-        Op::Min => k::reduce_small_min_f64, k::reduce_fused_min_f64;
-        Op::Max => k::reduce_small_max_f64, k::reduce_fused_max_f64;
-        Op::LogSumExp => k::reduce_small_lse_f64, k::reduce_fused_lse_f64;
+        Op::Sum | Op::Mean => k::reduce_small_sum_f64, k::reduce_fused_sum_f64, k::reduce_fused_cols_sum_f64;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f64, k::reduce_fused_sumsq_f64, k::reduce_fused_cols_sumsq_f64;
+        Op::Min => k::reduce_small_min_f64, k::reduce_fused_min_f64, k::reduce_fused_cols_min_f64;
+        Op::Max => k::reduce_small_max_f64, k::reduce_fused_max_f64, k::reduce_fused_cols_max_f64;
+        Op::LogSumExp => k::reduce_small_lse_f64, k::reduce_fused_lse_f64, k::reduce_fused_cols_lse_f64;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_f64, k::reduce_fused_argmin_f64;
-        Op::ArgMax => k::reduce_small_argmax_f64, k::reduce_fused_argmax_f64;
+        Op::ArgMin => k::reduce_small_argmin_f64, k::reduce_fused_argmin_f64, k::reduce_fused_cols_argmin_f64;
+        Op::ArgMax => k::reduce_small_argmax_f64, k::reduce_fused_argmax_f64, k::reduce_fused_cols_argmax_f64;
     }
 );
 
 one_launch!(one_launch_f16, f16:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_f16, k::reduce_fused_sum_f16;
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f16, k::reduce_fused_sumsq_f16;
-        Op::Min => k::reduce_small_min_f16, k::reduce_fused_min_f16;
-        Op::Max => k::reduce_small_max_f16, k::reduce_fused_max_f16;
-        Op::LogSumExp => k::reduce_small_lse_f16, k::reduce_fused_lse_f16;
+        Op::Sum | Op::Mean => k::reduce_small_sum_f16, k::reduce_fused_sum_f16, k::reduce_fused_cols_sum_f16;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_f16, k::reduce_fused_sumsq_f16, k::reduce_fused_cols_sumsq_f16;
+        Op::Min => k::reduce_small_min_f16, k::reduce_fused_min_f16, k::reduce_fused_cols_min_f16;
+        Op::Max => k::reduce_small_max_f16, k::reduce_fused_max_f16, k::reduce_fused_cols_max_f16;
+        Op::LogSumExp => k::reduce_small_lse_f16, k::reduce_fused_lse_f16, k::reduce_fused_cols_lse_f16;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_f16, k::reduce_fused_argmin_f16;
-        Op::ArgMax => k::reduce_small_argmax_f16, k::reduce_fused_argmax_f16;
+        Op::ArgMin => k::reduce_small_argmin_f16, k::reduce_fused_argmin_f16, k::reduce_fused_cols_argmin_f16;
+        Op::ArgMax => k::reduce_small_argmax_f16, k::reduce_fused_argmax_f16, k::reduce_fused_cols_argmax_f16;
     }
 );
 
 one_launch!(one_launch_bf16, bf16:
     values {
-        Op::Sum | Op::Mean => k::reduce_small_sum_bf16, k::reduce_fused_sum_bf16;
-        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_bf16, k::reduce_fused_sumsq_bf16;
-        Op::Min => k::reduce_small_min_bf16, k::reduce_fused_min_bf16;
-        Op::Max => k::reduce_small_max_bf16, k::reduce_fused_max_bf16;
-        Op::LogSumExp => k::reduce_small_lse_bf16, k::reduce_fused_lse_bf16;
+        Op::Sum | Op::Mean => k::reduce_small_sum_bf16, k::reduce_fused_sum_bf16, k::reduce_fused_cols_sum_bf16;
+        Op::SumOfSquares | Op::Norm2 => k::reduce_small_sumsq_bf16, k::reduce_fused_sumsq_bf16, k::reduce_fused_cols_sumsq_bf16;
+        Op::Min => k::reduce_small_min_bf16, k::reduce_fused_min_bf16, k::reduce_fused_cols_min_bf16;
+        Op::Max => k::reduce_small_max_bf16, k::reduce_fused_max_bf16, k::reduce_fused_cols_max_bf16;
+        Op::LogSumExp => k::reduce_small_lse_bf16, k::reduce_fused_lse_bf16, k::reduce_fused_cols_lse_bf16;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_bf16, k::reduce_fused_argmin_bf16;
-        Op::ArgMax => k::reduce_small_argmax_bf16, k::reduce_fused_argmax_bf16;
+        Op::ArgMin => k::reduce_small_argmin_bf16, k::reduce_fused_argmin_bf16, k::reduce_fused_cols_argmin_bf16;
+        Op::ArgMax => k::reduce_small_argmax_bf16, k::reduce_fused_argmax_bf16, k::reduce_fused_cols_argmax_bf16;
     }
 );
 
 one_launch!(one_launch_i32, i32:
     values {
-        Op::Sum => k::reduce_small_sum_i32, k::reduce_fused_sum_i32;
-        Op::Min => k::reduce_small_min_i32, k::reduce_fused_min_i32;
-        Op::Max => k::reduce_small_max_i32, k::reduce_fused_max_i32;
+        Op::Sum => k::reduce_small_sum_i32, k::reduce_fused_sum_i32, k::reduce_fused_cols_sum_i32;
+        Op::Min => k::reduce_small_min_i32, k::reduce_fused_min_i32, k::reduce_fused_cols_min_i32;
+        Op::Max => k::reduce_small_max_i32, k::reduce_fused_max_i32, k::reduce_fused_cols_max_i32;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_i32, k::reduce_fused_argmin_i32;
-        Op::ArgMax => k::reduce_small_argmax_i32, k::reduce_fused_argmax_i32;
+        Op::ArgMin => k::reduce_small_argmin_i32, k::reduce_fused_argmin_i32, k::reduce_fused_cols_argmin_i32;
+        Op::ArgMax => k::reduce_small_argmax_i32, k::reduce_fused_argmax_i32, k::reduce_fused_cols_argmax_i32;
     }
 );
 
 one_launch!(one_launch_i64, i64:
     values {
-        Op::Sum => k::reduce_small_sum_i64, k::reduce_fused_sum_i64;
-        Op::Min => k::reduce_small_min_i64, k::reduce_fused_min_i64;
-        Op::Max => k::reduce_small_max_i64, k::reduce_fused_max_i64;
+        Op::Sum => k::reduce_small_sum_i64, k::reduce_fused_sum_i64, k::reduce_fused_cols_sum_i64;
+        Op::Min => k::reduce_small_min_i64, k::reduce_fused_min_i64, k::reduce_fused_cols_min_i64;
+        Op::Max => k::reduce_small_max_i64, k::reduce_fused_max_i64, k::reduce_fused_cols_max_i64;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_i64, k::reduce_fused_argmin_i64;
-        Op::ArgMax => k::reduce_small_argmax_i64, k::reduce_fused_argmax_i64;
+        Op::ArgMin => k::reduce_small_argmin_i64, k::reduce_fused_argmin_i64, k::reduce_fused_cols_argmin_i64;
+        Op::ArgMax => k::reduce_small_argmax_i64, k::reduce_fused_argmax_i64, k::reduce_fused_cols_argmax_i64;
     }
 );
 
 one_launch!(one_launch_u32, u32:
     values {
-        Op::Sum => k::reduce_small_sum_u32, k::reduce_fused_sum_u32;
-        Op::Min => k::reduce_small_min_u32, k::reduce_fused_min_u32;
-        Op::Max => k::reduce_small_max_u32, k::reduce_fused_max_u32;
+        Op::Sum => k::reduce_small_sum_u32, k::reduce_fused_sum_u32, k::reduce_fused_cols_sum_u32;
+        Op::Min => k::reduce_small_min_u32, k::reduce_fused_min_u32, k::reduce_fused_cols_min_u32;
+        Op::Max => k::reduce_small_max_u32, k::reduce_fused_max_u32, k::reduce_fused_cols_max_u32;
     }
     indices {
-        Op::ArgMin => k::reduce_small_argmin_u32, k::reduce_fused_argmin_u32;
-        Op::ArgMax => k::reduce_small_argmax_u32, k::reduce_fused_argmax_u32;
+        Op::ArgMin => k::reduce_small_argmin_u32, k::reduce_fused_argmin_u32, k::reduce_fused_cols_argmin_u32;
+        Op::ArgMax => k::reduce_small_argmax_u32, k::reduce_fused_argmax_u32, k::reduce_fused_cols_argmax_u32;
     }
 );
 
@@ -904,9 +950,10 @@ pub enum Path {
     /// (`reduce_small_*`): rows reductions (`inner == 1`) whose rows have at
     /// most [`SMALL_MAX_LEN`] items.
     Small,
-    /// One launch, combines and finish included (the last block to finish
-    /// its units does them: `reduce_fused_*`): rows reductions with more than
-    /// one unit per row and at most [`FUSED_MAX_UNITS`] units.
+    /// One launch, combines and finish included (the block that completes
+    /// each combine unit does it: `reduce_fused_*` for rows reductions with
+    /// more than one unit per row, of any size; `reduce_fused_cols_*` for
+    /// every columns reduction).
     Fused,
     /// A launch per pass (the main pass, then a combine pass per level), then
     /// the finish: every shape.
@@ -949,27 +996,25 @@ impl ReduceOptions {
     pub const DEFAULT_MAX_BLOCKS: u32 = 8 * 132;
 }
 
-/// The most units of work (512-item pieces of rows) a rows reduction may
-/// have to run in one launch: the main pass, every combine pass and the
-/// finish, the combines and finish by the last block to finish its units
-/// ([`warpforge_kernels::reduce::rows_fused`]). That block reads every
-/// unit's 16-byte state alone, so this bounds its serial tail at 128 KiB
-/// (≈ 1 µs at one SM's bandwidth): whole-tensor reductions up to 2²²
-/// elements and rows reductions with at most this many units run in one
-/// launch (rows of at most [`SMALL_MAX_LEN`] items take [`Path::Small`]
-/// instead, one launch without the scratch states); larger ones run a
-/// combine pass per level, each over the whole grid, then the finish.
-pub const FUSED_MAX_UNITS: u64 = 8192;
-
-/// Registers per thread that [`wave_blocks`] assumes for the one-launch rows
-/// kernels (`reduce_fused_*`) of `op` over `dtype`, from `warpforge ptx
-/// --deny-spills` (no spills; the most of sm_80 and sm_90): logsumexp 61 to
-/// 65, of f64 97; every other one 48 to 56.
-fn fused_registers(op: Op, dtype: crate::DType) -> u32 {
+/// Registers per thread that [`wave_blocks`] assumes for the one-launch
+/// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
+/// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
+/// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
+/// 79 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
+/// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
+/// block of 256 per SM: a launch bound of two spilled the f64 argmin and
+/// argmax).
+fn fused_registers(op: Op, dtype: crate::DType, columns: bool) -> u32 {
+    use crate::DType::{BF16, F16, F64, I32, I64};
+    let extreme = matches!(op, Op::ArgMin | Op::ArgMax | Op::Min | Op::Max);
     match op {
-        Op::LogSumExp if dtype == crate::DType::F64 => 104,
-        Op::LogSumExp => 72,
-        _ => 64,
+        Op::ArgMin | Op::ArgMax if columns && matches!(dtype, F16 | BF16) => 134,
+        _ if columns && extreme && matches!(dtype, F64 | I64 | I32) => 130,
+        _ if columns => 128,
+        Op::LogSumExp | Op::Min | Op::Max if dtype == F64 => 94,
+        Op::ArgMin | Op::ArgMax => 82,
+        Op::LogSumExp => 79,
+        _ => 76,
     }
 }
 
@@ -1191,9 +1236,8 @@ impl Layout {
     /// `requested`: [`Path::Auto`] resolves to [`Path::Small`] for rows
     /// reductions (`inner == 1`) with rows of at most [`SMALL_MAX_LEN`] items
     /// (a whole tensor of up to 2¹⁶ elements; any number of short rows), else
-    /// to [`Path::Fused`] for rows reductions of 2 to [`FUSED_MAX_UNITS`]
-    /// units of 512 items with more than one per row, else to
-    /// [`Path::MultiPass`]. A forced path is returned as it is where it
+    /// to [`Path::Fused`] for every other reduction: rows of more than one
+    /// unit of 512 items, and columns. [`Path::MultiPass`] only when forced. A forced path is returned as it is where it
     /// applies; `InvalidParameter` (naming `path`) where it does not.
     ///
     /// ```
@@ -1201,23 +1245,20 @@ impl Layout {
     /// let whole = |n| Layout::new(n, &[n], None).unwrap().path(Path::Auto).unwrap();
     /// assert_eq!(whole(1 << 16), Path::Small);
     /// assert_eq!(whole((1 << 16) + 1), Path::Fused);
-    /// assert_eq!(whole(1 << 23), Path::MultiPass);
+    /// assert_eq!(whole(1 << 28), Path::Fused);
     /// let short_rows = Layout::new(1 << 22, &[1 << 16, 64], Some(1))?;
     /// assert_eq!(short_rows.path(Path::Auto)?, Path::Small);
     /// assert!(short_rows.path(Path::Fused).is_err()); // one unit per row: nothing to combine
     /// let columns = Layout::new(64, &[8, 8], Some(0))?;
-    /// assert_eq!(columns.path(Path::Auto)?, Path::MultiPass);
+    /// assert_eq!(columns.path(Path::Auto)?, Path::Fused);
     /// assert!(columns.path(Path::Small).is_err());
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn path(&self, requested: Path) -> Result<Path> {
         let (rows, len) = (self.outer as u64, self.len as u64);
         let small = self.uses_rows_kernel() && len <= SMALL_MAX_LEN;
-        let fused = self.uses_rows_kernel()
-            && len > ROW_UNIT
-            && rows
-                .checked_mul(len.div_ceil(ROW_UNIT))
-                .is_some_and(|units| units <= FUSED_MAX_UNITS);
+        let fused = !self.uses_rows_kernel()
+            || (len > ROW_UNIT && rows.checked_mul(len.div_ceil(ROW_UNIT)).is_some());
         let refuse = |why: String| Error::InvalidParameter {
             op: "reduce",
             parameter: "path",
@@ -1237,8 +1278,8 @@ impl Layout {
                 "it needs a rows reduction (inner 1) of at most {SMALL_MAX_LEN} items per row"
             ))),
             Path::Fused if !fused => Err(refuse(format!(
-                "it needs a rows reduction (inner 1) of more than {ROW_UNIT} items per row \
-                 and at most {FUSED_MAX_UNITS} units of {ROW_UNIT}"
+                "it needs a columns reduction (inner > 1) or a rows reduction (inner 1) of \
+                 more than {ROW_UNIT} items per row"
             ))),
             path => Ok(path),
         }
@@ -1484,19 +1525,48 @@ pub fn reduce_with<T: Reducible>(
         };
         let blocks = rows.div_ceil(per_block).clamp(1, u64::from(cap.max(1))) as u32;
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(SMALL_BLOCK_THREADS));
-        return T::pass_one_launch(op, x, *rows, *len, OneLaunch::Small, cfg);
+        return T::pass_one_launch(op, x, passes[0], OneLaunch::Small, cfg);
     }
-    if let (Path::Fused, [Pass::Rows { rows, len }, ..]) = (path, &passes[..]) {
-        // One launch, the combines and the finish included (the last block
-        // does them). The scratch keeps its ticket at 0 between launches (the
-        // last block resets it), so it has its own cache key.
-        let (_, blocks) = passes[0].units(1)?;
-        let mut scratch = dev.scratch(
-            "reduce: fused rows",
-            k::fused_scratch_words(*rows, *len) as usize,
-        )?;
-        let cfg = config(dev, blocks, fused_registers(op, T::DTYPE), options);
-        return T::pass_one_launch(op, x, *rows, *len, OneLaunch::Fused(&mut scratch), cfg);
+    if let (Path::Fused, [pass, ..]) = (path, &passes[..]) {
+        // One launch, the combines and the finish included (the block that
+        // completes each combine unit does it). The tickets are 0 between
+        // launches (each is reset by the block that takes its last), so they
+        // have a cache key of their own, never lent for states.
+        let (blocks, (ticket_words, state_words), registers) = match *pass {
+            Pass::Rows { rows, len } => (
+                pass.units(1)?.1,
+                k::fused_words(rows, len),
+                fused_registers(op, T::DTYPE, false),
+            ),
+            Pass::Cols { outer, len, inner } => {
+                // 16 bytes of columns per thread where every row's groups
+                // are whole vectors, else a column per thread (the kernel
+                // decides alike).
+                let width = if inner.is_multiple_of(T::WIDTH) {
+                    T::WIDTH
+                } else {
+                    1
+                };
+                (
+                    k::cols_fused_tasks(outer, len, inner, width),
+                    k::cols_fused_words(outer, len, inner),
+                    fused_registers(op, T::DTYPE, true),
+                )
+            }
+        };
+        let words = |w: u64, what: &str| {
+            usize::try_from(w).map_err(|_| Error::SizeOverflow {
+                what: format!("reduce: {w} words of {what}"),
+            })
+        };
+        let mut tickets = dev.scratch(TICKETS, words(ticket_words, "tickets")?)?;
+        let mut states = dev.scratch(STATES, words(state_words, "partial states")?)?;
+        let cfg = config(dev, blocks, registers, options);
+        let path = OneLaunch::Fused {
+            tickets: &mut tickets,
+            states: &mut states,
+        };
+        return T::pass_one_launch(op, x, *pass, path, cfg);
     }
     let finish_blocks = (outputs as u64).div_ceil(u64::from(BLOCK_THREADS));
     let finish_cfg = config(dev, finish_blocks, 32, options);
@@ -1540,8 +1610,11 @@ pub fn reduce_with<T: Reducible>(
     finish(op, &layout, outputs, states, finish_cfg)
 }
 
-/// The scratch cache key of the multi-pass states.
+/// The scratch cache key of the partial states (fused and multi-pass paths).
 const STATES: &str = "reduce: states";
+/// The scratch cache key of the fused path's tickets: every word 0 between
+/// launches.
+const TICKETS: &str = "reduce: tickets";
 
 /// Launches the finish of `op` over one state per output.
 fn finish<T: Reducible>(

@@ -781,6 +781,157 @@ fn depthwise_nhwc_tiles_interior_and_edges() {
     }
 }
 
+/// The NHWC kernel's register strips (7 pixels × one 16-byte channel
+/// vector a thread) at their edges: image widths that are multiples of 7
+/// (every strip in one row) and not (strips crossing row ends, run once
+/// per row they touch), strides 1 and 2 with every padding, channel counts
+/// that fill the vectors (vector loads and stores) and that do not (a
+/// ragged last vector: element loads, element stores; 20 channels are whole
+/// f32 vectors but not f16 ones), several channel tiles, batches, the
+/// 1 × 3 and 3 × 1 and 2 × 2 filters the strip path also takes.
+#[test]
+fn depthwise_nhwc_strips_edges_strides_and_ragged_channels() {
+    let dev = Device::emulator();
+    let nhwc = Layout::Nhwc;
+    let tiled = "conv2d_depthwise_nhwc_{dtype}";
+    let cases = [
+        // The layer, smaller: 56 wide (8 strips a row), 2 tiles of
+        // f32 channels, batch 2.
+        depthwise(
+            nhwc,
+            [2, 32, 9, 56],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // 10 wide: most strips cross a row end; stride 1 and 2.
+        depthwise(
+            nhwc,
+            [1, 16, 11, 10],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [3, 16, 13, 19],
+            1,
+            (3, 3),
+            (2, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        // Stride 2 with padding only on one side, and none.
+        depthwise(
+            nhwc,
+            [1, 24, 12, 23],
+            1,
+            (3, 3),
+            (2, 2),
+            (0, 1, 0, 1),
+            (1, 1),
+        ),
+        depthwise(nhwc, [1, 8, 9, 30], 1, (3, 3), (2, 1), (0, 0, 0, 0), (1, 1)),
+        // Ragged channels: 20 (whole f32 vectors, a ragged f16 one), 13, 3.
+        depthwise(
+            nhwc,
+            [2, 20, 7, 15],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 13, 8, 17],
+            1,
+            (3, 3),
+            (1, 2),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(nhwc, [1, 3, 6, 9], 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+        // Smaller filters on the strip path.
+        depthwise(
+            nhwc,
+            [1, 16, 7, 12],
+            1,
+            (1, 3),
+            (1, 1),
+            (0, 0, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 16, 7, 12],
+            1,
+            (3, 1),
+            (1, 2),
+            (1, 1, 0, 0),
+            (1, 1),
+        ),
+        depthwise(
+            nhwc,
+            [1, 16, 8, 11],
+            1,
+            (2, 2),
+            (2, 2),
+            (1, 0, 1, 0),
+            (1, 1),
+        ),
+        // Padding wider than the filter's reach on the right.
+        depthwise(nhwc, [1, 8, 5, 6], 1, (3, 3), (1, 1), (2, 2, 2, 3), (1, 1)),
+    ];
+    for (i, conv) in cases.iter().enumerate() {
+        check_depthwise(&dev, conv, tiled, 700 + 10 * i as u64);
+    }
+}
+
+/// The NHWC depthwise kernels' memory traffic at the roofline's shape (56²,
+/// 3 × 3, stride 1, 64 channels: two channel tiles in f16, four in f32, 3.5
+/// pixel tiles): at most 1.1 bytes moved (whole 32-byte sectors, loads and
+/// stores) per byte of least traffic (the input, the filters and the bias
+/// read once, the output written once) — the halo rows a block re-reads,
+/// the filters each block loads — on the emulator's profile.
+#[test]
+fn depthwise_nhwc_moves_at_most_1_1_bytes_per_least_byte_at_56x56() {
+    fn ratio<T: Val>(dev: &Device, conv: &Conv2d) -> f64 {
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<T>(dev, conv, true, 51)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::Depthwise);
+        let p = profiles
+            .iter()
+            .find(|p| p.kernel.starts_with("conv2d_depthwise_nhwc_"))
+            .unwrap();
+        let len = |d: [usize; 4]| d.iter().product::<usize>();
+        let least = (len(conv.input_dims())
+            + len(conv.weight_dims())
+            + conv.weight_dims()[0]
+            + len(conv.output_dims().unwrap()))
+            * size_of::<T>();
+        (p.global_load.bytes_moved() + p.global_store.bytes_moved()) as f64 / least as f64
+    }
+    let dev = Device::emulator();
+    let conv = depthwise(
+        Layout::Nhwc,
+        [1, 64, 56, 56],
+        1,
+        (3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        (1, 1),
+    );
+    let (f16, f32) = (ratio::<f16>(&dev, &conv), ratio::<f32>(&dev, &conv));
+    eprintln!("bytes moved per least byte at 56²: f16 {f16:.3}, f32 {f32:.3}");
+    assert!(f16 <= 1.1 && f32 <= 1.1, "f16 {f16:.3}, f32 {f32:.3}");
+}
+
 /// The tiled NCHW depthwise kernel across its 16 × 64 tiles: interior
 /// tiles with the halo on every side, ragged right and bottom tiles,
 /// strides, dilations, multipliers, non-square filters.
@@ -851,24 +1002,39 @@ fn depthwise_fallbacks_run_the_direct_kernel() {
         };
         check_depthwise(&dev, &conv, direct, 500);
     }
-    // 3 ring rows × 200 columns × 32 channels of f32 = 75 KiB: the direct
-    // kernel; in f16/bf16 it is 37.5 KiB and tiled.
-    let wide = depthwise(
-        Layout::Nhwc,
-        [1, 8, 3, 200],
-        1,
-        (3, 3),
-        (1, 1),
-        (1, 1, 1, 1),
-        (1, 1),
-    );
-    assert_eq!(wide.kernel_name::<f32>().unwrap(), "conv2d_direct_nhwc_f32");
+    // The NHWC ring holds 64 bytes a pixel whatever the type (4 vectors of
+    // 16 bytes: 16 f32 or 32 f16 channels), at most 96 KiB: 3 ring rows ×
+    // 522 pixels = 98 KiB is the direct kernel in every type, 3 × 402 = 75
+    // KiB tiled.
+    let wide = |w| {
+        depthwise(
+            Layout::Nhwc,
+            [1, 8, 3, w],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        )
+    };
+    for (dtype, name) in [
+        ("f32", wide(520).kernel_name::<f32>().unwrap()),
+        ("bf16", wide(520).kernel_name::<bf16>().unwrap()),
+    ] {
+        assert_eq!(name, format!("conv2d_direct_nhwc_{dtype}"));
+    }
     assert_eq!(
-        wide.kernel_name::<f16>().unwrap(),
-        "conv2d_depthwise_nhwc_f16"
+        wide(400).kernel_name::<f32>().unwrap(),
+        "conv2d_depthwise_nhwc_f32"
     );
-    assert_eq!(check::<f32>(&dev, &wide, true, 7), Algorithm::Depthwise);
-    assert_eq!(check::<bf16>(&dev, &wide, true, 8), Algorithm::Depthwise);
+    assert_eq!(
+        check::<f32>(&dev, &wide(520), true, 7),
+        Algorithm::Depthwise
+    );
+    assert_eq!(
+        check::<bf16>(&dev, &wide(400), true, 8),
+        Algorithm::Depthwise
+    );
 }
 
 #[test]

@@ -68,12 +68,15 @@ impl Case {
         c.to_host().unwrap().into_iter().map(Into::into).collect()
     }
 
-    /// Runs the case in f32 and f64 and compares every element of `C` bit for bit.
+    /// Runs the case in f32 and f64 (on `dev`, and f64 also on an sm_86
+    /// emulator: the SIMT kernels where `dev` has FP64 tensor cores) and
+    /// compares every element of `C` bit for bit.
     fn check(&self, dev: &Device) {
         let want = self.expected();
         let got32 = self.run(dev, |x| x as f32);
         let got64 = self.run(dev, |x| x);
-        for (what, got) in [("f32", got32), ("f64", got64)] {
+        let simt64 = self.run(&Device::emulator_for(warpforge::Arch::Sm86), |x| x);
+        for (what, got) in [("f32", got32), ("f64", got64), ("f64 SIMT", simt64)] {
             assert_eq!(got.len(), want.len());
             for (e, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!(
@@ -340,13 +343,20 @@ fn warp_tiled_and_small_f32_tiles_agree_bit_for_bit() {
     };
     assert_eq!(pick(1536), "gemm_f32_nn_128x128x8");
     assert_eq!(pick(1408), "gemm_f32_nn_64x64x16");
+    // f64: the FP64 tensor cores' one tile (the default emulator is an
+    // H100), or on a GPU without them the one SIMT tile.
     assert_eq!(
         Gemm::<f64>::new(4096, 4096, 8)
-            .tile(TileConfig::Large)
             .kernel_name_for::<f64, f64>(&dev)
             .unwrap(),
+        "gemm_dmma_f64_nn_64x64x16_s3"
+    );
+    assert_eq!(
+        Gemm::<f64>::new(4096, 4096, 8)
+            .kernel_name_for::<f64, f64>(&Device::emulator_for(warpforge::Arch::Sm86))
+            .unwrap(),
         "gemm_f64_nn_64x64x8",
-        "f64 has one tile"
+        "f64 has one SIMT tile"
     );
 }
 

@@ -574,7 +574,15 @@ fn kernel_names_and_resources_come_from_the_tile() {
         .kernel_name_for::<f16, bf16>(&dev)
         .unwrap_err();
     assert!(err.to_string().contains("f16 → bf16"), "{err}");
+    // f64 ignores `.tile`: its FP64 tensor-core tile on this sm_90, its
+    // SIMT one pinned by `.dmma(false)`.
     let g = Gemm::<f64>::new(1, 1, 1).tile(Large);
+    assert_eq!(
+        g.kernel_name_for::<f64, f64>(&dev).unwrap(),
+        "gemm_dmma_f64_nn_64x64x16_s3"
+    );
+    assert_eq!(g.tile_config_for::<f64, f64>(&dev).unwrap(), Some(Small));
+    let g = g.dmma(false);
     assert_eq!(
         g.kernel_name_for::<f64, f64>(&dev).unwrap(),
         "gemm_f64_nn_64x64x8"

@@ -8,6 +8,7 @@ use half::{bf16, f16};
 use warpforge::gemm::{GemmTypes, TileConfig};
 use warpforge::{DType, Element};
 use warpforge_kernels::gemm::tensor::MmaTile;
+use warpforge_kernels::gemm::tensor::dgemm::DMMA_TILE;
 use warpforge_kernels::gemm::warp_tiled::F32_TILE_LARGE;
 use warpforge_kernels::gemm::{F32_TILE, F64_TILE, MICRO};
 
@@ -24,7 +25,8 @@ const SIMT_BEGIN: &str = "<!-- generated: from warpforge_kernels::gemm's SIMT ti
 const TRANSPOSES: [(bool, bool); 4] = [(false, false), (false, true), (true, false), (true, true)];
 
 /// One type pair's kernel names for `tile` (`None`: the pair's only SIMT
-/// tile), if the pair has kernels for it.
+/// tile: f64's, or a pair without tensor-core tiles), if the pair has
+/// kernels for it.
 struct Pair {
     name: String,
     kernels: fn(Option<TileConfig>, bool) -> Option<[&'static str; 4]>,
@@ -38,7 +40,7 @@ fn pair<TIn: GemmTypes<TOut>, TOut: Element>() -> Pair {
         name: format!("{} → {}", dtype::<TIn>().name(), dtype::<TOut>().name()),
         kernels: |tile, tf32| {
             let has = match (tile, tf32) {
-                (None, _) => TIn::TILES.is_empty(),
+                (None, _) => TIn::TILES.is_empty() || TIn::HAS_DMMA,
                 (Some(t), false) => TIn::TILES.contains(&t),
                 (Some(t), true) => TIn::TF32_TILES.contains(&t),
             };
@@ -125,7 +127,7 @@ fn kernels_cell(kernels: &[(String, [&'static str; 4])], suffix: &str) -> String
 }
 
 /// The tensor-core (`mma.sync`) configurations: one row per `TileConfig`,
-/// then one per TF32 tile.
+/// then one per TF32 tile, then f64's.
 fn tensor_table() -> String {
     let pairs = tensor_pairs();
     let f32_pair = pair::<f32, f32>();
@@ -168,6 +170,11 @@ fn tensor_table() -> String {
             .expect("a TF32 tile has TF32 kernels");
         row(config, tile, "f32 as tf32", kernels);
     }
+    // f64 on the FP64 tensor cores (`mma.sync.m8n8k4`): its one tile.
+    let kernels = (pair::<f64, f64>().kernels)(Some(TileConfig::Small), false)
+        .map(|k| vec![("f64 → f64".to_owned(), k)])
+        .expect("f64 has tensor-core kernels");
+    row(TileConfig::Small, DMMA_TILE, "f64", kernels);
     table
 }
 

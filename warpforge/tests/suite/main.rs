@@ -13,6 +13,7 @@ mod emulator_faults;
 mod fault_locations;
 mod gemm;
 mod gemm_batched;
+mod gemm_dmma;
 mod gemm_split_k;
 mod gemm_tensor;
 mod gemm_tf32;

@@ -727,6 +727,88 @@ fn fused_path_matches_multi_pass_on_gpu() {
     fused_path_matches_multi_pass_every_dtype(&Device::gpu(0).expect("this test needs a CUDA GPU"));
 }
 
+/// Columns shapes `(outer, len, inner)` of the fused columns kernel: one
+/// chunk of 64 rows (finished where it is folded, no tickets), one combine
+/// level (65 rows; 700 with 3 columns, read one per thread), two levels
+/// (4097 rows: 65 chunks, 2 level-1 states), several column tiles (300
+/// columns: 2 tiles of 256 where a thread takes one column, 1030 f32
+/// columns in 5), an outer axis of 2.
+const FUSED_COLS: &[(usize, usize, usize)] = &[
+    (1, 64, 5),
+    (1, 65, 8),
+    (1, 700, 3),
+    (1, 4097, 4),
+    (1, 130, 300),
+    (1, 66, 1030),
+    (2, 130, 12),
+];
+
+/// Every op of `T` along columns on the one-launch fused path (the
+/// default for columns) against the multi-pass path (a columns pass, a
+/// combine pass per level, the finish), bit for bit, at 1, 2, 3, 64 blocks
+/// and the device's wave, small integers with ties, and for floats NaN in
+/// column 0's head and twice in the last column (the first wins
+/// argmin/argmax).
+fn fused_columns_match_multi_pass<T: Small>(dev: &Device, ops: &[Op], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (&(outer, len, inner), with_nan) in FUSED_COLS.iter().flat_map(|c| [(c, false), (c, true)])
+    {
+        if with_nan && T::nan().is_none() {
+            continue;
+        }
+        let n = outer * len * inner;
+        let mut x: Vec<T> = (0..n).map(|_| T::small(rng.random_range(-8..=8))).collect();
+        if let (true, Some(nan)) = (with_nan, T::nan()) {
+            x[0] = nan;
+            x[(len / 2) * inner + inner - 1] = nan;
+            x[(len - 1) * inner + inner - 1] = nan;
+        }
+        let (shape, axis) = match outer {
+            1 => (vec![len, inner], 0),
+            _ => (vec![outer, len, inner], 1),
+        };
+        let layout = Layout::new(n, &shape, Some(axis)).unwrap();
+        assert_eq!(layout.path(Path::Auto).unwrap(), Path::Fused, "{shape:?}");
+        for &op in ops {
+            let ctx = format!("{op} of {:?} {shape:?}, NaN {with_nan}", T::DTYPE);
+            let with = |max_blocks, path| ReduceOptions { max_blocks, path };
+            let want = bits_with(dev, op, &x, &shape, Some(axis), with(7, Path::MultiPass));
+            for max_blocks in [1, 2, 3, 64, ReduceOptions::AUTO] {
+                let got = bits_with(
+                    dev,
+                    op,
+                    &x,
+                    &shape,
+                    Some(axis),
+                    with(max_blocks, Path::Fused),
+                );
+                assert_eq!(got, want, "{ctx} at {max_blocks} blocks");
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_columns_match_multi_pass_in_emulator() {
+    let dev = Device::emulator();
+    fused_columns_match_multi_pass::<f32>(&dev, &Op::ALL, 51);
+    fused_columns_match_multi_pass::<f64>(&dev, &Op::ALL, 52);
+    fused_columns_match_multi_pass::<f16>(&dev, &Op::ALL, 53);
+    fused_columns_match_multi_pass::<bf16>(&dev, &Op::ALL, 54);
+    fused_columns_match_multi_pass::<i32>(&dev, INT_OPS, 55);
+    fused_columns_match_multi_pass::<i64>(&dev, INT_OPS, 56);
+    fused_columns_match_multi_pass::<u32>(&dev, INT_OPS, 57);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_columns_match_multi_pass_on_gpu() {
+    let dev = Device::gpu(0).expect("this test needs a CUDA GPU");
+    fused_columns_match_multi_pass::<f32>(&dev, &Op::ALL, 51);
+    fused_columns_match_multi_pass::<bf16>(&dev, &Op::ALL, 54);
+    fused_columns_match_multi_pass::<i64>(&dev, INT_OPS, 56);
+}
+
 /// Column counts around every vector width (2, 4, 8) and a warp's 32
 /// groups: most are not multiples of the width, so most rows' column groups
 /// start mid-vector (scalar loads) and the last group of a row is partial.
@@ -931,9 +1013,9 @@ fn assert_vector_loads(p: &warpforge::MemoryProfile) {
 /// The main pass of a whole-tensor f32 sum and bf16 max on aligned buffers
 /// of a few thousand elements reads its input with 16-byte vector loads
 /// through `Global` (so the emulator's profile sees them), at ≥ 0.95
-/// coalescing efficiency; so do the columns pass when `inner` is a multiple
-/// of the vector width, and the combine and finish passes (one 16-byte load
-/// per state).
+/// coalescing efficiency; so do the columns pass and the one-launch columns
+/// kernel when `inner` is a multiple of the vector width, and the combine and
+/// finish passes (one 16-byte load per state).
 #[test]
 fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
     let n = 4096;
@@ -971,11 +1053,23 @@ fn main_passes_read_16_byte_vectors_at_full_efficiency_in_emulator() {
     let xs: Vec<f32> = (0..rows * inner).map(|i| (i % 13) as f32).collect();
     let (_, profiles) = profiled(|dev| {
         let x = dev.upload(&xs)?;
-        reduce::reduce(Op::Sum, &x, &[rows, inner], Some(0)).map(|_| ())
+        let multi_pass = ReduceOptions {
+            path: Path::MultiPass,
+            ..Default::default()
+        };
+        reduce::reduce_with(Op::Sum, &x, &[rows, inner], Some(0), multi_pass).map(|_| ())
     });
     assert_vector_loads(launch_of(&profiles, "reduce_cols_sum_f32"));
     assert_vector_loads(launch_of(&profiles, "combine_cols_sum_f32"));
     assert_vector_loads(launch_of(&profiles, "finish_f32"));
+    // The one-launch columns kernel (the default) reads the elements the
+    // same way: 64 rows, one chunk, so no combining block reads states
+    // (those it reads 8 bytes at a time through the scratch's `Out`).
+    let (_, profiles) = profiled(|dev| {
+        let x = dev.upload(&xs[..64 * inner])?;
+        reduce::reduce(Op::Sum, &x, &[64, inner], Some(0)).map(|_| ())
+    });
+    assert_vector_loads(launch_of(&profiles, "reduce_fused_cols_sum_f32"));
 }
 
 /// Columns whose rows are not whole vectors (`inner` = 250 floats) take a
@@ -996,7 +1090,7 @@ fn ragged_columns_take_a_thread_per_column_in_emulator() {
         .map(|c| (0..rows).map(|r| xs[r * inner + c]).sum())
         .collect();
     assert_eq!(sums, want);
-    let l = &launch_of(&profiles, "reduce_cols_sum_f32").global_load;
+    let l = &launch_of(&profiles, "reduce_fused_cols_sum_f32").global_load;
     assert_eq!(
         l.requests_by_width,
         [0, 0, l.requests, 0, 0],

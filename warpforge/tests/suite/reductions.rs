@@ -289,7 +289,7 @@ fn same_bits_at_every_grid_size_in_emulator() {
 #[test]
 fn reductions_reuse_the_device_scratch_states_in_emulator() {
     let dev = Device::emulator_with_memory(64 << 20);
-    let n = 512 * 512 + 1; // three rows passes: both scratch buffers
+    let n = 512 * 512 + 1; // the fused path, two combine levels: tickets and states
     let x: Vec<f32> = (0..n)
         .map(|i| ((i * 7919) % 2001) as f32 * 0.37 - 370.0)
         .collect();
@@ -1180,4 +1180,41 @@ fn exact_at_scale_on_gpu() {
     exact_at_scale::<bf16>(&dev, sizes.0, sizes.1, sizes.2, 44);
     // f64 accumulates exactly far beyond f32: 2²⁵ items of ±1..=4.
     exact_at_scale::<f64>(&dev, (1 << 25) + 5, (8193, 4097), (2, (1 << 23) + 3, 2), 45);
+}
+
+/// Whole-tensor f32 `sum` and `argmax` of `2^log2` elements on `dev`, each
+/// counted with the device's launch recording: one launch per call, the
+/// small kernel up to 2¹⁶ elements and the fused one above (no combine or
+/// finish launches); the sum of ones is exact and the argmax finds the one
+/// 2.0, so a dropped or doubled unit fails too.
+fn one_launch_per_call(dev: &Device, log2s: &[u32]) {
+    for &log2 in log2s {
+        let n = 1usize << log2;
+        let mut x = vec![1.0f32; n];
+        let peak = n / 3 + 5;
+        x[peak] = 2.0;
+        let x = dev.upload(&x).unwrap();
+        let kind = if log2 <= 16 { "small" } else { "fused" };
+        let (sum, launched) = dev.kernels_launched_by(|| reduce::sum(&x)).unwrap();
+        assert_eq!(sum, n as f32 + 1.0, "2^{log2}");
+        assert_eq!(launched, [format!("reduce_{kind}_sum_f32")], "2^{log2}");
+        let (index, launched) = dev.kernels_launched_by(|| reduce::argmax(&x)).unwrap();
+        assert_eq!(index, peak as u64, "2^{log2}");
+        assert_eq!(launched, [format!("reduce_{kind}_argmax_f32")], "2^{log2}");
+    }
+}
+
+#[test]
+fn a_whole_tensor_reduction_is_one_launch_at_every_size_in_emulator() {
+    one_launch_per_call(&Device::emulator(), &[10, 16, 17, 20, 24]);
+    // 2^28 f32 (1 GiB) is past what the emulator reduces in a test's time:
+    // the same path (the GPU twin below launches it).
+    let layout = Layout::new(1 << 28, &[1 << 28], None).unwrap();
+    assert_eq!(layout.path(Path::Auto).unwrap(), Path::Fused);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_whole_tensor_reduction_is_one_launch_at_every_size_on_gpu() {
+    one_launch_per_call(&gpu(), &[10, 16, 17, 20, 24, 28]);
 }

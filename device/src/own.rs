@@ -31,7 +31,7 @@
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`]), the tensor-core GEMM epilogue; batch z of the bound batches |
-//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]), whose lanes write 16-byte runs of rows ([`RunTile`]); blocks off the x-line own nothing |
+//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]), whose lanes write 16-byte runs of rows where C's rows start on 16 bytes, else 32 consecutive elements a request ([`RunTile`]); blocks off the x-line own nothing |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
@@ -1849,8 +1849,9 @@ impl<
     /// `WalkTile` of another `TileWalk` output names a tile by its number,
     /// so here too it is this block's.
     ///
-    /// Its lanes write it in [`RunTile`]'s runs (16 bytes of a row each),
-    /// the one map of this mapping.
+    /// Its lanes write it through [`RunTile::panels`]: 16-byte runs of
+    /// rows, or elements where the rows do not start on 16 bytes, one map
+    /// for the whole warp.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<RunTile<'_, T, TM, TN>> {
@@ -1876,22 +1877,18 @@ impl<
 pub const RUN_PANEL: usize = 64;
 
 /// The `TM × TN` warp tile of an `OutMatrix<T, TileWalk<…>>` (from
-/// [`OutMatrix::walk_tile`]), written by its lanes in *runs*: 16 bytes of
-/// a row (`E = 16 / size_of::<T>()` elements), as a warp writes a tile it
-/// staged in shared memory (the Hopper GEMM's epilogue). The tile is cut
-/// into panels of [`RUN_PANEL`] columns; a panel's runs are numbered
-/// row-major (`RUN_PANEL / E` a row), and lane `l` owns runs `l, l + 32,
-/// l + 64, …` of every panel ([`update_panel`](Self::update_panel)). So one
-/// request of the warp's — its lanes' `k`-th runs — writes `32·16` bytes:
-/// whole rows of the panel, each one or two 128-byte lines. One map, fixed
-/// by the mapping: no lane can reach another's element.
-///
-/// `CLIPPED`: as [`WarpTile`]'s: a tile as handed out (`true`), whose runs
-/// are clipped to the matrix element by element ([`Run::slot`]), or one
-/// [`interior`](Self::interior) found inside it and aligned
-/// ([`InteriorRunTile`], `false`), whose runs are whole 16-byte vectors
-/// ([`Run::load`], [`Run::store`]).
-pub struct RunTile<'v, T, const TM: usize, const TN: usize, const CLIPPED: bool = true> {
+/// [`OutMatrix::walk_tile`]), written by its lanes panel by panel, as a warp
+/// writes a tile it staged in shared memory (the Hopper GEMM's epilogue).
+/// The tile is cut into panels of [`RUN_PANEL`] columns. How its lanes
+/// share a panel is fixed by the tile, once, in [`panels`](Self::panels):
+/// where C's rows start on 16 bytes, in *runs* ([`RunRows`]: 16 bytes of a
+/// row, lane `l` owning runs `l, l + 32, …` of the panel's, numbered
+/// row-major), so one request of the warp's writes `32·16` bytes of whole
+/// rows; where they do not, element by element ([`ElementPanels`]: lane `l`
+/// owning elements `l, l + 32, …`, so one request writes 32 consecutive
+/// elements of a row). Either way one map for the whole warp, decided from
+/// the tile (the same for every lane): no lane can reach another's element.
+pub struct RunTile<'v, T, const TM: usize, const TN: usize> {
     origin: *mut T,
     row_stride: usize,
     row0: usize,
@@ -1901,18 +1898,84 @@ pub struct RunTile<'v, T, const TM: usize, const TN: usize, const CLIPPED: bool 
     _view: PhantomData<&'v mut [T]>,
 }
 
-/// A [`RunTile`] wholly inside its matrix, every run 16-byte aligned.
-pub type InteriorRunTile<'t, T, const TM: usize, const TN: usize> = RunTile<'t, T, TM, TN, false>;
+/// How a warp writes its [`RunTile`] ([`RunTile::panels`]), decided once for
+/// the tile.
+pub enum RunPanels<'t, T, const TM: usize, const TN: usize> {
+    /// All `TM × TN` elements inside the matrix and every run on 16 bytes:
+    /// each run one 16-byte vector, no clipping at all.
+    Interior(InteriorRunRows<'t, T, TM, TN>),
+    /// Every run on 16 bytes, the tile clipped by the matrix's right or
+    /// bottom edge: runs starting outside are skipped, a run wholly inside
+    /// is one vector ([`Run::whole`]), a row's ragged last run is written
+    /// element by element ([`Run::slot`]).
+    Edge(RunRows<'t, T, TM, TN, true>),
+    /// The rows do not start on 16 bytes (C's first element or its row
+    /// stride in bytes not a multiple of 16): element by element, in
+    /// coalesced order.
+    Elements(ElementPanels<'t, T, TM, TN>),
+}
 
-impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
-    RunTile<'v, T, TM, TN, CLIPPED>
-{
+impl<'v, T: Copy, const TM: usize, const TN: usize> RunTile<'v, T, TM, TN> {
     /// The tile's first row and column in the matrix.
     #[inline(always)]
     pub fn origin(&self) -> (usize, usize) {
         (self.row0, self.col0)
     }
 
+    /// How this warp writes the tile: [`RunPanels::Interior`] if all
+    /// `TM × TN` elements are inside the matrix and every run starts on 16
+    /// bytes (the tile's first element and the row stride in bytes
+    /// multiples of 16), [`RunPanels::Edge`] if the runs start on 16 bytes
+    /// but the tile is clipped, [`RunPanels::Elements`] otherwise. One
+    /// check for the tile, from values every lane of the warp shares, so
+    /// the warp's lanes all take the same map. It borrows the tile, so the
+    /// forms are never used at once.
+    #[inline(always)]
+    pub fn panels(&mut self) -> RunPanels<'_, T, TM, TN> {
+        let aligned = (self.origin as usize).is_multiple_of(16)
+            && (self.row_stride * size_of::<T>()).is_multiple_of(16);
+        let whole = self.rows == TM && self.cols == TN;
+        match (aligned, whole) {
+            (true, true) => RunPanels::Interior(self.rows_view()),
+            (true, false) => RunPanels::Edge(self.rows_view()),
+            (false, _) => RunPanels::Elements(ElementPanels {
+                origin: self.origin,
+                row_stride: self.row_stride,
+                rows: self.rows,
+                cols: self.cols,
+                _view: PhantomData,
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn rows_view<const CLIPPED: bool>(&mut self) -> RunRows<'_, T, TM, TN, CLIPPED> {
+        RunRows {
+            origin: self.origin,
+            row_stride: self.row_stride,
+            rows: self.rows,
+            cols: self.cols,
+            _view: PhantomData,
+        }
+    }
+}
+
+/// A [`RunTile`] whose rows start on 16 bytes, written in 16-byte runs
+/// ([`RunPanels::Interior`], `CLIPPED = false`, or [`RunPanels::Edge`]).
+pub struct RunRows<'t, T, const TM: usize, const TN: usize, const CLIPPED: bool> {
+    origin: *mut T,
+    row_stride: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'t mut [T]>,
+}
+
+/// A [`RunRows`] wholly inside its matrix, every run 16-byte aligned.
+pub type InteriorRunRows<'t, T, const TM: usize, const TN: usize> = RunRows<'t, T, TM, TN, false>;
+
+impl<T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
+    RunRows<'_, T, TM, TN, CLIPPED>
+{
     /// Hands each of this lane's runs of panel `panel` (columns
     /// `RUN_PANEL·panel ..` of the tile) to `f(row, col, run)`, `row` and
     /// `col` its first element's place in the tile: runs `lane, lane + 32,
@@ -1950,7 +2013,7 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
                 let mut run = Run {
                     // SAFETY: (r, c) is inside the clipped tile (checked, or
                     // for an unclipped one every (r, c) of the tile is:
-                    // `interior`), so in the matrix; the run's `len`
+                    // `RunTile::panels`), so in the matrix; the run's `len`
                     // elements stay in its row and in the tile.
                     first: unsafe { self.origin.add(r * self.row_stride + c) },
                     len: if CLIPPED {
@@ -1967,25 +2030,51 @@ impl<'v, T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
     }
 }
 
-impl<'v, T: Copy, const TM: usize, const TN: usize> RunTile<'v, T, TM, TN> {
-    /// This tile without its clipping, if all `TM × TN` elements are inside
-    /// the matrix and every run starts on 16 bytes (the tile's first
-    /// element and the row stride in bytes multiples of 16): one check for
-    /// the tile, then each run is one 16-byte vector access. It borrows
-    /// this one, so the two are never used at once.
+/// A [`RunTile`] whose rows do not start on 16 bytes
+/// ([`RunPanels::Elements`]), written element by element: lane `l` owns
+/// elements `l, l + 32, l + 64, …` of each panel (its `TM × RUN_PANEL`
+/// elements numbered row-major), so one request of the warp's is 32
+/// consecutive elements of a row (128 bytes of f32, 64 of f16), where runs
+/// written element by element would spread a request over 32 runs.
+pub struct ElementPanels<'t, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'t mut [T]>,
+}
+
+impl<T: Copy, const TM: usize, const TN: usize> ElementPanels<'_, T, TM, TN> {
+    /// Hands each of this lane's elements of panel `panel` inside the
+    /// matrix to `f(row, col, slot)`, `row` and `col` its place in the
+    /// tile; a panel past the tile has none. `TN` must be a multiple of
+    /// [`RUN_PANEL`] (a compile-time error otherwise).
     #[inline(always)]
-    pub fn interior(&mut self) -> Option<InteriorRunTile<'_, T, TM, TN>> {
-        let aligned = (self.origin as usize).is_multiple_of(16)
-            && (self.row_stride * size_of::<T>()).is_multiple_of(16);
-        (self.rows == TM && self.cols == TN && aligned).then_some(RunTile {
-            origin: self.origin,
-            row_stride: self.row_stride,
-            row0: self.row0,
-            col0: self.col0,
-            rows: TM,
-            cols: TN,
-            _view: PhantomData,
-        })
+    pub fn update_panel(&mut self, panel: usize, mut f: impl FnMut(usize, usize, Slot<'_, T>)) {
+        const {
+            assert!(
+                TN.is_multiple_of(RUN_PANEL) && RUN_PANEL.is_multiple_of(WARP_SIZE as usize),
+                "whole panels, whole requests"
+            )
+        };
+        if panel >= TN / RUN_PANEL {
+            return;
+        }
+        let lane = thread::lane_id() as usize;
+        let mut k = 0;
+        while k < TM * RUN_PANEL / WARP_SIZE as usize {
+            let u = WARP_SIZE as usize * k + lane;
+            let (r, c) = (u / RUN_PANEL, panel * RUN_PANEL + u % RUN_PANEL);
+            if r < self.rows && c < self.cols {
+                // SAFETY: (r, c) is inside the clipped tile (just checked),
+                // so in the matrix, and this lane's alone (element `u` of
+                // the panel); the slot lives for the call.
+                f(r, c, unsafe {
+                    Slot::from_element(self.origin.add(r * self.row_stride + c))
+                });
+            }
+            k += 1;
+        }
     }
 }
 
@@ -2047,6 +2136,20 @@ impl<T: Copy, const CLIPPED: bool> Run<'_, T, CLIPPED> {
     }
 }
 
+impl<T: RunElement> Run<'_, T, true> {
+    /// The run as one 16-byte vector, if none of it is clipped (`len() ==
+    /// T::RUN`): a run of a [`RunPanels::Edge`] tile starts on 16 bytes, so
+    /// its length is the one check, made once for the run.
+    #[inline(always)]
+    pub fn whole(&mut self) -> Option<Run<'_, T, false>> {
+        (self.len == T::RUN).then(|| Run {
+            first: self.first,
+            len: T::RUN,
+            _run: PhantomData,
+        })
+    }
+}
+
 impl<T: RunElement> Run<'_, T, false> {
     /// Reads the run with one 16-byte load (`LDG.E.128`).
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
@@ -2056,7 +2159,7 @@ impl<T: RunElement> Run<'_, T, false> {
         #[cfg(not(target_arch = "nvptx64"))]
         crate::arch::global_access(self.first.cast(), 16, false);
         // SAFETY: an interior run: 16 bytes of the matrix, 16-byte aligned
-        // (`RunTile::interior`), this lane's alone. Any 16 bytes are a
+        // (`RunTile::panels`), this lane's alone. Any 16 bytes are a
         // valid `T::Run` (`[T; RUN]` of a `SharedElement`: every bit
         // pattern valid, no padding, 16 bytes like `[u32; 4]`).
         unsafe {
@@ -2228,7 +2331,7 @@ pub type InteriorWarpTile<'t, T, const TM: usize, const TN: usize, const RP: boo
 
 #[cfg(test)]
 mod tests {
-    use super::{OutMatrix, TileWalk, grouped_block};
+    use super::{OutMatrix, RunPanels, TileWalk, grouped_block};
     use crate::Dim3;
     use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
     use std::sync::Mutex;
@@ -2320,7 +2423,9 @@ mod tests {
     /// on; the walk's tile numbers are each one block's, and the origin it
     /// gives the producer is the one the writers write; a warp tile is
     /// written unclipped (whole 16-byte runs) exactly when it is inside the
-    /// matrix and 16-byte aligned.
+    /// matrix and 16-byte aligned, clipped runs of an aligned tile whole
+    /// exactly where they lie inside the matrix, and an unaligned tile's
+    /// elements in requests of 32 consecutive elements of a row.
     #[test]
     fn a_tile_walk_covers_every_tile_once_across_blocks() {
         let (rows, cols, ld) = (37usize, 150usize, 152usize);
@@ -2377,11 +2482,11 @@ mod tests {
                             assert_eq!(warp_tile.origin(), (wr, wc));
                             assert!(batch < batches);
                             // Inside and aligned: no clipping; else clipped.
-                            let unclipped = wr + 16 <= rows
-                                && wc + 64 <= cols
-                                && (batch * stride).is_multiple_of(4);
-                            match warp_tile.interior() {
-                                Some(mut inner) => {
+                            let aligned = |batch: usize| (batch * stride).is_multiple_of(4);
+                            let unclipped = wr + 16 <= rows && wc + 64 <= cols && aligned(batch);
+                            let lane = crate::thread::lane_id() as usize;
+                            match warp_tile.panels() {
+                                RunPanels::Interior(mut inner) => {
                                     assert!(unclipped, "({wr}, {wc}) is on an edge");
                                     interior.fetch_add(1, Ordering::Relaxed);
                                     inner.update_panel(0, |_, _, run| {
@@ -2391,17 +2496,40 @@ mod tests {
                                     // Past the tile: nothing.
                                     inner.update_panel(1, |_, _, _| unreachable!());
                                 }
-                                None => {
+                                RunPanels::Edge(mut edge) => {
                                     assert!(!unclipped, "({wr}, {wc}) is inside");
-                                    warp_tile.update_panel(0, |r, col, run| {
+                                    assert!(aligned(batch), "batch {batch} is not aligned");
+                                    edge.update_panel(0, |r, col, run| {
                                         assert!(wr + r < rows && wc + col < cols);
                                         assert_eq!(run.len(), 4.min(cols - wc - col));
-                                        for j in 0..4 {
-                                            if let Some(mut d) = run.slot(j) {
-                                                d.set(d.get() + 1.0);
+                                        // Whole exactly when none of it is clipped.
+                                        match run.whole() {
+                                            Some(mut whole) => {
+                                                assert!(wc + col + 4 <= cols);
+                                                let v = whole.load();
+                                                whole.store(v.map(|x| x + 1.0));
+                                            }
+                                            None => {
+                                                assert!(wc + col + 4 > cols);
+                                                for j in 0..4 {
+                                                    if let Some(mut d) = run.slot(j) {
+                                                        d.set(d.get() + 1.0);
+                                                    }
+                                                }
                                             }
                                         }
                                     });
+                                }
+                                RunPanels::Elements(mut elements) => {
+                                    assert!(!aligned(batch), "batch {batch} is aligned");
+                                    elements.update_panel(0, |r, col, mut d| {
+                                        assert!(wr + r < rows && wc + col < cols);
+                                        // Coalesced: a request's lanes take
+                                        // 32 consecutive elements of a row.
+                                        assert_eq!((r * 64 + col) % 32, lane);
+                                        d.set(d.get() + 1.0);
+                                    });
+                                    elements.update_panel(1, |_, _, _| unreachable!());
                                 }
                             }
                         }

@@ -21,31 +21,38 @@
 //!   until the *previous* step's group is done, and arrive on that stage's
 //!   "empty" barrier: one group stays in flight while the next stage's
 //!   copies land;
-//! - the epilogue: after the tile's last group the consumers release its
-//!   stage, and each consumer warp writes its 16 × 256 rows of the
-//!   accumulator through shared memory, one 16 × 64 panel at a time: its
-//!   lanes store their `mma` fragments (8-byte stores) into the warp's own
-//!   4 KiB staging tile (f32, 16-byte chunks XOR-swizzled by row: no bank
+//! - the epilogue: after the tile's last group the consumers pass the
+//!   "drained" barrier (every consumer's `wgmma`s done), and each consumer
+//!   warp writes its 16 × 256 rows of the accumulator through shared
+//!   memory, one 16 × 64 panel at a time, staged in the ring's stage of the
+//!   tile's last step (which nobody has released yet): its lanes store
+//!   their `mma` fragments (8-byte stores) into the warp's own 4 KiB
+//!   staging tile there (f32, 16-byte chunks XOR-swizzled by row: no bank
 //!   conflicts either way), the warp syncs (`warp::sync`), and each lane
 //!   reads back 16-byte runs of rows and writes them to C through its
-//!   `TileWalk` tile's runs (`RunTile`: owned, no two lanes write one
-//!   element; one request of the warp is whole 128-byte lines of C, where
-//!   the fragments' stores each touched twice the sectors they wrote). A
-//!   tile inside C and 16-byte aligned (checked once) writes each run as
-//!   one 16-byte store, `alpha·acc` when `beta = 0` (C never read) else
-//!   `fma(beta, c, alpha·acc)` with C read as one 16-byte load, rounded to
-//!   the output type; a tile on C's right or bottom edge clips its runs
-//!   element by element. Meanwhile the producer is already filling the
-//!   ring with the next tile's steps (the staging tiles are not the ring's).
+//!   `TileWalk` tile (`RunTile`: owned, no two lanes write one element; one
+//!   request of the warp is whole 128-byte lines of C, where the
+//!   fragments' stores each touched twice the sectors they wrote). How is
+//!   decided once per tile (`RunTile::panels`): a tile inside C and 16-byte
+//!   aligned writes each run as one 16-byte store, `alpha·acc` when
+//!   `beta = 0` (C never read) else `fma(beta, c, alpha·acc)` with C read
+//!   as one 16-byte load, rounded to the output type; a tile on C's right
+//!   or bottom edge writes each run wholly inside C the same way and a
+//!   row's ragged last run element by element; a C whose rows do not start
+//!   on 16 bytes is written element by element, 32 consecutive elements of
+//!   a row a request. Then the consumers fence (the staging stores are the
+//!   generic proxy's, the TMA's refill the async proxy's) and release the
+//!   stage. Meanwhile the producer is already filling the other stages with
+//!   the next tile's first steps.
 //!
 //! Every tile walks the ring from stage 0, and each stage keeps its own
 //! "full" and "empty" phases across tiles (a `Phase` per stage, in
 //! registers: the walk is written out per stage), so a K that is not a
 //! multiple of 4 steps leaves stages unevenly used but never out of step.
 //!
-//! The ring has 4 stages (192 KiB of shared memory), the staging tiles 32
-//! KiB after it: 224 KiB and the barriers' 64 bytes (the H100 and H200
-//! allow 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
+//! The ring has 4 stages (192 KiB of shared memory), then the barriers' 72
+//! bytes (the H100 and H200 allow 227 KiB a block); the staging tiles are
+//! the first 32 KiB of a stage. The k-loop is written out per stage (`unroll`), so each
 //! stage's tiles and barriers are constants and nothing is indexed at run
 //! time. The transposes are the tiles' layouts: A row-major is K-major, A
 //! transposed (stored K × M) MN-major; B row-major (K × N) is MN-major, B
@@ -54,14 +61,14 @@
 //!
 //! Bounds: every box the TMA copies is clipped to the tensor the host
 //! described (zeros outside); every element written is in the tile
-//! `TileWalk` gives the warp, clipped to C (a run's vector access only in a
-//! tile found wholly inside C and aligned). The host checks the shapes,
+//! `TileWalk` gives the warp, clipped to C (a run's vector access only for
+//! a run wholly inside C, in a tile whose rows start on 16 bytes). The host checks the shapes,
 //! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
 //! 32-bit coordinates.
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
 use warpforge_device::num::Output;
-use warpforge_device::own::{RunElement, TileWalk};
+use warpforge_device::own::{RunElement, RunPanels, TileWalk};
 use warpforge_device::shared::{self, SharedTile, SharedVectors};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
@@ -95,10 +102,16 @@ const B_ELEMS: usize = BN * BK;
 const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
 /// The ring's stages, in 2-byte elements.
 const RING_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS);
+/// The ring's barriers: "full" and "empty" for each stage, then "drained".
+const BARRIERS: usize = 2 * STAGES + 1;
+/// The barrier the consumers pass after a tile's last `wgmma` group, before
+/// its epilogue stages the accumulator in the ring.
+const DRAINED: usize = 2 * STAGES;
 /// The launch's shared memory, in 2-byte elements: the stages, then the
-/// 2·STAGES barriers (8 bytes each), then the consumer warps' staging
-/// tiles (f32).
-const SHARED_ELEMS: usize = RING_ELEMS + 2 * STAGES * 4 + 2 * STAGING_ELEMS;
+/// barriers (8 bytes each). The epilogue stages the accumulator in the
+/// stage of the tile's last step (`staging_tiles`), not in memory of its
+/// own.
+const SHARED_ELEMS: usize = RING_ELEMS + BARRIERS * 4;
 
 /// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
 pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
@@ -145,14 +158,18 @@ fn stages<T: Element, LA: Layout, LB: Layout>() -> [Stage<T, LA, LB>; STAGES] {
 /// The ring's barriers, after the stages, initialised (by thread 0, then a
 /// block barrier): "full" `0 .. STAGES` (one arrival, the producer's, plus
 /// the bytes), "empty" `STAGES .. 2·STAGES` (one arrival per consumer
-/// thread).
+/// thread), and "drained" (one arrival per consumer thread, once a tile:
+/// every consumer's `wgmma`s are done, so the ring's stage that nobody has
+/// released may hold the epilogue's staging tiles).
 #[inline(always)]
-fn barriers<T: Element>() -> MBarriers<{ 2 * STAGES }> {
-    let bars = shared::array::<T, RING_ELEMS>().after::<u64, { 2 * STAGES }>();
+fn barriers<T: Element>() -> MBarriers<BARRIERS> {
+    let bars = shared::array::<T, RING_ELEMS>().after::<u64, BARRIERS>();
     let consumers = 2 * wgmma::WARPGROUP_SIZE;
     MBarriers::init(
         bars,
-        [1, 1, 1, 1, consumers, consumers, consumers, consumers],
+        [
+            1, 1, 1, 1, consumers, consumers, consumers, consumers, consumers,
+        ],
     )
 }
 
@@ -247,15 +264,29 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
 
     wgmma::increase_registers::<224>();
     let stages = stages::<T, LA, LB>();
-    // This warp's staging tile (built after the register split, as the
-    // stages are, and outside the tile loop: its check is no trap path
-    // there).
+    // The stage of every tile's last step (the same for every tile: each
+    // starts at stage 0), whose "empty" arrival waits until the epilogue
+    // has staged the accumulator in it. Its staging tiles are chosen here
+    // (after the register split, as the stages are, and outside the tile
+    // loop: their checks are no trap path there).
+    let last = steps.wrapping_sub(1) as usize % STAGES;
+    let staging = staging_tiles();
+    let mut chunks = staging[0];
+    unroll::<STAGES>(
+        #[inline(always)]
+        |s| {
+            if s == last {
+                chunks = staging[s];
+            }
+        },
+    );
+    // This warp's staging tile in that stage.
     let staged_tile = Staged {
-        chunks: staging::<T>()
-            .vectors16::<4>()
-            .expect("the staging tiles start 16-byte aligned"),
+        chunks,
         base: (thread::warp_id() as usize % 8) * PANEL_ELEMS,
     };
+    let drained = bars.get(DRAINED);
+    let mut drained_phase = Phase::FIRST;
     // 16-byte chunks of f32 a run of the output type reads (1 or 2).
     let chunks = TOut::RUN / 4;
     let mine = if warpgroup == 0 { 0 } else { 1 };
@@ -287,11 +318,72 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
             );
             run.finish();
         }
-        // The last step's group is done too: its stage may refill (with the
-        // next tile's first steps, while this tile's epilogue runs).
-        // (Written out per stage: a barrier indexed at run time would put
-        // the barriers' addresses in local memory.)
-        let last = steps.wrapping_sub(1) as usize % STAGES;
+        // Every consumer's groups are done (each thread arrives after its
+        // own `finish`), so no `wgmma` still reads the last step's stage,
+        // and nobody refills it before its "empty" arrival below: the
+        // epilogue stages the accumulator there. The producer meanwhile
+        // fills the other stages with the next tile's first steps.
+        drained.arrive();
+        drained.wait(&mut drained_phase);
+        // Every consumer warp stages every panel (straight-line code: the
+        // accumulator is read on no divergent path, which would make ptxas
+        // serialise the `wgmma`s, C7519); a warp with a part of C writes it.
+        let mut out = c.walk_tile(&tile);
+        let zero = TOut::from_f32(0.0);
+        epilogue(&acc, &staged_tile, |p, staged| {
+            let Some(out) = out.as_mut() else {
+                return;
+            };
+            // How the warp writes its tile is decided once for the tile
+            // (`RunTile::panels`). Inside C and aligned (all but the tiles
+            // on its right and bottom edges): whole 16-byte runs, and with
+            // beta = 0 passed as the constant it is, no test of beta per
+            // run either. On an edge of an aligned C: each run wholly
+            // inside one vector, a row's ragged last run element by
+            // element. A C whose rows do not start on 16 bytes: element by
+            // element, 32 consecutive elements of a row a request.
+            match out.panels() {
+                RunPanels::Interior(mut inner) if beta == 0.0 => {
+                    inner.update_panel(p, |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
+                    })
+                }
+                RunPanels::Interior(mut inner) => inner.update_panel(p, |r, col, run| {
+                    let (v, old) = (staged.read(r, col, chunks), run.load());
+                    let old = old.as_ref();
+                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
+                }),
+                RunPanels::Edge(mut edge) => edge.update_panel(p, |r, col, run| {
+                    let v = staged.read(r, col, chunks);
+                    if let Some(mut whole) = run.whole() {
+                        let old = if beta == 0.0 {
+                            TOut::run(|_| zero)
+                        } else {
+                            whole.load()
+                        };
+                        let old = old.as_ref();
+                        whole.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
+                        return;
+                    }
+                    for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
+                        if let Some(mut d) = run.slot(j) {
+                            let r = TOut::axpby(alpha, x, beta, || d.get());
+                            d.set(r);
+                        }
+                    }
+                }),
+                RunPanels::Elements(mut elements) => elements.update_panel(p, |r, col, mut d| {
+                    let y = TOut::axpby(alpha, staged.read_one(r, col), beta, || d.get());
+                    d.set(y);
+                }),
+            }
+        });
+        // The staging stores are the generic proxy's and the TMA that
+        // refills the stage writes through the async proxy: fence, then
+        // release the stage (written out per stage: a barrier indexed at
+        // run time would put the barriers' addresses in local memory).
+        wgmma::fence_operands();
         unroll::<STAGES>(
             #[inline(always)]
             |s| {
@@ -300,56 +392,34 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
                 }
             },
         );
-        // Every consumer warp stages every panel (straight-line code: the
-        // accumulator is read on no divergent path, which would make ptxas
-        // serialise the `wgmma`s, C7519); a warp with a part of C writes it.
-        let mut out = c.walk_tile(&tile);
-        epilogue(&acc, &staged_tile, |p, staged| {
-            let Some(out) = out.as_mut() else {
-                return;
-            };
-            // A tile inside C and aligned (all but those on its right and
-            // bottom edges) is checked once and written in whole 16-byte
-            // runs; with beta = 0 passed as the constant it is, no
-            // per-element test of beta either.
-            match out.interior() {
-                Some(mut inner) if beta == 0.0 => inner.update_panel(p, |r, col, run| {
-                    let v = staged.read(r, col, chunks);
-                    let zero = TOut::from_f32(0.0);
-                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
-                }),
-                Some(mut inner) => inner.update_panel(p, |r, col, run| {
-                    let (v, old) = (staged.read(r, col, chunks), run.load());
-                    let old = old.as_ref();
-                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
-                }),
-                None => out.update_panel(p, |r, col, run| {
-                    let v = staged.read(r, col, chunks);
-                    for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
-                        if let Some(mut d) = run.slot(j) {
-                            let r = TOut::axpby(alpha, x, beta, || d.get());
-                            d.set(r);
-                        }
-                    }
-                }),
-            }
-        });
     }
 }
 
 /// Each consumer warp's staging tile: one 16 × 64 panel of its rows of the
-/// accumulator, in f32 (4 KiB; the eight warps' 32 KiB after the ring and
-/// its barriers: 224 KiB of the 227 a block may have).
+/// accumulator, in f32 (4 KiB; the eight warps' 32 KiB in the first 32 of
+/// a stage's 48 KiB).
 const PANEL: usize = 64;
 const PANEL_ELEMS: usize = 16 * PANEL;
 const STAGING_ELEMS: usize = 8 * PANEL_ELEMS;
+/// A stage's f32 after its staging tiles.
+const STAGE_REST: usize = STAGE_BYTES as usize / 4 - STAGING_ELEMS;
+const _: () = assert!(STAGE_BYTES as usize >= 4 * STAGING_ELEMS && STAGE_BYTES % 16 == 0);
 
-/// The consumer warps' staging tiles, after the ring and its barriers.
+/// The consumer warps' staging tiles in each stage of the ring (its first
+/// 32 KiB), as 16-byte chunks of f32.
 #[inline(always)]
-fn staging<T: Element>() -> SharedTile<f32, STAGING_ELEMS> {
-    shared::array::<T, RING_ELEMS>()
-        .after::<u64, { 2 * STAGES }>()
-        .after::<f32, STAGING_ELEMS>()
+fn staging_tiles() -> [SharedVectors<f32, 4>; STAGES] {
+    let mut tiles = [None; STAGES];
+    let mut tile: SharedTile<f32, STAGING_ELEMS> = shared::array::<f32, STAGING_ELEMS>();
+    for (s, chunks) in tiles.iter_mut().enumerate() {
+        if s > 0 {
+            tile = tile
+                .after::<f32, STAGE_REST>()
+                .after::<f32, STAGING_ELEMS>();
+        }
+        *chunks = tile.vectors16::<4>();
+    }
+    tiles.map(|t| t.expect("the stages start 16-byte aligned"))
 }
 
 /// Where element (`row`, `col`) of a warp's 16 × 64 panel lies in its
@@ -398,6 +468,22 @@ impl Staged {
         let y = chunk(1 - s);
         let (lo, hi) = if swap { (y, x) } else { (x, y) };
         [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+    }
+
+    /// The accumulator value at (`row`, `col`) of the warp's tile (in the
+    /// panel staged now): its chunk's load, the element picked by selects
+    /// (the swizzle moves whole chunks, so it is element `col mod 4` of the
+    /// chunk), not an array indexed at run time (which would live in local
+    /// memory).
+    #[inline(always)]
+    fn read_one(&self, row: usize, col: usize) -> f32 {
+        let v = self.chunks.load((self.base + staged(row, col % PANEL)) / 4);
+        match col % 4 {
+            0 => v[0],
+            1 => v[1],
+            2 => v[2],
+            _ => v[3],
+        }
     }
 }
 

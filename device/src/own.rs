@@ -715,14 +715,22 @@ impl<'a, T: Copy, const N: usize> Out<'a, T, BlockChunks<N>> {
 pub struct OutMatrix<'a, T, M: Mapping2 = Elements> {
     /// The buffer's first element.
     ptr: *mut T,
-    /// This block's batch's rows: 0 if the block's z has no batch.
+    /// The rows, columns and batches as passed: read through
+    /// [`rows`](Self::rows), [`cols`](Self::cols) and `bound_batches`,
+    /// which give 0 unless `fits`. (Kept as passed, not zeroed at the
+    /// binding, so that the zeroing is computed where it is used: a kernel
+    /// that splits into roles with `setmaxnreg` then carries only `fits`
+    /// across the split, and ptxas reads the rest from the parameters
+    /// again, where values computed before it would be spilled.)
     rows: usize,
     cols: usize,
     row_stride: usize,
     /// Elements between consecutive batches (0 for a host slice).
     batch_stride: usize,
-    /// The bound batches (0 if the binding does not fit).
     batches: usize,
+    /// Whether the binding fits its buffer and this block's z has a batch
+    /// (`from_raw`).
+    fits: bool,
     _buffer: PhantomData<&'a mut [T]>,
     _mapping: PhantomData<fn() -> M>,
 }
@@ -815,11 +823,12 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
                 .is_ok_and(|needed| needed <= len);
         OutMatrix {
             ptr,
-            rows: if fits { rows } else { 0 },
-            cols: if fits { cols } else { 0 },
+            rows,
+            cols,
             row_stride,
             batch_stride,
-            batches: if fits { batches } else { 0 },
+            batches,
+            fits,
             _buffer: PhantomData,
             _mapping: PhantomData,
         }
@@ -841,6 +850,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
             row_stride,
             batch_stride: 0,
             batches: 1,
+            fits: true,
             _buffer: PhantomData,
             _mapping: PhantomData,
         })
@@ -850,19 +860,25 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     /// a TMA store map's check against the matrix it was made for).
     #[cfg(not(target_arch = "nvptx64"))]
     pub(crate) fn binding(&self) -> (*mut T, usize, usize) {
-        (self.ptr, self.batches, self.batch_stride)
+        (self.ptr, self.bound_batches(), self.batch_stride)
     }
 
     /// Rows of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn rows(&self) -> usize {
-        self.rows
+        if self.fits { self.rows } else { 0 }
     }
 
     /// Columns of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn cols(&self) -> usize {
-        self.cols
+        if self.fits { self.cols } else { 0 }
+    }
+
+    /// The bound batches (0 if the binding does not fit).
+    #[inline(always)]
+    fn bound_batches(&self) -> usize {
+        if self.fits { self.batches } else { 0 }
     }
 
     /// Elements between the starts of consecutive rows.
@@ -885,7 +901,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     /// `z = 0`.
     #[inline(always)]
     pub fn batch(&self) -> (usize, usize) {
-        (thread::block_idx().z as usize, self.rows)
+        (thread::block_idx().z as usize, self.rows())
     }
 
     /// The address of (`row`, `col`) of this block's batch.
@@ -931,7 +947,7 @@ impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
             tm,
             tn,
             batch_rows,
-            self.cols,
+            self.cols(),
         )
     }
 }
@@ -1040,7 +1056,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
     pub fn mine(&mut self) -> Option<Mine2<'_, T>> {
         let (ly, lx) = plane();
         let (y, x) = (ly.rank, lx.rank);
-        (ly.on && y < self.rows as u64 && x < self.cols as u64).then(|| {
+        (ly.on && y < self.rows() as u64 && x < self.cols() as u64).then(|| {
             let (row, col) = (y as usize, x as usize);
             Mine2 {
                 row,
@@ -1056,7 +1072,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
     /// extent in threads. The walks of all threads partition the matrix.
     #[inline(always)]
     pub fn grid_stride(&mut self) -> GridStride2<'_, T> {
-        let (rows, cols) = (self.rows as u64, self.cols as u64);
+        let (rows, cols) = (self.rows() as u64, self.cols() as u64);
         // A thread off the plane, or right of the matrix, owns nothing.
         let (ly, lx) = plane();
         let on = ly.on && lx.rank < cols;
@@ -1078,6 +1094,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
                 row_stride: self.row_stride,
                 batch_stride: self.batch_stride,
                 batches: self.batches,
+                fits: self.fits,
                 _buffer: PhantomData,
                 _mapping: PhantomData,
             },
@@ -1562,7 +1579,7 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
         let per_block = u64::from(thread::warps_per_block());
         let tile_col = u64::from(b.x) * per_block + u64::from(thread::warp_id());
         let (row0, col0, rows, cols) =
-            tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols)?;
+            tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols())?;
         Some(WarpTile {
             // SAFETY: (row0, col0) is in the batch (`tile_in`), which is one
             // of the bound batches (`batch`), so in the buffer.
@@ -1690,7 +1707,7 @@ impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
         rows: usize,
     ) -> Option<WarpTile<'_, T, TM, TN, RP>> {
         let (dr, dc) = warp_offset::<BM, BN, TM, TN>()?;
-        let (brow, bcol, brows, bcols) = tile_in(tile_row, tile_col, BM, BN, rows, self.cols)?;
+        let (brow, bcol, brows, bcols) = tile_in(tile_row, tile_col, BM, BN, rows, self.cols())?;
         if dr >= brows || dc >= bcols {
             return None;
         }
@@ -1764,9 +1781,9 @@ impl<
     #[inline(always)]
     fn tile_grid(&self) -> Option<(u32, u32, u32)> {
         const { assert!(BM > 0 && BN > 0, "a tile has at least one element") };
-        let gy = u32::try_from(self.rows.div_ceil(BM)).ok()?;
-        let gx = u32::try_from(self.cols.div_ceil(BN)).ok()?;
-        let batches = u32::try_from(self.batches).ok()?;
+        let gy = u32::try_from(self.rows().div_ceil(BM)).ok()?;
+        let gx = u32::try_from(self.cols().div_ceil(BN)).ok()?;
+        let batches = u32::try_from(self.bound_batches()).ok()?;
         let count = gy.checked_mul(gx)?.checked_mul(batches)?;
         Some((gy, gx, count))
     }
@@ -1856,7 +1873,11 @@ impl<
     #[inline(always)]
     pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<RunTile<'_, T, TM, TN>> {
         let (batch, ty, tx) = self.place(tile);
-        let rows = if batch < self.batches { self.rows } else { 0 };
+        let rows = if batch < self.bound_batches() {
+            self.rows()
+        } else {
+            0
+        };
         // SAFETY: rows is 0 unless batch < batches; the tile is this
         // block's (above).
         let t = unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }?;

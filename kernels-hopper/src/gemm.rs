@@ -366,12 +366,19 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
                         whole.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
                         return;
                     }
-                    for (j, &x) in v.iter().take(TOut::RUN).enumerate() {
-                        if let Some(mut d) = run.slot(j) {
-                            let r = TOut::axpby(alpha, x, beta, || d.get());
-                            d.set(r);
-                        }
-                    }
+                    // Written out (a loop over `v` indexed at run time
+                    // would put it in local memory).
+                    unroll::<8>(
+                        #[inline(always)]
+                        |j| {
+                            if j < TOut::RUN
+                                && let Some(mut d) = run.slot(j)
+                            {
+                                let r = TOut::axpby(alpha, v[j], beta, || d.get());
+                                d.set(r);
+                            }
+                        },
+                    );
                 }),
                 RunPanels::Elements(mut elements) => elements.update_panel(p, |r, col, mut d| {
                     let y = TOut::axpby(alpha, staged.read_one(r, col), beta, || d.get());

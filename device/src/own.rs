@@ -2163,7 +2163,7 @@ impl<T: RunElement> Run<'_, T, true> {
     /// its length is the one check, made once for the run.
     #[inline(always)]
     pub fn whole(&mut self) -> Option<Run<'_, T, false>> {
-        (self.len == T::RUN).then(|| Run {
+        (self.len == T::RUN).then_some(Run {
             first: self.first,
             len: T::RUN,
             _run: PhantomData,

@@ -410,7 +410,7 @@ const PANEL_ELEMS: usize = 16 * PANEL;
 const STAGING_ELEMS: usize = 8 * PANEL_ELEMS;
 /// A stage's f32 after its staging tiles.
 const STAGE_REST: usize = STAGE_BYTES as usize / 4 - STAGING_ELEMS;
-const _: () = assert!(STAGE_BYTES as usize >= 4 * STAGING_ELEMS && STAGE_BYTES % 16 == 0);
+const _: () = assert!(STAGE_BYTES as usize >= 4 * STAGING_ELEMS && STAGE_BYTES.is_multiple_of(16));
 
 /// The consumer warps' staging tiles in each stage of the ring (its first
 /// 32 KiB), as 16-byte chunks of f32.

@@ -23,6 +23,8 @@
 //! k_loop_calls = 0           # CALLs that return, in the k-tile loop
 //! k_loop_panic_paths = 0     # branches out of it to a panic/trap
 //! k_loop_warpsync = 0        # WARPSYNC in it
+//! inner_warpsync = 0         # WARPSYNC in the innermost loop (where the k-tile loop is a
+//!                            # persistent kernel's tile loop, its epilogue's are not in it)
 //! k_loop_bssy = 0            # BSSY + BSYNC in it
 //! spills = 0                 # spill stores + loads (bytes)
 //! registers = 255            # registers per thread
@@ -86,6 +88,10 @@ pub struct Family {
     pub k_loop_panic_paths: Option<usize>,
     /// `WARPSYNC`s in the k-tile loop.
     pub k_loop_warpsync: Option<usize>,
+    /// `WARPSYNC`s in the innermost loop: the k-loop proper, where the loop
+    /// around it is a persistent kernel's tile loop (whose epilogue may sync
+    /// its warps once a tile).
+    pub inner_warpsync: Option<usize>,
     /// `BSSY` + `BSYNC` in the k-tile loop.
     pub k_loop_bssy: Option<usize>,
     /// Spill stores + loads, bytes.
@@ -288,6 +294,7 @@ impl Budget {
                 || family.k_loop_calls.is_some()
                 || family.k_loop_panic_paths.is_some()
                 || family.k_loop_warpsync.is_some()
+                || family.inner_warpsync.is_some()
                 || family.k_loop_bssy.is_some();
             let Some(loops) = row.loops else {
                 if wants_loop {
@@ -354,6 +361,11 @@ impl Budget {
                     family.k_loop_warpsync,
                 ),
                 ("BSSY/BSYNCs in the k-tile loop", k.bssy, family.k_loop_bssy),
+                (
+                    "WARPSYNCs in the innermost loop",
+                    loops.inner.warpsyncs,
+                    family.inner_warpsync,
+                ),
             ];
             for (figure, value, limit) in counts {
                 if let Some(limit) = limit
@@ -430,6 +442,7 @@ fn family(t: &toml::Table) -> Result<Family, String> {
             "k_loop_calls" => f.k_loop_calls = Some(int()? as usize),
             "k_loop_panic_paths" => f.k_loop_panic_paths = Some(int()? as usize),
             "k_loop_warpsync" => f.k_loop_warpsync = Some(int()? as usize),
+            "inner_warpsync" => f.inner_warpsync = Some(int()? as usize),
             "k_loop_bssy" => f.k_loop_bssy = Some(int()? as usize),
             "spills" => f.spills = Some(int()?),
             "registers" => f.registers = Some(int()? as u32),
@@ -438,7 +451,7 @@ fn family(t: &toml::Table) -> Result<Family, String> {
                 return Err(format!(
                     "unknown key `{other}` (known: kernels, target, per, inner_per_op, \
                      k_loop_per_op, fast_trip_per_op, ops_per_output, inner_per_output, k_loop_per_output, \
-                     k_loop_calls, k_loop_panic_paths, k_loop_warpsync, \
+                     k_loop_calls, k_loop_panic_paths, k_loop_warpsync, inner_warpsync, \
                      k_loop_bssy, spills, registers, register_roles)"
                 ));
             }
@@ -530,6 +543,7 @@ inner_per_op = 2.5
 k_loop_per_op = 4
 k_loop_calls = 0
 k_loop_panic_paths = 0
+inner_warpsync = 0
 spills = 0
 
 [[family]]
@@ -590,7 +604,10 @@ registers = 128
         };
         let fat = LoopReport {
             op: Op::Hmma,
-            inner: figures(184, 16, 0, 0),
+            inner: LoopFigures {
+                warpsyncs: 1,
+                ..figures(184, 16, 0, 0)
+            },
             outer: Some(figures(934, 16, 2, 12)),
             fast_trip: None,
             others: 1,
@@ -629,6 +646,7 @@ registers = 128
                 "instructions per HMMA in the k-tile loop",
                 "CALLs in the k-tile loop",
                 "panic paths out of the k-tile loop",
+                "WARPSYNCs in the innermost loop",
                 "has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget: add a [[family]] \
                  whose `kernels` pattern matches it",
             ]
@@ -638,9 +656,9 @@ registers = 128
             "gemm_f16_f32_nn_128x128x32_s4 (sm_90): instructions per HMMA in the innermost \
              loop is 11.50, over its limit 2.50 (family `gemm_*_128x128x32_s4`)"
         );
-        assert_eq!(v[5].kernel, "conv_x");
+        assert_eq!(v[6].kernel, "conv_x");
         assert!(
-            v[5].to_string().starts_with(
+            v[6].to_string().starts_with(
                 "conv_x (sm_90): has a tensor-core (HMMA/DMMA/HGMMA) loop but no budget"
             )
         );

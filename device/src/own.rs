@@ -31,7 +31,7 @@
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`]), the tensor-core GEMM epilogue; batch z of the bound batches |
-//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]); blocks off the x-line own nothing |
+//! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]), whose lanes write 16-byte runs of rows where C's rows start on 16 bytes, else 32 consecutive elements a request ([`RunTile`]); blocks off the x-line own nothing |
 //!
 //! The 1-D forms use the grid's x-line (threads and blocks with y = z = 0;
 //! the others own nothing, so launch them with a 1-D grid and block); the
@@ -780,14 +780,22 @@ impl<'a, T: Copy, const N: usize> Out<'a, T, BlockChunks<N>> {
 pub struct OutMatrix<'a, T, M: Mapping2 = Elements> {
     /// The buffer's first element.
     ptr: *mut T,
-    /// This block's batch's rows: 0 if the block's z has no batch.
+    /// The rows, columns and batches as passed: read through
+    /// [`rows`](Self::rows), [`cols`](Self::cols) and `bound_batches`,
+    /// which give 0 unless `fits`. (Kept as passed, not zeroed at the
+    /// binding, so that the zeroing is computed where it is used: a kernel
+    /// that splits into roles with `setmaxnreg` then carries only `fits`
+    /// across the split, and ptxas reads the rest from the parameters
+    /// again, where values computed before it would be spilled.)
     rows: usize,
     cols: usize,
     row_stride: usize,
     /// Elements between consecutive batches (0 for a host slice).
     batch_stride: usize,
-    /// The bound batches (0 if the binding does not fit).
     batches: usize,
+    /// Whether the binding fits its buffer and this block's z has a batch
+    /// (`from_raw`).
+    fits: bool,
     _buffer: PhantomData<&'a mut [T]>,
     _mapping: PhantomData<fn() -> M>,
 }
@@ -880,11 +888,12 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
                 .is_ok_and(|needed| needed <= len);
         OutMatrix {
             ptr,
-            rows: if fits { rows } else { 0 },
-            cols: if fits { cols } else { 0 },
+            rows,
+            cols,
             row_stride,
             batch_stride,
-            batches: if fits { batches } else { 0 },
+            batches,
+            fits,
             _buffer: PhantomData,
             _mapping: PhantomData,
         }
@@ -906,6 +915,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
             row_stride,
             batch_stride: 0,
             batches: 1,
+            fits: true,
             _buffer: PhantomData,
             _mapping: PhantomData,
         })
@@ -915,19 +925,25 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     /// a TMA store map's check against the matrix it was made for).
     #[cfg(not(target_arch = "nvptx64"))]
     pub(crate) fn binding(&self) -> (*mut T, usize, usize) {
-        (self.ptr, self.batches, self.batch_stride)
+        (self.ptr, self.bound_batches(), self.batch_stride)
     }
 
     /// Rows of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn rows(&self) -> usize {
-        self.rows
+        if self.fits { self.rows } else { 0 }
     }
 
     /// Columns of this block's batch (0 if its z has none).
     #[inline(always)]
     pub fn cols(&self) -> usize {
-        self.cols
+        if self.fits { self.cols } else { 0 }
+    }
+
+    /// The bound batches (0 if the binding does not fit).
+    #[inline(always)]
+    fn bound_batches(&self) -> usize {
+        if self.fits { self.batches } else { 0 }
     }
 
     /// Elements between the starts of consecutive rows.
@@ -950,7 +966,7 @@ impl<'a, T: Copy, M: Mapping2> OutMatrix<'a, T, M> {
     /// `z = 0`.
     #[inline(always)]
     pub fn batch(&self) -> (usize, usize) {
-        (thread::block_idx().z as usize, self.rows)
+        (thread::block_idx().z as usize, self.rows())
     }
 
     /// The address of (`row`, `col`) of this block's batch.
@@ -996,7 +1012,7 @@ impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
             tm,
             tn,
             batch_rows,
-            self.cols,
+            self.cols(),
         )
     }
 }
@@ -1105,7 +1121,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
     pub fn mine(&mut self) -> Option<Mine2<'_, T>> {
         let (ly, lx) = plane();
         let (y, x) = (ly.rank, lx.rank);
-        (ly.on && y < self.rows as u64 && x < self.cols as u64).then(|| {
+        (ly.on && y < self.rows() as u64 && x < self.cols() as u64).then(|| {
             let (row, col) = (y as usize, x as usize);
             Mine2 {
                 row,
@@ -1121,7 +1137,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
     /// extent in threads. The walks of all threads partition the matrix.
     #[inline(always)]
     pub fn grid_stride(&mut self) -> GridStride2<'_, T> {
-        let (rows, cols) = (self.rows as u64, self.cols as u64);
+        let (rows, cols) = (self.rows() as u64, self.cols() as u64);
         // A thread off the plane, or right of the matrix, owns nothing.
         let (ly, lx) = plane();
         let on = ly.on && lx.rank < cols;
@@ -1143,6 +1159,7 @@ impl<'a, T: Copy> OutMatrix<'a, T, Elements> {
                 row_stride: self.row_stride,
                 batch_stride: self.batch_stride,
                 batches: self.batches,
+                fits: self.fits,
                 _buffer: PhantomData,
                 _mapping: PhantomData,
             },
@@ -1627,7 +1644,7 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, WarpTiles<T
         let per_block = u64::from(thread::warps_per_block());
         let tile_col = u64::from(b.x) * per_block + u64::from(thread::warp_id());
         let (row0, col0, rows, cols) =
-            tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols)?;
+            tile_in(u64::from(b.y), tile_col, TM, TN, batch_rows, self.cols())?;
         Some(WarpTile {
             // SAFETY: (row0, col0) is in the batch (`tile_in`), which is one
             // of the bound batches (`batch`), so in the buffer.
@@ -1755,7 +1772,7 @@ impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
         rows: usize,
     ) -> Option<WarpTile<'_, T, TM, TN, RP>> {
         let (dr, dc) = warp_offset::<BM, BN, TM, TN>()?;
-        let (brow, bcol, brows, bcols) = tile_in(tile_row, tile_col, BM, BN, rows, self.cols)?;
+        let (brow, bcol, brows, bcols) = tile_in(tile_row, tile_col, BM, BN, rows, self.cols())?;
         if dr >= brows || dc >= bcols {
             return None;
         }
@@ -1829,9 +1846,9 @@ impl<
     #[inline(always)]
     fn tile_grid(&self) -> Option<(u32, u32, u32)> {
         const { assert!(BM > 0 && BN > 0, "a tile has at least one element") };
-        let gy = u32::try_from(self.rows.div_ceil(BM)).ok()?;
-        let gx = u32::try_from(self.cols.div_ceil(BN)).ok()?;
-        let batches = u32::try_from(self.batches).ok()?;
+        let gy = u32::try_from(self.rows().div_ceil(BM)).ok()?;
+        let gx = u32::try_from(self.cols().div_ceil(BN)).ok()?;
+        let batches = u32::try_from(self.bound_batches()).ok()?;
         let count = gy.checked_mul(gx)?.checked_mul(batches)?;
         Some((gy, gx, count))
     }
@@ -1913,14 +1930,343 @@ impl<
     /// warps and lanes own distinct elements as in [`WarpGrid`]. A
     /// `WalkTile` of another `TileWalk` output names a tile by its number,
     /// so here too it is this block's.
+    ///
+    /// Its lanes write it through [`RunTile::panels`]: 16-byte runs of
+    /// rows, or elements where the rows do not start on 16 bytes, one map
+    /// for the whole warp.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<WarpTile<'_, T, TM, TN>> {
+    pub fn walk_tile(&mut self, tile: &WalkTile) -> Option<RunTile<'_, T, TM, TN>> {
         let (batch, ty, tx) = self.place(tile);
-        let rows = if batch < self.batches { self.rows } else { 0 };
+        let rows = if batch < self.bound_batches() {
+            self.rows()
+        } else {
+            0
+        };
         // SAFETY: rows is 0 unless batch < batches; the tile is this
         // block's (above).
-        unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }
+        let t = unsafe { self.warp_tile::<BM, BN, TM, TN, false>(batch, ty, tx, rows) }?;
+        Some(RunTile {
+            origin: t.origin,
+            row_stride: t.row_stride,
+            row0: t.row0,
+            col0: t.col0,
+            rows: t.rows,
+            cols: t.cols,
+            _view: PhantomData,
+        })
+    }
+}
+
+/// Columns of a [`RunTile`]'s panel: 256 bytes of f32, 128 of f16 — whole
+/// 128-byte lines of every row.
+pub const RUN_PANEL: usize = 64;
+
+/// The `TM × TN` warp tile of an `OutMatrix<T, TileWalk<…>>` (from
+/// [`OutMatrix::walk_tile`]), written by its lanes panel by panel, as a warp
+/// writes a tile it staged in shared memory (the Hopper GEMM's epilogue).
+/// The tile is cut into panels of [`RUN_PANEL`] columns. How its lanes
+/// share a panel is fixed by the tile, once, in [`panels`](Self::panels):
+/// where C's rows start on 16 bytes, in *runs* ([`RunRows`]: 16 bytes of a
+/// row, lane `l` owning runs `l, l + 32, …` of the panel's, numbered
+/// row-major), so one request of the warp's writes `32·16` bytes of whole
+/// rows; where they do not, element by element ([`ElementPanels`]: lane `l`
+/// owning elements `l, l + 32, …`, so one request writes 32 consecutive
+/// elements of a row). Either way one map for the whole warp, decided from
+/// the tile (the same for every lane): no lane can reach another's element.
+pub struct RunTile<'v, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+/// How a warp writes its [`RunTile`] ([`RunTile::panels`]), decided once for
+/// the tile.
+pub enum RunPanels<'t, T, const TM: usize, const TN: usize> {
+    /// All `TM × TN` elements inside the matrix and every run on 16 bytes:
+    /// each run one 16-byte vector, no clipping at all.
+    Interior(InteriorRunRows<'t, T, TM, TN>),
+    /// Every run on 16 bytes, the tile clipped by the matrix's right or
+    /// bottom edge: runs starting outside are skipped, a run wholly inside
+    /// is one vector ([`Run::whole`]), a row's ragged last run is written
+    /// element by element ([`Run::slot`]).
+    Edge(RunRows<'t, T, TM, TN, true>),
+    /// The rows do not start on 16 bytes (C's first element or its row
+    /// stride in bytes not a multiple of 16): element by element, in
+    /// coalesced order.
+    Elements(ElementPanels<'t, T, TM, TN>),
+}
+
+impl<'v, T: Copy, const TM: usize, const TN: usize> RunTile<'v, T, TM, TN> {
+    /// The tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// How this warp writes the tile: [`RunPanels::Interior`] if all
+    /// `TM × TN` elements are inside the matrix and every run starts on 16
+    /// bytes (the tile's first element and the row stride in bytes
+    /// multiples of 16), [`RunPanels::Edge`] if the runs start on 16 bytes
+    /// but the tile is clipped, [`RunPanels::Elements`] otherwise. One
+    /// check for the tile, from values every lane of the warp shares, so
+    /// the warp's lanes all take the same map. It borrows the tile, so the
+    /// forms are never used at once.
+    #[inline(always)]
+    pub fn panels(&mut self) -> RunPanels<'_, T, TM, TN> {
+        let aligned = (self.origin as usize).is_multiple_of(16)
+            && (self.row_stride * size_of::<T>()).is_multiple_of(16);
+        let whole = self.rows == TM && self.cols == TN;
+        match (aligned, whole) {
+            (true, true) => RunPanels::Interior(self.rows_view()),
+            (true, false) => RunPanels::Edge(self.rows_view()),
+            (false, _) => RunPanels::Elements(ElementPanels {
+                origin: self.origin,
+                row_stride: self.row_stride,
+                rows: self.rows,
+                cols: self.cols,
+                _view: PhantomData,
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn rows_view<const CLIPPED: bool>(&mut self) -> RunRows<'_, T, TM, TN, CLIPPED> {
+        RunRows {
+            origin: self.origin,
+            row_stride: self.row_stride,
+            rows: self.rows,
+            cols: self.cols,
+            _view: PhantomData,
+        }
+    }
+}
+
+/// A [`RunTile`] whose rows start on 16 bytes, written in 16-byte runs
+/// ([`RunPanels::Interior`], `CLIPPED = false`, or [`RunPanels::Edge`]).
+pub struct RunRows<'t, T, const TM: usize, const TN: usize, const CLIPPED: bool> {
+    origin: *mut T,
+    row_stride: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'t mut [T]>,
+}
+
+/// A [`RunRows`] wholly inside its matrix, every run 16-byte aligned.
+pub type InteriorRunRows<'t, T, const TM: usize, const TN: usize> = RunRows<'t, T, TM, TN, false>;
+
+impl<T: Copy, const TM: usize, const TN: usize, const CLIPPED: bool>
+    RunRows<'_, T, TM, TN, CLIPPED>
+{
+    /// Hands each of this lane's runs of panel `panel` (columns
+    /// `RUN_PANEL·panel ..` of the tile) to `f(row, col, run)`, `row` and
+    /// `col` its first element's place in the tile: runs `lane, lane + 32,
+    /// …` of the panel's `TM · RUN_PANEL / E` (row-major). A clipped tile
+    /// skips the runs that start outside the matrix and clips the others
+    /// ([`Run::len`]); a panel past the tile has none. `E · size_of::<T>()`
+    /// must be 16, `TN` a multiple of [`RUN_PANEL`], and a panel whole
+    /// requests of the warp (compile-time errors otherwise).
+    #[inline(always)]
+    pub fn update_panel(
+        &mut self,
+        panel: usize,
+        mut f: impl FnMut(usize, usize, &mut Run<'_, T, CLIPPED>),
+    ) where
+        T: RunElement,
+    {
+        const {
+            assert!(
+                size_of::<T::Run>() == 16
+                    && TN.is_multiple_of(RUN_PANEL)
+                    && (TM * RUN_PANEL / T::RUN).is_multiple_of(WARP_SIZE as usize),
+                "runs of 16 bytes, whole panels, whole requests"
+            )
+        };
+        if panel >= TN / RUN_PANEL {
+            return;
+        }
+        let lane = thread::lane_id() as usize;
+        let per_row = RUN_PANEL / T::RUN;
+        let mut k = 0;
+        while k < TM * per_row / WARP_SIZE as usize {
+            let u = WARP_SIZE as usize * k + lane;
+            let (r, c) = (u / per_row, panel * RUN_PANEL + (u % per_row) * T::RUN);
+            if !CLIPPED || (r < self.rows && c < self.cols) {
+                let mut run = Run {
+                    // SAFETY: (r, c) is inside the clipped tile (checked, or
+                    // for an unclipped one every (r, c) of the tile is:
+                    // `RunTile::panels`), so in the matrix; the run's `len`
+                    // elements stay in its row and in the tile.
+                    first: unsafe { self.origin.add(r * self.row_stride + c) },
+                    len: if CLIPPED {
+                        T::RUN.min(self.cols - c)
+                    } else {
+                        T::RUN
+                    },
+                    _run: PhantomData,
+                };
+                f(r, c, &mut run);
+            }
+            k += 1;
+        }
+    }
+}
+
+/// A [`RunTile`] whose rows do not start on 16 bytes
+/// ([`RunPanels::Elements`]), written element by element: lane `l` owns
+/// elements `l, l + 32, l + 64, …` of each panel (its `TM × RUN_PANEL`
+/// elements numbered row-major), so one request of the warp's is 32
+/// consecutive elements of a row (128 bytes of f32, 64 of f16), where runs
+/// written element by element would spread a request over 32 runs.
+pub struct ElementPanels<'t, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'t mut [T]>,
+}
+
+impl<T: Copy, const TM: usize, const TN: usize> ElementPanels<'_, T, TM, TN> {
+    /// Hands each of this lane's elements of panel `panel` inside the
+    /// matrix to `f(row, col, slot)`, `row` and `col` its place in the
+    /// tile; a panel past the tile has none. `TN` must be a multiple of
+    /// [`RUN_PANEL`] (a compile-time error otherwise).
+    #[inline(always)]
+    pub fn update_panel(&mut self, panel: usize, mut f: impl FnMut(usize, usize, Slot<'_, T>)) {
+        const {
+            assert!(
+                TN.is_multiple_of(RUN_PANEL) && RUN_PANEL.is_multiple_of(WARP_SIZE as usize),
+                "whole panels, whole requests"
+            )
+        };
+        if panel >= TN / RUN_PANEL {
+            return;
+        }
+        let lane = thread::lane_id() as usize;
+        let mut k = 0;
+        while k < TM * RUN_PANEL / WARP_SIZE as usize {
+            let u = WARP_SIZE as usize * k + lane;
+            let (r, c) = (u / RUN_PANEL, panel * RUN_PANEL + u % RUN_PANEL);
+            if r < self.rows && c < self.cols {
+                // SAFETY: (r, c) is inside the clipped tile (just checked),
+                // so in the matrix, and this lane's alone (element `u` of
+                // the panel); the slot lives for the call.
+                f(r, c, unsafe {
+                    Slot::from_element(self.origin.add(r * self.row_stride + c))
+                });
+            }
+            k += 1;
+        }
+    }
+}
+
+/// An element type a [`RunTile`] writes in 16-byte runs: `RUN` of them,
+/// as the array `Run`.
+pub trait RunElement: crate::shared::SharedElement {
+    /// Elements in 16 bytes.
+    const RUN: usize;
+    /// A run's elements: `[Self; RUN]`.
+    type Run: Copy + AsRef<[Self]> + AsMut<[Self]>;
+    /// The run whose element `j` is `f(j)`.
+    fn run(f: impl FnMut(usize) -> Self) -> Self::Run;
+}
+
+macro_rules! run_element {
+    ($($t:ty => $n:literal),*) => { $(
+        impl RunElement for $t {
+            const RUN: usize = $n;
+            type Run = [$t; $n];
+            #[inline(always)]
+            fn run(f: impl FnMut(usize) -> $t) -> [$t; $n] {
+                core::array::from_fn(f)
+            }
+        }
+        const _: () = assert!($n * size_of::<$t>() == 16);
+    )* };
+}
+run_element!(f32 => 4, u32 => 4, i32 => 4, f64 => 2, u64 => 2, i64 => 2,
+    crate::f16 => 8, crate::bf16 => 8, u16 => 8, i16 => 8);
+
+/// One run of a [`RunTile`]: `T::RUN` consecutive elements of a row (16
+/// bytes) that this lane alone owns, or fewer where a clipped tile meets
+/// the matrix's right edge. Lives only for the call that hands it out.
+pub struct Run<'r, T, const CLIPPED: bool> {
+    first: *mut T,
+    len: usize,
+    _run: PhantomData<&'r mut [T]>,
+}
+
+impl<T: Copy, const CLIPPED: bool> Run<'_, T, CLIPPED> {
+    /// Elements of the run inside the matrix (`T::RUN` unless clipped).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no element is inside (never, for a run handed out).
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Element `j` of the run, if it is inside the matrix (`j < len()`).
+    #[inline(always)]
+    pub fn slot(&mut self, j: usize) -> Option<Slot<'_, T>> {
+        // SAFETY: j < len: in the matrix and this lane's alone (the run's);
+        // the slot borrows the run.
+        (j < self.len).then(|| unsafe { Slot::from_element(self.first.add(j)) })
+    }
+}
+
+impl<T: RunElement> Run<'_, T, true> {
+    /// The run as one 16-byte vector, if none of it is clipped (`len() ==
+    /// T::RUN`): a run of a [`RunPanels::Edge`] tile starts on 16 bytes, so
+    /// its length is the one check, made once for the run.
+    #[inline(always)]
+    pub fn whole(&mut self) -> Option<Run<'_, T, false>> {
+        (self.len == T::RUN).then_some(Run {
+            first: self.first,
+            len: T::RUN,
+            _run: PhantomData,
+        })
+    }
+}
+
+impl<T: RunElement> Run<'_, T, false> {
+    /// Reads the run with one 16-byte load (`LDG.E.128`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn load(&self) -> T::Run {
+        const { assert!(size_of::<T::Run>() == 16) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.first.cast(), 16, false);
+        // SAFETY: an interior run: 16 bytes of the matrix, 16-byte aligned
+        // (`RunTile::panels`), this lane's alone. Any 16 bytes are a
+        // valid `T::Run` (`[T; RUN]` of a `SharedElement`: every bit
+        // pattern valid, no padding, 16 bytes like `[u32; 4]`).
+        unsafe {
+            let words = crate::arch::ld_global_v4_output(self.first.cast());
+            core::mem::transmute_copy::<[u32; 4], T::Run>(&words)
+        }
+    }
+
+    /// Writes the run with one 16-byte store (`STG.E.128`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store(&mut self, values: T::Run) {
+        const { assert!(size_of::<T::Run>() == 16) };
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::arch::global_access(self.first.cast(), 16, true);
+        // SAFETY: as in `load`; `values` has no padding (`SharedElement`),
+        // so its 16 bytes are 4 initialised words.
+        unsafe {
+            let words = core::mem::transmute_copy::<T::Run, [u32; 4]>(&values);
+            crate::arch::st_global_v4(self.first.cast(), words)
+        }
     }
 }
 
@@ -2072,10 +2418,9 @@ pub type InteriorWarpTile<'t, T, const TM: usize, const TN: usize, const RP: boo
 
 #[cfg(test)]
 mod tests {
-    use super::{OutMatrix, TileWalk, grouped_block};
+    use super::{OutMatrix, RunPanels, TileWalk, grouped_block};
     use crate::Dim3;
     use crate::emu::{LaunchShape, OutputBuffer, launch_with_outputs};
-    use crate::mma::FragC;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -2158,17 +2503,21 @@ mod tests {
     }
 
     /// A persistent launch of `grid` blocks of 2 warps over `batches` of
-    /// 37 × 45 (rows 48 apart, batches 37·48 + 3 apart) in 32 × 16 tiles
-    /// (warp tiles 16 × 16, bands of 3 tile rows): every warp adds 1 to
-    /// each element of its part of each tile it walks. Every element of
+    /// 37 × 150 (rows 152 apart, batches 37·152 + `shift` apart) in 32 × 64
+    /// tiles (warp tiles 16 × 64, bands of 3 tile rows): every lane adds 1
+    /// to each element of its runs of each tile it walks. Every element of
     /// every batch ends at exactly 1, padding at 0, with the race detector
     /// on; the walk's tile numbers are each one block's, and the origin it
-    /// gives the producer is the one the writers write.
+    /// gives the producer is the one the writers write; a warp tile is
+    /// written unclipped (whole 16-byte runs) exactly when it is inside the
+    /// matrix and 16-byte aligned, clipped runs of an aligned tile whole
+    /// exactly where they lie inside the matrix, and an unaligned tile's
+    /// elements in requests of 32 consecutive elements of a row.
     #[test]
     fn a_tile_walk_covers_every_tile_once_across_blocks() {
-        let (rows, cols, ld) = (37usize, 45usize, 48usize);
-        for batches in [1usize, 3] {
-            let stride = rows * ld + 3;
+        let (rows, cols, ld) = (37usize, 150usize, 152usize);
+        for (batches, shift) in [(1usize, 0usize), (3, 3), (2, 4)] {
+            let stride = rows * ld + shift;
             let len = (batches - 1) * stride + (rows - 1) * ld + cols;
             for grid in [
                 Dim3::x(1),
@@ -2177,7 +2526,9 @@ mod tests {
                 Dim3::new(5, 2, 1),
                 Dim3::x(64),
             ] {
-                let mut c = vec![0f32; len];
+                // 16-byte aligned (a `Vec<f32>` need not be).
+                let mut backing = vec![0u128; len.div_ceil(4)];
+                let c = &mut bytemuck_f32(&mut backing)[..len];
                 let (ptr, addr) = (c.as_mut_ptr() as usize, c.as_ptr() as usize);
                 let walked = Mutex::new(Vec::new());
                 // Lanes that wrote through an interior (unclipped) tile.
@@ -2196,7 +2547,7 @@ mod tests {
                 launch_with_outputs("tile_walk", shape, &[out], &|| {
                     // SAFETY: `c` lives through the launch, untouched by the host.
                     let mut view = unsafe {
-                        OutMatrix::<f32, TileWalk<32, 16, 16, 16, 3>>::from_raw(
+                        OutMatrix::<f32, TileWalk<32, 64, 16, 64, 3>>::from_raw(
                             ptr as *mut f32,
                             len,
                             rows,
@@ -2206,7 +2557,6 @@ mod tests {
                             stride,
                         )
                     };
-                    let ones = FragC { regs: [1.0; 4] };
                     for tile in view.walk() {
                         let (batch, r0, c0) = view.walk_origin(&tile);
                         let (dr, dc) = view.walk_warp_offset().unwrap();
@@ -2218,22 +2568,55 @@ mod tests {
                             let (wr, wc) = (r0 + dr, c0 + dc);
                             assert_eq!(warp_tile.origin(), (wr, wc));
                             assert!(batch < batches);
-                            // Inside the matrix: no clipping; on its edges: clipped.
-                            let inside = wr + 16 <= rows && wc + 16 <= cols;
-                            let add = |v: f32, d: &mut crate::Slot<'_, f32>| d.set(d.get() + v);
-                            match warp_tile.interior() {
-                                Some(mut inner) => {
-                                    assert!(inside, "({wr}, {wc}) is on an edge");
+                            // Inside and aligned: no clipping; else clipped.
+                            let aligned = |batch: usize| (batch * stride).is_multiple_of(4);
+                            let unclipped = wr + 16 <= rows && wc + 64 <= cols && aligned(batch);
+                            let lane = crate::thread::lane_id() as usize;
+                            match warp_tile.panels() {
+                                RunPanels::Interior(mut inner) => {
+                                    assert!(unclipped, "({wr}, {wc}) is on an edge");
                                     interior.fetch_add(1, Ordering::Relaxed);
-                                    for sub_col in 0..2 {
-                                        inner.update_mma_c(0, sub_col, &ones, add);
-                                    }
+                                    inner.update_panel(0, |_, _, run| {
+                                        let v = run.load();
+                                        run.store(v.map(|x| x + 1.0));
+                                    });
+                                    // Past the tile: nothing.
+                                    inner.update_panel(1, |_, _, _| unreachable!());
                                 }
-                                None => {
-                                    assert!(!inside, "({wr}, {wc}) is inside");
-                                    for sub_col in 0..2 {
-                                        warp_tile.update_mma_c(0, sub_col, &ones, add);
-                                    }
+                                RunPanels::Edge(mut edge) => {
+                                    assert!(!unclipped, "({wr}, {wc}) is inside");
+                                    assert!(aligned(batch), "batch {batch} is not aligned");
+                                    edge.update_panel(0, |r, col, run| {
+                                        assert!(wr + r < rows && wc + col < cols);
+                                        assert_eq!(run.len(), 4.min(cols - wc - col));
+                                        // Whole exactly when none of it is clipped.
+                                        match run.whole() {
+                                            Some(mut whole) => {
+                                                assert!(wc + col + 4 <= cols);
+                                                let v = whole.load();
+                                                whole.store(v.map(|x| x + 1.0));
+                                            }
+                                            None => {
+                                                assert!(wc + col + 4 > cols);
+                                                for j in 0..4 {
+                                                    if let Some(mut d) = run.slot(j) {
+                                                        d.set(d.get() + 1.0);
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    });
+                                }
+                                RunPanels::Elements(mut elements) => {
+                                    assert!(!aligned(batch), "batch {batch} is aligned");
+                                    elements.update_panel(0, |r, col, mut d| {
+                                        assert!(wr + r < rows && wc + col < cols);
+                                        // Coalesced: a request's lanes take
+                                        // 32 consecutive elements of a row.
+                                        assert_eq!((r * 64 + col) % 32, lane);
+                                        d.set(d.get() + 1.0);
+                                    });
+                                    elements.update_panel(1, |_, _, _| unreachable!());
                                 }
                             }
                         }
@@ -2251,10 +2634,14 @@ mod tests {
                         }
                     }
                 }
-                // Of each batch's 16 × 16 warp tiles, the 4 in rows and
-                // columns 0..32 are inside: 32 lanes each.
-                assert_eq!(interior.into_inner(), batches * 4 * 32, "{grid:?}");
-                let tiles = batches * 37usize.div_ceil(32) * 45usize.div_ceil(16);
+                // Of each batch's 16 × 64 warp tiles, the 4 in rows 0..32
+                // and columns 0..128 are inside: 32 lanes each, in the
+                // batches that start on 16 bytes.
+                let aligned = (0..batches)
+                    .filter(|b| (b * stride).is_multiple_of(4))
+                    .count();
+                assert_eq!(interior.into_inner(), aligned * 4 * 32, "{grid:?}");
+                let tiles = batches * 37usize.div_ceil(32) * 150usize.div_ceil(64);
                 let mut walked = walked.into_inner().unwrap();
                 walked.sort_by_key(|&(t, _)| t);
                 assert_eq!(walked.len(), tiles, "{grid:?}");
@@ -2264,6 +2651,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `words` as f32s (each u128 four of them).
+    fn bytemuck_f32(words: &mut [u128]) -> &mut [f32] {
+        // SAFETY: a u128 is 16 initialised bytes, any of which are a valid
+        // f32, with at least f32's alignment; the slice borrows `words`.
+        unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 4) }
     }
 
     /// Every block of a grid takes a distinct tile of it (a bijection), for

@@ -101,6 +101,11 @@ pub struct SharedArray<T> {
     _element: PhantomData<T>,
 }
 
+/// `N` elements filling 8 bytes on an 8-byte boundary: one 64-bit access.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Vector8<T, const N: usize>([T; N]);
+
 /// A typed view of the block's launch-sized shared memory.
 ///
 /// Its length is the launch's dynamic shared size divided by `size_of::<T>()`;
@@ -281,6 +286,29 @@ impl<T: SharedElement, const N: usize> SharedVectors<T, N> {
         // to shared memory exists), and a concurrent access to these
         // elements is the kernel's barriers' to order, as for `store`.
         unsafe { self.base.add(v).write(Vector16(values)) }
+    }
+
+    /// Writes half `h` (0 or 1: elements `h·H ..` of the `N = 2·H`) of
+    /// vector `v` with one 8-byte store (`STS.64`): a pair of f32, as an
+    /// `mma` accumulator fragment holds them. Panics (traps on the GPU) if
+    /// `v >= len()` or `h > 1`; `2·H` must be `N` (a compile-time error
+    /// otherwise).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store_half<const H: usize>(&self, v: usize, h: usize, values: [T; H]) {
+        const { assert!(2 * H == N, "half a vector") };
+        assert!(
+            v < self.len && h < 2,
+            "shared memory vector write out of bounds"
+        );
+        let p = self.base.wrapping_add(v).cast::<T>().wrapping_add(h * H);
+        arch::shared_access(p.cast(), 8, true);
+        // SAFETY: vector `v` is in bounds and 16-byte aligned (the view's
+        // invariant), so its half `h` is 8 in-bounds, 8-byte-aligned bytes,
+        // written as `H` elements of `T` (`Vector8`: exactly those, no
+        // padding); concurrent accesses are the kernel's barriers' to order,
+        // as for `store`.
+        unsafe { p.cast::<Vector8<T, H>>().write(Vector8(values)) }
     }
 }
 

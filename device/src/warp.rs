@@ -128,6 +128,18 @@ pub fn elect_one(mask: u32) -> bool {
     arch::elect_sync(mask)
 }
 
+/// The lanes of `mask` wait for each other (`bar.warp.sync`, CUDA's
+/// `__syncwarp`), and each one's shared- and global-memory accesses before
+/// it are ordered before the others' after it: lanes that exchange data
+/// through shared memory (a warp's staging tile) write, sync, then read.
+/// Every lane of `mask` calls it together (the emulator reports a lane that
+/// does not as `Fault::WarpMask`).
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+#[inline(always)]
+pub fn sync(mask: u32) {
+    arch::warp_sync(mask)
+}
+
 /// Bit i is set iff lane i is in `mask` and its `predicate` is true (`__ballot_sync`).
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 #[inline(always)]
@@ -377,6 +389,59 @@ mod tests {
     use crate::emu::{LaunchShape, launch};
     use crate::{Dim3, thread};
     use std::sync::Mutex;
+
+    /// Lanes that hand values to each other through shared memory: each
+    /// writes its word, `sync`s, reads its neighbour's, `sync`s, and writes
+    /// again. With the syncs the race detector sees every access ordered
+    /// and the values arrive, in both warps; without the first, the read is
+    /// a `Fault::SharedRace` naming the writer.
+    #[test]
+    fn sync_orders_a_warps_shared_accesses() {
+        let run = |synced: bool| {
+            let got = Mutex::new(Vec::new());
+            let shape = LaunchShape {
+                grid: Dim3::x(1),
+                block: Dim3::x(64),
+                dynamic_shared_bytes: 64 * 4,
+            };
+            let result = launch("warp_sync", shape, &|| {
+                let tile = crate::shared::array::<u32, 64>();
+                let me = thread::linear_thread_id() as usize;
+                let warp = me / 32 * 32;
+                for round in 0..2u32 {
+                    tile.store(me, 100 * round + me as u32);
+                    if synced {
+                        sync(FULL_MASK);
+                    }
+                    let next = warp + (me + 1) % 32;
+                    got.lock().unwrap().push((round, me, tile.load(next)));
+                    sync(FULL_MASK);
+                }
+            });
+            (result, got.into_inner().unwrap())
+        };
+        let (result, mut got) = run(true);
+        result.unwrap();
+        got.sort_unstable();
+        let want: Vec<_> = (0..2u32)
+            .flat_map(|round| {
+                (0..64usize).map(move |me| {
+                    (
+                        round,
+                        me,
+                        100 * round + (me / 32 * 32 + (me + 1) % 32) as u32,
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(got, want);
+        let (result, _) = run(false);
+        let err = result.unwrap_err();
+        assert!(
+            matches!(err.fault, crate::emu::Fault::SharedRace { .. }),
+            "{err}"
+        );
+    }
 
     /// `elect_one` is true in exactly one lane of its mask, in every warp:
     /// the full warp, and 8 lanes of it calling with their own mask.

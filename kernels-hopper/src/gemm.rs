@@ -21,22 +21,38 @@
 //!   until the *previous* step's group is done, and arrive on that stage's
 //!   "empty" barrier: one group stays in flight while the next stage's
 //!   copies land;
-//! - the epilogue: after the tile's last group the consumers release its
-//!   stage and each consumer warp writes its 16 × 256 rows of the
-//!   accumulator through its `TileWalk` tile (owned: no two threads write
-//!   one element; checked once to lie inside C, then written with no
-//!   per-element test, else clipped element by element), `alpha·acc` when
-//!   `beta = 0` (C never read) else `fma(beta, c, alpha·acc)`, rounded to
-//!   the output type; meanwhile the producer is already filling the ring
-//!   with the next tile's steps.
+//! - the epilogue: after the tile's last group the consumers pass the
+//!   "drained" barrier (every consumer's `wgmma`s done), and each consumer
+//!   warp writes its 16 × 256 rows of the accumulator through shared
+//!   memory, one 16 × 64 panel at a time, staged in the ring's stage of the
+//!   tile's last step (which nobody has released yet): its lanes store
+//!   their `mma` fragments (8-byte stores) into the warp's own 4 KiB
+//!   staging tile there (f32, 16-byte chunks XOR-swizzled by row: no bank
+//!   conflicts either way), the warp syncs (`warp::sync`), and each lane
+//!   reads back 16-byte runs of rows and writes them to C through its
+//!   `TileWalk` tile (`RunTile`: owned, no two lanes write one element; one
+//!   request of the warp is whole 128-byte lines of C, where the
+//!   fragments' stores each touched twice the sectors they wrote). How is
+//!   decided once per tile (`RunTile::panels`): a tile inside C and 16-byte
+//!   aligned writes each run as one 16-byte store, `alpha·acc` when
+//!   `beta = 0` (C never read) else `fma(beta, c, alpha·acc)` with C read
+//!   as one 16-byte load, rounded to the output type; a tile on C's right
+//!   or bottom edge writes each run wholly inside C the same way and a
+//!   row's ragged last run element by element; a C whose rows do not start
+//!   on 16 bytes is written element by element, 32 consecutive elements of
+//!   a row a request. Then the consumers fence (the staging stores are the
+//!   generic proxy's, the TMA's refill the async proxy's) and release the
+//!   stage. Meanwhile the producer is already filling the other stages with
+//!   the next tile's first steps.
 //!
 //! Every tile walks the ring from stage 0, and each stage keeps its own
 //! "full" and "empty" phases across tiles (a `Phase` per stage, in
 //! registers: the walk is written out per stage), so a K that is not a
 //! multiple of 4 steps leaves stages unevenly used but never out of step.
 //!
-//! The ring has 4 stages (192 KiB of shared memory; the H100 and H200 allow
-//! 227 KiB a block). The k-loop is written out per stage (`unroll`), so each
+//! The ring has 4 stages (192 KiB of shared memory), then the barriers' 72
+//! bytes (the H100 and H200 allow 227 KiB a block); the staging tiles are
+//! the first 32 KiB of a stage. The k-loop is written out per stage (`unroll`), so each
 //! stage's tiles and barriers are constants and nothing is indexed at run
 //! time. The transposes are the tiles' layouts: A row-major is K-major, A
 //! transposed (stored K × M) MN-major; B row-major (K × N) is MN-major, B
@@ -45,20 +61,20 @@
 //!
 //! Bounds: every box the TMA copies is clipped to the tensor the host
 //! described (zeros outside); every element written is in the tile
-//! `TileWalk` gives the warp, clipped to C. The host checks the shapes,
+//! `TileWalk` gives the warp, clipped to C (a run's vector access only for
+//! a run wholly inside C, in a tile whose rows start on 16 bytes). The host checks the shapes,
 //! the maps (16-byte strides) and that M, N, K and the batch fit the TMA's
 //! 32-bit coordinates.
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
-use warpforge_device::mma::FragC;
 use warpforge_device::num::Output;
-use warpforge_device::own::TileWalk;
-use warpforge_device::shared::{self, SharedTile};
+use warpforge_device::own::{RunElement, RunPanels, TileWalk};
+use warpforge_device::shared::{self, SharedTile, SharedVectors};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
 use warpforge_device::unroll::unroll;
 use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor, OperandTile};
-use warpforge_device::{OutMatrix, Slot, bf16, f16, thread, warp};
+use warpforge_device::{OutMatrix, bf16, f16, thread, warp};
 use warpforge_macros::kernel;
 
 /// Rows of the block's tile of D.
@@ -86,9 +102,16 @@ const B_ELEMS: usize = BN * BK;
 const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
 /// The ring's stages, in 2-byte elements.
 const RING_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS);
+/// The ring's barriers: "full" and "empty" for each stage, then "drained".
+const BARRIERS: usize = 2 * STAGES + 1;
+/// The barrier the consumers pass after a tile's last `wgmma` group, before
+/// its epilogue stages the accumulator in the ring.
+const DRAINED: usize = 2 * STAGES;
 /// The launch's shared memory, in 2-byte elements: the stages, then the
-/// 2·STAGES barriers (8 bytes each).
-const SHARED_ELEMS: usize = RING_ELEMS + 2 * STAGES * 4;
+/// barriers (8 bytes each). The epilogue stages the accumulator in the
+/// stage of the tile's last step (`staging_tiles`), not in memory of its
+/// own.
+const SHARED_ELEMS: usize = RING_ELEMS + BARRIERS * 4;
 
 /// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
 pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
@@ -135,14 +158,18 @@ fn stages<T: Element, LA: Layout, LB: Layout>() -> [Stage<T, LA, LB>; STAGES] {
 /// The ring's barriers, after the stages, initialised (by thread 0, then a
 /// block barrier): "full" `0 .. STAGES` (one arrival, the producer's, plus
 /// the bytes), "empty" `STAGES .. 2·STAGES` (one arrival per consumer
-/// thread).
+/// thread), and "drained" (one arrival per consumer thread, once a tile:
+/// every consumer's `wgmma`s are done, so the ring's stage that nobody has
+/// released may hold the epilogue's staging tiles).
 #[inline(always)]
-fn barriers<T: Element>() -> MBarriers<{ 2 * STAGES }> {
-    let bars = shared::array::<T, RING_ELEMS>().after::<u64, { 2 * STAGES }>();
+fn barriers<T: Element>() -> MBarriers<BARRIERS> {
+    let bars = shared::array::<T, RING_ELEMS>().after::<u64, BARRIERS>();
     let consumers = 2 * wgmma::WARPGROUP_SIZE;
     MBarriers::init(
         bars,
-        [1, 1, 1, 1, consumers, consumers, consumers, consumers],
+        [
+            1, 1, 1, 1, consumers, consumers, consumers, consumers, consumers,
+        ],
     )
 }
 
@@ -175,7 +202,7 @@ fn barriers<T: Element>() -> MBarriers<{ 2 * STAGES }> {
         gemm_wgmma_f16_f16_tt_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>>,
     )
 )]
-pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
+pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>(
     a: TensorMap<T, 3, BOX, BOX, Sw128>,
     b: TensorMap<T, 3, BOX, BOX, Sw128>,
     k: u32,
@@ -237,6 +264,31 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
 
     wgmma::increase_registers::<224>();
     let stages = stages::<T, LA, LB>();
+    // The stage of every tile's last step (the same for every tile: each
+    // starts at stage 0), whose "empty" arrival waits until the epilogue
+    // has staged the accumulator in it. Its staging tiles are chosen here
+    // (after the register split, as the stages are, and outside the tile
+    // loop: their checks are no trap path there).
+    let last = steps.wrapping_sub(1) as usize % STAGES;
+    let staging = staging_tiles();
+    let mut chunks = staging[0];
+    unroll::<STAGES>(
+        #[inline(always)]
+        |s| {
+            if s == last {
+                chunks = staging[s];
+            }
+        },
+    );
+    // This warp's staging tile in that stage.
+    let staged_tile = Staged {
+        chunks,
+        base: (thread::warp_id() as usize % 8) * PANEL_ELEMS,
+    };
+    let drained = bars.get(DRAINED);
+    let mut drained_phase = Phase::FIRST;
+    // 16-byte chunks of f32 a run of the output type reads (1 or 2).
+    let chunks = TOut::RUN / 4;
     let mine = if warpgroup == 0 { 0 } else { 1 };
     // Each stage's "full" phase, carried from tile to tile as the
     // producer's "empty" ones are: both walk the same tiles and steps.
@@ -266,11 +318,79 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
             );
             run.finish();
         }
-        // The last step's group is done too: its stage may refill (with the
-        // next tile's first steps, while this tile's epilogue runs).
-        // (Written out per stage: a barrier indexed at run time would put
-        // the barriers' addresses in local memory.)
-        let last = steps.wrapping_sub(1) as usize % STAGES;
+        // Every consumer's groups are done (each thread arrives after its
+        // own `finish`), so no `wgmma` still reads the last step's stage,
+        // and nobody refills it before its "empty" arrival below: the
+        // epilogue stages the accumulator there. The producer meanwhile
+        // fills the other stages with the next tile's first steps.
+        drained.arrive();
+        drained.wait(&mut drained_phase);
+        // Every consumer warp stages every panel (straight-line code: the
+        // accumulator is read on no divergent path, which would make ptxas
+        // serialise the `wgmma`s, C7519); a warp with a part of C writes it.
+        let mut out = c.walk_tile(&tile);
+        let zero = TOut::from_f32(0.0);
+        epilogue(&acc, &staged_tile, |p, staged| {
+            let Some(out) = out.as_mut() else {
+                return;
+            };
+            // How the warp writes its tile is decided once for the tile
+            // (`RunTile::panels`). Inside C and aligned (all but the tiles
+            // on its right and bottom edges): whole 16-byte runs, and with
+            // beta = 0 passed as the constant it is, no test of beta per
+            // run either. On an edge of an aligned C: each run wholly
+            // inside one vector, a row's ragged last run element by
+            // element. A C whose rows do not start on 16 bytes: element by
+            // element, 32 consecutive elements of a row a request.
+            match out.panels() {
+                RunPanels::Interior(mut inner) if beta == 0.0 => {
+                    inner.update_panel(p, |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        run.store(TOut::run(|j| TOut::axpby(alpha, v[j], 0.0, || zero)));
+                    })
+                }
+                RunPanels::Interior(mut inner) => inner.update_panel(p, |r, col, run| {
+                    let (v, old) = (staged.read(r, col, chunks), run.load());
+                    let old = old.as_ref();
+                    run.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
+                }),
+                RunPanels::Edge(mut edge) => edge.update_panel(p, |r, col, run| {
+                    let v = staged.read(r, col, chunks);
+                    if let Some(mut whole) = run.whole() {
+                        let old = if beta == 0.0 {
+                            TOut::run(|_| zero)
+                        } else {
+                            whole.load()
+                        };
+                        let old = old.as_ref();
+                        whole.store(TOut::run(|j| TOut::axpby(alpha, v[j], beta, || old[j])));
+                        return;
+                    }
+                    // Written out (a loop over `v` indexed at run time
+                    // would put it in local memory).
+                    unroll::<8>(
+                        #[inline(always)]
+                        |j| {
+                            if j < TOut::RUN
+                                && let Some(mut d) = run.slot(j)
+                            {
+                                let r = TOut::axpby(alpha, v[j], beta, || d.get());
+                                d.set(r);
+                            }
+                        },
+                    );
+                }),
+                RunPanels::Elements(mut elements) => elements.update_panel(p, |r, col, mut d| {
+                    let y = TOut::axpby(alpha, staged.read_one(r, col), beta, || d.get());
+                    d.set(y);
+                }),
+            }
+        });
+        // The staging stores are the generic proxy's and the TMA that
+        // refills the stage writes through the async proxy: fence, then
+        // release the stage (written out per stage: a barrier indexed at
+        // run time would put the barriers' addresses in local memory).
+        wgmma::fence_operands();
         unroll::<STAGES>(
             #[inline(always)]
             |s| {
@@ -279,56 +399,137 @@ pub fn gemm_wgmma<T: Element, TOut: Output, LA: Layout, LB: Layout>(
                 }
             },
         );
-        if let Some(mut out) = c.walk_tile(&tile) {
-            // alpha·acc + beta·C, rounded once (`Output::axpby`: C not read
-            // when beta = 0).
-            let axpby = |beta: f32| {
-                move |v: f32, d: &mut Slot<'_, TOut>| {
-                    let r = TOut::axpby(alpha, v, beta, || d.get());
-                    d.set(r);
-                }
-            };
-            // A tile inside C (all but those on its right and bottom edges)
-            // is checked once and written with no per-element clipping, and
-            // with beta = 0 passed as the constant it is, no per-element
-            // test of beta either: one multiply and one store an element.
-            match out.interior() {
-                Some(mut inner) if beta == 0.0 => {
-                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(0.0)))
-                }
-                Some(mut inner) => {
-                    fragments(&acc, |j, frag| inner.update_mma_c(0, j, frag, axpby(beta)))
-                }
-                None => fragments(&acc, |j, frag| out.update_mma_c(0, j, frag, axpby(beta))),
-            }
+    }
+}
+
+/// Each consumer warp's staging tile: one 16 × 64 panel of its rows of the
+/// accumulator, in f32 (4 KiB; the eight warps' 32 KiB in the first 32 of
+/// a stage's 48 KiB).
+const PANEL: usize = 64;
+const PANEL_ELEMS: usize = 16 * PANEL;
+const STAGING_ELEMS: usize = 8 * PANEL_ELEMS;
+/// A stage's f32 after its staging tiles.
+const STAGE_REST: usize = STAGE_BYTES as usize / 4 - STAGING_ELEMS;
+const _: () = assert!(STAGE_BYTES as usize >= 4 * STAGING_ELEMS && STAGE_BYTES.is_multiple_of(16));
+
+/// The consumer warps' staging tiles in each stage of the ring (its first
+/// 32 KiB), as 16-byte chunks of f32.
+#[inline(always)]
+fn staging_tiles() -> [SharedVectors<f32, 4>; STAGES] {
+    let mut tiles = [None; STAGES];
+    let mut tile: SharedTile<f32, STAGING_ELEMS> = shared::array::<f32, STAGING_ELEMS>();
+    for (s, chunks) in tiles.iter_mut().enumerate() {
+        if s > 0 {
+            tile = tile
+                .after::<f32, STAGE_REST>()
+                .after::<f32, STAGING_ELEMS>();
+        }
+        *chunks = tile.vectors16::<4>();
+    }
+    tiles.map(|t| t.expect("the stages start 16-byte aligned"))
+}
+
+/// Where element (`row`, `col`) of a warp's 16 × 64 panel lies in its
+/// staging tile: row-major, each row's 16-byte chunks permuted by
+/// `(row mod 4)·2`, so that the fragments' 8-byte stores (a half-warp: 4
+/// rows, the same 8 columns) and the runs' 16-byte loads (a quarter-warp: 8
+/// chunks of one row) each hit 32 distinct banks.
+#[inline(always)]
+///
+/// The row and column are taken modulo the panel's (they are in it), so
+/// the compiler sees every index in the staging tiles: no bounds check,
+/// and so no trap path, is left in the tile loop (one there makes ptxas
+/// serialise the `wgmma`s, C7519).
+fn staged(row: usize, col: usize) -> usize {
+    let (row, col) = (row % 16, col % PANEL);
+    row * PANEL + (((col / 4) ^ ((row % 4) * 2)) * 4) + col % 4
+}
+
+/// A warp's staging tile, as its runs read it.
+#[derive(Clone, Copy)]
+struct Staged {
+    chunks: SharedVectors<f32, 4>,
+    /// The warp's tile's first element.
+    base: usize,
+}
+
+impl Staged {
+    /// The accumulator values of the run at (`row`, `col`) of the warp's
+    /// tile (in the panel staged now):
+    /// its first `4·chunks` (1 or 2 chunks: a run of f32 is 4 elements, of
+    /// f16 8). Of two chunks, lanes 4..8 of each quarter-warp (runs 4..8 of
+    /// a row) load them in the other order, so each load's 8 lanes meet 8
+    /// distinct groups of 4 banks.
+    #[inline(always)]
+    fn read(&self, row: usize, col: usize, chunks: usize) -> [f32; 8] {
+        // The run's column in the tile, in the panel.
+        let col = col % PANEL;
+        let chunk = |h: usize| self.chunks.load((self.base + staged(row, col + 4 * h)) / 4);
+        if chunks == 1 {
+            let a = chunk(0);
+            return [a[0], a[1], a[2], a[3], 0.0, 0.0, 0.0, 0.0];
+        }
+        let swap = (col / 8) % 8 >= 4;
+        let s = usize::from(swap);
+        let x = chunk(s);
+        let y = chunk(1 - s);
+        let (lo, hi) = if swap { (y, x) } else { (x, y) };
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+    }
+
+    /// The accumulator value at (`row`, `col`) of the warp's tile (in the
+    /// panel staged now): its chunk's load, the element picked by selects
+    /// (the swizzle moves whole chunks, so it is element `col mod 4` of the
+    /// chunk), not an array indexed at run time (which would live in local
+    /// memory).
+    #[inline(always)]
+    fn read_one(&self, row: usize, col: usize) -> f32 {
+        let v = self.chunks.load((self.base + staged(row, col % PANEL)) / 4);
+        match col % 4 {
+            0 => v[0],
+            1 => v[1],
+            2 => v[2],
+            _ => v[3],
         }
     }
 }
 
-/// Hands this warp's 16 × 256 rows of `acc` to `write(j, frag)` as its 32
-/// `mma` accumulator fragments, fragment `j` the 16 × 8 at columns `8j ..`
-/// (the `wgmma` accumulator's layout is `mma.m16n8k16`'s, repeated along N).
+/// The epilogue of one tile, panel by panel: this warp writes the 8
+/// accumulator fragments of panel `p` (its 16 rows, columns `64p ..`) into
+/// its staging tile, syncs the warp, and has `write(p, staged)` store the
+/// panel to C in runs (reading each run's values with [`Staged::read`]);
+/// then syncs again before the next panel overwrites the tile. The values
+/// are the accumulator's, unrounded: `write` computes alpha·acc + beta·C
+/// and rounds once, as the fragments' epilogue did.
 #[inline(always)]
-fn fragments(acc: &Accumulator<BN>, mut write: impl FnMut(usize, &FragC)) {
+fn epilogue(acc: &Accumulator<BN>, staged_tile: &Staged, mut write: impl FnMut(usize, &Staged)) {
+    let lane = thread::lane_id() as usize;
+    let (g, t) = (lane / 4, lane % 4);
+    let base = staged_tile.base;
     let regs = acc.regs();
-    unroll::<{ BN / 64 }>(
+    unroll::<{ BN / PANEL }>(
         #[inline(always)]
-        |hi| {
-            unroll::<8>(
+        |p| {
+            // Fragment f of the panel: rows g and g + 8, columns 8f + 2t
+            // and the next (`mma`'s accumulator layout).
+            unroll::<{ PANEL / 8 }>(
                 #[inline(always)]
-                |lo| {
-                    let j = 8 * hi + lo;
-                    let frag = FragC {
-                        regs: [
-                            regs[4 * j],
-                            regs[4 * j + 1],
-                            regs[4 * j + 2],
-                            regs[4 * j + 3],
-                        ],
-                    };
-                    write(j, &frag);
+                |f| {
+                    let j = 4 * (8 * p + f);
+                    let col = 8 * f + 2 * t;
+                    let half = (col / 2) % 2;
+                    let chunks = staged_tile.chunks;
+                    chunks.store_half((base + staged(g, col)) / 4, half, [regs[j], regs[j + 1]]);
+                    chunks.store_half(
+                        (base + staged(g + 8, col)) / 4,
+                        half,
+                        [regs[j + 2], regs[j + 3]],
+                    );
                 },
-            )
+            );
+            warp::sync(u32::MAX);
+            write(p, staged_tile);
+            warp::sync(u32::MAX);
         },
     );
 }

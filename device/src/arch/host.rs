@@ -66,6 +66,13 @@ fn warp_op(op: WarpOp, mask: u32, value: u64, arg: u32) -> u32 {
     )
 }
 
+/// `bar.warp.sync`: a warp collective whose completion orders the lanes'
+/// accesses before it before theirs after it (the race detector's clocks).
+#[track_caller]
+pub(crate) fn warp_sync(mask: u32) {
+    warp_op(WarpOp::Sync, mask, 0, 0);
+}
+
 /// `elect.sync`: whether this lane is the one the collective elected.
 #[track_caller]
 pub(crate) fn elect_sync(mask: u32) -> bool {
@@ -932,6 +939,26 @@ pub(crate) unsafe fn ldmatrix_at<const R: usize>(addr: SharedAddr, trans: bool) 
 pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
     // SAFETY: the caller's contract.
     unsafe { ptr.cast::<[u32; 4]>().read() }
+}
+
+/// `ld.global.v4.b32` of an output's memory (the caller records the access).
+///
+/// # Safety
+/// `ptr` must be 16 readable, 16-byte-aligned bytes.
+#[inline]
+pub(crate) unsafe fn ld_global_v4_output(ptr: *const u8) -> [u32; 4] {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.cast::<[u32; 4]>().read() }
+}
+
+/// `st.global.v4.b32` (the caller records the access).
+///
+/// # Safety
+/// `ptr` must be 16 writable, 16-byte-aligned bytes this thread alone accesses.
+#[inline]
+pub(crate) unsafe fn st_global_v4(ptr: *mut u8, v: [u32; 4]) {
+    // SAFETY: the caller's contract.
+    unsafe { ptr.cast::<[u32; 4]>().write(v) }
 }
 
 /// Runs mbarrier operation `op` on the barrier at `addr` for the calling

@@ -238,6 +238,16 @@ pub(crate) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
     d
 }
 
+/// `bar.warp.sync mask` (`__syncwarp`): the lanes of `mask` meet, and
+/// their memory accesses before it are ordered before theirs after it.
+#[inline(always)]
+pub(crate) fn warp_sync(mask: u32) {
+    // SAFETY: bar.warp.sync over the lanes of `mask`; it orders memory
+    // accesses, so it is not `nomem` (the compiler keeps loads and stores
+    // on their side of it).
+    unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask, options(nostack)) };
+}
+
 #[inline(always)]
 pub(crate) fn elect_sync(mask: u32) -> bool {
     let out: u32;
@@ -912,6 +922,43 @@ pub(crate) unsafe fn ld_global_v4(ptr: *const u8) -> [u32; 4] {
             options(pure, readonly, nostack))
     };
     [a, b, c, d]
+}
+
+/// One 128-bit load of an output's global memory (`ld.global.v4.b32`,
+/// SASS `LDG.E.128`): as [`ld_global_v4`], for memory this thread may also
+/// write (not `pure`: it stays ordered with the thread's stores).
+///
+/// # Safety
+/// `ptr` must be 16 bytes of global memory (a generic address in the global
+/// window), 16-byte aligned, that no other thread writes during the launch.
+#[inline(always)]
+pub(crate) unsafe fn ld_global_v4_output(ptr: *const u8) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller's contract; `cvta.to.global` turns the generic
+    // address into a global one.
+    unsafe {
+        asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {p}; ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [%g]; }}",
+            p = in(reg64) ptr, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// One 128-bit store to global memory (`st.global.v4.b32`, SASS
+/// `STG.E.128`): a single instruction for the four words.
+///
+/// # Safety
+/// `ptr` must be 16 bytes of global memory (a generic address in the global
+/// window), 16-byte aligned, that this thread alone accesses during the launch.
+#[inline(always)]
+pub(crate) unsafe fn st_global_v4(ptr: *mut u8, v: [u32; 4]) {
+    // SAFETY: the caller's contract; `cvta.to.global` turns the generic
+    // address into a global one.
+    unsafe {
+        asm!("{{ .reg .u64 %g; cvta.to.global.u64 %g, {p}; st.global.v4.b32 [%g], {{{a}, {b}, {c}, {d}}}; }}",
+            p = in(reg64) ptr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
+            options(nostack))
+    };
 }
 
 /// `fence.proxy.async.shared::cta`: orders this thread's generic-proxy

@@ -57,6 +57,8 @@ pub(crate) enum WarpOp {
     Redux(ReduxOp),
     /// `elect.sync`: every lane is resumed with the elected lane.
     Elect,
+    /// `bar.warp.sync`: orders the lanes' accesses (release, then acquire).
+    Sync,
     /// `ldmatrix`: `value` is the lane's row address; results in `collective_out`.
     Ldmatrix {
         matrices: u8,

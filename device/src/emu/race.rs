@@ -14,9 +14,11 @@
 //! for races (they may race with each other by design; a plain access racing
 //! with an atomic one to the same shared byte is *not* detected), but they do
 //! initialise the bytes they touch. The lanes of a warp are distinct threads
-//! (since Volta they are not implicitly ordered); `__syncwarp` does not exist
-//! here, so nothing but a block barrier orders two threads of a block —
-//! until the block uses an mbarrier ([`crate::mbarrier`]).
+//! (since Volta they are not implicitly ordered): nothing but a block
+//! barrier orders two threads of a block — until the block uses an
+//! mbarrier ([`crate::mbarrier`]) or a warp sync ([`crate::warp::sync`],
+//! which orders the lanes it syncs with the same vector clocks: each lane
+//! releases, then each acquires what all released).
 //!
 //! # mbarriers: vector clocks
 //!

@@ -798,6 +798,21 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
         return Ok(true);
     }
     let lanes = || (0..WARP_SIZE).filter(move |l| mask & (1 << l) != 0);
+    if op == WarpOp::Sync {
+        // Every lane releases into one clock, then every lane acquires it:
+        // each lane's accesses before the sync are ordered before every
+        // lane's after it.
+        // SAFETY: the detector lives as long as the block (see `run_block`).
+        if let Some(detector) = unsafe { warp[0].state.race.as_ref() } {
+            let mut clock = Vec::new();
+            for lane in lanes() {
+                detector.release(warp[lane as usize].state.linear_id, &mut clock);
+            }
+            for lane in lanes() {
+                detector.acquire(warp[lane as usize].state.linear_id, &clock);
+            }
+        }
+    }
     let elected = (op == WarpOp::Elect).then(|| warp[0].state.block().pick_lane(mask));
     let mut results = [0u32; WARP_SIZE as usize];
     for lane in lanes() {
@@ -845,6 +860,7 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 .reduce(|a, b| redux(rop, a, b))
                 .unwrap_or(0),
             WarpOp::Elect => elected.unwrap_or(0),
+            WarpOp::Sync => 0,
             WarpOp::Ldmatrix { .. }
             | WarpOp::Mma(_)
             | WarpOp::MmaF64(_)

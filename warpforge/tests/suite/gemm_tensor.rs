@@ -1103,10 +1103,37 @@ fn every_wgmma_kernel_on_a_shape_ragged_in_every_tile_dimension() {
 /// strides past the extents.
 #[test]
 fn wgmma_batches_are_their_own_products() {
+    for trans in TRANSPOSES {
+        // C packed (ldc = n = 90: rows not on 16 bytes), batches 5
+        // elements past C's extent.
+        wgmma_batches(trans, 90, 5);
+    }
+}
+
+/// The epilogue's clipped forms: C's rows 16-byte aligned (ldc = 96 > n =
+/// 90, so a row's last run is ragged against n, inside the padding), batch
+/// 0 at the buffer's start (its tile clipped by C's edges: the runs wholly
+/// inside as vectors, the ragged ones element by element); batches 6715
+/// elements apart (C's extent + 1), so batches 1 and 2 start 12 and 8
+/// bytes past 16 (misaligned views of C: element by element), or 6716
+/// apart (every batch on 16 bytes: all three clipped, aligned).
+#[test]
+fn wgmma_writes_a_padded_c_and_a_misaligned_batch_of_it() {
+    for trans in [(false, false), (true, true)] {
+        wgmma_batches(trans, 96, 1);
+        wgmma_batches(trans, 96, 2);
+    }
+}
+
+/// `batch` = 3 products of 70 × 90 × 80 (bf16 → f32, beta = -1) through the
+/// Hopper kernel on two persistent blocks, C's rows `ldc` apart and its
+/// batches `shift` elements past C's extent, each batch exactly its own.
+fn wgmma_batches(trans: (bool, bool), ldc: usize, shift: usize) {
     let dev = Device::emulator_for(Arch::Sm90);
     let (m, n, k, batch) = (70usize, 90usize, 80usize, 3usize);
-    for trans in TRANSPOSES {
+    {
         let lds = wgmma_lds((m, n, k), trans, 0);
+        let lds = (lds.0, lds.1, ldc);
         let cases: Vec<Case> = (0..batch)
             .map(|z| {
                 case_with_lds(
@@ -1124,7 +1151,7 @@ fn wgmma_batches_are_their_own_products() {
         let (sa, sb, sc) = (
             cases[0].a.len().next_multiple_of(8) + 8,
             cases[0].b.len().next_multiple_of(8) + 8,
-            cases[0].c.len() + 5,
+            cases[0].c.len() + shift,
         );
         let stack = |len: usize, stride: usize, part: &dyn Fn(&Case) -> &Vec<f64>| {
             let mut v = vec![0.0f64; (batch - 1) * stride + len];

@@ -35,7 +35,8 @@
 //!    below would load element by element: the input's im2col matrix is
 //!    materialised (`im2col_nhwc_{f16,bf16}`, `N·P·Q` rows of `R·S·C`
 //!    columns rounded up to 32, the padding zero) with the weights padded
-//!    to its width, in temporary buffers allocated per call, and the layer
+//!    to its width, in temporary buffers allocated per call (no memset:
+//!    the kernel writes all of them), and the layer
 //!    runs as a 1×1 convolution over it (rule 2 or 4). The `K` order and
 //!    the zeros at its end are the gather's, so the sums are the same.
 //! 4. [`Algorithm::ImplicitGemm`] otherwise (dense and grouped, `G < C`,
@@ -1121,8 +1122,10 @@ impl Conv2d {
     /// between layout changes): the input's im2col matrix and the weights
     /// padded to its columns, both by `im2col_*` into temporary buffers
     /// (the matrix is `N·P·Q × cols` elements, `cols = R·S·C` rounded up
-    /// to 32), then the 1×1 convolution over them into `y`. Sizes are
-    /// checked (`run`'s lengths; the matrix's by checked arithmetic).
+    /// to 32; allocated without a memset, the kernel writes all of it),
+    /// then the 1×1 convolution over them into `y`. Sizes are checked
+    /// (`run`'s lengths; the matrix's by checked arithmetic, at most 2^32
+    /// chunks of 8 elements).
     fn run_im2col<T: ConvElement>(
         &self,
         dev: &Device,
@@ -1138,8 +1141,21 @@ impl Conv2d {
         let matrix = product([n, p, q, cols], "the im2col matrix")?;
         let taps = w.len() / k; // R·S·C: `run` checked w's length, K ≥ 1
         let cols64 = cols as u64;
-        let mut x_cols = dev.alloc_zeroed::<T>(matrix)?;
+        // The kernel indexes its 8-element chunks in 32 bits.
         let units = matrix / kc::IM2COL_CHUNK;
+        if u32::try_from(units).is_err() {
+            return Err(invalid(
+                "input",
+                format!(
+                    "the im2col matrix of N·P·Q = {} rows × {cols} columns has more than \
+                     2^32 chunks of 8 elements: split the batch over several calls",
+                    n * p * q
+                ),
+            ));
+        }
+        // No memset: the kernel writes every element (`cols` and so the
+        // matrix are whole chunks).
+        let mut x_cols = dev.alloc_for_kernel_output::<T>(matrix)?;
         T::launch_im2col(
             dev,
             grid_stride_config(units),
@@ -1174,7 +1190,7 @@ impl Conv2d {
             bias: false,
             relu: false,
         };
-        let mut w_cols = dev.alloc_zeroed::<T>(k * cols)?;
+        let mut w_cols = dev.alloc_for_kernel_output::<T>(k * cols)?;
         let units = k * cols / kc::IM2COL_CHUNK;
         T::launch_im2col(
             dev,

@@ -64,43 +64,82 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     groups: u64,
 ) {
     let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
-    // 32-bit index arithmetic (a 64-bit division is a call of ~70
-    // instructions): the host keeps the chunks, and so the rows, columns
-    // and sizes, within `u32`.
-    let per_row = cols / IM2COL_CHUNK as u64;
-    let (cg, s_taps, q_cols) = (g.cg as u32, g.s as u32, g.q as u32);
-    let pixels = (g.p as u32).wrapping_mul(q_cols);
+    // 32-bit index arithmetic, its divisions by the launch's sizes as
+    // multiply-and-shift ([`Divisor`], made once per thread; a 32-bit
+    // division by a run-time value is ~20 instructions, a 64-bit one a
+    // call of ~70): the host keeps the chunks, and so the rows, columns and
+    // sizes, within 2^31 (a `Divisor`'s range).
     let units = y.len() as u64 / IM2COL_CHUNK as u64;
-    let fits = units <= u64::from(u32::MAX) && per_row <= u64::from(u32::MAX);
-    if per_row == 0 || !cols.is_multiple_of(IM2COL_CHUNK as u64) || !fits {
+    let per_row = cols / IM2COL_CHUNK as u64;
+    let fits = units <= u64::from(u32::MAX) && cols <= u64::from(u32::MAX);
+    if !fits || !cols.is_multiple_of(IM2COL_CHUNK as u64) {
         return; // not a launch `Conv2d` makes: nothing is written
     }
-    if cg == 0 || s_taps == 0 || q_cols == 0 || pixels == 0 {
+    let divisor = |d: u64| u32::try_from(d).ok().and_then(Divisor::new);
+    let row_len = g.s.wrapping_mul(g.cg) as u64; // a filter row's `S·C` columns
+    let (Some(per_row), Some(pixels), Some(q_cols), Some(cg), Some(s_taps), Some(row_len)) = (
+        divisor(per_row),
+        divisor((g.p as u64).wrapping_mul(g.q as u64)),
+        divisor(g.q as u64),
+        divisor(g.cg as u64),
+        divisor(g.s as u64),
+        divisor(row_len),
+    ) else {
         return;
-    }
-    let per_row = per_row as u32;
+    };
+    // Interior pixels (the whole filter window inside the image) of a
+    // layer without column dilation read each filter row's `S·C` columns
+    // as one contiguous run of the input: one bounds-checked load and one
+    // step per element.
+    let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
+    let reach_h = (g.r as i64 - 1) * dh;
+    let reach_w = (g.s as i64 - 1) * dw;
+    let image_row = g.w as i64 * g.cg as i64; // elements between input rows
     // The chunk of unit `unit`: row `(n, p, q)`, columns `j .. j + 8`.
     let chunk_values = #[inline(always)]
     |unit: u64| -> [T; IM2COL_CHUNK] {
-        let unit = unit as u32; // < units ≤ u32::MAX
         // A chunk never crosses a row: `cols` is a multiple of its length.
-        let (row, j) = (unit / per_row, (unit % per_row) * IM2COL_CHUNK as u32);
-        let (n, pixel) = ((row / pixels) as usize, row % pixels);
-        let (p, q) = ((pixel / q_cols) as usize, (pixel % q_cols) as usize);
-        let (tap, mut c) = (j / cg, j % cg);
-        let (r, s) = (tap / s_taps, tap % s_taps);
-        // The chunk's tap (r, s) as the input pixel (ih, iw) it reads (may
-        // lie in the padding: negative or past the image, as i64), its
-        // channel 0's index `at` (meaningful when inside), and the steps of
-        // both from one tap to the next along a filter row and to the next
-        // row's first: no division and no `Option` per element.
+        let (row, j) = per_row.div_rem(unit as u32); // unit < units ≤ u32::MAX
+        let j = j * IM2COL_CHUNK as u32;
+        let (n, pixel) = pixels.div_rem(row);
+        let (p, q) = q_cols.div_rem(pixel);
+        // The window's corner in the input (negative or past the image in
+        // the padding).
         let ih0 = p as i64 * g.stride_h as i64 - g.pad_top as i64;
         let iw0 = q as i64 * g.stride_w as i64 - g.pad_left as i64;
-        let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
-        let (mut r, mut s) = (r as usize, s);
-        let (mut ih, mut iw) = (ih0 + r as i64 * dh, iw0 + s as i64 * dw);
         let pixel_at =
             |ih: i64, iw: i64| ((n as i64 * g.h as i64 + ih) * g.w as i64 + iw) * g.cg as i64;
+        let mut values = [T::ZERO; IM2COL_CHUNK];
+        let interior = dw == 1
+            && ih0 >= 0
+            && iw0 >= 0
+            && ih0 + reach_h < g.h as i64
+            && iw0 + reach_w < g.w as i64;
+        if interior {
+            let (r, mut k) = row_len.div_rem(j);
+            let mut r = r as usize;
+            let mut at = pixel_at(ih0 + r as i64 * dh, iw0) as usize;
+            unroll::<IM2COL_CHUNK>(|i| {
+                if r < g.r {
+                    values[i] = x.get(at + k as usize).copied().unwrap_or(T::ZERO);
+                }
+                k += 1;
+                if k == row_len.divisor() {
+                    k = 0;
+                    r += 1;
+                    at = at.wrapping_add((dh * image_row) as usize);
+                }
+            });
+            return values;
+        }
+        let (tap, mut c) = cg.div_rem(j);
+        let (r, s) = s_taps.div_rem(tap);
+        // The tap (r, s) as the input pixel (ih, iw) it reads, its channel
+        // 0's index `at` (meaningful when inside), and the steps of both
+        // from one tap to the next along a filter row and to the next row's
+        // first: no division and no `Option` per element.
+        let (mut r, mut s) = (r as usize, s);
+        let (mut ih, mut iw) = (ih0 + r as i64 * dh, iw0 + s as i64 * dw);
         let mut at = pixel_at(ih, iw);
         let inside = |r: usize, ih: i64, iw: i64| {
             r < g.r && (ih as u64) < g.h as u64 && (iw as u64) < g.w as u64
@@ -110,18 +149,17 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
             dw * g.cg as i64,
             pixel_at(dh, -(g.s as i64) * dw) - pixel_at(0, 0),
         );
-        let mut values = [T::ZERO; IM2COL_CHUNK];
         unroll::<IM2COL_CHUNK>(|i| {
             if reads {
                 values[i] = x.get(at as usize + c as usize).copied().unwrap_or(T::ZERO);
             }
             c += 1;
-            if c == cg {
+            if c == cg.divisor() {
                 c = 0;
                 s += 1;
                 iw += dw;
                 at += col_step;
-                if s == s_taps {
+                if s == s_taps.divisor() {
                     s = 0;
                     r += 1;
                     ih += dh;
@@ -140,5 +178,111 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     } else {
         y.chunks(units)
             .for_each(|mut chunk| chunk.write(chunk_values(chunk.unit())));
+    }
+}
+
+/// Division by a divisor fixed for a whole launch (`1 ≤ d ≤ 2^31`) as a
+/// multiply-high, an add and a shift: the round-up method of Granlund and
+/// Montgomery ("Division by invariant integers using multiplication",
+/// 1994; CUTLASS's `FastDivmod`). Made once (one 64-bit division), then
+/// `n / d` for every `u32` `n` in 3–4 instructions, where a 32-bit division
+/// by a run-time value takes ~20. Exact for all `n` (tested exhaustively
+/// over ranges and at the edges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Divisor {
+    d: u32,
+    /// `⌊2^32·(2^shift − d) / d⌋ + 1`, below 2^32.
+    m: u32,
+    /// `⌈log2 d⌉`.
+    shift: u32,
+}
+
+impl Divisor {
+    /// The divisor `d`; `None` for 0 and past 2^31.
+    #[inline(always)]
+    pub const fn new(d: u32) -> Option<Divisor> {
+        if d == 0 || d > 1 << 31 {
+            return None;
+        }
+        let shift = 32 - (d - 1).leading_zeros();
+        // 2^(shift−1) < d ≤ 2^shift, so (2^shift − d)/d < 1 and m < 2^32.
+        let m = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
+        Some(Divisor {
+            d,
+            m: m as u32,
+            shift,
+        })
+    }
+
+    /// `d`.
+    #[inline(always)]
+    pub const fn divisor(self) -> u32 {
+        self.d
+    }
+
+    /// `⌊n / d⌋`: `(mulhi(m, n) + n) >> shift`, the sum in 64 bits.
+    #[inline(always)]
+    pub const fn div(self, n: u32) -> u32 {
+        let hi = (n as u64 * self.m as u64) >> 32;
+        ((hi + n as u64) >> self.shift) as u32
+    }
+
+    /// `(⌊n / d⌋, n mod d)`.
+    #[inline(always)]
+    pub const fn div_rem(self, n: u32) -> (u32, u32) {
+        let q = self.div(n);
+        (q, n.wrapping_sub(q.wrapping_mul(self.d)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Divisor;
+
+    /// Every divisor up to 2^12 and a spread of larger ones (powers of two
+    /// and their neighbours, 2^31, primes), against `/` and `%` for the
+    /// numerators around each multiple's edge, the first 2^10, a stride
+    /// through the whole range and the top of it.
+    #[test]
+    fn divisor_divides_exactly_at_the_edges_and_across_the_range() {
+        let mut divisors: Vec<u32> = (1..=4096).collect();
+        for k in 12..31 {
+            let p = 1u32 << k;
+            divisors.extend([p - 1, p, p + 1]);
+        }
+        divisors.extend([
+            (1 << 31) - 1,
+            1 << 31,
+            65_521,
+            1_000_003,
+            2_147_483_629,
+            3 * 7 * 11 * 13 * 17,
+        ]);
+        for &d in &divisors {
+            let div = Divisor::new(d).unwrap();
+            assert_eq!(div.divisor(), d);
+            let check = |n: u32| {
+                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
+            };
+            for n in 0..1024 {
+                check(n);
+            }
+            for n in (0..=u32::MAX).step_by(1_000_003) {
+                check(n);
+            }
+            for m in [1u64, 2, 3, 1 << 16, (u32::MAX / d) as u64] {
+                let edge = m * d as u64;
+                for n in [edge.saturating_sub(1), edge, edge + 1] {
+                    if let Ok(n) = u32::try_from(n) {
+                        check(n);
+                    }
+                }
+            }
+            for n in u32::MAX - 1024..=u32::MAX {
+                check(n);
+            }
+        }
+        assert_eq!(Divisor::new(0), None);
+        assert_eq!(Divisor::new((1 << 31) + 1), None);
     }
 }

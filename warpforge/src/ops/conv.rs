@@ -1141,14 +1141,17 @@ impl Conv2d {
         let matrix = product([n, p, q, cols], "the im2col matrix")?;
         let taps = w.len() / k; // R·S·C: `run` checked w's length, K ≥ 1
         let cols64 = cols as u64;
-        // The kernel indexes its 8-element chunks in 32 bits.
+        // The kernel indexes its 8-element chunks and the taps in 32 bits
+        // and divides by sizes up to 2^31 (`kc::Divisor`): chunks, and so
+        // rows and columns, and `R·S·C` within 2^31, or it writes nothing.
         let units = matrix / kc::IM2COL_CHUNK;
-        if u32::try_from(units).is_err() {
+        if units > 1 << 31 || taps > 1 << 31 {
             return Err(invalid(
                 "input",
                 format!(
-                    "the im2col matrix of N·P·Q = {} rows × {cols} columns has more than \
-                     2^32 chunks of 8 elements: split the batch over several calls",
+                    "the im2col matrix of N·P·Q = {} rows × {cols} columns (R·S·C = {taps}) \
+                     has more than 2^31 chunks of 8 elements or taps: split the batch over \
+                     several calls",
                     n * p * q
                 ),
             ));
@@ -1165,12 +1168,6 @@ impl Conv2d {
             geo.pack(),
         )?;
         // The weights: the im2col matrix of K 1×1 images of R·S·C channels.
-        let taps32 = u32::try_from(taps).map_err(|_| {
-            invalid(
-                "weight",
-                format!("R·S·C = {taps} exceeds the kernels' 32-bit sizes"),
-            )
-        })?;
         let one = Geometry {
             h: 1,
             w: 1,
@@ -1184,7 +1181,7 @@ impl Conv2d {
             pad_left: 0,
             dil_h: 1,
             dil_w: 1,
-            cg: taps32 as usize,
+            cg: taps,
             kg: k,
             groups: 1,
             bias: false,

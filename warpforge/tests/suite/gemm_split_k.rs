@@ -287,8 +287,10 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     let skinny = Gemm::new(128, 4096, 4096);
     // 2 × 64 = 128 blocks of 64 × 64 on 132 SMs: 3 ranges (384 blocks).
     assert_eq!(skinny.split_k_for::<f16, f32>(&h100).unwrap(), 3);
+    // f64 on sm_90: the 128 × 64 DMMA.16x8x16 tile, 1 × 64 = 64 blocks: 5 ranges.
     let skinny_f64 = Gemm::<f64>::new(128, 4096, 4096);
-    assert_eq!(skinny_f64.split_k_for::<f64, f64>(&h100).unwrap(), 3);
+    assert_eq!(skinny_f64.split_k_for::<f64, f64>(&h100).unwrap(), 5);
+    assert_eq!(split_k_count(64, 4096, 1, 132), 5);
     assert_eq!(split_k_count(128, 4096, 1, 132), 3);
     // 128 blocks fill an A100's 108 SMs.
     assert_eq!(skinny.split_k_for::<f16, f32>(&a100).unwrap(), 1);

@@ -326,8 +326,9 @@ mod tests {
         assert!(table.contains("case [N×C×H×W×K×R×S]"), "{table}");
         let rows: Vec<&str> = table.lines().filter(|l| l.contains(" f16 [")).collect();
         assert_eq!(rows.len(), 4, "{table}");
+        // conv1 (3 channels) takes the im2col route, then the 1×1 GEMM.
         assert!(
-            rows[0].starts_with("conv1 7x7/2 nhwc conv2d_nhwc_f16_64x64x32_s3 f16 ["),
+            rows[0].starts_with("conv1 7x7/2 nhwc gemm_f16_f16_nt_64x64x32_s3 f16 ["),
             "{table}"
         );
         assert!(!rows[0].ends_with("GB/s"), "{table}");

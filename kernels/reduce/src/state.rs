@@ -60,7 +60,7 @@ pub trait Reduction<T: Input> {
     }
     /// What a lane carries while it folds its elements in index order
     /// ([`Reduction::lane_first`], [`Reduction::lane_push`]): the state
-    /// ([`state_lane!`]), or for min and max of floats the running integer
+    /// (`state_lane!`), or for min and max of floats the running integer
     /// min/max of the raw bits and a NaN flag ([`Acc::ExtremeLane`]).
     type Lane: Copy;
     /// The lane's first element (widened), at position `index`.

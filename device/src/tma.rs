@@ -206,7 +206,7 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
     /// extent and per `B1` of the other (`corner[0]` advancing by `B0`,
     /// `corner[1]` by `B1`), all counted on `bar`
     /// ([`OperandTile::BYTES`] in all). The box must be one span wide
-    /// (`2·B0` bytes = the tile's swizzle span, the map's swizzle the
+    /// (`B0` elements = the tile's swizzle span, the map's swizzle the
     /// tile's) and `B1` a multiple of 8 dividing the other extent
     /// (compile-time errors otherwise). No check at run time: the tile's
     /// start was checked when it was made, and every box lands a whole
@@ -234,7 +234,7 @@ impl<'a, T: SharedElement, const R: usize, const B0: usize, const B1: usize, S: 
             );
             let (contiguous, other) = if L::MN_MAJOR { (MN, K) } else { (K, MN) };
             assert!(
-                matches!(L::SWIZZLE.span(), Some(span) if span == 2 * B0)
+                matches!(L::SWIZZLE.span(), Some(span) if span == size_of::<T>() * B0)
                     && contiguous.is_multiple_of(B0)
                     && B1.is_multiple_of(8)
                     && other.is_multiple_of(B1),

@@ -63,8 +63,12 @@ pub const WARPGROUP_SIZE: u32 = 128;
 /// Rows of A (and of the accumulator) per instruction.
 pub const M: usize = 64;
 
-/// k per instruction (f16/bf16).
+/// k per instruction for the 2-byte types (f16/bf16); [`Element::K`] in
+/// general.
 pub const K: usize = 16;
+
+/// Bytes of K per instruction, whatever the element: 16 f16/bf16 or 8 tf32.
+pub const K_BYTES: usize = 32;
 
 mod sealed {
     pub trait Element {}
@@ -76,26 +80,44 @@ mod sealed {
         const ZERO: Self::Regs;
         fn regs(r: &Self::Regs) -> &[f32];
         fn regs_mut(r: &mut Self::Regs) -> &mut [f32];
-        fn mma(d: &mut Self::Regs, a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool);
-        fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool);
+        fn mma(d: &mut Self::Regs, a: u64, b: u64, input: super::Input, tnsp_a: bool, tnsp_b: bool);
+        fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, input: super::Input, tnsp_b: bool);
         fn commit_wait_all(d: &mut Self::Regs);
     }
 }
 
-/// The input types of `wgmma` with f32 accumulation: [`f16`](half::f16)
-/// and [`bf16`](half::bf16).
+/// The instruction's input type (its `.atype`/`.btype`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    F16,
+    Bf16,
+    /// f32 in shared memory, read as tf32 (the low 13 fraction bits ignored).
+    Tf32,
+}
+
+/// The input types of `wgmma` with f32 accumulation: [`f16`](half::f16),
+/// [`bf16`](half::bf16), and `f32` read as tf32 (K-major operands only).
 pub trait Element: SharedElement + sealed::Element {
-    /// Whether it is bf16 (else f16).
-    const BF16: bool;
+    /// What the instruction reads the element as.
+    #[doc(hidden)]
+    const INPUT: Input;
+    /// k per instruction: [`K_BYTES`] of the element (16 for f16/bf16, 8
+    /// for tf32).
+    const K: usize = K_BYTES / size_of::<Self>();
 }
 
 impl sealed::Element for half::f16 {}
 impl Element for half::f16 {
-    const BF16: bool = false;
+    const INPUT: Input = Input::F16;
 }
 impl sealed::Element for half::bf16 {}
 impl Element for half::bf16 {
-    const BF16: bool = true;
+    const INPUT: Input = Input::Bf16;
+}
+impl sealed::Element for f32 {}
+impl Element for f32 {
+    const INPUT: Input = Input::Tf32;
 }
 
 /// How an operand tile of `MN` rows (M of A, N of B) by `K` columns lies in
@@ -108,17 +130,22 @@ pub trait Layout: sealed::Layout + Copy + 'static {
     /// Whether MN is the contiguous dimension (the instruction's
     /// `imm-tnsp` = 1); else K is.
     const MN_MAJOR: bool;
-    /// Whether an `mn × k` tile of 2-byte elements fits the layout (a
-    /// compile-time check).
+    /// Whether an `mn × k` tile of `size`-byte elements fits the layout.
     #[doc(hidden)]
-    fn fits(mn: usize, k: usize) -> bool;
-    /// Byte offset of element `(mn, k)` before the swizzle.
+    fn fits(mn: usize, k: usize, size: usize) -> bool;
+    /// Byte offset of element `(mn, k)` (of `size` bytes) before the swizzle.
     #[doc(hidden)]
-    fn dense_offset(mn: usize, k: usize, mn_extent: usize, k_extent: usize) -> usize;
-    /// A descriptor's fields for k-step `step` (k = 16·step ..): the start
-    /// offset from the tile, the leading and the stride byte offsets.
+    fn dense_offset(mn: usize, k: usize, mn_extent: usize, k_extent: usize, size: usize) -> usize;
+    /// A descriptor's fields for k-step `step` (bytes `32·step ..` of K)
+    /// of a tile of `size`-byte elements: the start offset from the tile,
+    /// the leading and the stride byte offsets.
     #[doc(hidden)]
-    fn descriptor_fields(step: usize, mn_extent: usize, k_extent: usize) -> (usize, usize, usize);
+    fn descriptor_fields(
+        step: usize,
+        mn_extent: usize,
+        k_extent: usize,
+        size: usize,
+    ) -> (usize, usize, usize);
 }
 
 /// K contiguous: row `mn` of the tile is K's elements, in blocks of the
@@ -137,20 +164,25 @@ impl<S: Pattern> sealed::Layout for KMajor<S> {}
 impl<S: Pattern> Layout for KMajor<S> {
     const SWIZZLE: Swizzle = S::SWIZZLE;
     const MN_MAJOR: bool = false;
-    fn fits(mn: usize, k: usize) -> bool {
-        mn.is_multiple_of(8) && (2 * k).is_multiple_of(S::SPAN)
+    fn fits(mn: usize, k: usize, size: usize) -> bool {
+        mn.is_multiple_of(8) && (size * k).is_multiple_of(S::SPAN)
     }
     #[inline(always)]
-    fn dense_offset(mn: usize, k: usize, mn_extent: usize, _: usize) -> usize {
-        let (block, within) = (2 * k / S::SPAN, 2 * k % S::SPAN);
+    fn dense_offset(mn: usize, k: usize, mn_extent: usize, _: usize, size: usize) -> usize {
+        let (block, within) = (size * k / S::SPAN, size * k % S::SPAN);
         block * mn_extent * S::SPAN + mn * S::SPAN + within
     }
     #[inline(always)]
-    fn descriptor_fields(step: usize, mn_extent: usize, k_extent: usize) -> (usize, usize, usize) {
+    fn descriptor_fields(
+        step: usize,
+        mn_extent: usize,
+        k_extent: usize,
+        size: usize,
+    ) -> (usize, usize, usize) {
         // Rows are `SPAN` bytes apart, 8-row groups 8 rows apart; the
         // leading offset is unused by swizzled K-major layouts (16: "1").
         (
-            Self::dense_offset(0, K * step, mn_extent, k_extent),
+            Self::dense_offset(0, K_BYTES / size * step, mn_extent, k_extent, size),
             16,
             8 * S::SPAN,
         )
@@ -161,20 +193,25 @@ impl<S: Pattern> sealed::Layout for MnMajor<S> {}
 impl<S: Pattern> Layout for MnMajor<S> {
     const SWIZZLE: Swizzle = S::SWIZZLE;
     const MN_MAJOR: bool = true;
-    fn fits(mn: usize, k: usize) -> bool {
-        (2 * mn).is_multiple_of(S::SPAN) && k.is_multiple_of(8)
+    fn fits(mn: usize, k: usize, size: usize) -> bool {
+        (size * mn).is_multiple_of(S::SPAN) && k.is_multiple_of(8)
     }
     #[inline(always)]
-    fn dense_offset(mn: usize, k: usize, _: usize, k_extent: usize) -> usize {
-        let (block, within) = (2 * mn / S::SPAN, 2 * mn % S::SPAN);
+    fn dense_offset(mn: usize, k: usize, _: usize, k_extent: usize, size: usize) -> usize {
+        let (block, within) = (size * mn / S::SPAN, size * mn % S::SPAN);
         block * k_extent * S::SPAN + k * S::SPAN + within
     }
     #[inline(always)]
-    fn descriptor_fields(step: usize, mn_extent: usize, k_extent: usize) -> (usize, usize, usize) {
+    fn descriptor_fields(
+        step: usize,
+        mn_extent: usize,
+        k_extent: usize,
+        size: usize,
+    ) -> (usize, usize, usize) {
         // Leading: from one span of MN to the next (the next box); stride:
         // from 8 k-rows to the next 8.
         (
-            Self::dense_offset(0, K * step, mn_extent, k_extent),
+            Self::dense_offset(0, K_BYTES / size * step, mn_extent, k_extent, size),
             k_extent * S::SPAN,
             8 * S::SPAN,
         )
@@ -195,7 +232,7 @@ pub struct OperandTile<T, const MN: usize, const KX: usize, L> {
 impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN, KX, L> {
     /// The tile's bytes: what a phase expects when the TMA fills it
     /// ([`TensorMap::load_operand`](crate::tma::TensorMap::load_operand)).
-    pub const BYTES: u32 = (MN * KX * 2) as u32;
+    pub const BYTES: u32 = (MN * KX * size_of::<T>()) as u32;
 
     /// The shared address of element `element` of the tile's storage (a
     /// box's destination).
@@ -206,22 +243,26 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
 
     /// `tile` as an operand, if it starts on a multiple of the swizzle's
     /// period (1024 bytes for [`Sw128`](crate::swizzle::Sw128)), which the
-    /// swizzle is keyed to; `None` otherwise. `LEN` must be `MN · KX`, and
-    /// the extents must fit the layout (MN and KX multiples of 8 and 16, the
-    /// contiguous extent whole spans): compile-time errors otherwise.
+    /// swizzle is keyed to; `None` otherwise. `LEN` must be `MN · KX`, the
+    /// extents must fit the layout (MN a multiple of 8, KX of the
+    /// instruction's k, the contiguous extent whole spans), and a tf32 tile
+    /// K-major: compile-time errors otherwise.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
     pub fn new<const LEN: usize>(tile: SharedTile<T, LEN>) -> Option<Self> {
         const {
-            assert!(size_of::<T>() == 2, "wgmma operands are 2-byte elements");
             assert!(LEN == MN * KX, "the tile must hold MN x K elements");
             assert!(
-                MN > 0 && MN.is_multiple_of(8) && KX > 0 && KX.is_multiple_of(K),
-                "an operand tile is a multiple of 8 rows by a multiple of 16 columns"
+                MN > 0 && MN.is_multiple_of(8) && KX > 0 && KX.is_multiple_of(T::K),
+                "an operand tile is a multiple of 8 rows by a multiple of 32 bytes of K"
+            );
+            assert!(
+                !matches!(T::INPUT, Input::Tf32) || !L::MN_MAJOR,
+                "tf32 operands are K-major (wgmma transposes only 16-bit types)"
             );
         };
         assert!(
-            L::fits(MN, KX),
+            L::fits(MN, KX, size_of::<T>()),
             "OperandTile: the contiguous extent must be whole swizzle spans"
         );
         let window = arch::shared_window_offset(tile.addr(0) as *const u8);
@@ -239,7 +280,7 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
     #[inline(always)]
     fn index(mn: usize, k: usize) -> usize {
         assert!(mn < MN && k < KX, "OperandTile: (mn, k) outside the tile");
-        L::SWIZZLE.apply(L::dense_offset(mn, k, MN, KX)) / 2
+        L::SWIZZLE.apply(L::dense_offset(mn, k, MN, KX, size_of::<T>())) / size_of::<T>()
     }
 
     /// Stores element `(mn, k)` (row `mn` of A, or of Bᵀ). Panics outside the tile.
@@ -256,12 +297,12 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
         self.array.load(Self::index(mn, k))
     }
 
-    /// The descriptor of k-step `STEP` (columns `16·STEP .. 16·STEP + 16`);
-    /// `STEP < KX / 16` is checked at compile time.
+    /// The descriptor of k-step `STEP` (columns `k·STEP .. k·STEP + k`,
+    /// `k` = [`Element::K`]); `STEP < KX / k` is checked at compile time.
     #[inline(always)]
     pub fn descriptor<const STEP: usize>(&self) -> Descriptor<T, L, MN> {
-        const { assert!(STEP < KX / K, "the k-step is outside the tile") };
-        let (start, leading, stride) = L::descriptor_fields(STEP, MN, KX);
+        const { assert!(STEP < KX / T::K, "the k-step is outside the tile") };
+        let (start, leading, stride) = L::descriptor_fields(STEP, MN, KX, size_of::<T>());
         Descriptor {
             bits: encode(self.window as usize + start, leading, stride, L::SWIZZLE),
             _operand: PhantomData,
@@ -316,13 +357,13 @@ macro_rules! width {
             }
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
-            fn mma(d: &mut Self::Regs, a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool) {
-                arch::wgmma_mma_async(d, a, b, bf16, tnsp_a, tnsp_b)
+            fn mma(d: &mut Self::Regs, a: u64, b: u64, input: Input, tnsp_a: bool, tnsp_b: bool) {
+                arch::wgmma_mma_async(d, a, b, input, tnsp_a, tnsp_b)
             }
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
-            fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool) {
-                arch::wgmma_mma_async_ra(d, a, b, bf16, tnsp_b)
+            fn mma_ra(d: &mut Self::Regs, a: [u32; 4], b: u64, input: Input, tnsp_b: bool) {
+                arch::wgmma_mma_async_ra(d, a, b, input, tnsp_b)
             }
             #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
             #[inline(always)]
@@ -457,7 +498,7 @@ where
             &mut self.acc.regs,
             a.bits,
             b.bits,
-            T::BF16,
+            T::INPUT,
             LA::MN_MAJOR,
             LB::MN_MAJOR,
         );
@@ -476,11 +517,17 @@ where
         a: crate::mma::FragA<T>,
         b: Descriptor<T, LB, N>,
     ) {
+        const {
+            assert!(
+                size_of::<T>() == 2,
+                "A from registers: f16 or bf16 (the mma.m16n8k16 A fragment)"
+            )
+        };
         <Width<N> as sealed::Width>::mma_ra(
             &mut self.acc.regs,
             a.regs,
             b.bits,
-            T::BF16,
+            T::INPUT,
             LB::MN_MAJOR,
         );
     }
@@ -621,6 +668,8 @@ mod tests {
 
     /// A test element: from an integer-valued f64.
     trait Value: Element {
+        /// K of the test tiles: 4 k-steps.
+        const KX: usize = 4 * Self::K;
         fn of(x: f64) -> Self;
     }
     impl Value for f16 {
@@ -631,6 +680,13 @@ mod tests {
     impl Value for bf16 {
         fn of(x: f64) -> Self {
             bf16::from_f64(x)
+        }
+    }
+    /// tf32: the integer with its 12 low fraction bits set, which the
+    /// instruction ignores (so the product is exact only if they are).
+    impl Value for f32 {
+        fn of(x: f64) -> Self {
+            f32::from_bits((x as f32).to_bits() | 0xfff)
         }
     }
 
@@ -654,14 +710,15 @@ mod tests {
             let shape = LaunchShape {
                 grid: Dim3::x(1),
                 block: Dim3::x($threads),
-                dynamic_shared_bytes: (64 + $n) * KX * 2,
+                dynamic_shared_bytes: (64 + $n) * <$t as Value>::KX * size_of::<$t>(),
             };
             launch("wgmma_product", shape, &|| {
-                let a_tile = shared::array::<$t, { 64 * KX }>();
-                let b_tile = a_tile.after::<$t, { $n * KX }>();
-                let a = OperandTile::<$t, 64, KX, $la>::new(a_tile).unwrap();
-                let b = OperandTile::<$t, $n, KX, $lb>::new(b_tile).unwrap();
+                let a_tile = shared::array::<$t, { 64 * <$t as Value>::KX }>();
+                let b_tile = a_tile.after::<$t, { $n * <$t as Value>::KX }>();
+                let a = OperandTile::<$t, 64, { <$t as Value>::KX }, $la>::new(a_tile).unwrap();
+                let b = OperandTile::<$t, $n, { <$t as Value>::KX }, $lb>::new(b_tile).unwrap();
                 let me = thread::linear_thread_id() as usize;
+                const KX: usize = <$t as Value>::KX;
                 for i in (me..64 * KX).step_by($threads) {
                     a.store(i / KX, i % KX, <$t>::of(a_at(i / KX, i % KX)));
                 }
@@ -726,12 +783,12 @@ mod tests {
         };
     }
 
-    /// `C + A·B`, in f64 from the element functions themselves.
-    fn reference(n: usize) -> Vec<f32> {
+    /// `C + A·B`, in f64 from the element functions themselves, `kx` deep.
+    fn reference(n: usize, kx: usize) -> Vec<f32> {
         (0..64 * n)
             .map(|i| {
                 let (r, c) = (i / n, i % n);
-                let dot: f64 = (0..KX).map(|k| a_at(r, k) * b_at(c, k)).sum();
+                let dot: f64 = (0..kx).map(|k| a_at(r, k) * b_at(c, k)).sum();
                 (c_at(r, c) + dot) as f32
             })
             .collect()
@@ -776,7 +833,42 @@ mod tests {
             ),
         ];
         for (name, n, got) in cases {
-            let want = reference(n);
+            let want = reference(n, KX);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "{name}: element ({}, {})", i / n, i % n);
+            }
+        }
+    }
+
+    /// tf32 (`m64nNk8`): every width and every swizzle, both operands
+    /// K-major, give exactly `C + A·B` over 32 columns of K, each input's
+    /// 12 low fraction bits ignored as the hardware ignores them (the
+    /// inputs are integers with those bits set: a product that used them
+    /// would not be the integer one), and each k-step's 32 bytes of K are
+    /// its 8 columns.
+    #[test]
+    fn tf32_reads_k_major_f32_as_19_bits_eight_columns_a_step() {
+        let kx = <f32 as Value>::KX;
+        assert_eq!((f32::K, kx), (8, 32));
+        let cases: [(&str, usize, Vec<f32>); 3] = [
+            (
+                "tf32 K128 K128",
+                64,
+                product!(f32, KMajor<Sw128>, KMajor<Sw128>, 64).unwrap(),
+            ),
+            (
+                "tf32 K64 K32",
+                128,
+                product!(f32, KMajor<Sw64>, KMajor<Sw32>, 128).unwrap(),
+            ),
+            (
+                "tf32 K32 K128",
+                256,
+                product!(f32, KMajor<Sw32>, KMajor<Sw128>, 256).unwrap(),
+            ),
+        ];
+        for (name, n, got) in cases {
+            let want = reference(n, kx);
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "{name}: element ({}, {})", i / n, i % n);
             }
@@ -797,7 +889,7 @@ mod tests {
             let mut tile = vec![0u16; mn * kx];
             for m in 0..mn {
                 for k in 0..kx {
-                    let at = L::SWIZZLE.apply(L::dense_offset(m, k, mn, kx)) / 2;
+                    let at = L::SWIZZLE.apply(L::dense_offset(m, k, mn, kx, 2)) / 2;
                     tile[at] = if k_major { value(k, m) } else { value(m, k) };
                 }
             }
@@ -831,29 +923,34 @@ mod tests {
     #[test]
     fn descriptors_decode_to_the_tiles_elements() {
         use crate::emu::wgmma::{decode, element_offset};
-        fn check<L: Layout>(mn: usize, kx: usize, window: usize) {
-            for step in 0..kx / K {
-                let (start, leading, stride) = L::descriptor_fields(step, mn, kx);
+        fn check<L: Layout>(mn: usize, kx: usize, window: usize, size: usize) {
+            let k_step = K_BYTES / size;
+            for step in 0..kx / k_step {
+                let (start, leading, stride) = L::descriptor_fields(step, mn, kx, size);
                 let d = decode(encode(window + start, leading, stride, L::SWIZZLE)).unwrap();
                 for m in 0..mn {
-                    for k in 0..K {
-                        let tile =
-                            window + L::SWIZZLE.apply(L::dense_offset(m, K * step + k, mn, kx));
+                    for k in 0..k_step {
+                        let tile = window
+                            + L::SWIZZLE.apply(L::dense_offset(m, k_step * step + k, mn, kx, size));
                         assert_eq!(
-                            element_offset(&d, L::MN_MAJOR, m, k),
+                            element_offset(&d, L::MN_MAJOR, size, m, k),
                             tile,
-                            "({m}, {k}) step {step}"
+                            "({m}, {k}) step {step}, {size}-byte elements"
                         );
                     }
                 }
             }
         }
-        check::<KMajor<Sw128>>(64, 128, 2048);
-        check::<KMajor<Sw64>>(128, 64, 512);
-        check::<KMajor<Sw32>>(256, 32, 0);
-        check::<MnMajor<Sw128>>(128, 64, 1024);
-        check::<MnMajor<Sw64>>(64, 32, 3584);
-        check::<MnMajor<Sw32>>(256, 16, 256);
+        check::<KMajor<Sw128>>(64, 128, 2048, 2);
+        check::<KMajor<Sw64>>(128, 64, 512, 2);
+        check::<KMajor<Sw32>>(256, 32, 0, 2);
+        check::<MnMajor<Sw128>>(128, 64, 1024, 2);
+        check::<MnMajor<Sw64>>(64, 32, 3584, 2);
+        check::<MnMajor<Sw32>>(256, 16, 256, 2);
+        // tf32: K-major only, 8 columns a step.
+        check::<KMajor<Sw128>>(64, 64, 2048, 4);
+        check::<KMajor<Sw64>>(128, 32, 512, 4);
+        check::<KMajor<Sw32>>(256, 16, 0, 4);
         // The ISA's reserved bits and base offset are refused.
         assert!(decode(1 << 14).is_err() && decode(1 << 49).is_err());
     }
@@ -921,7 +1018,7 @@ mod tests {
         assert_eq!(p, WgmmaProblem::PartialWarpgroup { threads: 96 }, "{e}");
         // Two warpgroups each issuing the same sequence agree.
         let got = product!(bf16, KMajor<Sw128>, MnMajor<Sw128>, 64, 256, Misstep::None).unwrap();
-        assert_eq!(got, reference(64));
+        assert_eq!(got, reference(64, KX));
     }
 
     /// A store into an operand between its `mma` and the wait that retires
@@ -985,7 +1082,7 @@ mod tests {
             Misstep::StoreAfterWait
         )
         .unwrap();
-        assert_eq!(got, reference(64));
+        assert_eq!(got, reference(64, KX));
     }
 
     /// Operands stored with plain stores are read by `wgmma` through the
@@ -1035,7 +1132,7 @@ mod tests {
             };
             for m in 0..mn {
                 for k in 0..KX {
-                    let i = L::SWIZZLE.apply(L::dense_offset(m, k, mn, KX)) / 2;
+                    let i = L::SWIZZLE.apply(L::dense_offset(m, k, mn, KX, 2)) / 2;
                     halves[i] = bf16::from_f64(at(m, k)).to_bits();
                 }
             }
@@ -1103,7 +1200,7 @@ mod tests {
     /// reported naming the copy.
     #[test]
     fn operands_from_bulk_copies_are_read_only_after_their_wait() {
-        assert_eq!(bulk_fed(false).unwrap(), reference(128));
+        assert_eq!(bulk_fed(false).unwrap(), reference(128, KX));
         let e = bulk_fed(true).expect_err("the early mma is reported");
         assert!(
             matches!(
@@ -1160,8 +1257,8 @@ mod tests {
                 out.into_inner().unwrap()
             }};
         }
-        assert_eq!(run!(KMajor<Sw128>, 64), reference(64));
-        assert_eq!(run!(MnMajor<Sw64>, 256), reference(256));
+        assert_eq!(run!(KMajor<Sw128>, 64), reference(64, KX));
+        assert_eq!(run!(MnMajor<Sw64>, 256), reference(256, KX));
     }
 
     /// `setmaxnreg` by every warp of a warpgroup passes; a warp that

@@ -1507,11 +1507,11 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
     d: &mut [f32; R],
     a: u64,
     b: u64,
-    bf16: bool,
+    input: crate::wgmma::Input,
     tnsp_a: bool,
     tnsp_b: bool,
 ) {
-    wgmma_issue(d, Ok(a), b, bf16, tnsp_a, tnsp_b);
+    wgmma_issue(d, Ok(a), b, input, tnsp_a, tnsp_b);
 }
 
 /// [`wgmma_mma_async`] with A from registers: this lane's fragment of its
@@ -1521,10 +1521,10 @@ pub(crate) fn wgmma_mma_async_ra<const R: usize>(
     d: &mut [f32; R],
     a: [u32; 4],
     b: u64,
-    bf16: bool,
+    input: crate::wgmma::Input,
     tnsp_b: bool,
 ) {
-    wgmma_issue(d, Err(a), b, bf16, false, tnsp_b);
+    wgmma_issue(d, Err(a), b, input, false, tnsp_b);
 }
 
 /// Both forms of `wgmma.mma_async`: A's descriptor (`Ok`) or this lane's
@@ -1534,7 +1534,7 @@ fn wgmma_issue<const R: usize>(
     d: &mut [f32; R],
     a: Result<u64, [u32; 4]>,
     b: u64,
-    bf16: bool,
+    input: crate::wgmma::Input,
     tnsp_a: bool,
     tnsp_b: bool,
 ) {
@@ -1542,7 +1542,7 @@ fn wgmma_issue<const R: usize>(
         a,
         b,
         n: 2 * R as u32,
-        bf16,
+        input,
         tnsp_a,
         tnsp_b,
         acc: d.as_mut_ptr(),

@@ -31,6 +31,7 @@
 use super::{AtomicOp, MatchMode, ReduxOp, Scope, ShuffleMode, VoteMode};
 use crate::mma::MmaKind;
 use crate::thread::Dim3;
+use crate::wgmma::Input;
 use core::arch::asm;
 use core::arch::nvptx;
 
@@ -1260,7 +1261,7 @@ pub(crate) fn wgmma_wait<const PENDING: u32>() {
 macro_rules! wgmma_widths {
     ($($name:ident, $ra:ident, $wait:ident, $n:literal, $regs:literal, [$first:literal $($i:literal)*];)*) => { $(
         #[inline(always)]
-        fn $name(d: &mut [f32; $regs], a: u64, b: u64, bf16: bool, tnsp_a: bool, tnsp_b: bool) {
+        fn $name(d: &mut [f32; $regs], a: u64, b: u64, input: Input, tnsp_a: bool, tnsp_b: bool) {
             macro_rules! mma {
                 ($ty:literal, $ta:literal, $tb:literal) => {
                     asm!(concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
@@ -1275,22 +1276,33 @@ macro_rules! wgmma_widths {
             // final `wait_group` (`wgmma_commit_wait_all`), whose operands
             // they are again. The warpgroup issuing it together is the
             // kernel's rule (the emulator checks it).
+            // tf32: k = 8, no transpose operands (its tiles are K-major,
+            // which `OperandTile::new` checks at compile time).
+            macro_rules! mma_tf32 {
+                () => {
+                    asm!(concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32",
+                            " {{{", $first, "}" $(, ", {", $i, "}")*, "}}, {a}, {b}, 1, 1, 1;"),
+                        inout(reg32) d[$first], $(inout(reg32) d[$i],)*
+                        a = in(reg64) a, b = in(reg64) b, options(nostack))
+                };
+            }
             unsafe {
-                match (bf16, tnsp_a, tnsp_b) {
-                    (false, false, false) => mma!("f16", 0, 0),
-                    (false, false, true) => mma!("f16", 0, 1),
-                    (false, true, false) => mma!("f16", 1, 0),
-                    (false, true, true) => mma!("f16", 1, 1),
-                    (true, false, false) => mma!("bf16", 0, 0),
-                    (true, false, true) => mma!("bf16", 0, 1),
-                    (true, true, false) => mma!("bf16", 1, 0),
-                    (true, true, true) => mma!("bf16", 1, 1),
+                match (input, tnsp_a, tnsp_b) {
+                    (Input::F16, false, false) => mma!("f16", 0, 0),
+                    (Input::F16, false, true) => mma!("f16", 0, 1),
+                    (Input::F16, true, false) => mma!("f16", 1, 0),
+                    (Input::F16, true, true) => mma!("f16", 1, 1),
+                    (Input::Bf16, false, false) => mma!("bf16", 0, 0),
+                    (Input::Bf16, false, true) => mma!("bf16", 0, 1),
+                    (Input::Bf16, true, false) => mma!("bf16", 1, 0),
+                    (Input::Bf16, true, true) => mma!("bf16", 1, 1),
+                    (Input::Tf32, _, _) => mma_tf32!(),
                 }
             }
         }
 
         #[inline(always)]
-        fn $ra(d: &mut [f32; $regs], a: [u32; 4], b: u64, bf16: bool, tnsp_b: bool) {
+        fn $ra(d: &mut [f32; $regs], a: [u32; 4], b: u64, input: Input, tnsp_b: bool) {
             macro_rules! mma {
                 ($ty:literal, $tb:literal) => {
                     asm!(concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
@@ -1302,12 +1314,14 @@ macro_rules! wgmma_widths {
             }
             // SAFETY: as `$name`'s, with A in this lane's registers (read
             // asynchronously too: ptxas keeps them until the wait).
+            // tf32 never comes here: `mma_a_registers` takes 2-byte
+            // types only (a compile-time check).
             unsafe {
-                match (bf16, tnsp_b) {
-                    (false, false) => mma!("f16", 0),
-                    (false, true) => mma!("f16", 1),
-                    (true, false) => mma!("bf16", 0),
-                    (true, true) => mma!("bf16", 1),
+                match (input, tnsp_b) {
+                    (Input::F16, false) => mma!("f16", 0),
+                    (Input::F16, true) => mma!("f16", 1),
+                    (Input::Bf16, false) | (Input::Tf32, false) => mma!("bf16", 0),
+                    (Input::Bf16, true) | (Input::Tf32, true) => mma!("bf16", 1),
                 }
             }
         }
@@ -1345,14 +1359,14 @@ pub(crate) fn wgmma_mma_async<const R: usize>(
     d: &mut [f32; R],
     a: u64,
     b: u64,
-    bf16: bool,
+    input: Input,
     tnsp_a: bool,
     tnsp_b: bool,
 ) {
     match R {
-        32 => wgmma_m64n64(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
-        64 => wgmma_m64n128(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
-        128 => wgmma_m64n256(regs_as(d), a, b, bf16, tnsp_a, tnsp_b),
+        32 => wgmma_m64n64(regs_as(d), a, b, input, tnsp_a, tnsp_b),
+        64 => wgmma_m64n128(regs_as(d), a, b, input, tnsp_a, tnsp_b),
+        128 => wgmma_m64n256(regs_as(d), a, b, input, tnsp_a, tnsp_b),
         _ => unreachable!(),
     }
 }
@@ -1364,13 +1378,13 @@ pub(crate) fn wgmma_mma_async_ra<const R: usize>(
     d: &mut [f32; R],
     a: [u32; 4],
     b: u64,
-    bf16: bool,
+    input: Input,
     tnsp_b: bool,
 ) {
     match R {
-        32 => wgmma_m64n64_ra(regs_as(d), a, b, bf16, tnsp_b),
-        64 => wgmma_m64n128_ra(regs_as(d), a, b, bf16, tnsp_b),
-        128 => wgmma_m64n256_ra(regs_as(d), a, b, bf16, tnsp_b),
+        32 => wgmma_m64n64_ra(regs_as(d), a, b, input, tnsp_b),
+        64 => wgmma_m64n128_ra(regs_as(d), a, b, input, tnsp_b),
+        128 => wgmma_m64n256_ra(regs_as(d), a, b, input, tnsp_b),
         _ => unreachable!(),
     }
 }

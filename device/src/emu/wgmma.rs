@@ -13,7 +13,9 @@
 //!   shared memory, no copy pending there, no live mbarrier, no race (the
 //!   warp's chunks are shared out among its lanes, each read as that lane);
 //! - the result is computed in f64 from the exact products and rounded once
-//!   to f32 (a NaN is the canonical one), as `mma.sync` is, and written
+//!   to f32 (a NaN is the canonical one), as `mma.sync` is (tf32 inputs:
+//!   each f32 with its low 13 fraction bits cleared, which the hardware
+//!   ignores; k = 8 per instruction), and written
 //!   into each lane's accumulator at once (the Rust API keeps the
 //!   registers borrowed until the final wait, so nothing sees them early);
 //! - each lane keeps its chunks' bytes as read: a `wait_group` that
@@ -33,6 +35,7 @@ use super::fiber::{Site, ThreadState};
 use super::scheduler::EmulatedThread;
 use super::{Fault, WgmmaProblem};
 use crate::swizzle::Swizzle;
+use crate::wgmma::Input;
 use std::collections::VecDeque;
 
 const LANES: usize = 32;
@@ -46,7 +49,7 @@ pub(crate) struct Issue {
     pub b: u64,
     /// Columns of the accumulator (N).
     pub n: u32,
-    pub bf16: bool,
+    pub input: Input,
     pub tnsp_a: bool,
     pub tnsp_b: bool,
     /// The lane's `N / 2` accumulator registers.
@@ -62,7 +65,7 @@ impl Issue {
                 a: self.a.ok(),
                 b: self.b,
                 n: self.n,
-                bf16: self.bf16,
+                input: self.input,
                 tnsp: (self.tnsp_a, self.tnsp_b),
             },
         }
@@ -84,7 +87,7 @@ enum Op {
         a: Option<u64>,
         b: u64,
         n: u32,
-        bf16: bool,
+        input: Input,
         tnsp: (bool, bool),
     },
     SetMaxNreg {
@@ -143,42 +146,52 @@ pub(crate) fn decode(bits: u64) -> Result<Decoded, &'static str> {
     })
 }
 
-/// The shared offset of element `(mn, k)` (k < 16) of the k16 slice that
-/// `d` describes, K-major or (`mn_major`) MN-major: the ISA's canonical
-/// layouts in 2-byte elements (T = 8 to a 16-byte chunk, W = span / 16):
+/// The shared offset of element `(mn, k)` (`size`-byte elements, `k` <
+/// 32 / `size`) of the k-slice that `d` describes, K-major or
+/// (`mn_major`) MN-major: the ISA's canonical layouts (T = 16 / `size`
+/// elements to a 16-byte chunk, W = span / 16):
 ///
 /// | layout | (mn, k) ↦ byte, before the swizzle |
 /// |---|---|
-/// | K-major, none | (mn/8)·SBO + (mn%8)·16 + (k/8)·LBO + (k%8)·2 |
-/// | K-major, swizzled | (mn/8)·SBO + (mn%8)·span + 2k |
-/// | MN-major, none | (mn/8)·SBO + 2·(mn%8) + (k/8)·LBO + (k%8)·16 |
-/// | MN-major, swizzled | (mn/8W)·LBO + 2·(mn%8W) + (k/8)·SBO + (k%8)·span |
+/// | K-major, none | (mn/8)·SBO + (mn%8)·16 + (k/T)·LBO + (k%T)·size |
+/// | K-major, swizzled | (mn/8)·SBO + (mn%8)·span + size·k |
+/// | MN-major, none | (mn/T)·SBO + size·(mn%T) + (k/8)·LBO + (k%8)·16 |
+/// | MN-major, swizzled | (mn/(W·T))·LBO + size·(mn%(W·T)) + (k/8)·SBO + (k%8)·span |
 ///
 /// then the swizzle of the address itself.
-pub(crate) fn element_offset(d: &Decoded, mn_major: bool, mn: usize, k: usize) -> usize {
+pub(crate) fn element_offset(
+    d: &Decoded,
+    mn_major: bool,
+    size: usize,
+    mn: usize,
+    k: usize,
+) -> usize {
     let (lbo, sbo) = (d.leading, d.stride);
+    let t = 16 / size;
     let logical = d.start
         + match (mn_major, d.swizzle.span()) {
-            (false, None) => (mn / 8) * sbo + (mn % 8) * 16 + (k / 8) * lbo + (k % 8) * 2,
-            (false, Some(span)) => (mn / 8) * sbo + (mn % 8) * span + 2 * k,
-            (true, None) => (mn / 8) * sbo + 2 * (mn % 8) + (k / 8) * lbo + (k % 8) * 16,
+            (false, None) => (mn / 8) * sbo + (mn % 8) * 16 + (k / t) * lbo + (k % t) * size,
+            (false, Some(span)) => (mn / 8) * sbo + (mn % 8) * span + size * k,
+            (true, None) => (mn / t) * sbo + size * (mn % t) + (k / 8) * lbo + (k % 8) * 16,
             (true, Some(span)) => {
-                let atom = span / 2;
-                (mn / atom) * lbo + 2 * (mn % atom) + (k / 8) * sbo + (k % 8) * span
+                let atom = span / size;
+                (mn / atom) * lbo + size * (mn % atom) + (k / 8) * sbo + (k % 8) * span
             }
         };
     d.swizzle.apply(logical)
 }
 
-/// The 16-byte chunks of rows `rows` × k 0..16 of an operand: K-major, a
-/// chunk is 8 k of one row; MN-major, 8 rows of one k. Each is contiguous.
-fn chunks(d: &Decoded, mn_major: bool, rows: core::ops::Range<usize>) -> Vec<usize> {
+/// The 16-byte chunks of rows `rows` × the 32 bytes of K of an operand of
+/// `size`-byte elements: K-major, a chunk is 16 bytes of K of one row;
+/// MN-major, 16 bytes of rows of one k. Each is contiguous.
+fn chunks(d: &Decoded, mn_major: bool, size: usize, rows: core::ops::Range<usize>) -> Vec<usize> {
+    let (t, k) = (16 / size, 32 / size);
     if mn_major {
-        rows.step_by(8)
-            .flat_map(|mn| (0..16).map(move |k| element_offset(d, true, mn, k)))
+        rows.step_by(t)
+            .flat_map(|mn| (0..k).map(move |k| element_offset(d, true, size, mn, k)))
             .collect()
     } else {
-        rows.flat_map(|mn| [0, 8].map(|k| element_offset(d, false, mn, k)))
+        rows.flat_map(|mn| [0, t].map(|k| element_offset(d, false, size, mn, k)))
             .collect()
     }
 }
@@ -227,8 +240,27 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
         Err(_) => None,
     };
     let db = decoded(lead.b, 'B')?;
-    let a_reads = da.map_or_else(Vec::new, |da| chunks(&da, lead.tnsp_a, 16 * w..16 * w + 16));
-    let b_reads = chunks(&db, lead.tnsp_b, 0..n);
+    let size = if lead.input == Input::Tf32 { 4 } else { 2 };
+    if size == 4 && (lead.tnsp_a || lead.tnsp_b) {
+        return Err((
+            0,
+            fault(WgmmaProblem::Descriptor {
+                operand: if lead.tnsp_a { 'A' } else { 'B' },
+                bits: if lead.tnsp_a {
+                    lead.a.unwrap_or(0)
+                } else {
+                    lead.b
+                },
+                reason: "a transposed tf32 operand (the instruction transposes only 16-bit types)",
+            }),
+        ));
+    }
+    // k per instruction: 32 bytes of K.
+    let kk = 32 / size;
+    let a_reads = da.map_or_else(Vec::new, |da| {
+        chunks(&da, lead.tnsp_a, size, 16 * w..16 * w + 16)
+    });
+    let b_reads = chunks(&db, lead.tnsp_b, size, 0..n);
     let shared_len = t0.shared_len;
     for (operand, bits, reads) in [
         ('A', lead.a.unwrap_or(0), &a_reads),
@@ -281,35 +313,61 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
         });
     }
 
-    let value = |bits: u16| {
-        if lead.bf16 {
+    let value16 = |bits: u16| {
+        if lead.input == Input::Bf16 {
             f64::from(f32::from_bits(u32::from(bits) << 16))
         } else {
             half::f16::from_bits(bits).to_f64()
         }
     };
-    // SAFETY: inside a chunk checked above (2-byte aligned: chunks are 16).
-    let at = |offset: usize| value(unsafe { base.add(offset).cast::<u16>().read_unaligned() });
+    // SAFETY: inside a chunk checked above (chunks are 16-byte aligned, so
+    // is every element in them). tf32: the 19 bits the hardware reads.
+    let at = |offset: usize| unsafe {
+        if size == 4 {
+            f64::from(f32::from_bits(
+                base.add(offset).cast::<u32>().read_unaligned() & !0x1fff,
+            ))
+        } else {
+            value16(base.add(offset).cast::<u16>().read_unaligned())
+        }
+    };
     let a: Vec<[f64; 16]> = match da {
         Some(da) => (0..16)
-            .map(|r| core::array::from_fn(|k| at(element_offset(&da, lead.tnsp_a, 16 * w + r, k))))
+            .map(|r| {
+                core::array::from_fn(|k| {
+                    if k < kk {
+                        at(element_offset(&da, lead.tnsp_a, size, 16 * w + r, k))
+                    } else {
+                        0.0
+                    }
+                })
+            })
             .collect(),
         None => {
             // The fragments, through `mma.sync`'s A table: element i of
-            // lane l is half i % 2 of register i / 2.
+            // lane l is half i % 2 of register i / 2 (2-byte types only:
+            // the API takes no tf32 A in registers).
             let mut a = vec![[0f64; 16]; 16];
             for (lane, issue) in issues.iter().enumerate() {
                 let regs = issue.a.err().unwrap_or_default();
                 for i in 0..8 {
                     let (r, k) = crate::mma::a_coord(lane as u32, i);
-                    a[r][k] = value((regs[i / 2] >> (16 * (i % 2))) as u16);
+                    a[r][k] = value16((regs[i / 2] >> (16 * (i % 2))) as u16);
                 }
             }
             a
         }
     };
     let b: Vec<[f64; 16]> = (0..n)
-        .map(|c| core::array::from_fn(|k| at(element_offset(&db, lead.tnsp_b, c, k))))
+        .map(|c| {
+            core::array::from_fn(|k| {
+                if k < kk {
+                    at(element_offset(&db, lead.tnsp_b, size, c, k))
+                } else {
+                    0.0
+                }
+            })
+        })
         .collect();
     for (lane, issue) in issues.iter().enumerate() {
         // SAFETY: the lane's accumulator, `n / 2` registers (an `[f32; N/2]`
@@ -320,7 +378,7 @@ pub(super) fn issue(warp: &[EmulatedThread], values: &[u64; LANES]) -> Result<()
             // table) of columns 8·(i/4) .., rows of warp w's 16.
             let (row, col) = crate::mma::c_coord(lane as u32, i % 4);
             let col = 8 * (i / 4) + col;
-            let dot: f64 = (0..16).map(|k| a[row][k] * b[col][k]).sum();
+            let dot: f64 = (0..kk).map(|k| a[row][k] * b[col][k]).sum();
             *d = crate::arch::f32_op((dot + f64::from(*d)) as f32);
         }
     }

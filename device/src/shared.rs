@@ -419,6 +419,19 @@ impl<T: SharedElement> SharedArray<T> {
         unsafe { self.base.add(start) }
     }
 
+    /// The same bytes as elements of `U` (as many as fit whole). The
+    /// caller keeps the view aligned for `U` (a `SharedElement`'s
+    /// alignment is its size, at most 8): every shared element type is
+    /// valid for every bit pattern, so only alignment can go wrong.
+    #[inline(always)]
+    pub(crate) fn reinterpret<U: SharedElement>(&self) -> SharedArray<U> {
+        SharedArray {
+            base: self.base.cast::<U>(),
+            len: self.len * size_of::<T>() / size_of::<U>(),
+            _element: PhantomData,
+        }
+    }
+
     /// The address of element `i` (wrapping; for alignment checks).
     #[inline(always)]
     pub(crate) fn addr(&self, i: usize) -> usize {

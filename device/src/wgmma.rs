@@ -243,15 +243,20 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
 
     /// `tile` as an operand, if it starts on a multiple of the swizzle's
     /// period (1024 bytes for [`Sw128`](crate::swizzle::Sw128)), which the
-    /// swizzle is keyed to; `None` otherwise. `LEN` must be `MN · KX`, the
-    /// extents must fit the layout (MN a multiple of 8, KX of the
-    /// instruction's k, the contiguous extent whole spans), and a tf32 tile
-    /// K-major: compile-time errors otherwise.
+    /// swizzle is keyed to; `None` otherwise. The tile is `MN · KX`
+    /// elements of `T` (`LEN` of them, or as many bytes of another element
+    /// type `U`: a ring of stages sized in bytes serves every element
+    /// size), the extents must fit the layout (MN a multiple of 8, KX of
+    /// the instruction's k, the contiguous extent whole spans), and a tf32
+    /// tile K-major: compile-time errors otherwise.
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     #[inline(always)]
-    pub fn new<const LEN: usize>(tile: SharedTile<T, LEN>) -> Option<Self> {
+    pub fn new<U: SharedElement, const LEN: usize>(tile: SharedTile<U, LEN>) -> Option<Self> {
         const {
-            assert!(LEN == MN * KX, "the tile must hold MN x K elements");
+            assert!(
+                LEN * size_of::<U>() == MN * KX * size_of::<T>(),
+                "the tile must hold MN x K elements"
+            );
             assert!(
                 MN > 0 && MN.is_multiple_of(8) && KX > 0 && KX.is_multiple_of(T::K),
                 "an operand tile is a multiple of 8 rows by a multiple of 32 bytes of K"
@@ -269,7 +274,9 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
         (window as usize)
             .is_multiple_of(L::SWIZZLE.period())
             .then_some(OperandTile {
-                array: *tile,
+                // The same bytes as `MN · KX` of `T` (const-checked), on a
+                // 1024-byte boundary (so aligned for `T`).
+                array: tile.reinterpret::<T>(),
                 window,
                 _layout: PhantomData,
             })

@@ -1,5 +1,12 @@
 //! The warp-specialised Hopper GEMM: `D = alpha·op(A)·op(B) + beta·C`,
-//! f16/bf16 inputs, f32 accumulation, f32/f16/bf16 output, batched.
+//! f16/bf16 inputs, f32 accumulation, f32/f16/bf16 output, batched; and
+//! f32 inputs on the tf32 `wgmma` (`gemm_wgmma_tf32_f32_nt_*`, both
+//! operands K-major and already rounded to tf32 by [`crate::tf32`]).
+//!
+//! A stage holds 128 bytes of K (`BK_BYTES`, one swizzle span): 64
+//! elements of f16/bf16, 32 of tf32, the kernel's `KB`. Its tiles, boxes,
+//! bytes and four `wgmma`s a step (k16, or k8 for tf32) are the same for
+//! every type; the text below counts in 2-byte elements.
 //!
 //! Persistent: a grid of one block per SM, each block of three warpgroups
 //! walking the 128 × 256 tiles of D (`TileWalk`: block `b` of `n` takes
@@ -81,8 +88,13 @@ use warpforge_macros::kernel;
 pub const BM: usize = 128;
 /// Columns of the block's tile of D.
 pub const BN: usize = 256;
-/// K per stage.
-pub const BK: usize = 64;
+/// K per stage, in bytes: one 128-byte swizzle span, whatever the element
+/// (so a stage's tiles, boxes and bytes are the same for every type).
+pub const BK_BYTES: usize = 128;
+/// K per stage of the f16/bf16 kernels (`BK_BYTES` of 2-byte elements).
+pub const BK: usize = BK_BYTES / 2;
+/// K per stage of the tf32 kernel (`BK_BYTES` of f32).
+pub const BK_TF32: usize = BK_BYTES / 4;
 /// Stages of the ring.
 pub const STAGES: usize = 4;
 /// Bands of tile rows the walk takes the tiles in (`TileWalk`'s `G`): the
@@ -90,37 +102,38 @@ pub const STAGES: usize = 4;
 pub const BANDS: usize = 8;
 /// Threads a block: two consumer warpgroups and the producer's.
 pub const THREADS: u32 = 384;
-/// The box every tensor map of this kernel copies: 64 × 64 elements, one
-/// 128-byte swizzle span wide.
+/// The rows of the box every tensor map of this kernel copies: `KB × 64`
+/// elements (`KB` = the kernel's K per stage), one 128-byte swizzle span
+/// wide.
 pub const BOX: usize = 64;
 
-/// One consumer's A tile (64 rows of M by BK) and B's tile (BN by BK), in
-/// elements.
-const A_ELEMS: usize = 64 * BK;
-const B_ELEMS: usize = BN * BK;
+/// One consumer's A tile (64 rows of M by a stage's K) and B's tile (BN
+/// rows), in bytes.
+const A_BYTES: usize = 64 * BK_BYTES;
+const B_BYTES: usize = BN * BK_BYTES;
 /// Bytes a stage holds: both A tiles and B's.
-const STAGE_BYTES: u32 = (2 * A_ELEMS + B_ELEMS) as u32 * 2;
-/// The ring's stages, in 2-byte elements.
-const RING_ELEMS: usize = STAGES * (2 * A_ELEMS + B_ELEMS);
+const STAGE_BYTES: u32 = (2 * A_BYTES + B_BYTES) as u32;
+/// The ring's stages, in bytes.
+const RING_BYTES: usize = STAGES * (2 * A_BYTES + B_BYTES);
 /// The ring's barriers: "full" and "empty" for each stage, then "drained".
 const BARRIERS: usize = 2 * STAGES + 1;
 /// The barrier the consumers pass after a tile's last `wgmma` group, before
 /// its epilogue stages the accumulator in the ring.
 const DRAINED: usize = 2 * STAGES;
-/// The launch's shared memory, in 2-byte elements: the stages, then the
-/// barriers (8 bytes each). The epilogue stages the accumulator in the
-/// stage of the tile's last step (`staging_tiles`), not in memory of its
-/// own.
-const SHARED_ELEMS: usize = RING_ELEMS + BARRIERS * 4;
+/// The launch's shared memory, in bytes: the stages, then the barriers (8
+/// bytes each). The epilogue stages the accumulator in the stage of the
+/// tile's last step (`staging_tiles`), not in memory of its own.
+const SHARED_BYTES: usize = RING_BYTES + BARRIERS * 8;
 
-/// A tensor map of this kernel's operands (batched: dimension 2 is the batch).
-pub type OperandMap<'a, T> = TensorMap<'a, T, 3, BOX, BOX, Sw128>;
+/// A tensor map of this kernel's operands (batched: dimension 2 is the
+/// batch), boxes of `KB` (a stage's K) by [`BOX`] rows.
+pub type OperandMap<'a, T, const KB: usize> = TensorMap<'a, T, 3, KB, BOX, Sw128>;
 
-/// One stage of the ring: each consumer's A tile and B's.
+/// One stage of the ring: each consumer's A tile and B's, `KB` deep.
 #[derive(Clone, Copy)]
-struct Stage<T, LA, LB> {
-    a: [OperandTile<T, 64, BK, LA>; 2],
-    b: OperandTile<T, BN, BK, LB>,
+struct Stage<T, const KB: usize, LA, LB> {
+    a: [OperandTile<T, 64, KB, LA>; 2],
+    b: OperandTile<T, BN, KB, LB>,
 }
 
 /// The ring's stages, one after another from the start of shared memory
@@ -129,18 +142,18 @@ struct Stage<T, LA, LB> {
 /// base, cheaper rebuilt than carried across the register split (a value
 /// live there must fit the producer's smaller limit, or ptxas spills it).
 #[inline(always)]
-fn stages<T: Element, LA: Layout, LB: Layout>() -> [Stage<T, LA, LB>; STAGES] {
+fn stages<T: Element, const KB: usize, LA: Layout, LB: Layout>() -> [Stage<T, KB, LA, LB>; STAGES] {
     let mut stages = [None; STAGES];
-    let mut a0: SharedTile<T, A_ELEMS> = shared::array::<T, A_ELEMS>();
-    let mut last_b: Option<SharedTile<T, B_ELEMS>> = None;
+    let mut a0: SharedTile<u8, A_BYTES> = shared::array::<u8, A_BYTES>();
+    let mut last_b: Option<SharedTile<u8, B_BYTES>> = None;
     for (s, stage) in stages.iter_mut().enumerate() {
         if s > 0 {
             a0 = last_b
                 .expect("set by the previous stage")
-                .after::<T, A_ELEMS>();
+                .after::<u8, A_BYTES>();
         }
-        let a1 = a0.after::<T, A_ELEMS>();
-        let b = a1.after::<T, B_ELEMS>();
+        let a1 = a0.after::<u8, A_BYTES>();
+        let b = a1.after::<u8, B_BYTES>();
         last_b = Some(b);
         // Every tile starts a multiple of 8 KiB in: on the swizzle's period.
         *stage = match (
@@ -162,8 +175,8 @@ fn stages<T: Element, LA: Layout, LB: Layout>() -> [Stage<T, LA, LB>; STAGES] {
 /// every consumer's `wgmma`s are done, so the ring's stage that nobody has
 /// released may hold the epilogue's staging tiles).
 #[inline(always)]
-fn barriers<T: Element>() -> MBarriers<BARRIERS> {
-    let bars = shared::array::<T, RING_ELEMS>().after::<u64, BARRIERS>();
+fn barriers() -> MBarriers<BARRIERS> {
+    let bars = shared::array::<u8, RING_BYTES>().after::<u64, BARRIERS>();
     let consumers = 2 * wgmma::WARPGROUP_SIZE;
     MBarriers::init(
         bars,
@@ -180,44 +193,57 @@ fn barriers<T: Element>() -> MBarriers<BARRIERS> {
 /// and a 1-D grid of at most one block per SM (more blocks than tiles only
 /// idle): each block walks its tiles (`TileWalk`).
 #[kernel(
-    shared = [T; SHARED_ELEMS],
+    shared = [u8; SHARED_BYTES],
     max_threads = 384,
     min_blocks = 1,
     instances(
-        gemm_wgmma_bf16_f32_nn_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_bf16_f32_nt_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_bf16_f32_tn_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_bf16_f32_tt_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_f16_f32_nn_128x256x64_s4 = <f16, f32, KMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_f16_f32_nt_128x256x64_s4 = <f16, f32, KMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_f16_f32_tn_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_f16_f32_tt_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_bf16_bf16_nn_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_bf16_bf16_nt_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_bf16_bf16_tn_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_bf16_bf16_tt_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_f16_f16_nn_128x256x64_s4 = <f16, f16, KMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_f16_f16_nt_128x256x64_s4 = <f16, f16, KMajor<Sw128>, KMajor<Sw128>>,
-        gemm_wgmma_f16_f16_tn_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, MnMajor<Sw128>>,
-        gemm_wgmma_f16_f16_tt_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>>,
+        gemm_wgmma_bf16_f32_nn_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_nt_128x256x64_s4 = <bf16, f32, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_tn_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_tt_128x256x64_s4 = <bf16, f32, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_nn_128x256x64_s4 = <f16, f32, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_nt_128x256x64_s4 = <f16, f32, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_tn_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_tt_128x256x64_s4 = <f16, f32, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_nn_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_nt_128x256x64_s4 = <bf16, bf16, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_tn_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_tt_128x256x64_s4 = <bf16, bf16, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_nn_128x256x64_s4 = <f16, f16, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_nt_128x256x64_s4 = <f16, f16, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_tn_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_tt_128x256x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_tf32_f32_nt_128x256x32_s4 = <f32, f32, KMajor<Sw128>, KMajor<Sw128>, 32>,
     )
 )]
-pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>(
-    a: TensorMap<T, 3, BOX, BOX, Sw128>,
-    b: TensorMap<T, 3, BOX, BOX, Sw128>,
+pub fn gemm_wgmma<
+    T: Element,
+    TOut: Output + RunElement,
+    LA: Layout,
+    LB: Layout,
+    const KB: usize,
+>(
+    a: TensorMap<T, 3, KB, BOX, Sw128>,
+    b: TensorMap<T, 3, KB, BOX, Sw128>,
     k: u32,
     alpha: f32,
     beta: f32,
     mut c: OutMatrix<TOut, TileWalk<BM, BN, 16, BN, BANDS>>,
 ) {
-    let bars = barriers::<T>();
+    const {
+        assert!(
+            KB * size_of::<T>() == BK_BYTES,
+            "a stage is one swizzle span of K"
+        )
+    };
+    let bars = barriers();
     let full = |s: usize| bars.get(s);
     let empty = |s: usize| bars.get(STAGES + s);
     // alpha = 0: D = beta·C, A and B not read (as the library's other GEMMs).
     let steps = if alpha == 0.0 {
         0
     } else {
-        k.div_ceil(BK as u32)
+        k.div_ceil(KB as u32)
     };
     // The warpgroup, broadcast from lane 0: the same value, but one ptxas
     // can see is uniform over the warp, so the `wgmma`s below are not on a
@@ -226,7 +252,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
 
     if warpgroup == 2 {
         wgmma::release_registers::<56>();
-        let stages = stages::<T, LA, LB>();
+        let stages = stages::<T, KB, LA, LB>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
@@ -243,7 +269,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
                         empty(s).wait(&mut emptied[s]);
                         let (stage, bar) = (&stages[s], full(s));
                         bar.arrive_expect_tx(STAGE_BYTES);
-                        let k0 = (step * BK as u32) as i32;
+                        let k0 = (step * KB as u32) as i32;
                         for (half, a_tile) in stage.a.iter().enumerate() {
                             let m = m0.wrapping_add(64 * half as i32);
                             let at = if LA::MN_MAJOR { [m, k0, z] } else { [k0, m, z] };
@@ -263,7 +289,7 @@ pub fn gemm_wgmma<T: Element, TOut: Output + RunElement, LA: Layout, LB: Layout>
     }
 
     wgmma::increase_registers::<224>();
-    let stages = stages::<T, LA, LB>();
+    let stages = stages::<T, KB, LA, LB>();
     // The stage of every tile's last step (the same for every tile: each
     // starts at stage 0), whose "empty" arrival waits until the epilogue
     // has staged the accumulator in it. Its staging tiles are chosen here

@@ -294,13 +294,14 @@ mod tests {
             outside.is_empty(),
             "launched, not in the table: {outside:?}"
         );
-        // The 20 Hopper kernels (wgmma: 4 type pairs × 4 transposes; f64
-        // m16n8k16: 4 transposes) among them.
+        // The 23 Hopper kernels (wgmma: 4 type pairs × 4 transposes and
+        // tf32's one; its two K-major copies; f64 m16n8k16: 4 transposes)
+        // among them.
         let hopper: Vec<&DispatchEntry> = table
             .iter()
             .filter(|e| e.module == warpforge::ptx::HOPPER.name)
             .collect();
-        assert_eq!(hopper.len(), 20, "{hopper:?}");
+        assert_eq!(hopper.len(), 23, "{hopper:?}");
         assert!(hopper.iter().all(|e| seen.contains(&e.kernel)));
         // `verify::run` walks the operations in order.
         let axpy = operation("axpy").unwrap();
@@ -327,17 +328,18 @@ mod tests {
                 .map(|r| r.operation)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(wgmma(&rows), [Some("gemm"); 16]);
+        assert_eq!(wgmma(&rows), [Some("gemm"); 17]);
         let a100 = Device::emulator_for(warpforge::Arch::Sm80);
         let rows_80 = coverage(&a100, &all).unwrap();
         assert!(wgmma(&rows_80).is_empty());
-        // The Hopper module: 16 wgmma kernels and 4 f64 m16n8k16 ones.
-        assert_eq!(rows_80.len() + 20, rows.len());
+        // The Hopper module: 17 wgmma kernels, tf32's 2 copies and 4 f64
+        // m16n8k16 ones.
+        assert_eq!(rows_80.len() + 23, rows.len());
         assert!(rows_80.iter().all(|r| r.operation.is_some()));
         let without_gemm: Vec<&Operation> =
             OPERATIONS.iter().filter(|op| op.name != "gemm").collect();
         let rows = coverage(&h100, &without_gemm).unwrap();
-        assert_eq!(wgmma(&rows), [None; 16]);
+        assert_eq!(wgmma(&rows), [None; 17]);
         let covered = |kernel: &str| {
             rows.iter()
                 .find(|r| r.entry.kernel == kernel)
@@ -419,12 +421,40 @@ mod tests {
                 expected.push(format!("gemm_{types}_{t}_{tile}"));
             }
         }
+        // TF32 on Hopper: the two K-major copies, then the one NT kernel.
+        expected.extend(
+            [
+                "tf32_k_major_rows",
+                "tf32_k_major_cols",
+                "gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+            ]
+            .map(String::from),
+        );
         for out in ["f32", "f16", "bf16", "f64"] {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(100);
+        let (kernels, sums) = reports.split_at(103);
+        let (kernels, tf32) = kernels.split_at(100);
         let (kernels, hopper) = kernels.split_at(84);
+        // The tf32 family: each copy with the GEMM on its transposes' 5
+        // cases (NT: both copies by rows; TN: by columns), the GEMM on NN's
+        // and TT's (one copy of each kind).
+        let gemm_tf32 = "gemm_wgmma_tf32_f32_nt_128x256x32_s4";
+        for (r, (launched, cases)) in tf32.iter().zip([
+            (vec![gemm_tf32, "tf32_k_major_rows"], 5),
+            (vec![gemm_tf32, "tf32_k_major_cols"], 5),
+            (
+                vec![gemm_tf32, "tf32_k_major_cols", "tf32_k_major_rows"],
+                10,
+            ),
+        ]) {
+            assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
+            let mut got = r.launched.clone();
+            got.sort();
+            assert_eq!(got, launched, "{r:?}");
+            assert_eq!(r.lengths.len(), cases, "{r:?}");
+        }
         // The Hopper kernels (the emulator is an sm_90): each launched alone,
         // pinned on its 5 cases; bf16 → f32 NN once more as the default
         // dispatch picks it.

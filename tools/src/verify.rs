@@ -41,6 +41,7 @@ use warpforge::{Device, Error, Result, ops, reference};
 use warpforge_device::kernel::Kernel;
 use warpforge_kernels::gemm::split_k as sk;
 use warpforge_kernels_hopper::gemm as hp;
+use warpforge_kernels_hopper::tf32 as hp_tf32;
 
 pub mod conv2d;
 pub use conv2d::{conv2d_kernels, verify_conv2d};
@@ -958,7 +959,25 @@ enum GemmFamily {
     /// The Hopper kernels ([`Gemm::wgmma`]), where the device runs them
     /// (sm_90 and the emulator of sm_90, in a build with them): none elsewhere.
     Wgmma,
+    /// TF32 on Hopper ([`Gemm::tf32`] with [`Gemm::wgmma`]): the K-major
+    /// copies `tf32_k_major_{rows,cols}` and the one NT kernel every
+    /// transpose runs, one report each ([`WGMMA_TF32_KERNELS`]); none where
+    /// the device cannot run them.
+    WgmmaTf32,
 }
+
+/// The Hopper tf32 family's kernels, in report order, each with the
+/// transposes its report runs: the copy by rows (NT: both operands' rows
+/// are their K-major rows), the copy by columns (TN: both are transposed),
+/// and the GEMM (NN and TT, which take one copy of each kind).
+const WGMMA_TF32_KERNELS: [(&str, &[(bool, bool)]); 3] = [
+    (hp_tf32::tf32_k_major_rows::NAME, &[(false, true)]),
+    (hp_tf32::tf32_k_major_cols::NAME, &[(true, false)]),
+    (
+        hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::NAME,
+        &[(false, false), (true, true)],
+    ),
+];
 
 /// What walks [`gemm_families`]: `verify` runs each family's cases, the
 /// registry's declaration collects each family's kernel names.
@@ -1040,6 +1059,7 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     v.visit::<f16, f16, f32>(GemmFamily::Wgmma)?;
     v.visit::<bf16, f32, f32>(GemmFamily::Wgmma)?;
     v.visit::<bf16, bf16, f32>(GemmFamily::Wgmma)?;
+    v.visit::<f32, f32, f32>(GemmFamily::WgmmaTf32)?;
     Ok(())
 }
 
@@ -1055,6 +1075,20 @@ where
     TOut: GemmValue,
     S: GemmElement,
 {
+    if matches!(family, GemmFamily::WgmmaTf32) {
+        // Runs where the GEMM runs (every transpose names the one kernel).
+        return match Gemm::<S>::new(1, 1, 1)
+            .tf32(true)
+            .wgmma(true)
+            .kernel_name_for::<TIn, TOut>(dev)
+        {
+            Ok(_) => Ok(WGMMA_TF32_KERNELS.iter().map(|&(k, _)| k).collect()),
+            Err(Error::InvalidParameter {
+                parameter: "wgmma", ..
+            }) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+    }
     let mut names = Vec::new();
     for (trans_a, trans_b) in TRANSPOSES {
         let (m, n, k) = WGMMA_TILE;
@@ -1068,7 +1102,7 @@ where
                 let gemm = gemm.tf32(matches!(accumulation, Accumulation::Tf32));
                 pin_config::<TIn, TOut, S>(gemm, config)
             }
-            GemmFamily::Wgmma => gemm.wgmma(true),
+            GemmFamily::Wgmma | GemmFamily::WgmmaTf32 => gemm.wgmma(true),
         };
         match gemm.kernel_name_for::<TIn, TOut>(dev) {
             Ok(name) => names.push(name),
@@ -1213,6 +1247,25 @@ impl GemmVisitor for RunFamilies<'_> {
         S: GemmElement + GemmValue,
     {
         let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
+        if matches!(family, GemmFamily::WgmmaTf32) {
+            for (kernel, (_, transposes)) in kernels.into_iter().zip(WGMMA_TF32_KERNELS) {
+                let mut report = KernelReport::default_for(kernel);
+                for &trans in transposes {
+                    for case in wgmma_cases(trans) {
+                        check_gemm::<TIn, TOut, S>(
+                            self.dev,
+                            &mut report,
+                            self.rng,
+                            &case,
+                            Accumulation::Tf32,
+                            None,
+                        )?;
+                    }
+                }
+                self.reports.push(report);
+            }
+            return Ok(());
+        }
         for (&trans, kernel) in TRANSPOSES.iter().zip(kernels) {
             let mut report = KernelReport::default_for(kernel);
             let (cases, accumulation, config) = match family {
@@ -1226,6 +1279,7 @@ impl GemmVisitor for RunFamilies<'_> {
                     config,
                 ),
                 GemmFamily::Wgmma => (wgmma_cases(trans), Accumulation::TensorCores, None),
+                GemmFamily::WgmmaTf32 => unreachable!("reported above"),
             };
             for case in cases {
                 check_gemm::<TIn, TOut, S>(

@@ -66,7 +66,10 @@
 //! batch strides are multiples of 8 elements and the heuristic would pick
 //! the large or wide tile; [`Gemm::wgmma`] pins either way. f32 runs on the
 //! TF32 tensor cores only when asked ([`Gemm::tf32`]: operands rounded to
-//! tf32, about 2⁻¹⁰ relative error per product). A GEMM whose grid cannot
+//! tf32, about 2⁻¹⁰ relative error per product); on sm_90 that is the
+//! Hopper tf32 kernel (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, after two
+//! launches that round `op(A)` and `op(B)ᵀ` into K-major temporaries) by the
+//! same rule. A GEMM whose grid cannot
 //! fill the GPU runs as split-k ([`Gemm::split_k`], [`split_k_count`]):
 //! deterministic, but not the unsplit GEMM's bits. The aligned fast path and
 //! the guarded path (ragged edges, leading dimensions not a multiple of 8,
@@ -225,6 +228,35 @@ impl GemmTypes<f32> for f32 {
     type Scalar = f32;
     const TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
+    const WGMMA_TF32: bool = true;
+    const WGMMA_SHARED_BYTES: usize = wgmma::tf32::SHARED_BYTES;
+    fn run_wgmma_tf32(
+        dev: &Device,
+        blocks: u32,
+        mnk: (usize, usize, usize),
+        count: usize,
+        scale: (f32, f32),
+        (a, lda, stride_a, trans_a): (&DeviceBuffer<f32>, usize, usize, bool),
+        (b, ldb, stride_b, trans_b): (&DeviceBuffer<f32>, usize, usize, bool),
+        c: MatrixMut<'_, f32>,
+    ) -> Result<()> {
+        let source = |buffer, ld, stride, transposed| wgmma::tf32::Source {
+            buffer,
+            ld,
+            stride,
+            transposed,
+        };
+        wgmma::tf32::run(
+            dev,
+            blocks,
+            mnk,
+            count,
+            scale,
+            source(a, lda, stride_a, trans_a),
+            source(b, ldb, stride_b, trans_b),
+            c,
+        )
+    }
     fn shape(tile: Option<TileConfig>, tf32: bool) -> BlockShape {
         match (tile, tf32) {
             (Some(tile), true) => tile.shape(),
@@ -742,6 +774,28 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// The Hopper kernels' shared memory per block, in bytes.
     #[doc(hidden)]
     const WGMMA_SHARED_BYTES: usize = 0;
+    /// Whether [`Gemm::tf32`] runs on the Hopper tf32 kernel for this pair
+    /// (f32 → f32; `run_wgmma_tf32`).
+    #[doc(hidden)]
+    const WGMMA_TF32: bool = false;
+    /// Runs the GEMM on the Hopper tf32 kernel (only called when
+    /// [`WGMMA_TF32`](Self::WGMMA_TF32)): `a` and `b` are the buffer, its
+    /// leading dimension, its batch stride and whether it is transposed.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn run_wgmma_tf32(
+        dev: &Device,
+        blocks: u32,
+        mnk: (usize, usize, usize),
+        count: usize,
+        scale: (Self::Scalar, Self::Scalar),
+        a: (&DeviceBuffer<Self>, usize, usize, bool),
+        b: (&DeviceBuffer<Self>, usize, usize, bool),
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()> {
+        let _ = (dev, blocks, mnk, count, scale, a, b, c);
+        Err(tf32_refused(Self::DTYPE, TOut::DTYPE))
+    }
     /// Launches the Hopper kernel for these transposes (only called when
     /// [`WGMMA_KERNELS`](Self::WGMMA_KERNELS) names them).
     #[doc(hidden)]
@@ -1439,8 +1493,6 @@ impl<T: GemmElement> Gemm<T> {
         };
         let pinned = if self.tile.is_some() {
             Some("a tile is pinned (`.tile`), which names an mma.sync kernel".to_owned())
-        } else if self.tf32 {
-            Some("TF32 runs on the mma.sync kernels".to_owned())
         } else if self.split_k.is_some_and(|r| r > 1) {
             Some("split-k is pinned".to_owned())
         } else {
@@ -1450,6 +1502,30 @@ impl<T: GemmElement> Gemm<T> {
         // Hopper launch planned.
         let plan = match pinned {
             Some(why) => Err(why),
+            // TF32: the kernel reads K-major copies of op(A) and op(B)ᵀ
+            // (`wgmma::tf32`), whatever the operands' own layouts.
+            None if self.tf32 => match (
+                wgmma::tf32::packed(self.m, self.k, self.batch),
+                wgmma::tf32::packed(self.n, self.k, self.batch),
+            ) {
+                (Some(a), Some(b)) => wgmma::Plan::new(
+                    dev,
+                    wgmma::Kernels {
+                        exist: TIn::WGMMA_TF32,
+                        shared_bytes: TIn::WGMMA_SHARED_BYTES,
+                    },
+                    (self.m, self.n, self.k),
+                    a,
+                    b,
+                    multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
+                ),
+                _ => Err(format!(
+                    "K-major copies of {} batches of {} × {} do not fit a usize",
+                    self.batch,
+                    self.m.max(self.n),
+                    self.k
+                )),
+            },
             None => wgmma::Plan::new(
                 dev,
                 wgmma::Kernels {
@@ -1685,9 +1761,13 @@ impl<T: GemmElement> Gemm<T> {
         if self
             .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
             .is_some()
-            && let Some(names) = TIn::WGMMA_KERNELS
         {
-            return Ok(names[trans_index(self.trans_a, self.trans_b)]);
+            if self.tf32 {
+                return Ok(wgmma::tf32::KERNEL);
+            }
+            if let Some(names) = TIn::WGMMA_KERNELS {
+                return Ok(names[trans_index(self.trans_a, self.trans_b)]);
+            }
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(TIn::kernel_name(
@@ -1797,6 +1877,21 @@ impl<T: GemmElement> Gemm<T> {
             e => e,
         };
         if let Some(plan) = self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            if self.tf32 {
+                let c = c
+                    .batched_matrix_mut(m, n, ldc, count, stride_c)
+                    .map_err(c_error)?;
+                return TIn::run_wgmma_tf32(
+                    dev,
+                    plan.blocks,
+                    (m, n, k),
+                    count,
+                    (alpha, beta),
+                    (a, a_shape.ld, stride_a, trans_a),
+                    (b, b_shape.ld, stride_b, trans_b),
+                    c,
+                );
+            }
             let map_a = plan.a.map(a)?;
             let map_b = plan.b.map(b)?;
             let cfg = LaunchConfig::new(Dim3::x(plan.blocks), Dim3::x(hp::THREADS));

@@ -654,9 +654,13 @@ fn the_tile_heuristic_picks_the_large_tile_once_its_grid_fills_the_sms() {
             .unwrap(),
         "gemm_bf16_bf16_nn_128x256x32_s3"
     );
-    // TF32 has no wide tile: large.
+    // TF32 has no wide tile: large (on sm_90 the Hopper tf32 kernel
+    // replaces it, `gemm_tf32::wgmma_tf32_names_launches_and_fallbacks`).
     assert_eq!(
-        big.tf32(true).kernel_name_for::<f32, f32>(&h100).unwrap(),
+        big.tf32(true)
+            .wgmma(false)
+            .kernel_name_for::<f32, f32>(&h100)
+            .unwrap(),
         "gemm_tf32_f32_nn_128x128x16_s4"
     );
     let err = big

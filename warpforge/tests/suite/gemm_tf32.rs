@@ -20,7 +20,7 @@ use common::gemm::{Case, TRANSPOSES, case};
 use half::f16;
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, TileConfig};
-use warpforge::{Device, Error, Kernel};
+use warpforge::{Arch, Device, Error, Kernel};
 use warpforge_kernels::gemm::tensor::{
     self as tc, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
 };
@@ -76,15 +76,24 @@ fn reference(c: &Case, round: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
     d
 }
 
-/// Runs the case with TF32 on `dev` with `tile`; `C` afterwards as f64.
-fn run(c: &Case, dev: &Device, tile: TileConfig) -> Vec<f64> {
-    let up = |v: &[f64]| {
-        dev.upload(&v.iter().map(|&x| x as f32).collect::<Vec<f32>>())
-            .unwrap()
-    };
-    let (a, b) = (up(&c.a), up(&c.b));
-    let mut out = up(&c.c);
-    Gemm::new(c.m, c.n, c.k)
+/// Which TF32 kernels a case runs on.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    /// The `mma.sync` kernels of a pinned tile.
+    Tile(TileConfig),
+    /// The Hopper kernel (`wgmma(true)`, after the tf32 K-major copies).
+    Wgmma,
+}
+
+impl From<TileConfig> for Path {
+    fn from(tile: TileConfig) -> Path {
+        Path::Tile(tile)
+    }
+}
+
+/// The GEMM of a case, TF32, on `path`.
+fn gemm_of(c: &Case, path: Path) -> Gemm<f32> {
+    let gemm = Gemm::new(c.m, c.n, c.k)
         .trans_a(c.ta)
         .trans_b(c.tb)
         .alpha(c.alpha as f32)
@@ -92,16 +101,29 @@ fn run(c: &Case, dev: &Device, tile: TileConfig) -> Vec<f64> {
         .lda(c.lda)
         .ldb(c.ldb)
         .ldc(c.ldc)
-        .tf32(true)
-        .tile(tile)
-        .run(dev, &a, &b, &mut out)
-        .unwrap();
+        .tf32(true);
+    match path {
+        Path::Tile(tile) => gemm.tile(tile),
+        Path::Wgmma => gemm.wgmma(true),
+    }
+}
+
+/// Runs the case with TF32 on `dev` on `path`; `C` afterwards as f64.
+fn run(c: &Case, dev: &Device, path: impl Into<Path>) -> Vec<f64> {
+    let up = |v: &[f64]| {
+        dev.upload(&v.iter().map(|&x| x as f32).collect::<Vec<f32>>())
+            .unwrap()
+    };
+    let (a, b) = (up(&c.a), up(&c.b));
+    let mut out = up(&c.c);
+    gemm_of(c, path.into()).run(dev, &a, &b, &mut out).unwrap();
     out.to_host().unwrap().into_iter().map(f64::from).collect()
 }
 
 /// Runs an integer case and compares every element of `C` (padding too)
 /// with the reference bit for bit (NaN matching NaN).
-fn check_exact(c: &Case, dev: &Device, tile: TileConfig) {
+fn check_exact(c: &Case, dev: &Device, tile: impl Into<Path>) {
+    let tile = tile.into();
     let want = reference(c, |x| x);
     let got = run(c, dev, tile);
     assert_eq!(got.len(), want.len());
@@ -440,6 +462,219 @@ fn tf32_kernels_names_tiles_and_refusals() {
             .unwrap_err(),
     );
     assert_eq!(c.to_host().unwrap(), [7.0; 4], "a refused GEMM wrote C");
+}
+
+// ---------------------------------------------------------------------------
+// TF32 on Hopper (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, after the K-major
+// copies `tf32_k_major_{rows,cols}`), on the emulator of sm_90.
+
+/// Every transpose through the Hopper tf32 kernel on shapes ragged in
+/// every dimension of its tile (131 × 263, k = 173: six 32-deep stages, the
+/// last 13, so the 4-stage ring wraps), with packed and odd leading
+/// dimensions (the copies do not need the 16-byte rows a tensor map of the
+/// operands would), a 1 × 1 × 1 one, and beta = 0 over a NaN-filled C:
+/// the exact reference, bit for bit.
+#[test]
+fn wgmma_tf32_matches_the_exact_reference_on_every_transpose() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 3] {
+            let seed = (t * 16 + pad) as u64 + 500;
+            let c = case(
+                (131, 263, 173),
+                trans,
+                pad,
+                -1.0,
+                0.5,
+                None,
+                seed,
+                small_int,
+            );
+            check_exact(&c, &dev, Path::Wgmma);
+        }
+        let nan = Some(f64::NAN);
+        let c = case(
+            (70, 9, 40),
+            trans,
+            1,
+            2.0,
+            0.0,
+            nan,
+            t as u64 + 550,
+            small_int,
+        );
+        check_exact(&c, &dev, Path::Wgmma);
+        assert!(run(&c, &dev, Path::Wgmma).iter().all(|x| !x.is_nan()));
+        let c = case((1, 1, 1), trans, 0, 1.0, 1.0, None, t as u64, small_int);
+        check_exact(&c, &dev, Path::Wgmma);
+    }
+}
+
+/// A batch of 3 with B broadcast (stride 0) through the Hopper tf32
+/// kernel: each batch exactly its own product.
+#[test]
+fn wgmma_tf32_batches_are_their_own_products() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    let (m, n, k, count) = (40, 300, 70, 3);
+    let a: Vec<f32> = (0..count * m * k).map(|i| (i % 9) as f32 - 4.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let mut dc = dev.alloc_zeroed::<f32>(count * m * n).unwrap();
+    Gemm::<f32>::new(m, n, k)
+        .batch(count)
+        .stride_b(0)
+        .tf32(true)
+        .wgmma(true)
+        .run(&dev, &da, &db, &mut dc)
+        .unwrap();
+    let got = dc.to_host().unwrap();
+    for z in 0..count {
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k)
+                    .map(|p| f64::from(a[z * m * k + i * k + p]) * f64::from(b[p * n + j]))
+                    .sum();
+                assert_eq!(
+                    f64::from(got[z * m * n + i * n + j]),
+                    want,
+                    "batch {z}, ({i}, {j})"
+                );
+            }
+        }
+    }
+}
+
+/// On random f32 operands (full 24-bit mantissas, so the rounding matters)
+/// the Hopper tf32 path gives the `mma.sync` TF32 kernels' bits exactly:
+/// both round each operand to tf32 the same way (nearest, ties away) before
+/// the tensor cores read it, and both add the k-steps' products 8 at a time
+/// in k order (one `wgmma` k8 or one `mma` k8), rounding once a step. The
+/// Hopper kernel reads tf32 as 19 bits (the low 13 ignored): without the
+/// copies' rounding it would truncate instead and differ.
+#[test]
+fn wgmma_tf32_rounds_as_the_mma_sync_kernels_do() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let c = case(
+            (70, 300, 100),
+            trans,
+            1,
+            1.0,
+            0.5,
+            None,
+            t as u64 + 600,
+            float,
+        );
+        let hopper = run(&c, &dev, Path::Wgmma);
+        let sync = run(&c, &dev, Large);
+        for (e, (h, s)) in hopper.iter().zip(&sync).enumerate() {
+            assert_eq!(
+                h.to_bits(),
+                s.to_bits(),
+                "C[{e}]: Hopper {h}, mma.sync {s}: {}",
+                c.describe()
+            );
+        }
+        // Within the f32 accumulation bound of the reference on rounded
+        // operands everywhere, beyond it from the unrounded one mostly (as
+        // `tf32_rounds_each_operand_to_tf32` has it).
+        let u = f32::EPSILON as f64 / 2.0;
+        let bound = |mag: f64| (mag + 4.0) * (2.0 * c.k as f64 * u + 2.0 * u) + 1e-30;
+        let within = |r: &[(f64, f64)]| {
+            hopper
+                .iter()
+                .zip(r)
+                .filter(|(g, (w, mag))| (*g - w).abs() <= bound(*mag))
+                .count()
+        };
+        let (want, unrounded) = (reference(&c, tf32), reference(&c, |x| x));
+        assert_eq!(within(&want), hopper.len(), "{}", c.describe());
+        assert!(
+            within(&unrounded) < hopper.len() * 3 / 4,
+            "{}",
+            c.describe()
+        );
+    }
+}
+
+/// Where it runs and what it launches: on sm_90 TF32 names the Hopper
+/// kernel for every transpose (pinned, and by default where the GPU
+/// fills), and a call is the two K-major copies (one per operand, by their
+/// layout), then the GEMM: three launches, two allocations, no memset; on
+/// sm_80, or with a pinned tile, the `mma.sync` kernels; the copies' and
+/// the GEMM's shared memory fit an H100.
+#[test]
+fn wgmma_tf32_names_launches_and_fallbacks() {
+    let h100 = Device::emulator_for(Arch::Sm90);
+    let a100 = Device::emulator_for(Arch::Sm80);
+    let name = "gemm_wgmma_tf32_f32_nt_128x256x32_s4";
+    for (ta, tb) in TRANSPOSES {
+        let gemm = Gemm::<f32>::new(4096, 4096, 256)
+            .trans_a(ta)
+            .trans_b(tb)
+            .tf32(true);
+        assert_eq!(gemm.kernel_name_for::<f32, f32>(&h100).unwrap(), name);
+        assert_ne!(gemm.kernel_name_for::<f32, f32>(&a100).unwrap(), name);
+        let pinned = gemm.tile(Large).kernel_name_for::<f32, f32>(&h100).unwrap();
+        assert!(pinned.starts_with("gemm_tf32_f32_"), "{pinned}");
+        assert!(gemm.wgmma(true).kernel_name_for::<f32, f32>(&a100).is_err());
+        // Small grids stay on mma.sync unless pinned.
+        let small = Gemm::<f32>::new(64, 64, 64)
+            .trans_a(ta)
+            .trans_b(tb)
+            .tf32(true);
+        assert_ne!(small.kernel_name_for::<f32, f32>(&h100).unwrap(), name);
+        assert_eq!(
+            small
+                .wgmma(true)
+                .kernel_name_for::<f32, f32>(&h100)
+                .unwrap(),
+            name
+        );
+        let (m, n, k) = (33, 40, 50);
+        let (da, db) = (
+            h100.upload(&vec![1.0f32; m * k]).unwrap(),
+            h100.upload(&vec![1.0f32; k * n]).unwrap(),
+        );
+        let mut dc = h100.alloc_zeroed::<f32>(m * n).unwrap();
+        let ((), work) = h100
+            .work_done_by(|| {
+                Gemm::<f32>::new(m, n, k)
+                    .trans_a(ta)
+                    .trans_b(tb)
+                    .tf32(true)
+                    .wgmma(true)
+                    .run(&h100, &da, &db, &mut dc)
+            })
+            .unwrap();
+        let copy = |transposed: bool| {
+            if transposed {
+                "tf32_k_major_cols"
+            } else {
+                "tf32_k_major_rows"
+            }
+        };
+        let mut launches: Vec<(&str, usize)> = work
+            .launches
+            .iter()
+            .map(|(&k, &v)| (k, v as usize))
+            .collect();
+        launches.sort();
+        let mut want = vec![(name, 1), (copy(ta), 1)];
+        if copy(!tb) == copy(ta) {
+            want[1].1 = 2;
+        } else {
+            want.push((copy(!tb), 1));
+        }
+        want.sort();
+        assert_eq!(launches, want, "trans {ta} {tb}");
+        assert_eq!((work.allocations, work.memsets), (2, 0));
+        assert!(dc.to_host().unwrap().iter().all(|&x| x == k as f32));
+    }
+    assert!(
+        warpforge_kernels_hopper::gemm::gemm_wgmma_tf32_f32_nt_128x256x32_s4::SHARED_BYTES
+            <= h100.limits().max_shared_per_block_optin as usize
+    );
 }
 
 /// On a GPU: the exact property on every transpose and both tiles, ragged

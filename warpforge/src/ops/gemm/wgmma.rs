@@ -6,9 +6,11 @@
 //! When it runs (module docs of `gemm`): on a device of compute capability
 //! 9.0 whose module variant is there (an H100 or H200, or the emulator of
 //! sm_90), for the f16/bf16 pairs into f32 or the input type, without a
-//! pinned tile, TF32 or a pinned split; with leading dimensions (and, for a
+//! pinned tile or a pinned split; with leading dimensions (and, for a
 //! batch, batch strides) that are multiples of 8 elements (16 bytes: what
-//! a tensor map can describe) and sizes within its 32-bit coordinates.
+//! a tensor map can describe) and sizes within its 32-bit coordinates; and
+//! for f32 with TF32, whatever its leading dimensions, on K-major copies
+//! ([`tf32`]).
 //! [`Gemm::wgmma`](super::Gemm::wgmma) forces it (refused with the reason
 //! when it cannot run) or turns it off; by default it runs where the
 //! `mma.sync` heuristic would pick a tile that fills the GPU (`Large` or
@@ -24,8 +26,8 @@ use warpforge_device::swizzle::Sw128;
 use warpforge_kernels_hopper::gemm::{BM, BN, BOX};
 
 /// The tensor maps the Hopper kernels take: batched (dimension 2), boxes
-/// of 64 × 64, 128B-swizzled.
-pub(super) type OperandMap<'b, T> = TensorMap<'b, T, 3, BOX, BOX, Sw128>;
+/// of `KB` (a stage's K: 64 f16/bf16, 32 tf32) by 64 rows, 128B-swizzled.
+pub(super) type OperandMap<'b, T, const KB: usize> = TensorMap<'b, T, 3, KB, BOX, Sw128>;
 
 /// The largest size the kernels' 32-bit box coordinates reach past the
 /// matrices by a block tile.
@@ -33,6 +35,7 @@ const MAX_EXTENT: usize = i32::MAX as usize - BN;
 
 /// A stored operand's geometry: `rows × cols` row-major, `ld` apart,
 /// `count` batches `stride` apart.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Operand {
     pub rows: usize,
     pub cols: usize,
@@ -68,10 +71,10 @@ impl Operand {
     /// Its batched tensor map: dimension 0 the stored columns, 1 the rows,
     /// 2 the batch. One matrix gets the stride of its own extent (rounded
     /// to 16 bytes), which no copy steps by.
-    pub(super) fn map<'b, T: Element>(
+    pub(super) fn map<'b, T: Element, const KB: usize>(
         &self,
         buffer: &'b DeviceBuffer<T>,
-    ) -> Result<OperandMap<'b, T>> {
+    ) -> Result<OperandMap<'b, T, KB>> {
         let stride = if self.count > 1 {
             self.stride
         } else {
@@ -174,4 +177,150 @@ fn unsupported(
         return Some(format!("k = {k} is beyond the TMA's 32-bit coordinates"));
     }
     a.unsupported("A").or_else(|| b.unsupported("B"))
+}
+
+/// The tf32 Hopper GEMM (`Gemm::tf32` on sm_90): `op(A)` and `op(B)`
+/// rounded to tf32 and laid out K-major (`tf32_k_major_{rows,cols}`, into
+/// temporaries `m × k'` and `n × k'` per batch, `k'` = `k` rounded up to 8
+/// elements and zero past `k`), then the NT kernel
+/// (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`) over them into `c`.
+pub(super) mod tf32 {
+    use super::Operand;
+    use crate::runtime::launch::grid_axis;
+    use crate::{Device, DeviceBuffer, Error, LaunchConfig, MatrixMut, Result};
+    use warpforge_device::Dim3;
+    use warpforge_device::kernel::Kernel;
+    use warpforge_kernels_hopper::gemm as hp;
+    use warpforge_kernels_hopper::tf32::{
+        self as kt, TF32_THREADS, TF32_TILE, tf32_k_major_cols, tf32_k_major_rows,
+    };
+
+    /// The GEMM's kernel.
+    pub(in crate::ops::gemm) const KERNEL: &str = hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::NAME;
+    /// Its shared memory per block.
+    pub(in crate::ops::gemm) const SHARED_BYTES: usize =
+        hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::SHARED_BYTES;
+
+    /// The K-major copy's row pitch for a depth of `k`: whole 16-byte rows
+    /// and more (what [`Operand`]'s tensor-map checks ask: 8 elements).
+    pub(in crate::ops::gemm) fn pitch(k: usize) -> Option<usize> {
+        k.checked_next_multiple_of(8)
+    }
+
+    /// The K-major copy of `rows × k` (`count` batches) as the tf32 kernel's
+    /// tensor map sees it.
+    pub(in crate::ops::gemm) fn packed(rows: usize, k: usize, count: usize) -> Option<Operand> {
+        let ld = pitch(k)?;
+        Some(Operand {
+            rows,
+            cols: k,
+            ld,
+            count,
+            stride: rows.checked_mul(ld)?,
+        })
+    }
+
+    /// A stored operand: the buffer, its leading dimension and batch
+    /// stride, and whether its stored rows are `op(X)`'s columns.
+    pub(in crate::ops::gemm) struct Source<'b> {
+        pub buffer: &'b DeviceBuffer<f32>,
+        pub ld: usize,
+        pub stride: usize,
+        pub transposed: bool,
+    }
+
+    /// The K-major copy of `rows × k` (`count` batches), or the error
+    /// naming its size.
+    fn layout(rows: usize, k: usize, count: usize) -> Result<Operand> {
+        packed(rows, k, count).ok_or_else(|| Error::SizeOverflow {
+            what: format!("gemm (tf32): a K-major copy of {count} batches of {rows} × {k}"),
+        })
+    }
+
+    /// `op(X)` (`rows × k`, `count` batches, the caller checked every
+    /// extent against `x`) rounded to tf32, K-major, into a new buffer of
+    /// `count · rows · k'` elements.
+    fn k_major(
+        dev: &Device,
+        x: &Source<'_>,
+        (rows, k, count): (usize, usize, usize),
+    ) -> Result<DeviceBuffer<f32>> {
+        let layout = layout(rows, k, count)?;
+        let len = layout
+            .stride
+            .checked_mul(count)
+            .ok_or_else(|| Error::SizeOverflow {
+                what: format!("gemm (tf32): a K-major copy of {count} batches of {rows} × {k}"),
+            })?;
+        let mut y = dev.alloc_for_kernel_output::<f32>(len)?;
+        let name = if x.transposed {
+            tf32_k_major_cols::NAME
+        } else {
+            tf32_k_major_rows::NAME
+        };
+        let limits = dev.limits().max_grid_dim;
+        let tiles = |n: usize, axis: usize, what: &'static str| {
+            grid_axis(
+                name,
+                what,
+                n.div_ceil(TF32_TILE),
+                limits[axis].min(65535),
+                "split the GEMM over several calls",
+            )
+        };
+        let grid = Dim3::new(
+            tiles(layout.ld, 0, "grid.x (⌈k' / 32⌉)")?,
+            tiles(rows, 1, "grid.y (⌈rows / 32⌉)")?,
+            grid_axis(
+                name,
+                "grid.z (batches)",
+                count,
+                limits[2].min(65535),
+                "split the batch",
+            )?,
+        );
+        let cfg = LaunchConfig::new(grid, Dim3::x(TF32_THREADS as u32));
+        let out = y.batched_matrix_mut(rows, layout.ld, layout.ld, count, layout.stride)?;
+        let args = (x.buffer, x.ld, x.stride, k, out);
+        if x.transposed {
+            dev.launch(kt::tf32_k_major_cols, cfg, args)?;
+        } else {
+            dev.launch(kt::tf32_k_major_rows, cfg, args)?;
+        }
+        Ok(y)
+    }
+
+    /// Runs `C = alpha·op(A)·op(B) + beta·C` on the tf32 kernel (module
+    /// docs): `(m, n, k)` and `count` batches, every extent checked by the
+    /// caller, the Hopper plan made for the K-major copies ([`packed`]),
+    /// its persistent grid `blocks`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::ops::gemm) fn run(
+        dev: &Device,
+        blocks: u32,
+        (m, n, k): (usize, usize, usize),
+        count: usize,
+        (alpha, beta): (f32, f32),
+        a: Source<'_>,
+        b: Source<'_>,
+        c: MatrixMut<'_, f32>,
+    ) -> Result<()> {
+        // op(A) is m × k as it is; op(B) is k × n, so its K-major copy is
+        // op(B)ᵀ: B's stored rows are op(B)ᵀ's rows when B is transposed.
+        let a_packed = k_major(dev, &a, (m, k, count))?;
+        let b = Source {
+            transposed: !b.transposed,
+            ..b
+        };
+        let b_packed = k_major(dev, &b, (n, k, count))?;
+        let map_a = layout(m, k, count)?.map::<f32, { hp::BK_TF32 }>(&a_packed)?;
+        let map_b = layout(n, k, count)?.map::<f32, { hp::BK_TF32 }>(&b_packed)?;
+        let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(hp::THREADS));
+        // `unsupported` refused k past 2^31 − 1.
+        dev.launch(
+            hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4,
+            cfg,
+            (&map_a, &map_b, k as u32, alpha, beta, c),
+        )
+    }
 }

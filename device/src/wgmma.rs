@@ -839,8 +839,14 @@ mod tests {
                 product!(bf16, MnMajor<Sw64>, KMajor<Sw128>, 256).unwrap(),
             ),
         ];
+        assert_exact(&cases, KX);
+    }
+
+    /// Each case `(name, n, C + A·B as computed)` equals the reference
+    /// `kx` deep, element for element.
+    fn assert_exact(cases: &[(&str, usize, Vec<f32>)], kx: usize) {
         for (name, n, got) in cases {
-            let want = reference(n, KX);
+            let want = reference(*n, kx);
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g, w, "{name}: element ({}, {})", i / n, i % n);
             }
@@ -874,12 +880,7 @@ mod tests {
                 product!(f32, KMajor<Sw32>, KMajor<Sw128>, 256).unwrap(),
             ),
         ];
-        for (name, n, got) in cases {
-            let want = reference(n, kx);
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g, w, "{name}: element ({}, {})", i / n, i % n);
-            }
-        }
+        assert_exact(&cases, kx);
     }
 
     /// The typed tiles lie exactly as TMA boxes land: a K-major tile is

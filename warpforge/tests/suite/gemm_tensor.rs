@@ -21,7 +21,7 @@
 
 use crate::common;
 
-use common::gemm::{Case, PADDING, TRANSPOSES, case, case_with_lds};
+use common::gemm::{Case, PADDING, TRANSPOSES, case, case_with_lds, wgmma_lds};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
@@ -1002,27 +1002,6 @@ fn lean_stages_are_swizzled_without_bank_conflicts() {
 // The Hopper kernels (`Gemm::wgmma`: a TMA producer warpgroup and two
 // `wgmma` consumer warpgroups, 128 × 256 × 64 tiles through a 4-stage ring),
 // on the emulator of sm_90: the same exact properties.
-
-/// Leading dimensions a tensor map can describe: each stored row length
-/// rounded up to 8 elements (16 bytes), plus `extra` · 8; C's `n + extra`.
-fn wgmma_lds(
-    (m, n, k): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-    extra: usize,
-) -> common::gemm::LeadingDims {
-    let ((_, ac), (_, bc)) = (stored(m, k, ta), stored(k, n, tb));
-    let up = |x: usize| x.next_multiple_of(8) + 8 * extra;
-    (up(ac), up(bc), n + extra)
-}
-
-/// Stored rows and columns of an operand `rows × cols`, transposed or not.
-fn stored(rows: usize, cols: usize, transposed: bool) -> (usize, usize) {
-    if transposed {
-        (cols, rows)
-    } else {
-        (rows, cols)
-    }
-}
 
 /// A dimension around the Hopper tile's edges (128 rows, 256 columns, 64
 /// deep, 4 stages: past 256 the ring wraps), sometimes any up to 300.

@@ -53,10 +53,11 @@ fn reference(c: &Case) -> Vec<f64> {
     d
 }
 
-/// How one run is configured: the pinned ranges, tile and TF32.
+/// How one run is configured: the pinned ranges (`None`: the default),
+/// tile and TF32.
 #[derive(Clone, Copy, Debug)]
 struct Run {
-    ranges: usize,
+    ranges: Option<usize>,
     tile: Option<TileConfig>,
     tf32: bool,
 }
@@ -102,8 +103,10 @@ where
         .lda(c.lda)
         .ldb(c.ldb)
         .ldc(c.ldc)
-        .tf32(run.tf32)
-        .split_k(run.ranges);
+        .tf32(run.tf32);
+    if let Some(ranges) = run.ranges {
+        gemm = gemm.split_k(ranges);
+    }
     if let Some(tile) = run.tile {
         gemm = gemm.tile(tile);
     }
@@ -159,7 +162,7 @@ fn split_k_is_exact_for_every_pair_transpose_and_tile() {
             };
             for tile in [Small, Large] {
                 let run = Run {
-                    ranges: 3,
+                    ranges: Some(3),
                     tile: Some(tile),
                     tf32: false,
                 };
@@ -178,7 +181,7 @@ fn split_k_is_exact_for_every_pair_transpose_and_tile() {
                 assert_eq!(launches, split_launches(tf32_partial, DType::F32, 3));
             }
             let small = Run {
-                ranges: 3,
+                ranges: Some(3),
                 tile: Some(Small),
                 tf32: false,
             };
@@ -256,7 +259,7 @@ fn beta_zero_alpha_zero_and_shallow_k() {
             small_int,
         );
         let run = Run {
-            ranges: 2,
+            ranges: Some(2),
             tile: None,
             tf32: false,
         };
@@ -287,7 +290,7 @@ fn beta_zero_alpha_zero_and_shallow_k() {
         small_int,
     );
     let run = Run {
-        ranges: 5,
+        ranges: Some(5),
         tile: None,
         tf32: false,
     };
@@ -317,13 +320,18 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     assert_eq!(split_k_count(128, 4096, 1, 132), 3);
     // 128 blocks fill an A100's 108 SMs.
     assert_eq!(skinny.split_k_for::<f16, f32>(&a100).unwrap(), 1);
+    // 1024² on sm_90: 256 small blocks, but 32 Hopper tiles: 4 ranges of
+    // those (`the_hopper_split_fills_one_wave_of_the_issues_shapes`).
+    let square = Gemm::new(1024, 1024, 4096);
+    assert_eq!(square.split_k_for::<f16, f32>(&h100).unwrap(), 4);
+    assert_eq!(square.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(), 1);
     // A leading dimension no tensor map describes: the mma.sync split.
     assert_eq!(skinny.lda(4100).split_k_for::<f16, f32>(&h100).unwrap(), 3);
     // Pinned large tile: 32 blocks, 9 ranges wanted, 8 allowed (k / 512).
     let large = skinny.tile(Large);
     assert_eq!(large.split_k_for::<bf16, bf16>(&h100).unwrap(), 8);
     for gemm in [
-        Gemm::new(1024, 1024, 4096), // 256 blocks
+        square.wgmma(false),         // 256 blocks
         skinny.batch(2),             // a batch
         Gemm::new(128, 4096, 1000),  // k under 2 · 512
         skinny.alpha(0.0),           // C ← beta·C
@@ -336,8 +344,9 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
 /// The Hopper split's heuristic (`wgmma_split_k_count`) on the issue's
 /// shapes, on the emulated H100's 132 SMs: where the 128 × 256 tiles leave
 /// SMs idle, k-ranges of the f32-output Hopper kernel, as many as fit one
-/// wave; a grid of two waves or more runs unsplit, and a shallow k, a
-/// batch or a pin of the mma.sync kernels keeps today's choice.
+/// wave; a grid of a wave or more runs unsplit (2048³ is 16 × 8 = 128
+/// tiles: one wave at 97 %), and a shallow k, a batch or a pin of the
+/// mma.sync kernels keeps today's choice.
 #[test]
 fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     let h100 = Device::emulator_for(Arch::Sm90);
@@ -348,11 +357,9 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
             g.wgmma_blocks::<bf16, bf16>(&h100).unwrap(),
         )
     };
-    // 2048³: 16 × 8 = 64 tiles; 2 ranges of 1024, 128 blocks.
-    let cube = Gemm::new(2048, 2048, 2048);
-    assert_eq!(
-        plan(cube),
-        (2, "gemm_wgmma_bf16_f32_nn_128x256x64_s4", Some(128))
+    let (whole, partial) = (
+        "gemm_wgmma_bf16_bf16_nn_128x256x64_s4",
+        "gemm_wgmma_bf16_f32_nn_128x256x64_s4",
     );
     // 128 × 4096 × 4096: 1 × 16 tiles; 8 ranges of 512, 128 blocks.
     let skinny = Gemm::new(128, 4096, 4096);
@@ -361,33 +368,36 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
         (8, "gemm_wgmma_bf16_f32_nt_128x256x64_s4", Some(128))
     );
     assert_eq!(skinny.split_k_for::<f16, f32>(&h100).unwrap(), 8);
+    // 2048³: 128 tiles, one wave already: unsplit.
+    let cube = Gemm::new(2048, 2048, 2048);
+    assert_eq!(plan(cube), (1, whole, Some(128)));
+    // 1024 × 2048 × 2048: 8 × 8 = 64 tiles; 2 ranges of 1024, 128 blocks.
+    assert_eq!(plan(Gemm::new(1024, 2048, 2048)), (2, partial, Some(128)));
     // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves: unsplit.
-    assert_eq!(
-        plan(Gemm::new(8192, 1024, 4096)),
-        (1, "gemm_wgmma_bf16_bf16_nn_128x256x64_s4", Some(132))
-    );
-    assert_eq!(wgmma_split_k_count(64, 2048, 1, 132), 2);
+    assert_eq!(plan(Gemm::new(8192, 1024, 4096)), (1, whole, Some(132)));
+    assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
     assert_eq!(wgmma_split_k_count(16, 4096, 1, 132), 8);
-    // The SMs the persistent grid may take (`sm_limit`) are the ones to fill:
-    // 66 of them hold 64 tiles already.
-    assert_eq!(plan(cube.sm_limit(66)).0, 1);
-    assert_eq!(plan(cube.sm_limit(40)).0, 1);
-    assert_eq!(plan(skinny.sm_limit(64)), (4, "gemm_wgmma_bf16_f32_nn_128x256x64_s4", Some(64)));
+    // The SMs the persistent grid may take (`sm_limit`) are the ones to
+    // fill: 64 of them hold 4 ranges of 16 tiles.
+    assert_eq!(plan(skinny.sm_limit(64)), (4, partial, Some(64)));
+    // 16 SMs for 16 tiles: no Hopper split, and the mma.sync heuristic's
+    // small tile keeps the Hopper kernels off (their own split, which
+    // `sm_limit` does not bound).
+    assert_eq!(
+        plan(skinny.sm_limit(16)),
+        (3, "gemm_bf16_bf16_nn_64x64x32_s3", None)
+    );
     // A pinned count with the Hopper kernels pinned; without the pin,
-    // `.split_k` is the mma.sync split.
-    assert_eq!(plan(cube.wgmma(true).split_k(3)).0, 3);
+    // `.split_k` is the mma.sync split (the large tile: 256 blocks).
+    assert_eq!(plan(cube.wgmma(true).split_k(3)), (3, partial, Some(132)));
     assert_eq!(
         cube.split_k(3).kernel_name_for::<bf16, bf16>(&h100).unwrap(),
         "gemm_bf16_bf16_nn_128x128x32_s4"
     );
     // k under two ranges of 512, a batch: no split; the grid fills (Large:
-    // 256 blocks of 128 × 128), so the unsplit Hopper kernel.
-    for (g, blocks) in [(Gemm::new(2048, 2048, 1000), 64), (cube.batch(2), 128)] {
-        assert_eq!(
-            plan(g),
-            (1, "gemm_wgmma_bf16_bf16_nn_128x256x64_s4", Some(blocks)),
-            "{g:?}"
-        );
+    // 256 blocks of 128 × 128 and more), so the unsplit Hopper kernel.
+    for (g, blocks) in [(Gemm::new(2048, 2048, 1000), 128), (skinny.batch(64), 132)] {
+        assert_eq!(plan(g), (1, whole, Some(blocks)), "{g:?}");
     }
 }
 
@@ -404,7 +414,7 @@ fn wgmma_split_launches(partial: &str, out: DType, tail: bool) -> Vec<(String, u
 }
 
 /// Split-k on the Hopper kernels (`.wgmma(true).split_k(r)`), exact for
-/// every pair, transpose and output: a 131 × 263 C (2 × 2 tiles, ragged in
+/// every pair and output (two pairs a transpose): a 131 × 263 C (2 × 2 tiles, ragged in
 /// both), k = 200 in 3 ranges of 64 and a tail of 8 (its own launch, added
 /// into the first plane), k = 256 in 2 of 128 (no tail); packed and padded
 /// leading dimensions; alpha −2 with beta 0.5, and alpha 1 with beta 0
@@ -425,13 +435,16 @@ fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
             };
             let c = case_with_lds(shape, trans, lds, alpha, beta, fill, seed, small_int);
             let run = Run {
-                ranges,
+                ranges: Some(ranges),
                 tile: None,
                 tf32: false,
             };
             let gemm = Gemm::<f32>::new(131, 263, k)
                 .trans_a(trans.0)
                 .trans_b(trans.1)
+                .lda(lds.0)
+                .ldb(lds.1)
+                .ldc(lds.2)
                 .split_k(ranges)
                 .wgmma(true);
             let partial = |name: &str| {
@@ -440,12 +453,18 @@ fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
             };
             assert_eq!(gemm.kernel_name_for::<f16, f16>(&dev).unwrap(), partial("f16"));
             assert_eq!(gemm.split_k_for::<f16, f16>(&dev).unwrap(), ranges);
-            let want = |out| wgmma_split_launches(&partial("f16"), out, tail);
-            assert_eq!(check_with::<f16, f32>(&dev, &c, run, pin), want(DType::F32));
-            assert_eq!(check_with::<f16, f16>(&dev, &c, run, pin), want(DType::F16));
-            let want = |out| wgmma_split_launches(&partial("bf16"), out, tail);
-            assert_eq!(check_with::<bf16, f32>(&dev, &c, run, pin), want(DType::F32));
-            assert_eq!(check_with::<bf16, bf16>(&dev, &c, run, pin), want(DType::BF16));
+            // Two pairs a transpose, each pair on two transposes.
+            let of_f16 = |out| wgmma_split_launches(&partial("f16"), out, tail);
+            let of_bf16 = |out| wgmma_split_launches(&partial("bf16"), out, tail);
+            if t % 2 == 0 {
+                assert_eq!(check_with::<f16, f32>(&dev, &c, run, pin), of_f16(DType::F32));
+                let launches = check_with::<bf16, bf16>(&dev, &c, run, pin);
+                assert_eq!(launches, of_bf16(DType::BF16));
+            } else {
+                assert_eq!(check_with::<f16, f16>(&dev, &c, run, pin), of_f16(DType::F16));
+                let launches = check_with::<bf16, f32>(&dev, &c, run, pin);
+                assert_eq!(launches, of_bf16(DType::F32));
+            }
         }
     }
 }
@@ -504,7 +523,7 @@ fn the_default_splits_on_the_hopper_kernels_where_the_tiles_leave_sms_idle() {
     assert_eq!(gemm.split_k_for::<bf16, bf16>(&dev).unwrap(), 2);
     assert_eq!(gemm.wgmma_blocks::<bf16, bf16>(&dev).unwrap(), Some(4));
     let run = Run {
-        ranges: gemm.split_k_for::<bf16, bf16>(&dev).unwrap(),
+        ranges: None,
         tile: None,
         tf32: false,
     };
@@ -655,7 +674,9 @@ fn zero_ranges_and_a_split_batch_are_refused() {
 
 /// On a GPU: the exact property through split-k for the tensor-core pairs
 /// and SIMT f32, every transpose, at a skinny shape the heuristic splits
-/// (`128 × 1000 × 2048`) and a pinned uneven split.
+/// (`128 × 1000 × 2048`: on an H100 or H200 the Hopper split where the
+/// leading dimensions allow it), a pinned uneven split, and a pinned Hopper
+/// split with a tail on sm_90.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_split_k_matches_the_exact_reference() {
@@ -671,10 +692,11 @@ fn gpu_split_k_matches_the_exact_reference() {
             t as u64,
             small_int,
         );
+        // The default: on an H100 or H200 the Hopper split where the leading
+        // dimensions allow it (f16/bf16, even t), else the mma.sync one;
+        // f32's large SIMT tile split.
         let auto = Run {
-            ranges: Gemm::<f32>::new(128, 1000, 2048)
-                .split_k_for::<f16, f32>(&gpu)
-                .unwrap(),
+            ranges: None,
             tile: None,
             tf32: false,
         };
@@ -692,11 +714,24 @@ fn gpu_split_k_matches_the_exact_reference() {
             small_int,
         );
         let run = Run {
-            ranges: 3,
+            ranges: Some(3),
             tile: Some(Small),
             tf32: false,
         };
         check::<f16, f16>(&gpu, &uneven, run);
         check::<f32, f32>(&gpu, &uneven, Run { tf32: true, ..run });
+        if gpu.compute_capability() == (9, 0) {
+            let shape = (131, 263, 200);
+            let lds = wgmma_lds(shape, trans, t % 2);
+            let c = case_with_lds(shape, trans, lds, -2.0, 0.5, None, t as u64, small_int);
+            let run = Run {
+                ranges: Some(3),
+                tile: None,
+                tf32: false,
+            };
+            let pin = |g: Gemm<f32>| g.wgmma(true);
+            check_with::<f16, f32>(&gpu, &c, run, pin);
+            check_with::<bf16, bf16>(&gpu, &c, run, pin);
+        }
     }
 }

@@ -551,11 +551,13 @@ pub fn split_k_count(blocks: usize, k: usize, batch: usize, multiprocessors: u32
 /// ```
 /// use warpforge::gemm::wgmma_split_k_count;
 /// // An H100 or H200: 132 SMs.
-/// // 2048³: 16 × 8 = 64 tiles (48% of the SMs): 2 ranges, 128 tiles (97%).
-/// assert_eq!(wgmma_split_k_count(64, 2048, 1, 132), 2);
 /// // 128 × 4096 × 4096: 1 × 16 tiles (12%): 8 ranges, 128 tiles (97%), 512 deep.
 /// assert_eq!(wgmma_split_k_count(16, 4096, 1, 132), 8);
-/// // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves already.
+/// // 1024 × 2048 × 2048: 8 × 8 = 64 tiles (48%): 2 ranges, 128 tiles (97%).
+/// assert_eq!(wgmma_split_k_count(64, 2048, 1, 132), 2);
+/// // 2048³: 16 × 8 = 128 tiles, one wave (97%) already.
+/// assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
+/// // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves.
 /// assert_eq!(wgmma_split_k_count(256, 4096, 1, 132), 1);
 /// assert_eq!(wgmma_split_k_count(100, 4096, 1, 132), 1); // two ranges: 1.5 waves
 /// assert_eq!(wgmma_split_k_count(16, 1000, 1, 132), 1); // k under 2 · 512

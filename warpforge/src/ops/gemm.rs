@@ -1697,7 +1697,11 @@ impl<T: GemmElement> Gemm<T> {
     /// are added afterwards, each rounded). For one GEMM (batch 1) with
     /// `alpha ≠ 0`; [`run`](Self::run) refuses `0` and a split of a batch
     /// (`InvalidParameter`), and `OutOfMemory` if the pinned workspace does
-    /// not fit (the default falls back to the unsplit GEMM then).
+    /// not fit (the default falls back to the unsplit GEMM then). It pins
+    /// the `mma.sync` kernels' split; with [`wgmma`](Self::wgmma)`(true)`,
+    /// the Hopper kernels' (the repository's `docs/hopper/README.md`: the
+    /// ranges as a batch of the f32-output kernel, whole 64-deep k-steps,
+    /// a tail of k past them as a second launch into the first plane).
     pub fn split_k(mut self, ranges: usize) -> Self {
         self.split_k = Some(ranges);
         self
@@ -1707,8 +1711,12 @@ impl<T: GemmElement> Gemm<T> {
     /// `A` and `B` of `TIn` and `C` of `TOut` (`1`: not split): the pinned
     /// count ([`split_k`](Self::split_k)) or [`split_k_count`]'s for the
     /// configuration's grid ([`tile_config_for`](Self::tile_config_for)),
-    /// as [`SPLIT_K_ALIGN`]-deep ranges leave it. Errors as
-    /// `tile_config_for`'s, and those of `split_k`.
+    /// as [`SPLIT_K_ALIGN`]-deep ranges leave it; on the Hopper kernels
+    /// [`wgmma_split_k_count`]'s (or the count pinned with
+    /// [`wgmma`](Self::wgmma)`(true)`), as ranges of whole 64-deep k-steps
+    /// leave it: the planes, a tail of k past them added into the first.
+    /// Errors as `tile_config_for`'s, those of `split_k` and of a pinned
+    /// `wgmma`.
     pub fn split_k_for<TIn, TOut>(&self, dev: &Device) -> Result<usize>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
@@ -1892,6 +1900,9 @@ impl<T: GemmElement> Gemm<T> {
     /// The name of the kernel [`run`](Self::run) launches on `dev` on `A`
     /// and `B` of `TIn` and `C` of `TOut` (its configuration:
     /// [`tile_config_for`](Self::tile_config_for), whose errors it returns).
+    /// For a split on the Hopper kernels, the f32-output Hopper kernel of
+    /// the partial products (the sum kernel follows it;
+    /// [`split_k_for`](Self::split_k_for) says into how many ranges).
     pub fn kernel_name_for<TIn, TOut>(&self, dev: &Device) -> Result<&'static str>
     where
         TIn: GemmTypes<TOut, Scalar = T>,

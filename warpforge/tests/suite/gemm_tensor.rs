@@ -1225,6 +1225,7 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
 /// and runs on the `mma.sync` kernels when not.
 #[test]
 fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
+    use warpforge_kernels_hopper::gemm as hp;
     let h100 = Device::emulator_for(Arch::Sm90);
     let reason =
         |gemm: Gemm<f32>, dev: &Device| match gemm.wgmma(true).kernel_name_for::<bf16, f32>(dev) {
@@ -1241,7 +1242,16 @@ fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
     assert!(reason(g.batch(2).stride_a(4096 * 512 + 4), &h100).contains("batch stride"));
     assert!(reason(g, &Device::emulator_for(Arch::Sm80)).contains("compute capability 9.0"));
     assert!(reason(g.tile(Large), &h100).contains("pinned"));
-    assert!(reason(g.split_k(2), &h100).contains("split-k"));
+    // A pinned split with the Hopper kernels pinned is theirs (the
+    // f32-output kernel's k-ranges, `gemm_split_k`); alone, the mma.sync one.
+    assert_eq!(
+        g.split_k(2).wgmma(true).kernel_name_for::<bf16, f32>(&h100).unwrap(),
+        hp::gemm_wgmma_bf16_f32_nn_128x256x64_s4::NAME
+    );
+    assert_eq!(
+        g.split_k(2).kernel_name_for::<bf16, f32>(&h100).unwrap(),
+        tc::gemm_bf16_f32_nn_128x256x32_s3::NAME
+    );
     let mixed = g
         .wgmma(true)
         .kernel_name_for::<bf16, f16>(&h100)

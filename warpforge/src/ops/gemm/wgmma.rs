@@ -93,7 +93,8 @@ impl Operand {
 
     /// `count` consecutive k-ranges of this one matrix, `depth` deep, from
     /// k = `start`, as a batch whose stride steps along k: `k_in_cols` says
-    /// whether k runs along its stored columns (A, B transposed) or rows.
+    /// whether k runs along its stored columns (A not transposed, B
+    /// transposed) or its rows.
     /// Each range's extent is its own depth, so the TMA clips every box at
     /// its range's end: no box reads the next range's elements, and the
     /// ranges lie within the matrix (`start + count·depth ≤ k`, which the
@@ -128,9 +129,8 @@ impl Operand {
 /// that adds its product into the first plane (`beta = 1`). The depth is
 /// rounded down so that the tail, a launch of the unsplit grid, is
 /// shallow.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Split {
+pub(super) struct Split {
     pub ranges: usize,
     pub depth: usize,
     pub tail: usize,

@@ -1387,8 +1387,9 @@ where
 /// `lens` (`m·n·k` about that length); the Hopper kernels (on sm_90 only)
 /// their own cases, pinned ([`Gemm::wgmma`]); then split-k's sum kernels
 /// (`gemm_split_k_sum_*`), one report each over split GEMMs into its output
-/// type (f32: from f16 and bf16 on the tensor cores and from f32 on the
-/// SIMT cores; f16 and bf16 from their own type; f64). Each report's
+/// type (f32: from f16 and bf16 on the tensor cores — the `mma.sync`
+/// kernels, and on sm_90 the Hopper ones — and from f32 on the SIMT cores;
+/// f16 and bf16 from their own type, likewise; f64). Each report's
 /// `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     use Accumulation::{FmaChain, TensorCores};

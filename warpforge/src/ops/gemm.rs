@@ -1860,7 +1860,9 @@ impl<T: GemmElement> Gemm<T> {
                 multiprocessors(dev),
                 dev.limits().max_shared_per_block_optin,
             ) {
-                TileConfig::Small if TIn::SPLIT_LARGE && !self.tf32 && self.large_split_fills(dev) => {
+                TileConfig::Small
+                    if TIn::SPLIT_LARGE && !self.tf32 && self.large_split_fills(dev) =>
+                {
                     TileConfig::Large
                 }
                 tile => tile,

@@ -307,7 +307,10 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     let skinny = Gemm::new(128, 4096, 4096);
     // The mma.sync kernels (the Hopper ones off, or a pair without them):
     // 2 × 64 = 128 blocks of 64 × 64 on 132 SMs: 3 ranges (384 blocks).
-    assert_eq!(skinny.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(), 3);
+    assert_eq!(
+        skinny.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(),
+        3
+    );
     assert_eq!(skinny.split_k_for::<f16, bf16>(&h100).unwrap(), 3);
     assert_eq!(
         skinny.kernel_name_for::<f16, bf16>(&h100).unwrap(),
@@ -324,18 +327,21 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     // those (`the_hopper_split_fills_one_wave_of_the_issues_shapes`).
     let square = Gemm::new(1024, 1024, 4096);
     assert_eq!(square.split_k_for::<f16, f32>(&h100).unwrap(), 4);
-    assert_eq!(square.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(), 1);
+    assert_eq!(
+        square.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(),
+        1
+    );
     // A leading dimension no tensor map describes: the mma.sync split.
     assert_eq!(skinny.lda(4100).split_k_for::<f16, f32>(&h100).unwrap(), 3);
     // Pinned large tile: 32 blocks, 9 ranges wanted, 8 allowed (k / 512).
     let large = skinny.tile(Large);
     assert_eq!(large.split_k_for::<bf16, bf16>(&h100).unwrap(), 8);
     for gemm in [
-        square.wgmma(false),         // 256 blocks
-        skinny.batch(2),             // a batch
-        Gemm::new(128, 4096, 1000),  // k under 2 · 512
-        skinny.alpha(0.0),           // C ← beta·C
-        skinny.split_k(1),           // off
+        square.wgmma(false),        // 256 blocks
+        skinny.batch(2),            // a batch
+        Gemm::new(128, 4096, 1000), // k under 2 · 512
+        skinny.alpha(0.0),          // C ← beta·C
+        skinny.split_k(1),          // off
     ] {
         assert_eq!(gemm.split_k_for::<f16, f32>(&h100).unwrap(), 1, "{gemm:?}");
     }
@@ -391,7 +397,9 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     // `.split_k` is the mma.sync split (the large tile: 256 blocks).
     assert_eq!(plan(cube.wgmma(true).split_k(3)), (3, partial, Some(132)));
     assert_eq!(
-        cube.split_k(3).kernel_name_for::<bf16, bf16>(&h100).unwrap(),
+        cube.split_k(3)
+            .kernel_name_for::<bf16, bf16>(&h100)
+            .unwrap(),
         "gemm_bf16_bf16_nn_128x128x32_s4"
     );
     // k under two ranges of 512, a batch: no split; the grid fills (Large:
@@ -451,17 +459,26 @@ fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
                 let suffix = ["nn", "nt", "tn", "tt"][t];
                 format!("gemm_wgmma_{name}_f32_{suffix}_128x256x64_s4")
             };
-            assert_eq!(gemm.kernel_name_for::<f16, f16>(&dev).unwrap(), partial("f16"));
+            assert_eq!(
+                gemm.kernel_name_for::<f16, f16>(&dev).unwrap(),
+                partial("f16")
+            );
             assert_eq!(gemm.split_k_for::<f16, f16>(&dev).unwrap(), ranges);
             // Two pairs a transpose, each pair on two transposes.
             let of_f16 = |out| wgmma_split_launches(&partial("f16"), out, tail);
             let of_bf16 = |out| wgmma_split_launches(&partial("bf16"), out, tail);
             if t % 2 == 0 {
-                assert_eq!(check_with::<f16, f32>(&dev, &c, run, pin), of_f16(DType::F32));
+                assert_eq!(
+                    check_with::<f16, f32>(&dev, &c, run, pin),
+                    of_f16(DType::F32)
+                );
                 let launches = check_with::<bf16, bf16>(&dev, &c, run, pin);
                 assert_eq!(launches, of_bf16(DType::BF16));
             } else {
-                assert_eq!(check_with::<f16, f16>(&dev, &c, run, pin), of_f16(DType::F16));
+                assert_eq!(
+                    check_with::<f16, f16>(&dev, &c, run, pin),
+                    of_f16(DType::F16)
+                );
                 let launches = check_with::<bf16, f32>(&dev, &c, run, pin);
                 assert_eq!(launches, of_bf16(DType::F32));
             }
@@ -483,7 +500,9 @@ fn the_hopper_split_allocates_its_planes_unset_and_launches_three_kernels() {
         let a = dev.upload(&c.a.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>());
         let b = dev.upload(&c.b.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>());
         let (a, b) = (a.unwrap(), b.unwrap());
-        let mut out = dev.upload(&c.c.iter().map(|&x| x as f32).collect::<Vec<_>>()).unwrap();
+        let mut out = dev
+            .upload(&c.c.iter().map(|&x| x as f32).collect::<Vec<_>>())
+            .unwrap();
         let gemm = Gemm::new(m, n, k)
             .beta(1.0)
             .lda(lds.0)
@@ -549,13 +568,19 @@ fn skinny_f32_splits_the_large_simt_tile() {
         )
     };
     // 1 × 32 large blocks: 8 ranges (⌈264 / 32⌉ = 9, at most 4096 / 512).
-    assert_eq!(plan(skinny, &h100), (Some(Large), 8, "gemm_f32_nn_128x128x8"));
+    assert_eq!(
+        plan(skinny, &h100),
+        (Some(Large), 8, "gemm_f32_nn_128x128x8")
+    );
     assert_eq!(
         plan(skinny.trans_a(true), &h100),
         (Some(Large), 8, "gemm_f32_tn_128x128x8")
     );
     // 128 small blocks fill an A100's 108 SMs: the small tile, unsplit.
-    assert_eq!(plan(skinny, &a100), (Some(Small), 1, "gemm_f32_nn_64x64x16"));
+    assert_eq!(
+        plan(skinny, &a100),
+        (Some(Small), 1, "gemm_f32_nn_64x64x16")
+    );
     // The small tile where the large one's 128 rows would cover twice C's
     // 64, k too shallow to split, a pinned split, a batch, TF32.
     assert_eq!(

@@ -1245,7 +1245,10 @@ fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
     // A pinned split with the Hopper kernels pinned is theirs (the
     // f32-output kernel's k-ranges, `gemm_split_k`); alone, the mma.sync one.
     assert_eq!(
-        g.split_k(2).wgmma(true).kernel_name_for::<bf16, f32>(&h100).unwrap(),
+        g.split_k(2)
+            .wgmma(true)
+            .kernel_name_for::<bf16, f32>(&h100)
+            .unwrap(),
         hp::gemm_wgmma_bf16_f32_nn_128x256x64_s4::NAME
     );
     assert_eq!(

@@ -736,14 +736,11 @@ fn sum_partials<TOut: SplitKSum<S>, S: Element>(
 }
 
 /// How the Hopper kernels run a GEMM ([`Gemm::wgmma`]): one launch of the
-/// kernel into `C`'s type, or split-k's launches into f32 planes and their
-/// sum (`whole` is the unsplit launch, for when the planes do not fit).
-enum Hopper {
-    Whole(wgmma::Plan),
-    Split {
-        whole: wgmma::Plan,
-        split: wgmma::SplitPlan,
-    },
+/// kernel into `C`'s type (`whole`), or with `split` split-k's launches into
+/// f32 planes and their sum (`whole` then for when the planes do not fit).
+struct Hopper {
+    whole: wgmma::Plan,
+    split: Option<wgmma::SplitPlan>,
 }
 
 /// The tensor maps of `A` and `B` the Hopper kernels take (batched, boxes
@@ -1504,9 +1501,9 @@ impl<T: GemmElement> Gemm<T> {
         let (stride_a, stride_b) = self.default_strides()?;
         Ok(self
             .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
-            .map(|hopper| match hopper {
-                Hopper::Whole(plan) => plan.blocks,
-                Hopper::Split { split, .. } => split.ranges.blocks,
+            .map(|hopper| match hopper.split {
+                Some(split) => split.ranges.blocks,
+                None => hopper.whole.blocks,
             }))
     }
 
@@ -1629,7 +1626,12 @@ impl<T: GemmElement> Gemm<T> {
             // B's stored rows unless B is.
             let k_in_cols = (!self.trans_a, self.trans_b);
             match whole.split(dev, kernels, (self.m, self.n), split, k_in_cols, sms) {
-                Ok(split) => return Ok(Some(Hopper::Split { whole, split })),
+                Ok(split) => {
+                    return Ok(Some(Hopper {
+                        whole,
+                        split: Some(split),
+                    }));
+                }
                 Err(why) if pinned_ranges.is_some() => {
                     return Err(Error::InvalidParameter {
                         op: "gemm",
@@ -1640,8 +1642,9 @@ impl<T: GemmElement> Gemm<T> {
                 Err(_) => {}
             }
         }
+        let whole = Hopper { whole, split: None };
         if self.wgmma == Some(true) {
-            return Ok(Some(Hopper::Whole(whole)));
+            return Ok(Some(whole));
         }
         Ok((TileConfig::choose(
             self.m,
@@ -1651,7 +1654,7 @@ impl<T: GemmElement> Gemm<T> {
             multiprocessors(dev),
             dev.limits().max_shared_per_block_optin,
         ) != TileConfig::Small)
-            .then_some(Hopper::Whole(whole)))
+            .then_some(whole))
     }
 
     /// The pinned k-ranges ([`split_k`](Self::split_k)), after refusing
@@ -1723,10 +1726,8 @@ impl<T: GemmElement> Gemm<T> {
         TOut: Element,
     {
         let (stride_a, stride_b) = self.default_strides()?;
-        match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            Some(Hopper::Split { split, .. }) => return Ok(split.split.ranges),
-            Some(Hopper::Whole(_)) => return Ok(1),
-            None => {}
+        if let Some(hopper) = self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            return Ok(hopper.split.map_or(1, |split| split.split.ranges));
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(self
@@ -1912,9 +1913,9 @@ impl<T: GemmElement> Gemm<T> {
     {
         let (stride_a, stride_b) = self.default_strides()?;
         let hopper = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            Some(Hopper::Whole(_)) => TIn::WGMMA_KERNELS,
+            Some(Hopper { split: None, .. }) => TIn::WGMMA_KERNELS,
             // The partial products' kernel (the sum follows it).
-            Some(Hopper::Split { .. }) => TIn::WGMMA_PARTIAL_KERNELS,
+            Some(Hopper { split: Some(_), .. }) => TIn::WGMMA_PARTIAL_KERNELS,
             None => None,
         };
         if let Some(names) = hopper {
@@ -2028,8 +2029,11 @@ impl<T: GemmElement> Gemm<T> {
             e => e,
         };
         let whole = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            Some(Hopper::Whole(plan)) => Some(plan),
-            Some(Hopper::Split { whole, split }) => {
+            Some(Hopper { whole, split: None }) => Some(whole),
+            Some(Hopper {
+                whole,
+                split: Some(split),
+            }) => {
                 // The planes: every element written by the ranges' launch
                 // (beta = 0), so no memset. Out of memory: refused when
                 // pinned, else the unsplit launch (C untouched either way).

@@ -1771,8 +1771,12 @@ impl<T: GemmElement> Gemm<T> {
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
     /// `A` and `B` of `TIn` and `C` of `TOut` (the TF32 one with
     /// [`tf32`](Self::tf32)): the pinned one ([`tile`](Self::tile)), else
-    /// [`TileConfig::choose`]'s; for f64 `Small` on the FP64 tensor cores
-    /// and `None` on the SIMT cores ([`dmma`](Self::dmma)).
+    /// [`TileConfig::choose`]'s — but for f32 on the SIMT cores `Large`
+    /// where `choose` gives `Small` for a grid that cannot fill the GPU and
+    /// the large tile's grid splits along k (f32's skinny path: 128 × 4096 ×
+    /// 4096 on 132 SMs runs 32 large blocks in 8 k-ranges); for f64 `Small`
+    /// on the FP64 tensor cores and `None` on the SIMT cores
+    /// ([`dmma`](Self::dmma)).
     /// `InvalidParameter` for a pinned configuration the pair has no kernels
     /// for, and for `tf32` on a pair other than f32 → f32.
     pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>

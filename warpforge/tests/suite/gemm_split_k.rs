@@ -488,7 +488,8 @@ fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
 
 /// The Hopper split's work: one allocation (the planes, unset: every
 /// element is written by the ranges' launch, no memset), the ranges' launch
-/// and the tail's, the sum; nothing else.
+/// and the tail's, the sum; nothing else. The mma.sync split's likewise
+/// (its batch, the sum).
 #[test]
 fn the_hopper_split_allocates_its_planes_unset_and_launches_three_kernels() {
     let dev = Device::emulator_for(Arch::Sm90);
@@ -524,6 +525,17 @@ fn the_hopper_split_allocates_its_planes_unset_and_launches_three_kernels() {
         assert_eq!(work.total_launches(), 2 + tail);
         let want: Vec<f32> = reference(&c).into_iter().map(|x| x as f32).collect();
         assert_eq!(out.to_host().unwrap(), want, "k = {k}");
+        // The mma.sync split's planes are unset too: its batch writes every
+        // element of every plane (the short last range passed as `k_last`).
+        out.copy_from_host(&c.c.iter().map(|&x| x as f32).collect::<Vec<_>>())
+            .unwrap();
+        let mma_sync = gemm.wgmma(false);
+        let ((), work) = dev
+            .work_done_by(|| mma_sync.run(&dev, &a, &b, &mut out))
+            .unwrap();
+        assert_eq!((work.allocations, work.memsets), (1, 0), "{work:?}");
+        assert_eq!(work.total_launches(), 2, "{work:?}");
+        assert_eq!(out.to_host().unwrap(), want, "mma.sync, k = {k}");
     }
 }
 

@@ -1618,6 +1618,20 @@ impl<T: GemmElement> Gemm<T> {
         // Split where the tiles leave SMs idle (or as pinned): k-ranges as a
         // batch of the f32-output kernel, summed afterwards.
         let ranges = pinned_ranges.unwrap_or_else(|| {
+            // Unpinned, only where the mma.sync kernels would split too
+            // (their small tile's grid cannot fill the GPU): the split's
+            // planes, sum and second launch are not measured against the
+            // mma.sync kernels where those fill the GPU unsplit.
+            let small = TileConfig::Small.shape();
+            let small_blocks = self
+                .m
+                .div_ceil(small.rows)
+                .saturating_mul(self.n.div_ceil(small.cols));
+            let mma_sync_splits =
+                split_k_count(small_blocks, self.k, self.batch, multiprocessors(dev)) > 1;
+            if self.wgmma.is_none() && !mma_sync_splits {
+                return 1;
+            }
             let tiles = wgmma::Plan::tiles(self.m, self.n);
             wgmma_split_k_count(tiles, self.k, self.batch, sms)
         });

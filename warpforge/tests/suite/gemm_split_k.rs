@@ -323,13 +323,13 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     assert_eq!(split_k_count(128, 4096, 1, 132), 3);
     // 128 blocks fill an A100's 108 SMs.
     assert_eq!(skinny.split_k_for::<f16, f32>(&a100).unwrap(), 1);
-    // 1024² on sm_90: 256 small blocks, but 32 Hopper tiles: 4 ranges of
-    // those (`the_hopper_split_fills_one_wave_of_the_issues_shapes`).
+    // 1024² on sm_90: 256 small blocks fill it, unsplit; its 32 Hopper
+    // tiles split 4 ways only where the Hopper kernels are pinned.
     let square = Gemm::new(1024, 1024, 4096);
-    assert_eq!(square.split_k_for::<f16, f32>(&h100).unwrap(), 4);
+    assert_eq!(square.split_k_for::<f16, f32>(&h100).unwrap(), 1);
     assert_eq!(
-        square.wgmma(false).split_k_for::<f16, f32>(&h100).unwrap(),
-        1
+        square.wgmma(true).split_k_for::<f16, f32>(&h100).unwrap(),
+        4
     );
     // A leading dimension no tensor map describes: the mma.sync split.
     assert_eq!(skinny.lda(4100).split_k_for::<f16, f32>(&h100).unwrap(), 3);
@@ -337,7 +337,7 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     let large = skinny.tile(Large);
     assert_eq!(large.split_k_for::<bf16, bf16>(&h100).unwrap(), 8);
     for gemm in [
-        square.wgmma(false),        // 256 blocks
+        square,                     // 256 blocks
         skinny.batch(2),            // a batch
         Gemm::new(128, 4096, 1000), // k under 2 · 512
         skinny.alpha(0.0),          // C ← beta·C
@@ -349,10 +349,11 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
 
 /// The Hopper split's heuristic (`wgmma_split_k_count`) on the issue's
 /// shapes, on the emulated H100's 132 SMs: where the 128 × 256 tiles leave
-/// SMs idle, k-ranges of the f32-output Hopper kernel, as many as fit one
-/// wave; a grid of a wave or more runs unsplit (2048³ is 16 × 8 = 128
-/// tiles: one wave at 97 %), and a shallow k, a batch or a pin of the
-/// mma.sync kernels keeps today's choice.
+/// SMs idle (and, unpinned, the mma.sync kernels would split too),
+/// k-ranges of the f32-output Hopper kernel, as many as fit one wave; a
+/// grid of a wave or more runs unsplit (2048³ is 16 × 8 = 128 tiles: one
+/// wave at 97 %), and a shallow k, a batch or a pin of the mma.sync kernels
+/// keeps today's choice.
 #[test]
 fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     let h100 = Device::emulator_for(Arch::Sm90);
@@ -377,8 +378,12 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     // 2048³: 128 tiles, one wave already: unsplit.
     let cube = Gemm::new(2048, 2048, 2048);
     assert_eq!(plan(cube), (1, whole, Some(128)));
-    // 1024 × 2048 × 2048: 8 × 8 = 64 tiles; 2 ranges of 1024, 128 blocks.
-    assert_eq!(plan(Gemm::new(1024, 2048, 2048)), (2, partial, Some(128)));
+    // 1024 × 2048 × 2048: 8 × 8 = 64 tiles; 2 ranges of 1024, 128 blocks,
+    // where the Hopper kernels are pinned; by default the mma.sync small
+    // tile's 512 blocks fill the GPU unsplit, as before.
+    let mid = Gemm::new(1024, 2048, 2048);
+    assert_eq!(plan(mid.wgmma(true)), (2, partial, Some(128)));
+    assert_eq!(plan(mid), (1, "gemm_bf16_bf16_nn_64x64x32_s3", None));
     // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves: unsplit.
     assert_eq!(plan(Gemm::new(8192, 1024, 4096)), (1, whole, Some(132)));
     assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);

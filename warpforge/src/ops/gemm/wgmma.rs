@@ -12,7 +12,8 @@
 //! [`Gemm::wgmma`](super::Gemm::wgmma) forces it (refused with the reason
 //! when it cannot run) or turns it off; by default it runs where the
 //! `mma.sync` heuristic would pick a tile that fills the GPU (`Large` or
-//! `Wide`), or split along k where their tiles leave SMs idle
+//! `Wide`), or split along k where their tiles leave SMs idle and the
+//! `mma.sync` kernels would split too
 //! ([`wgmma_split_k_count`](super::wgmma_split_k_count): [`Split`], the
 //! k-ranges as a batch of the f32-output kernel, summed afterwards), and the
 //! `mma.sync` kernels run everywhere else.

@@ -1079,16 +1079,21 @@ where
             ));
         }
         // The shape as the heuristic runs it; where that is the Hopper
-        // kernel, the mma.sync kernel it replaces too, and where it is the
-        // wide tile, whose rule is not yet measured against the large one,
-        // the large tile too, on the same buffers.
+        // kernel (unsplit or split), the mma.sync kernel it replaces too;
+        // where it is the wide tile, whose rule is not yet measured against
+        // the large one, the large tile too; where it is a split of the
+        // large tile (f32's skinny path), the small tile's split it
+        // replaces; on the same buffers.
+        use warpforge::gemm::TileConfig::{Large, Small, Wide};
         let mut runs = vec![gemm];
         let mma_sync = gemm.wgmma(false);
+        let tile = gemm.tile_config_for::<TIn, TOut>(dev)?;
         if gemm.kernel_name_for::<TIn, TOut>(dev)? != mma_sync.kernel_name_for::<TIn, TOut>(dev)? {
             runs.push(mma_sync);
-        } else if gemm.tile_config_for::<TIn, TOut>(dev)? == Some(warpforge::gemm::TileConfig::Wide)
-        {
-            runs.push(gemm.tile(warpforge::gemm::TileConfig::Large));
+        } else if tile == Some(Wide) {
+            runs.push(gemm.tile(Large));
+        } else if tile == Some(Large) && ranges > 1 {
+            runs.push(gemm.tile(Small));
         }
         for run in runs {
             // The row names the kernel it runs.

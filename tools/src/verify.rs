@@ -1327,7 +1327,8 @@ impl GemmVisitor for NameFamilies<'_> {
 
 /// Split GEMMs ([`Gemm::split_k`]) of `TIn` into `TOut` into `report`
 /// (the sum kernel's): every transpose, `k` split unevenly into 2 or 3 ranges
-/// (the last one short), exact and random inputs, `beta = 0` over NaN.
+/// (the last one short), exact and random inputs, `beta = 0` over NaN; on
+/// the `mma.sync` kernels, then on the Hopper ones where the pair has them.
 fn check_split_k<TIn, TOut, S>(
     dev: &Device,
     rng: &mut StdRng,
@@ -1378,6 +1379,53 @@ where
             check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;
         }
     }
+    // Split-k on the Hopper kernels, where the pair has them on this
+    // device: the ranges as a batch of the f32-output kernel (leading
+    // dimensions multiples of 8, as its tensor maps need), a tail of k
+    // after them as a second launch (k = 130: 2 ranges of 64 and 2; k =
+    // 200: 3 of 64 and 8; k = 192: 3 of 64, none).
+    let hopper = Gemm::<S>::new(8, 8, 128)
+        .wgmma(true)
+        .split_k(2)
+        .kernel_name_for::<TIn, TOut>(dev)
+        .is_ok();
+    if !hopper {
+        return Ok(());
+    }
+    let shapes = [(1, 1, 130, 2), (70, 90, 200, 3), (131, 263, 192, 3)];
+    for (t, (trans_a, trans_b)) in [(false, false), (false, true), (true, false), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
+        for (i, &(m, n, k, ranges)) in shapes.iter().enumerate() {
+            let pad = 8 * ((i + t) % 2);
+            let ld = |cols: usize| cols.next_multiple_of(8) + pad;
+            let (alpha, beta, nan_c) = [(1.0, 0.0, true), (-2.0, 0.5, false)][(i + t) % 2];
+            let case = GemmCase {
+                p: Problem {
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    lda: ld(if trans_a { m } else { k }),
+                    ldb: ld(if trans_b { k } else { n }),
+                    ldc: n + pad / 8,
+                },
+                alpha,
+                beta,
+                integers: i % 2 == 0,
+                nan_c,
+                batch: 1,
+                broadcast: 0,
+                c_layout: CLayout::Packed,
+                split: Some(ranges),
+                wgmma: true,
+                aligned: true,
+            };
+            check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;
+        }
+    }
     Ok(())
 }
 
@@ -1393,8 +1441,9 @@ where
 /// `lens` (`m·n·k` about that length); the Hopper kernels (on sm_90 only)
 /// their own cases, pinned ([`Gemm::wgmma`]); then split-k's sum kernels
 /// (`gemm_split_k_sum_*`), one report each over split GEMMs into its output
-/// type (f32: from f16 and bf16 on the tensor cores and from f32 on the
-/// SIMT cores; f16 and bf16 from their own type; f64). Each report's
+/// type (f32: from f16 and bf16 on the tensor cores — the `mma.sync`
+/// kernels, and on sm_90 the Hopper ones — and from f32 on the SIMT cores;
+/// f16 and bf16 from their own type, likewise; f64). Each report's
 /// `lengths` holds `m·n·k` per case.
 pub fn verify_gemm(dev: &Device, rng: &mut StdRng, lens: &[usize]) -> Result<Vec<KernelReport>> {
     use Accumulation::{FmaChain, TensorCores};

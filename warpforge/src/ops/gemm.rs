@@ -70,7 +70,10 @@
 //! Hopper tf32 kernel (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, after two
 //! launches that round `op(A)` and `op(B)ᵀ` into K-major temporaries) by the
 //! same rule. A GEMM whose grid cannot
-//! fill the GPU runs as split-k ([`Gemm::split_k`], [`split_k_count`]):
+//! fill the GPU runs as split-k ([`Gemm::split_k`], [`split_k_count`]; on
+//! the Hopper kernels where they can run it, [`wgmma_split_k_count`]: the
+//! k-ranges as a batch of the f32-output `gemm_wgmma_*` kernel; not for
+//! TF32, which splits on the `mma.sync` kernels):
 //! deterministic, but not the unsplit GEMM's bits. The aligned fast path and
 //! the guarded path (ragged edges, leading dimensions not a multiple of 8,
 //! unaligned buffers) are chosen inside each kernel, per block and per
@@ -207,6 +210,16 @@ macro_rules! split_k_impl {
         ) -> Result<()> {
             run_split_k::<Self, $tout, $scalar>(gemm, dev, split, a, b, partials, c)
         }
+        fn sum_partials(
+            dev: &Device,
+            (m, n): (usize, usize),
+            ranges: usize,
+            beta: $scalar,
+            partials: &DeviceBuffer<$scalar>,
+            c: MatrixMut<'_, $tout>,
+        ) -> Result<()> {
+            sum_partials::<$tout, $scalar>(dev, (m, n), ranges, beta, partials, c)
+        }
     };
 }
 
@@ -226,6 +239,7 @@ impl sealed::Sealed<f32> for f32 {}
 /// kernels of either configuration).
 impl GemmTypes<f32> for f32 {
     type Scalar = f32;
+    const SPLIT_LARGE: bool = true;
     const TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const WGMMA_TF32: bool = true;
@@ -556,6 +570,42 @@ pub fn split_k_count(blocks: usize, k: usize, batch: usize, multiprocessors: u32
         .clamp(1, SPLIT_K_MAX)
 }
 
+/// The split-k heuristic of the Hopper (`wgmma`) kernels: how many
+/// k-ranges a GEMM of `k` runs as when its grid has `tiles` tiles of
+/// 128 × 256 in a batch of `batch`, on `multiprocessors` SMs (the
+/// persistent grid's blocks: the GPU's, or [`Gemm::sm_limit`]). `1` (no
+/// split) for a batch, or when the tiles already give every SM one; else
+/// as many ranges as fit in one wave, `⌊SMs / tiles⌋` (a wave that spills
+/// over would leave most SMs idle in its second), at most one per
+/// [`SPLIT_K_MIN_DEPTH`] of `k` (each range's pipeline fill, and the f32
+/// plane it writes and the sum reads, against its k-steps) and at most
+/// [`SPLIT_K_MAX`].
+///
+/// ```
+/// use warpforge::gemm::wgmma_split_k_count;
+/// // An H100 or H200: 132 SMs.
+/// // 128 × 4096 × 4096: 1 × 16 tiles (12%): 8 ranges, 128 tiles (97%), 512 deep.
+/// assert_eq!(wgmma_split_k_count(16, 4096, 1, 132), 8);
+/// // 1024 × 2048 × 2048: 8 × 8 = 64 tiles (48%): 2 ranges, 128 tiles (97%).
+/// assert_eq!(wgmma_split_k_count(64, 2048, 1, 132), 2);
+/// // 2048³: 16 × 8 = 128 tiles, one wave (97%) already.
+/// assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
+/// // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves.
+/// assert_eq!(wgmma_split_k_count(256, 4096, 1, 132), 1);
+/// assert_eq!(wgmma_split_k_count(100, 4096, 1, 132), 1); // two ranges: 1.5 waves
+/// assert_eq!(wgmma_split_k_count(16, 1000, 1, 132), 1); // k under 2 · 512
+/// assert_eq!(wgmma_split_k_count(16, 4096, 2, 132), 1); // a batch
+/// ```
+pub fn wgmma_split_k_count(tiles: usize, k: usize, batch: usize, multiprocessors: u32) -> usize {
+    let sms = multiprocessors.max(1) as usize;
+    if batch != 1 || tiles == 0 || tiles >= sms {
+        return 1;
+    }
+    (sms / tiles)
+        .min(k / SPLIT_K_MIN_DEPTH)
+        .clamp(1, SPLIT_K_MAX)
+}
+
 /// How a split-k GEMM runs: `ranges` consecutive k-ranges, each `depth`
 /// deep but the last, `last` (`0 < last ≤ depth`), as a batch of `ranges`
 /// GEMMs on the configuration `tile` ([`Gemm::split_k`]).
@@ -689,6 +739,19 @@ where
         (b, ldb, stride_b),
         partials.batched_matrix_mut(m, n, n, ranges, plane)?,
     )?;
+    sum_partials(dev, (m, n), ranges, beta, partials, c)
+}
+
+/// Split-k's second pass: `C ← Σ partials + beta·C` over the `ranges`
+/// planes of `m × n` in `partials` (`gemm_split_k_sum_*`, in plane order).
+fn sum_partials<TOut: SplitKSum<S>, S: Element>(
+    dev: &Device,
+    (m, n): (usize, usize),
+    ranges: usize,
+    beta: S,
+    partials: &DeviceBuffer<S>,
+    c: MatrixMut<'_, TOut>,
+) -> Result<()> {
     // One thread per element of C, 32 × 8 blocks; the kernel strides over
     // rows beyond the grid's.
     let sum_kernel = TOut::sum_name();
@@ -703,6 +766,14 @@ where
     let y = m.div_ceil(8).min(limits[1].min(65535) as usize) as u32;
     let cfg = LaunchConfig::new(Dim3::new(x, y, 1), Dim3::new(32, 8, 1));
     TOut::launch_sum(dev, cfg, ranges, beta, partials, c)
+}
+
+/// How the Hopper kernels run a GEMM ([`Gemm::wgmma`]): one launch of the
+/// kernel into `C`'s type (`whole`), or with `split` split-k's launches into
+/// f32 planes and their sum (`whole` then for when the planes do not fit).
+struct Hopper {
+    whole: wgmma::Plan,
+    split: Option<wgmma::SplitPlan>,
 }
 
 /// The tensor maps of `A` and `B` the Hopper kernels take (batched, boxes
@@ -731,6 +802,10 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     /// tensor cores or the SIMT cores.
     #[doc(hidden)]
     const HAS_DMMA: bool = false;
+    /// Whether a skinny GEMM that splits along k runs the large tile rather
+    /// than the small one (f32 on the SIMT cores; `Gemm::large_split_fills`).
+    #[doc(hidden)]
+    const SPLIT_LARGE: bool = false;
     /// Whether an unpinned GEMM of this pair runs its tensor-core kernels
     /// ([`TILES`](Self::TILES)) on `dev`: always, but f64 only where the
     /// GPU has FP64 tensor cores (else its SIMT kernels).
@@ -821,6 +896,48 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
             ),
         })
     }
+    /// The Hopper kernels that write the scalar type (f32), `nn, nt, tn,
+    /// tt`: split-k's partial products on the Hopper path, if the pair has
+    /// Hopper kernels.
+    #[doc(hidden)]
+    const WGMMA_PARTIAL_KERNELS: Option<[&'static str; 4]> = None;
+    /// Launches the Hopper kernel into the scalar type for these
+    /// transposes (only called when
+    /// [`WGMMA_PARTIAL_KERNELS`](Self::WGMMA_PARTIAL_KERNELS) names them).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wgmma_partial(
+        dev: &Device,
+        cfg: LaunchConfig,
+        trans: (bool, bool),
+        k: usize,
+        alpha: Self::Scalar,
+        beta: Self::Scalar,
+        maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
+        c: MatrixMut<'_, Self::Scalar>,
+    ) -> Result<()> {
+        let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
+        Err(Error::InvalidParameter {
+            op: "gemm",
+            parameter: "wgmma",
+            detail: format!(
+                "{} → {} has no Hopper kernels",
+                Self::DTYPE.name(),
+                TOut::DTYPE.name()
+            ),
+        })
+    }
+    /// Split-k's sum: the `ranges` planes of `m × n` in `partials`, plus
+    /// `beta·C`, into `c` ([`sum_partials`]).
+    #[doc(hidden)]
+    fn sum_partials(
+        dev: &Device,
+        m_n: (usize, usize),
+        ranges: usize,
+        beta: Self::Scalar,
+        partials: &DeviceBuffer<Self::Scalar>,
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()>;
     /// Split-k ([`Gemm::split_k`]): the partial products of `split`'s
     /// k-ranges into `partials` (this input type into the scalar type, one
     /// `m × n` plane each), then their sum into `c`.
@@ -848,6 +965,20 @@ macro_rules! gemm_tensor {
                 const WGMMA_KERNELS: Option<[&'static str; 4]> =
                     Some([hp::$hnn::NAME, hp::$hnt::NAME, hp::$htn::NAME, hp::$htt::NAME]);
                 const WGMMA_SHARED_BYTES: usize = hp::$hnn::SHARED_BYTES;
+                const WGMMA_PARTIAL_KERNELS: Option<[&'static str; 4]> =
+                    <$tin as GemmTypes<f32>>::WGMMA_KERNELS;
+                fn launch_wgmma_partial(
+                    dev: &Device,
+                    cfg: LaunchConfig,
+                    trans: (bool, bool),
+                    k: usize,
+                    alpha: f32,
+                    beta: f32,
+                    maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
+                    c: MatrixMut<'_, f32>,
+                ) -> Result<()> {
+                    <$tin as GemmTypes<f32>>::launch_wgmma(dev, cfg, trans, k, alpha, beta, maps, c)
+                }
                 fn launch_wgmma(
                     dev: &Device,
                     cfg: LaunchConfig,
@@ -1425,7 +1556,10 @@ impl<T: GemmElement> Gemm<T> {
         let (stride_a, stride_b) = self.default_strides()?;
         Ok(self
             .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
-            .map(|plan| plan.blocks))
+            .map(|hopper| match hopper.split {
+                Some(split) => split.ranges.blocks,
+                None => hopper.whole.blocks,
+            }))
     }
 
     /// `A`'s and `B`'s stored geometry (leading dimensions and batch
@@ -1455,17 +1589,20 @@ impl<T: GemmElement> Gemm<T> {
         )
     }
 
-    /// The Hopper kernels' launch if [`run`](Self::run) takes them on
+    /// The Hopper kernels' launches if [`run`](Self::run) takes them on
     /// `dev`, with `A` and `B` batches `stride_a` and `stride_b` apart (see
     /// [`wgmma`](Self::wgmma)): the operands' checked geometry and the
-    /// persistent grid. A pinned `true` that cannot run is
-    /// `InvalidParameter` naming the reason, as is `sm_limit(0)`.
+    /// persistent grid, split along k where [`wgmma_split_k_count`] (or a
+    /// pinned [`split_k`](Self::split_k) with `.wgmma(true)`) says so. A
+    /// pinned `true` that cannot run is `InvalidParameter` naming the
+    /// reason, as is `sm_limit(0)`, and a pinned split that cannot be one
+    /// (`split_k(0)`, a batch).
     fn wgmma_plan<TIn, TOut>(
         &self,
         dev: &Device,
         stride_a: usize,
         stride_b: usize,
-    ) -> Result<Option<wgmma::Plan>>
+    ) -> Result<Option<Hopper>>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
@@ -1477,6 +1614,7 @@ impl<T: GemmElement> Gemm<T> {
                 detail: "a persistent kernel needs at least one SM".into(),
             });
         }
+        let pinned_ranges = self.pinned_split_k()?;
         // k = 0 or alpha = 0 only scales C (A and B are not read, and may
         // be empty, which no tensor map describes): the mma.sync kernels
         // do that, pinned or not.
@@ -1490,13 +1628,26 @@ impl<T: GemmElement> Gemm<T> {
             ld: s.ld,
             count: self.batch,
             stride,
+            offset: 0,
         };
         let pinned = if self.tile.is_some() {
             Some("a tile is pinned (`.tile`), which names an mma.sync kernel".to_owned())
-        } else if self.split_k.is_some_and(|r| r > 1) {
+        } else if pinned_ranges.is_some_and(|r| r > 1) && self.wgmma.is_none() {
+            // `.split_k` alone pins the mma.sync split (with `.wgmma(true)`,
+            // the Hopper one; TF32 has none).
             Some("split-k is pinned".to_owned())
+        } else if self.tf32 && pinned_ranges.is_some_and(|r| r > 1) {
+            Some(
+                "the Hopper tf32 kernel does not split k (TF32 splits on the mma.sync kernels)"
+                    .to_owned(),
+            )
         } else {
             None
+        };
+        let sms = multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX));
+        let kernels = wgmma::Kernels {
+            exist: TIn::WGMMA_KERNELS.is_some() && TIn::WGMMA_PARTIAL_KERNELS.is_some(),
+            shared_bytes: TIn::WGMMA_SHARED_BYTES,
         };
         // A pinned mma.sync choice is the reason; only otherwise is the
         // Hopper launch planned.
@@ -1517,7 +1668,7 @@ impl<T: GemmElement> Gemm<T> {
                     (self.m, self.n, self.k),
                     a,
                     b,
-                    multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
+                    sms,
                 ),
                 _ => Err(format!(
                     "K-major copies of {} batches of {} × {} do not fit a usize",
@@ -1528,33 +1679,101 @@ impl<T: GemmElement> Gemm<T> {
             },
             None => wgmma::Plan::new(
                 dev,
-                wgmma::Kernels {
-                    exist: TIn::WGMMA_KERNELS.is_some(),
-                    shared_bytes: TIn::WGMMA_SHARED_BYTES,
-                },
+                kernels,
                 (self.m, self.n, self.k),
                 operand(&a, stride_a),
                 operand(&b, stride_b),
-                multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX)),
+                sms,
             ),
         };
-        match (self.wgmma, plan) {
-            (Some(true), Err(why)) => Err(Error::InvalidParameter {
-                op: "gemm",
-                parameter: "wgmma",
-                detail: format!("the Hopper kernels cannot run this GEMM: {why}"),
-            }),
-            (Some(true), Ok(plan)) => Ok(Some(plan)),
-            (_, Err(_)) => Ok(None),
-            (_, Ok(plan)) => Ok((TileConfig::choose(
-                self.m,
-                self.n,
-                self.batch,
-                TIn::TILES,
-                multiprocessors(dev),
-                dev.limits().max_shared_per_block_optin,
-            ) != TileConfig::Small)
-                .then_some(plan)),
+        let whole = match (self.wgmma, plan) {
+            (Some(true), Err(why)) => {
+                return Err(Error::InvalidParameter {
+                    op: "gemm",
+                    parameter: "wgmma",
+                    detail: format!("the Hopper kernels cannot run this GEMM: {why}"),
+                });
+            }
+            (_, Err(_)) => return Ok(None),
+            (_, Ok(plan)) => plan,
+        };
+        // Split where the tiles leave SMs idle (or as pinned): k-ranges as a
+        // batch of the f32-output kernel, summed afterwards (not TF32's: its
+        // one kernel runs whole, a pinned split was refused above).
+        let ranges = if self.tf32 { Some(1) } else { pinned_ranges };
+        let ranges = ranges.unwrap_or_else(|| {
+            // Unpinned, only where the mma.sync kernels would split too
+            // (their small tile's grid cannot fill the GPU): the split's
+            // planes, sum and second launch are not measured against the
+            // mma.sync kernels where those fill the GPU unsplit.
+            let small = TileConfig::Small.shape();
+            let small_blocks = self
+                .m
+                .div_ceil(small.rows)
+                .saturating_mul(self.n.div_ceil(small.cols));
+            let mma_sync_splits =
+                split_k_count(small_blocks, self.k, self.batch, multiprocessors(dev)) > 1;
+            if self.wgmma.is_none() && !mma_sync_splits {
+                return 1;
+            }
+            let tiles = wgmma::Plan::tiles(self.m, self.n);
+            wgmma_split_k_count(tiles, self.k, self.batch, sms)
+        });
+        if let Some(split) = wgmma::Split::new(self.k, ranges) {
+            // k runs along A's stored columns unless A is transposed, along
+            // B's stored rows unless B is.
+            let k_in_cols = (!self.trans_a, self.trans_b);
+            match whole.split(dev, kernels, (self.m, self.n), split, k_in_cols, sms) {
+                Ok(split) => {
+                    return Ok(Some(Hopper {
+                        whole,
+                        split: Some(split),
+                    }));
+                }
+                Err(why) if pinned_ranges.is_some() => {
+                    return Err(Error::InvalidParameter {
+                        op: "gemm",
+                        parameter: "split_k",
+                        detail: format!("the Hopper kernels cannot run this split: {why}"),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+        let whole = Hopper { whole, split: None };
+        if self.wgmma == Some(true) {
+            return Ok(Some(whole));
+        }
+        Ok((TileConfig::choose(
+            self.m,
+            self.n,
+            self.batch,
+            TIn::TILES,
+            multiprocessors(dev),
+            dev.limits().max_shared_per_block_optin,
+        ) != TileConfig::Small)
+            .then_some(whole))
+    }
+
+    /// The pinned k-ranges ([`split_k`](Self::split_k)), after refusing
+    /// those that cannot be (`InvalidParameter` naming `split_k`): `0`, and
+    /// a split of a batch.
+    fn pinned_split_k(&self) -> Result<Option<usize>> {
+        let refuse = |detail: String| Error::InvalidParameter {
+            op: "gemm",
+            parameter: "split_k",
+            detail,
+        };
+        match self.split_k {
+            Some(0) => Err(refuse(
+                "0 k-ranges: use 1 for no split, or more to split k".into(),
+            )),
+            Some(r) if r > 1 && self.batch != 1 => Err(refuse(format!(
+                "{r} k-ranges for a batch of {}: split-k runs one GEMM's k-ranges as a \
+                 batch; drop .split_k or run the GEMMs one by one",
+                self.batch
+            ))),
+            r => Ok(r),
         }
     }
 
@@ -1579,7 +1798,11 @@ impl<T: GemmElement> Gemm<T> {
     /// are added afterwards, each rounded). For one GEMM (batch 1) with
     /// `alpha ≠ 0`; [`run`](Self::run) refuses `0` and a split of a batch
     /// (`InvalidParameter`), and `OutOfMemory` if the pinned workspace does
-    /// not fit (the default falls back to the unsplit GEMM then).
+    /// not fit (the default falls back to the unsplit GEMM then). It pins
+    /// the `mma.sync` kernels' split; with [`wgmma`](Self::wgmma)`(true)`,
+    /// the Hopper kernels' (the repository's `docs/hopper/README.md`: the
+    /// ranges as a batch of the f32-output kernel, whole 64-deep k-steps,
+    /// a tail of k past them as a second launch into the first plane).
     pub fn split_k(mut self, ranges: usize) -> Self {
         self.split_k = Some(ranges);
         self
@@ -1589,13 +1812,21 @@ impl<T: GemmElement> Gemm<T> {
     /// `A` and `B` of `TIn` and `C` of `TOut` (`1`: not split): the pinned
     /// count ([`split_k`](Self::split_k)) or [`split_k_count`]'s for the
     /// configuration's grid ([`tile_config_for`](Self::tile_config_for)),
-    /// as [`SPLIT_K_ALIGN`]-deep ranges leave it. Errors as
-    /// `tile_config_for`'s, and those of `split_k`.
+    /// as [`SPLIT_K_ALIGN`]-deep ranges leave it; on the Hopper kernels
+    /// [`wgmma_split_k_count`]'s (or the count pinned with
+    /// [`wgmma`](Self::wgmma)`(true)`), as ranges of whole 64-deep k-steps
+    /// leave it: the planes, a tail of k past them added into the first.
+    /// Errors as `tile_config_for`'s, those of `split_k` and of a pinned
+    /// `wgmma`.
     pub fn split_k_for<TIn, TOut>(&self, dev: &Device) -> Result<usize>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
+        let (stride_a, stride_b) = self.default_strides()?;
+        if let Some(hopper) = self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            return Ok(hopper.split.map_or(1, |split| split.split.ranges));
+        }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(self
             .split_plan(dev, tile, TIn::shape(tile, self.tf32))?
@@ -1609,24 +1840,7 @@ impl<T: GemmElement> Gemm<T> {
         tile: Option<TileConfig>,
         shape: BlockShape,
     ) -> Result<Option<SplitK>> {
-        let refuse = |detail: String| Error::InvalidParameter {
-            op: "gemm",
-            parameter: "split_k",
-            detail,
-        };
-        let ranges = match self.split_k {
-            Some(0) => {
-                return Err(refuse(
-                    "0 k-ranges: use 1 for no split, or more to split k".into(),
-                ));
-            }
-            Some(r) if r > 1 && self.batch != 1 => {
-                return Err(refuse(format!(
-                    "{r} k-ranges for a batch of {}: split-k runs one GEMM's k-ranges as a \
-                     batch; drop .split_k or run the GEMMs one by one",
-                    self.batch
-                )));
-            }
+        let ranges = match self.pinned_split_k()? {
             Some(r) => r,
             None => {
                 let blocks = self
@@ -1655,8 +1869,12 @@ impl<T: GemmElement> Gemm<T> {
     /// The tensor-core configuration [`run`](Self::run) uses on `dev` for
     /// `A` and `B` of `TIn` and `C` of `TOut` (the TF32 one with
     /// [`tf32`](Self::tf32)): the pinned one ([`tile`](Self::tile)), else
-    /// [`TileConfig::choose`]'s; for f64 `Small` on the FP64 tensor cores
-    /// and `None` on the SIMT cores ([`dmma`](Self::dmma)).
+    /// [`TileConfig::choose`]'s — but for f32 on the SIMT cores `Large`
+    /// where `choose` gives `Small` for a grid that cannot fill the GPU and
+    /// the large tile's grid splits along k (f32's skinny path: 128 × 4096 ×
+    /// 4096 on 132 SMs runs 32 large blocks in 8 k-ranges); for f64 `Small`
+    /// on the FP64 tensor cores and `None` on the SIMT cores
+    /// ([`dmma`](Self::dmma)).
     /// `InvalidParameter` for a pinned configuration the pair has no kernels
     /// for, and for `tf32` on a pair other than f32 → f32.
     pub fn tile_config_for<TIn, TOut>(&self, dev: &Device) -> Result<Option<TileConfig>>
@@ -1737,37 +1955,74 @@ impl<T: GemmElement> Gemm<T> {
                     ),
                 });
             }
-            None => TileConfig::choose(
+            None => match TileConfig::choose(
                 self.m,
                 self.n,
                 self.batch,
                 tiles,
                 multiprocessors(dev),
                 dev.limits().max_shared_per_block_optin,
-            ),
+            ) {
+                TileConfig::Small
+                    if TIn::SPLIT_LARGE && !self.tf32 && self.large_split_fills(dev) =>
+                {
+                    TileConfig::Large
+                }
+                tile => tile,
+            },
         };
         Ok(Some(tile))
+    }
+
+    /// Whether a GEMM whose small-tile grid cannot fill the GPU runs the
+    /// large tile split along k instead (the pairs with
+    /// [`GemmTypes::SPLIT_LARGE`], f32 on the SIMT cores, whose small
+    /// kernel spends 8 bounds-checked scalar shared loads on 16 FMAs where
+    /// the warp-tiled large one spends 4 16-byte loads on 64): one GEMM
+    /// (batch 1) with the split not pinned, whose 64 × 64 blocks are fewer
+    /// than the SMs, whose 128 × 128 tiles cover at most an eighth more of
+    /// `C` (`m` or `n` under 128 would leave a large block's threads
+    /// idle), and which [`split_k_count`] splits on the large grid (`k` at
+    /// least 1024). 128 × 4096 × 4096 on 132 SMs: 128 small blocks; 32
+    /// large ones in 8 ranges, 256 blocks (two a SM: one wave), where the
+    /// small tile ran 3 ranges of 128.
+    fn large_split_fills(&self, dev: &Device) -> bool {
+        let sms = multiprocessors(dev);
+        // (rows, columns) of the small and large blocks.
+        let (small, large) = (
+            (F32_TILE.m, F32_TILE.n),
+            (F32_TILE_LARGE.m, F32_TILE_LARGE.n),
+        );
+        let blocks = |(r, c): (usize, usize)| self.m.div_ceil(r).saturating_mul(self.n.div_ceil(c));
+        let cover = |(r, c): (usize, usize)| blocks((r, c)).saturating_mul(r * c);
+        self.batch == 1
+            && self.split_k.is_none()
+            && blocks(small) < sms as usize
+            && cover(large).saturating_mul(8) <= cover(small).saturating_mul(9)
+            && split_k_count(blocks(large), self.k, 1, sms) > 1
     }
 
     /// The name of the kernel [`run`](Self::run) launches on `dev` on `A`
     /// and `B` of `TIn` and `C` of `TOut` (its configuration:
     /// [`tile_config_for`](Self::tile_config_for), whose errors it returns).
+    /// For a split on the Hopper kernels, the f32-output Hopper kernel of
+    /// the partial products (the sum kernel follows it;
+    /// [`split_k_for`](Self::split_k_for) says into how many ranges).
     pub fn kernel_name_for<TIn, TOut>(&self, dev: &Device) -> Result<&'static str>
     where
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
         let (stride_a, stride_b) = self.default_strides()?;
-        if self
-            .wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)?
-            .is_some()
-        {
-            if self.tf32 {
-                return Ok(wgmma::tf32::KERNEL);
-            }
-            if let Some(names) = TIn::WGMMA_KERNELS {
-                return Ok(names[trans_index(self.trans_a, self.trans_b)]);
-            }
+        let hopper = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            Some(_) if self.tf32 => return Ok(wgmma::tf32::KERNEL),
+            Some(Hopper { split: None, .. }) => TIn::WGMMA_KERNELS,
+            // The partial products' kernel (the sum follows it).
+            Some(Hopper { split: Some(_), .. }) => TIn::WGMMA_PARTIAL_KERNELS,
+            None => None,
+        };
+        if let Some(names) = hopper {
+            return Ok(names[trans_index(self.trans_a, self.trans_b)]);
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(TIn::kernel_name(
@@ -1876,22 +2131,42 @@ impl<T: GemmElement> Gemm<T> {
             },
             e => e,
         };
-        if let Some(plan) = self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            if self.tf32 {
-                let c = c
-                    .batched_matrix_mut(m, n, ldc, count, stride_c)
-                    .map_err(c_error)?;
-                return TIn::run_wgmma_tf32(
-                    dev,
-                    plan.blocks,
-                    (m, n, k),
-                    count,
-                    (alpha, beta),
-                    (a, a_shape.ld, stride_a, trans_a),
-                    (b, b_shape.ld, stride_b, trans_b),
-                    c,
-                );
+        let whole = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
+            Some(Hopper { whole, split: None }) => Some(whole),
+            Some(Hopper {
+                whole,
+                split: Some(split),
+            }) => {
+                // The planes: every element written by the ranges' launch
+                // (beta = 0), so no memset. Out of memory: refused when
+                // pinned, else the unsplit launch (C untouched either way).
+                match alloc_planes::<T>(dev, split.split.ranges, m, n) {
+                    Ok(mut partials) => {
+                        let c = c.matrix_mut(m, n, ldc)?;
+                        return self.run_wgmma_split_k(dev, &split, (a, b), &mut partials, c);
+                    }
+                    Err(Error::OutOfMemory { .. }) if self.split_k.is_none() => Some(whole),
+                    Err(e) => return Err(e),
+                }
             }
+            None => None,
+        };
+        if let Some(plan) = whole.as_ref().filter(|_| self.tf32) {
+            let c = c
+                .batched_matrix_mut(m, n, ldc, count, stride_c)
+                .map_err(c_error)?;
+            return TIn::run_wgmma_tf32(
+                dev,
+                plan.blocks,
+                (m, n, k),
+                count,
+                (alpha, beta),
+                (a, a_shape.ld, stride_a, trans_a),
+                (b, b_shape.ld, stride_b, trans_b),
+                c,
+            );
+        }
+        if let Some(plan) = whole {
             let map_a = plan.a.map(a)?;
             let map_b = plan.b.map(b)?;
             let cfg = LaunchConfig::new(Dim3::x(plan.blocks), Dim3::x(hp::THREADS));
@@ -1912,20 +2187,11 @@ impl<T: GemmElement> Gemm<T> {
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         let shape = TIn::shape(tile, self.tf32);
         if let Some(split) = self.split_plan(dev, tile, shape)? {
-            // The workspace: a plane of m × n scalars per k-range (checked
-            // size). Out of memory: refused when pinned, else the unsplit
-            // GEMM below (C untouched either way).
-            let planes = split
-                .ranges
-                .checked_mul(m)
-                .and_then(|x| x.checked_mul(n))
-                .ok_or_else(|| Error::SizeOverflow {
-                    what: format!(
-                        "gemm: split-k workspace, {} planes of {m} × {n}",
-                        split.ranges
-                    ),
-                })?;
-            match dev.alloc_zeroed::<T>(planes) {
+            // The workspace: a plane of m × n scalars per k-range, each
+            // element written by the partial products' launch (beta = 0).
+            // Out of memory: refused when pinned, else the unsplit GEMM
+            // below (C untouched either way).
+            match alloc_planes::<T>(dev, split.ranges, m, n) {
                 Ok(mut partials) => {
                     let c = c.matrix_mut(m, n, ldc)?;
                     return TIn::run_split_k(
@@ -1961,4 +2227,66 @@ impl<T: GemmElement> Gemm<T> {
             c,
         )
     }
+
+    /// Split-k on the Hopper kernels (`split`, planned and checked by
+    /// [`wgmma_plan`](Self::wgmma_plan)): the ranges as one launch of a
+    /// batch of the f32-output kernel, `alpha·op(A)·op(B)` of range `z` into
+    /// plane `z` of `partials`; the tail of k, if any, as a second launch
+    /// adding its `alpha·op(A)·op(B)` into plane 0 (`beta = 1`, exact
+    /// f32 arithmetic as the sum's); then the planes' sum with `beta·C`
+    /// into `c`, rounded once (alpha applied once, in the planes).
+    fn run_wgmma_split_k<TIn, TOut>(
+        &self,
+        dev: &Device,
+        plan: &wgmma::SplitPlan,
+        (a, b): (&DeviceBuffer<TIn>, &DeviceBuffer<TIn>),
+        partials: &mut DeviceBuffer<T>,
+        c: MatrixMut<'_, TOut>,
+    ) -> Result<()>
+    where
+        TIn: GemmTypes<TOut, Scalar = T>,
+        TOut: Element,
+    {
+        let (m, n) = (self.m, self.n);
+        let trans = (self.trans_a, self.trans_b);
+        let split = plan.split;
+        let launch = |part: &wgmma::Plan, depth, beta, planes: MatrixMut<'_, T>| {
+            let (map_a, map_b) = (part.a.map(a)?, part.b.map(b)?);
+            let cfg = LaunchConfig::new(Dim3::x(part.blocks), Dim3::x(hp::THREADS));
+            TIn::launch_wgmma_partial(
+                dev,
+                cfg,
+                trans,
+                depth,
+                self.alpha,
+                beta,
+                (&map_a, &map_b),
+                planes,
+            )
+        };
+        // Planes m·n apart (alloc_planes checked ranges·m·n).
+        let planes = partials.batched_matrix_mut(m, n, n, split.ranges, m * n)?;
+        launch(&plan.ranges, split.depth, T::ZERO, planes)?;
+        if let Some(tail) = &plan.tail {
+            launch(tail, split.tail, T::ONE, partials.matrix_mut(m, n, n)?)?;
+        }
+        TIn::sum_partials(dev, (m, n), split.ranges, self.beta, partials, c)
+    }
+}
+
+/// Split-k's workspace: `ranges` planes of `m × n` scalars (checked size),
+/// unset: the partial products' launch writes every element.
+fn alloc_planes<S: Element>(
+    dev: &Device,
+    ranges: usize,
+    m: usize,
+    n: usize,
+) -> Result<DeviceBuffer<S>> {
+    let len = ranges
+        .checked_mul(m)
+        .and_then(|x| x.checked_mul(n))
+        .ok_or_else(|| Error::SizeOverflow {
+            what: format!("gemm: split-k workspace, {ranges} planes of {m} × {n}"),
+        })?;
+    dev.alloc_for_kernel_output::<S>(len)
 }

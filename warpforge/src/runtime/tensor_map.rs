@@ -91,6 +91,35 @@ impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>
     /// are adjacent). Each stride must be a multiple of 16 bytes: pad rows
     /// whose bytes are not (or use a kernel without TMA).
     pub fn new(buffer: &'b DeviceBuffer<T>, dims: [usize; R], strides: &[usize]) -> Result<Self> {
+        Self::new_at(buffer, 0, dims, strides)
+    }
+
+    /// As [`new`](Self::new), the tensor starting `offset` elements into
+    /// `buffer` (a part of it: split-k's last k-range, say). The tensor
+    /// must lie in the buffer's elements from `offset` on, and its first
+    /// byte be 16-byte aligned, as every map's (`globalAddress`).
+    ///
+    /// ```
+    /// use warpforge::{Device, TensorMap};
+    /// use warpforge_device::swizzle::Sw128;
+    /// use half::bf16;
+    /// let dev = Device::emulator();
+    /// let a = dev.upload(&vec![bf16::ZERO; 100 * 72]).unwrap();
+    /// // Columns 64..72 of the 100 × 72 matrix: a 100 × 8 tensor 64 elements in.
+    /// let map = TensorMap::<bf16, 2, 64, 128, Sw128>::new_at(&a, 64, [8, 100], &[72]).unwrap();
+    /// assert_eq!(map.dims(), [8, 100]);
+    /// // 9 columns from there reach past the buffer's last row.
+    /// assert!(TensorMap::<bf16, 2, 64, 128, Sw128>::new_at(&a, 64, [9, 100], &[72]).is_err());
+    /// // 4 elements in is 8 bytes: not 16-byte aligned.
+    /// let bad = TensorMap::<bf16, 2, 64, 128, Sw128>::new_at(&a, 4, [8, 100], &[72]).unwrap_err();
+    /// assert!(bad.to_string().contains("globalAddress"), "{bad}");
+    /// ```
+    pub fn new_at(
+        buffer: &'b DeviceBuffer<T>,
+        offset: usize,
+        dims: [usize; R],
+        strides: &[usize],
+    ) -> Result<Self> {
         let invalid = |parameter: &'static str, detail: String| Error::InvalidParameter {
             op: OP,
             parameter,
@@ -119,7 +148,14 @@ impl<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode>
         if R > 1 {
             box_dims[1] = B1 as u32;
         }
-        let (desc, encoded) = describe(OP, buffer, &dims, strides, &box_dims[..R], S::SWIZZLE)?;
+        let (desc, encoded) = describe(
+            OP,
+            (buffer, offset),
+            &dims,
+            strides,
+            &box_dims[..R],
+            S::SWIZZLE,
+        )?;
         Ok(TensorMap {
             buffer,
             desc,
@@ -168,15 +204,16 @@ impl<'b, T: Element, const B0: usize, const B1: usize, S: Mode> TensorMap<'b, T,
     }
 }
 
-/// The tensor of `buffer` with `dims` elements per dimension (innermost
-/// first) and `strides` elements between consecutive indices of dimensions
-/// 1.., copied in boxes of `box_dims` landing swizzled by `swizzle`: checked
-/// by every rule of `cuTensorMapEncodeTiled` (`TensorDesc::new`, both
-/// backends; `InvalidParameter` of `op` naming the field), then encoded by
+/// The tensor `offset` elements into `buffer` with `dims` elements per
+/// dimension (innermost first) and `strides` elements between consecutive
+/// indices of dimensions 1.., copied in boxes of `box_dims` landing
+/// swizzled by `swizzle`: checked by every rule of `cuTensorMapEncodeTiled`
+/// (`TensorDesc::new`, both backends, against the buffer's bytes from the
+/// offset on; `InvalidParameter` of `op` naming the field), then encoded by
 /// the driver on a GPU. Sizes in bytes are checked-multiplied.
 fn describe<T: Element>(
     op: &'static str,
-    buffer: &DeviceBuffer<T>,
+    (buffer, offset): (&DeviceBuffer<T>, usize),
     dims: &[usize],
     strides: &[usize],
     box_dims: &[u32],
@@ -190,17 +227,36 @@ fn describe<T: Element>(
         .ok_or_else(|| Error::SizeOverflow {
             what: format!("{op}: strides {strides:?} in bytes"),
         })?;
-    let buffer_bytes = buffer
+    let total_bytes = buffer
         .len()
         .checked_mul(elem)
         .ok_or_else(|| Error::SizeOverflow {
             what: format!("{op}: the buffer's bytes"),
         })?;
+    if offset > buffer.len() {
+        return Err(Error::InvalidParameter {
+            op,
+            parameter: "offset",
+            detail: format!(
+                "{offset} elements into a buffer of {}: past its end",
+                buffer.len()
+            ),
+        });
+    }
+    // At most the buffer's bytes (offset ≤ len), so no overflow; the
+    // tensor must lie in the bytes from there on.
+    let offset_bytes = offset * elem;
+    let buffer_bytes = total_bytes - offset_bytes;
     let base = match &buffer.memory {
-        Memory::Emulated(m) => m.alloc.as_ptr().cast::<u8>().cast_const(),
+        Memory::Emulated(m) => m
+            .alloc
+            .as_ptr()
+            .cast::<u8>()
+            .cast_const()
+            .wrapping_add(offset_bytes),
         Memory::Gpu(slice) => {
             let (ptr, _sync) = slice.device_ptr(slice.stream());
-            ptr as usize as *const u8
+            (ptr as usize).wrapping_add(offset_bytes) as *const u8
         }
     };
     let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
@@ -430,7 +486,7 @@ impl<'b, T: Element> MatrixMut<'b, T> {
         };
         let (desc, encoded) = describe(
             STORE_OP,
-            &*self.buffer,
+            (&*self.buffer, 0),
             &[self.cols, self.rows, self.batches],
             &[self.row_stride, batch_stride],
             &[B0 as u32, B1 as u32, 1],

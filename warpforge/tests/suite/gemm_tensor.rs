@@ -21,7 +21,7 @@
 
 use crate::common;
 
-use common::gemm::{Case, PADDING, TRANSPOSES, case, case_with_lds};
+use common::gemm::{Case, PADDING, TRANSPOSES, case, case_with_lds, wgmma_lds};
 use half::{bf16, f16};
 use proptest::prelude::*;
 use warpforge::gemm::{Gemm, GemmTypes, TileConfig};
@@ -1007,27 +1007,6 @@ fn lean_stages_are_swizzled_without_bank_conflicts() {
 // `wgmma` consumer warpgroups, 128 × 256 × 64 tiles through a 4-stage ring),
 // on the emulator of sm_90: the same exact properties.
 
-/// Leading dimensions a tensor map can describe: each stored row length
-/// rounded up to 8 elements (16 bytes), plus `extra` · 8; C's `n + extra`.
-fn wgmma_lds(
-    (m, n, k): (usize, usize, usize),
-    (ta, tb): (bool, bool),
-    extra: usize,
-) -> common::gemm::LeadingDims {
-    let ((_, ac), (_, bc)) = (stored(m, k, ta), stored(k, n, tb));
-    let up = |x: usize| x.next_multiple_of(8) + 8 * extra;
-    (up(ac), up(bc), n + extra)
-}
-
-/// Stored rows and columns of an operand `rows × cols`, transposed or not.
-fn stored(rows: usize, cols: usize, transposed: bool) -> (usize, usize) {
-    if transposed {
-        (cols, rows)
-    } else {
-        (rows, cols)
-    }
-}
-
 /// A dimension around the Hopper tile's edges (128 rows, 256 columns, 64
 /// deep, 4 stages: past 256 the ring wraps), sometimes any up to 300.
 fn wgmma_dim() -> impl Strategy<Value = usize> {
@@ -1250,6 +1229,7 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
 /// and runs on the `mma.sync` kernels when not.
 #[test]
 fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
+    use warpforge_kernels_hopper::gemm as hp;
     let h100 = Device::emulator_for(Arch::Sm90);
     let reason =
         |gemm: Gemm<f32>, dev: &Device| match gemm.wgmma(true).kernel_name_for::<bf16, f32>(dev) {
@@ -1266,7 +1246,19 @@ fn wgmma_refuses_what_it_cannot_run_and_the_default_falls_back() {
     assert!(reason(g.batch(2).stride_a(4096 * 512 + 4), &h100).contains("batch stride"));
     assert!(reason(g, &Device::emulator_for(Arch::Sm80)).contains("compute capability 9.0"));
     assert!(reason(g.tile(Large), &h100).contains("pinned"));
-    assert!(reason(g.split_k(2), &h100).contains("split-k"));
+    // A pinned split with the Hopper kernels pinned is theirs (the
+    // f32-output kernel's k-ranges, `gemm_split_k`); alone, the mma.sync one.
+    assert_eq!(
+        g.split_k(2)
+            .wgmma(true)
+            .kernel_name_for::<bf16, f32>(&h100)
+            .unwrap(),
+        hp::gemm_wgmma_bf16_f32_nn_128x256x64_s4::NAME
+    );
+    assert_eq!(
+        g.split_k(2).kernel_name_for::<bf16, f32>(&h100).unwrap(),
+        tc::gemm_bf16_f32_nn_128x256x32_s3::NAME
+    );
     let mixed = g
         .wgmma(true)
         .kernel_name_for::<bf16, f16>(&h100)

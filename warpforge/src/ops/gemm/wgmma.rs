@@ -14,7 +14,11 @@
 //! [`Gemm::wgmma`](super::Gemm::wgmma) forces it (refused with the reason
 //! when it cannot run) or turns it off; by default it runs where the
 //! `mma.sync` heuristic would pick a tile that fills the GPU (`Large` or
-//! `Wide`), and the `mma.sync` kernels run everywhere else.
+//! `Wide`), or split along k where their tiles leave SMs idle and the
+//! `mma.sync` kernels would split too
+//! ([`wgmma_split_k_count`](super::wgmma_split_k_count): [`Split`], the
+//! k-ranges as a batch of the f32-output kernel, summed afterwards), and the
+//! `mma.sync` kernels run everywhere else.
 //!
 //! The kernels are persistent: a 1-D grid of one block per SM (at most
 //! [`Gemm::sm_limit`](super::Gemm::sm_limit), at most one per tile), each
@@ -23,7 +27,7 @@
 
 use crate::{Device, DeviceBuffer, Element, Result, TensorMap};
 use warpforge_device::swizzle::Sw128;
-use warpforge_kernels_hopper::gemm::{BM, BN, BOX};
+use warpforge_kernels_hopper::gemm::{BK, BM, BN, BOX};
 
 /// The tensor maps the Hopper kernels take: batched (dimension 2), boxes
 /// of `KB` (a stage's K: 64 f16/bf16, 32 tf32) by 64 rows, 128B-swizzled.
@@ -34,7 +38,8 @@ pub(super) type OperandMap<'b, T, const KB: usize> = TensorMap<'b, T, 3, KB, BOX
 const MAX_EXTENT: usize = i32::MAX as usize - BN;
 
 /// A stored operand's geometry: `rows × cols` row-major, `ld` apart,
-/// `count` batches `stride` apart.
+/// `count` batches `stride` apart, the first `offset` elements into its
+/// buffer.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Operand {
     pub rows: usize,
@@ -42,6 +47,7 @@ pub(super) struct Operand {
     pub ld: usize,
     pub count: usize,
     pub stride: usize,
+    pub offset: usize,
 }
 
 impl Operand {
@@ -80,16 +86,84 @@ impl Operand {
         } else {
             self.rows.saturating_mul(self.ld).next_multiple_of(8).max(8)
         };
-        TensorMap::new(
+        TensorMap::new_at(
             buffer,
+            self.offset,
             [self.cols, self.rows, self.count],
             &[self.ld, stride],
         )
     }
+
+    /// `count` consecutive k-ranges of this one matrix, `depth` deep, from
+    /// k = `start`, as a batch whose stride steps along k: `k_in_cols` says
+    /// whether k runs along its stored columns (A not transposed, B
+    /// transposed) or its rows.
+    /// Each range's extent is its own depth, so the TMA clips every box at
+    /// its range's end: no box reads the next range's elements, and the
+    /// ranges lie within the matrix (`start + count·depth ≤ k`, which the
+    /// caller ensures). `None` if an offset or stride overflows.
+    pub(super) fn k_ranges(
+        &self,
+        k_in_cols: bool,
+        start: usize,
+        depth: usize,
+        count: usize,
+    ) -> Option<Operand> {
+        let (rows, cols, step) = if k_in_cols {
+            (self.rows, depth, 1)
+        } else {
+            (depth, self.cols, self.ld)
+        };
+        Some(Operand {
+            rows,
+            cols,
+            ld: self.ld,
+            count,
+            stride: depth.checked_mul(step)?,
+            offset: start.checked_mul(step)?.checked_add(self.offset)?,
+        })
+    }
+}
+
+/// Split-k on the Hopper kernels: k as `ranges` ranges `depth` deep (a
+/// multiple of the kernels' k-step, [`BK`]), run as one launch of a batch
+/// of `ranges` into as many f32 planes, then the `tail` of k after them
+/// (`k − ranges·depth`, less than `ranges·BK`; often 0) as a second launch
+/// that adds its product into the first plane (`beta = 1`). The depth is
+/// rounded down so that the tail, a launch of the unsplit grid, is
+/// shallow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Split {
+    pub ranges: usize,
+    pub depth: usize,
+    pub tail: usize,
+}
+
+impl Split {
+    /// `k` in at most `ranges` ranges of whole k-steps (fewer when `k` has
+    /// fewer than `ranges` steps); `None` when that leaves one range.
+    pub(super) fn new(k: usize, ranges: usize) -> Option<Split> {
+        let depth = (k / ranges.max(1) / BK).max(1) * BK;
+        let ranges = ranges.min(k / depth);
+        (ranges > 1).then(|| Split {
+            ranges,
+            depth,
+            tail: k - ranges * depth,
+        })
+    }
+}
+
+/// The Hopper launches of a split GEMM: the ranges' batch, and the tail's
+/// launch (`None` without a tail).
+pub(super) struct SplitPlan {
+    pub split: Split,
+    pub ranges: Plan,
+    pub tail: Option<Plan>,
 }
 
 /// What the type pair brings: whether it has Hopper kernels, and the
 /// shared memory they take.
+#[derive(Clone, Copy)]
 pub(super) struct Kernels {
     pub exist: bool,
     pub shared_bytes: usize,
@@ -133,6 +207,49 @@ impl Plan {
             a,
             b,
             blocks: tiles.min(sms).max(1),
+        })
+    }
+
+    /// The tiles of its grid: `⌈m / 128⌉·⌈n / 256⌉` a batch.
+    pub(super) fn tiles(m: usize, n: usize) -> usize {
+        m.div_ceil(BM).saturating_mul(n.div_ceil(BN))
+    }
+
+    /// The launches of this (one-batch, unsplit) plan's GEMM of `m × n`
+    /// split as `split` (`k_in_cols`: whether k runs along A's and B's
+    /// stored columns), with at most `sms` blocks each, or why not.
+    pub(super) fn split(
+        &self,
+        dev: &Device,
+        kernels: Kernels,
+        (m, n): (usize, usize),
+        split: Split,
+        k_in_cols: (bool, bool),
+        sms: u32,
+    ) -> Result<SplitPlan, String> {
+        let overflow = || format!("the k-ranges of {split:?} overflow a usize");
+        let Split {
+            ranges,
+            depth,
+            tail,
+        } = split;
+        let part = |start, depth, count| {
+            let a = self.a.k_ranges(k_in_cols.0, start, depth, count);
+            let b = self.b.k_ranges(k_in_cols.1, start, depth, count);
+            match (a, b) {
+                (Some(a), Some(b)) => Plan::new(dev, kernels, (m, n, depth), a, b, sms),
+                _ => Err(overflow()),
+            }
+        };
+        let end = ranges.checked_mul(depth).ok_or_else(overflow)?;
+        Ok(SplitPlan {
+            split,
+            ranges: part(0, depth, ranges)?,
+            tail: if tail > 0 {
+                Some(part(end, tail, 1)?)
+            } else {
+                None
+            },
         })
     }
 }
@@ -217,6 +334,7 @@ pub(super) mod tf32 {
             ld,
             count,
             stride: rows.checked_mul(ld)?,
+            offset: 0,
         })
     }
 

@@ -91,6 +91,20 @@ pub fn layout(
     ((ar, ac), (br, bc), (ac + pad, bc + pad, n + pad))
 }
 
+/// Leading dimensions a tensor map can describe (the Hopper kernels'):
+/// each stored row length rounded up to 8 elements (16 bytes), plus
+/// `extra` · 8; C's `n + extra`.
+#[allow(dead_code)]
+pub fn wgmma_lds(
+    (m, n, k): (usize, usize, usize),
+    trans: (bool, bool),
+    extra: usize,
+) -> LeadingDims {
+    let ((_, ac), (_, bc), _) = layout((m, n, k), trans, 0);
+    let up = |x: usize| x.next_multiple_of(8) + 8 * extra;
+    (up(ac), up(bc), n + extra)
+}
+
 impl Case {
     /// `op(A)[i][p]`.
     pub fn a_at(&self, i: usize, p: usize) -> f64 {

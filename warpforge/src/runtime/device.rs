@@ -7,6 +7,7 @@ use super::error::{Error, FaultCode, Result};
 use super::gpu::{Gpu, GpuInfo, StreamKey};
 use super::launch::{Arch, KernelArgs, LaunchConfig, Limits};
 use super::stream::{Stream, StreamKind};
+use super::tensor_map::UploadedMaps;
 use crate::ptx::Module;
 use cudarc::driver::DriverError;
 use std::collections::{BTreeMap, HashMap};
@@ -84,6 +85,9 @@ struct Inner {
     allocations: AtomicU64,
     /// Memsets queued (one per zeroed allocation), ever.
     memsets: AtomicU64,
+    /// Encoded tensor maps in device memory, by their bytes
+    /// ([`Device::uploaded_map`]).
+    uploaded_maps: Mutex<UploadedMaps<Arc<cudarc::driver::CudaSlice<u64>>>>,
 }
 
 /// What some host code made a device do ([`Device::work_done_by`]): how a
@@ -266,6 +270,7 @@ impl Device {
                 launches: Mutex::new(BTreeMap::new()),
                 allocations: AtomicU64::new(0),
                 memsets: AtomicU64::new(0),
+                uploaded_maps: Mutex::new(UploadedMaps::new()),
             }),
         }
     }
@@ -768,6 +773,24 @@ impl Device {
         let mut buf = self.alloc_zeroed(data.len())?;
         buf.copy_from_host(data)?;
         Ok(buf)
+    }
+
+    /// The device's copy of the encoded tensor map `bytes`, uploaded by
+    /// `upload` the first time (or after it was evicted), then reused
+    /// ([`UploadedMaps`]: a repeated call's maps cost no allocation or copy).
+    pub(crate) fn uploaded_map(
+        &self,
+        bytes: [u64; 16],
+        upload: impl FnOnce() -> Result<Arc<cudarc::driver::CudaSlice<u64>>>,
+    ) -> Result<Arc<cudarc::driver::CudaSlice<u64>>> {
+        if let Some(map) = lock(&self.inner.uploaded_maps).get(&bytes) {
+            return Ok(map);
+        }
+        // Uploaded outside the lock (two threads may both upload one map:
+        // the second insert replaces the first, both correct).
+        let map = upload()?;
+        lock(&self.inner.uploaded_maps).insert(bytes, map.clone());
+        Ok(map)
     }
 
     /// `len` zeroed elements of page-locked host memory, for async copies.

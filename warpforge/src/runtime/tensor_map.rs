@@ -26,6 +26,7 @@ use super::launch::{KernelArg, MatrixMut, sealed};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, DevicePtr, LaunchArgs, PushKernelArg};
 use std::marker::PhantomData;
+use std::sync::Arc;
 use warpforge_device::emu::stream::Access;
 use warpforge_device::emu::tma::TensorDesc;
 use warpforge_device::emu::tma::stored_row_end;
@@ -48,8 +49,9 @@ use warpforge_device::swizzle::{Mode, Swizzle};
 pub struct TensorMap<'b, T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> {
     buffer: &'b DeviceBuffer<T>,
     desc: TensorDesc,
-    /// The encoded map on the GPU (16 × u64 = 128 bytes, 256-byte aligned).
-    encoded: Option<CudaSlice<u64>>,
+    /// The encoded map on the GPU (16 × u64 = 128 bytes, 256-byte aligned),
+    /// from the device's cache of uploaded maps ([`UploadedMaps`]).
+    encoded: Option<Arc<CudaSlice<u64>>>,
     _swizzle: PhantomData<S>,
 }
 
@@ -218,7 +220,7 @@ fn describe<T: Element>(
     strides: &[usize],
     box_dims: &[u32],
     swizzle: Swizzle,
-) -> Result<(TensorDesc, Option<CudaSlice<u64>>)> {
+) -> Result<(TensorDesc, Option<Arc<CudaSlice<u64>>>)> {
     let elem = size_of::<T>();
     let byte_strides: Vec<u64> = strides
         .iter()
@@ -282,8 +284,9 @@ fn describe<T: Element>(
 }
 
 /// `cuTensorMapEncodeTiled` for `desc` (already checked), the 128 bytes
-/// copied into device memory.
-fn encode<T: Element>(device: &Device, desc: &TensorDesc) -> Result<CudaSlice<u64>> {
+/// in device memory: the device's copy of the same bytes if it has one
+/// ([`UploadedMaps`]), else a new upload.
+fn encode<T: Element>(device: &Device, desc: &TensorDesc) -> Result<Arc<CudaSlice<u64>>> {
     use sys::CUtensorMapDataType_enum as D;
     let data_type = match T::DTYPE {
         DType::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -339,10 +342,56 @@ fn encode<T: Element>(device: &Device, desc: &TensorDesc) -> Result<CudaSlice<u6
             ),
         });
     }
-    let uploaded = device.upload(&map.opaque)?;
-    match uploaded.memory {
-        Memory::Gpu(slice) => Ok(slice),
-        Memory::Emulated(_) => unreachable!("a GPU buffer's device uploads to the GPU"),
+    device.uploaded_map(map.opaque, || {
+        let uploaded = device.upload(&map.opaque)?;
+        match uploaded.memory {
+            Memory::Gpu(slice) => Ok(Arc::new(slice)),
+            Memory::Emulated(_) => unreachable!("a GPU buffer's device uploads to the GPU"),
+        }
+    })
+}
+
+/// The encoded tensor maps a device has in its memory, by their 128 bytes,
+/// the most recently used first, at most [`UploadedMaps::CAPACITY`].
+///
+/// Why: a kernel reads its map from device memory, and uploading one is an
+/// allocation, a memset and a copy from pageable host memory, which waits
+/// for the stream's earlier work — per operand, per call. The same GEMM
+/// called again (same buffers, shapes and strides) encodes the same bytes,
+/// so its maps are reused as they are: a map's bytes are the whole of what
+/// a kernel reads from it, and nothing writes an uploaded map. An entry
+/// evicted while a launch still reads it stays alive: each [`TensorMap`]
+/// holds its own reference until its launches are queued, and the device
+/// buffer is freed stream-ordered after them, as any buffer is.
+pub(crate) struct UploadedMaps<V> {
+    entries: Vec<([u64; 16], V)>,
+}
+
+impl<V: Clone> UploadedMaps<V> {
+    /// The entries kept: a few calls' worth of operands and outputs.
+    pub(crate) const CAPACITY: usize = 64;
+
+    pub(crate) fn new() -> Self {
+        UploadedMaps {
+            entries: Vec::new(),
+        }
+    }
+
+    /// The cached value for `bytes`, moved to the front.
+    pub(crate) fn get(&mut self, bytes: &[u64; 16]) -> Option<V> {
+        let at = self.entries.iter().position(|(k, _)| k == bytes)?;
+        let entry = self.entries.remove(at);
+        let value = entry.1.clone();
+        self.entries.insert(0, entry);
+        Some(value)
+    }
+
+    /// Keeps `value` for `bytes` in front, dropping the least recently
+    /// used entry past the capacity.
+    pub(crate) fn insert(&mut self, bytes: [u64; 16], value: V) {
+        self.entries.retain(|(k, _)| *k != bytes);
+        self.entries.insert(0, (bytes, value));
+        self.entries.truncate(Self::CAPACITY);
     }
 }
 
@@ -375,7 +424,7 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
         // after the launch, as for a `&DeviceBuffer` argument.
         let buffer: &'a DeviceBuffer<T> = self.buffer;
         if let (Some(encoded), Memory::Gpu(slice)) = (&self.encoded, &buffer.memory) {
-            args.arg(encoded);
+            args.arg(&**encoded);
             args.arg(slice);
         }
     }
@@ -391,7 +440,7 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
 pub struct StoreMatrix<'b, T: Element, const B0: usize, const B1: usize, S: Mode> {
     matrix: MatrixMut<'b, T>,
     desc: TensorDesc,
-    encoded: Option<CudaSlice<u64>>,
+    encoded: Option<Arc<CudaSlice<u64>>>,
     _swizzle: PhantomData<S>,
 }
 
@@ -527,8 +576,40 @@ impl<T: Element, const B0: usize, const B1: usize, S: Mode> KernelArg
         // a written one: cudarc orders the launch after the buffer's other
         // users, and theirs after it).
         if let Some(encoded) = &self.encoded {
-            args.arg(encoded);
+            args.arg(&**encoded);
             self.matrix.push_gpu(args);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UploadedMaps;
+
+    fn key(i: u64) -> [u64; 16] {
+        let mut k = [0; 16];
+        k[3] = i;
+        k
+    }
+
+    /// A map's bytes find its upload again; the least recently used of
+    /// more than the capacity is dropped, a used one kept; inserting the
+    /// same bytes again replaces the entry, never duplicates it.
+    #[test]
+    fn uploaded_maps_are_found_by_their_bytes_and_the_least_recent_goes() {
+        let cap = UploadedMaps::<u64>::CAPACITY as u64;
+        let mut maps = UploadedMaps::new();
+        assert_eq!(maps.get(&key(1)), None);
+        for i in 0..cap {
+            maps.insert(key(i), 100 + i);
+        }
+        assert_eq!(maps.get(&key(0)), Some(100)); // now the most recent
+        maps.insert(key(cap), 100 + cap); // drops key 1, the least recent
+        assert_eq!(maps.get(&key(1)), None);
+        assert_eq!(maps.get(&key(0)), Some(100));
+        assert_eq!(maps.get(&key(cap)), Some(100 + cap));
+        maps.insert(key(2), 7);
+        assert_eq!(maps.get(&key(2)), Some(7));
+        assert_eq!(maps.entries.len() as u64, cap);
     }
 }

@@ -13,7 +13,7 @@
 //!
 //! - **The producer warpgroup gathers A**: thread `i` owns row `i` of the
 //!   tile's A, one output pixel, its `(n, p, q)` decoded once per tile
-//!   (divisions by the launch's sizes as multiply-and-shift, `Divisor`);
+//!   (two 32-bit divisions by the launch's sizes);
 //!   for each k-step it finds the tap's input pixel (one add per
 //!   coordinate, two unsigned comparisons: inside the image or in the
 //!   padding) and copies the step's 8 chunks of 8 channels as 16-byte
@@ -47,9 +47,10 @@
 use crate::config::WgmmaTile;
 use crate::epilogue::{self, Combine, STAGING_ELEMS};
 use crate::mainloop::{self, Ring, Stage};
+use core::num::NonZeroU32;
 use warpforge_device::mbarrier::Phase;
 use warpforge_device::mma::{self, AlignedChunks};
-use warpforge_device::num::{Divisor, Output};
+use warpforge_device::num::Output;
 use warpforge_device::own::{RunElement, TileWalk};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
@@ -62,10 +63,13 @@ crate::config::tile_config!(
     /// The convolution's tile configuration: 128 output pixels × 128
     /// output channels (ResNet's K is 64…512: a 256-wide tile would leave
     /// half of a 64- or 128-channel layer's B and accumulators empty),
-    /// k-steps of 64 (one tap's channels), a 5-stage ring of 32 KiB
-    /// stages, two consumer warpgroups, the gathering producer at 56
-    /// registers (so the consumers at 224).
-    ConvTile: 128 x 128 x 64, 5 stages, 2 consumers, 56 producer registers
+    /// k-steps of 64 (one tap's channels), a 4-stage ring of 32 KiB
+    /// stages (`unroll` writes out 4: a fifth stage would be a loop, its
+    /// tiles and barriers indexed at run time, in local memory), two
+    /// consumer warpgroups, the gathering producer at 104 registers (its
+    /// pixel, window and walk state; at 56 it spilled), so the consumers at
+    /// 200 (a 64 × 128 accumulator is 64 of them).
+    ConvTile: 128 x 128 x 64, 4 stages, 2 consumers, 104 producer registers
 );
 
 /// Rows (output pixels) of the block's tile.
@@ -168,8 +172,8 @@ const fn split(v: u64) -> (u32, u32) {
     max_threads = 384,
     min_blocks = 1,
     instances(
-        conv2d_wgmma_nhwc_f16_128x128x64_s5 = <f16>,
-        conv2d_wgmma_nhwc_bf16_128x128x64_s5 = <bf16>,
+        conv2d_wgmma_nhwc_f16_128x128x64_s4 = <f16>,
+        conv2d_wgmma_nhwc_bf16_128x128x64_s4 = <bf16>,
     )
 )]
 #[allow(clippy::too_many_arguments)]
@@ -210,8 +214,11 @@ pub fn conv2d_wgmma<T: Element + Output + RunElement>(
         let Some(x) = AlignedChunks::check(x) else {
             panic!("conv2d_wgmma: the input must start 16-byte aligned, below 2^32 chunks")
         };
-        let (Some(by_pq), Some(by_q)) = (Divisor::new(p * q), Divisor::new(q)) else {
-            panic!("conv2d_wgmma: P·Q and Q within 1 ..= 2^31")
+        // 32-bit divisions by the launch's sizes, once per tile (a
+        // `Divisor` is made by a 64-bit division, a call, and any call in
+        // the kernel makes ptxas serialise the consumers' `wgmma`s, C7509).
+        let (Some(by_pq), Some(by_q)) = (NonZeroU32::new(p * q), NonZeroU32::new(q)) else {
+            panic!("conv2d_wgmma: P·Q and Q within 1 ..= 2^32 − 1")
         };
         let rows = y.rows();
         let c8 = c / 8;
@@ -238,8 +245,9 @@ pub fn conv2d_wgmma<T: Element + Output + RunElement>(
             // chunks of the input, the corner's first channel.
             let m = m0 + row;
             let row_ok = m < rows;
-            let (n, pix) = by_pq.div_rem(m as u32);
-            let (op, oq) = by_q.div_rem(pix);
+            let m32 = m as u32;
+            let (n, pix) = (m32 / by_pq, m32 % by_pq);
+            let (op, oq) = (pix / by_q, pix % by_q);
             let ih0 = (op * sh).wrapping_sub(pt);
             let iw0 = (oq * sw).wrapping_sub(pl);
             let corner = ((n * h).wrapping_add(ih0))

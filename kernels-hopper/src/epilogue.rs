@@ -246,62 +246,86 @@ pub fn write_tile<TOut: Output + RunElement, const N: usize>(
     let chunks = TOut::RUN / 4;
     let zero = TOut::from_f32(0.0);
     let reads = op.reads_output();
-    stage_panels(acc, staged_tile, |p, staged| {
-        let Some(out) = out.as_mut() else {
-            return;
-        };
-        let col0 = out.origin().1;
-        // How the warp writes its tile is decided once for the tile
-        // (`RunTile::panels`). Inside the output and aligned (all but the
-        // tiles on its right and bottom edges): whole 16-byte runs, and
-        // where the output is not read (the GEMM's beta = 0) passed as the
-        // constant it is, no test of it per run either. On an edge of an
-        // aligned output: each run wholly inside one vector, a row's ragged
-        // last run element by element. An output whose rows do not start
-        // on 16 bytes: element by element, 32 consecutive elements of a row
-        // a request.
-        match out.panels() {
-            RunPanels::Interior(mut inner) if !reads => inner.update_panel(p, |r, col, run| {
-                let v = staged.read(r, col, chunks);
-                let col = col0 + col;
-                run.store(TOut::run(|j| op.fresh(v[j], col + j)));
-            }),
-            RunPanels::Interior(mut inner) => inner.update_panel(p, |r, col, run| {
-                let (v, old) = (staged.read(r, col, chunks), run.load());
-                let (old, col) = (old.as_ref(), col0 + col);
-                run.store(TOut::run(|j| op.combine(v[j], col + j, || old[j])));
-            }),
-            RunPanels::Edge(mut edge) => edge.update_panel(p, |r, col, run| {
-                let v = staged.read(r, col, chunks);
-                let at = col0 + col;
-                if let Some(mut whole) = run.whole() {
-                    let old = if reads {
-                        whole.load()
-                    } else {
-                        TOut::run(|_| zero)
-                    };
-                    let old = old.as_ref();
-                    whole.store(TOut::run(|j| op.combine(v[j], at + j, || old[j])));
-                    return;
-                }
-                // Written out (a loop over `v` indexed at run time would
-                // put it in local memory).
-                unroll::<8>(
+    // Inlined by force: the convolution's bias + ReLU made LLVM keep this
+    // closure a call, and any call in the kernel makes ptxas serialise the
+    // `wgmma`s (C7509).
+    stage_panels(
+        acc,
+        staged_tile,
+        #[inline(always)]
+        |p, staged| {
+            let Some(out) = out.as_mut() else {
+                return;
+            };
+            let col0 = out.origin().1;
+            // How the warp writes its tile is decided once for the tile
+            // (`RunTile::panels`). Inside the output and aligned (all but the
+            // tiles on its right and bottom edges): whole 16-byte runs, and
+            // where the output is not read (the GEMM's beta = 0) passed as the
+            // constant it is, no test of it per run either. On an edge of an
+            // aligned output: each run wholly inside one vector, a row's ragged
+            // last run element by element. An output whose rows do not start
+            // on 16 bytes: element by element, 32 consecutive elements of a row
+            // a request.
+            match out.panels() {
+                RunPanels::Interior(mut inner) if !reads => inner.update_panel(
+                    p,
                     #[inline(always)]
-                    |j| {
-                        if j < TOut::RUN
-                            && let Some(mut d) = run.slot(j)
-                        {
-                            let r = op.combine(v[j], at + j, || d.get());
-                            d.set(r);
-                        }
+                    |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        let col = col0 + col;
+                        run.store(TOut::run(|j| op.fresh(v[j], col + j)));
                     },
-                );
-            }),
-            RunPanels::Elements(mut elements) => elements.update_panel(p, |r, col, mut d| {
-                let y = op.combine(staged.read_one(r, col), col0 + col, || d.get());
-                d.set(y);
-            }),
-        }
-    });
+                ),
+                RunPanels::Interior(mut inner) => inner.update_panel(
+                    p,
+                    #[inline(always)]
+                    |r, col, run| {
+                        let (v, old) = (staged.read(r, col, chunks), run.load());
+                        let (old, col) = (old.as_ref(), col0 + col);
+                        run.store(TOut::run(|j| op.combine(v[j], col + j, || old[j])));
+                    },
+                ),
+                RunPanels::Edge(mut edge) => edge.update_panel(
+                    p,
+                    #[inline(always)]
+                    |r, col, run| {
+                        let v = staged.read(r, col, chunks);
+                        let at = col0 + col;
+                        if let Some(mut whole) = run.whole() {
+                            let old = if reads {
+                                whole.load()
+                            } else {
+                                TOut::run(|_| zero)
+                            };
+                            let old = old.as_ref();
+                            whole.store(TOut::run(|j| op.combine(v[j], at + j, || old[j])));
+                            return;
+                        }
+                        // Written out (a loop over `v` indexed at run time would
+                        // put it in local memory).
+                        unroll::<8>(
+                            #[inline(always)]
+                            |j| {
+                                if j < TOut::RUN
+                                    && let Some(mut d) = run.slot(j)
+                                {
+                                    let r = op.combine(v[j], at + j, || d.get());
+                                    d.set(r);
+                                }
+                            },
+                        );
+                    },
+                ),
+                RunPanels::Elements(mut elements) => elements.update_panel(
+                    p,
+                    #[inline(always)]
+                    |r, col, mut d| {
+                        let y = op.combine(staged.read_one(r, col), col0 + col, || d.get());
+                        d.set(y);
+                    },
+                ),
+            }
+        },
+    );
 }

@@ -19,7 +19,7 @@
 //! | module | kernels |
 //! | --- | --- |
 //! | [`gemm`] | `gemm_wgmma_{f16,bf16}_{f32,f16,bf16}_{nn,nt,tn,tt}_128x256x64_s4`: warp-specialised GEMM, a TMA producer warpgroup feeding two `wgmma` consumer warpgroups through a 4-stage mbarrier ring |
-//! | [`conv`] | `conv2d_wgmma_nhwc_{f16,bf16}_128x128x64_s5`: implicit-GEMM NHWC convolution, the producer warpgroup gathering A (`cp.async`, zero-filled padding) and the TMA loading the weights into a 5-stage ring for two `wgmma` consumer warpgroups; bias and ReLU in the epilogue |
+//! | [`conv`] | `conv2d_wgmma_nhwc_{f16,bf16}_128x128x64_s4`: implicit-GEMM NHWC convolution, the producer warpgroup gathering A (`cp.async`, zero-filled padding) and the TMA loading the weights into a 4-stage ring for two `wgmma` consumer warpgroups; bias and ReLU in the epilogue |
 //! | [`dgemm`] | `gemm_dmma16_f64_{nn,nt,tn,tt}_128x64x16_s3`: FP64 GEMM on sm_90's `mma.sync.m16n8k16.f64` (`DMMA.16x8x16`), the sm_80 module's f64 body on a 128 × 64 tile |
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_gpu_kernel))]

@@ -642,7 +642,7 @@ mod tests {
                     // The emulator is an sm_90: the Hopper convolution runs
                     // the cases it can (NCHW between layout changes).
                     if hopper {
-                        expected.push(format!("conv2d_wgmma_nhwc_{dtype}_128x128x64_s5"));
+                        expected.push(format!("conv2d_wgmma_nhwc_{dtype}_128x128x64_s4"));
                     }
                 } else {
                     expected.push(format!("conv2d_nchw_{dtype}_via_nhwc"));

@@ -65,7 +65,7 @@
 //! 5. [`Algorithm::Wgmma`] replaces rule 4 on a device of compute
 //!    capability 9.0 with the Hopper module ([`Conv2d::algorithm_on`]):
 //!    f16/bf16, one group, `C` and `K` multiples of 8, sizes within its
-//!    32-bit arithmetic — `conv2d_wgmma_nhwc_{f16,bf16}_128x128x64_s5`, the
+//!    32-bit arithmetic — `conv2d_wgmma_nhwc_{f16,bf16}_128x128x64_s4`, the
 //!    Hopper GEMM's main loop and epilogue with a producer warpgroup that
 //!    gathers the input (`cp.async`, zero-filled padding) and the weights by
 //!    TMA; NCHW between the same layout changes. [`Conv2d::wgmma`] pins it
@@ -597,7 +597,7 @@ half_element!(
     im2col_nhwc_f16,
     conv2d_nhwc_f16_64x64x32_s3,
     conv2d_nhwc_f16_128x128x32_s4,
-    conv2d_wgmma_nhwc_f16_128x128x64_s5
+    conv2d_wgmma_nhwc_f16_128x128x64_s4
 );
 half_element!(
     bf16,
@@ -609,7 +609,7 @@ half_element!(
     im2col_nhwc_bf16,
     conv2d_nhwc_bf16_64x64x32_s3,
     conv2d_nhwc_bf16_128x128x32_s4,
-    conv2d_wgmma_nhwc_bf16_128x128x64_s5
+    conv2d_wgmma_nhwc_bf16_128x128x64_s4
 );
 
 /// The convolution's parameters (module docs); the builder never fails,

@@ -1645,6 +1645,19 @@ fn gpu_resnet50_layers() {
     }
 }
 
+/// A Hopper convolution test case: layout, input, weight, stride, padding,
+/// dilation, bias, ReLU.
+type WgmmaCase = (
+    Layout,
+    [usize; 4],
+    [usize; 4],
+    (usize, usize),
+    Padding,
+    (usize, usize),
+    bool,
+    bool,
+);
+
 /// The Hopper implicit GEMM (`conv2d_wgmma_nhwc_*`) on the emulator of
 /// sm_90, exact against the reference on integer inputs: 3 × 3 with
 /// padding, stride 2, dilation, 7 × 7 and 1 × 1 (with a bias: not the GEMM
@@ -1666,16 +1679,7 @@ fn wgmma_convolution_is_exact() {
         left: l,
         right: r,
     };
-    let cases: [(
-        Layout,
-        [usize; 4],
-        [usize; 4],
-        (usize, usize),
-        Padding,
-        (usize, usize),
-        bool,
-        bool,
-    ); 8] = [
+    let cases: [WgmmaCase; 8] = [
         (
             Layout::Nhwc,
             [2, 16, 9, 9],
@@ -1769,12 +1773,11 @@ fn wgmma_convolution_is_exact() {
             conv.algorithm_on::<f16>(&dev, bias).unwrap(),
             Algorithm::Wgmma
         );
-        let want = if layout == Layout::Nhwc {
+        // NCHW too: the NHWC kernel between layout changes.
+        assert_eq!(
+            conv.kernel_name_on::<f16>(&dev, bias).unwrap(),
             "conv2d_wgmma_nhwc_f16_128x128x64_s4"
-        } else {
-            "conv2d_wgmma_nhwc_f16_128x128x64_s4" // NCHW: the NHWC kernel between layout changes
-        };
-        assert_eq!(conv.kernel_name_on::<f16>(&dev, bias).unwrap(), want);
+        );
         let (_, profiles) = dev
             .profile_memory(|| {
                 check::<f16>(&dev, &conv, bias, 100 + i as u64);

@@ -13,7 +13,7 @@
 //! consumers take what that frees, as many as fit
 //! ([`CONSUMER_REGS`](WgmmaTile::CONSUMER_REGS)): an `.inc` draws only on
 //! what the block's `.dec`s released, so asking more would wait for ever.
-//! [`tile_config!`] checks it all at compile time.
+//! The crate's `tile_config!` macro checks it all at compile time.
 
 /// The registers a thread of a `threads`-thread block may hold at launch:
 /// `65536 / threads` in steps of 8, at most 255 (a kernel's limit; 248 in
@@ -35,7 +35,7 @@ pub const fn consumer_registers(launch: u32, consumers: u32, producer: u32) -> u
 }
 
 /// A warp-specialised `wgmma` kernel's configuration (module docs). Made
-/// by [`tile_config!`], which also checks it.
+/// by the crate's `tile_config!` macro, which also checks it.
 pub trait WgmmaTile {
     /// The block's tile of the output: `BM` rows (`64·CONSUMERS`), `BN`
     /// columns.

@@ -317,6 +317,53 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
     }
 }
 
+impl<T: Element, const MN: usize, const KX: usize, S: Pattern> OperandTile<T, MN, KX, KMajor<S>> {
+    /// Starts filling 16-byte chunk `chunk` of row `mn` (its K elements
+    /// `8·chunk ..` for 2-byte elements: one chunk, which the swizzle moves
+    /// whole) by `cp.async` from chunk `src_chunk` of `src` if `wanted`,
+    /// else with zeros, reading nothing (`cp.async`'s zero fill): a
+    /// producer's gather of an A tile that no TMA box describes (the
+    /// implicit-GEMM convolution's im2col rows). The row and chunk are taken
+    /// modulo the tile's, so no check can fail (a producer's loop keeps no
+    /// trap path). A wanted chunk outside `src` is a bug in the kernel:
+    /// zeros on the GPU, a fault on the emulator.
+    ///
+    /// The copy lands at this thread's `cp.async` wait
+    /// ([`cp_async_wait_group`](crate::mma::cp_async_wait_group)); `wgmma`
+    /// reads the tile through the async proxy, so the thread then fences
+    /// ([`fence_operands`]) before it publishes the tile (an mbarrier
+    /// arrive): the emulator reports a `wgmma` that reads the chunk
+    /// otherwise (`WgmmaProblem::UnfencedOperand`), or before it landed
+    /// (`Fault::CpAsyncPending`).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn copy_chunk_or_zero(
+        &self,
+        mn: usize,
+        chunk: usize,
+        src: &crate::mma::AlignedChunks<'_, T>,
+        src_chunk: u32,
+        wanted: bool,
+    ) {
+        let (mn, k) = (mn % MN, (8 * chunk) % KX);
+        let at = S::SWIZZLE.apply(<KMajor<S> as Layout>::dense_offset(mn, k, MN, KX)) / 2;
+        #[cfg(not(target_arch = "nvptx64"))]
+        // SAFETY: at + 8 ≤ MN·KX (a whole chunk of a row of the tile: `KX`
+        // is whole swizzle spans, `k` a multiple of 8), the tile's elements.
+        let _ = unsafe { self.array.row_ptr_proven(at, 8, true) };
+        let to = self.block_addr(at);
+        let (from, ok) = src.chunk_source(src_chunk, wanted);
+        // SAFETY: destination: 16 bytes of the tile (above), 16-byte aligned
+        // (the tile starts on the swizzle's period, rows are spans apart, a
+        // chunk starts 16·chunk bytes into its swizzled span). Source: unless
+        // zero-filling (which reads nothing), chunk `src_chunk` of `src`,
+        // inside it (`chunk_source`), 16-byte aligned, in the global state
+        // space. The shared bytes are written asynchronously, under the
+        // kernel's barrier discipline, as `mma::cp_async_16`'s.
+        unsafe { arch::cp_async_16_zfill_at(to, from, !ok, true) };
+    }
+}
+
 /// A shared-memory matrix descriptor (64 bits, PTX ISA "matrix descriptor
 /// format"): one k16 slice of an [`OperandTile`] with `MN` rows.
 #[derive(Clone, Copy, Debug)]

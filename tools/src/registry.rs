@@ -294,14 +294,14 @@ mod tests {
             outside.is_empty(),
             "launched, not in the table: {outside:?}"
         );
-        // The 23 Hopper kernels (wgmma: 4 type pairs × 4 transposes and
-        // tf32's one; its two K-major copies; f64 m16n8k16: 4 transposes)
-        // among them.
+        // The 25 Hopper kernels (wgmma: 4 type pairs × 4 transposes and
+        // tf32's one; its two K-major copies; f64 m16n8k16: 4 transposes;
+        // the wgmma convolutions: f16, bf16) among them.
         let hopper: Vec<&DispatchEntry> = table
             .iter()
             .filter(|e| e.module == warpforge::ptx::HOPPER.name)
             .collect();
-        assert_eq!(hopper.len(), 23, "{hopper:?}");
+        assert_eq!(hopper.len(), 25, "{hopper:?}");
         assert!(hopper.iter().all(|e| seen.contains(&e.kernel)));
         // `verify::run` walks the operations in order.
         let axpy = operation("axpy").unwrap();
@@ -332,9 +332,15 @@ mod tests {
         let a100 = Device::emulator_for(warpforge::Arch::Sm80);
         let rows_80 = coverage(&a100, &all).unwrap();
         assert!(wgmma(&rows_80).is_empty());
-        // The Hopper module: 17 wgmma kernels, tf32's 2 copies and 4 f64
-        // m16n8k16 ones.
-        assert_eq!(rows_80.len() + 23, rows.len());
+        // The Hopper module: 17 wgmma GEMM kernels, tf32's 2 copies, 4 f64
+        // m16n8k16 ones and 2 wgmma convolutions, the last covered by conv2d.
+        assert_eq!(rows_80.len() + 25, rows.len());
+        let conv_wgmma: Vec<Option<&str>> = rows
+            .iter()
+            .filter(|r| r.entry.kernel.starts_with("conv2d_wgmma_"))
+            .map(|r| r.operation)
+            .collect();
+        assert_eq!(conv_wgmma, [Some("conv2d"); 2]);
         assert!(rows_80.iter().all(|r| r.operation.is_some()));
         let without_gemm: Vec<&Operation> =
             OPERATIONS.iter().filter(|op| op.name != "gemm").collect();

@@ -1268,6 +1268,29 @@ impl<'a, T: SharedElement> AlignedChunks<'a, T> {
         let chunks = u32::try_from(src.len() / (16 / size.max(1))).ok()?;
         fits.then_some(AlignedChunks { src, chunks })
     }
+
+    /// The source of a `cp.async` of chunk `chunk` if `wanted` and inside
+    /// the buffer, with whether it is (else chunk 0's address, which a
+    /// zero-filling copy does not read). One 32-bit comparison, no branch.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub(crate) fn chunk_source(&self, chunk: u32, wanted: bool) -> (*const u8, bool) {
+        let ok = wanted & (chunk < self.chunks);
+        #[cfg(not(target_arch = "nvptx64"))]
+        assert!(
+            !wanted || ok,
+            "a gathered chunk {chunk} of a buffer of {} elements ({} whole chunks) is not inside it",
+            self.src.len(),
+            self.chunks
+        );
+        let chunk = if ok { chunk } else { 0 };
+        let from = self
+            .src
+            .as_ptr()
+            .cast::<[u8; 16]>()
+            .wrapping_add(chunk as usize);
+        (from.cast(), ok)
+    }
 }
 
 /// One thread's chunks of a stage slice whose sources the kernel computes per

@@ -219,6 +219,36 @@ pub fn cases(rng: &mut StdRng, lens: &[usize]) -> Vec<Spec> {
             bias: true,
             ..d([1, 8, 9, 9], [70, 8, 3, 3])
         },
+        // C and K multiples of 8, one group: the Hopper implicit GEMM on an
+        // sm_90 device (f16/bf16; `conv2d_wgmma_nhwc_*`, NCHW between layout
+        // changes). Ragged in M (N·P·Q = 162 over the 128-pixel tile) and in
+        // K (24 of 128 channels), C = 16 (each tap's k-step zero past C),
+        // bias and ReLU.
+        Spec {
+            padding: Padding::uniform(1),
+            bias: true,
+            relu: true,
+            ..d([2, 16, 9, 9], [24, 16, 3, 3])
+        },
+        // 7 × 7, stride 2, padding 3 (conv1's geometry on 8 channels).
+        Spec {
+            stride: (2, 2),
+            padding: Padding::uniform(3),
+            ..d([1, 8, 12, 10], [16, 8, 7, 7])
+        },
+        // Dilation 2 with random values, C = 72 (two k-steps a tap, the
+        // second 8 channels wide).
+        Spec {
+            dilation: (2, 2),
+            padding: Padding::uniform(2),
+            integers: false,
+            ..d([1, 72, 6, 7], [16, 72, 3, 3])
+        },
+        // 1 × 1 with a bias (not the GEMM route): C = 64, one whole k-step.
+        Spec {
+            bias: true,
+            ..d([1, 64, 5, 6], [8, 64, 1, 1])
+        },
     ];
     for &len in lens.iter().skip(EDGE_LENGTHS.len()) {
         v.push(random_spec(rng, len));
@@ -343,18 +373,21 @@ pub(super) fn check_results<T: GemmValue>(
 /// `conv2d_im2col_{layout}_{dtype}` for the im2col route, or
 /// `conv2d_nchw_{dtype}_via_nhwc` for an NCHW convolution that runs an NHWC
 /// kernel between layout changes (module docs).
-fn report_name<T: ConvElement>(conv: &Conv2d, bias: bool) -> Result<&'static str> {
+fn report_name<T: ConvElement>(dev: &Device, conv: &Conv2d, bias: bool) -> Result<&'static str> {
     let layout = match conv.layout() {
         Layout::Nchw => "nchw",
         Layout::Nhwc => "nhwc",
     };
     let dtype = T::DTYPE.name();
-    let kernel = conv.kernel_name_for::<T>(bias)?;
-    let name = if conv.algorithm_for::<T>(bias)? == Algorithm::Gemm1x1 {
+    let kernel = conv.kernel_name_on::<T>(dev, bias)?;
+    let algorithm = conv.algorithm_on::<T>(dev, bias)?;
+    let name = if algorithm == Algorithm::Gemm1x1 {
         format!("conv2d_1x1_{layout}_{dtype}")
-    } else if conv.algorithm_for::<T>(bias)? == Algorithm::Im2col {
+    } else if algorithm == Algorithm::Im2col {
         format!("conv2d_im2col_{layout}_{dtype}")
-    } else if layout == "nchw" && kernel.starts_with("conv2d_nhwc_") {
+    } else if layout == "nchw"
+        && (kernel.starts_with("conv2d_nhwc_") || kernel.starts_with("conv2d_wgmma_nhwc_"))
+    {
         format!("conv2d_nchw_{dtype}_via_nhwc")
     } else {
         return Ok(kernel);
@@ -373,7 +406,7 @@ fn check_case<T: ConvElement + GemmValue>(
 ) -> Result<()> {
     let conv = spec.conv(layout);
     let conv = tile.map_or(conv, |t| conv.tile(t));
-    let name = report_name::<T>(&conv, spec.bias)?;
+    let name = report_name::<T>(dev, &conv, spec.bias)?;
     let at = match reports.iter().position(|r| r.kernel == name) {
         Some(i) => i,
         None => {
@@ -415,8 +448,8 @@ fn check_case<T: ConvElement + GemmValue>(
     report.record_launches(dev, || conv.run(dev, &xb, &wb, bb.as_ref(), &mut yb))?;
     let got: Vec<f64> = yb.to_host()?.into_iter().map(T::to_f64).collect();
     let tensor_cores = matches!(
-        conv.algorithm_for::<T>(spec.bias)?,
-        Algorithm::Gemm1x1 | Algorithm::Im2col
+        conv.algorithm_on::<T>(dev, spec.bias)?,
+        Algorithm::Gemm1x1 | Algorithm::Im2col | Algorithm::Wgmma
     ) && T::DTYPE.name() != "f32";
     let terms = spec.weight[1] * spec.weight[2] * spec.weight[3];
     check_results::<T>(
@@ -472,29 +505,30 @@ const LARGE: (Layout, Option<TileConfig>) = (Layout::Nhwc, Some(TileConfig::Larg
 /// dtype and on the pinned large tile, the im2col kernels (the im2col
 /// route's first launches), and the three transposes (the NCHW route's
 /// layout changes of f16 and bf16, each also checked on its own).
-pub fn conv2d_kernels(_dev: &Device) -> Result<Vec<&'static str>> {
+pub fn conv2d_kernels(dev: &Device) -> Result<Vec<&'static str>> {
     use rand::SeedableRng;
     // The fixed cases do not draw from the generator.
     let specs = cases(&mut StdRng::seed_from_u64(0), EDGE_LENGTHS);
     let mut names = Vec::new();
-    fn main_kernel<T: ConvElement>(
-        spec: &Spec,
-        (layout, tile): (Layout, Option<TileConfig>),
-    ) -> Result<&'static str> {
+    let main_kernel = |spec: &Spec, (layout, tile): (Layout, Option<TileConfig>), dtype: usize| {
         let conv = spec.conv(layout);
         let conv = tile.map_or(conv, |t| conv.tile(t));
-        conv.kernel_name_for::<T>(spec.bias)
-    }
+        match dtype {
+            0 => conv.kernel_name_on::<f32>(dev, spec.bias),
+            1 => conv.kernel_name_on::<f16>(dev, spec.bias),
+            _ => conv.kernel_name_on::<bf16>(dev, spec.bias),
+        }
+    };
     for spec in &specs {
         for layout in [Layout::Nchw, Layout::Nhwc] {
-            names.push(main_kernel::<f32>(spec, (layout, None))?);
-            names.push(main_kernel::<f16>(spec, (layout, None))?);
-            names.push(main_kernel::<bf16>(spec, (layout, None))?);
+            for dtype in 0..3 {
+                names.push(main_kernel(spec, (layout, None), dtype)?);
+            }
         }
         let algorithm = spec.conv(Layout::Nhwc).algorithm_for::<f16>(spec.bias)?;
         if algorithm == Algorithm::ImplicitGemm {
-            names.push(main_kernel::<f16>(spec, LARGE)?);
-            names.push(main_kernel::<bf16>(spec, LARGE)?);
+            names.push(main_kernel(spec, LARGE, 1)?);
+            names.push(main_kernel(spec, LARGE, 2)?);
         }
         if algorithm == Algorithm::Im2col {
             names.extend([kc::im2col_nhwc_f16::NAME, kc::im2col_nhwc_bf16::NAME]);
@@ -597,6 +631,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(11);
         let reports = verify_conv2d(&dev, &mut rng, EDGE_LENGTHS).unwrap();
         let names: Vec<&str> = reports.iter().map(|r| r.kernel).collect();
+        let hopper = warpforge::ptx::HOPPER.left_out.is_none();
         let mut expected = Vec::new();
         for layout in ["nchw", "nhwc"] {
             expected.push(format!("conv2d_{layout}_f32_64x64x16"));
@@ -604,6 +639,11 @@ mod tests {
                 if layout == "nhwc" {
                     expected.push(format!("conv2d_nhwc_{dtype}_64x64x32_s3"));
                     expected.push(format!("conv2d_nhwc_{dtype}_128x128x32_s4"));
+                    // The emulator is an sm_90: the Hopper convolution runs
+                    // the cases it can (NCHW between layout changes).
+                    if hopper {
+                        expected.push(format!("conv2d_wgmma_nhwc_{dtype}_128x128x64_s4"));
+                    }
                 } else {
                     expected.push(format!("conv2d_nchw_{dtype}_via_nhwc"));
                 }
@@ -633,11 +673,14 @@ mod tests {
             .iter()
             .find(|r| r.kernel == "conv2d_nchw_f16_via_nhwc")
             .unwrap();
-        assert_eq!(
-            via.launched,
-            ["conv2d_nhwc_f16_64x64x32_s3", "transpose_f16"],
-            "{via:?}"
-        );
+        // With the Hopper module, the cases it can run take its kernel
+        // between the same transposes.
+        let mut via_kernels = vec!["conv2d_nhwc_f16_64x64x32_s3"];
+        if hopper {
+            via_kernels.push("conv2d_wgmma_nhwc_f16_128x128x64_s4");
+        }
+        via_kernels.push("transpose_f16");
+        assert_eq!(via.launched, via_kernels, "{via:?}");
         let t = reports
             .iter()
             .find(|r| r.kernel == "transpose_f32")

@@ -62,6 +62,18 @@
 //!    size of `x`, `w` and `y` (allocated per call; an allocation failure is
 //!    `OutOfMemory` with nothing written).
 //!
+//! 5. [`Algorithm::Wgmma`] replaces rule 4 on a device of compute
+//!    capability 9.0 with the Hopper module ([`Conv2d::algorithm_on`]):
+//!    f16/bf16, one group, `C` and `K` multiples of 8, sizes within its
+//!    32-bit arithmetic — `conv2d_wgmma_nhwc_{f16,bf16}_128x128x64_s4`, the
+//!    Hopper GEMM's main loop and epilogue with a producer warpgroup that
+//!    gathers the input (`cp.async`, zero-filled padding) and the weights by
+//!    TMA; NCHW between the same layout changes. [`Conv2d::wgmma`] pins it
+//!    on or off. There a plain 1×1 layer (rule 2) is the GEMM with its own
+//!    choice of kernel, its wgmma one included, not the pinned small tile.
+//!    [`Conv2d::algorithm`] and [`Conv2d::kernel_name`] answer without a
+//!    device, as rules 1–4 do; [`Conv2d::run`] follows `algorithm_on`.
+//!
 //! How each kernel works (the depthwise staging, the gathering fill of the
 //! tensor-core implicit GEMM, the transposes), with its SASS and emulator
 //! figures: the repository's `docs/conv.md`.
@@ -108,9 +120,17 @@ use half::{bf16, f16};
 use std::fmt;
 use warpforge_device::Dim3;
 use warpforge_device::kernel::Kernel;
+use warpforge_device::swizzle::Sw128;
 use warpforge_kernels::conv::{self as kc, Geometry};
 use warpforge_kernels::gemm::F32_TILE;
 use warpforge_kernels::transpose::{self as kt, TRANSPOSE_THREADS, TRANSPOSE_TILE};
+use warpforge_kernels_hopper::conv as hc;
+
+/// The weights' tensor map the Hopper convolution takes (dimension 0 the
+/// channels, 1 the output channels, 2 the filter tap; 64 × 64 boxes,
+/// 128B-swizzled).
+#[doc(hidden)]
+pub type WeightMap<'b, T> = crate::TensorMap<'b, T, 3, { hc::BOX }, { hc::BOX }, Sw128>;
 
 const OP: &str = "conv2d";
 
@@ -168,6 +188,12 @@ pub enum Algorithm {
     /// then a 1×1 convolution over it: f16/bf16 layers with one group and
     /// `C % 8 ≠ 0`, such as a network's first (module docs).
     Im2col,
+    /// Implicit GEMM on the Hopper main loop (`conv2d_wgmma_nhwc_*`: a
+    /// producer warpgroup gathering the input, the TMA loading the
+    /// weights, two `wgmma` consumer warpgroups): f16/bf16, one group,
+    /// `C` and `K` multiples of 8, on a device of compute capability 9.0
+    /// with the Hopper module ([`Conv2d::algorithm_on`]).
+    Wgmma,
 }
 
 impl fmt::Display for Algorithm {
@@ -177,6 +203,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Gemm1x1 => "1x1 as GEMM",
             Algorithm::Depthwise => "depthwise",
             Algorithm::Im2col => "im2col + 1x1",
+            Algorithm::Wgmma => "implicit GEMM on wgmma",
         })
     }
 }
@@ -210,6 +237,9 @@ pub struct ConvKernels {
     /// The tensor-core implicit GEMM's large tile, if the type has one
     /// ([`Conv2d::large_tile`] picks it).
     implicit_nhwc_large: Option<LargeTile>,
+    /// The Hopper implicit GEMM (NHWC), if the type has one: its name and
+    /// shared memory a block.
+    wgmma: Option<(&'static str, usize)>,
 }
 
 /// The tensor-core implicit GEMM's large tile of one element type (NHWC
@@ -230,6 +260,9 @@ pub trait ConvElement: Element + sealed::Sealed {
     /// The 1×1 route's GEMM kernel (`trans_b`: NHWC).
     #[doc(hidden)]
     fn gemm_name(trans_b: bool) -> &'static str;
+    /// The kernel `gemm` (this type in and out) picks on `dev`.
+    #[doc(hidden)]
+    fn gemm_name_on(dev: &Device, gemm: Gemm<f32>) -> Result<&'static str>;
     /// Launches a direct kernel.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -289,11 +322,27 @@ pub trait ConvElement: Element + sealed::Sealed {
         y: crate::MatrixMut<'_, Self>,
         g: [u64; 8],
     ) -> Result<()>;
-    /// `Y = op(A)·op(B)` by [`Gemm`] with this type in and out.
+    /// Launches the Hopper implicit GEMM (`conv2d_wgmma_nhwc_*`). A type
+    /// without one is `InvalidParameter`.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn launch_wgmma(
+        dev: &Device,
+        cfg: LaunchConfig,
+        x: &DeviceBuffer<Self>,
+        w: &WeightMap<'_, Self>,
+        bias: &DeviceBuffer<Self>,
+        y: crate::MatrixMut<'_, Self>,
+        g: [u64; 8],
+    ) -> Result<()>;
+    /// `Y = op(A)·op(B)` by [`Gemm`] with this type in and out, on the
+    /// small tile unless `free` (the GEMM's choice: its Hopper kernels
+    /// pinned).
     #[doc(hidden)]
     fn run_gemm(
         dev: &Device,
         gemm: Gemm<f32>,
+        free: bool,
         a: &DeviceBuffer<Self>,
         b: &DeviceBuffer<Self>,
         c: &mut DeviceBuffer<Self>,
@@ -356,9 +405,14 @@ impl ConvElement for f32 {
         im2col: None,
         implicit_tile: (F32_TILE.m, F32_TILE.n, F32_TILE.threads()),
         implicit_nhwc_large: None,
+        wgmma: None,
     };
     fn gemm_name(trans_b: bool) -> &'static str {
         <f32 as GemmTypes<f32>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
+    }
+    fn gemm_name_on(dev: &Device, gemm: Gemm<f32>) -> Result<&'static str> {
+        gemm.tile(TileConfig::Small)
+            .kernel_name_for::<f32, f32>(dev)
     }
     direct_launch!(conv2d_direct_nchw_f32, conv2d_direct_nhwc_f32);
     depthwise_launch!(conv2d_depthwise_nchw_f32, conv2d_depthwise_nhwc_f32);
@@ -384,6 +438,21 @@ impl ConvElement for f32 {
             "f32 has no im2col kernel: its implicit GEMM gathers element by element".to_owned(),
         ))
     }
+    fn launch_wgmma(
+        _: &Device,
+        _: LaunchConfig,
+        _: &DeviceBuffer<f32>,
+        _: &WeightMap<'_, f32>,
+        _: &DeviceBuffer<f32>,
+        _: crate::MatrixMut<'_, f32>,
+        _: [u64; 8],
+    ) -> Result<()> {
+        // `algorithm_on` never picks the route for f32 (no `wgmma`).
+        Err(invalid(
+            "dtype",
+            "f32 has no Hopper convolution: wgmma multiplies f16/bf16".to_owned(),
+        ))
+    }
     fn launch_implicit(
         dev: &Device,
         (nhwc, _): (bool, bool),
@@ -404,18 +473,20 @@ impl ConvElement for f32 {
     fn run_gemm(
         dev: &Device,
         gemm: Gemm<f32>,
+        _free: bool,
         a: &DeviceBuffer<f32>,
         b: &DeviceBuffer<f32>,
         c: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
         // The small tile, pinned as for f16/bf16: the route's kernel name
-        // (`gemm_name`) needs no device then.
+        // (`gemm_name`) needs no device then. (f32 has no Hopper GEMM: a
+        // wgmma pin is the GEMM's refusal.)
         gemm.tile(TileConfig::Small).run(dev, a, b, c)
     }
 }
 
 macro_rules! half_element {
-    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $transpose:ident, $im2col:ident, $tc_nhwc:ident, $tc_nhwc_large:ident) => {
+    ($t:ty, $dw_nchw:ident, $dw_nhwc:ident, $nchw:ident, $nhwc:ident, $transpose:ident, $im2col:ident, $tc_nhwc:ident, $tc_nhwc_large:ident, $wgmma:ident) => {
         impl ConvElement for $t {
             const KERNELS: ConvKernels = ConvKernels {
                 depthwise_nchw: kc::$dw_nchw::NAME,
@@ -439,11 +510,15 @@ macro_rules! half_element {
                         kc::TC_CONV_TILE_LARGE.threads(),
                     ),
                 }),
+                wgmma: Some((hc::$wgmma::NAME, hc::$wgmma::SHARED_BYTES)),
             };
             // The 1 × 1 GEMM path pins the small tile, so the name needs no
             // device (the tile heuristic counts its SMs).
             fn gemm_name(trans_b: bool) -> &'static str {
                 <$t as GemmTypes<$t>>::kernel_name(false, trans_b, Some(TileConfig::Small), false)
+            }
+            fn gemm_name_on(dev: &Device, gemm: Gemm<f32>) -> Result<&'static str> {
+                gemm.kernel_name_for::<$t, $t>(dev)
             }
             direct_launch!($nchw, $nhwc);
             depthwise_launch!($dw_nchw, $dw_nhwc);
@@ -483,14 +558,30 @@ macro_rules! half_element {
                     dev.launch(kc::$tc_nhwc, cfg, args)
                 }
             }
+            fn launch_wgmma(
+                dev: &Device,
+                cfg: LaunchConfig,
+                x: &DeviceBuffer<$t>,
+                w: &WeightMap<'_, $t>,
+                bias: &DeviceBuffer<$t>,
+                y: crate::MatrixMut<'_, $t>,
+                [a, b, c, d, e, f, g, h]: [u64; 8],
+            ) -> Result<()> {
+                dev.launch(hc::$wgmma, cfg, (x, w, bias, y, a, b, c, d, e, f, g, h))
+            }
             fn run_gemm(
                 dev: &Device,
                 gemm: Gemm<f32>,
+                free: bool,
                 a: &DeviceBuffer<$t>,
                 b: &DeviceBuffer<$t>,
                 c: &mut DeviceBuffer<$t>,
             ) -> Result<()> {
-                gemm.tile(TileConfig::Small).run(dev, a, b, c)
+                if free {
+                    gemm.run(dev, a, b, c)
+                } else {
+                    gemm.tile(TileConfig::Small).run(dev, a, b, c)
+                }
             }
         }
     };
@@ -505,7 +596,8 @@ half_element!(
     transpose_f16,
     im2col_nhwc_f16,
     conv2d_nhwc_f16_64x64x32_s3,
-    conv2d_nhwc_f16_128x128x32_s4
+    conv2d_nhwc_f16_128x128x32_s4,
+    conv2d_wgmma_nhwc_f16_128x128x64_s4
 );
 half_element!(
     bf16,
@@ -516,7 +608,8 @@ half_element!(
     transpose_bf16,
     im2col_nhwc_bf16,
     conv2d_nhwc_bf16_64x64x32_s3,
-    conv2d_nhwc_bf16_128x128x32_s4
+    conv2d_nhwc_bf16_128x128x32_s4,
+    conv2d_wgmma_nhwc_bf16_128x128x64_s4
 );
 
 /// The convolution's parameters (module docs); the builder never fails,
@@ -533,6 +626,8 @@ pub struct Conv2d {
     relu: bool,
     /// The f16/bf16 implicit GEMM's tile, if pinned ([`Conv2d::tile`]).
     tile: Option<TileConfig>,
+    /// The Hopper implicit GEMM pinned on or off ([`Conv2d::wgmma`]).
+    wgmma: Option<bool>,
 }
 
 fn invalid(parameter: &'static str, detail: String) -> Error {
@@ -574,6 +669,7 @@ impl Conv2d {
             groups: 1,
             relu: false,
             tile: None,
+            wgmma: None,
         }
     }
 
@@ -616,6 +712,17 @@ impl Conv2d {
     /// ignore it.
     pub fn tile(mut self, tile: TileConfig) -> Conv2d {
         self.tile = Some(tile);
+        self
+    }
+
+    /// Pins the Hopper implicit GEMM ([`Algorithm::Wgmma`]) on (`true`:
+    /// [`run`](Self::run) refuses, `InvalidParameter` naming `wgmma` and
+    /// the reason, a layer or device it cannot run) or off (`false`: the
+    /// `mma.sync` kernels on any device). Unpinned, it runs wherever it
+    /// can ([`algorithm_on`](Self::algorithm_on)). A 1 × 1 layer that runs
+    /// as a GEMM passes the pin to the GEMM ([`Gemm::wgmma`]).
+    pub fn wgmma(mut self, pin: bool) -> Conv2d {
+        self.wgmma = Some(pin);
         self
     }
 
@@ -864,6 +971,115 @@ impl Conv2d {
         Ok(Algorithm::ImplicitGemm)
     }
 
+    /// The algorithm [`run`](Self::run) uses for `T` on `dev`, with or
+    /// without a bias: [`algorithm_for`](Self::algorithm_for)'s, except
+    /// that on a device of compute capability 9.0 with the Hopper module an
+    /// implicit GEMM it can run is [`Algorithm::Wgmma`] (f16/bf16, one
+    /// group, `C` and `K` multiples of 8, sizes within its 32-bit
+    /// coordinates; NCHW between the usual layout changes), unless
+    /// [`wgmma(false)`](Self::wgmma) pins it off. A pinned `wgmma(true)`
+    /// that cannot run is `InvalidParameter` naming `wgmma` and why.
+    pub fn algorithm_on<T: ConvElement>(&self, dev: &Device, bias: bool) -> Result<Algorithm> {
+        let algorithm = self.algorithm_for::<T>(bias)?;
+        let plan = match algorithm {
+            Algorithm::ImplicitGemm => self.wgmma_blocks::<T>(dev),
+            // A 1 × 1 GEMM takes the pin itself (`Gemm::wgmma`).
+            Algorithm::Gemm1x1 => return Ok(algorithm),
+            _ => Err(format!("the layer runs as {algorithm}")),
+        };
+        match (self.wgmma, plan) {
+            (Some(false), _) => Ok(algorithm),
+            (_, Ok(_)) => Ok(Algorithm::Wgmma),
+            (Some(true), Err(why)) => Err(invalid(
+                "wgmma",
+                format!("the Hopper convolution cannot run this layer: {why}"),
+            )),
+            (None, Err(_)) => Ok(algorithm),
+        }
+    }
+
+    /// The main kernel [`run`](Self::run) launches for `T` on `dev`, with or
+    /// without a bias ([`algorithm_on`](Self::algorithm_on)).
+    pub fn kernel_name_on<T: ConvElement>(&self, dev: &Device, bias: bool) -> Result<&'static str> {
+        match self.algorithm_on::<T>(dev, bias)? {
+            Algorithm::Wgmma => Ok(T::KERNELS.wgmma.map_or("", |(name, _)| name)),
+            Algorithm::Gemm1x1 => match self.gemm_1x1::<T>(dev) {
+                (gemm, true) => T::gemm_name_on(dev, gemm),
+                (_, false) => self.kernel_name_for::<T>(bias),
+            },
+            _ => self.kernel_name_for::<T>(bias),
+        }
+    }
+
+    /// The 1 × 1 route's GEMM on `dev` ([`Algorithm::Gemm1x1`]): NHWC `Y[NHW
+    /// × K] = X[NHW × C]·Wᵀ` (W stored K × C), NCHW the batch `Y[n] = W[K ×
+    /// C]·X[n]`; and whether the GEMM picks its kernel (`true`: on a device
+    /// that runs the Hopper module, where its wgmma kernels may run, or
+    /// with [`wgmma`](Self::wgmma) pinned on, which it takes) rather than
+    /// the small `mma.sync` tile, whose name needs no device.
+    fn gemm_1x1<T: ConvElement>(&self, dev: &Device) -> (Gemm<f32>, bool) {
+        let [n, c, h, w] = self.input;
+        let k = self.weight[0];
+        let gemm = if self.layout == Layout::Nhwc {
+            Gemm::<f32>::new(n * h * w, k, c).trans_b(true)
+        } else {
+            Gemm::<f32>::new(k, h * w, c).batch(n).stride_a(0)
+        };
+        let hopper = T::KERNELS.wgmma.is_some()
+            && crate::ops::gemm::wgmma::hopper_unavailable(dev, 0).is_none();
+        match self.wgmma {
+            Some(on) => (gemm.wgmma(on), on),
+            None => (gemm, hopper),
+        }
+    }
+
+    /// The Hopper convolution's persistent grid (blocks) for this layer on
+    /// `dev`, or why it cannot run it. Shape rules as the module docs'; the
+    /// sizes within its 32-bit arithmetic: the input's 16-byte chunks below
+    /// 2^32, the output's pixels `N·P·Q` within 2^31, the depth `R·S·C` and
+    /// `K` within the TMA's 32-bit coordinates.
+    fn wgmma_blocks<T: ConvElement>(&self, dev: &Device) -> Result<u32, String> {
+        let Some((_, shared_bytes)) = T::KERNELS.wgmma else {
+            return Err(format!(
+                "{} has no Hopper convolution (f16/bf16 do)",
+                T::DTYPE.name()
+            ));
+        };
+        if let Some(why) = crate::ops::gemm::wgmma::hopper_unavailable(dev, shared_bytes) {
+            return Err(why);
+        }
+        let geo = self.geometry().map_err(|e| e.to_string())?;
+        let [n, c, h, w] = self.input;
+        let k = self.weight[0];
+        if self.groups != 1 {
+            return Err(format!("{} groups (it runs one)", self.groups));
+        }
+        if !c.is_multiple_of(8) || !k.is_multiple_of(8) {
+            return Err(format!(
+                "C = {c} and K = {k} must be multiples of 8 (16-byte rows of the input, weights                  and output)"
+            ));
+        }
+        let limit = 1usize << 31;
+        let chunks = [n, h, w, c / 8]
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d));
+        let pixels = n.checked_mul(geo.p).and_then(|x| x.checked_mul(geo.q));
+        let depth = geo.r.checked_mul(geo.s).and_then(|x| x.checked_mul(c));
+        let fits = chunks.is_some_and(|x| x < 1 << 32)
+            && pixels.is_some_and(|x| x <= limit)
+            && depth.is_some_and(|x| x < limit - 64)
+            && k < limit - hc::BN;
+        let (Some(pixels), true) = (pixels, fits) else {
+            return Err(
+                "the layer is beyond its 32-bit coordinates (input chunks below 2^32, N·P·Q                  within 2^31, R·S·C and K below 2^31)"
+                    .to_owned(),
+            );
+        };
+        let tiles = pixels.div_ceil(hc::BM) * k.div_ceil(hc::BN);
+        let sms = crate::ops::gemm::multiprocessors(dev) as usize;
+        Ok(tiles.min(sms).max(1) as u32)
+    }
+
     /// The main kernel [`run`](Self::run) launches for `T` without a bias.
     pub fn kernel_name<T: ConvElement>(&self) -> Result<&'static str> {
         self.kernel_name_for::<T>(false)
@@ -882,6 +1098,10 @@ impl Conv2d {
             },
             Algorithm::Gemm1x1 => T::gemm_name(nhwc),
             Algorithm::Im2col => self.im2col_conv()?.kernel_name_for::<T>(bias)?,
+            // Only `algorithm_on` picks it (a device's choice).
+            Algorithm::Wgmma => kernels
+                .wgmma
+                .map_or(kernels.implicit_nhwc, |(name, _)| name),
             Algorithm::ImplicitGemm => {
                 match (
                     self.large_tile::<T>()?,
@@ -975,7 +1195,7 @@ impl Conv2d {
         if let Some(b) = bias {
             dev.check_same(b.device())?;
         }
-        let [n, c, h, wd] = self.input;
+        let [n, c, _, _] = self.input;
         let k = self.weight[0];
         let (p, q) = (geo.p, geo.q);
         let lens = [
@@ -1028,24 +1248,20 @@ impl Conv2d {
             return Ok(());
         }
         let nhwc = self.layout == Layout::Nhwc;
-        let algorithm = self.algorithm_for::<T>(bias.is_some())?;
+        let algorithm = self.algorithm_on::<T>(dev, bias.is_some())?;
         let kernel = self.kernel_name_for::<T>(bias.is_some())?;
         geo.bias = bias.is_some();
         // An unread stand-in when there is no bias (the kernels read it only
         // when the geometry's bias flag is set).
         let bias_buf = bias.unwrap_or(w);
         let packed = geo.pack();
-        let hw = h * wd; // fits: the input's element count does
         match algorithm {
             Algorithm::Gemm1x1 => {
+                let (gemm, free) = self.gemm_1x1::<T>(dev);
                 if nhwc {
-                    // Y[NHW × K] = X[NHW × C] · Wᵀ, W stored K × C.
-                    let gemm = Gemm::<f32>::new(n * hw, k, c).trans_b(true);
-                    T::run_gemm(dev, gemm, x, w, y)
+                    T::run_gemm(dev, gemm, free, x, w, y)
                 } else {
-                    // Y[n] = W[K × C] · X[n][C × HW], one batch per image.
-                    let gemm = Gemm::<f32>::new(k, hw, c).batch(n).stride_a(0);
-                    T::run_gemm(dev, gemm, w, x, y)
+                    T::run_gemm(dev, gemm, free, w, x, y)
                 }
             }
             Algorithm::Depthwise => match self.depthwise_plan::<T>()? {
@@ -1068,12 +1284,26 @@ impl Conv2d {
                     T::launch_direct(dev, nhwc, cfg, x, w, bias_buf, y, packed)
                 }
             },
-            Algorithm::ImplicitGemm | Algorithm::Im2col
+            Algorithm::ImplicitGemm | Algorithm::Im2col | Algorithm::Wgmma
                 if !nhwc && T::KERNELS.implicit_nchw.is_none() =>
             {
                 self.run_nchw_as_nhwc(dev, x, w, bias, y)
             }
             Algorithm::Im2col => self.run_im2col(dev, x, w, bias, y),
+            Algorithm::Wgmma => {
+                let blocks = self
+                    .wgmma_blocks::<T>(dev)
+                    .map_err(|why| invalid("wgmma", why))?;
+                // The weights K × R·S·C as a tensor of taps: dimension 0
+                // the channels, 1 the output channels (R·S·C apart), 2 the
+                // tap (C apart), so a box is zero past C (sizes fit: the
+                // weights' element count does).
+                let taps = geo.r * geo.s;
+                let map = WeightMap::new(w, [c, k, taps], &[taps * c, c])?;
+                let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(hc::THREADS));
+                let y = y.batched_matrix_mut(n * p * q, k, k, 1, n * p * q * k)?;
+                T::launch_wgmma(dev, cfg, x, &map, bias_buf, y, packed)
+            }
             Algorithm::ImplicitGemm => {
                 let large = self.large_tile::<T>()?;
                 let (bm, bn, threads) = large.map_or(T::KERNELS.implicit_tile, |l| l.tile);

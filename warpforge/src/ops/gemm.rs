@@ -107,7 +107,7 @@
 //! # Ok::<(), warpforge::Error>(())
 //! ```
 
-mod wgmma;
+pub(crate) mod wgmma;
 
 use crate::runtime::launch::grid_axis;
 use crate::{Device, DeviceBuffer, Element, Error, LaunchConfig, MatrixMut, Result};
@@ -518,7 +518,7 @@ impl TileConfig {
 /// The SMs [`TileConfig::choose`] counts on `dev`: the GPU's, or for the
 /// emulator those of its arch's flagship GPU (A100, A40, RTX 4090, H100), so
 /// that it picks the configuration that GPU would.
-fn multiprocessors(dev: &Device) -> u32 {
+pub(crate) fn multiprocessors(dev: &Device) -> u32 {
     match (dev.gpu_info(), dev.emulated_arch()) {
         (Some(info), _) => info.multiprocessors,
         (None, Some(crate::Arch::Sm80)) => 108,

@@ -66,7 +66,9 @@ fn ints(len: usize, seed: &mut u64) -> Vec<f64> {
 }
 
 /// Runs `conv` on `dev` in `T` and compares with the reference exactly
-/// (module docs). Returns the algorithm it ran.
+/// (module docs). Returns the algorithm it ran (on `dev`: the emulator is
+/// an sm_90, where the Hopper convolution runs the layers it can; tests of
+/// the sm_80 kernels pin it off, `Conv2d::wgmma(false)`).
 fn check<T: Val>(dev: &Device, conv: &Conv2d, bias: bool, seed: u64) -> Algorithm {
     let mut seed = seed | 1;
     let len = |d: [usize; 4]| d.iter().product::<usize>();
@@ -94,10 +96,10 @@ fn check<T: Val>(dev: &Device, conv: &Conv2d, bias: bool, seed: u64) -> Algorith
             "{conv:?} bias {bias}: y[{i}] = {:?}, reference {r} (rounded {:?}); algorithm {}",
             g,
             expect,
-            conv.algorithm_for::<T>(bias).unwrap()
+            conv.algorithm_on::<T>(dev, bias).unwrap()
         );
     }
-    conv.algorithm_for::<T>(bias).unwrap()
+    conv.algorithm_on::<T>(dev, bias).unwrap()
 }
 
 #[derive(Clone, Debug)]
@@ -395,7 +397,9 @@ fn tensor_core_nhwc_lean_gather_across_tiles() {
                 .padding(Padding::uniform(1))
                 .groups(groups)
                 .relu(true)
-                .tile(tile);
+                .tile(tile)
+                // The sm_80 kernels (the emulator is an sm_90).
+                .wgmma(false);
             let want = if tile == TileConfig::Large {
                 "conv2d_nhwc_f16_128x128x32_s4"
             } else {
@@ -443,7 +447,9 @@ fn tensor_core_nhwc_lean_gather_filter_shapes() {
             .padding(pad)
             .stride(stride.0, stride.1)
             .dilation(dil.0, dil.1)
-            .tile(TileConfig::Small);
+            .tile(TileConfig::Small)
+            // The sm_80 kernel (the emulator is an sm_90).
+            .wgmma(false);
         // One block per 64 output pixels (`N·P·Q` rows; `K/G` one column tile).
         let pixels = conv.output_dims().unwrap().iter().product::<usize>() / 64;
         let (algorithm, profiles) = dev
@@ -1637,4 +1643,285 @@ fn gpu_resnet50_layers() {
             check::<bf16>(&dev, &conv, true, i as u64);
         }
     }
+}
+
+/// A Hopper convolution test case: layout, input, weight, stride, padding,
+/// dilation, bias, ReLU.
+type WgmmaCase = (
+    Layout,
+    [usize; 4],
+    [usize; 4],
+    (usize, usize),
+    Padding,
+    (usize, usize),
+    bool,
+    bool,
+);
+
+/// The Hopper implicit GEMM (`conv2d_wgmma_nhwc_*`) on the emulator of
+/// sm_90, exact against the reference on integer inputs: 3 × 3 with
+/// padding, stride 2, dilation, 7 × 7 and 1 × 1 (with a bias: not the GEMM
+/// route), batches, `N·P·Q` ragged over the 128-pixel tile and several
+/// tiles, `K` ragged over the 128-channel tile (8, 24, 136), `C` below,
+/// at and past one 64-channel k-step (8, 64, 72: each tap's last k-step
+/// zero past `C`), bias and ReLU on and off, NHWC and NCHW (between
+/// layout changes), f16 and bf16. The output is NaN first: an element no
+/// thread writes fails.
+#[test]
+fn wgmma_convolution_is_exact() {
+    if warpforge::ptx::HOPPER.left_out.is_some() {
+        return;
+    }
+    let dev = Device::emulator();
+    let pad = |t, b, l, r| Padding {
+        top: t,
+        bottom: b,
+        left: l,
+        right: r,
+    };
+    let cases: [WgmmaCase; 8] = [
+        (
+            Layout::Nhwc,
+            [2, 16, 9, 9],
+            [24, 16, 3, 3],
+            (1, 1),
+            Padding::uniform(1),
+            (1, 1),
+            true,
+            true,
+        ),
+        (
+            Layout::Nhwc,
+            [1, 64, 12, 13],
+            [136, 64, 3, 3],
+            (2, 2),
+            pad(1, 0, 2, 1),
+            (1, 1),
+            true,
+            false,
+        ),
+        (
+            Layout::Nhwc,
+            [1, 72, 10, 9],
+            [16, 72, 3, 3],
+            (1, 1),
+            Padding::uniform(2),
+            (2, 2),
+            false,
+            true,
+        ),
+        (
+            Layout::Nhwc,
+            [1, 8, 13, 12],
+            [16, 8, 7, 7],
+            (2, 2),
+            Padding::uniform(3),
+            (1, 1),
+            false,
+            false,
+        ),
+        (
+            Layout::Nhwc,
+            [2, 64, 5, 7],
+            [8, 64, 1, 1],
+            (1, 1),
+            Padding::default(),
+            (1, 1),
+            true,
+            true,
+        ),
+        (
+            Layout::Nhwc,
+            [3, 8, 11, 11],
+            [32, 8, 2, 5],
+            (1, 2),
+            pad(0, 1, 2, 0),
+            (1, 1),
+            true,
+            false,
+        ),
+        (
+            Layout::Nchw,
+            [2, 16, 7, 6],
+            [24, 16, 3, 3],
+            (1, 1),
+            Padding::uniform(1),
+            (1, 1),
+            true,
+            true,
+        ),
+        (
+            Layout::Nchw,
+            [1, 8, 9, 9],
+            [8, 8, 3, 3],
+            (2, 1),
+            Padding::uniform(1),
+            (1, 2),
+            false,
+            false,
+        ),
+    ];
+    for (i, (layout, input, weight, stride, padding, dil, bias, relu)) in
+        cases.into_iter().enumerate()
+    {
+        let conv = Conv2d::new(layout, input, weight)
+            .stride(stride.0, stride.1)
+            .padding(padding)
+            .dilation(dil.0, dil.1)
+            .relu(relu);
+        assert_eq!(
+            conv.algorithm_on::<f16>(&dev, bias).unwrap(),
+            Algorithm::Wgmma
+        );
+        // NCHW too: the NHWC kernel between layout changes.
+        assert_eq!(
+            conv.kernel_name_on::<f16>(&dev, bias).unwrap(),
+            "conv2d_wgmma_nhwc_f16_128x128x64_s4"
+        );
+        let (_, profiles) = dev
+            .profile_memory(|| {
+                check::<f16>(&dev, &conv, bias, 100 + i as u64);
+                check::<bf16>(&dev, &conv, bias, 200 + i as u64);
+                Ok(())
+            })
+            .unwrap();
+        let launched: Vec<&str> = profiles.iter().map(|p| p.kernel.as_str()).collect();
+        assert!(
+            launched.contains(&"conv2d_wgmma_nhwc_f16_128x128x64_s4")
+                && launched.contains(&"conv2d_wgmma_nhwc_bf16_128x128x64_s4"),
+            "{conv:?}: launched {launched:?}"
+        );
+    }
+}
+
+/// Where the sum's order is the same — every k16 slice one tap's channels
+/// (`C` a multiple of 16), in `(r, s, c)` order — the Hopper convolution's
+/// results are bit for bit the sm_80 implicit GEMM's (`wgmma(false)`), on
+/// random inputs whose sums round: both accumulate each `k16` slice's
+/// products exactly and round once per slice, in the same order. With
+/// `C % 64 ≠ 0` the Hopper kernel's zero-filled slices add exact zeros.
+#[test]
+fn wgmma_convolution_matches_the_sm80_implicit_gemm_bit_for_bit() {
+    if warpforge::ptx::HOPPER.left_out.is_some() {
+        return;
+    }
+    let dev = Device::emulator();
+    for (c, k, r, stride) in [(64, 40, 3, 1), (48, 16, 3, 2), (128, 8, 1, 1)] {
+        let conv = Conv2d::new(Layout::Nhwc, [2, c, 8, 9], [k, c, r, r])
+            .stride(stride, stride)
+            .padding(Padding::uniform(r / 2))
+            .relu(true);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (c * k) as u64;
+        let mut random = |len: usize| -> Vec<f16> {
+            (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    f16::from_f64((seed % 2001) as f64 / 1000.0 - 1.0)
+                })
+                .collect()
+        };
+        let len = |d: [usize; 4]| d.iter().product::<usize>();
+        let x = dev.upload(&random(len(conv.input_dims()))).unwrap();
+        let w = dev.upload(&random(len(conv.weight_dims()))).unwrap();
+        let b = dev.upload(&random(k)).unwrap();
+        let out = len(conv.output_dims().unwrap());
+        let run = |conv: Conv2d| {
+            let mut y = dev.upload(&vec![f16::NAN; out]).unwrap();
+            conv.run(&dev, &x, &w, Some(&b), &mut y).unwrap();
+            y.to_host().unwrap()
+        };
+        assert_eq!(
+            conv.algorithm_on::<f16>(&dev, true).unwrap(),
+            Algorithm::Wgmma
+        );
+        let hopper = run(conv);
+        let sm80 = run(conv.wgmma(false));
+        let differ = hopper
+            .iter()
+            .zip(&sm80)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            differ, 0,
+            "C {c}, K {k}, {r} x {r}: {differ} of {out} outputs differ"
+        );
+    }
+}
+
+/// The Hopper convolution's dispatch: pinned off, the sm_80 kernels; pinned
+/// on where it cannot run, `InvalidParameter` naming `wgmma` and why (C or
+/// K not a multiple of 8, groups, f32, a device other than sm_90); a 1 × 1
+/// layer without bias or ReLU is the GEMM's, which takes the pin.
+#[test]
+fn wgmma_convolution_dispatch_and_refusals() {
+    if warpforge::ptx::HOPPER.left_out.is_some() {
+        return;
+    }
+    let h100 = Device::emulator();
+    let a100 = Device::emulator_for(warpforge::Arch::Sm80);
+    let conv = |c, k, g| {
+        Conv2d::new(Layout::Nhwc, [1, c, 8, 8], [k, c / g, 3, 3])
+            .groups(g)
+            .padding(Padding::uniform(1))
+    };
+    assert_eq!(
+        conv(16, 16, 1).algorithm_on::<f16>(&h100, false).unwrap(),
+        Algorithm::Wgmma
+    );
+    assert_eq!(
+        conv(16, 16, 1)
+            .wgmma(false)
+            .algorithm_on::<f16>(&h100, false)
+            .unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        conv(16, 16, 1).algorithm_on::<f16>(&a100, false).unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    assert_eq!(
+        conv(16, 16, 1).algorithm_on::<f32>(&h100, false).unwrap(),
+        Algorithm::ImplicitGemm
+    );
+    let refused =
+        |c: Conv2d, dev: &Device, why: &str| match c.wgmma(true).algorithm_on::<bf16>(dev, false) {
+            Err(Error::InvalidParameter {
+                parameter, detail, ..
+            }) => {
+                assert_eq!(parameter, "wgmma");
+                assert!(detail.contains(why), "{detail}");
+            }
+            other => panic!("{c:?}: {other:?}"),
+        };
+    // C % 8 ≠ 0 with one group is the im2col route's; K % 8 ≠ 0 and groups
+    // the layer's own.
+    refused(conv(12, 16, 1), &h100, "im2col");
+    refused(conv(16, 12, 1), &h100, "multiples of 8");
+    refused(conv(16, 16, 2), &h100, "groups");
+    refused(conv(16, 16, 1), &a100, "compute capability 9.0");
+    assert_eq!(
+        conv(16, 16, 1)
+            .wgmma(true)
+            .algorithm_on::<bf16>(&h100, true)
+            .unwrap(),
+        Algorithm::Wgmma
+    );
+    // Pinned on and run: the same exact results as unpinned.
+    check::<bf16>(&h100, &conv(16, 16, 1).wgmma(true), true, 77);
+    let one = Conv2d::new(Layout::Nhwc, [2, 64, 8, 8], [64, 64, 1, 1]);
+    assert_eq!(
+        one.algorithm_on::<f16>(&h100, false).unwrap(),
+        Algorithm::Gemm1x1
+    );
+    assert!(
+        one.wgmma(true)
+            .kernel_name_on::<f16>(&h100, false)
+            .unwrap()
+            .starts_with("gemm_wgmma_f16_f16_nt_"),
+        "{}",
+        one.wgmma(true).kernel_name_on::<f16>(&h100, false).unwrap()
+    );
+    check::<f16>(&h100, &one.wgmma(true), false, 78);
 }

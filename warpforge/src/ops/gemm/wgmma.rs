@@ -268,6 +268,20 @@ fn unsupported(
             "the type pair has no Hopper kernels (f16/bf16 into f32 or the input type do)".into(),
         );
     }
+    if let Some(why) = hopper_unavailable(dev, kernels.shared_bytes) {
+        return Some(why);
+    }
+    if k > MAX_EXTENT {
+        return Some(format!("k = {k} is beyond the TMA's 32-bit coordinates"));
+    }
+    a.unsupported("A").or_else(|| b.unsupported("B"))
+}
+
+/// Why `dev` cannot run a kernel of the Hopper module that takes
+/// `shared_bytes` of shared memory a block (`None`: it can): it is not of
+/// compute capability 9.0, this build left the module out or has no sm_90a
+/// variant of it, or the device allows less shared memory a block.
+pub(crate) fn hopper_unavailable(dev: &Device, shared_bytes: usize) -> Option<String> {
     let cc = dev.compute_capability();
     if cc != (9, 0) {
         return Some(format!(
@@ -283,17 +297,13 @@ fn unsupported(
     if crate::ptx::HOPPER.variant_for(cc).is_none() {
         return Some("the sm_90a module was not built".into());
     }
-    let shared_bytes = kernels.shared_bytes;
     if (dev.limits().max_shared_per_block_optin as usize) < shared_bytes {
         return Some(format!(
             "the kernels need {shared_bytes} bytes of shared memory a block; the device allows {}",
             dev.limits().max_shared_per_block_optin
         ));
     }
-    if k > MAX_EXTENT {
-        return Some(format!("k = {k} is beyond the TMA's 32-bit coordinates"));
-    }
-    a.unsupported("A").or_else(|| b.unsupported("B"))
+    None
 }
 
 /// The tf32 Hopper GEMM (`Gemm::tf32` on sm_90): `op(A)` and `op(B)`

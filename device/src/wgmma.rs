@@ -319,7 +319,8 @@ impl<T: Element, const MN: usize, const KX: usize, L: Layout> OperandTile<T, MN,
 
 impl<T: Element, const MN: usize, const KX: usize, S: Pattern> OperandTile<T, MN, KX, KMajor<S>> {
     /// Starts filling 16-byte chunk `chunk` of row `mn` (its K elements
-    /// `8·chunk ..` for 2-byte elements: one chunk, which the swizzle moves
+    /// `8·chunk ..` for 2-byte elements, `4·chunk ..` for 4-byte ones: one
+    /// chunk, which the swizzle moves
     /// whole) by `cp.async` from chunk `src_chunk` of `src` if `wanted`,
     /// else with zeros, reading nothing (`cp.async`'s zero fill): a
     /// producer's gather of an A tile that no TMA box describes (the
@@ -345,12 +346,21 @@ impl<T: Element, const MN: usize, const KX: usize, S: Pattern> OperandTile<T, MN
         src_chunk: u32,
         wanted: bool,
     ) {
-        let (mn, k) = (mn % MN, (8 * chunk) % KX);
-        let at = S::SWIZZLE.apply(<KMajor<S> as Layout>::dense_offset(mn, k, MN, KX)) / 2;
+        // Elements a chunk: 8 of 2 bytes, 4 of 4.
+        let per = 16 / size_of::<T>();
+        let (mn, k) = (mn % MN, (per * chunk) % KX);
+        let at = S::SWIZZLE.apply(<KMajor<S> as Layout>::dense_offset(
+            mn,
+            k,
+            MN,
+            KX,
+            size_of::<T>(),
+        )) / size_of::<T>();
         #[cfg(not(target_arch = "nvptx64"))]
-        // SAFETY: at + 8 ≤ MN·KX (a whole chunk of a row of the tile: `KX`
-        // is whole swizzle spans, `k` a multiple of 8), the tile's elements.
-        let _ = unsafe { self.array.row_ptr_proven(at, 8, true) };
+        // SAFETY: at + per ≤ MN·KX (a whole chunk of a row of the tile:
+        // `KX` is whole swizzle spans, `k` a multiple of `per`), the tile's
+        // elements.
+        let _ = unsafe { self.array.row_ptr_proven(at, per, true) };
         let to = self.block_addr(at);
         let (from, ok) = src.chunk_source(src_chunk, wanted);
         // SAFETY: destination: 16 bytes of the tile (above), 16-byte aligned

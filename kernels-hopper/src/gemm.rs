@@ -139,8 +139,8 @@ pub type OperandMap<'a, T, const KB: usize> = TensorMap<'a, T, 3, KB, BOX, Sw128
 
 /// The ring's stages: each consumer's A tile and B's, `KB` deep.
 #[inline(always)]
-fn stages<T: Element, LA: Layout, LB: Layout, const KB: usize>() -> [Stage<T, LA, LB, BN, KB>; STAGES]
-{
+fn stages<T: Element, LA: Layout, LB: Layout, const KB: usize>()
+-> [Stage<T, LA, LB, BN, KB>; STAGES] {
     mainloop::stages::<T, LA, LB, BN, KB, STAGES, A_BYTES, B_BYTES>()
 }
 

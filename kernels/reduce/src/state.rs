@@ -70,6 +70,31 @@ pub trait Reduction<T: Input> {
     /// The state of the lane's elements: the bits of pushing each one's
     /// state in order onto the empty state.
     fn lane_state(lane: Self::Lane) -> Self::State;
+    /// The state of a lane's `N ≥ 1` elements in index order: element `k`
+    /// (widened) is `x(k)`, at position `base + offset(k)`, the offsets
+    /// increasing with `k`. The bits of pushing each one's state in order
+    /// onto the empty state; by default that fold itself
+    /// ([`Reduction::lane_first`], [`Reduction::lane_push`]), for argmin and
+    /// argmax two passes ([`ArgState::of_lane`]).
+    #[inline(always)]
+    fn lane_elements<const N: usize>(
+        x: impl Fn(usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize) -> u32,
+    ) -> Self::State {
+        // One loop over every element, the first resolved at compile time
+        // once it is unrolled (the first element folded apart, ptxas gave
+        // logsumexp a fifth more registers).
+        let mut lane = None;
+        for k in 0..N {
+            let (x, index) = (x(k), base + u64::from(offset(k)));
+            lane = Some(match lane {
+                None => Self::lane_first(x, index),
+                Some(lane) => Self::lane_push(lane, x, index),
+            });
+        }
+        lane.map_or(State::empty(), Self::lane_state)
+    }
 }
 
 /// The [`Reduction`] lane methods where a lane carries the state: the first
@@ -123,6 +148,10 @@ pub trait Acc: ShuffleValue + PartialOrd {
     fn from_key(key: Self::Key) -> Self;
     /// The key [`ArgState`] compares: like [`Acc::key`] but `-0 == +0`.
     fn arg_key(self) -> Self::Key;
+    /// The larger (`MAX`) or the smaller of `a` and `b` as numbers, a NaN
+    /// ignored (the other returned; NaN only if both are), either zero for
+    /// `-0` against `+0`: one `FMNMX` or `IMNMX` ([`ArgState::of_lane`]).
+    fn extreme<const MAX: bool>(a: Self, b: Self) -> Self;
     /// The value's bits in a word.
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
@@ -216,6 +245,11 @@ macro_rules! float_acc {
             #[inline(always)]
             fn arg_key(self) -> $key {
                 (self + 0.0).key() // -0 + 0 = +0; every other value unchanged
+            }
+            #[inline(always)]
+            fn extreme<const MAX: bool>(a: Self, b: Self) -> Self {
+                // IEEE maxNum/minNum (`max.f32`, `min.f32` in PTX).
+                if MAX { a.max(b) } else { a.min(b) }
             }
             const ADD_IDENTITY: Self = -0.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
@@ -331,6 +365,10 @@ macro_rules! int_acc {
             #[inline(always)]
             fn arg_key(self) -> $t {
                 self
+            }
+            #[inline(always)]
+            fn extreme<const MAX: bool>(a: Self, b: Self) -> Self {
+                if MAX { a.max(b) } else { a.min(b) }
             }
             const ADD_IDENTITY: Self = 0;
             const LOWEST: Self = <$t>::MIN;
@@ -460,22 +498,13 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
-                // One loop over every element, as the fold was written
-                // before the lanes (the first element apart, ptxas gave
-                // logsumexp a fifth more registers); the `Option` is
-                // resolved at compile time once the loops are unrolled.
-                let mut lane = None;
-                for (i, vector) in loaded.iter().enumerate() {
-                    for e in 0..$n {
-                        let index = j + (32 * $n * i + e) as u64;
-                        let x = <$t>::widen_lane(vector, e);
-                        lane = Some(match lane {
-                            None => R::lane_first(x, index),
-                            Some(lane) => R::lane_push(lane, x, index),
-                        });
-                    }
-                }
-                lane.map(R::lane_state)
+                // Element `k` of the lane: element `k % $n` of vector
+                // `k / $n`, at `j + 32·$n·(k / $n) + k % $n`.
+                Some(R::lane_elements::<{ crate::LANE_ITEMS as usize }>(
+                    |k| <$t>::widen_lane(&loaded[k / $n], k % $n),
+                    j,
+                    |k| (32 * $n * (k / $n) + k % $n) as u32,
+                ))
             }
         }
     )* };
@@ -611,6 +640,53 @@ impl<A: Acc, const MAX: bool> ArgState<A, MAX> {
             (false, _) => x.arg_key(),
         };
         ArgState { key, index }
+    }
+
+    /// The state of `N ≥ 1` values in index order, value `k` being `x(k)`
+    /// at position `base + offset(k)` (offsets increasing with `k`): the
+    /// bits of pushing their states in order onto the empty state, in two
+    /// passes instead of a key computed and a key and an index selected per
+    /// value. First the extreme as a number ([`Acc::extreme`], NaNs
+    /// skipped) and whether any value is a NaN: one min/max and one NaN
+    /// test per value. Then, last value first, the position of the first
+    /// winner: the first NaN if there is one (the NaN key beats every
+    /// other, and equal keys keep the first index), else the first value
+    /// equal to the extreme as a number (so `-0 == +0`, as [`Acc::arg_key`]
+    /// has it): one compare and one select of a constant offset per value,
+    /// and the index added once.
+    #[inline(always)]
+    pub fn of_lane<const N: usize>(
+        x: impl Fn(usize) -> A,
+        base: u64,
+        offset: impl Fn(usize) -> u32,
+    ) -> Self {
+        let mut best = x(0);
+        let mut nan = best.is_nan();
+        for k in 1..N {
+            let v = x(k);
+            best = A::extreme::<MAX>(best, v);
+            nan |= v.is_nan();
+        }
+        let mut at = offset(0);
+        let key = if nan {
+            for k in (0..N).rev() {
+                if x(k).is_nan() {
+                    at = offset(k);
+                }
+            }
+            if MAX { A::Key::MAX } else { A::Key::MIN }
+        } else {
+            for k in (0..N).rev() {
+                if x(k) == best {
+                    at = offset(k);
+                }
+            }
+            best.arg_key()
+        };
+        ArgState {
+            key,
+            index: base + u64::from(at),
+        }
     }
 }
 
@@ -838,6 +914,14 @@ impl<T: Input> Reduction<T> for ArgMin {
         ArgState::of(x, index)
     }
     state_lane!();
+    #[inline(always)]
+    fn lane_elements<const N: usize>(
+        x: impl Fn(usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize) -> u32,
+    ) -> Self::State {
+        ArgState::of_lane::<N>(x, base, offset)
+    }
 }
 
 impl<T: Input> Reduction<T> for ArgMax {
@@ -847,6 +931,14 @@ impl<T: Input> Reduction<T> for ArgMax {
         ArgState::of(x, index)
     }
     state_lane!();
+    #[inline(always)]
+    fn lane_elements<const N: usize>(
+        x: impl Fn(usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize) -> u32,
+    ) -> Self::State {
+        ArgState::of_lane::<N>(x, base, offset)
+    }
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {

@@ -7,6 +7,7 @@
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
 use warpforge_device::global::{Plain, Vector16};
+use warpforge_device::unroll::unroll2;
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
 use warpforge_device::{Global, num};
 use warpforge_device::{bf16, f16};
@@ -70,28 +71,31 @@ pub trait Reduction<T: Input> {
     /// The state of the lane's elements: the bits of pushing each one's
     /// state in order onto the empty state.
     fn lane_state(lane: Self::Lane) -> Self::State;
-    /// The state of a lane's `N ≥ 1` elements in index order: element `k`
-    /// (widened) is `x(k)`, at position `base + offset(k)`, the offsets
-    /// increasing with `k`. The bits of pushing each one's state in order
-    /// onto the empty state; by default that fold itself
-    /// ([`Reduction::lane_first`], [`Reduction::lane_push`]), for argmin and
-    /// argmax two passes ([`ArgState::of_lane`]).
+    /// The state of a lane's `V·W ≥ 1` elements, `V` vectors of `W`, in
+    /// index order: element `e` of vector `i` (widened) is `x(i, e)`, at
+    /// position `base + offset(i, e)`, the offsets increasing in that
+    /// order. The bits of pushing each one's state in order onto the empty
+    /// state; by default that fold itself ([`Reduction::lane_first`],
+    /// [`Reduction::lane_push`]), for argmin and argmax two passes
+    /// ([`ArgState::of_lane`]).
     #[inline(always)]
-    fn lane_elements<const N: usize>(
-        x: impl Fn(usize) -> T::Acc,
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
         base: u64,
-        offset: impl Fn(usize) -> u32,
+        offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
         // One loop over every element, the first resolved at compile time
-        // once it is unrolled (the first element folded apart, ptxas gave
-        // logsumexp a fifth more registers).
+        // once the loops are unrolled (the first element folded apart,
+        // ptxas gave logsumexp a fifth more registers).
         let mut lane = None;
-        for k in 0..N {
-            let (x, index) = (x(k), base + u64::from(offset(k)));
-            lane = Some(match lane {
-                None => Self::lane_first(x, index),
-                Some(lane) => Self::lane_push(lane, x, index),
-            });
+        for i in 0..V {
+            for e in 0..W {
+                let (x, index) = (x(i, e), base + u64::from(offset(i, e)));
+                lane = Some(match lane {
+                    None => Self::lane_first(x, index),
+                    Some(lane) => Self::lane_push(lane, x, index),
+                });
+            }
         }
         lane.map_or(State::empty(), Self::lane_state)
     }
@@ -498,12 +502,11 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
-                // Element `k` of the lane: element `k % $n` of vector
-                // `k / $n`, at `j + 32·$n·(k / $n) + k % $n`.
-                Some(R::lane_elements::<{ crate::LANE_ITEMS as usize }>(
-                    |k| <$t>::widen_lane(&loaded[k / $n], k % $n),
+                // Element `e` of vector `i` is at `j + 32·$n·i + e`.
+                Some(R::lane_elements::<VECTORS, $n>(
+                    |i, e| <$t>::widen_lane(&loaded[i], e),
                     j,
-                    |k| (32 * $n * (k / $n) + k % $n) as u32,
+                    |i, e| (32 * $n * i + e) as u32,
                 ))
             }
         }
@@ -642,45 +645,52 @@ impl<A: Acc, const MAX: bool> ArgState<A, MAX> {
         ArgState { key, index }
     }
 
-    /// The state of `N ≥ 1` values in index order, value `k` being `x(k)`
-    /// at position `base + offset(k)` (offsets increasing with `k`): the
-    /// bits of pushing their states in order onto the empty state, in two
-    /// passes instead of a key computed and a key and an index selected per
-    /// value. First the extreme as a number ([`Acc::extreme`], NaNs
-    /// skipped) and whether any value is a NaN: one min/max and one NaN
-    /// test per value. Then, last value first, the position of the first
-    /// winner: the first NaN if there is one (the NaN key beats every
-    /// other, and equal keys keep the first index), else the first value
-    /// equal to the extreme as a number (so `-0 == +0`, as [`Acc::arg_key`]
-    /// has it): one compare and one select of a constant offset per value,
-    /// and the index added once.
+    /// The state of `V·W ≥ 1` values in index order, `V` vectors of `W`
+    /// (element `e` of vector `i` being `x(i, e)`, at position `base +
+    /// offset(i, e)`, the offsets increasing in that order): the bits of
+    /// pushing their states in order onto the empty state, in two passes
+    /// instead of a key computed and a key and an index selected per value.
+    /// First the extreme as a number ([`Acc::extreme`], NaNs skipped) and
+    /// whether any value is a NaN: one min/max and one NaN test per value.
+    /// Then, last value first, the position of the first winner: the first
+    /// NaN if there is one (the NaN key beats every other, and equal keys
+    /// keep the first index), else the first value equal to the extreme as
+    /// a number (so `-0 == +0`, as [`Acc::arg_key`] has it): one compare
+    /// and one select of a constant offset per value, and the index added
+    /// once. Both passes written out ([`unroll2`]): an indexed loop would
+    /// send the values to local memory.
     #[inline(always)]
-    pub fn of_lane<const N: usize>(
-        x: impl Fn(usize) -> A,
+    pub fn of_lane<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> A,
         base: u64,
-        offset: impl Fn(usize) -> u32,
+        offset: impl Fn(usize, usize) -> u32,
     ) -> Self {
-        let mut best = x(0);
-        let mut nan = best.is_nan();
-        for k in 1..N {
-            let v = x(k);
+        let mut best = x(0, 0);
+        let mut nan = false;
+        unroll2::<V, W>(|i, e| {
+            let v = x(i, e);
             best = A::extreme::<MAX>(best, v);
             nan |= v.is_nan();
-        }
-        let mut at = offset(0);
+        });
+        // The last element first, so that the first winner's offset is the
+        // one left.
+        let last = |i: usize, e: usize| (V - 1 - i, W - 1 - e);
+        let mut at = offset(0, 0);
         let key = if nan {
-            for k in (0..N).rev() {
-                if x(k).is_nan() {
-                    at = offset(k);
+            unroll2::<V, W>(|i, e| {
+                let (i, e) = last(i, e);
+                if x(i, e).is_nan() {
+                    at = offset(i, e);
                 }
-            }
+            });
             if MAX { A::Key::MAX } else { A::Key::MIN }
         } else {
-            for k in (0..N).rev() {
-                if x(k) == best {
-                    at = offset(k);
+            unroll2::<V, W>(|i, e| {
+                let (i, e) = last(i, e);
+                if x(i, e) == best {
+                    at = offset(i, e);
                 }
-            }
+            });
             best.arg_key()
         };
         ArgState {
@@ -915,12 +925,12 @@ impl<T: Input> Reduction<T> for ArgMin {
     }
     state_lane!();
     #[inline(always)]
-    fn lane_elements<const N: usize>(
-        x: impl Fn(usize) -> T::Acc,
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
         base: u64,
-        offset: impl Fn(usize) -> u32,
+        offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
-        ArgState::of_lane::<N>(x, base, offset)
+        ArgState::of_lane::<V, W>(x, base, offset)
     }
 }
 
@@ -932,12 +942,12 @@ impl<T: Input> Reduction<T> for ArgMax {
     }
     state_lane!();
     #[inline(always)]
-    fn lane_elements<const N: usize>(
-        x: impl Fn(usize) -> T::Acc,
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
         base: u64,
-        offset: impl Fn(usize) -> u32,
+        offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
-        ArgState::of_lane::<N>(x, base, offset)
+        ArgState::of_lane::<V, W>(x, base, offset)
     }
 }
 

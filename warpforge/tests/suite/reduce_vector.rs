@@ -1270,8 +1270,6 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
                     stringify!($r),
                     $xs
                 );
-                let elements =
-                    <$r as Reduction<$t>>::lane_elements::<N>(|k| $xs[k], 7, |k| 3 * k as u32);
                 // A sum's NaN payload is the compiler's choice (`fadd`
                 // commutes); the finish makes every NaN the canonical one.
                 let payload_free = |words: [u64; 2]| {
@@ -1287,10 +1285,28 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
                         words
                     }
                 };
+                // One vector of N, and N vectors of one.
+                let elements = <$r as Reduction<$t>>::lane_elements::<1, N>(
+                    |_, k| $xs[k],
+                    7,
+                    |_, k| 3 * k as u32,
+                );
                 assert_eq!(
                     payload_free(State::encode(elements)),
                     payload_free(State::encode(pushed)),
                     "{} of {:?}, lane_elements",
+                    stringify!($r),
+                    $xs
+                );
+                let by_ones = <$r as Reduction<$t>>::lane_elements::<N, 1>(
+                    |k, _| $xs[k],
+                    7,
+                    |k, _| 3 * k as u32,
+                );
+                assert_eq!(
+                    payload_free(State::encode(by_ones)),
+                    payload_free(State::encode(pushed)),
+                    "{} of {:?}, lane_elements by vectors of 1",
                     stringify!($r),
                     $xs
                 );

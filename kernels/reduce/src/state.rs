@@ -76,29 +76,40 @@ pub trait Reduction<T: Input> {
     /// position `base + offset(i, e)`, the offsets increasing in that
     /// order. The bits of pushing each one's state in order onto the empty
     /// state; by default that fold itself ([`Reduction::lane_first`],
-    /// [`Reduction::lane_push`]), for argmin and argmax two passes
-    /// ([`ArgState::of_lane`]).
+    /// [`Reduction::lane_push`]), for argmin and argmax of 4-byte
+    /// accumulators two passes ([`ArgState::of_lane`], [`Acc::ARG_TWO_PASSES`]).
     #[inline(always)]
     fn lane_elements<const V: usize, const W: usize>(
         x: impl Fn(usize, usize) -> T::Acc,
         base: u64,
         offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
-        // One loop over every element, the first resolved at compile time
-        // once the loops are unrolled (the first element folded apart,
-        // ptxas gave logsumexp a fifth more registers).
-        let mut lane = None;
-        for i in 0..V {
-            for e in 0..W {
-                let (x, index) = (x(i, e), base + u64::from(offset(i, e)));
-                lane = Some(match lane {
-                    None => Self::lane_first(x, index),
-                    Some(lane) => Self::lane_push(lane, x, index),
-                });
-            }
-        }
-        lane.map_or(State::empty(), Self::lane_state)
+        fold_lane::<T, Self, V, W>(x, base, offset)
     }
+}
+
+/// [`Reduction::lane_elements`] by the lane fold: the first element's
+/// [`Reduction::lane_first`], the others' [`Reduction::lane_push`] in order.
+#[inline(always)]
+fn fold_lane<T: Input, R: Reduction<T> + ?Sized, const V: usize, const W: usize>(
+    x: impl Fn(usize, usize) -> T::Acc,
+    base: u64,
+    offset: impl Fn(usize, usize) -> u32,
+) -> R::State {
+    // One loop over every element, the first resolved at compile time
+    // once the loops are unrolled (the first element folded apart,
+    // ptxas gave logsumexp a fifth more registers).
+    let mut lane = None;
+    for i in 0..V {
+        for e in 0..W {
+            let (x, index) = (x(i, e), base + u64::from(offset(i, e)));
+            lane = Some(match lane {
+                None => R::lane_first(x, index),
+                Some(lane) => R::lane_push(lane, x, index),
+            });
+        }
+    }
+    lane.map_or(State::empty(), R::lane_state)
 }
 
 /// The [`Reduction`] lane methods where a lane carries the state: the first
@@ -156,6 +167,12 @@ pub trait Acc: ShuffleValue + PartialOrd {
     /// ignored (the other returned; NaN only if both are), either zero for
     /// `-0` against `+0`: one `FMNMX` or `IMNMX` ([`ArgState::of_lane`]).
     fn extreme<const MAX: bool>(a: Self, b: Self) -> Self;
+    /// Whether argmin and argmax find a lane's state in two passes
+    /// ([`ArgState::of_lane`]): for 4-byte accumulators. 8-byte ones fold
+    /// one by one: two passes keep their 16 values live in twice the
+    /// registers (the fused f64 argmax took 79 -> 95, i64 80 -> 97: 3 -> 2
+    /// blocks of 256 per SM) for fewer instructions per byte to gain.
+    const ARG_TWO_PASSES: bool = size_of::<Self>() == 4;
     /// The value's bits in a word.
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
@@ -930,7 +947,11 @@ impl<T: Input> Reduction<T> for ArgMin {
         base: u64,
         offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
-        ArgState::of_lane::<V, W>(x, base, offset)
+        if T::Acc::ARG_TWO_PASSES {
+            ArgState::of_lane::<V, W>(x, base, offset)
+        } else {
+            fold_lane::<T, Self, V, W>(x, base, offset)
+        }
     }
 }
 
@@ -947,7 +968,11 @@ impl<T: Input> Reduction<T> for ArgMax {
         base: u64,
         offset: impl Fn(usize, usize) -> u32,
     ) -> Self::State {
-        ArgState::of_lane::<V, W>(x, base, offset)
+        if T::Acc::ARG_TWO_PASSES {
+            ArgState::of_lane::<V, W>(x, base, offset)
+        } else {
+            fold_lane::<T, Self, V, W>(x, base, offset)
+        }
     }
 }
 

@@ -1013,7 +1013,7 @@ impl ReduceOptions {
 /// Registers per thread that [`wave_blocks`] assumes for the one-launch
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
 /// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
-/// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
+/// 65 to 76, argmin and argmax 74 to 80, min and max of f64 92, logsumexp
 /// 79 to 80 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
 /// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
 /// block of 256 per SM: a launch bound of two spilled the f64 argmin and

@@ -7,6 +7,7 @@
 //! [`super`] only ever call these, so one kernel body serves every reduction.
 
 use warpforge_device::global::{Plain, Vector16};
+use warpforge_device::unroll::unroll2;
 use warpforge_device::warp::{self, FULL_MASK, ShuffleValue};
 use warpforge_device::{Global, num};
 use warpforge_device::{bf16, f16};
@@ -70,6 +71,45 @@ pub trait Reduction<T: Input> {
     /// The state of the lane's elements: the bits of pushing each one's
     /// state in order onto the empty state.
     fn lane_state(lane: Self::Lane) -> Self::State;
+    /// The state of a lane's `V·W ≥ 1` elements, `V` vectors of `W`, in
+    /// index order: element `e` of vector `i` (widened) is `x(i, e)`, at
+    /// position `base + offset(i, e)`, the offsets increasing in that
+    /// order. The bits of pushing each one's state in order onto the empty
+    /// state; by default that fold itself ([`Reduction::lane_first`],
+    /// [`Reduction::lane_push`]), for argmin and argmax of 4-byte
+    /// accumulators two passes ([`ArgState::of_lane`], [`Acc::ARG_TWO_PASSES`]).
+    #[inline(always)]
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize, usize) -> u32,
+    ) -> Self::State {
+        fold_lane::<T, Self, V, W>(x, base, offset)
+    }
+}
+
+/// [`Reduction::lane_elements`] by the lane fold: the first element's
+/// [`Reduction::lane_first`], the others' [`Reduction::lane_push`] in order.
+#[inline(always)]
+fn fold_lane<T: Input, R: Reduction<T> + ?Sized, const V: usize, const W: usize>(
+    x: impl Fn(usize, usize) -> T::Acc,
+    base: u64,
+    offset: impl Fn(usize, usize) -> u32,
+) -> R::State {
+    // One loop over every element, the first resolved at compile time
+    // once the loops are unrolled (the first element folded apart,
+    // ptxas gave logsumexp a fifth more registers).
+    let mut lane = None;
+    for i in 0..V {
+        for e in 0..W {
+            let (x, index) = (x(i, e), base + u64::from(offset(i, e)));
+            lane = Some(match lane {
+                None => R::lane_first(x, index),
+                Some(lane) => R::lane_push(lane, x, index),
+            });
+        }
+    }
+    lane.map_or(State::empty(), R::lane_state)
 }
 
 /// The [`Reduction`] lane methods where a lane carries the state: the first
@@ -123,6 +163,16 @@ pub trait Acc: ShuffleValue + PartialOrd {
     fn from_key(key: Self::Key) -> Self;
     /// The key [`ArgState`] compares: like [`Acc::key`] but `-0 == +0`.
     fn arg_key(self) -> Self::Key;
+    /// The larger (`MAX`) or the smaller of `a` and `b` as numbers, a NaN
+    /// ignored (the other returned; NaN only if both are), either zero for
+    /// `-0` against `+0`: one `FMNMX` or `IMNMX` ([`ArgState::of_lane`]).
+    fn extreme<const MAX: bool>(a: Self, b: Self) -> Self;
+    /// Whether argmin and argmax find a lane's state in two passes
+    /// ([`ArgState::of_lane`]): for 4-byte accumulators. 8-byte ones fold
+    /// one by one: two passes keep their 16 values live in twice the
+    /// registers (the fused f64 argmax took 79 -> 95, i64 80 -> 97: 3 -> 2
+    /// blocks of 256 per SM) for fewer instructions per byte to gain.
+    const ARG_TWO_PASSES: bool = size_of::<Self>() == 4;
     /// The value's bits in a word.
     fn to_word(self) -> u64;
     /// The value [`Acc::to_word`] wrote.
@@ -216,6 +266,11 @@ macro_rules! float_acc {
             #[inline(always)]
             fn arg_key(self) -> $key {
                 (self + 0.0).key() // -0 + 0 = +0; every other value unchanged
+            }
+            #[inline(always)]
+            fn extreme<const MAX: bool>(a: Self, b: Self) -> Self {
+                // IEEE maxNum/minNum (`max.f32`, `min.f32` in PTX).
+                if MAX { a.max(b) } else { a.min(b) }
             }
             const ADD_IDENTITY: Self = -0.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
@@ -331,6 +386,10 @@ macro_rules! int_acc {
             #[inline(always)]
             fn arg_key(self) -> $t {
                 self
+            }
+            #[inline(always)]
+            fn extreme<const MAX: bool>(a: Self, b: Self) -> Self {
+                if MAX { a.max(b) } else { a.min(b) }
             }
             const ADD_IDENTITY: Self = 0;
             const LOWEST: Self = <$t>::MIN;
@@ -460,22 +519,12 @@ macro_rules! input {
                 let loaded: [Self::Vector; VECTORS] = core::array::from_fn(|i| {
                     v.load(32 * i).unwrap_or(Vector16([<$t>::default(); $n]))
                 });
-                // One loop over every element, as the fold was written
-                // before the lanes (the first element apart, ptxas gave
-                // logsumexp a fifth more registers); the `Option` is
-                // resolved at compile time once the loops are unrolled.
-                let mut lane = None;
-                for (i, vector) in loaded.iter().enumerate() {
-                    for e in 0..$n {
-                        let index = j + (32 * $n * i + e) as u64;
-                        let x = <$t>::widen_lane(vector, e);
-                        lane = Some(match lane {
-                            None => R::lane_first(x, index),
-                            Some(lane) => R::lane_push(lane, x, index),
-                        });
-                    }
-                }
-                lane.map(R::lane_state)
+                // Element `e` of vector `i` is at `j + 32·$n·i + e`.
+                Some(R::lane_elements::<VECTORS, $n>(
+                    |i, e| <$t>::widen_lane(&loaded[i], e),
+                    j,
+                    |i, e| (32 * $n * i + e) as u32,
+                ))
             }
         }
     )* };
@@ -611,6 +660,60 @@ impl<A: Acc, const MAX: bool> ArgState<A, MAX> {
             (false, _) => x.arg_key(),
         };
         ArgState { key, index }
+    }
+
+    /// The state of `V·W ≥ 1` values in index order, `V` vectors of `W`
+    /// (element `e` of vector `i` being `x(i, e)`, at position `base +
+    /// offset(i, e)`, the offsets increasing in that order): the bits of
+    /// pushing their states in order onto the empty state, in two passes
+    /// instead of a key computed and a key and an index selected per value.
+    /// First the extreme as a number ([`Acc::extreme`], NaNs skipped) and
+    /// whether any value is a NaN: one min/max and one NaN test per value.
+    /// Then, last value first, the position of the first winner: the first
+    /// NaN if there is one (the NaN key beats every other, and equal keys
+    /// keep the first index), else the first value equal to the extreme as
+    /// a number (so `-0 == +0`, as [`Acc::arg_key`] has it): one compare
+    /// and one select of a constant offset per value, and the index added
+    /// once. Both passes written out ([`unroll2`]): an indexed loop would
+    /// send the values to local memory.
+    #[inline(always)]
+    pub fn of_lane<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> A,
+        base: u64,
+        offset: impl Fn(usize, usize) -> u32,
+    ) -> Self {
+        let mut best = x(0, 0);
+        let mut nan = false;
+        unroll2::<V, W>(|i, e| {
+            let v = x(i, e);
+            best = A::extreme::<MAX>(best, v);
+            nan |= v.is_nan();
+        });
+        // The last element first, so that the first winner's offset is the
+        // one left.
+        let last = |i: usize, e: usize| (V - 1 - i, W - 1 - e);
+        let mut at = offset(0, 0);
+        let key = if nan {
+            unroll2::<V, W>(|i, e| {
+                let (i, e) = last(i, e);
+                if x(i, e).is_nan() {
+                    at = offset(i, e);
+                }
+            });
+            if MAX { A::Key::MAX } else { A::Key::MIN }
+        } else {
+            unroll2::<V, W>(|i, e| {
+                let (i, e) = last(i, e);
+                if x(i, e) == best {
+                    at = offset(i, e);
+                }
+            });
+            best.arg_key()
+        };
+        ArgState {
+            key,
+            index: base + u64::from(at),
+        }
     }
 }
 
@@ -838,6 +941,18 @@ impl<T: Input> Reduction<T> for ArgMin {
         ArgState::of(x, index)
     }
     state_lane!();
+    #[inline(always)]
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize, usize) -> u32,
+    ) -> Self::State {
+        if T::Acc::ARG_TWO_PASSES {
+            ArgState::of_lane::<V, W>(x, base, offset)
+        } else {
+            fold_lane::<T, Self, V, W>(x, base, offset)
+        }
+    }
 }
 
 impl<T: Input> Reduction<T> for ArgMax {
@@ -847,6 +962,18 @@ impl<T: Input> Reduction<T> for ArgMax {
         ArgState::of(x, index)
     }
     state_lane!();
+    #[inline(always)]
+    fn lane_elements<const V: usize, const W: usize>(
+        x: impl Fn(usize, usize) -> T::Acc,
+        base: u64,
+        offset: impl Fn(usize, usize) -> u32,
+    ) -> Self::State {
+        if T::Acc::ARG_TWO_PASSES {
+            ArgState::of_lane::<V, W>(x, base, offset)
+        } else {
+            fold_lane::<T, Self, V, W>(x, base, offset)
+        }
+    }
 }
 
 impl<T: Input<Acc: Float>> Reduction<T> for LogSumExp {

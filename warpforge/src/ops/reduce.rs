@@ -120,11 +120,21 @@
 //!   against it).
 //!
 //! The partial states of the last two live in scratch buffers the device
-//! keeps between calls (no allocation and no memset per call); only the
-//! result is allocated, without a memset (the kernel writes every output),
-//! so a warm call is one launch on the stream, one allocation and no
-//! synchronisation (counted with [`crate::Device::work_done_by`]).
-//! [`crate::Device::release_scratch`] frees them.
+//! keeps between calls (no allocation and no memset per call), and the
+//! result comes from the device's cache of kernel outputs, keyed by element
+//! type and length, to which a dropped result goes back (no memset either:
+//! the kernel writes every output). A warm call (a result of its type and
+//! length dropped before it) is one launch on the stream, no allocation, no
+//! memset and no synchronisation (counted with
+//! [`crate::Device::work_done_by`]). [`crate::Device::release_scratch`]
+//! frees both caches.
+//!
+//! The rule for both caches: an entry is out of the cache while a call (or
+//! a result) holds it, so two calls never share one, from any number of
+//! threads; the next borrower's work is ordered after the work queued with
+//! it (the same stream, which every reduction uses; on another stream, the
+//! buffer's events: a result handed to a kernel on another stream and then
+//! dropped is not written again before that kernel has read it).
 //!
 //! The fused path's tickets live in a scratch buffer of their own that
 //! only ever holds tickets, every one 0 between launches: each combine
@@ -782,7 +792,7 @@ macro_rules! one_launch {
             // element) and launches `$small`, `$fused` or `$cols` into it.
             macro_rules! launch {
                 ($out:ty, $s:path, $f:path, $c:path) => {{
-                    let mut out = dev.alloc_for_kernel_output::<$out>(outputs)?;
+                    let mut out = dev.cached_output::<$out>(outputs)?;
                     match (path, pass) {
                         (OneLaunch::Small, Pass::Rows { rows, len }) => {
                             dev.launch($s, cfg, (x, rows, len, code, &mut out))?
@@ -1003,7 +1013,7 @@ impl ReduceOptions {
 /// Registers per thread that [`wave_blocks`] assumes for the one-launch
 /// kernels of `op` over `dtype` (`columns`: `reduce_fused_cols_*`, else
 /// `reduce_fused_*`), from `ptxas -v` on sm_80 (ptxas 13, no spills): rows
-/// 65 to 76, argmin and argmax 72 to 82, min and max of f64 92, logsumexp
+/// 65 to 76, argmin and argmax 74 to 80, min and max of f64 92, logsumexp
 /// 79 to 80 (f64 94); columns 107 to 128, but argmin and argmax of f16 and bf16
 /// 134, and argmin, argmax, min and max of f64, i64 and i32 129 to 130 (one
 /// block of 256 per SM: a launch bound of two spilled the f64 argmin and
@@ -1631,11 +1641,11 @@ fn finish<T: Reducible>(
     let dev = states.device();
     // No memset: the finish writes every output.
     if op.returns_indices() {
-        let mut out = dev.alloc_for_kernel_output::<i64>(outputs)?;
+        let mut out = dev.cached_output::<i64>(outputs)?;
         dev.launch(k::finish_index, cfg, (states, &mut out))?;
         Ok(Reduced::Indices(out))
     } else {
-        let mut out = dev.alloc_for_kernel_output::<T>(outputs)?;
+        let mut out = dev.cached_output::<T>(outputs)?;
         T::finish(op, states, layout.len as u64, &mut out, cfg)?;
         Ok(Reduced::Values(out))
     }

@@ -40,10 +40,59 @@ pub(crate) enum Memory<T: Element> {
 pub struct DeviceBuffer<T: Element> {
     pub(crate) device: Device,
     pub(crate) len: usize,
-    pub(crate) memory: Memory<T>,
+    /// `None` only while the buffer drops ([`DeviceBuffer::memory`]).
+    memory: Option<Memory<T>>,
+    /// Whether dropping the buffer returns its memory to the device's cache
+    /// of kernel outputs (`Device::cached_output`) rather than freeing it.
+    cached: bool,
+}
+
+impl<T: Element> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if self.cached
+            && let Some(memory) = self.memory.take()
+        {
+            self.device.return_output(self.len, memory);
+        }
+    }
 }
 
 impl<T: Element> DeviceBuffer<T> {
+    /// A buffer of `len` elements in `memory`, freed when dropped; `cached`:
+    /// given back to the device's cache of kernel outputs instead.
+    pub(crate) fn new(device: Device, len: usize, memory: Memory<T>, cached: bool) -> Self {
+        DeviceBuffer {
+            device,
+            len,
+            memory: Some(memory),
+            cached,
+        }
+    }
+
+    /// Where the elements live.
+    pub(crate) fn memory(&self) -> &Memory<T> {
+        self.memory
+            .as_ref()
+            .expect("a live buffer holds its memory")
+    }
+
+    /// Where the elements live, and the device (borrowed apart, so that an
+    /// error can be reported while the memory is borrowed).
+    pub(crate) fn memory_mut(&mut self) -> (&mut Memory<T>, &usize, &Device) {
+        let memory = self
+            .memory
+            .as_mut()
+            .expect("a live buffer holds its memory");
+        (memory, &self.len, &self.device)
+    }
+
+    /// The buffer's memory, taken out of it (it will not be freed or
+    /// cached by the buffer).
+    pub(crate) fn into_memory(mut self) -> Memory<T> {
+        self.cached = false;
+        self.memory.take().expect("a live buffer holds its memory")
+    }
+
     /// Elements in the buffer.
     pub fn len(&self) -> usize {
         self.len
@@ -62,7 +111,7 @@ impl<T: Element> DeviceBuffer<T> {
     /// Copies the buffer to the host, after every queued kernel or copy that writes it.
     pub fn to_host(&self) -> Result<Vec<T>> {
         self.device.check_health()?;
-        match &self.memory {
+        match self.memory() {
             Memory::Emulated(m) => Ok(m.to_vec()),
             Memory::Gpu(slice) => {
                 if self.len == 0 {
@@ -89,14 +138,15 @@ impl<T: Element> DeviceBuffer<T> {
     pub fn copy_from_host(&mut self, data: &[T]) -> Result<()> {
         self.check_len("copy_from_host", data.len())?;
         self.device.check_health()?;
-        match &mut self.memory {
+        let (memory, _, device) = self.memory_mut();
+        match memory {
             Memory::Emulated(m) => m.write(data),
             Memory::Gpu(slice) => {
                 if !data.is_empty() {
                     let stream = slice.stream().clone();
                     stream
                         .memcpy_htod(data, &mut slice.slice_mut(..data.len()))
-                        .map_err(|e| self.device.observe(e, "copying a buffer to the device"))?;
+                        .map_err(|e| device.observe(e, "copying a buffer to the device"))?;
                 }
             }
         }
@@ -108,18 +158,17 @@ impl<T: Element> DeviceBuffer<T> {
         self.check_len("copy_from", src.len)?;
         self.device.check_same(&src.device)?;
         self.device.check_health()?;
-        match (&mut self.memory, &src.memory) {
+        let (memory, &len, device) = self.memory_mut();
+        match (memory, src.memory()) {
             (Memory::Emulated(dst), Memory::Emulated(s)) => {
-                self.device
-                    .default_stream()
-                    .copy_emulated(s, dst, self.len)?;
+                device.default_stream().copy_emulated(s, dst, len)?;
             }
             (Memory::Gpu(dst), Memory::Gpu(s)) => {
-                if self.len > 0 {
+                if len > 0 {
                     let stream = dst.stream().clone();
                     stream
-                        .memcpy_dtod(&s.slice(..self.len), &mut dst.slice_mut(..self.len))
-                        .map_err(|e| self.device.observe(e, "copying device to device"))?;
+                        .memcpy_dtod(&s.slice(..len), &mut dst.slice_mut(..len))
+                        .map_err(|e| device.observe(e, "copying device to device"))?;
                 }
             }
             _ => unreachable!("check_same: both buffers belong to one device"),

@@ -10,6 +10,7 @@ use super::stream::{Stream, StreamKind};
 use super::tensor_map::UploadedMaps;
 use crate::ptx::Module;
 use cudarc::driver::DriverError;
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -76,6 +77,10 @@ struct Inner {
     modules: ModuleTable,
     /// Scratch buffers kept between calls ([`Device::scratch`]).
     scratch: Mutex<Vec<(&'static str, usize, Memory<u64>)>>,
+    /// Kernel outputs given back by their dropped buffers
+    /// ([`Device::cached_output`]): element type, length, `Memory<T>`; the
+    /// most recently returned last.
+    outputs: Mutex<Vec<CachedOutput>>,
     /// How many [`Device::work_done_by`] calls are running: launches
     /// are counted only then, so other launches pay one atomic load.
     recording: AtomicUsize,
@@ -97,8 +102,8 @@ pub struct WorkCounts {
     /// Launches per kernel name: every launch that passed its checks and
     /// was run or queued, on any stream.
     pub launches: BTreeMap<&'static str, u64>,
-    /// Device allocations (a scratch buffer lent from the device's cache is
-    /// none; a new one is one).
+    /// Device allocations (a scratch buffer or a kernel output lent from the
+    /// device's caches is none; a new one is one).
     pub allocations: u64,
     /// Memsets (a zeroed allocation is an allocation and a memset).
     pub memsets: u64,
@@ -114,6 +119,14 @@ impl WorkCounts {
 /// Scratch buffers a device keeps at most: one per host thread that queues
 /// work needing one at the same moment; a buffer returned beyond this is freed.
 const SCRATCH_KEPT: usize = 8;
+
+/// A kernel output's memory kept for the next call that needs one of the
+/// same element type and length: `Memory<T>` for that type.
+type CachedOutput = (TypeId, usize, Box<dyn Any + Send>);
+
+/// Kernel outputs a device keeps at most (of every type and length
+/// together); returning one more frees the one returned longest ago.
+const OUTPUTS_KEPT: usize = 16;
 
 /// The modules a device knows, each loaded on it at most once, when
 /// [`Device::load`] asks or at the first launch of one of its kernels. The
@@ -223,13 +236,9 @@ impl std::ops::DerefMut for Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Some(DeviceBuffer {
-            device,
-            len,
-            memory,
-        }) = self.buffer.take()
-        {
-            device.return_scratch(self.use_, len, memory);
+        if let Some(buffer) = self.buffer.take() {
+            let (device, len) = (buffer.device.clone(), buffer.len);
+            device.return_scratch(self.use_, len, buffer.into_memory());
         }
     }
 }
@@ -266,6 +275,7 @@ impl Device {
                 health: Arc::new(Mutex::new(Health::Usable)),
                 modules: ModuleTable::default(),
                 scratch: Mutex::new(Vec::new()),
+                outputs: Mutex::new(Vec::new()),
                 recording: AtomicUsize::new(0),
                 launches: Mutex::new(BTreeMap::new()),
                 allocations: AtomicU64::new(0),
@@ -649,11 +659,7 @@ impl Device {
         };
         self.inner.allocations.fetch_add(1, Ordering::Relaxed);
         self.inner.memsets.fetch_add(1, Ordering::Relaxed);
-        Ok(DeviceBuffer {
-            device: self.clone(),
-            len,
-            memory,
-        })
+        Ok(DeviceBuffer::new(self.clone(), len, memory, false))
     }
 
     /// A buffer of `len` elements that a kernel queued next writes whole (a
@@ -666,6 +672,55 @@ impl Device {
         &self,
         len: usize,
     ) -> Result<DeviceBuffer<T>> {
+        self.unset_buffer(len, false)
+    }
+
+    /// [`Device::alloc_for_kernel_output`], lent from this device's cache of
+    /// kernel outputs when it holds one of `T` and `len` elements: the buffer
+    /// goes back to the cache when dropped (up to [`OUTPUTS_KEPT`] are kept,
+    /// the oldest freed), so a warm call that returns a fresh result (a
+    /// reduction's) allocates nothing. An entry is out of the cache while a
+    /// buffer holds it, so two calls never share one, whatever the threads;
+    /// the work queued on it stays ordered before the next borrower's as
+    /// for [`Device::scratch`] (one stream's order, or the buffer's events
+    /// across streams). On the emulator a lent buffer is set to
+    /// [`Element::UNWRITTEN`] again (a host write, after the work queued on
+    /// it), so a kernel that leaves an output unwritten still shows.
+    /// [`Device::release_scratch`] frees the cache.
+    pub(crate) fn cached_output<T: Element>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.check_health()?;
+        let cached = {
+            let mut cache = lock(&self.inner.outputs);
+            let fit = cache
+                .iter()
+                .rposition(|(ty, l, _)| *ty == TypeId::of::<T>() && *l == len);
+            fit.map(|i| cache.remove(i).2)
+        };
+        match cached.and_then(|memory| memory.downcast::<Memory<T>>().ok()) {
+            Some(memory) => {
+                if let Memory::Emulated(m) = &*memory {
+                    m.write(&vec![T::UNWRITTEN; len]);
+                }
+                Ok(DeviceBuffer::new(self.clone(), len, *memory, true))
+            }
+            None => self.unset_buffer(len, true),
+        }
+    }
+
+    /// Takes back a dropped cached output's memory ([`Device::cached_output`]).
+    pub(crate) fn return_output<T: Element>(&self, len: usize, memory: Memory<T>) {
+        let oldest = {
+            let mut cache = lock(&self.inner.outputs);
+            cache.push((TypeId::of::<T>(), len, Box::new(memory)));
+            (cache.len() > OUTPUTS_KEPT).then(|| cache.remove(0))
+        };
+        drop(oldest); // outside the lock: freeing waits for the work that uses it
+    }
+
+    /// A new buffer of `len` unset elements (see
+    /// [`Device::alloc_for_kernel_output`]); `cached`: returned to the
+    /// cache of kernel outputs when dropped.
+    fn unset_buffer<T: Element>(&self, len: usize, cached: bool) -> Result<DeviceBuffer<T>> {
         self.check_health()?;
         let memory = match &self.inner.backend {
             Backend::Gpu(g) => Memory::Gpu(g.alloc_unset(len).map_err(|e| self.refine(e))?),
@@ -676,11 +731,7 @@ impl Device {
             }
         };
         self.inner.allocations.fetch_add(1, Ordering::Relaxed);
-        Ok(DeviceBuffer {
-            device: self.clone(),
-            len,
-            memory,
-        })
+        Ok(DeviceBuffer::new(self.clone(), len, memory, cached))
     }
 
     /// A scratch buffer of at least `words` words for `use_`, lent from this
@@ -720,11 +771,7 @@ impl Device {
             }
         };
         let buffer = match cached {
-            Some((_, len, memory)) => DeviceBuffer {
-                device: self.clone(),
-                len,
-                memory,
-            },
+            Some((_, len, memory)) => DeviceBuffer::new(self.clone(), len, memory, false),
             None => self.alloc_zeroed::<u64>(words)?,
         };
         Ok(Scratch {
@@ -734,7 +781,8 @@ impl Device {
     }
 
     /// Frees the scratch buffers this device keeps between calls (the
-    /// partial states of reductions); the next call that needs one
+    /// partial states of reductions) and its cache of kernel outputs (the
+    /// memory of dropped reduction results); the next call that needs one
     /// allocates it again. Buffers lent at the moment are kept when returned.
     ///
     /// ```
@@ -752,6 +800,8 @@ impl Device {
     /// ```
     pub fn release_scratch(&self) {
         let freed = std::mem::take(&mut *lock(&self.inner.scratch));
+        drop(freed);
+        let freed = std::mem::take(&mut *lock(&self.inner.outputs));
         drop(freed);
     }
 

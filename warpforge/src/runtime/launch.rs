@@ -422,7 +422,7 @@ impl<T: Element> KernelArg for &DeviceBuffer<T> {
         Some(self.device())
     }
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawIn<T>> {
-        match &self.memory {
+        match self.memory() {
             Memory::Emulated(m) => Some(RawIn {
                 ptr: binding.claim(m, Access::Read),
                 len: self.len,
@@ -432,7 +432,7 @@ impl<T: Element> KernelArg for &DeviceBuffer<T> {
     }
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
         let buf: &'a DeviceBuffer<T> = self;
-        if let Memory::Gpu(slice) = &buf.memory {
+        if let Memory::Gpu(slice) = buf.memory() {
             args.arg(slice);
             args.arg(&buf.len);
         }
@@ -449,7 +449,7 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
         Some(self.len)
     }
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOut<T>> {
-        match &self.memory {
+        match self.memory() {
             Memory::Emulated(m) => Some(RawOut {
                 len: self.len,
                 ptr: binding.claim(m, Access::Write),
@@ -461,10 +461,10 @@ impl<T: Element> KernelArg for &mut DeviceBuffer<T> {
         Some((abi.ptr as usize, abi.len, size_of::<T>()))
     }
     fn push_gpu<'a>(&'a mut self, args: &mut LaunchArgs<'a>) {
-        let DeviceBuffer { memory, len, .. } = &mut **self;
+        let (memory, len, _) = self.memory_mut();
         if let Memory::Gpu(slice) = memory {
             args.arg(slice);
-            args.arg(&*len);
+            args.arg(len);
         }
     }
 }
@@ -611,7 +611,7 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
         Some(self.batches * self.rows * self.cols)
     }
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<RawOutMatrix<T>> {
-        match &self.buffer.memory {
+        match self.buffer.memory() {
             Memory::Emulated(m) => Some(RawOutMatrix {
                 len: self.buffer.len,
                 ptr: binding.claim(m, Access::Write),
@@ -636,10 +636,10 @@ impl<T: Element> KernelArg for MatrixMut<'_, T> {
             batches,
             batch_stride,
         } = self;
-        let DeviceBuffer { memory, len, .. } = &mut **buffer;
+        let (memory, len, _) = buffer.memory_mut();
         if let Memory::Gpu(slice) = memory {
             args.arg(slice);
-            args.arg(&*len);
+            args.arg(len);
             args.arg(&*rows);
             args.arg(&*cols);
             args.arg(&*row_stride);

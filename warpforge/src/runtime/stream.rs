@@ -102,7 +102,7 @@ impl Stream {
         dst: &mut DeviceBuffer<T>,
     ) -> Result<()> {
         self.check_copy("Stream::upload", &src.device, &dst.device, src.len, dst.len)?;
-        match (&self.kind, &src.memory, &mut dst.memory) {
+        match (&self.kind, &src.memory, dst.memory_mut().0) {
             (StreamKind::Gpu(s), PinnedMemory::Gpu(p), Memory::Gpu(d)) => {
                 if src.len > 0 {
                     s.memcpy_htod(p, &mut d.slice_mut(..src.len))
@@ -130,7 +130,7 @@ impl Stream {
             src.len,
             dst.len,
         )?;
-        match (&self.kind, &src.memory, &mut dst.memory) {
+        match (&self.kind, src.memory(), &mut dst.memory) {
             (StreamKind::Gpu(s), Memory::Gpu(d), PinnedMemory::Gpu(p)) => {
                 if src.len > 0 {
                     s.memcpy_dtoh(&d.slice(..src.len), p)

@@ -249,7 +249,7 @@ fn describe<T: Element>(
     // tensor must lie in the bytes from there on.
     let offset_bytes = offset * elem;
     let buffer_bytes = total_bytes - offset_bytes;
-    let base = match &buffer.memory {
+    let base = match buffer.memory() {
         Memory::Emulated(m) => m
             .alloc
             .as_ptr()
@@ -276,7 +276,7 @@ fn describe<T: Element>(
         parameter: "the tensor map",
         detail: e.to_string(),
     })?;
-    let encoded = match &buffer.memory {
+    let encoded = match buffer.memory() {
         Memory::Emulated(_) => None,
         Memory::Gpu(_) => Some(encode::<T>(buffer.device(), &desc)?),
     };
@@ -344,7 +344,7 @@ fn encode<T: Element>(device: &Device, desc: &TensorDesc) -> Result<Arc<CudaSlic
     }
     device.uploaded_map(map.opaque, || {
         let uploaded = device.upload(&map.opaque)?;
-        match uploaded.memory {
+        match uploaded.into_memory() {
             Memory::Gpu(slice) => Ok(Arc::new(slice)),
             Memory::Emulated(_) => unreachable!("a GPU buffer's device uploads to the GPU"),
         }
@@ -407,7 +407,7 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
         Some(self.buffer.device())
     }
     fn emu_bind(&mut self, binding: &mut Binding) -> Option<Self::Abi> {
-        match &self.buffer.memory {
+        match self.buffer.memory() {
             Memory::Emulated(m) => {
                 // The launch reads the buffer (ordered after its writers, and
                 // kept alive until the launch has run).
@@ -423,7 +423,7 @@ impl<T: Element, const R: usize, const B0: usize, const B1: usize, S: Mode> Kern
         // after the buffer's writers and its later writers (or its free)
         // after the launch, as for a `&DeviceBuffer` argument.
         let buffer: &'a DeviceBuffer<T> = self.buffer;
-        if let (Some(encoded), Memory::Gpu(slice)) = (&self.encoded, &buffer.memory) {
+        if let (Some(encoded), Memory::Gpu(slice)) = (&self.encoded, buffer.memory()) {
             args.arg(&**encoded);
             args.arg(slice);
         }

@@ -1238,10 +1238,13 @@ fn bf16_vectors_widen_from_their_words_like_each_element() {
 
 /// A lane's fold as the kernels do it (`Reduction::lane_first`, `lane_push`,
 /// `lane_state`: min and max
-/// from integer min/max of the raw bits and one NaN test per element) gives
+/// from integer min/max of the raw bits and one NaN test per element; and
+/// `Reduction::lane_elements`, which the unit loop calls: for argmin and
+/// argmax the extreme first, then the first position holding it) gives
 /// the state of pushing the elements one by one onto the empty state, for
 /// f32 (as f16/bf16 widen to) and f64, lanes of 1, 3 and 16 elements drawn
-/// from NaNs of both signs, both zeros, subnormals and infinities, and for
+/// from NaNs of both signs, both zeros, subnormals and infinities (and from
+/// a few values only, so that ties and both zeros meet), for i32, and for
 /// every op (the others fold from the first element, `push_nonempty`).
 #[test]
 fn a_lanes_fold_is_its_elements_pushed_in_order() {
@@ -1267,6 +1270,46 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
                     stringify!($r),
                     $xs
                 );
+                // A sum's NaN payload is the compiler's choice (`fadd`
+                // commutes); the finish makes every NaN the canonical one.
+                let payload_free = |words: [u64; 2]| {
+                    let nan = match size_of::<$t>() {
+                        4 => f32::from_bits(words[0] as u32).is_nan(),
+                        _ => f64::from_bits(words[0]).is_nan(),
+                    };
+                    let float = matches!(stringify!($t), "f32" | "f64");
+                    let sum = matches!(stringify!($r), "Sum" | "SumOfSquares" | "LogSumExp");
+                    if float && sum && nan {
+                        [u64::MAX, u64::MAX]
+                    } else {
+                        words
+                    }
+                };
+                // One vector of N, and N vectors of one.
+                let elements = <$r as Reduction<$t>>::lane_elements::<1, N>(
+                    |_, k| $xs[k],
+                    7,
+                    |_, k| 3 * k as u32,
+                );
+                assert_eq!(
+                    payload_free(State::encode(elements)),
+                    payload_free(State::encode(pushed)),
+                    "{} of {:?}, lane_elements",
+                    stringify!($r),
+                    $xs
+                );
+                let by_ones = <$r as Reduction<$t>>::lane_elements::<N, 1>(
+                    |k, _| $xs[k],
+                    7,
+                    |k, _| 3 * k as u32,
+                );
+                assert_eq!(
+                    payload_free(State::encode(by_ones)),
+                    payload_free(State::encode(pushed)),
+                    "{} of {:?}, lane_elements by vectors of 1",
+                    stringify!($r),
+                    $xs
+                );
             }};
         }
         macro_rules! every_op {
@@ -1282,6 +1325,13 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
         }
         every_op!(f32, xs);
         every_op!(f64, wide);
+        // Integers: the values' bits as i32 (both extremes, ties).
+        let ints: [i32; N] = xs.map(|x| (x.to_bits() as i32) >> 28);
+        same!(Max, i32, ints);
+        same!(Min, i32, ints);
+        same!(ArgMax, i32, ints);
+        same!(ArgMin, i32, ints);
+        same!(Sum, i32, ints);
     }
     let mut vals = edge_values();
     vals.extend([
@@ -1299,5 +1349,7 @@ fn a_lanes_fold_is_its_elements_pushed_in_order() {
         check::<3>(&mut rng, &vals);
         check::<16>(&mut rng, &vals);
         check::<16>(&mut rng, &finite);
+        check::<16>(&mut rng, &[0.0, -0.0, 1.0, -1.0, f32::NAN]);
+        check::<16>(&mut rng, &[0.0, -0.0, 2.0, -2.0]);
     }
 }

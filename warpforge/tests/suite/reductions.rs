@@ -282,8 +282,9 @@ fn same_bits_at_every_grid_size_in_emulator() {
     }
 }
 
-/// The partial states come from the device's scratch cache: after the first
-/// call nothing is allocated (free memory stays put), a smaller reduction
+/// The partial states come from the device's scratch cache (and the outputs
+/// from its cache of outputs): after the first call of each output type
+/// nothing is allocated (free memory stays put), a smaller reduction
 /// reuses the larger buffer, host threads reducing at once each get their
 /// own and agree bit for bit, and `release_scratch` gives the memory back.
 #[test]
@@ -296,6 +297,7 @@ fn reductions_reuse_the_device_scratch_states_in_emulator() {
     let xb = dev.upload(&x).unwrap();
     let total = dev.memory_info().unwrap().1;
     let sum = reduce::sum(&xb).unwrap().to_bits();
+    reduce::argmax(&xb).unwrap(); // its i64 output joins the cache of outputs
     let free = dev.memory_info().unwrap().0;
     assert!(
         free < total - 4 * n as u64,
@@ -1182,15 +1184,18 @@ fn exact_at_scale_on_gpu() {
     exact_at_scale::<f64>(&dev, (1 << 25) + 5, (8193, 4097), (2, (1 << 23) + 3, 2), 45);
 }
 
-/// Whole-tensor f32 `sum` and `argmax` of `2^log2` elements on `dev`, each
-/// call counted with the device's work recording once warm (the fused
-/// path's first call of a size allocates its scratch): one launch (of one
-/// kernel, counted, so a kernel launched twice fails), the small kernel up
-/// to 2¹⁶ elements and the fused one above (no combine or finish launches),
-/// no memset and one allocation (the returned output, which the kernel
-/// writes whole). The sum of ones is exact and the argmax finds the one
-/// 2.0, so a dropped or doubled unit fails too, and so does an output the
-/// kernel left unwritten (the emulator fills new outputs with NaN / -1).
+/// Warm calls of every op family on `2^log2` f32 elements on `dev`: the
+/// whole-tensor `sum`, `max` and `argmax`, and up to 2^20 the sums of the
+/// rows of `[64, 2^log2 / 64]` and of the columns of `[2^log2 / 64, 64]`, each counted
+/// with the device's work recording after one call of the same shape (the
+/// first call of a shape allocates its scratch and its output; the output
+/// goes back to the device's cache when the result drops): one launch (of
+/// one kernel, counted, so a kernel launched twice fails), the small kernel
+/// up to 2¹⁶ elements and the fused one above (no combine or finish
+/// launches), no memset and no allocation. The inputs are ones and one 2.0,
+/// so every result is exact and a dropped or doubled unit fails, and so
+/// does an output the kernel left unwritten (the emulator fills outputs with
+/// NaN / -1 before each call, cached or not).
 fn one_launch_per_call(dev: &Device, log2s: &[u32]) {
     // What one call did: its launches by name, allocations, memsets.
     let counted = |w: &WorkCounts| {
@@ -1201,22 +1206,106 @@ fn one_launch_per_call(dev: &Device, log2s: &[u32]) {
             .collect();
         (launches, w.allocations, w.memsets)
     };
+    // One warm-up call, then the counted one, whose result is returned.
+    let warm = |call: &dyn Fn() -> warpforge::Result<Reduced<f32>>| {
+        drop(call().unwrap());
+        let (r, work) = dev.work_done_by(call).unwrap();
+        (r, counted(&work))
+    };
+    let values = |r: Reduced<f32>| match r {
+        Reduced::Values(v) => v.to_host().unwrap(),
+        Reduced::Indices(_) => unreachable!(),
+    };
     for &log2 in log2s {
         let n = 1usize << log2;
-        let mut x = vec![1.0f32; n];
+        let mut host = vec![1.0f32; n];
         let peak = n / 3 + 5;
-        x[peak] = 2.0;
-        let x = dev.upload(&x).unwrap();
+        host[peak] = 2.0;
+        let x = dev.upload(&host).unwrap();
         let kind = if log2 <= 16 { "small" } else { "fused" };
-        let expect = |op: &str| (vec![(format!("reduce_{kind}_{op}_f32"), 1)], 1, 0);
-        reduce::sum(&x).unwrap(); // warm: the scratch cache holds this size's buffers
-        let (sum, work) = dev.work_done_by(|| reduce::sum(&x)).unwrap();
-        assert_eq!(sum, n as f32 + 1.0, "2^{log2}");
-        assert_eq!(counted(&work), expect("sum"), "2^{log2}");
-        let (index, work) = dev.work_done_by(|| reduce::argmax(&x)).unwrap();
-        assert_eq!(index, peak as u64, "2^{log2}");
-        assert_eq!(counted(&work), expect("argmax"), "2^{log2}");
+        let one = |kernel: String| (vec![(kernel, 1)], 0, 0);
+        let expect = |op: &str| one(format!("reduce_{kind}_{op}_f32"));
+        let x = &x;
+        let whole = |op| move || reduce::reduce(op, x, &[n], None);
+        let (r, work) = warm(&whole(Op::Sum));
+        assert_eq!(values(r), [n as f32 + 1.0], "sum 2^{log2}");
+        assert_eq!(work, expect("sum"), "sum 2^{log2}");
+        let (r, work) = warm(&whole(Op::Max));
+        assert_eq!(values(r), [2.0], "max 2^{log2}");
+        assert_eq!(work, expect("max"), "max 2^{log2}");
+        reduce::argmax(x).unwrap();
+        let (index, work) = dev.work_done_by(|| reduce::argmax(x)).unwrap();
+        assert_eq!(index, peak as u64, "argmax 2^{log2}");
+        assert_eq!(counted(&work), expect("argmax"), "argmax 2^{log2}");
+        if log2 > 20 {
+            continue; // the emulator's time: the whole-tensor calls only
+        }
+        // Rows: 64 rows of 2^log2 / 64, the small kernel (up to 2^16 a row).
+        let len = n / 64;
+        let (r, work) = warm(&|| reduce::reduce(Op::Sum, x, &[64, len], Some(1)));
+        let rows: Vec<f32> = (0..64)
+            .map(|r| len as f32 + f32::from(u8::from(peak / len == r)))
+            .collect();
+        assert_eq!(values(r), rows, "rows 2^{log2}");
+        assert_eq!(work, one("reduce_small_sum_f32".into()), "rows 2^{log2}");
+        // Columns: 64 columns of 2^log2 / 64 rows.
+        let (r, work) = warm(&|| reduce::reduce(Op::Sum, x, &[len, 64], Some(0)));
+        let cols: Vec<f32> = (0..64)
+            .map(|c| len as f32 + f32::from(u8::from(peak % 64 == c)))
+            .collect();
+        assert_eq!(values(r), cols, "columns 2^{log2}");
+        assert_eq!(
+            work,
+            one("reduce_fused_cols_sum_f32".into()),
+            "columns 2^{log2}"
+        );
     }
+}
+
+/// The rule of the device's cache of kernel outputs: a result that is alive
+/// is never lent to another call (that call allocates), from one thread or
+/// several at once, and its values stay its own; a dropped one is lent again.
+#[test]
+fn a_held_result_is_never_lent_to_another_call_in_emulator() {
+    let dev = Device::emulator();
+    let inputs: Vec<_> = (0..4)
+        .map(|i| dev.upload(&vec![i as f32 + 1.0; 1000]).unwrap())
+        .collect();
+    let sum = |x| match reduce::reduce(Op::Sum, x, &[1000], None).unwrap() {
+        Reduced::Values(v) => v,
+        Reduced::Indices(_) => unreachable!(),
+    };
+    drop(sum(&inputs[0])); // one output of this type and length in the cache
+    let (held, work) = dev.work_done_by(|| Ok(sum(&inputs[0]))).unwrap();
+    assert_eq!(work.allocations, 0, "the cached output is lent");
+    let (other, work) = dev.work_done_by(|| Ok(sum(&inputs[1]))).unwrap();
+    assert_eq!(work.allocations, 1, "the held one is not lent again");
+    assert_eq!(held.to_host().unwrap(), [1000.0]);
+    assert_eq!(other.to_host().unwrap(), [2000.0]);
+    drop((held, other));
+    let (_, work) = dev
+        .work_done_by(|| Ok((sum(&inputs[2]), sum(&inputs[3]))))
+        .unwrap();
+    assert_eq!(work.allocations, 0, "both dropped outputs are lent again");
+    // Four threads, each holding its last results while it makes more.
+    std::thread::scope(|s| {
+        for (i, x) in inputs.iter().enumerate() {
+            let sum = &sum;
+            s.spawn(move || {
+                let expected = 1000.0 * (i as f32 + 1.0);
+                let mut held = Vec::new();
+                for _ in 0..20 {
+                    held.push(sum(x));
+                    if held.len() > 2 {
+                        held.remove(0);
+                    }
+                    for r in &held {
+                        assert_eq!(r.to_host().unwrap(), [expected], "thread {i}");
+                    }
+                }
+            });
+        }
+    });
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! here: `fma.rn` on the GPU, `f32::mul_add` on the host. Both round once, so
 //! the emulator and the GPU agree bit for bit. The f16/bf16 conversions are
 //! one `cvt` each on the GPU and the `half` crate on the host; both round to
-//! nearest even.
+//! nearest even. [`Divisor`] divides by a divisor fixed for a launch as a
+//! multiply-high and a shift, for kernels' index arithmetic.
 //!
 //! # NaN results
 //!
@@ -433,5 +434,125 @@ impl core::ops::Mul for Bf16x2 {
     #[inline(always)]
     fn mul(self, rhs: Self) -> Self {
         Bf16x2::fma(self, rhs, Bf16x2::splat(bf16::NEG_ZERO))
+    }
+}
+
+/// Division by a divisor fixed for a whole launch (`1 ≤ d ≤ 2^31`) as a
+/// multiply-high, an add and a shift: the round-up method of Granlund and
+/// Montgomery ("Division by invariant integers using multiplication",
+/// 1994; CUTLASS's `FastDivmod`). Made once (one 64-bit division), then
+/// `n / d` for every `u32` `n` in 3–4 instructions, where a 32-bit division
+/// by a run-time value takes ~20. Exact for all `n` (tested exhaustively
+/// over ranges and at the edges).
+///
+/// Why here: a kernel's index arithmetic divides by the launch's sizes
+/// (a convolution's `Q`, `P·Q`, `C`, `S`, an im2col row's chunks), and a
+/// division by a run-time value is a ~20-instruction sequence in 32 bits
+/// (a call of ~70 in 64 bits); made once per thread, this is the one fast
+/// division every kernel family shares.
+///
+/// ```
+/// # use warpforge_device::num::Divisor;
+/// let seven = Divisor::new(7).unwrap();
+/// assert_eq!(seven.div_rem(100), (14, 2));
+/// assert_eq!(seven.div(u32::MAX), u32::MAX / 7);
+/// assert_eq!(Divisor::new(0), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Divisor {
+    d: u32,
+    /// `⌊2^32·(2^shift − d) / d⌋ + 1`, below 2^32.
+    m: u32,
+    /// `⌈log2 d⌉`.
+    shift: u32,
+}
+
+impl Divisor {
+    /// The divisor `d`; `None` for 0 and past 2^31.
+    #[inline(always)]
+    pub const fn new(d: u32) -> Option<Divisor> {
+        if d == 0 || d > 1 << 31 {
+            return None;
+        }
+        let shift = 32 - (d - 1).leading_zeros();
+        // 2^(shift−1) < d ≤ 2^shift, so (2^shift − d)/d < 1 and m < 2^32.
+        let m = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
+        Some(Divisor {
+            d,
+            m: m as u32,
+            shift,
+        })
+    }
+
+    /// `d`.
+    #[inline(always)]
+    pub const fn divisor(self) -> u32 {
+        self.d
+    }
+
+    /// `⌊n / d⌋`: `(mulhi(m, n) + n) >> shift`, the sum in 64 bits.
+    #[inline(always)]
+    pub const fn div(self, n: u32) -> u32 {
+        let hi = (n as u64 * self.m as u64) >> 32;
+        ((hi + n as u64) >> self.shift) as u32
+    }
+
+    /// `(⌊n / d⌋, n mod d)`.
+    #[inline(always)]
+    pub const fn div_rem(self, n: u32) -> (u32, u32) {
+        let q = self.div(n);
+        (q, n.wrapping_sub(q.wrapping_mul(self.d)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Divisor;
+
+    /// Every divisor up to 2^12 and a spread of larger ones (powers of two
+    /// and their neighbours, 2^31, primes), against `/` and `%` for the
+    /// numerators around each multiple's edge, the first 2^10, a stride
+    /// through the whole range and the top of it.
+    #[test]
+    fn divisor_divides_exactly_at_the_edges_and_across_the_range() {
+        let mut divisors: Vec<u32> = (1..=4096).collect();
+        for k in 12..31 {
+            let p = 1u32 << k;
+            divisors.extend([p - 1, p, p + 1]);
+        }
+        divisors.extend([
+            (1 << 31) - 1,
+            1 << 31,
+            65_521,
+            1_000_003,
+            2_147_483_629,
+            3 * 7 * 11 * 13 * 17,
+        ]);
+        for &d in &divisors {
+            let div = Divisor::new(d).unwrap();
+            assert_eq!(div.divisor(), d);
+            let check = |n: u32| {
+                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
+            };
+            for n in 0..1024 {
+                check(n);
+            }
+            for n in (0..=u32::MAX).step_by(1_000_003) {
+                check(n);
+            }
+            for m in [1u64, 2, 3, 1 << 16, (u32::MAX / d) as u64] {
+                let edge = m * d as u64;
+                for n in [edge.saturating_sub(1), edge, edge + 1] {
+                    if let Ok(n) = u32::try_from(n) {
+                        check(n);
+                    }
+                }
+            }
+            for n in u32::MAX - 1024..=u32::MAX {
+                check(n);
+            }
+        }
+        assert_eq!(Divisor::new(0), None);
+        assert_eq!(Divisor::new((1 << 31) + 1), None);
     }
 }

@@ -28,6 +28,7 @@
 //! a few sectors.
 
 use crate::{Element, Geometry};
+use warpforge_device::num::Divisor;
 use warpforge_device::own::ThreadChunks;
 use warpforge_device::shared::SharedElement;
 use warpforge_device::unroll::unroll;
@@ -92,8 +93,6 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     // as one contiguous run of the input: one bounds-checked load and one
     // step per element.
     let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
-    let reach_h = (g.r as i64 - 1) * dh;
-    let reach_w = (g.s as i64 - 1) * dw;
     let image_row = g.w as i64 * g.cg as i64; // elements between input rows
     // The chunk of unit `unit`: row `(n, p, q)`, columns `j .. j + 8`.
     let chunk_values = #[inline(always)]
@@ -110,11 +109,13 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         let pixel_at =
             |ih: i64, iw: i64| ((n as i64 * g.h as i64 + ih) * g.w as i64 + iw) * g.cg as i64;
         let mut values = [T::ZERO; IM2COL_CHUNK];
-        let interior = dw == 1
-            && ih0 >= 0
-            && iw0 >= 0
-            && ih0 + reach_h < g.h as i64
-            && iw0 + reach_w < g.w as i64;
+        let (p, q) = (p as usize, q as usize);
+        // Tap (r, s) inside the image: `Geometry::in_row`/`in_col`, the one
+        // definition of the padding test.
+        let inside = |r: usize, s: usize| g.in_row(p, r).is_some() && g.in_col(q, s).is_some();
+        // The first and last taps of both axes inside: every tap is (the
+        // input index grows with the tap).
+        let interior = dw == 1 && inside(0, 0) && inside(g.r - 1, g.s - 1);
         if interior {
             let (r, mut k) = row_len.div_rem(j);
             let mut r = r as usize;
@@ -139,12 +140,9 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         // from one tap to the next along a filter row and to the next row's
         // first: no division and no `Option` per element.
         let (mut r, mut s) = (r as usize, s);
-        let (mut ih, mut iw) = (ih0 + r as i64 * dh, iw0 + s as i64 * dw);
-        let mut at = pixel_at(ih, iw);
-        let inside = |r: usize, ih: i64, iw: i64| {
-            r < g.r && (ih as u64) < g.h as u64 && (iw as u64) < g.w as u64
-        };
-        let mut reads = inside(r, ih, iw);
+        let mut at = pixel_at(ih0 + r as i64 * dh, iw0 + s as i64 * dw);
+        let reads_tap = |r: usize, s: u32| r < g.r && inside(r, s as usize);
+        let mut reads = reads_tap(r, s);
         let (col_step, row_step) = (
             dw * g.cg as i64,
             pixel_at(dh, -(g.s as i64) * dw) - pixel_at(0, 0),
@@ -157,16 +155,13 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
             if c == cg.divisor() {
                 c = 0;
                 s += 1;
-                iw += dw;
                 at += col_step;
                 if s == s_taps.divisor() {
                     s = 0;
                     r += 1;
-                    ih += dh;
-                    iw = iw0;
                     at += row_step;
                 }
-                reads = inside(r, ih, iw);
+                reads = reads_tap(r, s);
             }
         });
         values
@@ -178,111 +173,5 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     } else {
         y.chunks(units)
             .for_each(|mut chunk| chunk.write(chunk_values(chunk.unit())));
-    }
-}
-
-/// Division by a divisor fixed for a whole launch (`1 ≤ d ≤ 2^31`) as a
-/// multiply-high, an add and a shift: the round-up method of Granlund and
-/// Montgomery ("Division by invariant integers using multiplication",
-/// 1994; CUTLASS's `FastDivmod`). Made once (one 64-bit division), then
-/// `n / d` for every `u32` `n` in 3–4 instructions, where a 32-bit division
-/// by a run-time value takes ~20. Exact for all `n` (tested exhaustively
-/// over ranges and at the edges).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Divisor {
-    d: u32,
-    /// `⌊2^32·(2^shift − d) / d⌋ + 1`, below 2^32.
-    m: u32,
-    /// `⌈log2 d⌉`.
-    shift: u32,
-}
-
-impl Divisor {
-    /// The divisor `d`; `None` for 0 and past 2^31.
-    #[inline(always)]
-    pub const fn new(d: u32) -> Option<Divisor> {
-        if d == 0 || d > 1 << 31 {
-            return None;
-        }
-        let shift = 32 - (d - 1).leading_zeros();
-        // 2^(shift−1) < d ≤ 2^shift, so (2^shift − d)/d < 1 and m < 2^32.
-        let m = ((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1;
-        Some(Divisor {
-            d,
-            m: m as u32,
-            shift,
-        })
-    }
-
-    /// `d`.
-    #[inline(always)]
-    pub const fn divisor(self) -> u32 {
-        self.d
-    }
-
-    /// `⌊n / d⌋`: `(mulhi(m, n) + n) >> shift`, the sum in 64 bits.
-    #[inline(always)]
-    pub const fn div(self, n: u32) -> u32 {
-        let hi = (n as u64 * self.m as u64) >> 32;
-        ((hi + n as u64) >> self.shift) as u32
-    }
-
-    /// `(⌊n / d⌋, n mod d)`.
-    #[inline(always)]
-    pub const fn div_rem(self, n: u32) -> (u32, u32) {
-        let q = self.div(n);
-        (q, n.wrapping_sub(q.wrapping_mul(self.d)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Divisor;
-
-    /// Every divisor up to 2^12 and a spread of larger ones (powers of two
-    /// and their neighbours, 2^31, primes), against `/` and `%` for the
-    /// numerators around each multiple's edge, the first 2^10, a stride
-    /// through the whole range and the top of it.
-    #[test]
-    fn divisor_divides_exactly_at_the_edges_and_across_the_range() {
-        let mut divisors: Vec<u32> = (1..=4096).collect();
-        for k in 12..31 {
-            let p = 1u32 << k;
-            divisors.extend([p - 1, p, p + 1]);
-        }
-        divisors.extend([
-            (1 << 31) - 1,
-            1 << 31,
-            65_521,
-            1_000_003,
-            2_147_483_629,
-            3 * 7 * 11 * 13 * 17,
-        ]);
-        for &d in &divisors {
-            let div = Divisor::new(d).unwrap();
-            assert_eq!(div.divisor(), d);
-            let check = |n: u32| {
-                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
-            };
-            for n in 0..1024 {
-                check(n);
-            }
-            for n in (0..=u32::MAX).step_by(1_000_003) {
-                check(n);
-            }
-            for m in [1u64, 2, 3, 1 << 16, (u32::MAX / d) as u64] {
-                let edge = m * d as u64;
-                for n in [edge.saturating_sub(1), edge, edge + 1] {
-                    if let Ok(n) = u32::try_from(n) {
-                        check(n);
-                    }
-                }
-            }
-            for n in u32::MAX - 1024..=u32::MAX {
-                check(n);
-            }
-        }
-        assert_eq!(Divisor::new(0), None);
-        assert_eq!(Divisor::new((1 << 31) + 1), None);
     }
 }

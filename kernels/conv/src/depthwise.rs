@@ -64,10 +64,13 @@
 //! 4 × 9 FMAs (f32) from 6 vector loads. Other geometries (larger strides,
 //! dilations along rows, other filter widths) go tap by tap, one shared
 //! load per tap and output, from the same window. Outputs are stored as
-//! one 16-byte vector per strip where its columns are whole and aligned
-//! (`MicroTile::row_vectors`, once per thread), element by element
-//! otherwise (`Q` not a multiple of the vector, the plane's ragged last
-//! strip, a misaligned view).
+//! one 16-byte vector per strip where the tile's rows are whole aligned
+//! vectors; otherwise (`Q` not a multiple of the vector, a misaligned
+//! view) each strip is one 16-byte store into a stage in shared memory
+//! after the window, and the block writes the tile from it in a walk lined
+//! up on 32-byte sectors, each sector one store ([`NchwStrips`], decided
+//! once per block); the general path then computes each output in that
+//! walk, from the window.
 //!
 //! **Rounding**: each output is one f32 fused multiply-add chain over the
 //! taps in `(r, s)` order from 0, each input and weight converted to f32

@@ -15,7 +15,7 @@
 //! | [`tma`] | TMA tensor copies (`cp.async.bulk.tensor`): boxes of a host-made tensor map into shared tiles and `wgmma` operands, counted on an mbarrier (sm_90) |
 //! | [`swizzle`] | the shared-memory swizzles TMA writes and `wgmma` reads, as values and as types |
 //! | [`wgmma`] | warpgroup `wgmma.mma_async` from typed, swizzled shared tiles into a 64 × N accumulator (sm_90a) |
-//! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math |
+//! | [`num`] | fma, f16/bf16 conversion, packed halves, fast and accurate math, division by a launch-invariant divisor |
 //! | [`guard`] | index guards: the only way a kernel writes to global memory |
 //! | [`own`] | owned outputs: slots only for the elements this thread alone writes |
 //! | [`global`] | [`Global`]: read-only inputs known by their type to be in global memory |

@@ -4,7 +4,8 @@
 //! here: `fma.rn` on the GPU, `f32::mul_add` on the host. Both round once, so
 //! the emulator and the GPU agree bit for bit. The f16/bf16 conversions are
 //! one `cvt` each on the GPU and the `half` crate on the host; both round to
-//! nearest even.
+//! nearest even. [`Divisor`] divides by a divisor fixed for a launch as a
+//! multiply-high and a shift, for kernels' index arithmetic.
 //!
 //! # NaN results
 //!
@@ -443,6 +444,20 @@ impl core::ops::Mul for Bf16x2 {
 /// `n / d` for every `u32` `n` in 3–4 instructions, where a 32-bit division
 /// by a run-time value takes ~20. Exact for all `n` (tested exhaustively
 /// over ranges and at the edges).
+///
+/// Why here: a kernel's index arithmetic divides by the launch's sizes
+/// (a convolution's `Q`, `P·Q`, `C`, `S`, an im2col row's chunks), and a
+/// division by a run-time value is a ~20-instruction sequence in 32 bits
+/// (a call of ~70 in 64 bits); made once per thread, this is the one fast
+/// division every kernel family shares.
+///
+/// ```
+/// # use warpforge_device::num::Divisor;
+/// let seven = Divisor::new(7).unwrap();
+/// assert_eq!(seven.div_rem(100), (14, 2));
+/// assert_eq!(seven.div(u32::MAX), u32::MAX / 7);
+/// assert_eq!(Divisor::new(0), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Divisor {
     d: u32,

@@ -29,6 +29,7 @@
 //! | [`Elements`] | `OutMatrix<T>` | elements `(y + j·ny, x + i·nx)` ([`OutMatrix::grid_stride`]; [`OutMatrix::mine`] is `(y, x)`): the thread's global (y, x) and the grid's extent |
 //! | [`BlockTiles<TM, TN>`] | `OutMatrix<T, BlockTiles<TM, TN>>` | block (y, x) owns the `TM × TN` tile at `(y·TM, x·TN)` (clipped to the matrix; batch z of the bound batches); its threads split it packed: element `e` of the clipped tile's `rows × cols` (row-major) to thread `e mod threads` ([`BlockTile::elements`]), so a tile of whole rows of a packed matrix is written as one contiguous run |
 //! | [`MicroTiles<TM, TN, MR, MC>`] | `OutMatrix<T, MicroTiles<TM, TN, MR, MC>>` | the same block tiles, cut into `MR × MC` micro-tiles numbered row-major: micro-tile `t` to the thread whose linear id is `t` ([`OutMatrix::micro_tile`]), the SIMT GEMM epilogue; batched by z ([`OutMatrix::batch`]). `MicroTiles<TM, TN, MR, MC, RI, RJ>`: the tile first split into `RI × RJ` sub-tiles, the thread owning micro-tile `t` of each (the warp-tiled SIMT GEMM) |
+//! | [`StagedTiles<TM, TN, MR, MC, RI>`] | `OutMatrix<T, StagedTiles<TM, TN, MR, MC, RI>>` | the same block tiles, written one of two ways decided once per block from the tile ([`OutMatrix::tile_stores`]): `MicroTiles`' micro-tiles as 16-byte row vectors where every row of them is whole and aligned, else the whole tile by the block's element walk (as `BlockTiles`), from values the block staged: the depthwise NCHW epilogue, whose ragged-width planes are then written a warp's consecutive elements at a time |
 //! | [`WarpTiles<TM, TN>`] | `OutMatrix<T, WarpTiles<TM, TN>>` | warp `w` of block (y, x) owns the `TM × TN` tile at `(y·TM, (x·warps + w)·TN)`; its lanes write the `mma` accumulator layout ([`WarpTile::store_mma_c`]), the conv epilogue; [`WarpTile::update_mma_c`] is the same map; batch z of the bound batches ([`OutMatrix::batch`]) |
 //! | [`WarpGrid<BM, BN, TM, TN, G>`] | `OutMatrix<T, WarpGrid<BM, BN, TM, TN, G>>` | block (y, x) owns the `BM × BN` tile at `(y·BM, x·BN)` (`G = 1`, the default) or at [`grouped_block`]`(y, x, G)`'s (bands of `G` tile rows, for L2 reuse), cut into a `(BM/TM) × (BN/TN)` grid of `TM × TN` warp tiles numbered row-major: warp `w` owns warp tile `w` ([`OutMatrix::warp_offset`]); warps past the grid own nothing; written as for `WarpTiles` (or, with `RP` set, with the accumulators' rows paired: [`MmaOrder`]), the tensor-core GEMM epilogue; batch z of the bound batches |
 //! | [`TileWalk<BM, BN, TM, TN, G>`] | `OutMatrix<T, TileWalk<BM, BN, TM, TN, G>>` | a persistent kernel's: block `b` of a 1-D grid of `n` owns tiles `b, b + n, …` ([`OutMatrix::walk`]) of the `batches × ⌈rows/BM⌉ × ⌈cols/BN⌉` block tiles (batch by batch, each batch in [`grouped_block`]'s bands of `G` tile rows), each cut into warp tiles as [`WarpGrid`]'s ([`OutMatrix::walk_tile`]), whose lanes write 16-byte runs of rows where C's rows start on 16 bytes, else 32 consecutive elements a request ([`RunTile`]); blocks off the x-line own nothing |
@@ -162,6 +163,38 @@ pub enum MicroTiles<
     const RJ: usize = 1,
 > {}
 
+/// Each block owns the `TM × TN` tile at its (y, x) of batch z, and writes
+/// it one of two ways, decided once for the whole block from the tile alone
+/// ([`OutMatrix::tile_stores`]):
+///
+/// - **row vectors** where every row of every micro-tile is one aligned
+///   16-byte vector (the tile's columns a multiple of `MC`, its first
+///   element and the row stride on 16 bytes): thread `t` owns micro-tile
+///   `t` of each of the `RI` sub-tiles, exactly as
+///   `MicroTiles<TM, TN, MR, MC, RI>` cuts them, and writes each row with
+///   one 16-byte store ([`RowVectors`]);
+/// - **the block's element walk** otherwise: the elements of the clipped
+///   tile in the order of its addresses, lined up on 32-byte sectors
+///   ([`StagedTile::fill`]), from values the block staged (in shared
+///   memory), so that a warp's stores are whole sectors of consecutive
+///   elements and each sector of the tile is written by one store even
+///   where the tile's rows are not whole vectors — where per-thread element
+///   stores of `MC`-wide strips would touch a sector once per element.
+///
+/// Each is a partition of the tile, and every thread of a block takes the
+/// same one (the decision reads only the binding and the block's tile,
+/// which all its threads share), so two threads never own one element. A
+/// mapping of its own (not a method of [`MicroTiles`] or [`BlockTiles`]):
+/// a view that also handed out its partitions separately would let one
+/// thread take a micro-tile while another walks the tile.
+pub enum StagedTiles<
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize = 1,
+> {}
+
 /// Each warp owns a `TM × TN` tile (multiples of the `mma` 16 × 8); its lanes
 /// write the accumulator layout.
 pub enum WarpTiles<const TM: usize, const TN: usize> {}
@@ -228,6 +261,10 @@ impl<
 > sealed::Sealed for MicroTiles<TM, TN, MR, MC, RI, RJ>
 {
 }
+impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize, const RI: usize>
+    sealed::Sealed for StagedTiles<TM, TN, MR, MC, RI>
+{
+}
 impl<const TM: usize, const TN: usize> sealed::Sealed for WarpTiles<TM, TN> {}
 impl<
     const BM: usize,
@@ -258,6 +295,10 @@ impl<
     const RI: usize,
     const RJ: usize,
 > Mapping2 for MicroTiles<TM, TN, MR, MC, RI, RJ>
+{
+}
+impl<const TM: usize, const TN: usize, const MR: usize, const MC: usize, const RI: usize> Mapping2
+    for StagedTiles<TM, TN, MR, MC, RI>
 {
 }
 impl<const TM: usize, const TN: usize> Mapping2 for WarpTiles<TM, TN> {}
@@ -1398,6 +1439,29 @@ impl<
                  divide the block tile"
             )
         };
+        // SAFETY: this mapping's micro-tiles are the thread's own.
+        unsafe { self.micro_tile_of::<TM, TN, MR, MC, RI, RJ>() }
+    }
+}
+
+impl<T: Copy, M: Mapping2> OutMatrix<'_, T, M> {
+    /// Micro-tile `t` (this thread's linear id) of each sub-tile of the
+    /// block's `TM × TN` tile ([`OutMatrix::micro_tile`]'s map), or `None`.
+    ///
+    /// # Safety
+    /// The caller's mapping gives this thread that micro-tile
+    /// ([`MicroTiles`], or [`StagedTiles`] when its block writes row vectors).
+    #[inline(always)]
+    unsafe fn micro_tile_of<
+        const TM: usize,
+        const TN: usize,
+        const MR: usize,
+        const MC: usize,
+        const RI: usize,
+        const RJ: usize,
+    >(
+        &mut self,
+    ) -> Option<MicroTile<'_, T, MR, MC, RI, RJ>> {
         let (row0, col0, rows, cols) = self.block_tile(TM, TN)?;
         let per_row = TN / RJ / MC;
         let t = thread::linear_thread_id() as usize;
@@ -1421,6 +1485,234 @@ impl<
             sub: (TM / RI, TN / RJ),
             _view: PhantomData,
         })
+    }
+}
+
+/// How a block writes its tile of an `OutMatrix<T, StagedTiles<TM, TN, MR,
+/// MC, RI>>` ([`OutMatrix::tile_stores`]), the same for all its threads.
+pub enum TileStores<
+    'v,
+    T,
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize,
+> {
+    /// Every row of every micro-tile of the tile is one aligned 16-byte
+    /// vector: this thread's micro-tile's rows (`None`: it has no
+    /// micro-tile inside the tile), written one store each.
+    Vectors(Option<RowVectors<'v, T, MR, MC, RI>>),
+    /// Anything else (the tile's columns not a multiple of `MC`, its rows
+    /// not on 16 bytes): the tile, which the block's threads write
+    /// together ([`StagedTile::fill`]).
+    Staged(StagedTile<'v, T, TM, TN>),
+}
+
+impl<
+    'a,
+    T: Copy,
+    const TM: usize,
+    const TN: usize,
+    const MR: usize,
+    const MC: usize,
+    const RI: usize,
+> OutMatrix<'a, T, StagedTiles<TM, TN, MR, MC, RI>>
+{
+    /// How this block writes its tile (the one at (`blockIdx.y·TM`,
+    /// `blockIdx.x·TN`) of batch `blockIdx.z`, clipped), `None` if it
+    /// starts outside the batch: [`TileStores::Vectors`], this thread's
+    /// micro-tile as [`MicroTiles`]`<TM, TN, MR, MC, RI>` places it, as
+    /// 16-byte row vectors, where the tile's first element and the row
+    /// stride are on 16 bytes and its columns a multiple of `MC` (so every
+    /// micro-tile inside it is whole vectors); [`TileStores::Staged`], the
+    /// tile for the block's element walk, otherwise.
+    ///
+    /// Disjoint for any grid: the decision reads only the binding and the
+    /// block's tile, the same for every thread of the block, so a block's
+    /// threads all take one partition of its tile (micro-tiles, or the
+    /// element walk), each one-to-one; block tiles are disjoint as for
+    /// [`BlockTiles`]. The result borrows the matrix mutably, so a thread
+    /// holds one at a time, and a second call decides the same.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn tile_stores(&mut self) -> Option<TileStores<'_, T, TM, TN, MR, MC, RI>> {
+        const {
+            assert!(
+                MR > 0
+                    && RI > 0
+                    && MC * size_of::<T>() == 16
+                    && TM.is_multiple_of(RI * MR)
+                    && TN.is_multiple_of(MC),
+                "micro-tiles of 16-byte rows that divide the block tile"
+            )
+        };
+        let (row0, col0, rows, cols) = self.block_tile(TM, TN)?;
+        // SAFETY: (row0, col0) is in the batch (`tile_in`), one of the
+        // bound batches (`batch`).
+        let origin = unsafe { self.element(row0, col0) };
+        let vectors = (origin as usize).is_multiple_of(16)
+            && (self.row_stride * size_of::<T>()).is_multiple_of(16)
+            && cols.is_multiple_of(MC);
+        if vectors {
+            // SAFETY: the block writes micro-tiles (`vectors`, the same for
+            // all its threads), so this one is the thread's own.
+            let tile = unsafe { self.micro_tile_of::<TM, TN, MR, MC, RI, 1>() };
+            // Every micro-tile inside is whole (`cols − c ≥ MC`: both
+            // multiples of `MC`) and starts on 16 bytes (the tile's origin
+            // and row stride do, and its column offset is `MC` elements
+            // times a whole number).
+            Some(TileStores::Vectors(tile.map(|m| RowVectors {
+                origin: m.origin.cast(),
+                row_stride: m.row_stride * size_of::<T>() / 16,
+                rows: m.rows,
+                sub: m.sub.0,
+                _tile: PhantomData,
+            })))
+        } else {
+            Some(TileStores::Staged(StagedTile {
+                origin,
+                row_stride: self.row_stride,
+                row0,
+                col0,
+                rows,
+                cols,
+                _view: PhantomData,
+            }))
+        }
+    }
+}
+
+/// Elements of `T` in a 32-byte sector, the unit a store moves.
+const fn sector_elements<T>() -> usize {
+    32 / size_of::<T>()
+}
+
+/// A block's tile of an `OutMatrix<T, StagedTiles<…>>` that its threads
+/// write together ([`TileStores::Staged`], [`StagedTile::fill`]).
+pub struct StagedTile<'v, T, const TM: usize, const TN: usize> {
+    origin: *mut T,
+    row_stride: usize,
+    row0: usize,
+    col0: usize,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'v mut [T]>,
+}
+
+impl<T: Copy, const TM: usize, const TN: usize> StagedTile<'_, T, TM, TN> {
+    /// The tile's first row and column in the matrix.
+    #[inline(always)]
+    pub fn origin(&self) -> (usize, usize) {
+        (self.row0, self.col0)
+    }
+
+    /// Rows of the tile inside the matrix (`TM` except at the bottom edge).
+    #[inline(always)]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the tile inside the matrix (`TN` except at the right edge).
+    #[inline(always)]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Writes `value(r, c)` into each of this thread's elements of the tile
+    /// (`r`, `c` its place in the tile). The block's threads take *slots*
+    /// `u = t, t + threads, …` (`t` the linear id) of a numbering that lines
+    /// the tile's elements up on 32-byte sectors, so that a warp's 32
+    /// consecutive slots are whole sectors and no sector is written by two
+    /// of the block's stores:
+    ///
+    /// - where the tile is one run of memory (whole rows of a packed
+    ///   matrix, or one row), slot `u` is its element `u − lead`, `lead`
+    ///   the elements of the first sector before the tile's first (slots
+    ///   before the first element or past the last write nothing);
+    /// - otherwise rows are `⌈(cols + S − 1) / S⌉·S` slots apart (`S` the
+    ///   elements of a sector), and slot `c' ` of row `r` is its column `c'
+    ///   − lead_r`, `lead_r` the elements of that row's first sector before
+    ///   it.
+    ///
+    /// One-to-one onto the tile either way, and the same for every thread
+    /// of the block (it reads only the tile and the binding). Each next
+    /// slot is the last one plus a constant step (divisions once, none per
+    /// element). `32` must be a multiple of `size_of::<T>()` (a
+    /// compile-time error otherwise).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn fill(&mut self, mut value: impl FnMut(usize, usize) -> T) {
+        const {
+            assert!(
+                TM * TN <= i32::MAX as usize && size_of::<T>() > 0 && 32 % size_of::<T>() == 0,
+                "a block tile's elements are numbered in 32 bits, and a sector is whole elements"
+            )
+        };
+        let s = sector_elements::<T>() as u32;
+        // The element offset of the tile's first element in its sector
+        // (pointers to `T` are aligned to it).
+        let lead = ((self.origin as usize / size_of::<T>()) % s as usize) as u32;
+        // rows ≤ TM, cols ≤ TN (cols > 0: the tile starts inside the
+        // matrix, `tile_in`), the block's threads ≤ 1024: all in 32 bits.
+        let (rows, cols) = (self.rows as u32, self.cols as u32);
+        let (t, threads) = (
+            thread::linear_thread_id(),
+            thread::block_dim().volume() as u32,
+        );
+        if self.rows == 1 || self.row_stride == self.cols {
+            // One run: element e = u − lead at offset e from the origin,
+            // tile (e / cols, e % cols), stepped with e; signed, as the first
+            // slots lie before the tile.
+            let e = t as i32 - lead as i32;
+            let (cols, len) = (cols as i32, (rows * cols) as i32);
+            let (step_r, step_c) = (threads as i32 / cols, threads as i32 % cols);
+            let (mut e, mut r, mut c) = (e, e.div_euclid(cols), e.rem_euclid(cols));
+            while e < len {
+                if e >= 0 {
+                    let (ru, cu) = (r as usize, c as usize);
+                    let v = value(ru, cu);
+                    // SAFETY: 0 ≤ e < rows·cols, so (r, c) is inside the
+                    // clipped tile, and the tile is one run (one row, or rows
+                    // `cols` apart), so it is `e` elements from the origin, in
+                    // the matrix; slot e + lead = t + k·threads is this
+                    // thread's alone (distinct linear ids; the numbering is
+                    // the block's, decided from values all its threads share)
+                    // and the tile is this block's alone.
+                    unsafe { Slot::from_element(self.origin.add(e as usize)) }.set(v);
+                }
+                e += threads as i32;
+                (r, c) = (r + step_r, c + step_c);
+                if c >= cols {
+                    (r, c) = (r + 1, c - cols);
+                }
+            }
+        } else {
+            // Rows of `pitch` slots, each starting on its first sector.
+            let pitch = (cols + s - 1).div_ceil(s) * s;
+            let stride = (self.row_stride % s as usize) as u32;
+            let (step_r, step_c) = (threads / pitch, threads % pitch);
+            let (mut r, mut slot) = (t / pitch, t % pitch);
+            while r < rows {
+                // Row r's lead: its first element's offset in its sector.
+                let lead_r = (lead + r * stride) % s;
+                let c = slot.wrapping_sub(lead_r);
+                if c < cols {
+                    let (ru, cu) = (r as usize, c as usize);
+                    let v = value(ru, cu);
+                    // SAFETY: r < rows and c < cols, so (r, c) is inside the
+                    // clipped tile, so in the matrix; slot (r, c + lead_r) is
+                    // t + k·threads of the walk, this thread's alone (as
+                    // above), and the tile is this block's alone.
+                    unsafe { Slot::from_element(self.origin.add(ru * self.row_stride + cu)) }
+                        .set(v);
+                }
+                (r, slot) = (r + step_r, slot + step_c);
+                if slot >= pitch {
+                    (r, slot) = (r + 1, slot - pitch);
+                }
+            }
+        }
     }
 }
 
@@ -2498,6 +2790,108 @@ mod tests {
             } else {
                 assert_eq!(vectors.load(Ordering::Relaxed), 0);
                 assert!(y.iter().all(|&v| v == 0.0));
+            }
+        }
+    }
+
+    /// `StagedTiles`: 8 × 16 block tiles of 1 × 4 f32 micro-tiles in 2
+    /// sub-tiles of rows (16 threads own micro-tiles; blocks of 24, so some
+    /// own none), over matrices whose tiles are whole aligned rows (every
+    /// block takes row vectors) or not (columns not a multiple of 4, a row
+    /// stride that is not, a first element off 16 bytes: every block stages
+    /// and walks its tile, in one run where the tile is whole rows of a
+    /// packed matrix, row by row otherwise). Every element is written
+    /// exactly once, with the race detector on, and nothing outside the
+    /// matrix.
+    #[test]
+    fn staged_tiles_write_every_element_once_by_either_map() {
+        use super::{StagedTiles, TileStores};
+        for (rows, cols, ld, shift, vectors) in [
+            (10usize, 32usize, 32usize, 0usize, true),
+            (19, 12, 16, 0, true),
+            (19, 30, 30, 0, false),
+            (9, 13, 13, 0, false),
+            (10, 40, 42, 0, false),
+            (10, 32, 32, 1, false),
+            (3, 7, 9, 2, false),
+        ] {
+            let len = (rows - 1) * ld + cols;
+            // 16-byte aligned storage, the matrix `shift` elements in, a
+            // guard element past it.
+            let mut store = vec![crate::global::Vector16([0f32; 4]); (shift + len + 1).div_ceil(4)];
+            let base = store.as_mut_ptr().cast::<f32>() as usize;
+            let ptr = base + shift * 4;
+            let staged = AtomicUsize::new(0);
+            let shape = LaunchShape {
+                grid: Dim3::new(cols.div_ceil(16) as u32, rows.div_ceil(8) as u32, 1),
+                block: Dim3::x(24),
+                dynamic_shared_bytes: 0,
+            };
+            let out = OutputBuffer {
+                name: "y",
+                addr: ptr,
+                len,
+                elem_bytes: 4,
+            };
+            let value = |r: usize, c: usize| (r * cols + c) as f32 + 1.0;
+            launch_with_outputs("staged_tiles", shape, &[out], &|| {
+                // SAFETY: `store` lives through the launch, untouched by the host.
+                let mut view = unsafe {
+                    OutMatrix::<f32, StagedTiles<8, 16, 1, 4, 2>>::from_raw(
+                        ptr as *mut f32,
+                        len,
+                        rows,
+                        cols,
+                        ld,
+                        1,
+                        len,
+                    )
+                };
+                let t = crate::thread::linear_thread_id() as usize;
+                let b = crate::thread::block_idx();
+                let (r0, c0) = (b.y as usize * 8, b.x as usize * 16);
+                let tile_rows = (rows - r0).min(8);
+                match view.tile_stores().unwrap() {
+                    TileStores::Vectors(rv) => {
+                        assert!(vectors);
+                        // Micro-tile t of each sub-tile: rows t / 4 and t / 4 + 4.
+                        let Some(mut rv) = rv else {
+                            assert!(t >= 16 || t / 4 >= tile_rows || c0 + (t % 4) * 4 >= cols);
+                            return;
+                        };
+                        for i in 0..2 {
+                            let (r, c) = (r0 + t / 4 + 4 * i, c0 + (t % 4) * 4);
+                            let v = core::array::from_fn(|j| value(r, c + j));
+                            assert_eq!(rv.store(i, v), r < rows);
+                        }
+                    }
+                    TileStores::Staged(mut tile) => {
+                        assert!(!vectors);
+                        assert_eq!(tile.origin(), (r0, c0));
+                        staged.fetch_add(usize::from(t == 0), Ordering::Relaxed);
+                        let (tr, tc) = (tile.rows(), tile.cols());
+                        tile.fill(|r, c| {
+                            assert!(r < tr && c < tc);
+                            value(r0 + r, c0 + c)
+                        });
+                    }
+                }
+            })
+            .unwrap();
+            let y: Vec<f32> = store.iter().flat_map(|v| v.0).collect();
+            let blocks = cols.div_ceil(16) * rows.div_ceil(8);
+            assert_eq!(
+                staged.load(Ordering::Relaxed),
+                if vectors { 0 } else { blocks }
+            );
+            for (i, &got) in y.iter().enumerate() {
+                let at = i.wrapping_sub(shift);
+                let inside = i >= shift && at % ld < cols && at < len;
+                let want = if inside { value(at / ld, at % ld) } else { 0.0 };
+                assert_eq!(
+                    got, want,
+                    "{rows} x {cols} (ld {ld}, shift {shift}): y[{i}]"
+                );
             }
         }
     }

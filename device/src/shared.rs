@@ -494,8 +494,9 @@ impl<T: SharedElement> SharedArray<T> {
 
     /// The view as windows of `REACH` 16-byte vectors of `N` elements
     /// ([`SharedVectorWindows::at`], starts and offsets counted in vectors),
-    /// for hot loops that read a few neighbouring vectors of a start computed
-    /// once (a depthwise strip's input row, 8 channels a vector): `None` if
+    /// for hot loops that read (or write) a few neighbouring vectors of a
+    /// start computed once (a depthwise strip's input row, 8 channels a
+    /// vector; its staged outputs): `None` if
     /// the view does not start on a 16-byte boundary (views from
     /// [`dynamic`] do) or holds fewer than `REACH` vectors. One check here;
     /// each window then costs one clamp of its start, and each load one
@@ -513,6 +514,8 @@ impl<T: SharedElement> SharedArray<T> {
     ///     }
     ///     let rows = s.vector_windows::<4, 2>().unwrap(); // starts 0 ..= 2
     ///     assert_eq!(rows.at(2).load(1), [12.0, 13.0, 14.0, 15.0]);
+    ///     rows.at(0).store(1, [-1.0; 4]); // vector 1: elements 4 .. 8
+    ///     assert_eq!((s.load(3), s.load(4), s.load(7), s.load(8)), (3.0, -1.0, -1.0, 8.0));
     ///     assert!(s.vector_windows::<4, 5>().is_none());
     /// })
     /// .unwrap();
@@ -691,6 +694,22 @@ impl<T: SharedElement, const N: usize, const REACH: usize> SharedVectorWindow<T,
         // kernel's barriers' to order, as for `SharedArray::load` (checked by
         // the emulator).
         unsafe { p.read().0 }
+    }
+
+    /// Writes vector `off` of the window with one 16-byte store. Panics
+    /// (traps on the GPU) if `off >= REACH`: a check that constant offsets
+    /// fold away.
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn store(&self, off: usize, values: [T; N]) {
+        assert!(off < REACH, "shared vector window write past its reach");
+        let p = self.first.wrapping_add(off);
+        arch::shared_access(p.cast(), 16, true);
+        // SAFETY: as in `load`: a whole, aligned vector in the view. The
+        // write invalidates no Rust reference (none to shared memory
+        // exists), and a concurrent access to it is the kernel's barriers'
+        // to order (checked by the emulator).
+        unsafe { p.write(Vector16(values)) }
     }
 }
 

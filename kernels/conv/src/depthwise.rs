@@ -64,10 +64,13 @@
 //! 4 × 9 FMAs (f32) from 6 vector loads. Other geometries (larger strides,
 //! dilations along rows, other filter widths) go tap by tap, one shared
 //! load per tap and output, from the same window. Outputs are stored as
-//! one 16-byte vector per strip where its columns are whole and aligned
-//! (`MicroTile::row_vectors`, once per thread), element by element
-//! otherwise (`Q` not a multiple of the vector, the plane's ragged last
-//! strip, a misaligned view).
+//! one 16-byte vector per strip where the tile's rows are whole aligned
+//! vectors; otherwise (`Q` not a multiple of the vector, a misaligned
+//! view) each strip is one 16-byte store into a stage in shared memory
+//! after the window, and the block writes the tile from it in a walk lined
+//! up on 32-byte sectors, each sector one store ([`NchwStrips`], decided
+//! once per block); the general path then computes each output in that
+//! walk, from the window.
 //!
 //! **Rounding**: each output is one f32 fused multiply-add chain over the
 //! taps in `(r, s)` order from 0, each input and weight converted to f32
@@ -81,7 +84,7 @@
 
 use super::{Element, Geometry};
 use warpforge_device::global::{Plain, Vector16};
-use warpforge_device::own::{MicroTile, MicroTiles, RowVectors};
+use warpforge_device::own::{MicroTile, MicroTiles, RowVectors, StagedTiles, TileStores};
 use warpforge_device::shared::{self, SharedElement, SharedVectorWindows, SharedWindows};
 use warpforge_device::sync::sync_threads;
 use warpforge_device::{Global, OutMatrix, bf16, f16, num, thread, unroll};
@@ -184,13 +187,26 @@ pub type NhwcTiles<const V: usize, const CT: usize> =
 
 /// The NCHW output mapping for `V`-element (16-byte) strips: block tiles
 /// of 64 × 64 outputs of one plane, cut into `RI` sub-tiles of `64 / RI`
-/// rows; thread `t` owns the strip of `V` consecutive columns `V·(t % (64 /
-/// V)) ..` of row `t / (64 / V)` of every sub-tile (f32: 4 columns of rows
-/// `t / 16 + 16·i`, `i < 4`; f16/bf16: 8 columns of rows `t / 8 + 32·i`, `i
-/// < 2`). A quarter warp's strips are 8 consecutive 16-byte vectors of one
-/// row: its shared loads are free of bank conflicts at stride 1.
+/// rows; thread `t` computes the strip of `V` consecutive columns `V·(t %
+/// (64 / V)) ..` of row `t / (64 / V)` of every sub-tile (f32: 4 columns of
+/// rows `t / 16 + 16·i`, `i < 4`; f16/bf16: 8 columns of rows `t / 8 +
+/// 32·i`, `i < 2`: [`nchw_strip_origin`]). A quarter warp's strips are 8
+/// consecutive 16-byte vectors of one row: its shared loads are free of
+/// bank conflicts at stride 1. Where the tile's rows are whole aligned
+/// vectors (`Q` a multiple of `V`, the plane on 16 bytes) the thread stores
+/// its strips, one 16-byte store each; otherwise the block stages its tile
+/// in shared memory and writes it a warp's 32 consecutive elements at a
+/// time ([`StagedTiles`]).
 pub type NchwStrips<const V: usize, const RI: usize> =
-    MicroTiles<DW_NCHW_ROWS, DW_NCHW_COLS, 1, V, RI, 1>;
+    StagedTiles<DW_NCHW_ROWS, DW_NCHW_COLS, 1, V, RI>;
+
+/// NCHW: the tile row and column of thread `t`'s first strip
+/// ([`NchwStrips`]: micro-tile `t` of the first sub-tile).
+#[inline(always)]
+const fn nchw_strip_origin(t: usize, v: usize) -> (usize, usize) {
+    let per_row = DW_NCHW_COLS / v;
+    (t / per_row, (t % per_row) * v)
+}
 
 /// How the host launches a tiled depthwise kernel ([`Geometry::dw_plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,6 +265,17 @@ impl Geometry {
         (rows, cols.max(reach).div_ceil(v) * v)
     }
 
+    /// The NCHW kernel's output stage for a block tile of `tp × tq` outputs
+    /// with `v`-element strips, in elements: `tp` rows of the strips' whole
+    /// columns (`tq` rounded up to `v`), each row a whole number of 16-byte
+    /// vectors. Where the plane's rows are not whole aligned vectors the
+    /// block's strips land here and the block writes the tile from it
+    /// ([`NchwStrips`]).
+    #[inline(always)]
+    pub fn dw_nchw_stage(&self, tp: usize, tq: usize, v: usize) -> (usize, usize) {
+        (tp.max(1), tq.max(1).div_ceil(v) * v)
+    }
+
     /// The launch of a tiled depthwise kernel over `n` images with
     /// `elem_bytes`-byte elements, or `None` where the direct kernel runs
     /// instead: more than [`DW_TAPS`] taps, a staging area over
@@ -282,9 +309,16 @@ impl Geometry {
             (grid, DW_NHWC_THREADS, vectors.checked_mul(16)?)
         } else {
             let v = 16 / elem_bytes.clamp(1, 16);
-            let (rows, pitch) =
-                self.dw_nchw_window(DW_NCHW_ROWS.min(self.p), DW_NCHW_COLS.min(self.q), v);
-            let elems = rows.checked_mul(pitch)?.checked_add(NCHW_FILTER)?;
+            let (tp, tq) = (DW_NCHW_ROWS.min(self.p), DW_NCHW_COLS.min(self.q));
+            let (rows, pitch) = self.dw_nchw_window(tp, tq, v);
+            // The filter, the input window, then the output stage (sized
+            // whatever the binding: the kernel decides per block whether it
+            // stages).
+            let (stage_rows, stage_pitch) = self.dw_nchw_stage(tp, tq, v);
+            let elems = rows
+                .checked_mul(pitch)?
+                .checked_add(NCHW_FILTER)?
+                .checked_add(stage_rows.checked_mul(stage_pitch)?)?;
             // The kernel's offsets into a plane in 32 bits.
             u32::try_from(self.h.checked_mul(self.w)?).ok()?;
             let grid = (
@@ -402,11 +436,18 @@ fn store_strip<T: Element, const V: usize>(
     );
 }
 
-/// `(a / b, a % b)` in 32 bits (a few instructions, where 64-bit division
-/// is a call of about 70): for the NHWC kernel's pixel and row indices,
-/// which fit (`Geometry::dw_plan` takes only images of `P·Q` and `H` below
-/// 2³²; any other launch gets wrong indices, never an out-of-bounds
-/// access: its loads are checked or clamped and its writes owned).
+/// `(a / b, a % b)` in 32 bits (~20 instructions, where 64-bit division
+/// is a call of about 70): for the NHWC kernel's pixel and row indices and
+/// the NCHW plane's channel, which fit (`Geometry::dw_plan` takes only
+/// images of `P·Q` and `H` below 2³² and grids of `N·K ≤ 65535` planes;
+/// any other launch gets wrong indices, never an out-of-bounds access: its
+/// loads are checked or clamped and its writes owned). Not
+/// `num::Divisor`: made once per thread (a 64-bit division each) for `Q`,
+/// the ring's rows and the multiplier, it took the NHWC step loop from
+/// 29.3 to 26.8 instructions per output (f16, sm_80) and 2–13 registers
+/// off, but ptxas then laid out the strip loop 5–23 instructions longer
+/// (bf16 24.0 -> 24.2 per output, past its budget), so the divisions stay
+/// these (2026-11-29).
 #[inline(always)]
 fn div_u32(a: usize, b: usize) -> (usize, usize) {
     let (a, b) = (a as u32, (b as u32).max(1));
@@ -1039,11 +1080,18 @@ fn strip_runs<T: Element, const V: usize, const CT: usize>(
 /// dynamic shared memory as [`Geometry::dw_plan`] sizes it; another block
 /// shape or a filter of more than [`DW_TAPS`] taps traps. `V`: outputs per
 /// strip (a 16-byte vector), `RI`: strips per thread ([`NchwStrips`]).
-#[kernel(instances(
-    conv2d_depthwise_nchw_f32 = <f32, 4, 4>,
-    conv2d_depthwise_nchw_f16 = <f16, 8, 2>,
-    conv2d_depthwise_nchw_bf16 = <bf16, 8, 2>,
-))]
+///
+/// f32 here, held to 80 registers (3 blocks of 256 threads per SM, no
+/// spills), f16/bf16 in [`conv2d_depthwise_nchw_half`], held to 104 (2
+/// blocks; 80 spills 64 bytes there): one body ([`nchw_tile`]), two entries
+/// for the two register limits. Uncapped, ptxas gave the kernel with the
+/// staged output path 98 (f32) to 173 (f16) registers, most of them
+/// loads of the general path's 8 × 9 taps in flight at once.
+#[kernel(
+    max_threads = 256,
+    max_registers = 80,
+    instances(conv2d_depthwise_nchw_f32 = <f32, 4, 4>)
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn conv2d_depthwise_nchw<
     T: Element + SharedElement + Plain,
@@ -1053,7 +1101,7 @@ pub fn conv2d_depthwise_nchw<
     x: Global<T>,
     w: Global<T>,
     bias: Global<T>,
-    mut y: OutMatrix<T, NchwStrips<V, RI>>,
+    y: OutMatrix<T, NchwStrips<V, RI>>,
     hw: u64,
     rs: u64,
     pq: u64,
@@ -1063,6 +1111,51 @@ pub fn conv2d_depthwise_nchw<
     chans: u64,
     groups: u64,
 ) {
+    nchw_tile(x, w, bias, y, [hw, rs, pq, stride, pad, dil, chans, groups]);
+}
+
+/// [`conv2d_depthwise_nchw`] for f16 and bf16 (8-element strips), held to
+/// 104 registers.
+#[kernel(
+    max_threads = 256,
+    max_registers = 104,
+    instances(
+        conv2d_depthwise_nchw_f16 = <f16, 8, 2>,
+        conv2d_depthwise_nchw_bf16 = <bf16, 8, 2>,
+    )
+)]
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_depthwise_nchw_half<
+    T: Element + SharedElement + Plain,
+    const V: usize,
+    const RI: usize,
+>(
+    x: Global<T>,
+    w: Global<T>,
+    bias: Global<T>,
+    y: OutMatrix<T, NchwStrips<V, RI>>,
+    hw: u64,
+    rs: u64,
+    pq: u64,
+    stride: u64,
+    pad: u64,
+    dil: u64,
+    chans: u64,
+    groups: u64,
+) {
+    nchw_tile(x, w, bias, y, [hw, rs, pq, stride, pad, dil, chans, groups]);
+}
+
+/// The NCHW kernels' body ([`conv2d_depthwise_nchw`]): one block's tile,
+/// the geometry in its eight [`Geometry::pack`] words.
+#[inline(always)]
+fn nchw_tile<T: Element + SharedElement + Plain, const V: usize, const RI: usize>(
+    x: Global<T>,
+    w: Global<T>,
+    bias: Global<T>,
+    mut y: OutMatrix<T, NchwStrips<V, RI>>,
+    words: [u64; 8],
+) {
     const {
         assert!(
             V * core::mem::size_of::<T>() == 16
@@ -1071,7 +1164,7 @@ pub fn conv2d_depthwise_nchw<
                 && nchw_window_vectors(V, 2) <= NCHW_REACH
         )
     };
-    let g = Geometry::unpack([hw, rs, pq, stride, pad, dil, chans, groups]);
+    let g = Geometry::unpack(words);
     let taps = g.r * g.s;
     assert!(
         thread::block_dim().volume() == DW_THREADS as u64 && taps <= DW_TAPS,
@@ -1088,7 +1181,7 @@ pub fn conv2d_depthwise_nchw<
         return; // the whole block: nothing of the output is its
     }
     // Plane z = n·K + k reads input channel k / M of image n.
-    let (n, k) = (z / k_all, z % k_all);
+    let (n, k) = div_u32(z, k_all); // N·K ≤ 65535: the grid's z
     let plane = (n * g.groups + k / g.kg) * g.h * g.w;
     // The tile: tp × tq outputs from (p0, q0); its window, rows × pitch
     // elements from input (row0, col0) minus the padding.
@@ -1201,17 +1294,21 @@ pub fn conv2d_depthwise_nchw<
     } else {
         0.0
     };
-    let (Some(mut tile), Some(windows), Some(elements)) = (
-        y.micro_tile(),
+    let (Some(windows), Some(elements), Some(stage_vectors)) = (
         smem.vector_windows::<V, NCHW_REACH>(),
         smem.windows::<1>(),
+        smem.vector_windows::<V, 1>(),
     ) else {
         return;
     };
     // The thread's strips: rows pr + i·(64 / RI) of the tile (those below
-    // tp), columns pc .. pc + V.
-    let (pr, pc) = (tile.origin().0 - p0, tile.origin().1 - q0);
-    let strips = (tp - pr).div_ceil(DW_NCHW_ROWS / RI).min(RI);
+    // tp), columns pc .. pc + V; none where its first is outside the tile.
+    let (pr, pc) = nchw_strip_origin(t, V);
+    let strips = if pr < tp && pc < tq {
+        (tp - pr).div_ceil(DW_NCHW_ROWS / RI).min(RI)
+    } else {
+        0
+    };
     let nchw = NchwStrip {
         g,
         wr,
@@ -1229,8 +1326,7 @@ pub fn conv2d_depthwise_nchw<
     // The paths, each its own loop nest (decided once, for the whole
     // block): the strip path where a row's taps are consecutive input
     // columns (dilation 1 along rows, stride 1 or 2, 3-wide filters of up
-    // to 3 rows), the general path otherwise; 16-byte stores where the
-    // strip's columns are whole and aligned (once per thread).
+    // to 3 rows), the general path otherwise.
     let path = match (
         g.stride_w,
         g.dil_w == 1 && g.s == NCHW_STRIP_TAPS && g.r <= NCHW_STRIP_TAPS,
@@ -1239,10 +1335,68 @@ pub fn conv2d_depthwise_nchw<
         (2, true) => NchwPath::Strip2,
         _ => NchwPath::General,
     };
-    if tile.row_vectors().is_some() {
-        nchw.run(&mut tile.row_vectors(), path);
-    } else {
-        nchw.run(&mut Some(tile), path);
+    // How the block writes its tile (decided once, for the whole block):
+    // each strip one 16-byte store where the tile's rows are whole aligned
+    // vectors, else through the block's stage.
+    match y.tile_stores() {
+        None => {}
+        Some(TileStores::Vectors(mut out)) => nchw.run(&mut out, path),
+        Some(TileStores::Staged(mut tile)) => {
+            // The stage: tp rows of `stage_pitch` elements after the window
+            // (both whole vectors from a vector boundary), each strip one
+            // 16-byte shared store; after a barrier the block writes the
+            // tile from it element by element, lined up on 32-byte sectors
+            // (`StagedTile::fill`): each sector of the output one store,
+            // where per-thread element stores of the strips wrote it once
+            // per element of it.
+            let (_, stage_pitch) = g.dw_nchw_stage(tp, tq, V);
+            let stage0 = NCHW_FILTER + rows * pitch;
+            if stage0 + tp * stage_pitch > smem.len() {
+                return; // the whole block: a launch `dw_plan` did not size
+            }
+            let mut stage = StagedStrips {
+                windows: stage_vectors,
+                first: (stage0 + pr * stage_pitch + pc) / V,
+                step: DW_NCHW_ROWS / RI * stage_pitch / V,
+            };
+            match path {
+                NchwPath::Strip1 => nchw.each(&mut stage, |at| nchw.strip::<1>(at)),
+                NchwPath::Strip2 => nchw.each(&mut stage, |at| nchw.strip::<2>(at)),
+                NchwPath::General => {
+                    // No stage: the general path loads each tap of each
+                    // output from the window anyway, so the walk computes
+                    // each output where it writes it (its strips through
+                    // the stage took ptxas to 118–196 registers, the 36
+                    // tap addresses of a strip held across the strips,
+                    // where 78–108 fit).
+                    tile.fill(
+                        #[inline(always)]
+                        |r, c| nchw.general_one(r, c),
+                    );
+                    return;
+                }
+            }
+            sync_threads();
+            tile.fill(
+                #[inline(always)]
+                |r, c| elements.at(stage0 + r * stage_pitch + c).load(0),
+            );
+        }
+    }
+}
+
+/// An NCHW block's output stage in shared memory ([`NchwStrips`]): the
+/// thread's strip `i` at vector `first + i·step`.
+struct StagedStrips<T, const V: usize> {
+    windows: SharedVectorWindows<T, V, 1>,
+    first: usize,
+    step: usize,
+}
+
+impl<T: SharedElement, const V: usize> StripOut<T, V> for StagedStrips<T, V> {
+    #[inline(always)]
+    fn put(&mut self, i: usize, values: [T; V]) {
+        self.windows.at(self.first + i * self.step).store(0, values);
     }
 }
 
@@ -1358,6 +1512,29 @@ impl<T: Element + SharedElement, const V: usize> NchwStrip<T, V> {
             },
         );
         acc
+    }
+
+    /// Output `(r, c)` of the tile on the general path, rounded: its taps
+    /// in `(r, s)` order from +0, each one shared load from the window,
+    /// then the epilogue — the bits [`general`](Self::general) and the
+    /// strip's epilogue give it.
+    #[inline(always)]
+    fn general_one(&self, r: usize, c: usize) -> T {
+        let g = &self.g;
+        let taps = g.r * g.s;
+        let first = (NCHW_FILTER + r * g.stride_h * self.pitch + c * g.stride_w) as u32;
+        let mut acc = 0.0f32;
+        // Written out: every tap's index a constant (the taps in registers).
+        for tap in 0..DW_TAPS {
+            if tap < taps {
+                let v = self
+                    .elements
+                    .at((first + self.tap_at[tap]) as usize)
+                    .load(0);
+                acc = num::fma_f32(v.to_f32(), self.wr[tap], acc);
+            }
+        }
+        T::from_f32(Geometry { bias: true, ..*g }.finish(acc, self.b))
     }
 
     /// The general path's strip (any stride, dilation and filter of up to

@@ -28,15 +28,12 @@
 //! a few sectors.
 
 use crate::{Element, Geometry};
+use warpforge_device::num::Divisor;
 use warpforge_device::own::ThreadChunks;
 use warpforge_device::shared::SharedElement;
 use warpforge_device::unroll::unroll;
 use warpforge_device::{Out, bf16, f16};
 use warpforge_macros::kernel;
-
-/// Division by a launch's sizes as multiply-and-shift (shared with the
-/// Hopper convolution's producer, hence in the device crate).
-pub use warpforge_device::num::Divisor;
 
 /// Elements of one thread's unit: 16 bytes of f16/bf16.
 pub const IM2COL_CHUNK: usize = 8;
@@ -96,8 +93,6 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     // as one contiguous run of the input: one bounds-checked load and one
     // step per element.
     let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
-    let reach_h = (g.r as i64 - 1) * dh;
-    let reach_w = (g.s as i64 - 1) * dw;
     let image_row = g.w as i64 * g.cg as i64; // elements between input rows
     // The chunk of unit `unit`: row `(n, p, q)`, columns `j .. j + 8`.
     let chunk_values = #[inline(always)]
@@ -114,11 +109,13 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         let pixel_at =
             |ih: i64, iw: i64| ((n as i64 * g.h as i64 + ih) * g.w as i64 + iw) * g.cg as i64;
         let mut values = [T::ZERO; IM2COL_CHUNK];
-        let interior = dw == 1
-            && ih0 >= 0
-            && iw0 >= 0
-            && ih0 + reach_h < g.h as i64
-            && iw0 + reach_w < g.w as i64;
+        let (p, q) = (p as usize, q as usize);
+        // Tap (r, s) inside the image: `Geometry::in_row`/`in_col`, the one
+        // definition of the padding test.
+        let inside = |r: usize, s: usize| g.in_row(p, r).is_some() && g.in_col(q, s).is_some();
+        // The first and last taps of both axes inside: every tap is (the
+        // input index grows with the tap).
+        let interior = dw == 1 && inside(0, 0) && inside(g.r - 1, g.s - 1);
         if interior {
             let (r, mut k) = row_len.div_rem(j);
             let mut r = r as usize;
@@ -143,12 +140,9 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         // from one tap to the next along a filter row and to the next row's
         // first: no division and no `Option` per element.
         let (mut r, mut s) = (r as usize, s);
-        let (mut ih, mut iw) = (ih0 + r as i64 * dh, iw0 + s as i64 * dw);
-        let mut at = pixel_at(ih, iw);
-        let inside = |r: usize, ih: i64, iw: i64| {
-            r < g.r && (ih as u64) < g.h as u64 && (iw as u64) < g.w as u64
-        };
-        let mut reads = inside(r, ih, iw);
+        let mut at = pixel_at(ih0 + r as i64 * dh, iw0 + s as i64 * dw);
+        let reads_tap = |r: usize, s: u32| r < g.r && inside(r, s as usize);
+        let mut reads = reads_tap(r, s);
         let (col_step, row_step) = (
             dw * g.cg as i64,
             pixel_at(dh, -(g.s as i64) * dw) - pixel_at(0, 0),
@@ -161,16 +155,13 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
             if c == cg.divisor() {
                 c = 0;
                 s += 1;
-                iw += dw;
                 at += col_step;
                 if s == s_taps.divisor() {
                     s = 0;
                     r += 1;
-                    ih += dh;
-                    iw = iw0;
                     at += row_step;
                 }
-                reads = inside(r, ih, iw);
+                reads = reads_tap(r, s);
             }
         });
         values

@@ -1372,7 +1372,7 @@ impl Conv2d {
         let taps = w.len() / k; // R·S·C: `run` checked w's length, K ≥ 1
         let cols64 = cols as u64;
         // The kernel indexes its 8-element chunks and the taps in 32 bits
-        // and divides by sizes up to 2^31 (`kc::Divisor`): chunks, and so
+        // and divides by sizes up to 2^31 (`warpforge_device::num::Divisor`): chunks, and so
         // rows and columns, and `R·S·C` within 2^31, or it writes nothing.
         let units = matrix / kc::IM2COL_CHUNK;
         if units > 1 << 31 || taps > 1 << 31 {

@@ -1302,6 +1302,107 @@ fn depthwise_nchw_moves_at_most_1_1_bytes_per_least_byte_at_56x56() {
     assert!(f16 <= 1.1 && f32 <= 1.1, "f16 {f16:.3}, f32 {f32:.3}");
 }
 
+/// NCHW planes whose width is not a multiple of the 16-byte strip (4 f32,
+/// 8 f16) are written through the block's stage, lined up on sectors: every
+/// 32-byte sector of a block's tile is written by one store of the block —
+/// the kernel's store sectors are exactly the sectors each block's tile
+/// spans, summed over the blocks, where every tile is one run starting on
+/// a sector (`72 × 30` planes: two blocks down each, all on sectors), and
+/// within 1/8 of them otherwise (the emulator's rebuild of requests, below;
+/// per-thread element stores of the strips wrote each sector once per
+/// element of it, 16.4 bytes per 2-byte output). `70 × 30`: tiles starting
+/// mid-sector; `5 × 102`: a 64- and a 38-column tile, each row its own run;
+/// `5 × 13` at stride 2 with a multiplier.
+#[test]
+fn depthwise_nchw_ragged_widths_write_each_sector_once_per_block() {
+    fn check_sectors<T: Val>(dev: &Device, conv: &Conv2d) {
+        let (algorithm, profiles) = dev
+            .profile_memory(|| Ok(check::<T>(dev, conv, true, 61)))
+            .unwrap();
+        assert_eq!(algorithm, Algorithm::Depthwise);
+        let p = profiles
+            .iter()
+            .find(|p| p.kernel.starts_with("conv2d_depthwise_nchw_"))
+            .unwrap();
+        let [n, k, rows, cols] = conv.output_dims().unwrap();
+        assert!(!cols.is_multiple_of(16 / size_of::<T>()), "{conv:?}");
+        // Sectors of the elements `at .. at + len` (the buffer starts on a
+        // sector: the emulator aligns allocations to 256 bytes).
+        let spans = |at: usize, len: usize| {
+            let (first, end) = (at * size_of::<T>(), (at + len) * size_of::<T>());
+            ((end - 1) / 32 - first / 32 + 1) as u64
+        };
+        // Exact where every block's tile is one run starting on a sector.
+        let (mut want, mut exact) = (0, true);
+        for plane in 0..n * k {
+            for r0 in (0..rows).step_by(64) {
+                for c0 in (0..cols).step_by(64) {
+                    let (tp, tq) = ((rows - r0).min(64), (cols - c0).min(64));
+                    let at = |r: usize| plane * rows * cols + (r0 + r) * cols + c0;
+                    exact &= tq == cols && (at(0) * size_of::<T>()).is_multiple_of(32);
+                    want += if tq == cols {
+                        spans(at(0), tp * tq)
+                    } else {
+                        (0..tp).map(|r| spans(at(r), tq)).sum()
+                    };
+                }
+            }
+        }
+        let got = p.global_store.sectors;
+        if exact {
+            assert_eq!(got, want, "{conv:?} {}", p.kernel);
+        } else {
+            // The emulator rebuilds a request as the k-th store of each
+            // lane at a call site: a lane that skips the slots before a
+            // tile's first element (or between a row's runs) joins later
+            // requests one store late, which touch a sector more. On a GPU
+            // it is an inactive lane of the same request. Per-thread element
+            // stores of the strips moved 4 (f32) to 8 (f16) times the least.
+            assert!(
+                got >= want && got <= want + want / 8,
+                "{conv:?} {}: {got} sectors, {want} spanned",
+                p.kernel
+            );
+        }
+    }
+    let dev = Device::emulator();
+    let nchw = Layout::Nchw;
+    for conv in [
+        depthwise(
+            nchw,
+            [1, 3, 72, 30],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 3, 70, 30],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(
+            nchw,
+            [1, 2, 5, 102],
+            1,
+            (3, 3),
+            (1, 1),
+            (1, 1, 1, 1),
+            (1, 1),
+        ),
+        depthwise(nchw, [1, 2, 9, 26], 2, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ] {
+        check_sectors::<f32>(&dev, &conv);
+        check_sectors::<f16>(&dev, &conv);
+        check_sectors::<bf16>(&dev, &conv);
+    }
+}
+
 /// Depthwise convolutions the tiled kernels do not take — more than 9
 /// taps, an NHWC input row too wide for the staging ring — run the direct
 /// kernel, with the same results.

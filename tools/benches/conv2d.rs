@@ -29,7 +29,7 @@ fn bench_case<T: ConvElement>(
     from: impl Fn(f32) -> T + Copy,
 ) {
     let conv = case.conv;
-    let (_, _, kernel) = case.report_cases().expect("a valid case");
+    let (_, _, kernel) = case.report_cases(dev).expect("a valid case");
     let name = kernel.to_string();
     let values = |len: usize| {
         (0..len)

@@ -212,11 +212,12 @@ impl ConvCase {
 
     /// The report cases of the anchor, of the legacy cuDNN API (comparison
     /// only) and of warpforge (op: `{layer} {layout} cudnn`, `… cudnn-legacy`
-    /// and `{layer} {layout} {kernel}`).
-    pub fn report_cases(&self) -> Result<(Case, Case, Case)> {
+    /// and `{layer} {layout} {kernel}`, the kernel `dev` runs: on an H100
+    /// the Hopper convolution where it applies).
+    pub fn report_cases(&self, dev: &Device) -> Result<(Case, Case, Case)> {
         let kernel = match self.dtype {
-            DType::F16 => self.conv.kernel_name::<f16>()?,
-            _ => self.conv.kernel_name::<f32>()?,
+            DType::F16 => self.conv.kernel_name_on::<f16>(dev, false)?,
+            _ => self.conv.kernel_name_on::<f32>(dev, false)?,
         };
         let name = |who: &str| -> &'static str {
             Box::leak(format!("{} {} {who}", self.layer.name, self.layout_name()).into_boxed_str())
@@ -380,7 +381,7 @@ fn measure<T: BenchConv>(
     case: &ConvCase,
     report: &mut BenchReport,
 ) -> Result<()> {
-    let (anchor_case, legacy_case, kernel_case) = case.report_cases()?;
+    let (anchor_case, legacy_case, kernel_case) = case.report_cases(dev)?;
     let (_, bytes) = case.work()?;
     let skip = |report: &mut BenchReport, c: &Case, reason: String| {
         report.skipped.push(Skipped {
@@ -599,7 +600,7 @@ mod tests {
         assert_eq!(report.rows.len(), cases.len());
         assert_eq!(report.skipped.len(), cases.len());
         for ((case, r), s) in cases.iter().zip(&report.rows).zip(&report.skipped) {
-            let (anchor, _, kernel) = case.report_cases().unwrap();
+            let (anchor, _, kernel) = case.report_cases(&dev).unwrap();
             assert_eq!(r.case(), kernel);
             assert_eq!(s.case, anchor);
             assert_eq!(s.reason, cudnn::EMULATOR);

@@ -37,10 +37,16 @@ fn verify_op_runs_that_operation_only() {
     // and, the emulator being an sm_90, m16n8k16), f16/bf16 into f32/f16/bf16 (tensor cores, small
     // tile), f16 → f32/f16 and bf16 → f32/bf16 (large and wide tiles), f32
     // through TF32 (small and large tiles), the Hopper kernels of f16 → f32/f16
-    // and bf16 → f32/bf16 (the emulator is an sm_90), × NN, NT, TN, TT; then
-    // split-k's four sum kernels.
-    assert_eq!(kernels.len(), 104, "{stdout}");
-    assert!(kernels.iter().all(|k| k.starts_with("gemm_")), "{stdout}");
+    // and bf16 → f32/bf16 (the emulator is an sm_90), × NN, NT, TN, TT; TF32
+    // on Hopper (the two K-major copies and the one NT kernel); then split-k's
+    // four sum kernels.
+    assert_eq!(kernels.len(), 107, "{stdout}");
+    assert!(
+        kernels
+            .iter()
+            .all(|k| k.starts_with("gemm_") || k.starts_with("tf32_k_major_")),
+        "{stdout}"
+    );
     for k in [
         "gemm_f32_tn_64x64x16",
         "gemm_f32_nt_128x128x8",
@@ -54,6 +60,8 @@ fn verify_op_runs_that_operation_only() {
         "gemm_tf32_f32_tt_128x128x16_s4",
         "gemm_wgmma_bf16_f32_tn_128x256x64_s4",
         "gemm_wgmma_f16_f16_tt_128x256x64_s4",
+        "gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+        "tf32_k_major_cols",
         "gemm_split_k_sum_bf16",
         "gemm_split_k_sum_f64",
     ] {
@@ -62,7 +70,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 104 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 107 passed, 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -297,7 +305,7 @@ fn verify_list_prints_the_dispatch_table_and_what_covers_each_kernel() {
         .iter()
         .filter(|r| r[0].starts_with("gemm_wgmma_"))
         .collect();
-    assert_eq!(wgmma.len(), 16, "{stdout}");
+    assert_eq!(wgmma.len(), 17, "{stdout}");
     for r in &wgmma {
         assert_eq!(
             r[1..],

@@ -190,7 +190,7 @@ pub type NhwcTiles<const V: usize, const CT: usize> =
 /// rows; thread `t` computes the strip of `V` consecutive columns `V·(t %
 /// (64 / V)) ..` of row `t / (64 / V)` of every sub-tile (f32: 4 columns of
 /// rows `t / 16 + 16·i`, `i < 4`; f16/bf16: 8 columns of rows `t / 8 +
-/// 32·i`, `i < 2`: [`nchw_strip_origin`]). A quarter warp's strips are 8
+/// 32·i`, `i < 2`: `nchw_strip_origin`). A quarter warp's strips are 8
 /// consecutive 16-byte vectors of one row: its shared loads are free of
 /// bank conflicts at stride 1. Where the tile's rows are whole aligned
 /// vectors (`Q` a multiple of `V`, the plane on 16 bytes) the thread stores
@@ -1083,7 +1083,7 @@ fn strip_runs<T: Element, const V: usize, const CT: usize>(
 ///
 /// f32 here, held to 80 registers (3 blocks of 256 threads per SM, no
 /// spills), f16/bf16 in [`conv2d_depthwise_nchw_half`], held to 104 (2
-/// blocks; 80 spills 64 bytes there): one body ([`nchw_tile`]), two entries
+/// blocks; 80 spills 64 bytes there): one body (`nchw_tile`), two entries
 /// for the two register limits. Uncapped, ptxas gave the kernel with the
 /// staged output path 98 (f32) to 173 (f16) registers, most of them
 /// loads of the general path's 8 × 9 taps in flight at once.

@@ -1247,58 +1247,53 @@ impl GemmVisitor for RunFamilies<'_> {
         S: GemmElement + GemmValue,
     {
         let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
-        if matches!(family, GemmFamily::WgmmaTf32) {
-            for (kernel, (_, transposes)) in kernels.into_iter().zip(WGMMA_TF32_KERNELS) {
-                let mut report = KernelReport::default_for(kernel);
-                for &trans in transposes {
-                    for case in wgmma_cases(trans) {
-                        check_gemm::<TIn, TOut, S>(
-                            self.dev,
-                            &mut report,
-                            self.rng,
-                            &case,
-                            Accumulation::Tf32,
-                            None,
-                        )?;
-                    }
-                }
-                self.reports.push(report);
-            }
-            return Ok(());
-        }
-        for (&trans, kernel) in TRANSPOSES.iter().zip(kernels) {
+        // Each kernel with the transposes its report runs: one each, but the
+        // Hopper tf32 family's (its table).
+        let reports: Vec<(&'static str, &[(bool, bool)])> = match family {
+            GemmFamily::WgmmaTf32 => kernels
+                .into_iter()
+                .zip(WGMMA_TF32_KERNELS.map(|(_, transposes)| transposes))
+                .collect(),
+            _ => kernels
+                .into_iter()
+                .zip(TRANSPOSES.iter().map(core::slice::from_ref))
+                .collect(),
+        };
+        for (kernel, transposes) in reports {
             let mut report = KernelReport::default_for(kernel);
-            let (cases, accumulation, config) = match family {
-                GemmFamily::Tiled {
-                    tile,
-                    config,
-                    accumulation,
-                } => (
-                    gemm_cases(self.rng, tile, trans, self.lens),
-                    accumulation,
-                    config,
-                ),
-                GemmFamily::Wgmma => (wgmma_cases(trans), Accumulation::TensorCores, None),
-                GemmFamily::WgmmaTf32 => unreachable!("reported above"),
-            };
-            for case in cases {
-                check_gemm::<TIn, TOut, S>(
-                    self.dev,
-                    &mut report,
-                    self.rng,
-                    &case,
-                    accumulation,
-                    config,
-                )?;
-            }
-            // The default dispatch's pick, NN: every pair on a GPU; on the
-            // emulator (a tile per SM is 132 tiles to emulate) bf16 → f32's.
-            let emulated_pair = (TIn::DTYPE.name(), TOut::DTYPE.name()) == ("bf16", "f32");
-            if matches!(family, GemmFamily::Wgmma)
-                && trans == TRANSPOSES[0]
-                && (self.dev.is_gpu() || emulated_pair)
-            {
-                check_wgmma_default::<TIn, TOut, S>(self.dev, self.rng, &mut report)?;
+            for &trans in transposes {
+                let (cases, accumulation, config) = match family {
+                    GemmFamily::Tiled {
+                        tile,
+                        config,
+                        accumulation,
+                    } => (
+                        gemm_cases(self.rng, tile, trans, self.lens),
+                        accumulation,
+                        config,
+                    ),
+                    GemmFamily::Wgmma => (wgmma_cases(trans), Accumulation::TensorCores, None),
+                    GemmFamily::WgmmaTf32 => (wgmma_cases(trans), Accumulation::Tf32, None),
+                };
+                for case in cases {
+                    check_gemm::<TIn, TOut, S>(
+                        self.dev,
+                        &mut report,
+                        self.rng,
+                        &case,
+                        accumulation,
+                        config,
+                    )?;
+                }
+                // The default dispatch's pick, NN: every pair on a GPU; on the
+                // emulator (a tile per SM is 132 tiles to emulate) bf16 → f32's.
+                let emulated_pair = (TIn::DTYPE.name(), TOut::DTYPE.name()) == ("bf16", "f32");
+                if matches!(family, GemmFamily::Wgmma)
+                    && trans == TRANSPOSES[0]
+                    && (self.dev.is_gpu() || emulated_pair)
+                {
+                    check_wgmma_default::<TIn, TOut, S>(self.dev, self.rng, &mut report)?;
+                }
             }
             self.reports.push(report);
         }

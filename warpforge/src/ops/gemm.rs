@@ -199,6 +199,14 @@ macro_rules! kernel_table {
 /// (the `S`-output kernels of the same tile), summed into `TOut`.
 macro_rules! split_k_impl {
     ($tout:ty, $scalar:ty) => {
+        fn partial_kernel_name(
+            trans_a: bool,
+            trans_b: bool,
+            tile: Option<TileConfig>,
+            tf32: bool,
+        ) -> &'static str {
+            <Self as GemmTypes<$scalar>>::kernel_name(trans_a, trans_b, tile, tf32)
+        }
         fn run_split_k(
             gemm: &Gemm<$scalar>,
             dev: &Device,
@@ -380,6 +388,17 @@ fn tf32_refused(tin: crate::DType, tout: crate::DType) -> Error {
             tin.name(),
             tout.name()
         ),
+    }
+}
+
+/// The error of a Hopper launch for a pair of types that has no Hopper
+/// kernels (only reached when a pin asks for them: the dispatch checks
+/// `GemmTypes::WGMMA_KERNELS` first).
+fn no_hopper_kernels(tin: crate::DType, tout: crate::DType) -> Error {
+    Error::InvalidParameter {
+        op: "gemm",
+        parameter: "wgmma",
+        detail: format!("{} → {} has no Hopper kernels", tin.name(), tout.name()),
     }
 }
 
@@ -716,7 +735,8 @@ where
     let stride_a = if trans_a { depth * lda } else { depth };
     let stride_b = if trans_b { depth } else { depth * ldb };
     let plane = m * n;
-    let partial_kernel = <TIn as GemmTypes<S>>::kernel_name(trans_a, trans_b, tile, tf32);
+    let partial_kernel =
+        <TIn as GemmTypes<TOut>>::partial_kernel_name(trans_a, trans_b, tile, tf32);
     let cfg = Gemm {
         batch: ranges,
         ..*gemm
@@ -886,15 +906,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         c: MatrixMut<'_, TOut>,
     ) -> Result<()> {
         let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
-        Err(Error::InvalidParameter {
-            op: "gemm",
-            parameter: "wgmma",
-            detail: format!(
-                "{} → {} has no Hopper kernels",
-                Self::DTYPE.name(),
-                TOut::DTYPE.name()
-            ),
-        })
+        Err(no_hopper_kernels(Self::DTYPE, TOut::DTYPE))
     }
     /// The Hopper kernels that write the scalar type (f32), `nn, nt, tn,
     /// tt`: split-k's partial products on the Hopper path, if the pair has
@@ -917,15 +929,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         c: MatrixMut<'_, Self::Scalar>,
     ) -> Result<()> {
         let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
-        Err(Error::InvalidParameter {
-            op: "gemm",
-            parameter: "wgmma",
-            detail: format!(
-                "{} → {} has no Hopper kernels",
-                Self::DTYPE.name(),
-                TOut::DTYPE.name()
-            ),
-        })
+        Err(no_hopper_kernels(Self::DTYPE, TOut::DTYPE))
     }
     /// Split-k's sum: the `ranges` planes of `m × n` in `partials`, plus
     /// `beta·C`, into `c` ([`sum_partials`]).
@@ -938,6 +942,15 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         partials: &DeviceBuffer<Self::Scalar>,
         c: MatrixMut<'_, TOut>,
     ) -> Result<()>;
+    /// The kernel of split-k's partial products for these transposes and
+    /// tile: the one of the same tile that writes the scalar type.
+    #[doc(hidden)]
+    fn partial_kernel_name(
+        trans_a: bool,
+        trans_b: bool,
+        tile: Option<TileConfig>,
+        tf32: bool,
+    ) -> &'static str;
     /// Split-k ([`Gemm::split_k`]): the partial products of `split`'s
     /// k-ranges into `partials` (this input type into the scalar type, one
     /// `m × n` plane each), then their sum into `c`.
@@ -2005,8 +2018,8 @@ impl<T: GemmElement> Gemm<T> {
     /// The name of the kernel [`run`](Self::run) launches on `dev` on `A`
     /// and `B` of `TIn` and `C` of `TOut` (its configuration:
     /// [`tile_config_for`](Self::tile_config_for), whose errors it returns).
-    /// For a split on the Hopper kernels, the f32-output Hopper kernel of
-    /// the partial products (the sum kernel follows it;
+    /// For a split, the kernel of the partial products, which writes the
+    /// scalar type (f32 for the tensor-core pairs; the sum kernel follows it;
     /// [`split_k_for`](Self::split_k_for) says into how many ranges).
     pub fn kernel_name_for<TIn, TOut>(&self, dev: &Device) -> Result<&'static str>
     where
@@ -2025,12 +2038,12 @@ impl<T: GemmElement> Gemm<T> {
             return Ok(names[trans_index(self.trans_a, self.trans_b)]);
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
-        Ok(TIn::kernel_name(
-            self.trans_a,
-            self.trans_b,
-            tile,
-            self.tf32,
-        ))
+        let (trans_a, trans_b, tf32) = (self.trans_a, self.trans_b, self.tf32);
+        // A split launches the partial products' kernel (the sum follows it).
+        Ok(match self.split_plan(dev, tile, TIn::shape(tile, tf32))? {
+            Some(_) => TIn::partial_kernel_name(trans_a, trans_b, tile, tf32),
+            None => TIn::kernel_name(trans_a, trans_b, tile, tf32),
+        })
     }
 
     /// The launch [`run`](Self::run) makes for `C` of `m × n`: a 1-D block of

@@ -820,7 +820,8 @@ impl Device {
 
     /// A buffer holding a copy of `data`.
     pub fn upload<T: Element>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
-        let mut buf = self.alloc_zeroed(data.len())?;
+        // Unset, not zeroed: the copy writes every element (no memset).
+        let mut buf = self.unset_buffer(data.len(), false)?;
         buf.copy_from_host(data)?;
         Ok(buf)
     }
@@ -1054,6 +1055,10 @@ impl Device {
     /// assert_eq!((work.allocations, work.memsets), (0, 0));
     /// let (_, work) = dev.work_done_by(|| dev.alloc_zeroed::<f32>(8))?;
     /// assert_eq!((work.total_launches(), work.allocations, work.memsets), (0, 1, 1));
+    /// // An upload writes every element: an allocation, no memset.
+    /// let (up, work) = dev.work_done_by(|| dev.upload(&[3.0f32; 8]))?;
+    /// assert_eq!((work.total_launches(), work.allocations, work.memsets), (0, 1, 0));
+    /// assert_eq!(up.to_host()?, [3.0f32; 8]);
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn work_done_by<R>(&self, work: impl FnOnce() -> Result<R>) -> Result<(R, WorkCounts)> {

@@ -312,9 +312,10 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
         3
     );
     assert_eq!(skinny.split_k_for::<f16, bf16>(&h100).unwrap(), 3);
+    // The partial products' kernel, which writes f32 (the sum then rounds).
     assert_eq!(
         skinny.kernel_name_for::<f16, bf16>(&h100).unwrap(),
-        "gemm_f16_bf16_nn_64x64x32_s3"
+        "gemm_f16_f32_nn_64x64x32_s3"
     );
     // f64 on sm_90: the 128 × 64 DMMA.16x8x16 tile, 1 × 64 = 64 blocks: 5 ranges.
     let skinny_f64 = Gemm::<f64>::new(128, 4096, 4096);
@@ -396,7 +397,7 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     // `sm_limit` does not bound).
     assert_eq!(
         plan(skinny.sm_limit(16)),
-        (3, "gemm_bf16_bf16_nn_64x64x32_s3", None)
+        (3, "gemm_bf16_f32_nn_64x64x32_s3", None)
     );
     // A pinned count with the Hopper kernels pinned; without the pin,
     // `.split_k` is the mma.sync split (the large tile: 256 blocks).
@@ -405,7 +406,7 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
         cube.split_k(3)
             .kernel_name_for::<bf16, bf16>(&h100)
             .unwrap(),
-        "gemm_bf16_bf16_nn_128x128x32_s4"
+        "gemm_bf16_f32_nn_128x128x32_s4"
     );
     // k under two ranges of 512, a batch: no split; the grid fills (Large:
     // 256 blocks of 128 × 128 and more), so the unsplit Hopper kernel.
@@ -775,5 +776,38 @@ fn gpu_split_k_matches_the_exact_reference() {
             check_with::<f16, f32>(&gpu, &c, run, pin);
             check_with::<bf16, bf16>(&gpu, &c, run, pin);
         }
+    }
+}
+
+/// `kernel_name_for` names what a split launches first: the partial
+/// products' kernel, which writes f32 (the sum kernel follows), whatever C's
+/// type — on the `mma.sync` tiles and on the Hopper kernels alike.
+#[test]
+fn kernel_name_for_a_split_names_the_partial_products_kernel_it_launches() {
+    for (dev, wgmma) in [
+        (Device::emulator(), false),
+        (Device::emulator_for(Arch::Sm90), true),
+    ] {
+        let (m, n, k) = (64usize, 72usize, 1536usize);
+        let a = dev.alloc_zeroed::<f16>(m * k).unwrap();
+        let b = dev.alloc_zeroed::<f16>(k * n).unwrap();
+        let mut c = dev.alloc_zeroed::<f16>(m * n).unwrap();
+        let gemm = Gemm::new(m, n, k).wgmma(wgmma).split_k(3);
+        let named = gemm.kernel_name_for::<f16, f16>(&dev).unwrap();
+        let ((), work) = dev.work_done_by(|| gemm.run(&dev, &a, &b, &mut c)).unwrap();
+        assert!(
+            named.contains("_f16_f32_"),
+            "wgmma {wgmma}: {named} writes f32"
+        );
+        assert_eq!(
+            work.launches.get(named),
+            Some(&1),
+            "wgmma {wgmma}: {work:?}"
+        );
+        assert_eq!(
+            work.launches.get("gemm_split_k_sum_f16"),
+            Some(&1),
+            "{work:?}"
+        );
     }
 }

@@ -45,6 +45,55 @@ pub const fn im2col_cols(taps: usize) -> Option<usize> {
     taps.checked_next_multiple_of(32)
 }
 
+/// The chunk of an interior pixel's row of the matrix whose first column
+/// is column `k` of filter row `r` (`k < run`), where each of the `rows`
+/// filter rows is one run of `run` consecutive input elements, row `r`'s
+/// starting at `row_at` and each next one `row_step` further: the
+/// run's elements from `k` (at most 8), then the next filter row's from its
+/// start, zero past the filter's `rows` rows (the padding columns). A run
+/// of at least 8 (checked here) leaves a chunk in at most two runs, so the
+/// chunk is two windows of 8 consecutive inputs, each bounds-checked once,
+/// and a select per element — not a checked load and a step per element.
+/// `None` where a window would leave `x` (the caller's element-wise path).
+#[inline(always)]
+fn interior_chunk<T: Element>(
+    x: &[T],
+    (rows, row_step): (usize, usize),
+    run: usize,
+    (r, k): (usize, usize),
+    row_at: usize,
+) -> Option<[T; IM2COL_CHUNK]> {
+    if run < IM2COL_CHUNK || k >= run {
+        return None;
+    }
+    // The chunk's elements from row `r`; the rest are row `r + 1`'s.
+    let first = (run - k).min(IM2COL_CHUNK);
+    let window = |start: usize| -> Option<[T; IM2COL_CHUNK]> {
+        let w = x.get(start..start.checked_add(IM2COL_CHUNK)?)?;
+        <[T; IM2COL_CHUNK]>::try_from(w).ok()
+    };
+    let zeros = [T::ZERO; IM2COL_CHUNK];
+    // Past the filter's rows: the padding columns, zero.
+    let a = if r < rows {
+        window(row_at.checked_add(k)?)?
+    } else {
+        zeros
+    };
+    // Element `i ≥ first` is row `r + 1`'s element `i − first`: the window
+    // starting `first` before that row's run, at index `i`.
+    let b = if r + 1 < rows {
+        window(row_at.checked_add(row_step)?.checked_sub(first)?)?
+    } else {
+        zeros
+    };
+    let mut values = zeros;
+    unroll::<IM2COL_CHUNK>(
+        #[inline(always)]
+        |i| values[i] = if i < first { a[i] } else { b[i] },
+    );
+    Some(values)
+}
+
 /// `y = im2col(x)` (module docs): `x` NHWC with one group, `y` the
 /// row-major `N·P·Q × cols` matrix, `cols` a multiple of [`IM2COL_CHUNK`]
 /// at least `R·S·C`, the geometry in the eight [`Geometry::pack`] words.
@@ -94,6 +143,8 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
     // step per element.
     let (dh, dw) = (g.dil_h as i64, g.dil_w as i64);
     let image_row = g.w as i64 * g.cg as i64; // elements between input rows
+    // Elements between the input runs of consecutive filter rows.
+    let row_step = (dh * image_row) as usize;
     // The chunk of unit `unit`: row `(n, p, q)`, columns `j .. j + 8`.
     let chunk_values = #[inline(always)]
     |unit: u64| -> [T; IM2COL_CHUNK] {
@@ -118,6 +169,14 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         let interior = dw == 1 && inside(0, 0) && inside(g.r - 1, g.s - 1);
         if interior {
             let (r, mut k) = row_len.div_rem(j);
+            let row_at = pixel_at(ih0 + r as i64 * dh, iw0) as usize;
+            let run = row_len.divisor() as usize;
+            let rows = (g.r, row_step);
+            if let Some(values) = interior_chunk(x, rows, run, (r as usize, k as usize), row_at) {
+                return values;
+            }
+            // Past either end of `x` (a window of the first or last pixels):
+            // element by element.
             let mut r = r as usize;
             let mut at = pixel_at(ih0 + r as i64 * dh, iw0) as usize;
             unroll::<IM2COL_CHUNK>(|i| {

@@ -650,92 +650,109 @@ fn few_channel_layers_run_im2col_then_a_1x1_convolution() {
 /// The im2col kernel on its own, against the matrix built from its
 /// definition (row `(n, p, q)`, column `(r·S + s)·C + c` the input element
 /// that tap `(r, s)`, channel `c` reads, zero in the padding and past
-/// `R·S·C`): every element written (a NaN-filled output), with stride,
-/// dilation and asymmetric padding; its stores whole 16-byte vectors.
+/// `R·S·C`): every element written (a NaN-filled output); its stores whole
+/// 16-byte vectors. Two layers: stride, dilation and asymmetric padding
+/// (the element-wise gather); and no padding or dilation, so every pixel is
+/// interior (the two-window path, its filter rows of `S·C = 9` elements
+/// leaving chunks across two rows), the last pixel's windows reaching past
+/// the input's end (the element-wise fallback there).
 #[test]
 fn im2col_kernel_writes_every_element_of_the_gathered_matrix() {
     use warpforge::{Dim3, LaunchConfig};
     use warpforge_kernels::conv::{Geometry, IM2COL_CHUNK, im2col_cols, im2col_nhwc_f16};
     let dev = Device::emulator();
-    let conv = Conv2d::new(Layout::Nhwc, [2, 3, 7, 6], [4, 3, 3, 2])
-        .stride(2, 1)
-        .dilation(1, 2)
-        .padding(Padding {
-            top: 1,
-            bottom: 2,
-            left: 0,
-            right: 1,
-        });
-    let [n, h, w, c] = conv.input_dims();
-    let (p, q) = conv.output_hw().unwrap();
-    let (r, s) = (3, 2);
-    let cols = im2col_cols(r * s * c).unwrap();
-    assert_eq!(cols, 32);
-    // Distinct values, exact in f16.
-    let x: Vec<f64> = (0..n * h * w * c).map(|i| i as f64 + 1.0).collect();
-    let mut want = vec![0.0; n * p * q * cols];
-    for (row, out) in want.chunks_mut(cols).enumerate() {
-        let (img, pp, qq) = (row / (p * q), row / q % p, row % q);
-        for rr in 0..r {
-            for ss in 0..s {
-                let ih = (pp * 2 + rr) as isize - 1;
-                let iw = (qq + ss * 2) as isize;
-                if ih < 0 || ih >= h as isize || iw >= w as isize {
-                    continue;
-                }
-                for cc in 0..c {
-                    let at = ((img * h + ih as usize) * w + iw as usize) * c + cc;
-                    out[(rr * s + ss) * c + cc] = x[at];
+    // (input N, H, W, C; filter R, S; stride; dilation; padding top, bottom, left, right)
+    type Layer = (
+        [usize; 4],
+        (usize, usize),
+        (usize, usize),
+        (usize, usize),
+        [usize; 4],
+    );
+    let layers: [Layer; 2] = [
+        ([2, 7, 6, 3], (3, 2), (2, 1), (1, 2), [1, 2, 0, 1]),
+        ([2, 9, 8, 3], (3, 3), (1, 1), (1, 1), [0, 0, 0, 0]),
+    ];
+    for ([n, h, w, c], (r, s), (sh, sw), (dh, dw), [top, bottom, left, right]) in layers {
+        let conv = Conv2d::new(Layout::Nhwc, [n, c, h, w], [4, c, r, s])
+            .stride(sh, sw)
+            .dilation(dh, dw)
+            .padding(Padding {
+                top,
+                bottom,
+                left,
+                right,
+            });
+        assert_eq!(conv.input_dims(), [n, h, w, c]);
+        let (p, q) = conv.output_hw().unwrap();
+        let cols = im2col_cols(r * s * c).unwrap();
+        assert_eq!(cols, 32);
+        // Distinct values, exact in f16.
+        let x: Vec<f64> = (0..n * h * w * c).map(|i| i as f64 + 1.0).collect();
+        let mut want = vec![0.0; n * p * q * cols];
+        for (row, out) in want.chunks_mut(cols).enumerate() {
+            let (img, pp, qq) = (row / (p * q), row / q % p, row % q);
+            for rr in 0..r {
+                for ss in 0..s {
+                    let ih = (pp * sh + rr * dh) as isize - top as isize;
+                    let iw = (qq * sw + ss * dw) as isize - left as isize;
+                    if ih < 0 || ih >= h as isize || iw < 0 || iw >= w as isize {
+                        continue;
+                    }
+                    for cc in 0..c {
+                        let at = ((img * h + ih as usize) * w + iw as usize) * c + cc;
+                        out[(rr * s + ss) * c + cc] = x[at];
+                    }
                 }
             }
         }
+        let g = Geometry {
+            h,
+            w,
+            r,
+            s,
+            p,
+            q,
+            stride_h: sh,
+            stride_w: sw,
+            pad_top: top,
+            pad_left: left,
+            dil_h: dh,
+            dil_w: dw,
+            cg: c,
+            kg: 4,
+            groups: 1,
+            bias: false,
+            relu: false,
+        }
+        .pack();
+        let xd = dev
+            .upload(&x.iter().map(|&v| f16::from_f64(v)).collect::<Vec<f16>>())
+            .unwrap();
+        let mut yd = dev.upload(&vec![f16::NAN; want.len()]).unwrap();
+        let units = want.len() / IM2COL_CHUNK;
+        let cfg = LaunchConfig::new(Dim3::x(3), Dim3::x(32));
+        assert!(units > 3 * 32, "several chunks per thread");
+        let (_, profiles) = dev
+            .profile_memory(|| {
+                let [a, b, c, d, e, f, g, h] = g;
+                dev.launch(
+                    im2col_nhwc_f16,
+                    cfg,
+                    (&xd, &mut yd, cols as u64, a, b, c, d, e, f, g, h),
+                )
+            })
+            .unwrap();
+        let got: Vec<f64> = yd.to_host().unwrap().into_iter().map(f64::from).collect();
+        assert_eq!(got, want, "layer {n}x{h}x{w}x{c}, filter {r}x{s}");
+        // One 16-byte store per chunk, a warp's 512 contiguous bytes: each
+        // 32-byte sector of the matrix stored once.
+        let stores = profiles[0].global_store;
+        let (bytes, chunks) = ((want.len() * 2) as u64, units as u64);
+        assert_eq!(stores.lane_accesses, chunks, "{stores:?}");
+        assert_eq!(stores.requests_by_width[4], stores.requests, "{stores:?}");
+        assert_eq!(stores.sectors, bytes / 32, "{stores:?}");
     }
-    let g = Geometry {
-        h,
-        w,
-        r,
-        s,
-        p,
-        q,
-        stride_h: 2,
-        stride_w: 1,
-        pad_top: 1,
-        pad_left: 0,
-        dil_h: 1,
-        dil_w: 2,
-        cg: c,
-        kg: 4,
-        groups: 1,
-        bias: false,
-        relu: false,
-    }
-    .pack();
-    let xd = dev
-        .upload(&x.iter().map(|&v| f16::from_f64(v)).collect::<Vec<f16>>())
-        .unwrap();
-    let mut yd = dev.upload(&vec![f16::NAN; want.len()]).unwrap();
-    let units = want.len() / IM2COL_CHUNK;
-    let cfg = LaunchConfig::new(Dim3::x(3), Dim3::x(32));
-    assert!(units > 3 * 32, "several chunks per thread");
-    let (_, profiles) = dev
-        .profile_memory(|| {
-            let [a, b, c, d, e, f, g, h] = g;
-            dev.launch(
-                im2col_nhwc_f16,
-                cfg,
-                (&xd, &mut yd, cols as u64, a, b, c, d, e, f, g, h),
-            )
-        })
-        .unwrap();
-    let got: Vec<f64> = yd.to_host().unwrap().into_iter().map(f64::from).collect();
-    assert_eq!(got, want);
-    // One 16-byte store per chunk, a warp's 512 contiguous bytes: each
-    // 32-byte sector of the matrix stored once.
-    let stores = profiles[0].global_store;
-    let (bytes, chunks) = ((want.len() * 2) as u64, units as u64);
-    assert_eq!(stores.lane_accesses, chunks, "{stores:?}");
-    assert_eq!(stores.requests_by_width[4], stores.requests, "{stores:?}");
-    assert_eq!(stores.sectors, bytes / 32, "{stores:?}");
 }
 
 /// The batched transpose kernel on its own: `y[b] = x[b]ᵀ` for ragged

@@ -1,8 +1,10 @@
 //! f32 operands made ready for the tf32 `wgmma` GEMM
-//! (`gemm_wgmma_tf32_f32_nt_*`, [`crate::gemm`]): each element rounded to
-//! tf32 (`cvt.rna.tf32.f32`: 10 fraction bits, nearest, ties away from
-//! zero — the rounding the `mma.sync` TF32 kernels apply), and laid out
-//! K-major, the only layout `wgmma` reads tf32 in.
+//! (`gemm_wgmma_tf32_f32_nt_*`, [`crate::gemm`]): laid out K-major, the
+//! only layout `wgmma` reads tf32 in, and each element rounded to tf32
+//! (`cvt.rna.tf32.f32`: 10 fraction bits, nearest, ties away from zero —
+//! the rounding the `mma.sync` TF32 kernels apply) or, with `round` 0,
+//! copied as it is (the GEMM's `wgmma` then truncates it: the host's
+//! `Tf32Rounding::Truncate`, for operands it cannot read in place).
 //!
 //! Why a pass of its own: `wgmma` reads its tf32 operands straight from
 //! shared memory and ignores each f32's low 13 fraction bits (truncation,
@@ -42,7 +44,8 @@ const PITCH: usize = TF32_TILE + 1;
 /// The staged tile.
 const STAGED: usize = TF32_TILE * PITCH;
 
-/// `y[b][r][k] = round_tf32(op(x_b)[r][k])` for `k < depth`, and `0` in
+/// `y[b][r][k] = round_tf32(op(x_b)[r][k])` (`op(x_b)[r][k]` itself
+/// where `round` is 0) for `k < depth`, and `0` in
 /// `y`'s columns past `depth` (module docs): `y` bound as the batches of
 /// `rows × padded` matrices (`padded ≥ depth`: the row pitch a tensor map
 /// needs), `x`'s batch `b` at `b·stride`, its stored rows `ld` apart:
@@ -62,6 +65,7 @@ pub fn tf32_k_major<const TRANSPOSED: bool>(
     ld: usize,
     stride: usize,
     depth: usize,
+    round: u32,
     mut y: OutMatrix<f32, BlockTiles<TF32_TILE, TF32_TILE>>,
 ) {
     let staged = shared::array::<f32, STAGED>();
@@ -90,7 +94,8 @@ pub fn tf32_k_major<const TRANSPOSED: bool>(
         } else {
             None
         };
-        staged.store(i * PITCH + j, v.map_or(0.0, round_tf32));
+        let v = v.unwrap_or(0.0);
+        staged.store(i * PITCH + j, if round != 0 { round_tf32(v) } else { v });
         e += threads;
     }
     // Every thread of the block reaches it: the tile and the loop bounds

@@ -260,6 +260,7 @@ impl GemmTypes<f32> for f32 {
         scale: (f32, f32),
         (a, lda, stride_a, trans_a): (&DeviceBuffer<f32>, usize, usize, bool),
         (b, ldb, stride_b, trans_b): (&DeviceBuffer<f32>, usize, usize, bool),
+        truncate: bool,
         c: MatrixMut<'_, f32>,
     ) -> Result<()> {
         let source = |buffer, ld, stride, transposed| wgmma::tf32::Source {
@@ -276,6 +277,7 @@ impl GemmTypes<f32> for f32 {
             scale,
             source(a, lda, stride_a, trans_a),
             source(b, ldb, stride_b, trans_b),
+            truncate,
             c,
         )
     }
@@ -387,6 +389,19 @@ fn tf32_refused(tin: crate::DType, tout: crate::DType) -> Error {
              f32 C only, not to {} → {}; drop .tf32(true)",
             tin.name(),
             tout.name()
+        ),
+    }
+}
+
+/// The refusal of [`Tf32Rounding::Truncate`] where the Hopper kernel cannot
+/// run the GEMM, and why.
+fn truncation_refused(why: &str) -> Error {
+    Error::InvalidParameter {
+        op: "gemm",
+        parameter: "tf32_rounding",
+        detail: format!(
+            "truncated TF32 operands run on the Hopper tf32 kernel only, which cannot run \
+             this GEMM: {why}; use Tf32Rounding::Nearest"
         ),
     }
 }
@@ -886,9 +901,10 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         scale: (Self::Scalar, Self::Scalar),
         a: (&DeviceBuffer<Self>, usize, usize, bool),
         b: (&DeviceBuffer<Self>, usize, usize, bool),
+        truncate: bool,
         c: MatrixMut<'_, TOut>,
     ) -> Result<()> {
-        let _ = (dev, blocks, mnk, count, scale, a, b, c);
+        let _ = (dev, blocks, mnk, count, scale, a, b, truncate, c);
         Err(tf32_refused(Self::DTYPE, TOut::DTYPE))
     }
     /// Launches the Hopper kernel for these transposes (only called when
@@ -1162,6 +1178,26 @@ gemm_tensor!(
     ]
 );
 
+/// How a TF32 GEMM ([`Gemm::tf32`]) makes tf32 of its f32 operands
+/// ([`Gemm::tf32_rounding`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tf32Rounding {
+    /// Each element rounded to its nearest tf32, ties away from zero
+    /// (`cvt.rna.tf32.f32`), on every kernel: on the `mma.sync` kernels in
+    /// a pass over each shared-memory stage, on the Hopper kernel in the
+    /// K-major copies it reads. The default.
+    #[default]
+    Nearest,
+    /// Each element's 13 low fraction bits dropped (toward zero): what the
+    /// tensor cores do with an f32 they are given as tf32, and so what a
+    /// GEMM that reads its f32 operands as they are computes. Runs on the
+    /// Hopper kernel only (sm_90, the `hopper` feature), which then reads a
+    /// K-major operand whose rows start on 16 bytes (A not transposed, B
+    /// transposed) where it is, without a copy, and copies the others
+    /// K-major as they are.
+    Truncate,
+}
+
 /// A GEMM `C ← alpha·op(A)·op(B) + beta·C` of `op(A)`: `m × k`, `op(B)`:
 /// `k × n`, `C`: `m × n` (module docs). Defaults: no transposes, `alpha = 1`,
 /// `beta = 0`, each leading dimension its stored row length.
@@ -1198,6 +1234,7 @@ pub struct Gemm<T> {
     stride_c: Option<usize>,
     tile: Option<TileConfig>,
     tf32: bool,
+    tf32_rounding: Tf32Rounding,
     split_k: Option<usize>,
     wgmma: Option<bool>,
     dmma: Option<bool>,
@@ -1342,6 +1379,7 @@ impl<T: GemmElement> Gemm<T> {
             stride_c: None,
             tile: None,
             tf32: false,
+            tf32_rounding: Tf32Rounding::Nearest,
             split_k: None,
             wgmma: None,
             dmma: None,
@@ -1473,6 +1511,45 @@ impl<T: GemmElement> Gemm<T> {
     pub fn tf32(mut self, allow: bool) -> Self {
         self.tf32 = allow;
         self
+    }
+
+    /// How TF32 makes tf32 of `A` and `B` (default
+    /// [`Tf32Rounding::Nearest`], every kernel's); sets [`tf32`](Self::tf32)
+    /// too. [`Tf32Rounding::Truncate`] drops each element's 13 low fraction
+    /// bits instead, as the tensor cores do with an f32 read as tf32: on the
+    /// Hopper kernel, which then reads a K-major operand with rows on 16
+    /// bytes (`A` not transposed, `B` transposed: NT, `x·Wᵀ`) where it is
+    /// instead of copying it. It runs on the Hopper kernel only: where that
+    /// cannot run (another GPU, `.wgmma(false)`, a pinned tile or split),
+    /// [`run`](Self::run) refuses it (`InvalidParameter` naming
+    /// `tf32_rounding`, with the reason). Each product's relative error is
+    /// then up to about 2⁻⁹ (two truncations of 2⁻¹⁰ each) rather than
+    /// 2⁻¹⁰, and biased toward zero.
+    ///
+    /// ```
+    /// use warpforge::{Arch, Device, gemm::{Gemm, Tf32Rounding}};
+    /// let h100 = Device::emulator_for(Arch::Sm90);
+    /// // 1 + 3·2⁻¹² lies between the tf32s 1 and 1 + 2⁻¹⁰, nearer 1 + 2⁻¹⁰.
+    /// let a = h100.upload(&[1.0f32 + 3.0 / 4096.0; 4])?; // 2 × 2
+    /// let b = h100.upload(&[1.0f32; 4])?;
+    /// let mut c = h100.upload(&[0.0f32; 4])?;
+    /// let gemm = Gemm::new(2, 2, 2).trans_b(true).wgmma(true);
+    /// gemm.tf32(true).run(&h100, &a, &b, &mut c)?;
+    /// assert_eq!(c.to_host()?, [2.0 + 2.0 / 1024.0; 4]); // rounded up
+    /// gemm.tf32_rounding(Tf32Rounding::Truncate).run(&h100, &a, &b, &mut c)?;
+    /// assert_eq!(c.to_host()?, [2.0; 4]); // truncated
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn tf32_rounding(mut self, rounding: Tf32Rounding) -> Self {
+        self.tf32 = true;
+        self.tf32_rounding = rounding;
+        self
+    }
+
+    /// Whether this GEMM truncates its TF32 operands (the Hopper kernel's
+    /// only).
+    fn truncates_tf32(&self) -> bool {
+        self.tf32 && self.tf32_rounding == Tf32Rounding::Truncate
     }
 
     /// Pins the Hopper kernels (`true`: [`run`](Self::run) refuses, naming
@@ -1631,6 +1708,11 @@ impl<T: GemmElement> Gemm<T> {
         // k = 0 or alpha = 0 only scales C (A and B are not read, and may
         // be empty, which no tensor map describes): the mma.sync kernels
         // do that, pinned or not.
+        if self.truncates_tf32() && self.wgmma == Some(false) {
+            return Err(truncation_refused(
+                ".wgmma(false) pins the mma.sync kernels, which round to nearest",
+            ));
+        }
         if self.wgmma == Some(false) || self.k == 0 || self.alpha == T::ZERO {
             return Ok(None);
         }
@@ -1707,6 +1789,7 @@ impl<T: GemmElement> Gemm<T> {
                     detail: format!("the Hopper kernels cannot run this GEMM: {why}"),
                 });
             }
+            (_, Err(why)) if self.truncates_tf32() => return Err(truncation_refused(&why)),
             (_, Err(_)) => return Ok(None),
             (_, Ok(plan)) => plan,
         };
@@ -1754,7 +1837,7 @@ impl<T: GemmElement> Gemm<T> {
             }
         }
         let whole = Hopper { whole, split: None };
-        if self.wgmma == Some(true) {
+        if self.wgmma == Some(true) || self.truncates_tf32() {
             return Ok(Some(whole));
         }
         Ok((TileConfig::choose(
@@ -2176,6 +2259,7 @@ impl<T: GemmElement> Gemm<T> {
                 (alpha, beta),
                 (a, a_shape.ld, stride_a, trans_a),
                 (b, b_shape.ld, stride_b, trans_b),
+                self.truncates_tf32(),
                 c,
             );
         }

@@ -19,7 +19,7 @@ use crate::common;
 use common::gemm::{Case, TRANSPOSES, case};
 use half::f16;
 use proptest::prelude::*;
-use warpforge::gemm::{Gemm, TileConfig};
+use warpforge::gemm::{Gemm, Tf32Rounding, TileConfig};
 use warpforge::{Arch, Device, Error, Kernel};
 use warpforge_kernels::gemm::tensor::{
     self as tc, TC_TILE, TC_TILE_LARGE, TF32_TILE, TF32_TILE_LARGE,
@@ -83,6 +83,9 @@ enum Path {
     Tile(TileConfig),
     /// The Hopper kernel (`wgmma(true)`, after the tf32 K-major copies).
     Wgmma,
+    /// The Hopper kernel, its operands truncated
+    /// (`Tf32Rounding::Truncate`).
+    WgmmaTruncate,
 }
 
 impl From<TileConfig> for Path {
@@ -105,6 +108,7 @@ fn gemm_of(c: &Case, path: Path) -> Gemm<f32> {
     match path {
         Path::Tile(tile) => gemm.tile(tile),
         Path::Wgmma => gemm.wgmma(true),
+        Path::WgmmaTruncate => gemm.tf32_rounding(Tf32Rounding::Truncate),
     }
 }
 
@@ -595,6 +599,126 @@ fn wgmma_tf32_rounds_as_the_mma_sync_kernels_do() {
             c.describe()
         );
     }
+}
+
+/// `x` as the tensor cores read an f32 given as tf32: its 13 low fraction
+/// bits dropped.
+fn truncated(x: f64) -> f64 {
+    f64::from(f32::from_bits((x as f32).to_bits() & !0x1fff))
+}
+
+/// `Tf32Rounding::Truncate` on random f32 operands (full mantissas): bit
+/// for bit the rounded path's result on the operands truncated on the host
+/// (a truncated f32 is a tf32, which rounding leaves as it is), whether
+/// the kernel reads an operand in place (NT with rows on 16 bytes: pad 0
+/// and 4, k = 100) or copies it as it is (the other transposes, and the
+/// odd pitch of pad 1); and not the rounded path's result on the operands
+/// themselves, so the mode is what changed it.
+#[test]
+fn wgmma_tf32_truncation_drops_the_low_bits_in_place_and_in_the_copies() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        for pad in [0, 1, 4] {
+            let c = case(
+                (70, 140, 100),
+                trans,
+                pad,
+                1.0,
+                0.5,
+                None,
+                (t * 8 + pad) as u64 + 700,
+                float,
+            );
+            let got = run(&c, &dev, Path::WgmmaTruncate);
+            let on_truncated = Case {
+                a: c.a.iter().map(|&x| truncated(x)).collect(),
+                b: c.b.iter().map(|&x| truncated(x)).collect(),
+                ..c.clone()
+            };
+            let want = run(&on_truncated, &dev, Path::Wgmma);
+            for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "C[{e}]: {}", c.describe());
+            }
+            let rounded = run(&c, &dev, Path::Wgmma);
+            let differ = got.iter().zip(&rounded).filter(|(g, r)| g != r).count();
+            assert!(differ > got.len() / 2, "{differ}: {}", c.describe());
+        }
+    }
+}
+
+/// What truncation launches: the kernel reads each K-major operand whose
+/// rows start on 16 bytes where it is (NT: no copy, no allocation; one
+/// GEMM launch), and copies the others as they are (one copy and one
+/// allocation each); a pitch off 16 bytes is copied too. Where the Hopper
+/// kernel cannot run it is refused naming `tf32_rounding`, and C is left
+/// as it was: an sm_80, `.wgmma(false)`, a pinned tile.
+#[test]
+fn wgmma_tf32_truncation_reads_k_major_operands_in_place_and_is_refused_elsewhere() {
+    let h100 = Device::emulator_for(Arch::Sm90);
+    let (m, n, k) = (33, 40, 48);
+    let (da, db) = (
+        h100.upload(&vec![1.0f32; m * (k + 1)]).unwrap(),
+        h100.upload(&vec![1.0f32; (k + 1) * n.max(k + 1)]).unwrap(),
+    );
+    let mut dc = h100.alloc_zeroed::<f32>(m * n).unwrap();
+    for (ta, tb) in TRANSPOSES {
+        for pitch in [k, k + 1] {
+            let gemm = Gemm::<f32>::new(m, n, k)
+                .trans_a(ta)
+                .trans_b(tb)
+                .lda(if ta { m } else { pitch })
+                .ldb(if tb { pitch } else { n })
+                .tf32_rounding(Tf32Rounding::Truncate);
+            let ((), work) = h100
+                .work_done_by(|| gemm.run(&h100, &da, &db, &mut dc))
+                .unwrap();
+            // A is K-major unless transposed, B when transposed; in place
+            // where its pitch is whole 16 bytes.
+            let copies = u64::from(ta || pitch % 4 != 0) + u64::from(!tb || pitch % 4 != 0);
+            assert_eq!(
+                work.total_launches(),
+                1 + copies,
+                "{ta} {tb} {pitch}: {work:?}"
+            );
+            assert_eq!(
+                work.launches.get("gemm_wgmma_tf32_f32_nt_128x256x32_s4"),
+                Some(&1)
+            );
+            assert_eq!((work.allocations, work.memsets), (copies, 0));
+            assert!(dc.to_host().unwrap().iter().all(|&x| x == k as f32));
+        }
+    }
+    let a100 = Device::emulator_for(Arch::Sm80);
+    let truncating = Gemm::<f32>::new(m, n, k).tf32_rounding(Tf32Rounding::Truncate);
+    let mut c100 = a100.upload(&vec![7.0f32; m * n]).unwrap();
+    let (a1, b1) = (
+        a100.upload(&vec![1.0f32; m * k]).unwrap(),
+        a100.upload(&vec![1.0f32; k * n]).unwrap(),
+    );
+    let refused = |e: Error| {
+        assert!(
+            matches!(
+                e,
+                Error::InvalidParameter {
+                    parameter: "tf32_rounding",
+                    ..
+                }
+            ),
+            "{e}"
+        )
+    };
+    refused(truncating.run(&a100, &a1, &b1, &mut c100).unwrap_err());
+    assert!(c100.to_host().unwrap().iter().all(|&x| x == 7.0));
+    let mut c90 = h100.upload(&vec![7.0f32; m * n]).unwrap();
+    let (a9, b9) = (
+        h100.upload(&vec![1.0f32; m * k]).unwrap(),
+        h100.upload(&vec![1.0f32; k * n]).unwrap(),
+    );
+    for pinned in [truncating.wgmma(false), truncating.tile(Large)] {
+        refused(pinned.run(&h100, &a9, &b9, &mut c90).unwrap_err());
+        refused(pinned.kernel_name_for::<f32, f32>(&h100).unwrap_err());
+    }
+    assert!(c90.to_host().unwrap().iter().all(|&x| x == 7.0));
 }
 
 /// Where it runs and what it launches: on sm_90 TF32 names the Hopper

@@ -366,12 +366,13 @@ pub(super) mod tf32 {
     }
 
     /// `op(X)` (`rows × k`, `count` batches, the caller checked every
-    /// extent against `x`) rounded to tf32, K-major, into a new buffer of
-    /// `count · rows · k'` elements.
+    /// extent against `x`) rounded to tf32 (copied as it is unless
+    /// `round`), K-major, into a new buffer of `count · rows · k'` elements.
     fn k_major(
         dev: &Device,
         x: &Source<'_>,
         (rows, k, count): (usize, usize, usize),
+        round: bool,
     ) -> Result<DeviceBuffer<f32>> {
         let layout = layout(rows, k, count)?;
         let len = layout
@@ -409,7 +410,7 @@ pub(super) mod tf32 {
         );
         let cfg = LaunchConfig::new(grid, Dim3::x(TF32_THREADS as u32));
         let out = y.batched_matrix_mut(rows, layout.ld, layout.ld, count, layout.stride)?;
-        let args = (x.buffer, x.ld, x.stride, k, out);
+        let args = (x.buffer, x.ld, x.stride, k, u32::from(round), out);
         if x.transposed {
             dev.launch(kt::tf32_k_major_cols, cfg, args)?;
         } else {
@@ -418,10 +419,53 @@ pub(super) mod tf32 {
         Ok(y)
     }
 
+    /// Whether the kernel reads `x` (`rows × k`, `count` batches) where it
+    /// is: its stored rows are K-major (`op(X)`'s rows), and its rows and
+    /// batches start on 16 bytes, as a tensor map needs.
+    fn in_place(x: &Source<'_>, rows: usize, k: usize, count: usize) -> Option<Operand> {
+        let aligned = x.ld.is_multiple_of(4) && (count == 1 || x.stride.is_multiple_of(4));
+        (!x.transposed && aligned).then_some(Operand {
+            rows,
+            cols: k,
+            ld: x.ld,
+            count,
+            stride: x.stride,
+            offset: 0,
+        })
+    }
+
+    /// Where the kernel reads an operand from: where it is, or a K-major
+    /// copy.
+    enum Read {
+        InPlace(Operand),
+        Copied(DeviceBuffer<f32>),
+    }
+
+    impl Read {
+        /// The kernel's tensor map of operand `x` (`rows × k`, `count`
+        /// batches) as read from here.
+        fn map<'b>(
+            &'b self,
+            x: &Source<'b>,
+            rows: usize,
+            k: usize,
+            count: usize,
+        ) -> Result<super::OperandMap<'b, f32, { hp::BK_TF32 }>> {
+            match self {
+                Read::InPlace(operand) => operand.map(x.buffer),
+                Read::Copied(copy) => layout(rows, k, count)?.map(copy),
+            }
+        }
+    }
+
     /// Runs `C = alpha·op(A)·op(B) + beta·C` on the tf32 kernel (module
     /// docs): `(m, n, k)` and `count` batches, every extent checked by the
     /// caller, the Hopper plan made for the K-major copies ([`packed`]),
-    /// its persistent grid `blocks`.
+    /// its persistent grid `blocks`. With `truncate` (the host's
+    /// `Tf32Rounding::Truncate`) the operands are not rounded: the kernel
+    /// reads a K-major operand whose rows start on 16 bytes where it is,
+    /// and the others are copied K-major as they are; `wgmma` drops each
+    /// element's low 13 fraction bits.
     #[allow(clippy::too_many_arguments)]
     pub(in crate::ops::gemm) fn run(
         dev: &Device,
@@ -431,18 +475,24 @@ pub(super) mod tf32 {
         (alpha, beta): (f32, f32),
         a: Source<'_>,
         b: Source<'_>,
+        truncate: bool,
         c: MatrixMut<'_, f32>,
     ) -> Result<()> {
         // op(A) is m × k as it is; op(B) is k × n, so its K-major copy is
         // op(B)ᵀ: B's stored rows are op(B)ᵀ's rows when B is transposed.
-        let a_packed = k_major(dev, &a, (m, k, count))?;
         let b = Source {
             transposed: !b.transposed,
             ..b
         };
-        let b_packed = k_major(dev, &b, (n, k, count))?;
-        let map_a = layout(m, k, count)?.map::<f32, { hp::BK_TF32 }>(&a_packed)?;
-        let map_b = layout(n, k, count)?.map::<f32, { hp::BK_TF32 }>(&b_packed)?;
+        let read = |x: &Source<'_>, rows: usize| -> Result<Read> {
+            match in_place(x, rows, k, count).filter(|_| truncate) {
+                Some(operand) => Ok(Read::InPlace(operand)),
+                None => k_major(dev, x, (rows, k, count), !truncate).map(Read::Copied),
+            }
+        };
+        let (read_a, read_b) = (read(&a, m)?, read(&b, n)?);
+        let map_a = read_a.map(&a, m, k, count)?;
+        let map_b = read_b.map(&b, n, k, count)?;
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(hp::THREADS));
         // `unsupported` refused k past 2^31 − 1.
         dev.launch(

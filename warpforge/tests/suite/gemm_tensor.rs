@@ -1225,6 +1225,46 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
     }
 }
 
+/// A Hopper GEMM call is its one launch: no allocation and no memset on
+/// the host's side (the per-call cost a benchmark's loop and a training
+/// step pay, every call), for every transpose and a batch, and the bits
+/// of two calls are the same.
+#[test]
+fn a_wgmma_call_is_one_launch_without_allocations_or_memsets() {
+    let dev = Device::emulator_for(Arch::Sm90);
+    let (m, n, k) = (136, 264, 72);
+    let a = dev
+        .upload(
+            &(0..2 * m * k)
+                .map(|i| bf16::from_f32((i % 7) as f32))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let b = dev
+        .upload(
+            &(0..2 * k * n)
+                .map(|i| bf16::from_f32((i % 5) as f32))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let mut c = dev.alloc_zeroed::<f32>(2 * m * n).unwrap();
+    for (ta, tb) in TRANSPOSES {
+        let gemm = Gemm::<f32>::new(m, n, k)
+            .trans_a(ta)
+            .trans_b(tb)
+            .batch(2)
+            .wgmma(true);
+        let kernel = gemm.kernel_name_for::<bf16, f32>(&dev).unwrap();
+        gemm.run(&dev, &a, &b, &mut c).unwrap();
+        let first = c.to_host().unwrap();
+        let ((), work) = dev.work_done_by(|| gemm.run(&dev, &a, &b, &mut c)).unwrap();
+        assert_eq!(work.launches.get(kernel), Some(&1), "{ta} {tb}: {work:?}");
+        assert_eq!(work.total_launches(), 1, "{work:?}");
+        assert_eq!((work.allocations, work.memsets), (0, 0), "{work:?}");
+        assert_eq!(c.to_host().unwrap(), first);
+    }
+}
+
 /// What the Hopper kernels cannot run is refused when pinned, naming why,
 /// and runs on the `mma.sync` kernels when not.
 #[test]

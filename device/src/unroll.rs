@@ -188,3 +188,9 @@ mod tests {
         assert_eq!(b, [0, 1, 2, 3, 4]);
     }
 }
+
+/// Experimental: an ordering point for 64 f32 registers.
+#[inline(always)]
+pub fn order_point(v: &mut [[f32; 8]; 8]) {
+    crate::arch::order_point_f32x64(v)
+}

@@ -49,6 +49,7 @@ use warpforge_device::own::MicroTiles;
 use warpforge_device::panel::{ThreadVectors, VectorPairs, VectorPanel};
 use warpforge_device::shared::{self, SharedVectors};
 use warpforge_device::sync::sync_threads;
+use warpforge_device::unroll::{order_point, unroll};
 use warpforge_device::{Dim3, Global, OutMatrix, thread};
 use warpforge_macros::kernel;
 
@@ -291,41 +292,67 @@ fn micro_origin(t: usize) -> (usize, usize) {
     (((t / per_row) % per_col) * MICRO, (t % per_row) * MICRO)
 }
 
-/// One k-step's FMAs: the stage at `cur` (0 or `STAGE`) into `acc`, in
-/// increasing `p` (the same chain as the 64 × 64 kernel).
+/// This thread's fragments of one row `p` of a stage (`cur`: 0 or
+/// `STAGE`): `op(A)`'s two vectors (its micro-tiles' rows, a half tile
+/// apart), then `op(B)`'s two. Four `LDS.128`, each the stage's `op(A)` or
+/// `op(B)` address plus a constant once `p` is one.
+type Fragments = [[f32; VEC]; 4];
+
 #[inline(always)]
-fn multiply(
-    vecs: &Vecs,
-    cur: usize,
-    (ti, tj): (usize, usize),
-    acc: &mut [[f32; 2 * MICRO]; 2 * MICRO],
-) {
-    // Kept rolled (7 bookkeeping instructions per 64 FMAs in the SASS):
-    // written out, ptxas hoists the next row's shared loads and needs 139
-    // registers on sm_90 (two rows per trip: 133), past the 128 that fit
-    // two 256-thread blocks per SM.
-    for p in 0..BK {
-        // Vector indices: every offset here is a multiple of VEC.
-        let (ra, rb) = ((cur + p * BM + ti) / VEC, (cur + B_AT + p * BN + tj) / VEC);
-        let a_lo = vecs.load(ra);
-        let a_hi = vecs.load(ra + BM / 2 / VEC);
-        let b_lo = vecs.load(rb);
-        let b_hi = vecs.load(rb + BN / 2 / VEC);
-        for i in 0..2 * MICRO {
-            let av = if i < MICRO { a_lo[i] } else { a_hi[i - MICRO] };
-            for j in 0..2 * MICRO {
-                let bv = if j < MICRO { b_lo[j] } else { b_hi[j - MICRO] };
-                acc[i][j] = av.fma(bv, acc[i][j]);
-            }
+fn load_row(vecs: &Vecs, cur: usize, p: usize, (ti, tj): (usize, usize)) -> Fragments {
+    // Vector indices: every offset here is a multiple of VEC.
+    let (ra, rb) = (
+        (cur + ti + p * BM) / VEC,
+        (cur + B_AT + tj + p * BN) / VEC,
+    );
+    [
+        vecs.load(ra),
+        vecs.load(ra + BM / 2 / VEC),
+        vecs.load(rb),
+        vecs.load(rb + BN / 2 / VEC),
+    ]
+}
+
+/// One row's 64 FMAs into `acc` (each element's next step of its chain
+/// in `p`), then [`order_point`]: the next row's FMAs stay after these in
+/// the PTX, so ptxas holds one or two rows of fragments, not eight.
+#[inline(always)]
+fn fma_row([a_lo, a_hi, b_lo, b_hi]: Fragments, acc: &mut [[f32; 2 * MICRO]; 2 * MICRO]) {
+    for i in 0..2 * MICRO {
+        let av = if i < MICRO { a_lo[i] } else { a_hi[i - MICRO] };
+        for j in 0..2 * MICRO {
+            let bv = if j < MICRO { b_lo[j] } else { b_hi[j - MICRO] };
+            acc[i][j] = av.fma(bv, acc[i][j]);
         }
+    }
+    order_point(acc);
+}
+
+/// One k-step's FMAs: the stage at `cur` (0 or `STAGE`) into `acc`, in
+/// increasing `p` (the same chain as the 64 × 64 kernel). Kept rolled: the
+/// guarded path's loop (edge blocks), where code size matters more than
+/// its 12 bookkeeping instructions per 64 FMAs.
+#[inline(always)]
+fn multiply(vecs: &Vecs, cur: usize, micro: (usize, usize), acc: &mut [[f32; 2 * MICRO]; 2 * MICRO]) {
+    for p in 0..BK {
+        fma_row(load_row(vecs, cur, p, micro), acc);
     }
 }
 
 /// The k-loop of a block whose whole k-range of `A` and `B` is interior
-/// (`pairs`: each thread's vector of every k-step's slices, proven once):
-/// per k-step, the next slices' two 16-byte global loads with no check,
-/// the FMAs on the current stage, the stores into the other stage and one
-/// barrier; the last k-step's FMAs after the loop.
+/// (`pairs`: each thread's vector of every k-step's slices, proven once),
+/// software-pipelined as CUTLASS's SIMT GEMM is: per k-step, the next
+/// slices' two 16-byte global loads with no check first; then the eight
+/// rows written out (`unroll`), each row's fragments loaded from shared
+/// memory one row ahead of its FMAs (the fragments double-buffered in
+/// registers); before the last row's FMAs, the fetched slices stored into
+/// the other stage, the one barrier, and the next stage's first row
+/// loaded. The last k-step's rows after the loop.
+///
+/// Why one barrier is enough: a stage is written at the last row of the
+/// k-step before the one that reads it, after the barrier of the k-step
+/// that last read it (whose last row's fragments were loaded one row
+/// before that barrier).
 #[inline(always)]
 fn lean_loop<const TA: bool, const TB: bool>(
     (smem, vecs): (&Smem, &Vecs),
@@ -342,26 +369,43 @@ fn lean_loop<const TA: bool, const TB: bool>(
     sa.store(smem, vecs, 0, t, va);
     sb.store(smem, vecs, B_AT, t, vb);
     sync_threads();
-    // The stage being read: k-step `step`'s, `(step mod 2)·STAGE` (a
-    // 32-bit count whose parity bounds the offset for the compiler).
-    let mut step = 0u32;
-    loop {
-        let cur = (step & 1) as usize * STAGE;
-        // The next k-step's vectors (none after the last), then this one's
-        // FMAs while they load.
-        let fetched = pairs.load_next();
-        multiply(vecs, cur, micro, acc);
-        let Some((va, vb)) = fetched else {
-            break;
-        };
-        // The other stage: last read a step ago, before the barrier that
-        // ended it.
+    // The stage being read (0 or STAGE): k-step `s`'s is `(s mod 2)·STAGE`.
+    let mut cur = 0;
+    let mut frags = load_row(vecs, cur, 0, micro);
+    // Every k-step but the last.
+    while let Some((va, vb)) = pairs.load_next() {
         let next = STAGE - cur;
-        sa.store(smem, vecs, next, t, va);
-        sb.store(smem, vecs, next + B_AT, t, vb);
-        sync_threads();
-        step = step.wrapping_add(1);
+        unroll::<BK>(
+            #[inline(always)]
+            |p| {
+                let ahead = if p + 1 < BK {
+                    load_row(vecs, cur, p + 1, micro)
+                } else {
+                    // The other stage: last read before the previous
+                    // k-step's barrier.
+                    sa.store(smem, vecs, next, t, va);
+                    sb.store(smem, vecs, next + B_AT, t, vb);
+                    sync_threads();
+                    load_row(vecs, next, 0, micro)
+                };
+                fma_row(frags, acc);
+                frags = ahead;
+            },
+        );
+        cur = next;
     }
+    // The last k-step: each row's FMAs, then the next row's loads (not
+    // ahead of the FMAs, as in the loop, so LLVM cannot merge these rows
+    // with the loop's first seven and predicate the loop's global loads).
+    unroll::<BK>(
+        #[inline(always)]
+        |p| {
+            fma_row(frags, acc);
+            if p + 1 < BK {
+                frags = load_row(vecs, cur, p + 1, micro);
+            }
+        },
+    );
 }
 
 /// The k-loop of any other block (an edge tile, a ragged k, an odd leading
@@ -415,6 +459,8 @@ fn guarded_loop<const TA: bool, const TB: bool>(
 /// (and their depths, `k` and `k_last`) as for [`super::gemm`].
 #[kernel(
     shared = [f32; SHARED_LEN],
+    max_threads = 256,
+    min_blocks = 2,
     instances(
         gemm_f32_nn_128x128x8 = <false, false>,
         gemm_f32_nt_128x128x8 = <false, true>,

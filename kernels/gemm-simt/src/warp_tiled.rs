@@ -372,8 +372,14 @@ fn lean_loop<const TA: bool, const TB: bool>(
     // The stage being read (0 or STAGE): k-step `s`'s is `(s mod 2)·STAGE`.
     let mut cur = 0;
     let mut frags = load_row(vecs, cur, 0, micro);
-    // Every k-step but the last.
-    while let Some((va, vb)) = pairs.load_next() {
+    // Every k-step but the last. (The loop tests `left` itself, so that
+    // `load_next`'s own test folds into it: looping on the `Option`
+    // instead, LLVM merged the paths and ptxas predicated the global
+    // loads and the pointers' updates.)
+    while pairs.left() > 0 {
+        let Some((va, vb)) = pairs.load_next() else {
+            break;
+        };
         let next = STAGE - cur;
         unroll::<BK>(
             #[inline(always)]

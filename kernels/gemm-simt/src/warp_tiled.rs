@@ -18,8 +18,9 @@
 //!   per 32-byte sector along a stored row;
 //! - **double buffering**: the next slice is fetched into registers before
 //!   the current one's FMAs and stored into the other of two shared stages
-//!   after them, so global latency hides behind arithmetic and one barrier
-//!   per k-step suffices.
+//!   before its last row's (the guarded loop: after them), so global latency hides behind arithmetic and
+//!   one barrier per k-step suffices; in the lean loop each row's fragments
+//!   are loaded one row ahead of its FMAs (double-buffered in registers).
 //!
 //! **Lean and guarded k-loops.** Once per block, uniform over it, the
 //! kernel asks whether the block's whole k-range of `A` and of `B` is inside
@@ -30,12 +31,16 @@
 //! loop reads every k-step's vectors through them with no check per load
 //! (an address advanced by a constant), stores them through the aligned
 //! [`SharedVectors`] view and the constant-size tile, and meets one
-//! barrier: in the SASS (ptxas 13.5, sm_80/sm_90) no CALL, panic path,
-//! WARPSYNC or BSSY, 1.80–1.92 instructions per FFMA over the whole k-tile
-//! loop. Any other block (an edge tile, a ragged `k`, an odd leading
-//! dimension or batch offset) takes the guarded loop, each load checked
-//! and zero outside the matrix. Both run the same FMA loop in the same
-//! order, so the bits do not depend on the path.
+//! barrier per k-step. Its k-step is written out (`lean_loop`: the 8
+//! rows of FMAs, each row's fragments loaded a row ahead, the store and
+//! the barrier before the last row), so the k-step loop is the innermost
+//! loop: in the SASS (ptxas 13.5, sm_80/sm_90) 573–579 instructions per
+//! 512 FFMA (1.12–1.13 per FFMA, every instruction of the k-step counted),
+//! no CALL, panic path, WARPSYNC or BSSY, 119–124 registers and no spills.
+//! Any other block (an edge tile, a ragged `k`, an odd leading dimension or
+//! batch offset) takes the guarded loop, each load checked and zero
+//! outside the matrix, its rows kept rolled. Both run the same FMA chain
+//! in the same order, so the bits do not depend on the path.
 //!
 //! Both operands sit k-major in shared memory (`As[p][i]`, `Bs[p][j]`):
 //! a slice whose stored rows run along k (`A` transposed, `B` not) is
@@ -292,19 +297,17 @@ fn micro_origin(t: usize) -> (usize, usize) {
     (((t / per_row) % per_col) * MICRO, (t % per_row) * MICRO)
 }
 
-/// This thread's fragments of one row `p` of a stage (`cur`: 0 or
-/// `STAGE`): `op(A)`'s two vectors (its micro-tiles' rows, a half tile
-/// apart), then `op(B)`'s two. Four `LDS.128`, each the stage's `op(A)` or
-/// `op(B)` address plus a constant once `p` is one.
+/// One row of a thread's fragments: `op(A)`'s two vectors (its
+/// micro-tiles' rows, a half tile apart), then `op(B)`'s two.
 type Fragments = [[f32; VEC]; 4];
 
+/// This thread's fragments of row `p` of the stage at `cur` (0 or
+/// `STAGE`): four `LDS.128`, each the stage's `op(A)` or `op(B)` address
+/// plus a constant once `p` is one.
 #[inline(always)]
 fn load_row(vecs: &Vecs, cur: usize, p: usize, (ti, tj): (usize, usize)) -> Fragments {
     // Vector indices: every offset here is a multiple of VEC.
-    let (ra, rb) = (
-        (cur + ti + p * BM) / VEC,
-        (cur + B_AT + tj + p * BN) / VEC,
-    );
+    let (ra, rb) = ((cur + ti + p * BM) / VEC, (cur + B_AT + tj + p * BN) / VEC);
     [
         vecs.load(ra),
         vecs.load(ra + BM / 2 / VEC),
@@ -333,7 +336,12 @@ fn fma_row([a_lo, a_hi, b_lo, b_hi]: Fragments, acc: &mut [[f32; 2 * MICRO]; 2 *
 /// guarded path's loop (edge blocks), where code size matters more than
 /// its 12 bookkeeping instructions per 64 FMAs.
 #[inline(always)]
-fn multiply(vecs: &Vecs, cur: usize, micro: (usize, usize), acc: &mut [[f32; 2 * MICRO]; 2 * MICRO]) {
+fn multiply(
+    vecs: &Vecs,
+    cur: usize,
+    micro: (usize, usize),
+    acc: &mut [[f32; 2 * MICRO]; 2 * MICRO],
+) {
     for p in 0..BK {
         fma_row(load_row(vecs, cur, p, micro), acc);
     }
@@ -465,6 +473,9 @@ fn guarded_loop<const TA: bool, const TB: bool>(
 /// (and their depths, `k` and `k_last`) as for [`super::gemm`].
 #[kernel(
     shared = [f32; SHARED_LEN],
+    // Two blocks of 256 threads per SM: at most 128 registers a thread.
+    // (Uncapped, ptxas took the written-out k-step to 170–244 before
+    // `order_point`; capped, the lean loop needs 119–124 with no spills.)
     max_threads = 256,
     min_blocks = 2,
     instances(

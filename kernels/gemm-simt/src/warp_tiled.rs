@@ -301,13 +301,19 @@ fn micro_origin(t: usize) -> (usize, usize) {
 /// micro-tiles' rows, a half tile apart), then `op(B)`'s two.
 type Fragments = [[f32; VEC]; 4];
 
-/// This thread's fragments of row `p` of the stage at `cur` (0 or
-/// `STAGE`): four `LDS.128`, each the stage's `op(A)` or `op(B)` address
-/// plus a constant once `p` is one.
+/// This thread's fragments of row `p` of the stage `cur_v` vectors into
+/// shared memory (0 or `STAGE / VEC`): four `LDS.128`, each the stage's
+/// `op(A)` or `op(B)` address plus a constant once `p` is one.
 #[inline(always)]
-fn load_row(vecs: &Vecs, cur: usize, p: usize, (ti, tj): (usize, usize)) -> Fragments {
-    // Vector indices: every offset here is a multiple of VEC.
-    let (ra, rb) = ((cur + ti + p * BM) / VEC, (cur + B_AT + tj + p * BN) / VEC);
+fn load_row(vecs: &Vecs, cur_v: usize, p: usize, (ti, tj): (usize, usize)) -> Fragments {
+    // Vector indices (every offset here is a multiple of VEC). The stage's
+    // offset is added in vectors: added in elements and divided, the
+    // address needed a shift and a mask after it, 4–6 instructions a
+    // k-step in the lean loop.
+    let (ra, rb) = (
+        cur_v + (ti + p * BM) / VEC,
+        cur_v + (B_AT + tj + p * BN) / VEC,
+    );
     [
         vecs.load(ra),
         vecs.load(ra + BM / 2 / VEC),
@@ -343,7 +349,7 @@ fn multiply(
     acc: &mut [[f32; 2 * MICRO]; 2 * MICRO],
 ) {
     for p in 0..BK {
-        fma_row(load_row(vecs, cur, p, micro), acc);
+        fma_row(load_row(vecs, cur / VEC, p, micro), acc);
     }
 }
 
@@ -377,7 +383,8 @@ fn lean_loop<const TA: bool, const TB: bool>(
     sa.store(smem, vecs, 0, t, va);
     sb.store(smem, vecs, B_AT, t, vb);
     sync_threads();
-    // The stage being read (0 or STAGE): k-step `s`'s is `(s mod 2)·STAGE`.
+    // The stage being read, in vectors (0 or STAGE / VEC): k-step `s`'s is
+    // `(s mod 2)·STAGE`.
     let mut cur = 0;
     let mut frags = load_row(vecs, cur, 0, micro);
     // Every k-step but the last. (The loop tests `left` itself, so that
@@ -388,7 +395,7 @@ fn lean_loop<const TA: bool, const TB: bool>(
         let Some((va, vb)) = pairs.load_next() else {
             break;
         };
-        let next = STAGE - cur;
+        let next = STAGE / VEC - cur;
         unroll::<BK>(
             #[inline(always)]
             |p| {
@@ -397,8 +404,8 @@ fn lean_loop<const TA: bool, const TB: bool>(
                 } else {
                     // The other stage: last read before the previous
                     // k-step's barrier.
-                    sa.store(smem, vecs, next, t, va);
-                    sb.store(smem, vecs, next + B_AT, t, vb);
+                    sa.store(smem, vecs, next * VEC, t, va);
+                    sb.store(smem, vecs, next * VEC + B_AT, t, vb);
                     sync_threads();
                     load_row(vecs, next, 0, micro)
                 };

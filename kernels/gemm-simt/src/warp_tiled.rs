@@ -34,9 +34,9 @@
 //! barrier per k-step. Its k-step is written out (`lean_loop`: the 8
 //! rows of FMAs, each row's fragments loaded a row ahead, the store and
 //! the barrier before the last row), so the k-step loop is the innermost
-//! loop: in the SASS (ptxas 13.5, sm_80/sm_90) 573–579 instructions per
-//! 512 FFMA (1.12–1.13 per FFMA, every instruction of the k-step counted),
-//! no CALL, panic path, WARPSYNC or BSSY, 119–124 registers and no spills.
+//! loop: in the SASS (ptxas 13.5, sm_80/sm_90) 566–573 instructions per
+//! 512 FFMA (1.11–1.12 per FFMA, every instruction of the k-step counted),
+//! no CALL, panic path, WARPSYNC or BSSY, 119–123 registers and no spills.
 //! Any other block (an edge tile, a ragged `k`, an odd leading dimension or
 //! batch offset) takes the guarded loop, each load checked and zero
 //! outside the matrix, its rows kept rolled. Both run the same FMA chain
@@ -482,7 +482,7 @@ fn guarded_loop<const TA: bool, const TB: bool>(
     shared = [f32; SHARED_LEN],
     // Two blocks of 256 threads per SM: at most 128 registers a thread.
     // (Uncapped, ptxas took the written-out k-step to 170–244 before
-    // `order_point`; capped, the lean loop needs 119–124 with no spills.)
+    // `order_point`; capped, the kernel needs 119–123 with no spills.)
     max_threads = 256,
     min_blocks = 2,
     instances(

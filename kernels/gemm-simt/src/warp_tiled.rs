@@ -340,7 +340,7 @@ fn fma_row([a_lo, a_hi, b_lo, b_hi]: Fragments, acc: &mut [[f32; 2 * MICRO]; 2 *
 /// One k-step's FMAs: the stage at `cur` (0 or `STAGE`) into `acc`, in
 /// increasing `p` (the same chain as the 64 × 64 kernel). Kept rolled: the
 /// guarded path's loop (edge blocks), where code size matters more than
-/// its 12 bookkeeping instructions per 64 FMAs.
+/// the loop's bookkeeping.
 #[inline(always)]
 fn multiply(
     vecs: &Vecs,
@@ -384,7 +384,7 @@ fn lean_loop<const TA: bool, const TB: bool>(
     sb.store(smem, vecs, B_AT, t, vb);
     sync_threads();
     // The stage being read, in vectors (0 or STAGE / VEC): k-step `s`'s is
-    // `(s mod 2)·STAGE`.
+    // `(s mod 2)·STAGE / VEC`.
     let mut cur = 0;
     let mut frags = load_row(vecs, cur, 0, micro);
     // Every k-step but the last. (The loop tests `left` itself, so that

@@ -119,6 +119,21 @@ pub fn array<T: Copy, const N: usize>(mut f: impl FnMut(usize) -> T) -> [T; N] {
     out
 }
 
+/// A point in a written-out loop that an 8 × 8 f32 accumulator tile passes
+/// through: no instruction, but every computation of `acc` before it stays
+/// before it, every one after it stays after it, and no memory access
+/// crosses it. A SIMT GEMM's rows of FMAs written out (`unroll::<8>`, 64
+/// FMAs a row) reach ptxas in the order the kernel wrote them: without it,
+/// LLVM regrouped the 512 FMAs of a k-step by accumulator (all 8 rows of
+/// `acc[0][0]`, then of `acc[0][1]`, …) and moved each shared load to its
+/// first use, so ptxas held all 8 rows' fragments at once (174–244
+/// registers, or spills under a 128-register cap) where one row ahead
+/// needs 32. On the host (the emulator) it does nothing.
+#[inline(always)]
+pub fn order_point(acc: &mut [[f32; 8]; 8]) {
+    crate::arch::order_point_f32x64(acc)
+}
+
 #[cfg(test)]
 mod tests {
     /// `unroll::<N>` and its GPU form, checked here on the host.

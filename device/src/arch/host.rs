@@ -417,6 +417,10 @@ pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
     fiber::with_current(|t| (t.shared_base, t.shared_len))
 }
 
+/// `unroll::order_point`: the emulator runs in program order anyway.
+pub(crate) fn order_point_f32x64(_v: &mut [[f32; 8]; 8]) {}
+
+#[inline(always)]
 pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     f32_op(a.mul_add(b, c))
 }

@@ -220,6 +220,20 @@ fn print_panic(info: &core::panic::PanicInfo<'_>) {
 }
 
 #[inline(always)]
+pub(crate) fn order_point_f32x64(v: &mut [[f32; 8]; 8]) {
+    // An asm whose text is a PTX comment naming the 64 registers (every
+    // operand must appear in it): no instruction, but each value is an
+    // output LLVM must take from here. Not `pure` (kept in place and in
+    // order with other side effects) and not `nomem` (no load or store
+    // moves across it): `unroll::order_point`.
+    // SAFETY: a comment executes nothing and reads or writes no memory; the
+    // operands come back unchanged.
+    unsafe {
+        asm!("// order {0} {1} {2} {3} {4} {5} {6} {7} {8} {9} {10} {11} {12} {13} {14} {15} {16} {17} {18} {19} {20} {21} {22} {23} {24} {25} {26} {27} {28} {29} {30} {31} {32} {33} {34} {35} {36} {37} {38} {39} {40} {41} {42} {43} {44} {45} {46} {47} {48} {49} {50} {51} {52} {53} {54} {55} {56} {57} {58} {59} {60} {61} {62} {63}", inout(reg32) v[0][0], inout(reg32) v[0][1], inout(reg32) v[0][2], inout(reg32) v[0][3], inout(reg32) v[0][4], inout(reg32) v[0][5], inout(reg32) v[0][6], inout(reg32) v[0][7], inout(reg32) v[1][0], inout(reg32) v[1][1], inout(reg32) v[1][2], inout(reg32) v[1][3], inout(reg32) v[1][4], inout(reg32) v[1][5], inout(reg32) v[1][6], inout(reg32) v[1][7], inout(reg32) v[2][0], inout(reg32) v[2][1], inout(reg32) v[2][2], inout(reg32) v[2][3], inout(reg32) v[2][4], inout(reg32) v[2][5], inout(reg32) v[2][6], inout(reg32) v[2][7], inout(reg32) v[3][0], inout(reg32) v[3][1], inout(reg32) v[3][2], inout(reg32) v[3][3], inout(reg32) v[3][4], inout(reg32) v[3][5], inout(reg32) v[3][6], inout(reg32) v[3][7], inout(reg32) v[4][0], inout(reg32) v[4][1], inout(reg32) v[4][2], inout(reg32) v[4][3], inout(reg32) v[4][4], inout(reg32) v[4][5], inout(reg32) v[4][6], inout(reg32) v[4][7], inout(reg32) v[5][0], inout(reg32) v[5][1], inout(reg32) v[5][2], inout(reg32) v[5][3], inout(reg32) v[5][4], inout(reg32) v[5][5], inout(reg32) v[5][6], inout(reg32) v[5][7], inout(reg32) v[6][0], inout(reg32) v[6][1], inout(reg32) v[6][2], inout(reg32) v[6][3], inout(reg32) v[6][4], inout(reg32) v[6][5], inout(reg32) v[6][6], inout(reg32) v[6][7], inout(reg32) v[7][0], inout(reg32) v[7][1], inout(reg32) v[7][2], inout(reg32) v[7][3], inout(reg32) v[7][4], inout(reg32) v[7][5], inout(reg32) v[7][6], inout(reg32) v[7][7], options(nostack, preserves_flags))
+    }
+}
+
+#[inline(always)]
 pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     let d: f32;
     // SAFETY: pure register arithmetic.

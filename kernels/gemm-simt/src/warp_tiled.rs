@@ -18,8 +18,9 @@
 //!   per 32-byte sector along a stored row;
 //! - **double buffering**: the next slice is fetched into registers before
 //!   the current one's FMAs and stored into the other of two shared stages
-//!   after them, so global latency hides behind arithmetic and one barrier
-//!   per k-step suffices.
+//!   before its last row's (the guarded loop: after them), so global latency hides behind arithmetic and
+//!   one barrier per k-step suffices; in the lean loop each row's fragments
+//!   are loaded one row ahead of its FMAs (double-buffered in registers).
 //!
 //! **Lean and guarded k-loops.** Once per block, uniform over it, the
 //! kernel asks whether the block's whole k-range of `A` and of `B` is inside
@@ -30,12 +31,16 @@
 //! loop reads every k-step's vectors through them with no check per load
 //! (an address advanced by a constant), stores them through the aligned
 //! [`SharedVectors`] view and the constant-size tile, and meets one
-//! barrier: in the SASS (ptxas 13.5, sm_80/sm_90) no CALL, panic path,
-//! WARPSYNC or BSSY, 1.80–1.92 instructions per FFMA over the whole k-tile
-//! loop. Any other block (an edge tile, a ragged `k`, an odd leading
-//! dimension or batch offset) takes the guarded loop, each load checked
-//! and zero outside the matrix. Both run the same FMA loop in the same
-//! order, so the bits do not depend on the path.
+//! barrier per k-step. Its k-step is written out (`lean_loop`: the 8
+//! rows of FMAs, each row's fragments loaded a row ahead, the store and
+//! the barrier before the last row), so the k-step loop is the innermost
+//! loop: in the SASS (ptxas 13.5, sm_80/sm_90) 566–573 instructions per
+//! 512 FFMA (1.11–1.12 per FFMA, every instruction of the k-step counted),
+//! no CALL, panic path, WARPSYNC or BSSY, 119–123 registers and no spills.
+//! Any other block (an edge tile, a ragged `k`, an odd leading dimension or
+//! batch offset) takes the guarded loop, each load checked and zero
+//! outside the matrix, its rows kept rolled. Both run the same FMA chain
+//! in the same order, so the bits do not depend on the path.
 //!
 //! Both operands sit k-major in shared memory (`As[p][i]`, `Bs[p][j]`):
 //! a slice whose stored rows run along k (`A` transposed, `B` not) is
@@ -49,6 +54,7 @@ use warpforge_device::own::MicroTiles;
 use warpforge_device::panel::{ThreadVectors, VectorPairs, VectorPanel};
 use warpforge_device::shared::{self, SharedVectors};
 use warpforge_device::sync::sync_threads;
+use warpforge_device::unroll::{order_point, unroll};
 use warpforge_device::{Dim3, Global, OutMatrix, thread};
 use warpforge_macros::kernel;
 
@@ -291,41 +297,76 @@ fn micro_origin(t: usize) -> (usize, usize) {
     (((t / per_row) % per_col) * MICRO, (t % per_row) * MICRO)
 }
 
+/// One row of a thread's fragments: `op(A)`'s two vectors (its
+/// micro-tiles' rows, a half tile apart), then `op(B)`'s two.
+type Fragments = [[f32; VEC]; 4];
+
+/// This thread's fragments of row `p` of the stage `cur_v` vectors into
+/// shared memory (0 or `STAGE / VEC`): four `LDS.128`, each the stage's
+/// `op(A)` or `op(B)` address plus a constant once `p` is one.
+#[inline(always)]
+fn load_row(vecs: &Vecs, cur_v: usize, p: usize, (ti, tj): (usize, usize)) -> Fragments {
+    // Vector indices (every offset here is a multiple of VEC). The stage's
+    // offset is added in vectors: added in elements and divided, the
+    // address needed a shift and a mask after it, 4–6 instructions a
+    // k-step in the lean loop.
+    let (ra, rb) = (
+        cur_v + (ti + p * BM) / VEC,
+        cur_v + (B_AT + tj + p * BN) / VEC,
+    );
+    [
+        vecs.load(ra),
+        vecs.load(ra + BM / 2 / VEC),
+        vecs.load(rb),
+        vecs.load(rb + BN / 2 / VEC),
+    ]
+}
+
+/// One row's 64 FMAs into `acc` (each element's next step of its chain
+/// in `p`), then [`order_point`]: the next row's FMAs stay after these in
+/// the PTX, so ptxas holds one or two rows of fragments, not eight.
+#[inline(always)]
+fn fma_row([a_lo, a_hi, b_lo, b_hi]: Fragments, acc: &mut [[f32; 2 * MICRO]; 2 * MICRO]) {
+    for i in 0..2 * MICRO {
+        let av = if i < MICRO { a_lo[i] } else { a_hi[i - MICRO] };
+        for j in 0..2 * MICRO {
+            let bv = if j < MICRO { b_lo[j] } else { b_hi[j - MICRO] };
+            acc[i][j] = av.fma(bv, acc[i][j]);
+        }
+    }
+    order_point(acc);
+}
+
 /// One k-step's FMAs: the stage at `cur` (0 or `STAGE`) into `acc`, in
-/// increasing `p` (the same chain as the 64 × 64 kernel).
+/// increasing `p` (the same chain as the 64 × 64 kernel). Kept rolled: the
+/// guarded path's loop (edge blocks), where code size matters more than
+/// the loop's bookkeeping.
 #[inline(always)]
 fn multiply(
     vecs: &Vecs,
     cur: usize,
-    (ti, tj): (usize, usize),
+    micro: (usize, usize),
     acc: &mut [[f32; 2 * MICRO]; 2 * MICRO],
 ) {
-    // Kept rolled (7 bookkeeping instructions per 64 FMAs in the SASS):
-    // written out, ptxas hoists the next row's shared loads and needs 139
-    // registers on sm_90 (two rows per trip: 133), past the 128 that fit
-    // two 256-thread blocks per SM.
     for p in 0..BK {
-        // Vector indices: every offset here is a multiple of VEC.
-        let (ra, rb) = ((cur + p * BM + ti) / VEC, (cur + B_AT + p * BN + tj) / VEC);
-        let a_lo = vecs.load(ra);
-        let a_hi = vecs.load(ra + BM / 2 / VEC);
-        let b_lo = vecs.load(rb);
-        let b_hi = vecs.load(rb + BN / 2 / VEC);
-        for i in 0..2 * MICRO {
-            let av = if i < MICRO { a_lo[i] } else { a_hi[i - MICRO] };
-            for j in 0..2 * MICRO {
-                let bv = if j < MICRO { b_lo[j] } else { b_hi[j - MICRO] };
-                acc[i][j] = av.fma(bv, acc[i][j]);
-            }
-        }
+        fma_row(load_row(vecs, cur / VEC, p, micro), acc);
     }
 }
 
 /// The k-loop of a block whose whole k-range of `A` and `B` is interior
-/// (`pairs`: each thread's vector of every k-step's slices, proven once):
-/// per k-step, the next slices' two 16-byte global loads with no check,
-/// the FMAs on the current stage, the stores into the other stage and one
-/// barrier; the last k-step's FMAs after the loop.
+/// (`pairs`: each thread's vector of every k-step's slices, proven once),
+/// software-pipelined as CUTLASS's SIMT GEMM is: per k-step, the next
+/// slices' two 16-byte global loads with no check first; then the eight
+/// rows written out (`unroll`), each row's fragments loaded from shared
+/// memory one row ahead of its FMAs (the fragments double-buffered in
+/// registers); before the last row's FMAs, the fetched slices stored into
+/// the other stage, the one barrier, and the next stage's first row
+/// loaded. The last k-step's rows after the loop.
+///
+/// Why one barrier is enough: a stage is written at the last row of the
+/// k-step before the one that reads it, after the barrier of the k-step
+/// that last read it (whose last row's fragments were loaded one row
+/// before that barrier).
 #[inline(always)]
 fn lean_loop<const TA: bool, const TB: bool>(
     (smem, vecs): (&Smem, &Vecs),
@@ -342,26 +383,50 @@ fn lean_loop<const TA: bool, const TB: bool>(
     sa.store(smem, vecs, 0, t, va);
     sb.store(smem, vecs, B_AT, t, vb);
     sync_threads();
-    // The stage being read: k-step `step`'s, `(step mod 2)·STAGE` (a
-    // 32-bit count whose parity bounds the offset for the compiler).
-    let mut step = 0u32;
-    loop {
-        let cur = (step & 1) as usize * STAGE;
-        // The next k-step's vectors (none after the last), then this one's
-        // FMAs while they load.
-        let fetched = pairs.load_next();
-        multiply(vecs, cur, micro, acc);
-        let Some((va, vb)) = fetched else {
+    // The stage being read, in vectors (0 or STAGE / VEC): k-step `s`'s is
+    // `(s mod 2)·STAGE / VEC`.
+    let mut cur = 0;
+    let mut frags = load_row(vecs, cur, 0, micro);
+    // Every k-step but the last. (The loop tests `left` itself, so that
+    // `load_next`'s own test folds into it: looping on the `Option`
+    // instead, LLVM merged the paths and ptxas predicated the global
+    // loads and the pointers' updates.)
+    while pairs.left() > 0 {
+        let Some((va, vb)) = pairs.load_next() else {
             break;
         };
-        // The other stage: last read a step ago, before the barrier that
-        // ended it.
-        let next = STAGE - cur;
-        sa.store(smem, vecs, next, t, va);
-        sb.store(smem, vecs, next + B_AT, t, vb);
-        sync_threads();
-        step = step.wrapping_add(1);
+        let next = STAGE / VEC - cur;
+        unroll::<BK>(
+            #[inline(always)]
+            |p| {
+                let ahead = if p + 1 < BK {
+                    load_row(vecs, cur, p + 1, micro)
+                } else {
+                    // The other stage: last read before the previous
+                    // k-step's barrier.
+                    sa.store(smem, vecs, next * VEC, t, va);
+                    sb.store(smem, vecs, next * VEC + B_AT, t, vb);
+                    sync_threads();
+                    load_row(vecs, next, 0, micro)
+                };
+                fma_row(frags, acc);
+                frags = ahead;
+            },
+        );
+        cur = next;
     }
+    // The last k-step: each row's FMAs, then the next row's loads (not
+    // ahead of the FMAs, as in the loop, so LLVM cannot merge these rows
+    // with the loop's first seven and predicate the loop's global loads).
+    unroll::<BK>(
+        #[inline(always)]
+        |p| {
+            fma_row(frags, acc);
+            if p + 1 < BK {
+                frags = load_row(vecs, cur, p + 1, micro);
+            }
+        },
+    );
 }
 
 /// The k-loop of any other block (an edge tile, a ragged k, an odd leading
@@ -415,6 +480,11 @@ fn guarded_loop<const TA: bool, const TB: bool>(
 /// (and their depths, `k` and `k_last`) as for [`super::gemm`].
 #[kernel(
     shared = [f32; SHARED_LEN],
+    // Two blocks of 256 threads per SM: at most 128 registers a thread.
+    // (Uncapped, ptxas took the written-out k-step to 170–244 before
+    // `order_point`; capped, the kernel needs 119–123 with no spills.)
+    max_threads = 256,
+    min_blocks = 2,
     instances(
         gemm_f32_nn_128x128x8 = <false, false>,
         gemm_f32_nt_128x128x8 = <false, true>,

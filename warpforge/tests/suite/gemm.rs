@@ -298,6 +298,49 @@ fn warp_tiled_interior_edge_and_mixed_blocks_agree_bit_for_bit() {
     }
 }
 
+/// The lean k-loop's written-out k-step at each count of k-steps it
+/// handles differently: 1 (the last k-step alone, after the loop), 2 and 3
+/// (the stages alternating an odd and an even number of times before the
+/// last), 5; every transpose; interior blocks beside ragged edge blocks
+/// (200 × 136: one lean block, three guarded) in one launch; `beta = 0`
+/// with a NaN-filled `C`, and `alpha`, `beta` other than 1 and 0. Bit for
+/// bit against the exact reference (`Case::check`), and the emulator's
+/// path count says which blocks took the lean loop.
+#[test]
+fn warp_tiled_lean_k_steps_of_every_count_are_exact() {
+    let dev = Device::emulator();
+    for k in [8usize, 16, 24, 40] {
+        for (t, &trans) in TRANSPOSES.iter().enumerate() {
+            for ((m, n), lean, guarded) in [((256usize, 128usize), 2u64, 0u64), ((200, 136), 1, 3)]
+            {
+                for (alpha, beta, fill) in [(1.0, 0.0, Some(f64::NAN)), (-0.5, 2.0, None)] {
+                    let seed = (k * 8 + t) as u64;
+                    let mut c = case((m, n, k), trans, 0, alpha, beta, fill, seed);
+                    c.tile = Some(TileConfig::Large);
+                    let ((), profiles) = dev
+                        .profile_memory(|| {
+                            c.check(&dev);
+                            Ok(())
+                        })
+                        .unwrap();
+                    let f32_run = profiles
+                        .iter()
+                        .find(|p| {
+                            p.kernel.starts_with("gemm_f32_") && p.kernel.ends_with("_128x128x8")
+                        })
+                        .unwrap_or_else(|| panic!("no warp-tiled f32 launch: {}", c.describe()));
+                    let want: Vec<(String, u64)> = [("guarded", guarded), ("lean", lean)]
+                        .into_iter()
+                        .filter(|p| p.1 > 0)
+                        .map(|(p, b)| (p.to_owned(), b))
+                        .collect();
+                    assert_eq!(f32_run.paths, want, "blocks per path: {}", c.describe());
+                }
+            }
+        }
+    }
+}
+
 /// The small and the warp-tiled f32 kernels compute every element with the
 /// same FMA chain: the same bits on random (inexact) floats, and the
 /// heuristic picks the large tile once its grid fills the GPU.

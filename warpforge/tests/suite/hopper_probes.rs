@@ -157,11 +157,18 @@ trait Gathered: warpforge::Element {
     fn make(int: i32, rng: &mut StdRng) -> Self;
     /// The value the tensor cores read.
     fn read(self) -> f64;
-    /// `probe_gather_wgmma_*` of this type on `dev`.
-    fn launch(dev: &Device, x: &DeviceBuffer<Self>, map: &DeviceBuffer<u32>) -> Vec<f32>;
+    /// Launches `probe_gather_wgmma_*` of this type on `dev`: `(x, map, d)`.
+    fn launch(dev: &Device, args: GatherArgs<'_, Self>) -> warpforge::Result<()>;
 }
 
-/// One block of two warpgroups, D zeroed.
+/// The gather probe's arguments: the source, the map, D.
+type GatherArgs<'a, T> = (
+    &'a DeviceBuffer<T>,
+    &'a DeviceBuffer<u32>,
+    &'a mut DeviceBuffer<f32>,
+);
+
+/// One block of two warpgroups.
 fn gather_launch() -> LaunchConfig {
     LaunchConfig::new(Dim3::x(1), Dim3::x(256))
 }
@@ -173,15 +180,8 @@ impl Gathered for half::f16 {
     fn read(self) -> f64 {
         self.to_f64()
     }
-    fn launch(dev: &Device, x: &DeviceBuffer<Self>, map: &DeviceBuffer<u32>) -> Vec<f32> {
-        let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
-        dev.launch(
-            probe::probe_gather_wgmma_f16,
-            gather_launch(),
-            (x, map, &mut d),
-        )
-        .unwrap();
-        d.to_host().unwrap()
+    fn launch(dev: &Device, args: GatherArgs<'_, Self>) -> warpforge::Result<()> {
+        dev.launch(probe::probe_gather_wgmma_f16, gather_launch(), args)
     }
 }
 
@@ -192,15 +192,8 @@ impl Gathered for f32 {
     fn read(self) -> f64 {
         f64::from(tf32_truncated(self))
     }
-    fn launch(dev: &Device, x: &DeviceBuffer<Self>, map: &DeviceBuffer<u32>) -> Vec<f32> {
-        let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
-        dev.launch(
-            probe::probe_gather_wgmma_tf32,
-            gather_launch(),
-            (x, map, &mut d),
-        )
-        .unwrap();
-        d.to_host().unwrap()
+    fn launch(dev: &Device, args: GatherArgs<'_, Self>) -> warpforge::Result<()> {
+        dev.launch(probe::probe_gather_wgmma_tf32, gather_launch(), args)
     }
 }
 
@@ -261,7 +254,9 @@ fn gather_reference<T: Gathered>(x: &[T], map: &[u32]) -> Vec<f32> {
 /// `probe_gather_wgmma_*` on `dev`.
 fn run_gather<T: Gathered>(dev: &Device, x: &[T], map: &[u32]) -> Vec<f32> {
     let (xb, mb) = (dev.upload(x).unwrap(), dev.upload(map).unwrap());
-    T::launch(dev, &xb, &mb)
+    let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
+    T::launch(dev, (&xb, &mb, &mut d)).unwrap();
+    d.to_host().unwrap()
 }
 
 /// On the emulator, each gather probe's D is the exact product of the
@@ -298,12 +293,7 @@ fn gather_probe_chunk_past_the_source_is_a_reported_fault() {
     map[100] = SOURCE_CHUNKS;
     let (xb, mb) = (dev.upload(&x).unwrap(), dev.upload(&map).unwrap());
     let mut d = dev.alloc_zeroed::<f32>(64 * probe::WGMMA_N).unwrap();
-    let err = dev
-        .launch(
-            probe::probe_gather_wgmma_f16,
-            gather_launch(),
-            (&xb, &mb, &mut d),
-        )
+    let err = half::f16::launch(&dev, (&xb, &mb, &mut d))
         .unwrap_err()
         .to_string();
     assert!(

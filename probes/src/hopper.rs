@@ -1,4 +1,6 @@
-//! Hopper probes: `wgmma`, `setmaxnreg`, TMA tensor copies (sm_90a only: the instructions exist nowhere else, so the
+//! Hopper probes: `wgmma` (f16/bf16 and tf32), `setmaxnreg`, TMA tensor
+//! copies, and the convolution producer's `cp.async` gather into swizzled
+//! operand tiles (sm_90a only: the instructions exist nowhere else, so the
 //! kernels are compiled into the probes' sm_90a module and left out of the
 //! sm_80 one).
 
@@ -25,15 +27,15 @@ const A_TILE_BYTES: usize = 64 * 128;
 const B_TILE_BYTES: usize = WGMMA_N * 128;
 
 /// A's tile (`64 × KX`, K-major) and B's (`WGMMA_N × KX` of Bᵀ, layout
-/// `LB`) at the start of shared memory, 128B-swizzled; `None` if shared
-/// memory does not start on the swizzle's 1024-byte period.
+/// `LB`) at the start of shared memory, 128B-swizzled.
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 type Tiles<T, LB, const KX: usize> = (
     OperandTile<T, 64, KX, KMajor<Sw128>>,
     OperandTile<T, WGMMA_N, KX, LB>,
 );
 
-/// The tiles of [`Tiles`].
+/// The probes' [`Tiles`]; `None` if shared memory does not start on the
+/// swizzle's 1024-byte period.
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 #[inline(always)]
 fn tiles<T: Element, LB: Layout, const KX: usize>() -> Option<Tiles<T, LB, KX>> {

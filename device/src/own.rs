@@ -1332,6 +1332,61 @@ impl<'a, T: Copy, const TM: usize, const TN: usize> OutMatrix<'a, T, BlockTiles<
     }
 }
 
+impl<'a, T: crate::shared::SharedElement, const TILE: usize>
+    OutMatrix<'a, T, BlockTiles<TILE, TILE>>
+{
+    /// This block's square tile written through shared memory, as a
+    /// transpose or a layout change does it: the block's threads stage
+    /// element `(i, j)` of a `TILE × TILE` input tile (`e = t, t + threads,
+    /// …` over `(e / TILE, e % TILE)`: consecutive threads on consecutive
+    /// input columns, coalesced) at `i·pitch + j` of `staged` where
+    /// `stage(i, j)` gives a value (`None`: nothing, for elements no output
+    /// reads), then one barrier, then each thread writes its elements of the
+    /// block's output tile (`tile()`, consecutive threads on
+    /// consecutive output columns) from `(r, c)` of the staged tile, or from
+    /// `(c, r)` when `transposed`. A `pitch` of `TILE` plus an odd number of
+    /// 4-byte words keeps a staged column in 32 banks. Every thread of the
+    /// block calls it (the barrier); `staged` must hold `TILE · pitch`
+    /// elements (its accesses are checked).
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    #[inline(always)]
+    pub fn write_staged<const STAGED: usize>(
+        &mut self,
+        staged: crate::shared::SharedTile<T, STAGED>,
+        pitch: usize,
+        transposed: bool,
+        stage: impl Fn(usize, usize) -> Option<T>,
+    ) {
+        let (t, threads) = (
+            thread::linear_thread_id() as usize,
+            thread::block_dim().volume() as usize,
+        );
+        let mut e = t;
+        while e < TILE * TILE {
+            let (i, j) = (e / TILE, e % TILE);
+            if let Some(v) = stage(i, j) {
+                staged.store(i * pitch + j, v);
+            }
+            e += threads;
+        }
+        // Every thread of the block reaches it: the tile and the loop
+        // bounds are the block's.
+        crate::sync::sync_threads();
+        let Some(mut tile) = self.tile() else {
+            return;
+        };
+        let (row0, col0) = tile.origin();
+        for mut out in tile.elements() {
+            let (r, c) = (out.row() - row0, out.col() - col0);
+            out.set(staged.load(if transposed {
+                c * pitch + r
+            } else {
+                r * pitch + c
+            }));
+        }
+    }
+}
+
 impl<'v, T: Copy, const TM: usize, const TN: usize> BlockTile<'v, T, TM, TN> {
     /// The tile's first row and column in the matrix.
     #[inline(always)]

@@ -66,10 +66,11 @@ crate::config::tile_config!(
     /// k-steps of 64 (one tap's channels), a 4-stage ring of 32 KiB
     /// stages (`unroll` writes out 4: a fifth stage would be a loop, its
     /// tiles and barriers indexed at run time, in local memory), two
-    /// consumer warpgroups, the gathering producer at 104 registers (its
-    /// pixel, window and walk state; at 56 it spilled), so the consumers at
-    /// 200 (a 64 × 128 accumulator is 64 of them).
-    ConvTile: 128 x 128 x 64, 4 stages, 2 consumers, 104 producer registers
+    /// consumer warpgroups, the gathering producer at 112 registers (its
+    /// pixel, window and walk state; at 56 it spilled, at 104 it spilled 40
+    /// bytes of per-tile state), so the consumers at 192 (a 64 × 128
+    /// accumulator is 64 of them; no spills).
+    ConvTile: 128 x 128 x 64, 4 stages, 2 consumers, 112 producer registers
 );
 
 /// Rows (output pixels) of the block's tile.
@@ -80,6 +81,8 @@ pub const BN: usize = ConvTile::BN;
 pub const BK: usize = ConvTile::BK;
 /// Stages of the ring.
 pub const STAGES: usize = ConvTile::STAGES;
+/// Consumer warpgroups (each 64 rows of the tile).
+const CONSUMERS: usize = ConvTile::CONSUMERS;
 /// Bands of tile rows the walk takes the tiles in (`TileWalk`'s `G`).
 pub const BANDS: usize = 8;
 /// Threads a block: two consumer warpgroups and the producer's.
@@ -120,7 +123,17 @@ type Operand = KMajor<Sw128>;
 
 #[inline(always)]
 fn stages<T: Element>() -> [Stage<T, Operand, Operand, BN, BK>; STAGES] {
-    mainloop::stages::<T, Operand, Operand, BN, BK, STAGES, { A_ELEMS * 2 }, { B_ELEMS * 2 }>()
+    mainloop::stages::<
+        T,
+        Operand,
+        Operand,
+        BN,
+        BK,
+        STAGES,
+        CONSUMERS,
+        { A_ELEMS * 2 },
+        { B_ELEMS * 2 },
+    >()
 }
 
 /// The convolution's epilogue: `acc + bias[k]` (when there is a bias),

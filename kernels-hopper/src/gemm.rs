@@ -104,6 +104,8 @@ pub const BK_BYTES: usize = 2 * BK;
 pub const BK_TF32: usize = BK_BYTES / 4;
 /// Stages of the ring.
 pub const STAGES: usize = GemmTile::STAGES;
+/// Consumer warpgroups (each 64 rows of the tile).
+const CONSUMERS: usize = GemmTile::CONSUMERS;
 /// Bands of tile rows the walk takes the tiles in (`TileWalk`'s `G`): the
 /// blocks at work at once share few panels of A and B in L2.
 pub const BANDS: usize = 8;
@@ -141,7 +143,7 @@ pub type OperandMap<'a, T, const KB: usize> = TensorMap<'a, T, 3, KB, BOX, Sw128
 #[inline(always)]
 fn stages<T: Element, LA: Layout, LB: Layout, const KB: usize>()
 -> [Stage<T, LA, LB, BN, KB>; STAGES] {
-    mainloop::stages::<T, LA, LB, BN, KB, STAGES, A_BYTES, B_BYTES>()
+    mainloop::stages::<T, LA, LB, BN, KB, STAGES, CONSUMERS, A_BYTES, B_BYTES>()
 }
 
 /// `D = alpha·op(A)·op(B) + beta·C`, each block computing the 128 × 256

@@ -195,23 +195,32 @@ pub fn drain<const STAGES: usize, const BARRIERS: usize>(
 
 /// The tiles of A and B in the stages of a ring whose stages follow each
 /// other from the start of shared memory, each two A tiles of `64 × KB`
-/// (`A_BYTES` bytes) then B's `N × KB` (`B_BYTES`): every tile a multiple
-/// of the 128-byte swizzle's 1024-byte period from the start. The ring is
-/// laid out in bytes (`u8` tiles, each an `OperandTile` of its bytes), so
-/// one layout serves 2-byte operands (`KB` = 64) and tf32 (`KB` = 32).
-/// Each warpgroup role builds them after its `setmaxnreg`: they are
-/// addresses from the shared base, cheaper rebuilt than carried across the
-/// register split (a value live there must fit the producer's smaller
-/// limit, or ptxas spills it).
+/// (`A_BYTES` bytes, one per consumer warpgroup) then B's `N × KB`
+/// (`B_BYTES`): every tile a multiple of the 128-byte swizzle's 1024-byte
+/// period from the start. The ring is laid out in bytes (`u8` tiles, each
+/// an `OperandTile` of its bytes), so one layout serves 2-byte operands
+/// (`KB` = 64) and tf32 (`KB` = 32). Each warpgroup role builds them after
+/// its `setmaxnreg`: they are addresses from the shared base, cheaper
+/// rebuilt than carried across the register split (a value live there must
+/// fit the producer's smaller limit, or ptxas spills it).
+///
+/// Two consumer warpgroups, fixed: [`stages`] refuses at compile time a
+/// configuration with another count. `[OperandTile; CONSUMERS]` needs no
+/// `generic_const_exprs`, but every way of building a const-length array of
+/// checked tiles measured so far perturbs ptxas's allocation of the GEMM's
+/// 56-register producer (docs/hopper/README.md, "`Stage` and the consumer
+/// count"), so it waits for a configuration that needs it.
 #[derive(Clone, Copy)]
 pub struct Stage<T, LA, LB, const N: usize, const KB: usize> {
     pub a: [OperandTile<T, 64, KB, LA>; 2],
     pub b: OperandTile<T, N, KB, LB>,
 }
 
-/// The ring's `STAGES` stages (see [`Stage`]); two consumer warpgroups
-/// (`A_BYTES = 64·KB` and `B_BYTES = N·KB` elements of `T`, checked at
-/// compile time by `OperandTile::new`).
+/// The ring's `STAGES` stages (see [`Stage`]) of a configuration with
+/// `CONSUMERS` consumer warpgroups (its
+/// [`WgmmaTile::CONSUMERS`](crate::config::WgmmaTile::CONSUMERS); two, checked
+/// at compile time); `A_BYTES = 64·KB` and `B_BYTES = N·KB` elements of `T`
+/// (checked at compile time by `OperandTile::new`).
 #[inline(always)]
 pub fn stages<
     T: Element,
@@ -220,9 +229,16 @@ pub fn stages<
     const N: usize,
     const KB: usize,
     const STAGES: usize,
+    const CONSUMERS: usize,
     const A_BYTES: usize,
     const B_BYTES: usize,
 >() -> [Stage<T, LA, LB, N, KB>; STAGES] {
+    const {
+        assert!(
+            CONSUMERS == 2,
+            "a Stage holds two consumer warpgroups' A tiles (see its docs)"
+        )
+    };
     let mut stages = [None; STAGES];
     let mut a0: SharedTile<u8, A_BYTES> = shared::array::<u8, A_BYTES>();
     let mut last_b: Option<SharedTile<u8, B_BYTES>> = None;

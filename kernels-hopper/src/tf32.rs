@@ -21,13 +21,13 @@
 //! input tile with consecutive threads on consecutive input columns,
 //! stages it in shared memory (rows of 33 words: a staged column lies in 32
 //! banks) and, after one barrier, writes its output tile with consecutive
-//! threads on consecutive output columns. Grid `⌈K/32⌉ × ⌈rows/32⌉ ×
+//! threads on consecutive output columns (`OutMatrix::write_staged`, the
+//! walk of the conv module's `transpose_*`). Grid `⌈K/32⌉ × ⌈rows/32⌉ ×
 //! batches`, 256 threads.
 
 use warpforge_device::mma::round_tf32;
 use warpforge_device::own::BlockTiles;
 use warpforge_device::shared;
-use warpforge_device::sync::sync_threads;
 use warpforge_device::{Global, OutMatrix, thread};
 use warpforge_macros::kernel;
 
@@ -80,40 +80,22 @@ pub fn tf32_k_major<const TRANSPOSED: bool>(
         (r0, k0, rows, depth)
     };
     let first = batch.wrapping_mul(stride);
-    let (t, threads) = (
-        thread::linear_thread_id() as usize,
-        thread::block_dim().volume() as usize,
+    // Output (r, k) was staged at (r, k) of the tile, or at (k, r) when x
+    // holds op(x)ᵀ; outside op(x) (the padding columns, or past an edge): 0.
+    y.write_staged(
+        staged,
+        PITCH,
+        TRANSPOSED,
+        #[inline(always)]
+        |i, j| {
+            let (row, col) = (in_row0 + i, in_col0 + j);
+            let v = if row < in_rows && col < in_cols {
+                x.load(first.wrapping_add(row.wrapping_mul(ld)).wrapping_add(col))
+            } else {
+                None
+            };
+            let v = v.unwrap_or(0.0);
+            Some(if round != 0 { round_tf32(v) } else { v })
+        },
     );
-    let mut e = t;
-    while e < TF32_TILE * TF32_TILE {
-        let (i, j) = (e / TF32_TILE, e % TF32_TILE);
-        let (row, col) = (in_row0 + i, in_col0 + j);
-        // Outside op(x) (the padding columns, or past an edge): zero.
-        let v = if row < in_rows && col < in_cols {
-            x.load(first.wrapping_add(row.wrapping_mul(ld)).wrapping_add(col))
-        } else {
-            None
-        };
-        let v = v.unwrap_or(0.0);
-        staged.store(i * PITCH + j, if round != 0 { round_tf32(v) } else { v });
-        e += threads;
-    }
-    // Every thread of the block reaches it: the tile and the loop bounds
-    // are the block's.
-    sync_threads();
-    let Some(mut tile) = y.tile() else {
-        return;
-    };
-    let (out_row0, out_col0) = tile.origin();
-    for mut out in tile.elements() {
-        let (i, j) = (out.row() - out_row0, out.col() - out_col0);
-        // Output (r, k) was staged at (r, k) of the tile, or at (k, r)
-        // when x holds op(x)ᵀ.
-        let at = if TRANSPOSED {
-            j * PITCH + i
-        } else {
-            i * PITCH + j
-        };
-        out.set(staged.load(at));
-    }
 }

@@ -1,51 +1,95 @@
-//! Hopper probes: `wgmma`, `setmaxnreg`, TMA tensor copies (sm_90a only: the instructions exist nowhere else, so the
+//! Hopper probes: `wgmma` (f16/bf16 and tf32), `setmaxnreg`, TMA tensor
+//! copies, and the convolution producer's `cp.async` gather into swizzled
+//! operand tiles (sm_90a only: the instructions exist nowhere else, so the
 //! kernels are compiled into the probes' sm_90a module and left out of the
 //! sm_80 one).
 
 use warpforge_device::mbarrier::{MBarriers, Phase};
+use warpforge_device::mma::{self, AlignedChunks};
 use warpforge_device::own::TileWalk;
 use warpforge_device::swizzle::{Mode, Sw128};
 use warpforge_device::tma::{self, StoreIssuer, StoreMatrix, TensorMap};
-use warpforge_device::wgmma::{self, Accumulator, KMajor, MnMajor, OperandTile};
-use warpforge_device::{Out, bf16, shared, sync, thread};
+use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor, OperandTile};
+use warpforge_device::{Global, Out, bf16, f16, shared, sync, thread};
 use warpforge_macros::kernel;
 
 /// Columns of the probes' product.
 pub const WGMMA_N: usize = 128;
-/// Its depth: 4 k-steps.
+/// Its depth in 2-byte elements: 4 k-steps of 16.
 pub const WGMMA_K: usize = 64;
+/// Its depth in tf32 (f32) elements: 4 k-steps of 8, the same 128 bytes of K.
+pub const WGMMA_K_TF32: usize = 32;
 
-/// The block's `threads` threads store A (64 × 64, row-major) K-major and B
-/// (64 × 128, k × n, row-major) MN-major, both 128-byte swizzled; then the
-/// warpgroup from thread `first` computes `D = A·B + C` (64 × 128, row-major)
-/// in 4 k-steps (two committed groups, a `wait::<1>` between them).
-/// Threads outside that warpgroup return after the barrier.
+/// A's tile (64 rows) and B's (`WGMMA_N` rows) in bytes: 128 bytes of K a
+/// row (one swizzle span) whatever the element, so one shared layout serves
+/// every probe type.
+const A_TILE_BYTES: usize = 64 * 128;
+const B_TILE_BYTES: usize = WGMMA_N * 128;
+
+/// A's tile (`64 × KX`, K-major) and B's (`WGMMA_N × KX` of Bᵀ, layout
+/// `LB`) at the start of shared memory, 128B-swizzled.
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
-fn product(
-    a: &[bf16],
-    b: &[bf16],
+type Tiles<T, LB, const KX: usize> = (
+    OperandTile<T, 64, KX, KMajor<Sw128>>,
+    OperandTile<T, WGMMA_N, KX, LB>,
+);
+
+/// The probes' [`Tiles`]; `None` if shared memory does not start on the
+/// swizzle's 1024-byte period.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[inline(always)]
+fn tiles<T: Element, LB: Layout, const KX: usize>() -> Option<Tiles<T, LB, KX>> {
+    let a_tile = shared::array::<u8, A_TILE_BYTES>();
+    let b_tile = a_tile.after::<u8, B_TILE_BYTES>();
+    Some((OperandTile::new(a_tile)?, OperandTile::new(b_tile)?))
+}
+
+/// `D = A·B` (64 × `WGMMA_N`, row-major, f32) from the tiles by the calling
+/// warpgroup: a zero accumulator, the tiles' 4 k-steps in one group, each
+/// thread's results written to `d`.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[inline(always)]
+fn store_product<T: Element, LB: Layout, const KX: usize>(
+    (at, bt): Tiles<T, LB, KX>,
+    d: &mut Out<f32>,
+) {
+    let t = wgmma::thread_in_warpgroup();
+    let mut acc = Accumulator::<WGMMA_N>::zero();
+    let mut run = acc.start();
+    run.mma(at.descriptor::<0>(), bt.descriptor::<0>());
+    run.mma(at.descriptor::<1>(), bt.descriptor::<1>());
+    run.mma(at.descriptor::<2>(), bt.descriptor::<2>());
+    run.mma(at.descriptor::<3>(), bt.descriptor::<3>());
+    run.finish();
+    acc.for_each(t, |_, r, col, v| {
+        if let Some(mut o) = d.at(r * WGMMA_N + col) {
+            o.set(v);
+        }
+    });
+}
+
+/// The block's `threads` threads store A (64 × KX, row-major) K-major and
+/// B (KX × 128, k × n, row-major) in layout `LB`, both 128-byte swizzled;
+/// then the warpgroup from thread `first` computes `D = A·B + C` (64 × 128,
+/// row-major) in 4 k-steps (two committed groups, a `wait::<1>` between
+/// them). Threads outside that warpgroup return after the barrier.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+fn product<T: Element + Default, LB: Layout, const KX: usize>(
+    a: &[T],
+    b: &[T],
     c: &[f32],
     d: &mut Out<f32>,
     threads: usize,
     consumer: impl FnOnce() -> bool,
 ) {
-    let a_tile = shared::array::<bf16, { 64 * WGMMA_K }>();
-    let b_tile = a_tile.after::<bf16, { WGMMA_N * WGMMA_K }>();
-    let (Some(at), Some(bt)) = (
-        OperandTile::<bf16, 64, WGMMA_K, KMajor<Sw128>>::new(a_tile),
-        OperandTile::<bf16, WGMMA_N, WGMMA_K, MnMajor<Sw128>>::new(b_tile),
-    ) else {
+    let Some((at, bt)) = tiles::<T, LB, KX>() else {
         return;
     };
     let me = thread::linear_thread_id() as usize;
-    for i in (me..64 * WGMMA_K).step_by(threads) {
-        at.store(
-            i / WGMMA_K,
-            i % WGMMA_K,
-            a.get(i).copied().unwrap_or_default(),
-        );
+    for i in (me..64 * KX).step_by(threads) {
+        at.store(i / KX, i % KX, a.get(i).copied().unwrap_or_default());
     }
-    for i in (me..WGMMA_K * WGMMA_N).step_by(threads) {
+    for i in (me..KX * WGMMA_N).step_by(threads) {
         let (k, n) = (i / WGMMA_N, i % WGMMA_N);
         bt.store(n, k, b.get(i).copied().unwrap_or_default());
     }
@@ -79,7 +123,7 @@ fn product(
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 #[kernel(shared = [bf16; 12288])]
 pub fn probe_wgmma_bf16(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
-    product(a, b, c, &mut d, 128, || true);
+    product::<bf16, MnMajor<Sw128>, WGMMA_K>(a, b, c, &mut d, 128, || true);
 }
 
 /// The same product in a warp-specialised block of two warpgroups: after
@@ -90,7 +134,7 @@ pub fn probe_wgmma_bf16(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 #[kernel(shared = [bf16; 12288], max_threads = 256, min_blocks = 1)]
 pub fn probe_wgmma_specialised(a: &[bf16], b: &[bf16], c: &[f32], mut d: Out<f32>) {
-    product(a, b, c, &mut d, 256, || {
+    product::<bf16, MnMajor<Sw128>, WGMMA_K>(a, b, c, &mut d, 256, || {
         if thread::warp_id() < 4 {
             wgmma::release_registers::<40>();
             false
@@ -116,36 +160,104 @@ pub fn probe_tma_wgmma(
     n0: i32,
     mut d: Out<f32>,
 ) {
-    let a_tile = shared::array::<bf16, { 64 * WGMMA_K }>();
-    let b_tile = a_tile.after::<bf16, { WGMMA_N * WGMMA_K }>();
-    let bars = MBarriers::init(b_tile.after::<u64, 1>(), [1]);
+    let bars = MBarriers::init(
+        shared::array::<u8, { A_TILE_BYTES + B_TILE_BYTES }>().after::<u64, 1>(),
+        [1],
+    );
     let full = bars.get(0);
-    type ATile = OperandTile<bf16, 64, WGMMA_K, KMajor<Sw128>>;
-    type BTile = OperandTile<bf16, WGMMA_N, WGMMA_K, MnMajor<Sw128>>;
-    let (Some(at), Some(bt)) = (ATile::new(a_tile), BTile::new(b_tile)) else {
+    let Some((at, bt)) = tiles::<bf16, MnMajor<Sw128>, WGMMA_K>() else {
         return;
     };
     if thread::linear_thread_id() == 0 {
         a.prefetch();
         b.prefetch();
-        full.arrive_expect_tx(ATile::BYTES + BTile::BYTES);
+        full.arrive_expect_tx(A_TILE_BYTES as u32 + B_TILE_BYTES as u32);
         a.load_operand([0, m0], at, full);
         b.load_operand([n0, 0], bt, full);
     }
     full.wait(&mut Phase::FIRST.clone());
-    let t = wgmma::thread_in_warpgroup();
-    let mut acc = Accumulator::<WGMMA_N>::zero();
-    let mut run = acc.start();
-    run.mma(at.descriptor::<0>(), bt.descriptor::<0>());
-    run.mma(at.descriptor::<1>(), bt.descriptor::<1>());
-    run.mma(at.descriptor::<2>(), bt.descriptor::<2>());
-    run.mma(at.descriptor::<3>(), bt.descriptor::<3>());
-    run.finish();
-    acc.for_each(t, |_, r, col, v| {
-        if let Some(mut o) = d.at(r * WGMMA_N + col) {
-            o.set(v);
+    store_product((at, bt), &mut d);
+}
+
+/// `D = A·B + C` through `wgmma.mma_async...f32.tf32.tf32` (`m64n128k8`,
+/// f32 in, read as tf32: each element's low 13 fraction bits ignored) by
+/// one warpgroup: A 64 × 32 row-major, B 32 × 128 (k × n) row-major, both
+/// stored K-major (tf32 has no transposed operand), D and C 64 × 128
+/// row-major (see `product`). Launch with one block of 128 threads.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[kernel(shared = [u8; A_TILE_BYTES + B_TILE_BYTES])]
+pub fn probe_wgmma_tf32(a: &[f32], b: &[f32], c: &[f32], mut d: Out<f32>) {
+    product::<f32, KMajor<Sw128>, WGMMA_K_TF32>(a, b, c, &mut d, 128, || true);
+}
+
+/// The gather probe's destination chunks: A's 64 rows, then B's `WGMMA_N`,
+/// 8 chunks of 16 bytes (128 bytes of K) each.
+pub const GATHER_CHUNKS: usize = (64 + WGMMA_N) * 8;
+/// A destination chunk of the gather probe's map that is zero-filled.
+pub const ZERO_FILL: u32 = u32::MAX;
+
+/// The Hopper convolution's A path (`conv2d_wgmma`'s producer), on both
+/// operands: in a block of two warpgroups, every thread first fills A's
+/// and B's tiles with all-ones bits (a NaN in every element type, so a
+/// chunk neither copied nor zero-filled poisons D), then the block's
+/// barrier; warpgroup 1, the producer, fills destination chunk `q` of the
+/// tiles (A's 64 rows × 8 chunks, then B's `WGMMA_N` rows, both K-major,
+/// 128B-swizzled: `OperandTile::copy_chunk_or_zero`) by a 16-byte
+/// `cp.async` of chunk `map[q]` of `x`, or with zeros where `map[q]` is
+/// [`ZERO_FILL`] (reading nothing), waits for its copies, fences them for
+/// the async proxy (`wgmma` reads through it) and arrives on a "full"
+/// mbarrier that expects its 128 threads; warpgroup 0 waits on it and
+/// computes `D = A·Bᵀ` (64 × `WGMMA_N`, row-major, f32; `KX` deep: 64 f16
+/// or 32 tf32) in 4 k-steps of `wgmma`. Launch with one block of 256
+/// threads.
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
+#[kernel(
+    shared = [u8; A_TILE_BYTES + B_TILE_BYTES + 8],
+    max_threads = 256,
+    min_blocks = 1,
+    instances(
+        probe_gather_wgmma_f16 = <f16, 64>,
+        probe_gather_wgmma_tf32 = <f32, 32>,
+    )
+)]
+pub fn probe_gather_wgmma<T: Element, const KX: usize>(x: Global<T>, map: &[u32], mut d: Out<f32>) {
+    const WORDS: usize = (A_TILE_BYTES + B_TILE_BYTES) / 4;
+    let me = thread::linear_thread_id() as usize;
+    let words = shared::array::<u32, WORDS>();
+    for i in (me..WORDS).step_by(256) {
+        words.store(i, u32::MAX);
+    }
+    // The poison is the generic proxy's, as the copies are: fenced like
+    // them, and ordered before them by the barrier in `MBarriers::init`.
+    wgmma::fence_operands();
+    let bars = MBarriers::init(words.after::<u64, 1>(), [wgmma::WARPGROUP_SIZE]);
+    let full = bars.get(0);
+    let (Some(tiles), Some(x)) = (tiles::<T, KMajor<Sw128>, KX>(), AlignedChunks::check(x)) else {
+        return;
+    };
+    let t = wgmma::thread_in_warpgroup() as usize;
+    if thread::warp_id() >= 4 {
+        let (at, bt) = tiles;
+        let source = |q: usize| {
+            let chunk = map.get(q).copied().unwrap_or(ZERO_FILL);
+            (chunk, chunk != ZERO_FILL)
+        };
+        for q in (t..64 * 8).step_by(128) {
+            let (chunk, wanted) = source(q);
+            at.copy_chunk_or_zero(q / 8, q % 8, &x, chunk, wanted);
         }
-    });
+        for q in (t..WGMMA_N * 8).step_by(128) {
+            let (chunk, wanted) = source(64 * 8 + q);
+            bt.copy_chunk_or_zero(q / 8, q % 8, &x, chunk, wanted);
+        }
+        mma::cp_async_commit();
+        mma::cp_async_wait_group(0);
+        wgmma::fence_operands();
+        full.arrive();
+        return;
+    }
+    full.wait(&mut Phase::FIRST.clone());
+    store_product(tiles, &mut d);
 }
 
 /// The value `probe_tma_store` writes at (batch, row, column): exact in f32

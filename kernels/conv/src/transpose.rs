@@ -17,11 +17,11 @@
 //! with consecutive threads on consecutive output columns (coalesced). No
 //! bank conflicts on a whole tile; an edge tile's packed walk (a warp over
 //! several short output rows) can meet a few. Grid `⌈R/32⌉ × ⌈C/32⌉ × B`,
-//! 256 threads.
+//! 256 threads. The staged walk is `OutMatrix::write_staged`, shared with
+//! the Hopper module's tf32 operand copies (`tf32_k_major_*`).
 
 use warpforge_device::own::BlockTiles;
 use warpforge_device::shared::{self, SharedElement};
-use warpforge_device::sync::sync_threads;
 use warpforge_device::{Global, OutMatrix, bf16, f16, thread};
 use warpforge_macros::kernel;
 
@@ -72,32 +72,19 @@ pub fn transpose<T: SharedElement>(
     );
     // Batch `batch` of the input (`R·C` elements each: `cols_out × rows_out`).
     let first = batch.wrapping_mul(rows_out * cols_out);
-    let (t, threads) = (
-        thread::linear_thread_id() as usize,
-        thread::block_dim().volume() as usize,
+    // Output (r, c) is input (c, r): staged at column r, row c.
+    y.write_staged(
+        staged,
+        pitch,
+        true,
+        #[inline(always)]
+        |i, j| {
+            let (row, col) = (row0 + i, col0 + j);
+            if row < cols_out && col < rows_out {
+                x.load(first.wrapping_add(row * rows_out + col))
+            } else {
+                None
+            }
+        },
     );
-    let mut e = t;
-    while e < TRANSPOSE_TILE * TRANSPOSE_TILE {
-        let (i, j) = (e / TRANSPOSE_TILE, e % TRANSPOSE_TILE);
-        let (row, col) = (row0 + i, col0 + j);
-        if row < cols_out
-            && col < rows_out
-            && let Some(v) = x.load(first.wrapping_add(row * rows_out + col))
-        {
-            staged.store(i * pitch + j, v);
-        }
-        e += threads;
-    }
-    // Every thread of the block reaches it: the tile and the loop bounds
-    // are the block's.
-    sync_threads();
-    let Some(mut tile) = y.tile() else {
-        return;
-    };
-    let (out_row0, out_col0) = tile.origin();
-    for mut out in tile.elements() {
-        // Output (r, c) is input (c, r): staged at column r, row c.
-        let (i, j) = (out.col() - out_col0, out.row() - out_row0);
-        out.set(staged.load(i * pitch + j));
-    }
 }

@@ -20,6 +20,7 @@ mod gemm_tf32;
 mod gemm_tile_table;
 mod generic_kernels;
 mod guards;
+mod hopper_probes;
 mod host_api;
 mod kernels;
 mod lazy_loading;

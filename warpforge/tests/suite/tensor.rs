@@ -9,6 +9,8 @@ use warpforge::{Device, DeviceBuffer, Dim3, Element, LaunchConfig};
 use warpforge_device::mma::{K, M, N, a_coord, b_coord, c_coord};
 use warpforge_testkit::{self as probe, PROBES};
 
+use crate::common::{assert_same, hopper_gpu};
+
 /// Every (lane, element) pair names a distinct element, and together they
 /// cover the matrix: the fragments partition it.
 fn partitions(
@@ -341,13 +343,7 @@ fn wgmma_probe_computes_the_exact_product() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_wgmma_matches_the_emulator_bit_for_bit() {
-    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
-    assert_eq!(
-        gpu.compute_capability(),
-        (9, 0),
-        "wgmma needs an sm_90 GPU (H100, H200)"
-    );
-    gpu.load(&PROBES).unwrap();
+    let gpu = hopper_gpu();
     let emu = Device::emulator();
     for seed in [0, 5] {
         let (a, b, c) = wgmma_operands(seed);
@@ -595,40 +591,11 @@ fn tma_store_maps_the_tma_cannot_use_are_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_tma_store_probe_matches_the_emulator() {
-    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
-    assert_eq!(
-        gpu.compute_capability(),
-        (9, 0),
-        "the probe is in the probes' sm_90a module only"
-    );
-    gpu.load(&PROBES).unwrap();
+    let gpu = hopper_gpu();
     assert_same(
         &run_store_probe(&gpu, STORE_PROBE_SHAPE, 5),
         &run_store_probe(&Device::emulator(), STORE_PROBE_SHAPE, 5),
         "the GPU's TMA stores (left) against the emulator's",
-    );
-}
-
-/// `got == want` element for element (bit for bit for floats: NaNs of the
-/// same bits equal); on a mismatch, panics with the count of differing
-/// elements and the first ten as index, got, want, not the whole buffers.
-fn assert_same<T: Copy + PartialEq + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    let differing: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
-    if differing.is_empty() {
-        return;
-    }
-    let first: Vec<String> = differing
-        .iter()
-        .take(10)
-        .map(|&i| format!("  [{i}]: {:?} vs {:?}", got[i], want[i]))
-        .collect();
-    panic!(
-        "{what}: {} of {} elements differ; the first {}:\n{}",
-        differing.len(),
-        got.len(),
-        first.len(),
-        first.join("\n")
     );
 }
 
@@ -669,13 +636,7 @@ fn tensor_maps_the_tma_cannot_use_are_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_tma_probe_matches_the_emulator_bit_for_bit() {
-    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
-    assert_eq!(
-        gpu.compute_capability(),
-        (9, 0),
-        "TMA and wgmma need an sm_90 GPU (H100, H200)"
-    );
-    gpu.load(&PROBES).unwrap();
+    let gpu = hopper_gpu();
     let emu = Device::emulator();
     let (a, b) = tma_operands(6);
     for (m0, n0) in TMA_CORNERS {

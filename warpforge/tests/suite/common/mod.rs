@@ -87,3 +87,39 @@ pub fn same_bits_or_both_nan_f64(gpu: f64, emu: f64) -> bool {
 pub fn same_bits_or_both_nan_f32(gpu: f32, emu: f32) -> bool {
     gpu.to_bits() == emu.to_bits() || (gpu.is_nan() && emu.is_nan())
 }
+
+/// `got == want` element for element (bit for bit for floats: NaNs of the
+/// same bits equal); on a mismatch, panics with the count of differing
+/// elements and the first ten as index, got, want, not the whole buffers.
+pub fn assert_same<T: Copy + PartialEq + std::fmt::Debug>(got: &[T], want: &[T], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+    let differing: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
+    if differing.is_empty() {
+        return;
+    }
+    let first: Vec<String> = differing
+        .iter()
+        .take(10)
+        .map(|&i| format!("  [{i}]: {:?} vs {:?}", got[i], want[i]))
+        .collect();
+    panic!(
+        "{what}: {} of {} elements differ; the first {}:\n{}",
+        differing.len(),
+        got.len(),
+        first.len(),
+        first.join("\n")
+    );
+}
+
+/// GPU 0, an sm_90, with the probes loaded: the Hopper probes (`wgmma`,
+/// TMA) are in the probes' sm_90a module only.
+pub fn hopper_gpu() -> Device {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    assert_eq!(
+        gpu.compute_capability(),
+        (9, 0),
+        "wgmma and the TMA need an sm_90 GPU (H100, H200)"
+    );
+    gpu.load(&warpforge_testkit::PROBES).unwrap();
+    gpu
+}

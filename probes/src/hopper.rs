@@ -70,9 +70,10 @@ fn store_product<T: Element, LB: Layout, const KX: usize>(
 
 /// The block's `threads` threads store A (64 × KX, row-major) K-major and
 /// B (KX × 128, k × n, row-major) in layout `LB`, both 128-byte swizzled;
-/// then the warpgroup from thread `first` computes `D = A·B + C` (64 × 128,
-/// row-major) in 4 k-steps (two committed groups, a `wait::<1>` between
-/// them). Threads outside that warpgroup return after the barrier.
+/// then the warpgroup whose threads `consumer` says `true` for computes
+/// `D = A·B + C` (64 × 128, row-major) in 4 k-steps (two committed groups,
+/// a `wait::<1>` between them). Threads outside that warpgroup return
+/// after the barrier.
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "ptx80"))]
 fn product<T: Element + Default, LB: Layout, const KX: usize>(
     a: &[T],

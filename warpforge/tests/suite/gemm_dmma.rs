@@ -373,3 +373,62 @@ fn an_sm80_emulator_refuses_the_sm90_module() {
     assert!(e.to_string().contains("sm_90a"), "{e}");
     Device::emulator_for(Arch::Sm90).load(hopper).unwrap();
 }
+
+/// Uniform f64 in (−1, 1) with full 53-bit mantissas: every product and
+/// partial sum rounds, so the accumulation's order and rounding show.
+fn float64(word: u64) -> f64 {
+    (word >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+}
+
+/// On a GPU with FP64 tensor cores: its DMMA kernels give the emulator's
+/// bits on random f64 operands, where every step's rounding shows — each
+/// output the fma chain over k in order from C that the emulator executes
+/// for `DMMA.884` (sm_80, and sm_90 pinned to the small tile) and
+/// `DMMA.16x8x16` (sm_90): every transpose, a shape ragged in every tile
+/// dimension, padded leading dimensions, alpha and beta. A GPU whose FP64
+/// tensor cores sum a k-step's products another way fails here, naming
+/// the elements.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_dmma_gemm_matches_the_emulator_bit_for_bit() {
+    let gpu = Device::gpu(0).expect("this test needs a CUDA GPU");
+    let arch = match gpu.compute_capability() {
+        (9, 0) => Arch::Sm90,
+        (8, 0) => Arch::Sm80,
+        cc => panic!("FP64 tensor cores are sm_80's and sm_90's, not {cc:?}'s"),
+    };
+    let emulator = Device::emulator_for(arch);
+    let mut tiles = vec![TileConfig::Small];
+    if runs_m16n8k16(&gpu) {
+        tiles.push(TileConfig::Large);
+    }
+    for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        let c = case(
+            (131, 263, 173),
+            trans,
+            1,
+            1.5,
+            -0.5,
+            None,
+            900 + t as u64,
+            float64,
+        );
+        for &tile in &tiles {
+            let g = gemm(&c).dmma(true).tile(tile);
+            let kernel = g.kernel_name_for::<f64, f64>(&gpu).unwrap();
+            assert_eq!(g.kernel_name_for::<f64, f64>(&emulator).unwrap(), kernel);
+            let run = |dev: &Device| {
+                let (a, b) = (dev.upload(&c.a).unwrap(), dev.upload(&c.b).unwrap());
+                let mut out = dev.upload(&c.c).unwrap();
+                g.run(dev, &a, &b, &mut out).unwrap();
+                let bits: Vec<u64> = out.to_host().unwrap().iter().map(|x| x.to_bits()).collect();
+                bits
+            };
+            common::assert_same(
+                &run(&gpu),
+                &run(&emulator),
+                &format!("{kernel}, GPU against the emulator: {}", c.describe()),
+            );
+        }
+    }
+}

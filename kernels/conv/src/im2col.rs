@@ -169,16 +169,15 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
         let interior = dw == 1 && inside(0, 0) && inside(g.r - 1, g.s - 1);
         if interior {
             let (r, mut k) = row_len.div_rem(j);
+            let r = r as usize;
             let row_at = pixel_at(ih0 + r as i64 * dh, iw0) as usize;
             let run = row_len.divisor() as usize;
-            let rows = (g.r, row_step);
-            if let Some(values) = interior_chunk(x, rows, run, (r as usize, k as usize), row_at) {
+            if let Some(values) = interior_chunk(x, (g.r, row_step), run, (r, k as usize), row_at) {
                 return values;
             }
             // Past either end of `x` (a window of the first or last pixels):
             // element by element.
-            let mut r = r as usize;
-            let mut at = pixel_at(ih0 + r as i64 * dh, iw0) as usize;
+            let (mut r, mut at) = (r, row_at);
             unroll::<IM2COL_CHUNK>(|i| {
                 if r < g.r {
                     values[i] = x.get(at + k as usize).copied().unwrap_or(T::ZERO);
@@ -187,7 +186,7 @@ pub fn im2col_nhwc<T: Element + SharedElement>(
                 if k == row_len.divisor() {
                     k = 0;
                     r += 1;
-                    at = at.wrapping_add((dh * image_row) as usize);
+                    at = at.wrapping_add(row_step);
                 }
             });
             return values;

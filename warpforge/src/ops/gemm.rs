@@ -1705,14 +1705,14 @@ impl<T: GemmElement> Gemm<T> {
             });
         }
         let pinned_ranges = self.pinned_split_k()?;
-        // k = 0 or alpha = 0 only scales C (A and B are not read, and may
-        // be empty, which no tensor map describes): the mma.sync kernels
-        // do that, pinned or not.
         if self.truncates_tf32() && self.wgmma == Some(false) {
             return Err(truncation_refused(
                 ".wgmma(false) pins the mma.sync kernels, which round to nearest",
             ));
         }
+        // k = 0 or alpha = 0 only scales C (A and B are not read, and may
+        // be empty, which no tensor map describes): the mma.sync kernels
+        // do that, pinned or not.
         if self.wgmma == Some(false) || self.k == 0 || self.alpha == T::ZERO {
             return Ok(None);
         }

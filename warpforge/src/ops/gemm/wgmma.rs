@@ -367,13 +367,14 @@ pub(super) mod tf32 {
 
     /// `op(X)` (`rows × k`, `count` batches, the caller checked every
     /// extent against `x`) rounded to tf32 (copied as it is unless
-    /// `round`), K-major, into a new buffer of `count · rows · k'` elements.
+    /// `round`), K-major, into a new buffer of `count · rows · k'` elements,
+    /// with that buffer's layout.
     fn k_major(
         dev: &Device,
         x: &Source<'_>,
         (rows, k, count): (usize, usize, usize),
         round: bool,
-    ) -> Result<DeviceBuffer<f32>> {
+    ) -> Result<(Operand, DeviceBuffer<f32>)> {
         let layout = layout(rows, k, count)?;
         let len = layout
             .stride
@@ -416,7 +417,7 @@ pub(super) mod tf32 {
         } else {
             dev.launch(kt::tf32_k_major_rows, cfg, args)?;
         }
-        Ok(y)
+        Ok((layout, y))
     }
 
     /// Whether the kernel reads `x` (`rows × k`, `count` batches) where it
@@ -434,26 +435,22 @@ pub(super) mod tf32 {
         })
     }
 
-    /// Where the kernel reads an operand from: where it is, or a K-major
-    /// copy.
+    /// Where the kernel reads an operand from, as laid out there: the
+    /// operand's own buffer, or a K-major copy.
     enum Read {
         InPlace(Operand),
-        Copied(DeviceBuffer<f32>),
+        Copied(Operand, DeviceBuffer<f32>),
     }
 
     impl Read {
-        /// The kernel's tensor map of operand `x` (`rows × k`, `count`
-        /// batches) as read from here.
+        /// The kernel's tensor map of operand `x` as read from here.
         fn map<'b>(
             &'b self,
             x: &Source<'b>,
-            rows: usize,
-            k: usize,
-            count: usize,
         ) -> Result<super::OperandMap<'b, f32, { hp::BK_TF32 }>> {
             match self {
                 Read::InPlace(operand) => operand.map(x.buffer),
-                Read::Copied(copy) => layout(rows, k, count)?.map(copy),
+                Read::Copied(operand, copy) => operand.map(copy),
             }
         }
     }
@@ -487,12 +484,12 @@ pub(super) mod tf32 {
         let read = |x: &Source<'_>, rows: usize| -> Result<Read> {
             match in_place(x, rows, k, count).filter(|_| truncate) {
                 Some(operand) => Ok(Read::InPlace(operand)),
-                None => k_major(dev, x, (rows, k, count), !truncate).map(Read::Copied),
+                None => k_major(dev, x, (rows, k, count), !truncate)
+                    .map(|(layout, copy)| Read::Copied(layout, copy)),
             }
         };
         let (read_a, read_b) = (read(&a, m)?, read(&b, n)?);
-        let map_a = read_a.map(&a, m, k, count)?;
-        let map_b = read_b.map(&b, n, k, count)?;
+        let (map_a, map_b) = (read_a.map(&a)?, read_b.map(&b)?);
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(hp::THREADS));
         // `unsupported` refused k past 2^31 − 1.
         dev.launch(

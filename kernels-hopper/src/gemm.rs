@@ -75,85 +75,86 @@
 
 use crate::config::WgmmaTile;
 use crate::epilogue::{self, LinearCombination, STAGING_ELEMS};
-use crate::mainloop::{self, Ring, Stage};
+use crate::mainloop::{self, Ring};
 use warpforge_device::mbarrier::Phase;
 use warpforge_device::num::Output;
 use warpforge_device::own::{RunElement, TileWalk};
 use warpforge_device::swizzle::Sw128;
 use warpforge_device::tma::TensorMap;
-use warpforge_device::wgmma::{self, Accumulator, Element, KMajor, Layout, MnMajor};
+use warpforge_device::wgmma::{
+    self, Accumulator, AccumulatorWidth, Element, KMajor, Layout, MnMajor, Width,
+};
 use warpforge_device::{OutMatrix, bf16, f16, thread, warp};
 use warpforge_macros::kernel;
 
 crate::config::tile_config!(
-    /// The GEMM's tile configuration: 128 × 256 tiles of D, k-steps of 64,
-    /// a 4-stage ring, two consumer warpgroups, the producer at 56
-    /// registers (so the consumers at 224).
-    GemmTile: 128 x 256 x 64, 4 stages, 2 consumers, 56 producer registers
+    /// The GEMM's wide configuration: 128 × 256 tiles of D, k-steps of 64,
+    /// a 4-stage ring (192 KiB), two consumer warpgroups, the producer at 56
+    /// registers (so the consumers at 224). The tile for grids that fill
+    /// the GPU.
+    WideTile: 128 x 256 x 64, 4 stages, 2 consumers, 56 producer registers
 );
 
-/// Rows of the block's tile of D.
-pub const BM: usize = GemmTile::BM;
-/// Columns of the block's tile of D.
-pub const BN: usize = GemmTile::BN;
+crate::config::tile_config!(
+    /// The GEMM's narrow configuration: 128 × 128 tiles of D, otherwise
+    /// [`WideTile`]'s (a 4-stage ring of 128 KiB, the same split). Twice
+    /// the tiles of a grid: the tile for grids whose wide tiles would leave
+    /// half the SMs or more idle.
+    NarrowTile: 128 x 128 x 64, 4 stages, 2 consumers, 56 producer registers
+);
+
+/// Rows of the block's tile of D (both configurations).
+pub const BM: usize = WideTile::BM;
+/// Columns of the wide configuration's tile of D.
+pub const BN: usize = WideTile::BN;
+/// Columns of the narrow configuration's tile of D.
+pub const BN_NARROW: usize = NarrowTile::BN;
 /// K per stage of the f16/bf16 kernels.
-pub const BK: usize = GemmTile::BK;
+pub const BK: usize = WideTile::BK;
 /// K per stage, in bytes: one 128-byte swizzle span, whatever the element.
 pub const BK_BYTES: usize = 2 * BK;
 /// K per stage of the tf32 kernel (`BK_BYTES` of f32).
 pub const BK_TF32: usize = BK_BYTES / 4;
-/// Stages of the ring.
-pub const STAGES: usize = GemmTile::STAGES;
-/// Consumer warpgroups (each 64 rows of the tile).
-const CONSUMERS: usize = GemmTile::CONSUMERS;
+/// Stages of the ring (both configurations).
+pub const STAGES: usize = WideTile::STAGES;
 /// Bands of tile rows the walk takes the tiles in (`TileWalk`'s `G`): the
 /// blocks at work at once share few panels of A and B in L2.
 pub const BANDS: usize = 8;
-/// Threads a block: two consumer warpgroups and the producer's.
-pub const THREADS: u32 = GemmTile::THREADS;
-const _: () = assert!(THREADS == 384, "the kernel's max_threads");
+/// Threads a block: two consumer warpgroups and the producer's (both
+/// configurations).
+pub const THREADS: u32 = WideTile::THREADS;
 /// The rows of the box every tensor map of this kernel copies: `KB × 64`
 /// elements (`KB` = the kernel's K per stage), one 128-byte swizzle span
 /// wide.
 pub const BOX: usize = 64;
-
-/// One consumer's A tile (64 rows of M by a stage's K) and B's tile (BN
-/// rows), in bytes.
-const A_BYTES: usize = 64 * BK_BYTES;
-const B_BYTES: usize = BN * BK_BYTES;
-/// Bytes a stage holds: both A tiles and B's.
-const STAGE_BYTES: u32 = GemmTile::STAGE_BYTES as u32;
-/// The ring's stages, in bytes.
-const RING_BYTES: usize = GemmTile::RING_BYTES;
 /// The ring's barriers: "full" and "empty" for each stage, then "drained".
-const BARRIERS: usize = GemmTile::BARRIERS;
-/// The launch's shared memory, in bytes: the stages, then the barriers (8
-/// bytes each). The epilogue stages the accumulator in the stage of the
-/// tile's last step, not in memory of its own.
-const SHARED_BYTES: usize = GemmTile::SHARED_BYTES;
-/// A stage's f32 after the epilogue's staging tiles (its first 32 KiB).
-const STAGE_REST: usize = STAGE_BYTES as usize / 4 - STAGING_ELEMS;
-const _: () = assert!(STAGE_BYTES as usize >= 4 * STAGING_ELEMS && STAGE_BYTES.is_multiple_of(16));
+const BARRIERS: usize = WideTile::BARRIERS;
+const _: () = {
+    type N = NarrowTile;
+    assert!(THREADS == 384, "the kernels' max_threads");
+    assert!(N::BM == BM && N::BK == BK && N::STAGES == STAGES && N::THREADS == THREADS);
+    assert!(N::BARRIERS == BARRIERS);
+};
+
+/// One consumer's A tile (64 rows of M by a stage's K), in bytes.
+const A_BYTES: usize = 64 * BK_BYTES;
+
+/// The output's walk for tiles `BN` wide.
+pub type Walk<const BN: usize> = TileWalk<BM, BN, 16, BN, BANDS>;
 
 /// A tensor map of this kernel's operands (batched: dimension 2 is the
 /// batch), boxes of `KB` (a stage's K) by [`BOX`] rows.
 pub type OperandMap<'a, T, const KB: usize> = TensorMap<'a, T, 3, KB, BOX, Sw128>;
 
-/// The ring's stages: each consumer's A tile and B's, `KB` deep.
-#[inline(always)]
-fn stages<T: Element, LA: Layout, LB: Layout, const KB: usize>()
--> [Stage<T, LA, LB, BN, KB>; STAGES] {
-    mainloop::stages::<T, LA, LB, BN, KB, STAGES, CONSUMERS, A_BYTES, B_BYTES>()
-}
-
-/// `D = alpha·op(A)·op(B) + beta·C`, each block computing the 128 × 256
-/// tiles its walk gives it (see the module). `a` and `b` are batched maps of the stored matrices (A:
-/// M × K row-major, or K × M for `LA = MnMajor`; B: K × N row-major, or
-/// N × K for `LB = KMajor`); `k` the depth. Launch with [`THREADS`] threads
-/// and a 1-D grid of at most one block per SM (more blocks than tiles only
-/// idle): each block walks its tiles (`TileWalk`).
+/// `D = alpha·op(A)·op(B) + beta·C` on the wide configuration
+/// ([`WideTile`]): each block computes the 128 × 256 tiles its walk gives
+/// it (see the module). `a` and `b` are batched maps of the stored
+/// matrices (A: M × K row-major, or K × M for `LA = MnMajor`; B: K × N
+/// row-major, or N × K for `LB = KMajor`); `k` the depth. Launch with
+/// [`THREADS`] threads and a 1-D grid of at most one block per SM (more
+/// blocks than tiles only idle): each block walks its tiles (`TileWalk`).
 #[kernel(
-    shared = [u8; SHARED_BYTES],
+    shared = [u8; WideTile::SHARED_BYTES],
     max_threads = 384,
     min_blocks = 1,
     instances(
@@ -188,8 +189,116 @@ pub fn gemm_wgmma<
     k: u32,
     alpha: f32,
     beta: f32,
-    mut c: OutMatrix<TOut, TileWalk<BM, BN, 16, BN, BANDS>>,
+    c: OutMatrix<TOut, Walk<BN>>,
 ) {
+    gemm_tiles::<
+        T,
+        TOut,
+        LA,
+        LB,
+        WideTile,
+        KB,
+        BN,
+        { BN * BK_BYTES },
+        { WideTile::RING_BYTES },
+        { WideTile::STAGE_BYTES / 4 - STAGING_ELEMS },
+    >(a, b, k, alpha, beta, c)
+}
+
+/// [`gemm_wgmma`] on the narrow configuration ([`NarrowTile`]): 128 × 128
+/// tiles, twice as many blocks' worth of work in a grid, for grids whose
+/// wide tiles would leave SMs idle. Launched as `gemm_wgmma`.
+#[kernel(
+    shared = [u8; NarrowTile::SHARED_BYTES],
+    max_threads = 384,
+    min_blocks = 1,
+    instances(
+        gemm_wgmma_bf16_f32_nn_128x128x64_s4 = <bf16, f32, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_nt_128x128x64_s4 = <bf16, f32, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_tn_128x128x64_s4 = <bf16, f32, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_f32_tt_128x128x64_s4 = <bf16, f32, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_nn_128x128x64_s4 = <f16, f32, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_nt_128x128x64_s4 = <f16, f32, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_tn_128x128x64_s4 = <f16, f32, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f32_tt_128x128x64_s4 = <f16, f32, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_nn_128x128x64_s4 = <bf16, bf16, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_nt_128x128x64_s4 = <bf16, bf16, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_tn_128x128x64_s4 = <bf16, bf16, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_bf16_bf16_tt_128x128x64_s4 = <bf16, bf16, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_nn_128x128x64_s4 = <f16, f16, KMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_nt_128x128x64_s4 = <f16, f16, KMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_tn_128x128x64_s4 = <f16, f16, MnMajor<Sw128>, MnMajor<Sw128>, 64>,
+        gemm_wgmma_f16_f16_tt_128x128x64_s4 = <f16, f16, MnMajor<Sw128>, KMajor<Sw128>, 64>,
+        gemm_wgmma_tf32_f32_nt_128x128x32_s4 = <f32, f32, KMajor<Sw128>, KMajor<Sw128>, 32>,
+    )
+)]
+pub fn gemm_wgmma_narrow<
+    T: Element,
+    TOut: Output + RunElement,
+    LA: Layout,
+    LB: Layout,
+    const KB: usize,
+>(
+    a: TensorMap<T, 3, KB, BOX, Sw128>,
+    b: TensorMap<T, 3, KB, BOX, Sw128>,
+    k: u32,
+    alpha: f32,
+    beta: f32,
+    c: OutMatrix<TOut, Walk<BN_NARROW>>,
+) {
+    gemm_tiles::<
+        T,
+        TOut,
+        LA,
+        LB,
+        NarrowTile,
+        KB,
+        BN_NARROW,
+        { BN_NARROW * BK_BYTES },
+        { NarrowTile::RING_BYTES },
+        { NarrowTile::STAGE_BYTES / 4 - STAGING_ELEMS },
+    >(a, b, k, alpha, beta, c)
+}
+
+/// The kernels' body, for configuration `C` (`BN` its tile's columns; the
+/// byte counts its layout's, passed as constants since Rust cannot yet
+/// compute a const argument from a type parameter, and checked against `C`
+/// at compile time): B's tile in a stage (`B_BYTES`), the ring
+/// (`RING_BYTES`), a stage's f32 after the epilogue's staging tiles
+/// (`STAGE_REST`).
+#[inline(always)]
+fn gemm_tiles<
+    T: Element,
+    TOut: Output + RunElement,
+    LA: Layout,
+    LB: Layout,
+    C: WgmmaTile,
+    const KB: usize,
+    const BN: usize,
+    const B_BYTES: usize,
+    const RING_BYTES: usize,
+    const STAGE_REST: usize,
+>(
+    a: TensorMap<T, 3, KB, BOX, Sw128>,
+    b: TensorMap<T, 3, KB, BOX, Sw128>,
+    k: u32,
+    alpha: f32,
+    beta: f32,
+    mut c: OutMatrix<TOut, Walk<BN>>,
+) where
+    Width<BN>: AccumulatorWidth,
+{
+    const {
+        assert!(C::BM == BM && C::BN == BN && C::STAGES == STAGES && C::BARRIERS == BARRIERS);
+        assert!(
+            C::CONSUMERS == 2,
+            "the ring's stages hold two consumers' A tiles"
+        );
+        assert!(C::STAGE_BYTES == 2 * A_BYTES + B_BYTES && B_BYTES == BN * BK_BYTES);
+        assert!(RING_BYTES == C::RING_BYTES);
+        assert!(C::STAGE_BYTES >= 4 * STAGING_ELEMS && C::STAGE_BYTES.is_multiple_of(16));
+        assert!(STAGE_REST == C::STAGE_BYTES / 4 - STAGING_ELEMS);
+    };
     const {
         assert!(
             KB * size_of::<T>() == BK_BYTES,
@@ -197,7 +306,7 @@ pub fn gemm_wgmma<
         )
     };
     // "Full": one arrival, the producer's, plus the stage's bytes.
-    let ring = Ring::<STAGES, BARRIERS>::init::<RING_BYTES>(1, GemmTile::CONSUMER_THREADS);
+    let ring = Ring::<STAGES, BARRIERS>::init::<RING_BYTES>(1, C::CONSUMER_THREADS);
     // alpha = 0: D = beta·C, A and B not read (as the library's other GEMMs).
     let steps = if alpha == 0.0 {
         0
@@ -210,8 +319,8 @@ pub fn gemm_wgmma<
     let warpgroup = warp::shuffle_idx(u32::MAX, thread::warp_id() / 4, 0);
 
     if warpgroup == 2 {
-        GemmTile::producer_registers();
-        let stages = stages::<T, LA, LB, KB>();
+        C::producer_registers();
+        let stages = mainloop::stages::<T, LA, LB, BN, KB, STAGES, 2, A_BYTES, B_BYTES>();
         if thread::linear_thread_id() == 2 * wgmma::WARPGROUP_SIZE {
             a.prefetch();
             b.prefetch();
@@ -227,7 +336,7 @@ pub fn gemm_wgmma<
                     |step, s| {
                         ring.empty(s).wait(&mut emptied[s]);
                         let (stage, bar) = (&stages[s], ring.full(s));
-                        bar.arrive_expect_tx(STAGE_BYTES);
+                        bar.arrive_expect_tx(C::STAGE_BYTES as u32);
                         let k0 = (step * KB as u32) as i32;
                         for (half, a_tile) in stage.a.iter().enumerate() {
                             let m = m0.wrapping_add(64 * half as i32);
@@ -247,8 +356,8 @@ pub fn gemm_wgmma<
         return;
     }
 
-    GemmTile::consumer_registers();
-    let stages = stages::<T, LA, LB, KB>();
+    C::consumer_registers();
+    let stages = mainloop::stages::<T, LA, LB, BN, KB, STAGES, 2, A_BYTES, B_BYTES>();
     // The stage of every tile's last step, whose "empty" arrival waits
     // until the epilogue has staged the accumulator in it, and this warp's
     // staging tile there.

@@ -251,10 +251,10 @@ impl GemmTypes<f32> for f32 {
     const TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const TF32_TILES: &'static [TileConfig] = &[TileConfig::Small, TileConfig::Large];
     const WGMMA_TF32: bool = true;
-    const WGMMA_SHARED_BYTES: usize = wgmma::tf32::SHARED_BYTES;
+    const WGMMA_SHARED_BYTES: [usize; 2] = wgmma::tf32::SHARED_BYTES;
     fn run_wgmma_tf32(
         dev: &Device,
-        blocks: u32,
+        grid: (HopperTile, u32),
         mnk: (usize, usize, usize),
         count: usize,
         scale: (f32, f32),
@@ -271,7 +271,7 @@ impl GemmTypes<f32> for f32 {
         };
         wgmma::tf32::run(
             dev,
-            blocks,
+            grid,
             mnk,
             count,
             scale,
@@ -811,6 +811,20 @@ struct Hopper {
     split: Option<wgmma::SplitPlan>,
 }
 
+/// The Hopper GEMM's tile configurations (`warpforge_kernels_hopper::gemm`'s
+/// `WideTile` and `NarrowTile`), the index of their kernels' names in
+/// [`GemmTypes::WGMMA_KERNELS`]: chosen per grid (the repository's
+/// `docs/hopper/README.md`), named by [`Gemm::kernel_name_for`].
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HopperTile {
+    /// 128 × 256 tiles (`*_128x256x64_s4`).
+    Wide = 0,
+    /// 128 × 128 tiles (`*_128x128x64_s4`), for grids the wide ones leave
+    /// half idle.
+    Narrow = 1,
+}
+
 /// The tensor maps of `A` and `B` the Hopper kernels take (batched, boxes
 /// of 64 × 64, 128B-swizzled).
 pub type HopperMap<'b, T> = crate::TensorMap<'b, T, 3, { hp::BOX }, { hp::BOX }, Sw128>;
@@ -877,13 +891,14 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         b: (&DeviceBuffer<Self>, usize, usize),
         c: MatrixMut<'_, TOut>,
     ) -> Result<()>;
-    /// The Hopper (`wgmma`) kernels' names for this pair, `nn, nt, tn, tt`,
-    /// if it has them.
+    /// The Hopper (`wgmma`) kernels' names for this pair, wide then
+    /// narrow ([`HopperTile`]), each `nn, nt, tn, tt`, if it has them.
     #[doc(hidden)]
-    const WGMMA_KERNELS: Option<[&'static str; 4]> = None;
-    /// The Hopper kernels' shared memory per block, in bytes.
+    const WGMMA_KERNELS: Option<[[&'static str; 4]; 2]> = None;
+    /// The Hopper kernels' shared memory per block in bytes, wide and
+    /// narrow.
     #[doc(hidden)]
-    const WGMMA_SHARED_BYTES: usize = 0;
+    const WGMMA_SHARED_BYTES: [usize; 2] = [0; 2];
     /// Whether [`Gemm::tf32`] runs on the Hopper tf32 kernel for this pair
     /// (f32 → f32; `run_wgmma_tf32`).
     #[doc(hidden)]
@@ -895,7 +910,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     #[allow(clippy::too_many_arguments)]
     fn run_wgmma_tf32(
         dev: &Device,
-        blocks: u32,
+        grid: (HopperTile, u32),
         mnk: (usize, usize, usize),
         count: usize,
         scale: (Self::Scalar, Self::Scalar),
@@ -904,16 +919,17 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         truncate: bool,
         c: MatrixMut<'_, TOut>,
     ) -> Result<()> {
-        let _ = (dev, blocks, mnk, count, scale, a, b, truncate, c);
+        let _ = (dev, grid, mnk, count, scale, a, b, truncate, c);
         Err(tf32_refused(Self::DTYPE, TOut::DTYPE))
     }
-    /// Launches the Hopper kernel for these transposes (only called when
-    /// [`WGMMA_KERNELS`](Self::WGMMA_KERNELS) names them).
+    /// Launches the Hopper kernel of `tile` for these transposes (only
+    /// called when [`WGMMA_KERNELS`](Self::WGMMA_KERNELS) names them).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn launch_wgmma(
         dev: &Device,
         cfg: LaunchConfig,
+        tile: HopperTile,
         trans: (bool, bool),
         k: usize,
         alpha: Self::Scalar,
@@ -921,15 +937,15 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
         c: MatrixMut<'_, TOut>,
     ) -> Result<()> {
-        let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
+        let _ = (dev, cfg, tile, trans, k, alpha, beta, maps, c);
         Err(no_hopper_kernels(Self::DTYPE, TOut::DTYPE))
     }
-    /// The Hopper kernels that write the scalar type (f32), `nn, nt, tn,
-    /// tt`: split-k's partial products on the Hopper path, if the pair has
-    /// Hopper kernels.
+    /// The Hopper kernels that write the scalar type (f32), as
+    /// [`WGMMA_KERNELS`](Self::WGMMA_KERNELS): split-k's partial products on
+    /// the Hopper path, if the pair has Hopper kernels.
     #[doc(hidden)]
-    const WGMMA_PARTIAL_KERNELS: Option<[&'static str; 4]> = None;
-    /// Launches the Hopper kernel into the scalar type for these
+    const WGMMA_PARTIAL_KERNELS: Option<[[&'static str; 4]; 2]> = None;
+    /// Launches the Hopper kernel of `tile` into the scalar type for these
     /// transposes (only called when
     /// [`WGMMA_PARTIAL_KERNELS`](Self::WGMMA_PARTIAL_KERNELS) names them).
     #[doc(hidden)]
@@ -937,6 +953,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
     fn launch_wgmma_partial(
         dev: &Device,
         cfg: LaunchConfig,
+        tile: HopperTile,
         trans: (bool, bool),
         k: usize,
         alpha: Self::Scalar,
@@ -944,7 +961,7 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
         maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
         c: MatrixMut<'_, Self::Scalar>,
     ) -> Result<()> {
-        let _ = (dev, cfg, trans, k, alpha, beta, maps, c);
+        let _ = (dev, cfg, tile, trans, k, alpha, beta, maps, c);
         Err(no_hopper_kernels(Self::DTYPE, TOut::DTYPE))
     }
     /// Split-k's sum: the `ranges` planes of `m × n` in `partials`, plus
@@ -984,21 +1001,26 @@ pub trait GemmTypes<TOut: Element>: Element + sealed::Sealed<TOut> {
 
 /// The tensor-core pairs: `$small` the 64 × 64 kernels (nn, nt, tn, tt),
 /// `$large` the 128 × 128 ones and `$wide` the 128 × 256 ones where the
-/// pair has them.
+/// pair has them, then its Hopper kernels, wide (`$h…`) and narrow
+/// (`$n…`).
 macro_rules! gemm_tensor {
-    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+], [$($wide:ident),+], [$hnn:ident, $hnt:ident, $htn:ident, $htt:ident])?) => {
+    ($tin:ty, $tout:ty, [$($small:ident),+] $(, [$($large:ident),+], [$($wide:ident),+], [$hnn:ident, $hnt:ident, $htn:ident, $htt:ident], [$nnn:ident, $nnt:ident, $ntn:ident, $ntt:ident])?) => {
         impl sealed::Sealed<$tout> for $tin {}
         impl GemmTypes<$tout> for $tin {
             type Scalar = f32;
             $(
-                const WGMMA_KERNELS: Option<[&'static str; 4]> =
-                    Some([hp::$hnn::NAME, hp::$hnt::NAME, hp::$htn::NAME, hp::$htt::NAME]);
-                const WGMMA_SHARED_BYTES: usize = hp::$hnn::SHARED_BYTES;
-                const WGMMA_PARTIAL_KERNELS: Option<[&'static str; 4]> =
+                const WGMMA_KERNELS: Option<[[&'static str; 4]; 2]> = Some([
+                    [hp::$hnn::NAME, hp::$hnt::NAME, hp::$htn::NAME, hp::$htt::NAME],
+                    [hp::$nnn::NAME, hp::$nnt::NAME, hp::$ntn::NAME, hp::$ntt::NAME],
+                ]);
+                const WGMMA_SHARED_BYTES: [usize; 2] =
+                    [hp::$hnn::SHARED_BYTES, hp::$nnn::SHARED_BYTES];
+                const WGMMA_PARTIAL_KERNELS: Option<[[&'static str; 4]; 2]> =
                     <$tin as GemmTypes<f32>>::WGMMA_KERNELS;
                 fn launch_wgmma_partial(
                     dev: &Device,
                     cfg: LaunchConfig,
+                    tile: HopperTile,
                     trans: (bool, bool),
                     k: usize,
                     alpha: f32,
@@ -1006,11 +1028,12 @@ macro_rules! gemm_tensor {
                     maps: (&HopperMap<'_, Self>, &HopperMap<'_, Self>),
                     c: MatrixMut<'_, f32>,
                 ) -> Result<()> {
-                    <$tin as GemmTypes<f32>>::launch_wgmma(dev, cfg, trans, k, alpha, beta, maps, c)
+                    <$tin as GemmTypes<f32>>::launch_wgmma(dev, cfg, tile, trans, k, alpha, beta, maps, c)
                 }
                 fn launch_wgmma(
                     dev: &Device,
                     cfg: LaunchConfig,
+                    tile: HopperTile,
                     trans: (bool, bool),
                     k: usize,
                     alpha: f32,
@@ -1020,11 +1043,15 @@ macro_rules! gemm_tensor {
                 ) -> Result<()> {
                     // `wgmma::unsupported` refused k past 2^31 − 1.
                     let args = (a, b, k as u32, alpha, beta, c);
-                    match trans {
-                        (false, false) => dev.launch(hp::$hnn, cfg, args),
-                        (false, true) => dev.launch(hp::$hnt, cfg, args),
-                        (true, false) => dev.launch(hp::$htn, cfg, args),
-                        (true, true) => dev.launch(hp::$htt, cfg, args),
+                    match (tile, trans) {
+                        (HopperTile::Wide, (false, false)) => dev.launch(hp::$hnn, cfg, args),
+                        (HopperTile::Wide, (false, true)) => dev.launch(hp::$hnt, cfg, args),
+                        (HopperTile::Wide, (true, false)) => dev.launch(hp::$htn, cfg, args),
+                        (HopperTile::Wide, (true, true)) => dev.launch(hp::$htt, cfg, args),
+                        (HopperTile::Narrow, (false, false)) => dev.launch(hp::$nnn, cfg, args),
+                        (HopperTile::Narrow, (false, true)) => dev.launch(hp::$nnt, cfg, args),
+                        (HopperTile::Narrow, (true, false)) => dev.launch(hp::$ntn, cfg, args),
+                        (HopperTile::Narrow, (true, true)) => dev.launch(hp::$ntt, cfg, args),
                     }
                 }
             )?
@@ -1071,6 +1098,12 @@ gemm_tensor!(
         gemm_wgmma_f16_f32_nt_128x256x64_s4,
         gemm_wgmma_f16_f32_tn_128x256x64_s4,
         gemm_wgmma_f16_f32_tt_128x256x64_s4
+    ],
+    [
+        gemm_wgmma_f16_f32_nn_128x128x64_s4,
+        gemm_wgmma_f16_f32_nt_128x128x64_s4,
+        gemm_wgmma_f16_f32_tn_128x128x64_s4,
+        gemm_wgmma_f16_f32_tt_128x128x64_s4
     ]
 );
 gemm_tensor!(
@@ -1099,6 +1132,12 @@ gemm_tensor!(
         gemm_wgmma_f16_f16_nt_128x256x64_s4,
         gemm_wgmma_f16_f16_tn_128x256x64_s4,
         gemm_wgmma_f16_f16_tt_128x256x64_s4
+    ],
+    [
+        gemm_wgmma_f16_f16_nn_128x128x64_s4,
+        gemm_wgmma_f16_f16_nt_128x128x64_s4,
+        gemm_wgmma_f16_f16_tn_128x128x64_s4,
+        gemm_wgmma_f16_f16_tt_128x128x64_s4
     ]
 );
 gemm_tensor!(
@@ -1137,6 +1176,12 @@ gemm_tensor!(
         gemm_wgmma_bf16_f32_nt_128x256x64_s4,
         gemm_wgmma_bf16_f32_tn_128x256x64_s4,
         gemm_wgmma_bf16_f32_tt_128x256x64_s4
+    ],
+    [
+        gemm_wgmma_bf16_f32_nn_128x128x64_s4,
+        gemm_wgmma_bf16_f32_nt_128x128x64_s4,
+        gemm_wgmma_bf16_f32_tn_128x128x64_s4,
+        gemm_wgmma_bf16_f32_tt_128x128x64_s4
     ]
 );
 gemm_tensor!(
@@ -1175,6 +1220,12 @@ gemm_tensor!(
         gemm_wgmma_bf16_bf16_nt_128x256x64_s4,
         gemm_wgmma_bf16_bf16_tn_128x256x64_s4,
         gemm_wgmma_bf16_bf16_tt_128x256x64_s4
+    ],
+    [
+        gemm_wgmma_bf16_bf16_nn_128x128x64_s4,
+        gemm_wgmma_bf16_bf16_nt_128x128x64_s4,
+        gemm_wgmma_bf16_bf16_tn_128x128x64_s4,
+        gemm_wgmma_bf16_bf16_tt_128x128x64_s4
     ]
 );
 
@@ -1740,6 +1791,7 @@ impl<T: GemmElement> Gemm<T> {
             None
         };
         let sms = multiprocessors(dev).min(self.sm_limit.unwrap_or(u32::MAX));
+        let tile = HopperTile::for_grid(self.m, self.n, self.batch, sms);
         let kernels = wgmma::Kernels {
             exist: TIn::WGMMA_KERNELS.is_some() && TIn::WGMMA_PARTIAL_KERNELS.is_some(),
             shared_bytes: TIn::WGMMA_SHARED_BYTES,
@@ -1760,6 +1812,7 @@ impl<T: GemmElement> Gemm<T> {
                         exist: TIn::WGMMA_TF32,
                         shared_bytes: TIn::WGMMA_SHARED_BYTES,
                     },
+                    tile,
                     (self.m, self.n, self.k),
                     a,
                     b,
@@ -1775,6 +1828,7 @@ impl<T: GemmElement> Gemm<T> {
             None => wgmma::Plan::new(
                 dev,
                 kernels,
+                tile,
                 (self.m, self.n, self.k),
                 operand(&a, stride_a),
                 operand(&b, stride_b),
@@ -1812,8 +1866,7 @@ impl<T: GemmElement> Gemm<T> {
             if self.wgmma.is_none() && !mma_sync_splits {
                 return 1;
             }
-            let tiles = wgmma::Plan::tiles(self.m, self.n);
-            wgmma_split_k_count(tiles, self.k, self.batch, sms)
+            wgmma_split_k_count(tile.tiles(self.m, self.n), self.k, self.batch, sms)
         });
         if let Some(split) = wgmma::Split::new(self.k, ranges) {
             // k runs along A's stored columns unless A is transposed, along
@@ -2111,10 +2164,17 @@ impl<T: GemmElement> Gemm<T> {
     {
         let (stride_a, stride_b) = self.default_strides()?;
         let hopper = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            Some(_) if self.tf32 => return Ok(wgmma::tf32::KERNEL),
-            Some(Hopper { split: None, .. }) => TIn::WGMMA_KERNELS,
+            Some(Hopper { whole, .. }) if self.tf32 => {
+                return Ok(wgmma::tf32::KERNELS[whole.tile as usize]);
+            }
+            Some(Hopper { whole, split: None }) => {
+                TIn::WGMMA_KERNELS.map(|k| k[whole.tile as usize])
+            }
             // The partial products' kernel (the sum follows it).
-            Some(Hopper { split: Some(_), .. }) => TIn::WGMMA_PARTIAL_KERNELS,
+            Some(Hopper {
+                whole,
+                split: Some(_),
+            }) => TIn::WGMMA_PARTIAL_KERNELS.map(|k| k[whole.tile as usize]),
             None => None,
         };
         if let Some(names) = hopper {
@@ -2253,7 +2313,7 @@ impl<T: GemmElement> Gemm<T> {
                 .map_err(c_error)?;
             return TIn::run_wgmma_tf32(
                 dev,
-                plan.blocks,
+                (plan.tile, plan.blocks),
                 (m, n, k),
                 count,
                 (alpha, beta),
@@ -2273,6 +2333,7 @@ impl<T: GemmElement> Gemm<T> {
             return TIn::launch_wgmma(
                 dev,
                 cfg,
+                plan.tile,
                 (trans_a, trans_b),
                 k,
                 alpha,
@@ -2353,6 +2414,7 @@ impl<T: GemmElement> Gemm<T> {
             TIn::launch_wgmma_partial(
                 dev,
                 cfg,
+                part.tile,
                 trans,
                 depth,
                 self.alpha,

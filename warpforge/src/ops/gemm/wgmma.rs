@@ -22,12 +22,14 @@
 //!
 //! The kernels are persistent: a 1-D grid of one block per SM (at most
 //! [`Gemm::sm_limit`](super::Gemm::sm_limit), at most one per tile), each
-//! block walking `C`'s 128 × 256 tiles (`TileWalk`), so the tiles must
-//! number fewer than 2³².
+//! block walking `C`'s tiles (`TileWalk`), so the tiles must number fewer
+//! than 2³². The tiles are 128 × 256, or 128 × 128 where those would leave
+//! half the SMs or more idle ([`HopperTile::for_grid`]).
 
+use super::HopperTile;
 use crate::{Device, DeviceBuffer, Element, Result, TensorMap};
 use warpforge_device::swizzle::Sw128;
-use warpforge_kernels_hopper::gemm::{BK, BM, BN, BOX};
+use warpforge_kernels_hopper::gemm::{BK, BM, BN, BN_NARROW, BOX};
 
 /// The tensor maps the Hopper kernels take: batched (dimension 2), boxes
 /// of `KB` (a stage's K: 64 f16/bf16, 32 tf32) by 64 rows, 128B-swizzled.
@@ -161,44 +163,79 @@ pub(super) struct SplitPlan {
     pub tail: Option<Plan>,
 }
 
+impl HopperTile {
+    /// Columns of its tile of `C` (both are 128 rows).
+    pub(super) const fn columns(self) -> usize {
+        match self {
+            HopperTile::Wide => BN,
+            HopperTile::Narrow => BN_NARROW,
+        }
+    }
+
+    /// Its tiles of one `m × n` matrix.
+    pub(super) fn tiles(self, m: usize, n: usize) -> usize {
+        m.div_ceil(BM).saturating_mul(n.div_ceil(self.columns()))
+    }
+
+    /// The configuration for `count` batches of `m × n` on `sms` SMs:
+    /// narrow where the wide tiles number at most half the SMs (so every
+    /// narrow tile, about twice as many, still has an SM of its own, each
+    /// doing half the work: 1024 × 2048 × 2048, 64 wide tiles, runs 128 on
+    /// 132 SMs; the split-k of 128 × 4096 × 4096 takes 4 ranges of 32 narrow
+    /// tiles instead of 8 of 16 wide, half the planes), else wide (its
+    /// operand bytes per `wgmma` are 3/4 of the narrow tile's).
+    pub(super) fn for_grid(m: usize, n: usize, count: usize, sms: u32) -> HopperTile {
+        let wide = HopperTile::Wide.tiles(m, n).saturating_mul(count);
+        if wide.saturating_mul(2) <= sms as usize {
+            HopperTile::Narrow
+        } else {
+            HopperTile::Wide
+        }
+    }
+}
+
 /// What the type pair brings: whether it has Hopper kernels, and the
-/// shared memory they take.
+/// shared memory they take, wide and narrow.
 #[derive(Clone, Copy)]
 pub(super) struct Kernels {
     pub exist: bool,
-    pub shared_bytes: usize,
+    pub shared_bytes: [usize; 2],
 }
 
-/// A GEMM the Hopper kernels run: its operands' checked geometry and the
-/// persistent grid's blocks.
+/// A GEMM the Hopper kernels run: its operands' checked geometry, the
+/// tile configuration and the persistent grid's blocks.
 pub(super) struct Plan {
     pub a: Operand,
     pub b: Operand,
+    pub tile: HopperTile,
     pub blocks: u32,
 }
 
 impl Plan {
     /// The launch of `m × n × k` (batches: the operands' `count`) on `dev`
-    /// with at most `sms` blocks, or why the Hopper kernels cannot run it.
+    /// in `tile`s with at most `sms` blocks, or why the Hopper kernels
+    /// cannot run it.
     pub(super) fn new(
         dev: &Device,
         kernels: Kernels,
+        tile: HopperTile,
         (m, n, k): (usize, usize, usize),
         a: Operand,
         b: Operand,
         sms: u32,
     ) -> Result<Plan, String> {
-        if let Some(why) = unsupported(dev, &kernels, k, &a, &b) {
+        if let Some(why) = unsupported(dev, &kernels, tile, k, &a, &b) {
             return Err(why);
         }
+        let bn = tile.columns();
         let tiles = m
             .div_ceil(BM)
-            .checked_mul(n.div_ceil(BN))
+            .checked_mul(n.div_ceil(bn))
             .and_then(|t| t.checked_mul(a.count))
             .and_then(|t| u32::try_from(t).ok())
             .ok_or_else(|| {
                 format!(
-                    "{} batches of {m} × {n} are 2^32 tiles of {BM} × {BN} or more (the \
+                    "{} batches of {m} × {n} are 2^32 tiles of {BM} × {bn} or more (the \
                      persistent kernel counts them in 32 bits)",
                     a.count
                 )
@@ -206,13 +243,9 @@ impl Plan {
         Ok(Plan {
             a,
             b,
+            tile,
             blocks: tiles.min(sms).max(1),
         })
-    }
-
-    /// The tiles of its grid: `⌈m / 128⌉·⌈n / 256⌉` a batch.
-    pub(super) fn tiles(m: usize, n: usize) -> usize {
-        m.div_ceil(BM).saturating_mul(n.div_ceil(BN))
     }
 
     /// The launches of this (one-batch, unsplit) plan's GEMM of `m × n`
@@ -237,7 +270,7 @@ impl Plan {
             let a = self.a.k_ranges(k_in_cols.0, start, depth, count);
             let b = self.b.k_ranges(k_in_cols.1, start, depth, count);
             match (a, b) {
-                (Some(a), Some(b)) => Plan::new(dev, kernels, (m, n, depth), a, b, sms),
+                (Some(a), Some(b)) => Plan::new(dev, kernels, self.tile, (m, n, depth), a, b, sms),
                 _ => Err(overflow()),
             }
         };
@@ -259,6 +292,7 @@ impl Plan {
 fn unsupported(
     dev: &Device,
     kernels: &Kernels,
+    tile: HopperTile,
     k: usize,
     a: &Operand,
     b: &Operand,
@@ -268,7 +302,7 @@ fn unsupported(
             "the type pair has no Hopper kernels (f16/bf16 into f32 or the input type do)".into(),
         );
     }
-    if let Some(why) = hopper_unavailable(dev, kernels.shared_bytes) {
+    if let Some(why) = hopper_unavailable(dev, kernels.shared_bytes[tile as usize]) {
         return Some(why);
     }
     if k > MAX_EXTENT {
@@ -312,7 +346,7 @@ pub(crate) fn hopper_unavailable(dev: &Device, shared_bytes: usize) -> Option<St
 /// elements and zero past `k`), then the NT kernel
 /// (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`) over them into `c`.
 pub(super) mod tf32 {
-    use super::Operand;
+    use super::{HopperTile, Operand};
     use crate::runtime::launch::grid_axis;
     use crate::{Device, DeviceBuffer, Error, LaunchConfig, MatrixMut, Result};
     use warpforge_device::Dim3;
@@ -322,11 +356,16 @@ pub(super) mod tf32 {
         self as kt, TF32_THREADS, TF32_TILE, tf32_k_major_cols, tf32_k_major_rows,
     };
 
-    /// The GEMM's kernel.
-    pub(in crate::ops::gemm) const KERNEL: &str = hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::NAME;
-    /// Its shared memory per block.
-    pub(in crate::ops::gemm) const SHARED_BYTES: usize =
-        hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::SHARED_BYTES;
+    /// The GEMM's kernels, wide and narrow (indexed by `HopperTile`).
+    pub(in crate::ops::gemm) const KERNELS: [&str; 2] = [
+        hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::NAME,
+        hp::gemm_wgmma_tf32_f32_nt_128x128x32_s4::NAME,
+    ];
+    /// Their shared memory per block.
+    pub(in crate::ops::gemm) const SHARED_BYTES: [usize; 2] = [
+        hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::SHARED_BYTES,
+        hp::gemm_wgmma_tf32_f32_nt_128x128x32_s4::SHARED_BYTES,
+    ];
 
     /// The K-major copy's row pitch for a depth of `k`: whole 16-byte rows
     /// and more (what [`Operand`]'s tensor-map checks ask: 8 elements).
@@ -458,7 +497,7 @@ pub(super) mod tf32 {
     /// Runs `C = alpha·op(A)·op(B) + beta·C` on the tf32 kernel (module
     /// docs): `(m, n, k)` and `count` batches, every extent checked by the
     /// caller, the Hopper plan made for the K-major copies ([`packed`]),
-    /// its persistent grid `blocks`. With `truncate` (the host's
+    /// its tile configuration `tile` and persistent grid `blocks`. With `truncate` (the host's
     /// `Tf32Rounding::Truncate`) the operands are not rounded: the kernel
     /// reads a K-major operand whose rows start on 16 bytes where it is,
     /// and the others are copied K-major as they are; `wgmma` drops each
@@ -466,7 +505,7 @@ pub(super) mod tf32 {
     #[allow(clippy::too_many_arguments)]
     pub(in crate::ops::gemm) fn run(
         dev: &Device,
-        blocks: u32,
+        (tile, blocks): (HopperTile, u32),
         (m, n, k): (usize, usize, usize),
         count: usize,
         (alpha, beta): (f32, f32),
@@ -492,10 +531,10 @@ pub(super) mod tf32 {
         let (map_a, map_b) = (read_a.map(&a)?, read_b.map(&b)?);
         let cfg = LaunchConfig::new(Dim3::x(blocks), Dim3::x(hp::THREADS));
         // `unsupported` refused k past 2^31 − 1.
-        dev.launch(
-            hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4,
-            cfg,
-            (&map_a, &map_b, k as u32, alpha, beta, c),
-        )
+        let args = (&map_a, &map_b, k as u32, alpha, beta, c);
+        match tile {
+            HopperTile::Wide => dev.launch(hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4, cfg, args),
+            HopperTile::Narrow => dev.launch(hp::gemm_wgmma_tf32_f32_nt_128x128x32_s4, cfg, args),
+        }
     }
 }

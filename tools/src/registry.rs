@@ -294,14 +294,14 @@ mod tests {
             outside.is_empty(),
             "launched, not in the table: {outside:?}"
         );
-        // The 25 Hopper kernels (wgmma: 4 type pairs × 4 transposes and
-        // tf32's one; its two K-major copies; f64 m16n8k16: 4 transposes;
-        // the wgmma convolutions: f16, bf16) among them.
+        // The 42 Hopper kernels (wgmma, wide and narrow: 4 type pairs × 4
+        // transposes and tf32's one; its two K-major copies; f64 m16n8k16:
+        // 4 transposes; the wgmma convolutions: f16, bf16) among them.
         let hopper: Vec<&DispatchEntry> = table
             .iter()
             .filter(|e| e.module == warpforge::ptx::HOPPER.name)
             .collect();
-        assert_eq!(hopper.len(), 25, "{hopper:?}");
+        assert_eq!(hopper.len(), 42, "{hopper:?}");
         assert!(hopper.iter().all(|e| seen.contains(&e.kernel)));
         // `verify::run` walks the operations in order.
         let axpy = operation("axpy").unwrap();
@@ -328,13 +328,14 @@ mod tests {
                 .map(|r| r.operation)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(wgmma(&rows), [Some("gemm"); 17]);
+        assert_eq!(wgmma(&rows), [Some("gemm"); 34]);
         let a100 = Device::emulator_for(warpforge::Arch::Sm80);
         let rows_80 = coverage(&a100, &all).unwrap();
         assert!(wgmma(&rows_80).is_empty());
-        // The Hopper module: 17 wgmma GEMM kernels, tf32's 2 copies, 4 f64
-        // m16n8k16 ones and 2 wgmma convolutions, the last covered by conv2d.
-        assert_eq!(rows_80.len() + 25, rows.len());
+        // The Hopper module: 34 wgmma GEMM kernels (17 wide, 17 narrow),
+        // tf32's 2 copies, 4 f64 m16n8k16 ones and 2 wgmma convolutions, the
+        // last covered by conv2d.
+        assert_eq!(rows_80.len() + 42, rows.len());
         let conv_wgmma: Vec<Option<&str>> = rows
             .iter()
             .filter(|r| r.entry.kernel.starts_with("conv2d_wgmma_"))
@@ -345,7 +346,7 @@ mod tests {
         let without_gemm: Vec<&Operation> =
             OPERATIONS.iter().filter(|op| op.name != "gemm").collect();
         let rows = coverage(&h100, &without_gemm).unwrap();
-        assert_eq!(wgmma(&rows), [None; 17]);
+        assert_eq!(wgmma(&rows), [None; 34]);
         let covered = |kernel: &str| {
             rows.iter()
                 .find(|r| r.entry.kernel == kernel)
@@ -422,17 +423,23 @@ mod tests {
             ("wgmma_f16_f16", "128x256x64_s4"),
             ("wgmma_bf16_f32", "128x256x64_s4"),
             ("wgmma_bf16_bf16", "128x256x64_s4"),
+            ("wgmma_f16_f32", "128x128x64_s4"),
+            ("wgmma_f16_f16", "128x128x64_s4"),
+            ("wgmma_bf16_f32", "128x128x64_s4"),
+            ("wgmma_bf16_bf16", "128x128x64_s4"),
         ] {
             for t in ["nn", "nt", "tn", "tt"] {
                 expected.push(format!("gemm_{types}_{t}_{tile}"));
             }
         }
-        // TF32 on Hopper: the two K-major copies, then the one NT kernel.
+        // TF32 on Hopper: the two K-major copies, then the NT kernels, wide
+        // and narrow.
         expected.extend(
             [
                 "tf32_k_major_rows",
                 "tf32_k_major_cols",
                 "gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+                "gemm_wgmma_tf32_f32_nt_128x128x32_s4",
             ]
             .map(String::from),
         );
@@ -440,20 +447,22 @@ mod tests {
             expected.push(format!("gemm_split_k_sum_{out}"));
         }
         assert_eq!(names, expected, "{names:?}");
-        let (kernels, sums) = reports.split_at(103);
-        let (kernels, tf32) = kernels.split_at(100);
+        let (kernels, sums) = reports.split_at(120);
+        let (kernels, tf32) = kernels.split_at(116);
         let (kernels, hopper) = kernels.split_at(84);
-        // The tf32 family: each copy with the GEMM on its transposes' 5
-        // cases (NT: both copies by rows; TN: by columns), the GEMM on NN's
-        // and TT's (one copy of each kind).
-        let gemm_tf32 = "gemm_wgmma_tf32_f32_nt_128x256x32_s4";
+        // The tf32 family: each copy with a GEMM on its transposes' 5 cases
+        // (NT: both copies by rows, the wide GEMM; TN: by columns, the
+        // narrow one), each GEMM on NN's and TT's (one copy of each kind).
+        let (wide, narrow) = (
+            "gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+            "gemm_wgmma_tf32_f32_nt_128x128x32_s4",
+        );
+        let (rows, cols) = ("tf32_k_major_rows", "tf32_k_major_cols");
         for (r, (launched, cases)) in tf32.iter().zip([
-            (vec![gemm_tf32, "tf32_k_major_rows"], 5),
-            (vec![gemm_tf32, "tf32_k_major_cols"], 5),
-            (
-                vec![gemm_tf32, "tf32_k_major_cols", "tf32_k_major_rows"],
-                10,
-            ),
+            (vec![wide, rows], 5),
+            (vec![narrow, cols], 5),
+            (vec![wide, cols, rows], 10),
+            (vec![narrow, cols, rows], 10),
         ]) {
             assert!(r.passed(), "{}: {:?}", r.kernel, r.failure);
             let mut got = r.launched.clone();

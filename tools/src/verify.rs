@@ -33,7 +33,7 @@ use crate::registry::Operation;
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use warpforge::gemm::{Gemm, GemmElement, GemmTypes, TileConfig};
+use warpforge::gemm::{Gemm, GemmElement, GemmTypes, HopperTile, TileConfig};
 use warpforge::reduce::{self, Layout, Op, Path, ReduceOptions, Reduced, Reducible};
 use warpforge::reference::gemm::{Problem, needed};
 use warpforge::reference::reduce::{RefElement, Value};
@@ -586,8 +586,12 @@ struct GemmCase {
     c_layout: CLayout,
     /// Split-k ranges to pin ([`Gemm::split_k`]; `None`: the default).
     split: Option<usize>,
-    /// Pins the Hopper kernels ([`Gemm::wgmma`]).
-    wgmma: bool,
+    /// Pins the Hopper kernels ([`Gemm::wgmma`]) on this tile
+    /// configuration: the wide one through a persistent grid of one block
+    /// ([`Gemm::sm_limit`]`(1)`: two narrow tiles would be more than half
+    /// its SMs), the narrow one on the device's SMs (every Hopper case is at
+    /// most 4 wide tiles: narrow on 8 SMs or more).
+    wgmma: Option<HopperTile>,
     /// Batch strides of `A` and `B` rounded up to 8 elements (16 bytes),
     /// as the Hopper kernels' tensor maps need.
     aligned: bool,
@@ -638,7 +642,11 @@ impl GemmCase {
                 Some(r) => format!(" split_k={r}"),
                 None => String::new(),
             },
-            if self.wgmma { " wgmma" } else { "" },
+            match self.wgmma {
+                Some(HopperTile::Wide) => " wgmma (128 × 256, one block)",
+                Some(HopperTile::Narrow) => " wgmma (128 × 128)",
+                None => "",
+            },
         )
     }
 }
@@ -722,7 +730,7 @@ fn gemm_cases(
                 broadcast: ((i / 4) % 3) as u8,
                 c_layout,
                 split: None,
-                wgmma: false,
+                wgmma: None,
                 aligned: false,
             }
         })
@@ -872,8 +880,8 @@ where
     if let Some(ranges) = case.split {
         gemm = gemm.split_k(ranges);
     }
-    if case.wgmma {
-        gemm = gemm.wgmma(true);
+    if let Some(tile) = case.wgmma {
+        gemm = pin_hopper_tile(gemm.wgmma(true), tile);
     }
     report.record_launches(dev, || gemm.run(dev, &a_buf, &b_buf, &mut c_buf))?;
     let got: Vec<f64> = c_buf.to_host()?.into_iter().map(TOut::to_f64).collect();
@@ -956,9 +964,10 @@ enum GemmFamily {
         config: Option<TileConfig>,
         accumulation: Accumulation,
     },
-    /// The Hopper kernels ([`Gemm::wgmma`]), where the device runs them
-    /// (sm_90 and the emulator of sm_90, in a build with them): none elsewhere.
-    Wgmma,
+    /// The Hopper kernels ([`Gemm::wgmma`]) of one tile configuration,
+    /// where the device runs them (sm_90 and the emulator of sm_90, in a
+    /// build with them): none elsewhere.
+    Wgmma(HopperTile),
     /// TF32 on Hopper ([`Gemm::tf32`] with [`Gemm::wgmma`]): the K-major
     /// copies `tf32_k_major_{rows,cols}` and the one NT kernel every
     /// transpose runs, one report each ([`WGMMA_TF32_KERNELS`]); none where
@@ -967,15 +976,30 @@ enum GemmFamily {
 }
 
 /// The Hopper tf32 family's kernels, in report order, each with the
-/// transposes its report runs: the copy by rows (NT: both operands' rows
-/// are their K-major rows), the copy by columns (TN: both are transposed),
-/// and the GEMM (NN and TT, which take one copy of each kind).
-const WGMMA_TF32_KERNELS: [(&str, &[(bool, bool)]); 3] = [
-    (hp_tf32::tf32_k_major_rows::NAME, &[(false, true)]),
-    (hp_tf32::tf32_k_major_cols::NAME, &[(true, false)]),
+/// transposes its report runs and the tile configuration its cases take:
+/// the copy by rows (NT: both operands' rows are their K-major rows), the
+/// copy by columns (TN: both are transposed), the wide GEMM (NN and TT,
+/// which take one copy of each kind) and the narrow one (the same).
+const WGMMA_TF32_KERNELS: [(&str, &[(bool, bool)], HopperTile); 4] = [
+    (
+        hp_tf32::tf32_k_major_rows::NAME,
+        &[(false, true)],
+        HopperTile::Wide,
+    ),
+    (
+        hp_tf32::tf32_k_major_cols::NAME,
+        &[(true, false)],
+        HopperTile::Narrow,
+    ),
     (
         hp::gemm_wgmma_tf32_f32_nt_128x256x32_s4::NAME,
         &[(false, false), (true, true)],
+        HopperTile::Wide,
+    ),
+    (
+        hp::gemm_wgmma_tf32_f32_nt_128x128x32_s4::NAME,
+        &[(false, false), (true, true)],
+        HopperTile::Narrow,
     ),
 ];
 
@@ -1055,16 +1079,34 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
     }
     v.visit::<f32, f32, f32>(tf32_config(TileConfig::Small))?;
     v.visit::<f32, f32, f32>(tf32_config(TileConfig::Large))?;
-    v.visit::<f16, f32, f32>(GemmFamily::Wgmma)?;
-    v.visit::<f16, f16, f32>(GemmFamily::Wgmma)?;
-    v.visit::<bf16, f32, f32>(GemmFamily::Wgmma)?;
-    v.visit::<bf16, bf16, f32>(GemmFamily::Wgmma)?;
+    for tile in [HopperTile::Wide, HopperTile::Narrow] {
+        v.visit::<f16, f32, f32>(GemmFamily::Wgmma(tile))?;
+        v.visit::<f16, f16, f32>(GemmFamily::Wgmma(tile))?;
+        v.visit::<bf16, f32, f32>(GemmFamily::Wgmma(tile))?;
+        v.visit::<bf16, bf16, f32>(GemmFamily::Wgmma(tile))?;
+    }
     v.visit::<f32, f32, f32>(GemmFamily::WgmmaTf32)?;
     Ok(())
 }
 
-/// The Hopper kernels' block tile (`warpforge_kernels_hopper::gemm`'s `BM`, `BN`, `BK`).
-const WGMMA_TILE: (usize, usize, usize) = (hp::BM, hp::BN, hp::BK);
+/// A Hopper configuration's block tile (`warpforge_kernels_hopper::gemm`'s
+/// `BM`, `BN` or `BN_NARROW`, `BK`).
+fn wgmma_tile(tile: HopperTile) -> (usize, usize, usize) {
+    let bn = match tile {
+        HopperTile::Wide => hp::BN,
+        HopperTile::Narrow => hp::BN_NARROW,
+    };
+    (hp::BM, bn, hp::BK)
+}
+
+/// `gemm` (the Hopper kernels pinned) on `tile`'s kernels (see
+/// [`GemmCase::wgmma`]).
+fn pin_hopper_tile<S: GemmElement>(gemm: Gemm<S>, tile: HopperTile) -> Gemm<S> {
+    match tile {
+        HopperTile::Wide => gemm.sm_limit(1),
+        HopperTile::Narrow => gemm,
+    }
+}
 
 /// The kernels of `family` for `TIn → TOut` on `dev`, NN, NT, TN, TT (none
 /// for the Hopper families where `dev` cannot run them: [`Gemm::wgmma`],
@@ -1082,7 +1124,7 @@ where
             .wgmma(true)
             .kernel_name_for::<TIn, TOut>(dev)
         {
-            Ok(_) => Ok(WGMMA_TF32_KERNELS.iter().map(|&(k, _)| k).collect()),
+            Ok(_) => Ok(WGMMA_TF32_KERNELS.iter().map(|&(k, ..)| k).collect()),
             Err(Error::InvalidParameter {
                 parameter: "wgmma", ..
             }) => Ok(Vec::new()),
@@ -1091,7 +1133,7 @@ where
     }
     let mut names = Vec::new();
     for (trans_a, trans_b) in TRANSPOSES {
-        let (m, n, k) = WGMMA_TILE;
+        let (m, n, k) = wgmma_tile(HopperTile::Wide);
         let gemm = Gemm::<S>::new(m, n, k).trans_a(trans_a).trans_b(trans_b);
         let gemm = match family {
             GemmFamily::Tiled {
@@ -1102,13 +1144,14 @@ where
                 let gemm = gemm.tf32(matches!(accumulation, Accumulation::Tf32));
                 pin_config::<TIn, TOut, S>(gemm, config)
             }
-            GemmFamily::Wgmma | GemmFamily::WgmmaTf32 => gemm.wgmma(true),
+            GemmFamily::Wgmma(tile) => pin_hopper_tile(gemm.wgmma(true), tile),
+            GemmFamily::WgmmaTf32 => gemm.wgmma(true),
         };
         match gemm.kernel_name_for::<TIn, TOut>(dev) {
             Ok(name) => names.push(name),
             Err(Error::InvalidParameter {
                 parameter: "wgmma", ..
-            }) if matches!(family, GemmFamily::Wgmma) => return Ok(Vec::new()),
+            }) if matches!(family, GemmFamily::Wgmma(_)) => return Ok(Vec::new()),
             Err(Error::InvalidParameter {
                 parameter: "tile", ..
             }) if TIn::HAS_DMMA => return Ok(Vec::new()),
@@ -1125,8 +1168,8 @@ where
 /// it (100 × 200 × 40, random inputs); a 1 × 1 × 1; and a strided batch of 2
 /// with `C` padded between batches (70 × 90 × 40). Leading dimensions and batch
 /// strides are multiples of 8 elements (16 bytes), what a tensor map takes.
-fn wgmma_cases((trans_a, trans_b): (bool, bool)) -> Vec<GemmCase> {
-    let (tm, tn, tk) = WGMMA_TILE;
+fn wgmma_cases((trans_a, trans_b): (bool, bool), tile: HopperTile) -> Vec<GemmCase> {
+    let (tm, tn, tk) = wgmma_tile(tile);
     let shapes = [
         ((tm, tn, tk), 0, 1),
         ((tm + 1, tn + 1, tk + 1), 8, 1),
@@ -1173,7 +1216,7 @@ fn wgmma_cases((trans_a, trans_b): (bool, bool)) -> Vec<GemmCase> {
                         CLayout::Packed
                     },
                     split: None,
-                    wgmma: true,
+                    wgmma: Some(tile),
                     aligned: true,
                 }
             },
@@ -1217,7 +1260,7 @@ where
         broadcast: 0,
         c_layout: CLayout::Packed,
         split: None,
-        wgmma: false,
+        wgmma: None,
         aligned: true,
     };
     let picked = Gemm::<S>::new(m, n, k)
@@ -1249,17 +1292,19 @@ impl GemmVisitor for RunFamilies<'_> {
         let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
         // Each kernel with the transposes its report runs: one each, but the
         // Hopper tf32 family's (its table).
-        let reports: Vec<(&'static str, &[(bool, bool)])> = match family {
+        let reports: Vec<(&'static str, &[(bool, bool)], HopperTile)> = match family {
             GemmFamily::WgmmaTf32 => kernels
                 .into_iter()
-                .zip(WGMMA_TF32_KERNELS.map(|(_, transposes)| transposes))
+                .zip(WGMMA_TF32_KERNELS)
+                .map(|(kernel, (_, transposes, tile))| (kernel, transposes, tile))
                 .collect(),
             _ => kernels
                 .into_iter()
                 .zip(TRANSPOSES.iter().map(core::slice::from_ref))
+                .map(|(kernel, transposes)| (kernel, transposes, HopperTile::Wide))
                 .collect(),
         };
-        for (kernel, transposes) in reports {
+        for (kernel, transposes, tf32_tile) in reports {
             let mut report = KernelReport::default_for(kernel);
             for &trans in transposes {
                 let (cases, accumulation, config) = match family {
@@ -1272,8 +1317,12 @@ impl GemmVisitor for RunFamilies<'_> {
                         accumulation,
                         config,
                     ),
-                    GemmFamily::Wgmma => (wgmma_cases(trans), Accumulation::TensorCores, None),
-                    GemmFamily::WgmmaTf32 => (wgmma_cases(trans), Accumulation::Tf32, None),
+                    GemmFamily::Wgmma(tile) => {
+                        (wgmma_cases(trans, tile), Accumulation::TensorCores, None)
+                    }
+                    GemmFamily::WgmmaTf32 => {
+                        (wgmma_cases(trans, tf32_tile), Accumulation::Tf32, None)
+                    }
                 };
                 for case in cases {
                     check_gemm::<TIn, TOut, S>(
@@ -1288,7 +1337,7 @@ impl GemmVisitor for RunFamilies<'_> {
                 // The default dispatch's pick, NN: every pair on a GPU; on the
                 // emulator (a tile per SM is 132 tiles to emulate) bf16 → f32's.
                 let emulated_pair = (TIn::DTYPE.name(), TOut::DTYPE.name()) == ("bf16", "f32");
-                if matches!(family, GemmFamily::Wgmma)
+                if matches!(family, GemmFamily::Wgmma(HopperTile::Wide))
                     && trans == TRANSPOSES[0]
                     && (self.dev.is_gpu() || emulated_pair)
                 {
@@ -1368,7 +1417,7 @@ where
                 broadcast: 0,
                 c_layout: CLayout::Packed,
                 split: Some(ranges),
-                wgmma: false,
+                wgmma: None,
                 aligned: false,
             };
             check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;
@@ -1415,7 +1464,7 @@ where
                 broadcast: 0,
                 c_layout: CLayout::Packed,
                 split: Some(ranges),
-                wgmma: true,
+                wgmma: Some(HopperTile::Narrow),
                 aligned: true,
             };
             check_gemm::<TIn, TOut, S>(dev, report, rng, &case, accumulation, None)?;

@@ -61,13 +61,15 @@
 //! device's SM count (its docs give the rule), unless [`Gemm::tile`] pins
 //! one; [`Gemm::tile_config_for`] and [`Gemm::kernel_name_for`] say which,
 //! for a device. On sm_90 (H100, H200) the Hopper kernel
-//! (`gemm_wgmma_*_128x256x64_s4`, the sm_90a module
+//! (`gemm_wgmma_*_128x256x64_s4`, or `*_128x128x64_s4` where the wide
+//! tiles would number at most half the SMs; the sm_90a module
 //! [`ptx::HOPPER`](crate::ptx::HOPPER)) runs where leading dimensions and
 //! batch strides are multiples of 8 elements and the heuristic would pick
 //! the large or wide tile; [`Gemm::wgmma`] pins either way. f32 runs on the
 //! TF32 tensor cores only when asked ([`Gemm::tf32`]: operands rounded to
 //! tf32, about 2⁻¹⁰ relative error per product); on sm_90 that is the
-//! Hopper tf32 kernel (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, after two
+//! Hopper tf32 kernel (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, or its
+//! 128 × 128 twin by the same tile rule, after two
 //! launches that round `op(A)` and `op(B)ᵀ` into K-major temporaries) by the
 //! same rule. A GEMM whose grid cannot
 //! fill the GPU runs as split-k ([`Gemm::split_k`], [`split_k_count`]; on
@@ -605,8 +607,10 @@ pub fn split_k_count(blocks: usize, k: usize, batch: usize, multiprocessors: u32
 }
 
 /// The split-k heuristic of the Hopper (`wgmma`) kernels: how many
-/// k-ranges a GEMM of `k` runs as when its grid has `tiles` tiles of
-/// 128 × 256 in a batch of `batch`, on `multiprocessors` SMs (the
+/// k-ranges a GEMM of `k` runs as when its grid has `tiles` tiles (of the
+/// configuration the grid takes: 128 × 128 where 128 × 256 ones would
+/// number at most half the SMs, else 128 × 256) in a batch of `batch`, on
+/// `multiprocessors` SMs (the
 /// persistent grid's blocks: the GPU's, or [`Gemm::sm_limit`]). `1` (no
 /// split) for a batch, or when the tiles already give every SM one; else
 /// as many ranges as fit in one wave, `⌊SMs / tiles⌋` (a wave that spills
@@ -618,11 +622,15 @@ pub fn split_k_count(blocks: usize, k: usize, batch: usize, multiprocessors: u32
 /// ```
 /// use warpforge::gemm::wgmma_split_k_count;
 /// // An H100 or H200: 132 SMs.
-/// // 128 × 4096 × 4096: 1 × 16 tiles (12%): 8 ranges, 128 tiles (97%), 512 deep.
+/// // 128 × 4096 × 4096: 1 × 32 tiles of 128 × 128 (24%): 4 ranges, 128
+/// // tiles (97%), 1024 deep (1 × 16 of 128 × 256 would take 8).
+/// assert_eq!(wgmma_split_k_count(32, 4096, 1, 132), 4);
 /// assert_eq!(wgmma_split_k_count(16, 4096, 1, 132), 8);
-/// // 1024 × 2048 × 2048: 8 × 8 = 64 tiles (48%): 2 ranges, 128 tiles (97%).
-/// assert_eq!(wgmma_split_k_count(64, 2048, 1, 132), 2);
-/// // 2048³: 16 × 8 = 128 tiles, one wave (97%) already.
+/// // 1024 × 1024 × 4096: 8 × 8 = 64 tiles of 128 × 128 (48%): 2 ranges.
+/// assert_eq!(wgmma_split_k_count(64, 4096, 1, 132), 2);
+/// // 1024 × 2048 × 2048: 8 × 16 = 128 tiles of 128 × 128, one wave.
+/// assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
+/// // 2048³: 16 × 8 = 128 tiles of 128 × 256, one wave (97%) already.
 /// assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
 /// // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves.
 /// assert_eq!(wgmma_split_k_count(256, 4096, 1, 132), 1);
@@ -1615,7 +1623,10 @@ impl<T: GemmElement> Gemm<T> {
     /// use warpforge::{Arch, Device, gemm::Gemm};
     /// let h100 = Device::emulator_for(Arch::Sm90);
     /// let gemm = Gemm::<f32>::new(300, 200, 72).wgmma(true);
-    /// assert_eq!(gemm.kernel_name_for::<bf16, f32>(&h100)?, "gemm_wgmma_bf16_f32_nn_128x256x64_s4");
+    /// // 3 × 2 tiles of 128 × 128 on the 132 SMs (3 × 1 of 128 × 256 on 5).
+    /// assert_eq!(gemm.kernel_name_for::<bf16, f32>(&h100)?, "gemm_wgmma_bf16_f32_nn_128x128x64_s4");
+    /// let few = gemm.sm_limit(5);
+    /// assert_eq!(few.kernel_name_for::<bf16, f32>(&h100)?, "gemm_wgmma_bf16_f32_nn_128x256x64_s4");
     /// // lda = 76: not a multiple of 8 elements, which a tensor map needs.
     /// let e = gemm.lda(76).kernel_name_for::<bf16, f32>(&h100).unwrap_err();
     /// assert!(e.to_string().contains("multiple of 8"), "{e}");
@@ -1675,9 +1686,11 @@ impl<T: GemmElement> Gemm<T> {
     /// use warpforge::{Arch, Device, gemm::Gemm};
     /// let h100 = Device::emulator_for(Arch::Sm90);
     /// let gemm = Gemm::<f32>::new(300, 600, 64).wgmma(true);
-    /// // 3 × 3 tiles of 128 × 256: one block each, or 2 blocks walking them.
-    /// assert_eq!(gemm.wgmma_blocks::<bf16, f32>(&h100)?, Some(9));
+    /// // 3 × 3 tiles of 128 × 256 (on fewer than 18 SMs): one block each,
+    /// // or 2 blocks walking them; on the 132 SMs 3 × 5 of 128 × 128.
+    /// assert_eq!(gemm.sm_limit(9).wgmma_blocks::<bf16, f32>(&h100)?, Some(9));
     /// assert_eq!(gemm.sm_limit(2).wgmma_blocks::<bf16, f32>(&h100)?, Some(2));
+    /// assert_eq!(gemm.wgmma_blocks::<bf16, f32>(&h100)?, Some(15));
     /// assert!(gemm.sm_limit(0).wgmma_blocks::<bf16, f32>(&h100).is_err());
     /// # Ok::<(), warpforge::Error>(())
     /// ```

@@ -324,13 +324,14 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     assert_eq!(split_k_count(128, 4096, 1, 132), 3);
     // 128 blocks fill an A100's 108 SMs.
     assert_eq!(skinny.split_k_for::<f16, f32>(&a100).unwrap(), 1);
-    // 1024² on sm_90: 256 small blocks fill it, unsplit; its 32 Hopper
-    // tiles split 4 ways only where the Hopper kernels are pinned.
+    // 1024² on sm_90: 256 small blocks fill it, unsplit; its 64 narrow
+    // Hopper tiles (32 wide ones would leave 100 SMs idle) split 2 ways
+    // only where the Hopper kernels are pinned.
     let square = Gemm::new(1024, 1024, 4096);
     assert_eq!(square.split_k_for::<f16, f32>(&h100).unwrap(), 1);
     assert_eq!(
         square.wgmma(true).split_k_for::<f16, f32>(&h100).unwrap(),
-        4
+        2
     );
     // A leading dimension no tensor map describes: the mma.sync split.
     assert_eq!(skinny.lda(4100).split_k_for::<f16, f32>(&h100).unwrap(), 3);
@@ -348,13 +349,14 @@ fn the_heuristic_splits_only_grids_that_cannot_fill_the_gpu() {
     }
 }
 
-/// The Hopper split's heuristic (`wgmma_split_k_count`) on the issue's
-/// shapes, on the emulated H100's 132 SMs: where the 128 × 256 tiles leave
-/// SMs idle (and, unpinned, the mma.sync kernels would split too),
+/// The Hopper split's heuristic (`wgmma_split_k_count`) and tile choice
+/// (128 × 128 where the 128 × 256 tiles number at most half the SMs) on
+/// the issue's shapes, on the emulated H100's 132 SMs: where the tiles
+/// leave SMs idle (and, unpinned, the mma.sync kernels would split too),
 /// k-ranges of the f32-output Hopper kernel, as many as fit one wave; a
-/// grid of a wave or more runs unsplit (2048³ is 16 × 8 = 128 tiles: one
-/// wave at 97 %), and a shallow k, a batch or a pin of the mma.sync kernels
-/// keeps today's choice.
+/// grid of a wave or more runs unsplit (2048³ is 16 × 8 = 128 wide tiles:
+/// one wave at 97 %), and a shallow k, a batch or a pin of the mma.sync
+/// kernels keeps today's choice.
 #[test]
 fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
     let h100 = Device::emulator_for(Arch::Sm90);
@@ -365,34 +367,43 @@ fn the_hopper_split_fills_one_wave_of_the_issues_shapes() {
             g.wgmma_blocks::<bf16, bf16>(&h100).unwrap(),
         )
     };
-    let (whole, partial) = (
+    let (whole, partial, narrow_partial) = (
         "gemm_wgmma_bf16_bf16_nn_128x256x64_s4",
         "gemm_wgmma_bf16_f32_nn_128x256x64_s4",
+        "gemm_wgmma_bf16_f32_nn_128x128x64_s4",
     );
-    // 128 × 4096 × 4096: 1 × 16 tiles; 8 ranges of 512, 128 blocks.
+    // 128 × 4096 × 4096: 1 × 16 wide tiles, so 1 × 32 narrow ones; 4
+    // ranges of 1024, 128 blocks (8 of 512 on the wide tiles).
     let skinny = Gemm::new(128, 4096, 4096);
     assert_eq!(
         plan(skinny.trans_b(true)),
-        (8, "gemm_wgmma_bf16_f32_nt_128x256x64_s4", Some(128))
+        (4, "gemm_wgmma_bf16_f32_nt_128x128x64_s4", Some(128))
     );
-    assert_eq!(skinny.split_k_for::<f16, f32>(&h100).unwrap(), 8);
+    assert_eq!(skinny.split_k_for::<f16, f32>(&h100).unwrap(), 4);
     // 2048³: 128 tiles, one wave already: unsplit.
     let cube = Gemm::new(2048, 2048, 2048);
     assert_eq!(plan(cube), (1, whole, Some(128)));
-    // 1024 × 2048 × 2048: 8 × 8 = 64 tiles; 2 ranges of 1024, 128 blocks,
-    // where the Hopper kernels are pinned; by default the mma.sync small
-    // tile's 512 blocks fill the GPU unsplit, as before.
+    // 1024 × 2048 × 2048: 8 × 8 = 64 wide tiles, 8 × 16 = 128 narrow ones:
+    // one wave unsplit where the Hopper kernels are pinned (2 ranges of
+    // the wide tiles before); by default the mma.sync small tile's 512
+    // blocks fill the GPU unsplit, as before.
     let mid = Gemm::new(1024, 2048, 2048);
-    assert_eq!(plan(mid.wgmma(true)), (2, partial, Some(128)));
+    assert_eq!(
+        plan(mid.wgmma(true)),
+        (1, "gemm_wgmma_bf16_bf16_nn_128x128x64_s4", Some(128))
+    );
     assert_eq!(plan(mid), (1, "gemm_bf16_bf16_nn_64x64x32_s3", None));
     // 8192 × 1024 × 4096: 64 × 4 = 256 tiles, two waves: unsplit.
     assert_eq!(plan(Gemm::new(8192, 1024, 4096)), (1, whole, Some(132)));
     assert_eq!(wgmma_split_k_count(128, 2048, 1, 132), 1);
     assert_eq!(wgmma_split_k_count(16, 4096, 1, 132), 8);
+    assert_eq!(wgmma_split_k_count(32, 4096, 1, 132), 4);
     // The SMs the persistent grid may take (`sm_limit`) are the ones to
-    // fill: 64 of them hold 4 ranges of 16 tiles.
-    assert_eq!(plan(skinny.sm_limit(64)), (4, partial, Some(64)));
-    // 16 SMs for 16 tiles: no Hopper split, and the mma.sync heuristic's
+    // fill: 64 of them hold 2 ranges of 32 narrow tiles. (An unpinned split
+    // is always of narrow tiles: wide ones split only on twice their count
+    // of SMs, where the narrow ones are taken.)
+    assert_eq!(plan(skinny.sm_limit(64)), (2, narrow_partial, Some(64)));
+    // 16 SMs for 16 wide tiles: no Hopper split, and the mma.sync heuristic's
     // small tile keeps the Hopper kernels off (their own split, which
     // `sm_limit` does not bound).
     assert_eq!(
@@ -428,16 +439,25 @@ fn wgmma_split_launches(partial: &str, out: DType, tail: bool) -> Vec<(String, u
 }
 
 /// Split-k on the Hopper kernels (`.wgmma(true).split_k(r)`), exact for
-/// every pair and output (two pairs a transpose): a 131 × 263 C (2 × 2 tiles, ragged in
-/// both), k = 200 in 3 ranges of 64 and a tail of 8 (its own launch, added
-/// into the first plane), k = 256 in 2 of 128 (no tail); packed and padded
-/// leading dimensions; alpha −2 with beta 0.5, and alpha 1 with beta 0
-/// over a NaN-filled C (the sum never reads it).
+/// every pair and output (two pairs a transpose): a 131 × 263 C (2 × 3
+/// narrow tiles, or 2 × 2 wide ones where 7 SMs make the grid take them,
+/// alternately by transpose; ragged in both), k = 200 in 3 ranges of 64 and
+/// a tail of 8 (its own launch, added into the first plane), k = 256 in 2
+/// of 128 (no tail); packed and padded leading dimensions; alpha −2 with
+/// beta 0.5, and alpha 1 with beta 0 over a NaN-filled C (the sum never
+/// reads it).
 #[test]
 fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
     let dev = Device::emulator_for(Arch::Sm90);
-    let pin = |g: Gemm<f32>| g.wgmma(true);
     for (t, &trans) in TRANSPOSES.iter().enumerate() {
+        // 4 wide tiles: narrow on 132 SMs, wide on 7 (8 narrow ones would
+        // be more than half of them).
+        let (sms, tile) = if t % 2 == 0 {
+            (132, "128x128x64")
+        } else {
+            (7, "128x256x64")
+        };
+        let pin = |g: Gemm<f32>| g.wgmma(true).sm_limit(sms);
         for (k, ranges, tail) in [(200, 3, true), (256, 2, false)] {
             let shape = (131, 263, k);
             let lds = wgmma_lds(shape, trans, t % 2);
@@ -460,10 +480,11 @@ fn the_hopper_split_is_exact_for_every_pair_transpose_and_output() {
                 .ldb(lds.1)
                 .ldc(lds.2)
                 .split_k(ranges)
-                .wgmma(true);
+                .wgmma(true)
+                .sm_limit(sms);
             let partial = |name: &str| {
                 let suffix = ["nn", "nt", "tn", "tt"][t];
-                format!("gemm_wgmma_{name}_f32_{suffix}_128x256x64_s4")
+                format!("gemm_wgmma_{name}_f32_{suffix}_{tile}_s4")
             };
             assert_eq!(
                 gemm.kernel_name_for::<f16, f16>(&dev).unwrap(),
@@ -522,8 +543,9 @@ fn the_hopper_split_allocates_its_planes_unset_and_launches_three_kernels() {
             .unwrap();
         assert_eq!(work.allocations, 1, "k = {k}: {work:?}");
         assert_eq!(work.memsets, 0, "k = {k}: {work:?}");
+        // 131 × 263: 2 × 3 narrow tiles on the emulated 132 SMs.
         assert_eq!(
-            work.launches.get("gemm_wgmma_f16_f32_nn_128x256x64_s4"),
+            work.launches.get("gemm_wgmma_f16_f32_nn_128x128x64_s4"),
             Some(&(1 + tail)),
             "k = {k}: {work:?}"
         );
@@ -546,8 +568,8 @@ fn the_hopper_split_allocates_its_planes_unset_and_launches_three_kernels() {
 }
 
 /// The default splits on the Hopper kernels where the persistent grid's
-/// SMs outnumber the tiles: 128 × 512 is 2 tiles, on 4 SMs
-/// (`sm_limit`) 2 ranges of 512 and a tail of 6 (k = 1030), exact.
+/// SMs outnumber the tiles: 128 × 512 is 2 wide tiles, so 4 narrow ones on
+/// 8 SMs (`sm_limit`): 2 ranges of 512 and a tail of 6 (k = 1030), exact.
 #[test]
 fn the_default_splits_on_the_hopper_kernels_where_the_tiles_leave_sms_idle() {
     let dev = Device::emulator_for(Arch::Sm90);
@@ -555,16 +577,16 @@ fn the_default_splits_on_the_hopper_kernels_where_the_tiles_leave_sms_idle() {
     let trans = (true, false);
     let lds = wgmma_lds(shape, trans, 0);
     let c = case_with_lds(shape, trans, lds, 1.0, -1.0, None, 11, small_int);
-    let pin = |g: Gemm<f32>| g.sm_limit(4);
+    let pin = |g: Gemm<f32>| g.sm_limit(8);
     let gemm = pin(Gemm::new(128, 512, 1030).trans_a(true).lda(lds.0));
     assert_eq!(gemm.split_k_for::<bf16, bf16>(&dev).unwrap(), 2);
-    assert_eq!(gemm.wgmma_blocks::<bf16, bf16>(&dev).unwrap(), Some(4));
+    assert_eq!(gemm.wgmma_blocks::<bf16, bf16>(&dev).unwrap(), Some(8));
     let run = Run {
         ranges: None,
         tile: None,
         tf32: false,
     };
-    let partial = "gemm_wgmma_bf16_f32_tn_128x256x64_s4";
+    let partial = "gemm_wgmma_bf16_f32_tn_128x128x64_s4";
     assert_eq!(
         check_with::<bf16, bf16>(&dev, &c, run, pin),
         wgmma_split_launches(partial, DType::BF16, true)
@@ -658,8 +680,8 @@ fn a_workspace_that_does_not_fit_is_refused_when_pinned_else_skipped() {
 #[test]
 fn a_hopper_split_that_does_not_fit_is_refused_when_pinned_else_runs_unsplit() {
     // A: 128 × 1024 bf16 (256 KiB), B: 1024 × 256 (512 KiB), C: 128 × 256
-    // f32 (128 KiB); the default split (1 tile: 2 ranges of 512) needs two
-    // f32 planes, 256 KiB more than the 64 KiB left.
+    // f32 (128 KiB); the default split (2 narrow tiles: 2 ranges of 512)
+    // needs two f32 planes, 256 KiB more than the 64 KiB left.
     let dev = Device::emulator_with_memory((256 + 512 + 128 + 64) * 1024);
     let (m, n, k) = (128, 256, 1024);
     let c = case((m, n, k), (false, false), 0, 1.0, 1.0, None, 5, small_int);
@@ -686,7 +708,7 @@ fn a_hopper_split_that_does_not_fit_is_refused_when_pinned_else_runs_unsplit() {
         .unwrap();
     assert_eq!(work.total_launches(), 1, "the unsplit GEMM only: {work:?}");
     assert_eq!(
-        work.launches.get("gemm_wgmma_bf16_f32_nn_128x256x64_s4"),
+        work.launches.get("gemm_wgmma_bf16_f32_nn_128x128x64_s4"),
         Some(&1)
     );
     let want: Vec<f32> = reference(&c).into_iter().map(|x| x as f32).collect();

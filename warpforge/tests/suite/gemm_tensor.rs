@@ -1184,12 +1184,14 @@ fn wgmma_batches(trans: (bool, bool), ldc: usize, shift: usize) {
 /// tiles (300 × 600 in 128 × 256): every block walks its tiles with one
 /// ring, k = 330 (6 steps, so stages 0 and 1 are used twice a tile and 2
 /// and 3 once, each stage's barrier phases drifting apart across tiles),
-/// exact for each; the grid is the tiles when they are fewer than the SMs.
+/// exact for each; and on 18 SMs, where the 9 wide tiles would leave half
+/// idle, the narrow kernel's 15 tiles of 128 × 128 (3 × 5, ragged), one a
+/// block. The grid is the tiles when they are fewer than the SMs.
 #[test]
 fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
     let dev = Device::emulator_for(Arch::Sm90);
     let shape = (300, 600, 330);
-    for (i, sms) in [1u32, 2, 4, 9].into_iter().enumerate() {
+    for (i, sms) in [1u32, 2, 4, 9, 18].into_iter().enumerate() {
         let trans = TRANSPOSES[i % TRANSPOSES.len()];
         let lds = wgmma_lds(shape, trans, 0);
         let c = case_with_lds(shape, trans, lds, 1.0, -0.5, None, 70 + i as u64, small_int);
@@ -1200,9 +1202,14 @@ fn the_persistent_wgmma_kernel_walks_every_tile_on_any_grid() {
     }
     let blocks = |g: Gemm<f32>| g.wgmma(true).wgmma_blocks::<f16, f32>(&dev).unwrap();
     let g = Gemm::<f32>::new(300, 600, 336);
-    assert_eq!(blocks(g), Some(9));
+    let name = |g: Gemm<f32>| g.wgmma(true).kernel_name_for::<f16, f32>(&dev).unwrap();
+    assert_eq!(blocks(g.sm_limit(9)), Some(9));
     assert_eq!(blocks(g.sm_limit(4)), Some(4));
-    assert_eq!(blocks(g.sm_limit(100)), Some(9));
+    assert_eq!(name(g.sm_limit(17)), "gemm_wgmma_f16_f32_nn_128x256x64_s4");
+    // 18 SMs and more: the narrow tiles, 15 of them.
+    assert_eq!(name(g.sm_limit(18)), "gemm_wgmma_f16_f32_nn_128x128x64_s4");
+    assert_eq!(blocks(g.sm_limit(18)), Some(15));
+    assert_eq!(blocks(g), Some(15));
     // 8192² is 64 × 32 tiles: the emulated H100's 132 SMs, one block each.
     assert_eq!(blocks(Gemm::new(8192, 8192, 64)), Some(132));
     assert_eq!(

@@ -53,7 +53,8 @@ pub struct BenchRecord {
     /// The kernel or operation measured (`sum`, `copy`, a GEMM kernel's name).
     pub kernel: String,
     /// The chart series the case belongs to (the kernel without its tile
-    /// shape, plus the dtype and the reduced axis).
+    /// shape, after the words before it that name a series: conv2d's
+    /// layout, gemm's `truncated_nt`; plus the dtype and the reduced axis).
     pub series: String,
     /// Element type of the input.
     pub dtype: String,

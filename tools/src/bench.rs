@@ -33,14 +33,15 @@
 //!   ([`Tf32Rounding::Truncate`], rows `truncated_nn …` to `truncated_tt …`,
 //!   [`TRUNCATED_TF32_NAMES`]): the tensor cores drop the low bits of the
 //!   f32 operands as they are, as in a library that hands its f32
-//!   operands straight to them, which is the TF32 cuBLAS offers
-//!   (`CUBLAS_COMPUTE_32F_FAST_TF32`; no rounding pass of its own is
-//!   documented), so cuBLAS TF32 on the same transposes is its
-//!   like-for-like anchor (the same cuBLAS case as the rounded rows', timed
-//!   once). NT (`A` not transposed, `B` transposed, a linear layer's
+//!   operands straight to them, which cuBLAS's TF32
+//!   (`CUBLAS_COMPUTE_32F_FAST_TF32`) is taken to be (it does not document
+//!   its rounding bit for bit), so cuBLAS TF32 on the same transposes is
+//!   its like-for-like anchor (the same cuBLAS case as the rounded rows',
+//!   timed once). NT (`A` not transposed, `B` transposed, a linear layer's
 //!   `x·Wᵀ`) is where that comparison is fair: both operands are K-major
-//!   with 16-byte rows and the kernel reads them in place, one launch and
-//!   no temporary, as cuBLAS reads its operands; on the other transposes
+//!   (with rows of whole 16 bytes where `k` is a multiple of 4, as at every
+//!   GPU shape) and the kernel reads them in place, one launch and no
+//!   temporary, as cuBLAS reads its operands; on the other transposes
 //!   it first copies each operand that is not K-major (as it is), work
 //!   cuBLAS does not do. It runs on the Hopper kernel only: on another
 //!   device its rows are left out and one note says why.

@@ -53,7 +53,8 @@ pub struct BenchRecord {
     /// The kernel or operation measured (`sum`, `copy`, a GEMM kernel's name).
     pub kernel: String,
     /// The chart series the case belongs to (the kernel without its tile
-    /// shape, plus the dtype and the reduced axis).
+    /// shape, after the words before it that name a series: conv2d's
+    /// layout, gemm's `truncated_nt`; plus the dtype and the reduced axis).
     pub series: String,
     /// Element type of the input.
     pub dtype: String,
@@ -230,6 +231,10 @@ impl BenchRecord {
             Some(1) => " rows",
             Some(_) => " cols",
         };
+        // The words before the kernel that name a series: conv2d's layout
+        // (its layer is the case, not the series), and the rest's whole
+        // prefix (gemm's `truncated_nt`: truncated TF32 runs the rounded
+        // rows' Hopper kernel, and is a series of its own per transpose).
         let layout = match family {
             "conv2d" => row
                 .op
@@ -237,7 +242,11 @@ impl BenchRecord {
                 .find(|w| *w == "nhwc" || *w == "nchw")
                 .map(|l| format!("{l} "))
                 .unwrap_or_default(),
-            _ => String::new(),
+            _ => row
+                .op
+                .rsplit_once(' ')
+                .map(|(prefix, _)| format!("{prefix} "))
+                .unwrap_or_default(),
         };
         BenchRecord {
             family: family.to_owned(),
@@ -943,6 +952,48 @@ mod tests {
             .map(|r| r.case)
             .collect();
         assert_eq!(cases, ["max f32 10", "sum f32 30"]);
+    }
+
+    /// The truncated TF32 rows run the rounded rows' Hopper kernel: the
+    /// records name that kernel, and keep the first word in their case and
+    /// their series, so tables, charts and comparisons tell them apart (and
+    /// the transposes of the truncated rows from each other).
+    #[test]
+    fn truncated_tf32_rows_are_a_series_of_their_own_on_the_same_kernel() {
+        use warpforge::DType;
+        use warpforge_tools::bench::TRUNCATED_TF32_NAMES;
+        let kernel = "gemm_wgmma_tf32_f32_nt_128x256x32_s4";
+        let row = |op| BenchRow {
+            op,
+            dtype: DType::F32,
+            shape: vec![4096; 3],
+            axis: None,
+            bytes: 3 * 4 * 4096 * 4096,
+            seconds: 1e-3,
+            gbps: 0.2,
+            anchor_gbps: 0.25,
+            ratio: 0.8,
+            flops: Some(2 * 4096 * 4096 * 4096),
+        };
+        let facts = facts("H100");
+        let [rounded, nn, nt] = [kernel, TRUNCATED_TF32_NAMES[0], TRUNCATED_TF32_NAMES[1]]
+            .map(|op| BenchRecord::of_row("gemm", &row(op), &facts));
+        for r in [&rounded, &nn, &nt] {
+            assert_eq!(r.kernel, kernel);
+            assert!(!r.is_anchor(), "{r:?}");
+        }
+        assert_eq!(rounded.series, "gemm_wgmma_tf32_f32_nt f32");
+        assert_eq!(nn.series, "truncated_nn gemm_wgmma_tf32_f32_nt f32");
+        assert_eq!(nt.series, "truncated_nt gemm_wgmma_tf32_f32_nt f32");
+        assert_eq!(
+            nt.case,
+            "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4 f32 [4096×4096×4096]"
+        );
+        let file = BenchFile::new(vec![rounded, nn, nt.clone()], vec![], vec![]);
+        assert_eq!(largest_per_series(&file).records.len(), 3);
+        let table = markdown_table(&file);
+        assert!(table.contains(&format!("| {} |", nt.case)), "{table}");
+        assert_eq!(table.matches(kernel).count(), 3, "{table}");
     }
 
     #[test]

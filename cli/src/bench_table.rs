@@ -188,7 +188,6 @@ pub fn render_overlap(r: &OverlapReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use warpforge::DType;
     use warpforge::Device;
     use warpforge_tools::bench::{
         BenchDType, GemmBench, OverlapBench, ReduceBench, Timing, gemm, overlap, reduce,
@@ -269,8 +268,11 @@ mod tests {
     #[test]
     fn the_gemm_table_has_tflops_columns_and_says_why_cublas_is_missing() {
         let dev = Device::emulator();
-        let mut config = GemmBench::defaults(&dev).with_max_log2(4).unwrap();
-        config.dtypes = vec![DType::F32];
+        let mut config = GemmBench::defaults(&dev)
+            .with_max_log2(4)
+            .unwrap()
+            .only(&["f32", "tf32"])
+            .unwrap();
         config.timing = Timing {
             warmup: 0,
             iters: 1,
@@ -304,6 +306,63 @@ mod tests {
         // No anchor: its rate and the ratio read as a dash.
         let row = table.lines().find(|l| l.starts_with("gemm_f32")).unwrap();
         assert_eq!(row.matches('—').count(), 2, "{row}");
+    }
+
+    /// Truncated TF32 at NT on an emulated H100: a line per shape named
+    /// `truncated_nt` and its kernel, after the rounded line, beside the one
+    /// cuBLAS TF32 NT case both share (skipped: no cuBLAS on the emulator);
+    /// on an emulated A100 no such line, and one note saying why.
+    #[test]
+    fn the_gemm_table_has_the_truncated_tf32_lines_or_says_once_why_not() {
+        use warpforge::Arch;
+        use warpforge_tools::bench::TRUNCATED_TF32_NAMES;
+        let h100 = Device::emulator_for(Arch::Sm90);
+        let mut config = GemmBench::defaults(&h100)
+            .only(&["tf32", "tf32-truncate"])
+            .unwrap();
+        config.shapes = vec![[16, 16, 16], [8, 8, 24]];
+        config.trans = (false, true);
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let table = render(&gemm(&h100, &config).unwrap());
+        // Header, the cuBLAS note, column names, 2 shapes × (rounded,
+        // truncated) lines, 2 skipped cuBLAS cases.
+        assert_eq!(table.lines().count(), 3 + 4 + 2, "{table}");
+        for shape in ["16×16×16", "8×8×24"] {
+            let line = |op: &str| {
+                table
+                    .lines()
+                    .position(|l| l.starts_with(&format!("{op} f32 [{shape}] ")))
+                    .unwrap_or_else(|| panic!("{op} {shape}: {table}"))
+            };
+            let truncated = line(TRUNCATED_TF32_NAMES[1]);
+            assert!(line("gemm_tf32_f32_nt_64x64x16_s3") < truncated, "{table}");
+            let row = table.lines().nth(truncated).unwrap();
+            // A rate; no anchor, so its rate and the ratio read as a dash.
+            assert_eq!(row.matches('—').count(), 2, "{row}");
+            let anchor = format!("cublas_gemmex_tf32_nt f32 [{shape}] ");
+            assert!(
+                table.lines().any(|l| l.starts_with(&anchor)
+                    && l.ends_with("skipped: cuBLAS: not available on the emulator")),
+                "{table}"
+            );
+        }
+        assert_eq!(table.matches("cublas_gemmex_tf32_nt").count(), 2, "{table}");
+        assert!(!table.contains("not measured"), "{table}");
+
+        let a100 = Device::emulator_for(Arch::Sm80);
+        let table = render(&gemm(&a100, &config).unwrap());
+        assert_eq!(table.lines().count(), 4 + 2 + 2, "{table}");
+        assert!(!table.contains("truncated_"), "{table}");
+        let notes: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("truncated TF32 (Tf32Rounding::Truncate) not measured: "))
+            .collect();
+        assert_eq!(notes.len(), 1, "{table}");
+        assert!(notes[0].contains("compute capability 9.0"), "{table}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use warpforge::{Device, Error};
 use warpforge_cli::{
     bench_data, bench_plot, bench_table, column_width, npy, profile, run, startup,
 };
-use warpforge_tools::bench::{self, Timing};
+use warpforge_tools::bench;
 use warpforge_tools::registry::{self, OPERATIONS};
 use warpforge_tools::verify;
 
@@ -241,6 +241,16 @@ struct BenchArgs {
     /// on a GPU, 1 on the emulator).
     #[arg(long)]
     iters: Option<usize>,
+    /// gemm: the transposes of op(A) and op(B), the same for warpforge and cuBLAS (nt: A
+    /// as stored, B transposed, a linear layer's x·Wᵀ, where truncated TF32 reads both
+    /// operands in place).
+    #[arg(long, value_name = "nn|nt|tn|tt", value_parser = trans_parser())]
+    trans: Option<(bool, bool)>,
+    /// gemm: only these kinds of rows, comma-separated (f32 SIMT, tf32 rounded,
+    /// tf32-truncate: truncated TF32 on the Hopper kernel, f64, f16, bf16), each with its
+    /// cuBLAS case.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = kinds_parser())]
+    only: Vec<String>,
     /// overlap: bytes per upload, in MiB (default: 256 on a GPU, 32 on the emulator).
     #[arg(long)]
     mib: Option<usize>,
@@ -271,6 +281,18 @@ const COMPARE: &str = "compare";
 const TABLE: &str = "table";
 /// `bench plot FILES… --plot OUT.svg`: results files as a chart.
 const PLOT: &str = "plot";
+
+/// `bench gemm --trans`: `nn`, `nt`, `tn`, `tt` as `(trans_a, trans_b)`.
+fn trans_parser() -> impl clap::builder::TypedValueParser<Value = (bool, bool)> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["nn", "nt", "tn", "tt"])
+        .map(|t| (t.starts_with('t'), t.ends_with('t')))
+}
+
+/// `bench gemm --only`: the kinds of GEMM rows, listed in usage errors.
+fn kinds_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(bench::GEMM_KINDS)
+}
 
 /// `verify --op`: the registry's names, listed in the help and in usage errors.
 fn operation_parser() -> clap::builder::PossibleValuesParser {
@@ -738,6 +760,9 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
             return Err(not_for("--json/--plot"));
         }
     }
+    if args.what != "gemm" && (args.trans.is_some() || !args.only.is_empty()) {
+        return Err(not_for("--trans/--only"));
+    }
     match args.what.as_str() {
         COMPARE => return run_bench_compare(&args.files, args.noise),
         TABLE => return run_bench_table(&args.files, args.largest),
@@ -754,11 +779,14 @@ fn run_bench(args: &BenchArgs) -> Result<ExitCode, String> {
         .as_ref()
         .ok_or_else(|| format!("operation `{}` has no benchmark", operation.name))?;
     let dev = open_backend(args.backend)?;
-    let mut timing = Timing::defaults(&dev);
+    let mut options = registry::BenchOptions::defaults(&dev);
+    options.max_log2 = args.max_log2;
     if let Some(iters) = args.iters {
-        timing.iters = iters;
+        options.timing.iters = iters;
     }
-    let report = (bench.run)(&dev, args.max_log2, timing).map_err(|e| e.to_string())?;
+    options.trans = args.trans.unwrap_or_default();
+    options.only = args.only.clone();
+    let report = (bench.run)(&dev, &options).map_err(|e| e.to_string())?;
     print!("{}", bench_table::render(&report));
     if args.json.is_none() && args.plot.is_none() {
         return Ok(ExitCode::SUCCESS);

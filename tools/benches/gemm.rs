@@ -16,9 +16,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use half::{bf16, f16};
 use std::time::Duration;
-use warpforge::gemm::{Gemm, GemmTypes};
+use warpforge::gemm::{Gemm, GemmTypes, Tf32Rounding};
 use warpforge::{DType, Device, DeviceBuffer, Element, Error};
-use warpforge_tools::bench::{self, GemmBench, HalfOutput};
+use warpforge_tools::bench::{self, F32Path, GemmBench, HalfOutput};
 
 /// Largest square side on the emulator (2^N) unless `WARPFORGE_BENCH_MAX_LOG2` says otherwise.
 const EMULATOR_MAX_LOG2: u32 = 5;
@@ -114,9 +114,16 @@ fn bench_gemm(c: &mut Criterion) {
                 let (g, s) = (&mut group, (shape, false));
                 match (input, output) {
                     (DType::F32, _) => {
-                        bench_shape::<f32, f32>(g, &dev, s, |v| v);
-                        if config.tf32 {
-                            bench_shape::<f32, f32>(g, &dev, (shape, true), |v| v);
+                        for &path in &config.f32_paths {
+                            match path {
+                                F32Path::Simt => bench_shape::<f32, f32>(g, &dev, s, |v| v),
+                                F32Path::Tf32(Tf32Rounding::Nearest) => {
+                                    bench_shape::<f32, f32>(g, &dev, (shape, true), |v| v)
+                                }
+                                // Hopper only; `warpforge bench gemm` times
+                                // it beside cuBLAS TF32.
+                                F32Path::Tf32(Tf32Rounding::Truncate) => {}
+                            }
                         }
                     }
                     (DType::F64, _) => bench_shape::<f64, f64>(g, &dev, s, f64::from),

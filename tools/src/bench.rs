@@ -26,6 +26,25 @@
 //!   cuBLAS's. Where cuBLAS cannot be used (the emulator, no `libcublas` on
 //!   the library path) its cases are [`BenchReport::skipped`] with the reason
 //!   and warpforge's figures stand alone (`anchor_gbps` and `ratio` NaN).
+//!   f32 runs three ways ([`F32Path`]): on the SIMT cores, through TF32
+//!   rounded to nearest (the default [`Tf32Rounding::Nearest`]: on the
+//!   Hopper kernel, two copy launches round `op(A)` and `op(B)ᵀ` into
+//!   K-major temporaries first), and through TF32 truncated
+//!   ([`Tf32Rounding::Truncate`], rows `truncated_nn …` to `truncated_tt …`,
+//!   [`TRUNCATED_TF32_NAMES`]): the tensor cores drop the low bits of the
+//!   f32 operands as they are, as in a library that hands its f32
+//!   operands straight to them, which cuBLAS's TF32
+//!   (`CUBLAS_COMPUTE_32F_FAST_TF32`) is taken to be (it does not document
+//!   its rounding bit for bit), so cuBLAS TF32 on the same transposes is
+//!   its like-for-like anchor (the same cuBLAS case as the rounded rows',
+//!   timed once). NT (`A` not transposed, `B` transposed, a linear layer's
+//!   `x·Wᵀ`) is where that comparison is fair: both operands are K-major
+//!   (with rows of whole 16 bytes where `k` is a multiple of 4, as at every
+//!   GPU shape) and the kernel reads them in place, one launch and no
+//!   temporary, as cuBLAS reads its operands; on the other transposes
+//!   it first copies each operand that is not K-major (as it is), work
+//!   cuBLAS does not do. It runs on the Hopper kernel only: on another
+//!   device its rows are left out and one note says why.
 //! - [`conv2d::conv2d()`]: ResNet-50's convolutions against cuDNN (its module docs).
 //! - [`overlap`]: a pinned upload alone, a kernel alone, both on one stream,
 //!   and both on two streams; the overlap ratio is (copy + kernel) ÷ the
@@ -55,6 +74,7 @@
 
 use half::bf16;
 use std::time::Duration;
+use warpforge::gemm::Tf32Rounding;
 use warpforge::ops::grid_stride_config;
 use warpforge::reduce::{self, Op, Reducible};
 use warpforge::{
@@ -721,14 +741,31 @@ pub enum HalfOutput {
     Input,
 }
 
+/// How [`gemm()`] measures f32 ([`GemmBench::f32_paths`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F32Path {
+    /// On the SIMT cores, against `cublasSgemm` in the default math mode
+    /// (no TF32).
+    Simt,
+    /// Through the TF32 tensor cores ([`warpforge::gemm::Gemm::tf32`]),
+    /// the operands made tf32 as this says, against `cublasGemmEx` with
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`. [`Tf32Rounding::Truncate`] runs on
+    /// the Hopper kernel only: where the device cannot run it (not sm_90,
+    /// a build without the `hopper` feature) its rows are left out and a
+    /// note says why ([`GemmBench::truncation_refused`]).
+    Tf32(Tf32Rounding),
+}
+
 /// One (input, output) pair of [`GemmBench`]: the cuBLAS case's name and
-/// warpforge's kernel's.
+/// warpforge's kernel's (for truncated TF32, the row's op name:
+/// [`TRUNCATED_TF32_NAMES`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct GemmVariant {
     input: DType,
     output: DType,
-    /// f32 through TF32 tensor cores, in both libraries.
-    tf32: bool,
+    /// f32 through TF32 tensor cores, in both libraries, rounded or
+    /// truncated by warpforge.
+    tf32: Option<Tf32Rounding>,
     anchor: &'static str,
     kernel: &'static str,
 }
@@ -740,6 +777,21 @@ const CUBLAS_TF32_NAMES: [&str; 4] = [
     "cublas_gemmex_tf32_nt",
     "cublas_gemmex_tf32_tn",
     "cublas_gemmex_tf32_tt",
+];
+
+/// The truncated-TF32 rows' op names ([`F32Path::Tf32`] of
+/// [`Tf32Rounding::Truncate`]), `nn`, `nt`, `tn`, `tt`: `truncated_` and the
+/// transposes, then the kernel they run, the Hopper tf32 kernel, whose name
+/// is the same for every transpose (it reads K-major operands: NT's in
+/// place, the others' copies), and the same as the rounded TF32 row's
+/// where that runs the Hopper kernel. The first word keeps the rows apart
+/// from those (and from each other's transposes) in the tables, and in
+/// the charts' series; the last is the kernel, as for every row.
+pub const TRUNCATED_TF32_NAMES: [&str; 4] = [
+    "truncated_nn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+    "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+    "truncated_tn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+    "truncated_tt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
 ];
 
 /// The cuBLAS cases' names, per (input, output) and then `nn`, `nt`, `tn`, `tt`.
@@ -812,27 +864,49 @@ const CUBLAS_NAMES: [(DType, DType, [&str; 4]); 6] = [
 pub struct GemmBench {
     /// `[m, n, k]` of each problem.
     pub shapes: Vec<[usize; 3]>,
-    /// Input element types: [`DType::F32`] and [`DType::F64`] (SIMT cores,
-    /// output of the same type), [`DType::F16`] and [`DType::BF16`] (tensor
-    /// cores, f32 accumulation, each output of [`GemmBench::half_outputs`]).
+    /// Input element types: [`DType::F32`] (each of
+    /// [`GemmBench::f32_paths`], output f32) and [`DType::F64`] (output
+    /// f64), [`DType::F16`] and [`DType::BF16`] (tensor cores, f32
+    /// accumulation, each output of [`GemmBench::half_outputs`]).
     pub dtypes: Vec<DType>,
     /// The outputs of the f16 and bf16 cases: f32, and the input's own type.
     pub half_outputs: Vec<HalfOutput>,
-    /// With [`DType::F32`] in `dtypes`: also f32 through TF32 tensor cores
-    /// ([`warpforge::gemm::Gemm::tf32`]) against cuBLAS's `cublasGemmEx` with
-    /// `CUBLAS_COMPUTE_32F_FAST_TF32`.
-    pub tf32: bool,
+    /// With [`DType::F32`] in `dtypes`: how f32 is measured, in this order
+    /// (the SIMT cores, TF32 rounded to nearest, TF32 truncated).
+    pub f32_paths: Vec<F32Path>,
     /// `(trans_a, trans_b)`, the same for both libraries.
     pub trans: (bool, bool),
     /// How each case is timed.
     pub timing: Timing,
 }
 
+/// The kinds of rows [`GemmBench::only`] selects by name (`warpforge bench
+/// gemm --only`): f32's paths ([`F32Path::name`]), then the other input types.
+pub const GEMM_KINDS: [&str; 6] = ["f32", "tf32", "tf32-truncate", "f64", "f16", "bf16"];
+
+impl F32Path {
+    /// Every path, in the order [`GemmBench::defaults`] measures them.
+    pub const ALL: [F32Path; 3] = [
+        F32Path::Simt,
+        F32Path::Tf32(Tf32Rounding::Nearest),
+        F32Path::Tf32(Tf32Rounding::Truncate),
+    ];
+
+    /// Its name in [`GEMM_KINDS`]: `f32`, `tf32`, `tf32-truncate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            F32Path::Simt => "f32",
+            F32Path::Tf32(Tf32Rounding::Nearest) => "tf32",
+            F32Path::Tf32(Tf32Rounding::Truncate) => "tf32-truncate",
+        }
+    }
+}
+
 impl GemmBench {
-    /// f32 (SIMT and TF32), f64, f16 and bf16 (into f32 and into their own
-    /// type), no transposes, squares 256 … 8192 and the three rectangular
-    /// shapes of N = 13 on a GPU; squares of 64 and the rectangles of N = 6
-    /// on the emulator.
+    /// f32 (SIMT, TF32 rounded and TF32 truncated), f64, f16 and bf16
+    /// (into f32 and into their own type), no transposes, squares 256 …
+    /// 8192 and the three rectangular shapes of N = 13 on a GPU; squares of
+    /// 64 and the rectangles of N = 6 on the emulator.
     pub fn defaults(dev: &Device) -> GemmBench {
         let max_log2 = if dev.is_gpu() {
             GEMM_GPU_MAX_LOG2
@@ -843,7 +917,7 @@ impl GemmBench {
             shapes: Vec::new(),
             dtypes: vec![DType::F32, DType::F64, DType::F16, DType::BF16],
             half_outputs: vec![HalfOutput::F32, HalfOutput::Input],
-            tf32: true,
+            f32_paths: F32Path::ALL.to_vec(),
             trans: (false, false),
             timing: Timing::defaults(dev),
         }
@@ -877,11 +951,72 @@ impl GemmBench {
         Ok(self)
     }
 
-    /// Every case [`gemm()`] measures, in order: per (input, output) dtype
-    /// pair and shape, the cuBLAS anchor then warpforge's kernel (shape `[m, n, k]`).
-    pub fn cases(&self) -> Result<Vec<Case>> {
+    /// Only the kinds of rows named (of [`GEMM_KINDS`]), in this
+    /// configuration's order: `tf32-truncate` alone times the truncated
+    /// TF32 rows and their cuBLAS anchor, and nothing else.
+    /// `InvalidParameter` for a name not in [`GEMM_KINDS`].
+    ///
+    /// ```
+    /// use warpforge::{DType, Device};
+    /// use warpforge_tools::bench::{F32Path, GemmBench};
+    /// use warpforge::gemm::Tf32Rounding;
+    /// let config = GemmBench::defaults(&Device::emulator()).only(&["tf32-truncate", "f16"])?;
+    /// assert_eq!(config.dtypes, [DType::F32, DType::F16]);
+    /// assert_eq!(config.f32_paths, [F32Path::Tf32(Tf32Rounding::Truncate)]);
+    /// assert!(GemmBench::defaults(&Device::emulator()).only(&["tf16"]).is_err());
+    /// # Ok::<(), warpforge::Error>(())
+    /// ```
+    pub fn only(mut self, kinds: &[&str]) -> Result<GemmBench> {
+        if let Some(unknown) = kinds.iter().find(|k| !GEMM_KINDS.contains(k)) {
+            return Err(Error::InvalidParameter {
+                op: "bench gemm",
+                parameter: "only",
+                detail: format!(
+                    "`{unknown}` is not a kind of GEMM row; the kinds are {}",
+                    GEMM_KINDS.join(", ")
+                ),
+            });
+        }
+        self.f32_paths.retain(|p| kinds.contains(&p.name()));
+        let f32_paths = !self.f32_paths.is_empty();
+        self.dtypes.retain(|&d| match d {
+            DType::F32 => f32_paths,
+            other => kinds.contains(&other.name()),
+        });
+        Ok(self)
+    }
+
+    /// Why `dev` cannot run the truncated TF32 rows this configuration asks
+    /// for ([`F32Path::Tf32`] of [`Tf32Rounding::Truncate`]: the Hopper
+    /// kernel only), the library's refusal of the first shape it refuses;
+    /// `None` where it runs them all, or none are asked for. [`gemm()`]
+    /// leaves those rows out and notes this once.
+    pub fn truncation_refused(&self, dev: &Device) -> Option<String> {
+        let truncates = self.dtypes.contains(&DType::F32)
+            && self
+                .f32_paths
+                .contains(&F32Path::Tf32(Tf32Rounding::Truncate));
+        if !truncates {
+            return None;
+        }
+        self.shapes.iter().find_map(|&[m, n, k]| {
+            warpforge::gemm::Gemm::<f32>::new(m, n, k)
+                .trans_a(self.trans.0)
+                .trans_b(self.trans.1)
+                .tf32_rounding(Tf32Rounding::Truncate)
+                .kernel_name_for::<f32, f32>(dev)
+                .err()
+                .map(|e| e.to_string())
+        })
+    }
+
+    /// Every case [`gemm()`] measures on `dev`, in order: per (input,
+    /// output) dtype pair and shape, the cuBLAS anchor (unless an earlier
+    /// pair's: the truncated TF32 rows share the rounded ones' cuBLAS case)
+    /// then warpforge's kernel (shape `[m, n, k]`).
+    pub fn cases(&self, dev: &Device) -> Result<Vec<Case>> {
         let mut cases = Vec::new();
-        for v in self.variants()? {
+        for v in self.variants(dev)? {
             for shape in &self.shapes {
                 let case = |op| Case {
                     op,
@@ -889,15 +1024,19 @@ impl GemmBench {
                     shape: shape.to_vec(),
                     axis: None,
                 };
-                cases.extend([case(v.anchor), case(v.kernel)]);
+                if !cases.contains(&case(v.anchor)) {
+                    cases.push(case(v.anchor));
+                }
+                cases.push(case(v.kernel));
             }
         }
         Ok(cases)
     }
 
     /// The (input, output) pairs in order, with the cuBLAS case's and
-    /// warpforge's kernel's names for the transposes.
-    fn variants(&self) -> Result<Vec<GemmVariant>> {
+    /// warpforge's kernel's names for the transposes; the truncated TF32
+    /// pair only where `dev` runs it ([`truncation_refused`](Self::truncation_refused)).
+    fn variants(&self, dev: &Device) -> Result<Vec<GemmVariant>> {
         use half::f16;
         use warpforge::gemm::{GemmTypes, TileConfig};
         fn small<TIn: GemmTypes<TOut>, TOut: warpforge::Element>(
@@ -908,10 +1047,49 @@ impl GemmBench {
         }
         let which = usize::from(self.trans.0) * 2 + usize::from(self.trans.1);
         let (ta, tb) = self.trans;
+        let truncates = self.truncation_refused(dev).is_none();
         let mut variants = Vec::new();
         for &input in &self.dtypes {
+            if input == DType::F32 {
+                for &path in &self.f32_paths {
+                    let (anchor, kernel, tf32) = match path {
+                        F32Path::Simt => (
+                            cublas_name(input, input, which),
+                            warpforge::gemm::Gemm::<f32>::new(0, 0, 0)
+                                .trans_a(ta)
+                                .trans_b(tb)
+                                .kernel_name(),
+                            None,
+                        ),
+                        F32Path::Tf32(Tf32Rounding::Nearest) => (
+                            CUBLAS_TF32_NAMES[which],
+                            <f32 as GemmTypes<f32>>::kernel_name(
+                                ta,
+                                tb,
+                                Some(TileConfig::Small),
+                                true,
+                            ),
+                            Some(Tf32Rounding::Nearest),
+                        ),
+                        F32Path::Tf32(Tf32Rounding::Truncate) if truncates => (
+                            CUBLAS_TF32_NAMES[which],
+                            TRUNCATED_TF32_NAMES[which],
+                            Some(Tf32Rounding::Truncate),
+                        ),
+                        F32Path::Tf32(Tf32Rounding::Truncate) => continue,
+                    };
+                    variants.push(GemmVariant {
+                        input,
+                        output: input,
+                        tf32,
+                        anchor,
+                        kernel,
+                    });
+                }
+                continue;
+            }
             let outputs: Vec<DType> = match input {
-                DType::F32 | DType::F64 => vec![input],
+                DType::F64 => vec![input],
                 DType::F16 | DType::BF16 => self
                     .half_outputs
                     .iter()
@@ -931,11 +1109,7 @@ impl GemmBench {
                 }
             };
             for output in outputs {
-                let g32 = warpforge::gemm::Gemm::<f32>::new(0, 0, 0)
-                    .trans_a(ta)
-                    .trans_b(tb);
                 let name = match (input, output) {
-                    (DType::F32, _) => g32.kernel_name(),
                     (DType::F64, _) => warpforge::gemm::Gemm::<f64>::new(0, 0, 0)
                         .trans_a(ta)
                         .trans_b(tb)
@@ -948,36 +1122,27 @@ impl GemmBench {
                     (DType::BF16, DType::F32) => small::<bf16, f32>(ta, tb),
                     _ => small::<bf16, bf16>(ta, tb),
                 };
-                let anchors = CUBLAS_NAMES
-                    .iter()
-                    .find(|(i, o, _)| (*i, *o) == (input, output))
-                    .expect("every pair above has cuBLAS names")
-                    .2;
                 variants.push(GemmVariant {
                     input,
                     output,
-                    tf32: false,
-                    anchor: anchors[which],
+                    tf32: None,
+                    anchor: cublas_name(input, output, which),
                     kernel: name,
-                });
-            }
-            if input == DType::F32 && self.tf32 {
-                variants.push(GemmVariant {
-                    input,
-                    output: input,
-                    tf32: true,
-                    anchor: CUBLAS_TF32_NAMES[which],
-                    kernel: <f32 as GemmTypes<f32>>::kernel_name(
-                        ta,
-                        tb,
-                        Some(TileConfig::Small),
-                        true,
-                    ),
                 });
             }
         }
         Ok(variants)
     }
+}
+
+/// The cuBLAS case of `input` into `output` with the transposes `which`
+/// (`nn`, `nt`, `tn`, `tt`: 0 … 3), not through TF32.
+fn cublas_name(input: DType, output: DType, which: usize) -> &'static str {
+    CUBLAS_NAMES
+        .iter()
+        .find(|(i, o, _)| (*i, *o) == (input, output))
+        .expect("every pair of the benchmark has cuBLAS names")
+        .2[which]
 }
 
 /// FLOPs and least bytes of one `m × n × k` GEMM: `A` and `B` of
@@ -1012,49 +1177,58 @@ fn gemm_row(case: &Case, flops: u64, bytes: u64, seconds: f64, anchor_gbps: f64)
 type Anchor<'a> = &'a dyn Fn(&cublas::Cublas, [usize; 3]) -> std::result::Result<f64, String>;
 
 /// Measures one (input, output) pair's cases (anchor and kernel per shape, in
-/// order) into `report`, through TF32 if `tf32`; `to_input` makes the
-/// inputs' elements.
-#[allow(clippy::too_many_arguments)]
+/// order) into `report`; `to_input` makes the inputs' elements. An anchor
+/// case an earlier pair measured (the truncated TF32 rows share the
+/// rounded ones' cuBLAS case) is not timed again: its figure is the
+/// anchor.
 fn gemm_variant<TIn, TOut>(
     dev: &Device,
     config: &GemmBench,
-    tf32: bool,
+    v: &GemmVariant,
     blas: &std::result::Result<cublas::Cublas, String>,
     anchor_time: Anchor<'_>,
     to_input: fn(f32) -> TIn,
-    cases: &[Case],
     report: &mut BenchReport,
 ) -> Result<()>
 where
     TIn: warpforge::gemm::GemmTypes<TOut>,
     TOut: warpforge::Element,
 {
-    for pair in cases.chunks(2) {
-        let [anchor, kernel] = pair else {
-            unreachable!("cases come in pairs")
+    for &[m, n, k] in &config.shapes {
+        let case = |op| Case {
+            op,
+            dtype: v.input,
+            shape: vec![m, n, k],
+            axis: None,
         };
-        let [m, n, k] = [kernel.shape[0], kernel.shape[1], kernel.shape[2]];
+        let (anchor, kernel) = (case(v.anchor), case(v.kernel));
         let (flops, bytes) = gemm_work(&kernel.shape, size_of::<TIn>(), size_of::<TOut>())?;
-        // The anchor first: cuBLAS's figure, or why there is none.
-        let anchor_gbps = match blas
-            .as_ref()
-            .map_err(String::clone)
-            .and_then(|blas| anchor_time(blas, [m, n, k]))
-        {
-            Ok(seconds) => {
-                let rate = gbps(bytes, seconds);
-                report
-                    .rows
-                    .push(gemm_row(anchor, flops, bytes, seconds, rate));
-                rate
-            }
-            Err(reason) => {
-                report.skipped.push(Skipped {
-                    case: anchor.clone(),
-                    reason,
-                });
-                f64::NAN
-            }
+        // The anchor first: cuBLAS's figure (measured now or by an earlier
+        // pair), or why there is none.
+        let measured = report.rows.iter().find(|r| r.case() == anchor);
+        let anchor_gbps = match measured {
+            Some(row) => row.gbps,
+            None if report.skipped.iter().any(|s| s.case == anchor) => f64::NAN,
+            None => match blas
+                .as_ref()
+                .map_err(String::clone)
+                .and_then(|blas| anchor_time(blas, [m, n, k]))
+            {
+                Ok(seconds) => {
+                    let rate = gbps(bytes, seconds);
+                    report
+                        .rows
+                        .push(gemm_row(&anchor, flops, bytes, seconds, rate));
+                    rate
+                }
+                Err(reason) => {
+                    report.skipped.push(Skipped {
+                        case: anchor,
+                        reason,
+                    });
+                    f64::NAN
+                }
+            },
         };
         let host = |len: usize| (0..len).map(|i| to_input(sample(i))).collect::<Vec<TIn>>();
         let mut buffers = (|| {
@@ -1064,10 +1238,12 @@ where
                 dev.alloc_zeroed::<TOut>(m * n)?,
             ))
         })();
-        let gemm = warpforge::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
+        let mut gemm = warpforge::gemm::Gemm::<TIn::Scalar>::new(m, n, k)
             .trans_a(config.trans.0)
-            .trans_b(config.trans.1)
-            .tf32(tf32);
+            .trans_b(config.trans.1);
+        if let Some(rounding) = v.tf32 {
+            gemm = gemm.tf32_rounding(rounding);
+        }
         // A split shape runs its kernel into the workspace, then the sum.
         let ranges = gemm.split_k_for::<TIn, TOut>(dev)?;
         if ranges > 1 {
@@ -1079,26 +1255,38 @@ where
             ));
         }
         // The shape as the heuristic runs it; where that is the Hopper
-        // kernel (unsplit or split), the mma.sync kernel it replaces too;
+        // kernel (unsplit or split), the mma.sync kernel it replaces too
+        // (not for truncated TF32, which the Hopper kernel alone runs);
         // where it is the wide tile, whose rule is not yet measured against
         // the large one, the large tile too; where it is a split of the
         // large tile (f32's skinny path), the small tile's split it
         // replaces; on the same buffers.
         use warpforge::gemm::TileConfig::{Large, Small, Wide};
-        let mut runs = vec![gemm];
+        let truncated = v.tf32 == Some(Tf32Rounding::Truncate);
         let mma_sync = gemm.wgmma(false);
         let tile = gemm.tile_config_for::<TIn, TOut>(dev)?;
-        if gemm.kernel_name_for::<TIn, TOut>(dev)? != mma_sync.kernel_name_for::<TIn, TOut>(dev)? {
-            runs.push(mma_sync);
+        let replaced = if truncated {
+            None
+        } else if gemm.kernel_name_for::<TIn, TOut>(dev)?
+            != mma_sync.kernel_name_for::<TIn, TOut>(dev)?
+        {
+            Some(mma_sync)
         } else if tile == Some(Wide) {
-            runs.push(gemm.tile(Large));
+            Some(gemm.tile(Large))
         } else if tile == Some(Large) && ranges > 1 {
-            runs.push(gemm.tile(Small));
-        }
-        for run in runs {
-            // The row names the kernel it runs.
+            Some(gemm.tile(Small))
+        } else {
+            None
+        };
+        for run in std::iter::once(gemm).chain(replaced) {
+            // The row names the kernel it runs (the truncated rows: after
+            // their own first word, TRUNCATED_TF32_NAMES).
             let kernel = &Case {
-                op: run.kernel_name_for::<TIn, TOut>(dev)?,
+                op: if truncated {
+                    kernel.op
+                } else {
+                    run.kernel_name_for::<TIn, TOut>(dev)?
+                },
                 ..kernel.clone()
             };
             // Out of memory allocating the operands skips the case as one in the run does.
@@ -1117,12 +1305,13 @@ where
 /// Runs every case of `config` on `dev` (see the module docs): cuBLAS and
 /// warpforge on the same shapes, in the same run. cuBLAS is opened once; if
 /// it cannot be (the emulator, no library, no handle), each of its cases is
-/// skipped with the reason and warpforge is measured alone. Out-of-memory
-/// cases are skipped as in [`reduce()`].
+/// skipped with the reason and warpforge is measured alone. Truncated TF32
+/// rows the device cannot run are left out, with one note saying why
+/// ([`GemmBench::truncation_refused`]). Out-of-memory cases are skipped as
+/// in [`reduce()`].
 pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
     use half::f16;
-    let variants = config.variants()?;
-    let cases = config.cases()?;
+    let variants = config.variants(dev)?;
     let blas = cublas::Cublas::open(dev);
     let mut report = BenchReport {
         device: dev.name(),
@@ -1134,34 +1323,35 @@ pub fn gemm(dev: &Device, config: &GemmBench) -> Result<BenchReport> {
             Err(why) => why.clone(),
         }],
     };
+    if let Some(why) = config.truncation_refused(dev) {
+        report.notes.push(format!(
+            "truncated TF32 (Tf32Rounding::Truncate) not measured: {why}"
+        ));
+    }
     let (timing, trans) = (config.timing, config.trans);
-    let per_variant = (2 * config.shapes.len()).max(1);
-    for (v, cases) in variants.iter().zip(cases.chunks(per_variant)) {
+    for v in &variants {
         let ex = |b: &cublas::Cublas, shape| b.time_ex(timing, shape, trans, v.input, v.output);
-        let r = &mut report;
-        let (c, tf32) = (config, v.tf32);
+        let (c, r) = (config, &mut report);
         match (v.input, v.output) {
-            (DType::F32, _) if tf32 => {
-                gemm_variant::<f32, f32>(dev, c, tf32, &blas, &ex, |v| v, cases, r)?
+            (DType::F32, _) if v.tf32.is_some() => {
+                gemm_variant::<f32, f32>(dev, c, v, &blas, &ex, |v| v, r)?
             }
             (DType::F32, _) => {
                 let sgemm = |b: &cublas::Cublas, shape| b.time::<f32>(timing, shape, trans);
-                gemm_variant::<f32, f32>(dev, c, tf32, &blas, &sgemm, |v| v, cases, r)?
+                gemm_variant::<f32, f32>(dev, c, v, &blas, &sgemm, |v| v, r)?
             }
             (DType::F64, _) => {
                 let dgemm = |b: &cublas::Cublas, shape| b.time::<f64>(timing, shape, trans);
-                gemm_variant::<f64, f64>(dev, c, tf32, &blas, &dgemm, f64::from, cases, r)?
+                gemm_variant::<f64, f64>(dev, c, v, &blas, &dgemm, f64::from, r)?
             }
             (DType::F16, DType::F32) => {
-                gemm_variant::<f16, f32>(dev, c, tf32, &blas, &ex, f16::from_f32, cases, r)?
+                gemm_variant::<f16, f32>(dev, c, v, &blas, &ex, f16::from_f32, r)?
             }
-            (DType::F16, _) => {
-                gemm_variant::<f16, f16>(dev, c, tf32, &blas, &ex, f16::from_f32, cases, r)?
-            }
+            (DType::F16, _) => gemm_variant::<f16, f16>(dev, c, v, &blas, &ex, f16::from_f32, r)?,
             (DType::BF16, DType::F32) => {
-                gemm_variant::<bf16, f32>(dev, c, tf32, &blas, &ex, bf16::from_f32, cases, r)?
+                gemm_variant::<bf16, f32>(dev, c, v, &blas, &ex, bf16::from_f32, r)?
             }
-            _ => gemm_variant::<bf16, bf16>(dev, c, tf32, &blas, &ex, bf16::from_f32, cases, r)?,
+            _ => gemm_variant::<bf16, bf16>(dev, c, v, &blas, &ex, bf16::from_f32, r)?,
         }
     }
     Ok(report)
@@ -1807,39 +1997,57 @@ mod tests {
     /// output) pair, and FLOPs and bytes against figures worked out by hand.
     #[test]
     fn gemm_cases_cover_each_pair_and_shape_with_their_work() {
-        let config = GemmBench::defaults(&Device::emulator())
+        let h100 = Device::emulator_for(warpforge::Arch::Sm90);
+        let config = GemmBench::defaults(&h100)
             .with_max_log2(GEMM_GPU_MAX_LOG2)
             .unwrap();
         let squares = [256, 512, 1024, 2048, 4096, 8192].map(|s| [s, s, s]);
         let transformer = [[4096, 4096, 11008], [8192, 1024, 4096], [128, 4096, 4096]];
         assert_eq!(config.shapes, [&squares[..], &transformer[..]].concat());
-        // (input dtype, kernel prefix, anchor), TF32 after SIMT f32.
+        // (input dtype, kernel prefix, anchor, whether the anchor is a case
+        // of this pair's): TF32 rounded and truncated after SIMT f32, the
+        // truncated rows against the rounded rows' cuBLAS case.
         let pairs = [
-            ("f32", "gemm_f32_nn_", "cublas_sgemm_nn"),
-            ("f32", "gemm_tf32_f32_nn_", "cublas_gemmex_tf32_nn"),
-            ("f64", "gemm_f64_nn_", "cublas_dgemm_nn"),
-            ("f16", "gemm_f16_f32_nn_", "cublas_gemmex_f16_f32_nn"),
-            ("f16", "gemm_f16_f16_nn_", "cublas_gemmex_f16_f16_nn"),
-            ("bf16", "gemm_bf16_f32_nn_", "cublas_gemmex_bf16_f32_nn"),
-            ("bf16", "gemm_bf16_bf16_nn_", "cublas_gemmex_bf16_bf16_nn"),
+            ("f32", "gemm_f32_nn_", "cublas_sgemm_nn", true),
+            ("f32", "gemm_tf32_f32_nn_", "cublas_gemmex_tf32_nn", true),
+            (
+                "f32",
+                TRUNCATED_TF32_NAMES[0],
+                "cublas_gemmex_tf32_nn",
+                false,
+            ),
+            ("f64", "gemm_f64_nn_", "cublas_dgemm_nn", true),
+            ("f16", "gemm_f16_f32_nn_", "cublas_gemmex_f16_f32_nn", true),
+            ("f16", "gemm_f16_f16_nn_", "cublas_gemmex_f16_f16_nn", true),
+            (
+                "bf16",
+                "gemm_bf16_f32_nn_",
+                "cublas_gemmex_bf16_f32_nn",
+                true,
+            ),
+            (
+                "bf16",
+                "gemm_bf16_bf16_nn_",
+                "cublas_gemmex_bf16_bf16_nn",
+                true,
+            ),
         ];
-        let cases = config.cases().unwrap();
-        assert_eq!(cases.len(), pairs.len() * config.shapes.len() * 2);
-        let per_pair = cases.chunks(2 * config.shapes.len());
-        for ((input, prefix, anchor), cases) in pairs.into_iter().zip(per_pair) {
-            for (pair, shape) in cases.chunks(2).zip(&config.shapes) {
-                assert_eq!(pair[0].op, anchor);
-                assert!(
-                    pair[1].op.starts_with(prefix),
-                    "{} for {prefix}",
-                    pair[1].op
-                );
-                for case in pair {
-                    assert_eq!(case.dtype.name(), input);
-                    assert_eq!(case.shape, shape.to_vec());
+        let cases = config.cases(&h100).unwrap();
+        let mut rest = &cases[..];
+        for (input, prefix, anchor, own_anchor) in pairs {
+            for shape in &config.shapes {
+                let (anchors, tail) = rest.split_at(usize::from(own_anchor));
+                let (kernel, tail) = tail.split_first().expect("a kernel case per shape");
+                rest = tail;
+                for case in anchors.iter().chain([kernel]) {
+                    assert_eq!(case.dtype.name(), input, "{case}");
+                    assert_eq!(case.shape, shape.to_vec(), "{case}");
                 }
+                assert!(anchors.iter().all(|a| a.op == anchor), "{anchors:?}");
+                assert!(kernel.op.starts_with(prefix), "{kernel} for {prefix}");
             }
         }
+        assert!(rest.is_empty(), "{rest:?}");
         // 2·m·n·k, and A and B read plus C written, by hand.
         assert_eq!(
             gemm_work(&[4096, 4096, 11008], 2, 4).unwrap(),
@@ -1866,7 +2074,162 @@ mod tests {
         ));
         let mut ints = config;
         ints.dtypes = vec![DType::I32];
-        assert!(ints.cases().unwrap_err().to_string().contains("i32"));
+        assert!(ints.cases(&h100).unwrap_err().to_string().contains("i32"));
+    }
+
+    /// The truncated TF32 rows, one per shape, on every transpose of an
+    /// emulated H100, each after the rounded row it shares its cuBLAS case
+    /// with; none on an emulated A100, which names the library's refusal
+    /// (and refuses nothing else); `only` keeps the kinds named.
+    #[test]
+    fn the_truncated_tf32_rows_are_measured_where_the_hopper_kernel_runs() {
+        use warpforge::Arch;
+        let (h100, a100) = (
+            Device::emulator_for(Arch::Sm90),
+            Device::emulator_for(Arch::Sm80),
+        );
+        let defaults = GemmBench::defaults(&h100).with_max_log2(4).unwrap();
+        let tf32 = defaults.clone().only(&["tf32", "tf32-truncate"]).unwrap();
+        assert_eq!(tf32.dtypes, [DType::F32]);
+        assert_eq!(tf32.f32_paths, F32Path::ALL[1..]);
+        for (which, trans) in [(false, false), (false, true), (true, false), (true, true)]
+            .into_iter()
+            .enumerate()
+        {
+            let config = GemmBench {
+                trans,
+                ..tf32.clone()
+            };
+            assert_eq!(config.truncation_refused(&h100), None);
+            let ops: Vec<&str> = config.cases(&h100).unwrap().iter().map(|c| c.op).collect();
+            // Per shape of the rounded pair, the anchor and the kernel; then
+            // the truncated pair's kernel alone.
+            let shapes = config.shapes.len();
+            assert_eq!(ops.len(), 3 * shapes, "{ops:?}");
+            for pair in ops[..2 * shapes].chunks(2) {
+                assert_eq!(pair[0], CUBLAS_TF32_NAMES[which], "{ops:?}");
+                assert!(pair[1].starts_with("gemm_tf32_f32_"), "{ops:?}");
+            }
+            assert!(
+                ops[2 * shapes..]
+                    .iter()
+                    .all(|&op| op == TRUNCATED_TF32_NAMES[which])
+            );
+            // The name's last word is the kernel the library runs.
+            let [m, n, k] = config.shapes[0];
+            let kernel = warpforge::gemm::Gemm::<f32>::new(m, n, k)
+                .trans_a(trans.0)
+                .trans_b(trans.1)
+                .tf32_rounding(Tf32Rounding::Truncate)
+                .kernel_name_for::<f32, f32>(&h100)
+                .unwrap();
+            assert_eq!(TRUNCATED_TF32_NAMES[which].rsplit(' ').next(), Some(kernel));
+            assert!(TRUNCATED_TF32_NAMES[which].starts_with(&format!(
+                "truncated_{}{} ",
+                ["n", "t"][usize::from(trans.0)],
+                ["n", "t"][usize::from(trans.1)]
+            )));
+
+            let why = config
+                .truncation_refused(&a100)
+                .expect("an sm_80 refuses truncation");
+            assert!(
+                why.contains("tf32_rounding") && why.contains("8.0"),
+                "{why}"
+            );
+            let ops: Vec<&str> = config.cases(&a100).unwrap().iter().map(|c| c.op).collect();
+            assert_eq!(ops.len(), 2 * shapes, "{ops:?}");
+            assert!(!ops.iter().any(|op| op.starts_with("truncated")), "{ops:?}");
+        }
+        // Without the truncated path, nothing to refuse.
+        let rounded = defaults.clone().only(&["tf32"]).unwrap();
+        assert_eq!(rounded.truncation_refused(&a100), None);
+        let e = defaults.only(&["tf32", "int8"]).unwrap_err().to_string();
+        assert!(e.contains("`int8`") && e.contains("tf32-truncate"), "{e}");
+        assert_eq!(
+            F32Path::ALL.map(F32Path::name),
+            GEMM_KINDS[..3],
+            "f32's paths are the first kinds"
+        );
+    }
+
+    /// A run on an emulated H100 at NT (the truncated rows' fair anchor):
+    /// per shape the cuBLAS TF32 case (skipped once, the emulator has no
+    /// cuBLAS), the rounded row and the truncated row, each with its FLOPs;
+    /// on an emulated A100 the rounded rows alone and one note saying why.
+    #[test]
+    fn gemm_bench_times_the_truncated_tf32_rows_on_an_emulated_h100() {
+        use warpforge::Arch;
+        let h100 = Device::emulator_for(Arch::Sm90);
+        let mut config = GemmBench::defaults(&h100)
+            .only(&["tf32", "tf32-truncate"])
+            .unwrap();
+        config.shapes = vec![[16, 24, 32], [8, 8, 20]];
+        config.trans = (false, true);
+        config.timing = Timing {
+            warmup: 0,
+            iters: 1,
+            reps: 1,
+        };
+        let (report, work) = h100.work_done_by(|| gemm(&h100, &config)).unwrap();
+        // One timed call a row: the rounded rows on mma.sync (these grids
+        // are small), the truncated ones on the Hopper kernel reading both
+        // operands in place (k = 32 and 20: rows of whole 16 bytes), so no
+        // copy kernel runs.
+        let mut launches: Vec<(&str, u64)> = work.launches.into_iter().collect();
+        launches.sort();
+        assert_eq!(
+            launches,
+            [
+                ("gemm_tf32_f32_nt_64x64x16_s3", 2),
+                ("gemm_wgmma_tf32_f32_nt_128x256x32_s4", 2)
+            ]
+        );
+        let ops: Vec<&str> = report.rows.iter().map(|r| r.op).collect();
+        let truncated = TRUNCATED_TF32_NAMES[1];
+        assert_eq!(
+            ops,
+            [
+                "gemm_tf32_f32_nt_64x64x16_s3",
+                "gemm_tf32_f32_nt_64x64x16_s3",
+                truncated,
+                truncated
+            ]
+        );
+        let skipped: Vec<String> = report.skipped.iter().map(|s| s.case.to_string()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "cublas_gemmex_tf32_nt f32 [16×24×32]",
+                "cublas_gemmex_tf32_nt f32 [8×8×20]"
+            ]
+        );
+        assert!(report.skipped.iter().all(|s| s.reason == cublas::EMULATOR));
+        for (row, shape) in report.rows.iter().zip(config.shapes.repeat(2)) {
+            assert_eq!(row.shape, shape);
+            let [m, n, k] = shape;
+            assert_eq!(row.flops, Some(2 * (m * n * k) as u64), "{row:?}");
+            assert_eq!(row.bytes, (4 * (m * k + k * n + m * n)) as u64, "{row:?}");
+            assert!(row.tflops().unwrap() > 0.0 && row.ratio.is_nan(), "{row:?}");
+        }
+        assert!(
+            !report.notes.iter().any(|n| n.contains("truncated")),
+            "{:?}",
+            report.notes
+        );
+
+        let a100 = Device::emulator_for(Arch::Sm80);
+        let report = gemm(&a100, &config).unwrap();
+        let ops: Vec<&str> = report.rows.iter().map(|r| r.op).collect();
+        assert_eq!(ops, ["gemm_tf32_f32_nt_64x64x16_s3"; 2]);
+        assert_eq!(report.skipped.len(), 2);
+        let notes: Vec<&String> = report
+            .notes
+            .iter()
+            .filter(|n| n.starts_with("truncated TF32 (Tf32Rounding::Truncate) not measured: "))
+            .collect();
+        assert_eq!(notes.len(), 1, "{:?}", report.notes);
+        assert!(notes[0].contains("tf32_rounding"), "{}", notes[0]);
     }
 
     /// f16 and bf16 into f32 and into their own type, on the emulator: every
@@ -1882,7 +2245,7 @@ mod tests {
             reps: 1,
         };
         let report = gemm(&dev, &config).unwrap();
-        let cases = config.cases().unwrap();
+        let cases = config.cases(&dev).unwrap();
         assert_eq!(cases.len(), 4 * 4 * 2);
         assert_eq!(report.rows.len(), 16, "{:?}", report.skipped);
         assert_eq!(report.skipped.len(), 16);

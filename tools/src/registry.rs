@@ -52,8 +52,39 @@ pub struct Operation {
 pub struct Bench {
     /// One line: what is measured, in which unit, against which anchor.
     pub summary: &'static str,
-    /// Runs it: `(device, max_log2, timing)`.
-    pub run: fn(&Device, Option<u32>, Timing) -> Result<BenchReport>,
+    /// Runs it on the device as the options say.
+    pub run: fn(&Device, &BenchOptions) -> Result<BenchReport>,
+}
+
+/// What `warpforge bench NAME` asks of a benchmark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchOptions {
+    /// Sizes up to 2^`max_log2` (each benchmark's meaning: [`Bench::summary`]);
+    /// `None`: the benchmark's default for the device.
+    pub max_log2: Option<u32>,
+    /// How each case is timed.
+    pub timing: Timing,
+    /// gemm: `(trans_a, trans_b)`, the same for both libraries
+    /// ([`GemmBench::trans`]). The other benchmarks have no transposes:
+    /// `warpforge bench` refuses `--trans` for them.
+    pub trans: (bool, bool),
+    /// gemm: only these kinds of rows ([`GemmBench::only`], names of
+    /// [`bench::GEMM_KINDS`]); empty: every kind. Refused for the others
+    /// as `trans` is.
+    pub only: Vec<String>,
+}
+
+impl BenchOptions {
+    /// The benchmark's defaults for `dev`: its sizes and [`Timing::defaults`],
+    /// no transposes, every kind of row.
+    pub fn defaults(dev: &Device) -> BenchOptions {
+        BenchOptions {
+            max_log2: None,
+            timing: Timing::defaults(dev),
+            trans: (false, false),
+            only: Vec::new(),
+        }
+    }
 }
 
 /// Every operation, in the order `verify` reports them.
@@ -66,12 +97,12 @@ pub static OPERATIONS: &[Operation] = &[
         bench: Some(Bench {
             summary: "axpy_f32 at 2^16 … 2^N elements, GB/s (x, y read, y written) against \
                       the device-to-device copy of the same size",
-            run: |dev, max_log2, timing| {
+            run: |dev, options| {
                 let mut config = AxpyBench::defaults(dev);
-                if let Some(n) = max_log2 {
+                if let Some(n) = options.max_log2 {
                     config = config.with_max_log2(n)?;
                 }
-                config.timing = timing;
+                config.timing = options.timing;
                 bench::axpy(dev, &config)
             },
         }),
@@ -86,12 +117,12 @@ pub static OPERATIONS: &[Operation] = &[
             summary: "sum/max/argmax of f32 and bf16, whole-tensor at 2^16 … 2^N elements and \
                       along each axis of a matrix of 2^min(N, 26), GB/s (bytes read) against \
                       the device-to-device copy of the same tensor",
-            run: |dev, max_log2, timing| {
+            run: |dev, options| {
                 let mut config = ReduceBench::defaults(dev);
-                if let Some(n) = max_log2 {
+                if let Some(n) = options.max_log2 {
                     config = config.with_max_log2(n)?;
                 }
-                config.timing = timing;
+                config.timing = options.timing;
                 bench::reduce(dev, &config)
             },
         }),
@@ -105,16 +136,22 @@ pub static OPERATIONS: &[Operation] = &[
         verify: verify::verify_gemm,
         kernels: verify::gemm_kernels,
         bench: Some(Bench {
-            summary: "gemm f32 (SIMT and TF32), f64, f16 and bf16 (NN), squares 2^8 … 2^N and \
+            summary: "gemm f32 (SIMT, TF32 rounded, and TF32 truncated where the Hopper kernel \
+                      runs), f64, f16 and bf16 (NN, or --trans), squares 2^8 … 2^N and \
                       three rectangular shapes of side 2^(N−1) (N = 13: 4096×4096×11008, 8192×1024×4096, \
                       128×4096×4096), TFLOP/s (2·m·n·k / time) against cuBLAS (sgemm, dgemm, \
                       GemmEx) in the same run where it loads",
-            run: |dev, max_log2, timing| {
+            run: |dev, options| {
                 let mut config = GemmBench::defaults(dev);
-                if let Some(n) = max_log2 {
+                if let Some(n) = options.max_log2 {
                     config = config.with_max_log2(n)?;
                 }
-                config.timing = timing;
+                if !options.only.is_empty() {
+                    let kinds: Vec<&str> = options.only.iter().map(String::as_str).collect();
+                    config = config.only(&kinds)?;
+                }
+                config.trans = options.trans;
+                config.timing = options.timing;
                 bench::gemm(dev, &config)
             },
         }),
@@ -132,12 +169,12 @@ pub static OPERATIONS: &[Operation] = &[
                       layers, a depthwise 3×3), NHWC f16 and NCHW f32, TFLOP/s (GB/s for \
                       depthwise) against cuDNN's fastest measured algorithm in the same run \
                       where it loads; N caps each layer at 2^N multiply-adds (emulator: 16)",
-            run: |dev, max_log2, timing| {
+            run: |dev, options| {
                 let mut config = ConvBench::defaults(dev);
-                if let Some(n) = max_log2 {
+                if let Some(n) = options.max_log2 {
                     config = config.with_max_log2(n)?;
                 }
-                config.timing = timing;
+                config.timing = options.timing;
                 bench::conv2d::conv2d(dev, &config)
             },
         }),
@@ -362,13 +399,17 @@ mod tests {
     #[test]
     fn the_axpy_bench_moves_three_vectors_against_a_two_vector_copy() {
         let dev = Device::emulator();
-        let timing = Timing {
-            warmup: 0,
-            iters: 1,
-            reps: 1,
+        let options = BenchOptions {
+            max_log2: Some(11),
+            timing: Timing {
+                warmup: 0,
+                iters: 1,
+                reps: 1,
+            },
+            ..BenchOptions::defaults(&dev)
         };
         let run = operation("axpy").unwrap().bench.as_ref().unwrap().run;
-        let report = run(&dev, Some(11), timing).unwrap();
+        let report = run(&dev, &options).unwrap();
         let cases: Vec<(&str, Vec<usize>)> = report
             .rows
             .iter()
@@ -517,16 +558,21 @@ mod tests {
     #[test]
     fn the_gemm_bench_counts_2mnk_flops_and_skips_cublas_on_the_emulator() {
         let dev = Device::emulator();
-        let timing = Timing {
-            warmup: 0,
-            iters: 1,
-            reps: 1,
+        let options = BenchOptions {
+            max_log2: Some(4),
+            timing: Timing {
+                warmup: 0,
+                iters: 1,
+                reps: 1,
+            },
+            ..BenchOptions::defaults(&dev)
         };
         let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
-        let report = run(&dev, Some(4), timing).unwrap();
+        let report = run(&dev, &options).unwrap();
         // N = 4: the square 16, then 8×8×21, 16×2×8, 1×8×8; f32, f32
-        // through TF32, f64 (on the FP64 tensor cores of this sm_90), then
-        // f16 and bf16 into f32 and into their own type.
+        // through TF32 rounded and truncated (this sm_90 runs the Hopper
+        // kernel), f64 (on its FP64 tensor cores), then f16 and bf16 into
+        // f32 and into their own type.
         let shapes = [[16, 16, 16], [8, 8, 21], [16, 2, 8], [1, 8, 8]];
         let measured: Vec<(&str, Vec<usize>)> = report
             .rows
@@ -536,6 +582,7 @@ mod tests {
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
             "gemm_tf32_f32_nn_64x64x16_s3",
+            bench::TRUNCATED_TF32_NAMES[0],
             "gemm_dmma16_f64_nn_128x64x16_s3",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
@@ -554,14 +601,16 @@ mod tests {
                 "f32" | "tf32" => 4,
                 _ => 2,
             };
-            // `gemm_[dmma16_]TIN[_TOUT]_…`: f64 on the FP64 tensor cores (the
-            // emulator is an sm_90: its m16n8k16) is `gemm_dmma16_f64_…`.
-            let types: Vec<&str> =
-                r.op.split('_')
-                    .skip(1)
-                    .skip_while(|&t| t.starts_with("dmma"))
-                    .take_while(|t| t.starts_with(['f', 'b', 't']))
-                    .collect();
+            // `[truncated_nn ]gemm_[dmma16_|wgmma_]TIN[_TOUT]_…`: f64 on the
+            // FP64 tensor cores (the emulator is an sm_90: its m16n8k16) is
+            // `gemm_dmma16_f64_…`, truncated TF32 the Hopper kernel.
+            let kernel = r.op.rsplit(' ').next().unwrap();
+            let types: Vec<&str> = kernel
+                .split('_')
+                .skip(1)
+                .skip_while(|&t| t.starts_with("dmma") || t == "wgmma")
+                .take_while(|t| t.starts_with(['f', 'b', 't']))
+                .collect();
             let (input, output) = (types[0], *types.last().unwrap());
             assert_eq!(r.flops, Some(2 * (m * n * k) as u64), "{r:?}");
             assert_eq!(
@@ -600,15 +649,59 @@ mod tests {
                 }
             }
         }
-        let timing = Timing {
-            warmup: 0,
-            iters: 1,
-            reps: 1,
+        let options = BenchOptions {
+            max_log2: Some(8),
+            timing: Timing {
+                warmup: 0,
+                iters: 1,
+                reps: 1,
+            },
+            ..BenchOptions::defaults(&dev)
         };
-        let report = (op.bench.as_ref().unwrap().run)(&dev, Some(8), timing).unwrap();
+        let report = (op.bench.as_ref().unwrap().run)(&dev, &options).unwrap();
         // 14 layers × (NHWC f16, NCHW f32): warpforge measured, cuDNN skipped.
         assert_eq!(report.rows.len(), 28);
         assert_eq!(report.skipped.len(), 28);
         assert_eq!(report.notes, ["cuDNN: not available on the emulator"]);
+    }
+
+    /// `bench gemm --trans nt --only tf32-truncate`: the options reach the
+    /// GEMM's configuration (an emulated H100: the truncated NT rows alone,
+    /// beside their cuBLAS case, skipped).
+    #[test]
+    fn the_gemm_bench_takes_its_transposes_and_kinds_of_rows() {
+        let dev = Device::emulator_for(warpforge::Arch::Sm90);
+        let options = BenchOptions {
+            max_log2: Some(3),
+            timing: Timing {
+                warmup: 0,
+                iters: 1,
+                reps: 1,
+            },
+            trans: (false, true),
+            only: vec!["tf32-truncate".to_owned()],
+        };
+        let run = operation("gemm").unwrap().bench.as_ref().unwrap().run;
+        let report = run(&dev, &options).unwrap();
+        // 8³ and the three rectangles of side 4.
+        assert_eq!(report.rows.len(), 4, "{:?}", report.skipped);
+        assert!(
+            report
+                .rows
+                .iter()
+                .all(|r| r.op == bench::TRUNCATED_TF32_NAMES[1])
+        );
+        assert_eq!(report.skipped.len(), 4);
+        assert!(
+            report
+                .skipped
+                .iter()
+                .all(|s| s.case.op == "cublas_gemmex_tf32_nt")
+        );
+        let bad = BenchOptions {
+            only: vec!["f8".to_owned()],
+            ..options
+        };
+        assert!(run(&dev, &bad).unwrap_err().to_string().contains("`f8`"));
     }
 }

@@ -144,6 +144,7 @@ fn a_budget_too_small_for_a_step_skips_it_and_says_so() {
         "doctor --timings",
         "ignored fake/test/suite gpu_a",
         "bench gemm --backend gpu",
+        "bench gemm --trans nt --only tf32-truncate",
         "sanitizer memcheck: verify --backend gpu --op gemm",
         "ignored-set fake/test/suite",
     ] {
@@ -163,6 +164,16 @@ fn a_budget_too_small_for_a_step_skips_it_and_says_so() {
         "{gemm}"
     );
     assert!(gemm.contains(".svg"), "{gemm}");
+    // The truncated TF32 rows at NT beside cuBLAS TF32 NT, up to 4096³, a file of their own.
+    let nt = calls.lines().find(|l| l.contains("--trans nt")).unwrap();
+    assert!(
+        nt.starts_with(
+            "bench gemm --backend gpu --trans nt --only tf32-truncate --max-log2 12 --iters 5"
+        ),
+        "{nt}"
+    );
+    let json = fake.results.join("bench-gemm-tf32-nt.json");
+    assert!(nt.contains(&format!("--json {}", json.display())), "{nt}");
 }
 
 #[test]

@@ -150,6 +150,10 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
         rows[0].starts_with("gemm_f32_nn_64x64x16 f32 [16×16×16]"),
         "{stdout}"
     );
+    // The emulator is an H100's: truncated TF32 too, against the rounded
+    // rows' cuBLAS case (no case of its own).
+    let truncated = "truncated_nn gemm_wgmma_tf32_f32_nt_128x256x32_s4 f32 [";
+    assert_eq!(stdout.matches(truncated).count(), 4, "{stdout}");
     assert_eq!(
         stdout
             .matches("skipped: cuBLAS: not available on the emulator")
@@ -157,6 +161,43 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
         28,
         "{stdout}"
     );
+}
+
+#[test]
+fn bench_gemm_times_the_truncated_tf32_rows_at_the_transposes_asked_for() {
+    let args = [
+        "bench",
+        "gemm",
+        "--backend",
+        "emu",
+        "--max-log2",
+        "3",
+        "--iters",
+        "1",
+        "--trans",
+        "nt",
+        "--only",
+        "tf32-truncate",
+    ];
+    let (code, stdout, stderr) = warpforge(&args);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // 8³ and the three rectangles of side 4: the truncated rows and their
+    // cuBLAS TF32 NT cases, nothing else.
+    let truncated = "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4 f32 [";
+    assert_eq!(stdout.matches(truncated).count(), 4, "{stdout}");
+    assert!(stdout.contains(&format!("{truncated}8×8×8]")), "{stdout}");
+    assert_eq!(
+        stdout.matches("cublas_gemmex_tf32_nt f32 [").count(),
+        4,
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("gemm_tf32_f32_") && !stdout.contains("gemm_f32_"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = warpforge(&["bench", "gemm", "--backend", "emu", "--trans", "tx"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("nn, nt, tn, tt"), "{stderr}");
 }
 
 #[test]
@@ -173,6 +214,19 @@ fn bench_options_that_do_not_apply_are_refused() {
         stderr.contains("--mib does not apply to `bench reduce`"),
         "{stderr}"
     );
+    for (what, gemm_only) in [
+        ("reduce", ["--trans", "nt"]),
+        ("overlap", ["--only", "f32"]),
+    ] {
+        let mut args = vec!["bench", what, "--backend", "emu"];
+        args.extend(gemm_only);
+        let (code, _, stderr) = warpforge(&args);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("--trans/--only does not apply to `bench {what}`")),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

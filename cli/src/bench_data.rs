@@ -976,8 +976,12 @@ mod tests {
             flops: Some(2 * 4096 * 4096 * 4096),
         };
         let facts = facts("H100");
-        let [rounded, nn, nt] = [kernel, TRUNCATED_TF32_NAMES[0], TRUNCATED_TF32_NAMES[1]]
-            .map(|op| BenchRecord::of_row("gemm", &row(op), &facts));
+        let [rounded, nn, nt] = [
+            kernel,
+            TRUNCATED_TF32_NAMES[0][0],
+            TRUNCATED_TF32_NAMES[0][1],
+        ]
+        .map(|op| BenchRecord::of_row("gemm", &row(op), &facts));
         for r in [&rounded, &nn, &nt] {
             assert_eq!(r.kernel, kernel);
             assert!(!r.is_anchor(), "{r:?}");

@@ -338,7 +338,7 @@ mod tests {
                     .position(|l| l.starts_with(&format!("{op} f32 [{shape}] ")))
                     .unwrap_or_else(|| panic!("{op} {shape}: {table}"))
             };
-            let truncated = line(TRUNCATED_TF32_NAMES[1]);
+            let truncated = line(TRUNCATED_TF32_NAMES[1][1]);
             assert!(line("gemm_tf32_f32_nt_64x64x16_s3") < truncated, "{table}");
             let row = table.lines().nth(truncated).unwrap();
             // A rate; no anchor, so its rate and the ratio read as a dash.

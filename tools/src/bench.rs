@@ -780,19 +780,55 @@ const CUBLAS_TF32_NAMES: [&str; 4] = [
 ];
 
 /// The truncated-TF32 rows' op names ([`F32Path::Tf32`] of
-/// [`Tf32Rounding::Truncate`]), `nn`, `nt`, `tn`, `tt`: `truncated_` and the
+/// [`Tf32Rounding::Truncate`]), for the wide Hopper tf32 kernel (128 × 256
+/// tiles), then for the narrow one (128 × 128, grids the wide tiles would
+/// leave half idle), each `nn`, `nt`, `tn`, `tt`: `truncated_` and the
 /// transposes, then the kernel they run, the Hopper tf32 kernel, whose name
 /// is the same for every transpose (it reads K-major operands: NT's in
 /// place, the others' copies), and the same as the rounded TF32 row's
 /// where that runs the Hopper kernel. The first word keeps the rows apart
 /// from those (and from each other's transposes) in the tables, and in
-/// the charts' series; the last is the kernel, as for every row.
-pub const TRUNCATED_TF32_NAMES: [&str; 4] = [
-    "truncated_nn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
-    "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
-    "truncated_tn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
-    "truncated_tt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+/// the charts' series; the last is the kernel, as for every row
+/// ([`truncated_tf32_name`] picks the one a shape runs).
+pub const TRUNCATED_TF32_NAMES: [[&str; 4]; 2] = [
+    [
+        "truncated_nn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+        "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+        "truncated_tn gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+        "truncated_tt gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+    ],
+    [
+        "truncated_nn gemm_wgmma_tf32_f32_nt_128x128x32_s4",
+        "truncated_nt gemm_wgmma_tf32_f32_nt_128x128x32_s4",
+        "truncated_tn gemm_wgmma_tf32_f32_nt_128x128x32_s4",
+        "truncated_tt gemm_wgmma_tf32_f32_nt_128x128x32_s4",
+    ],
 ];
+
+/// The truncated-TF32 row's op name ([`TRUNCATED_TF32_NAMES`]) for an
+/// `m × n × k` GEMM with these transposes on `dev`: the one whose last word
+/// is the kernel the library runs there.
+pub fn truncated_tf32_name(
+    dev: &Device,
+    shape: [usize; 3],
+    trans: (bool, bool),
+) -> Result<&'static str> {
+    let [m, n, k] = shape;
+    let kernel = warpforge::gemm::Gemm::<f32>::new(m, n, k)
+        .trans_a(trans.0)
+        .trans_b(trans.1)
+        .tf32_rounding(Tf32Rounding::Truncate)
+        .kernel_name_for::<f32, f32>(dev)?;
+    let which = usize::from(trans.0) * 2 + usize::from(trans.1);
+    TRUNCATED_TF32_NAMES
+        .iter()
+        .map(|names| names[which])
+        .find(|name| name.rsplit(' ').next() == Some(kernel))
+        .ok_or_else(|| Error::ShapeMismatch {
+            op: "bench gemm",
+            detail: format!("truncated TF32 runs {kernel}, which no row name names"),
+        })
+}
 
 /// The cuBLAS cases' names, per (input, output) and then `nn`, `nt`, `tn`, `tt`.
 const CUBLAS_NAMES: [(DType, DType, [&str; 4]); 6] = [
@@ -1010,6 +1046,17 @@ impl GemmBench {
         })
     }
 
+    /// The row name of variant `v`'s kernel at `shape` on `dev`: the
+    /// variant's, but for truncated TF32, whose name follows the kernel
+    /// the shape runs ([`truncated_tf32_name`]).
+    fn row_name(&self, dev: &Device, v: &GemmVariant, shape: [usize; 3]) -> Result<&'static str> {
+        if v.tf32 == Some(Tf32Rounding::Truncate) {
+            truncated_tf32_name(dev, shape, self.trans)
+        } else {
+            Ok(v.kernel)
+        }
+    }
+
     /// Every case [`gemm()`] measures on `dev`, in order: per (input,
     /// output) dtype pair and shape, the cuBLAS anchor (unless an earlier
     /// pair's: the truncated TF32 rows share the rounded ones' cuBLAS case)
@@ -1027,7 +1074,7 @@ impl GemmBench {
                 if !cases.contains(&case(v.anchor)) {
                     cases.push(case(v.anchor));
                 }
-                cases.push(case(v.kernel));
+                cases.push(case(self.row_name(dev, &v, *shape)?));
             }
         }
         Ok(cases)
@@ -1073,7 +1120,8 @@ impl GemmBench {
                         ),
                         F32Path::Tf32(Tf32Rounding::Truncate) if truncates => (
                             CUBLAS_TF32_NAMES[which],
-                            TRUNCATED_TF32_NAMES[which],
+                            // Per shape: `row_name`.
+                            TRUNCATED_TF32_NAMES[0][which],
                             Some(Tf32Rounding::Truncate),
                         ),
                         F32Path::Tf32(Tf32Rounding::Truncate) => continue,
@@ -1201,7 +1249,7 @@ where
             shape: vec![m, n, k],
             axis: None,
         };
-        let (anchor, kernel) = (case(v.anchor), case(v.kernel));
+        let (anchor, kernel) = (case(v.anchor), case(config.row_name(dev, v, [m, n, k])?));
         let (flops, bytes) = gemm_work(&kernel.shape, size_of::<TIn>(), size_of::<TOut>())?;
         // The anchor first: cuBLAS's figure (measured now or by an earlier
         // pair), or why there is none.
@@ -2010,9 +2058,10 @@ mod tests {
         let pairs = [
             ("f32", "gemm_f32_nn_", "cublas_sgemm_nn", true),
             ("f32", "gemm_tf32_f32_nn_", "cublas_gemmex_tf32_nn", true),
+            // The wide or the narrow Hopper kernel, as the shape's grid takes.
             (
                 "f32",
-                TRUNCATED_TF32_NAMES[0],
+                "truncated_nn gemm_wgmma_tf32_f32_nt_128x",
                 "cublas_gemmex_tf32_nn",
                 false,
             ),
@@ -2113,7 +2162,7 @@ mod tests {
             assert!(
                 ops[2 * shapes..]
                     .iter()
-                    .all(|&op| op == TRUNCATED_TF32_NAMES[which])
+                    .all(|&op| op == TRUNCATED_TF32_NAMES[1][which])
             );
             // The name's last word is the kernel the library runs.
             let [m, n, k] = config.shapes[0];
@@ -2123,8 +2172,12 @@ mod tests {
                 .tf32_rounding(Tf32Rounding::Truncate)
                 .kernel_name_for::<f32, f32>(&h100)
                 .unwrap();
-            assert_eq!(TRUNCATED_TF32_NAMES[which].rsplit(' ').next(), Some(kernel));
-            assert!(TRUNCATED_TF32_NAMES[which].starts_with(&format!(
+            // The emulated H100's 132 SMs: tiny shapes run the narrow kernel.
+            assert_eq!(
+                TRUNCATED_TF32_NAMES[1][which].rsplit(' ').next(),
+                Some(kernel)
+            );
+            assert!(TRUNCATED_TF32_NAMES[1][which].starts_with(&format!(
                 "truncated_{}{} ",
                 ["n", "t"][usize::from(trans.0)],
                 ["n", "t"][usize::from(trans.1)]
@@ -2182,11 +2235,11 @@ mod tests {
             launches,
             [
                 ("gemm_tf32_f32_nt_64x64x16_s3", 2),
-                ("gemm_wgmma_tf32_f32_nt_128x256x32_s4", 2)
+                ("gemm_wgmma_tf32_f32_nt_128x128x32_s4", 2)
             ]
         );
         let ops: Vec<&str> = report.rows.iter().map(|r| r.op).collect();
-        let truncated = TRUNCATED_TF32_NAMES[1];
+        let truncated = TRUNCATED_TF32_NAMES[1][1];
         assert_eq!(
             ops,
             [

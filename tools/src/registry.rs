@@ -582,7 +582,7 @@ mod tests {
         let expected: Vec<(&str, Vec<usize>)> = [
             "gemm_f32_nn_64x64x16",
             "gemm_tf32_f32_nn_64x64x16_s3",
-            bench::TRUNCATED_TF32_NAMES[0],
+            bench::TRUNCATED_TF32_NAMES[1][0],
             "gemm_dmma16_f64_nn_128x64x16_s3",
             "gemm_f16_f32_nn_64x64x32_s3",
             "gemm_f16_f16_nn_64x64x32_s3",
@@ -689,7 +689,7 @@ mod tests {
             report
                 .rows
                 .iter()
-                .all(|r| r.op == bench::TRUNCATED_TF32_NAMES[1])
+                .all(|r| r.op == bench::TRUNCATED_TF32_NAMES[1][1])
         );
         assert_eq!(report.skipped.len(), 4);
         assert!(

@@ -364,11 +364,12 @@ pub struct DispatchEntry {
 /// let a100 = dispatch_table((8, 0));
 /// let hopper = |t: &[ptx::DispatchEntry]| t.iter().filter(|e| e.module == ptx::HOPPER.name).count();
 /// assert!(h100.iter().any(|e| e.kernel == "axpy_f32"));
-/// // wgmma: 4 type pairs × 4 transposes and tf32's one, tf32's 2 K-major
-/// // copies; f64 m16n8k16: 4 transposes; the wgmma convolutions: 2.
-/// assert_eq!(hopper(&h100), 25);
+/// // wgmma, wide and narrow tiles: 4 type pairs × 4 transposes and tf32's
+/// // one each, tf32's 2 K-major copies; f64 m16n8k16: 4 transposes; the
+/// // wgmma convolutions: 2.
+/// assert_eq!(hopper(&h100), 42);
 /// assert_eq!(hopper(&a100), 0);
-/// assert_eq!(h100.len(), a100.len() + 25);
+/// assert_eq!(h100.len(), a100.len() + 42);
 /// assert!(dispatch_table((7, 5)).is_empty()); // runs none of them
 /// ```
 pub fn dispatch_table(compute_capability: (i32, i32)) -> Vec<DispatchEntry> {

@@ -37,10 +37,10 @@ fn verify_op_runs_that_operation_only() {
     // and, the emulator being an sm_90, m16n8k16), f16/bf16 into f32/f16/bf16 (tensor cores, small
     // tile), f16 → f32/f16 and bf16 → f32/bf16 (large and wide tiles), f32
     // through TF32 (small and large tiles), the Hopper kernels of f16 → f32/f16
-    // and bf16 → f32/bf16 (the emulator is an sm_90), × NN, NT, TN, TT; TF32
-    // on Hopper (the two K-major copies and the one NT kernel); then split-k's
-    // four sum kernels.
-    assert_eq!(kernels.len(), 107, "{stdout}");
+    // and bf16 → f32/bf16 (the emulator is an sm_90; wide and narrow tiles),
+    // × NN, NT, TN, TT; TF32 on Hopper (the two K-major copies and the NT
+    // kernel, wide and narrow); then split-k's four sum kernels.
+    assert_eq!(kernels.len(), 124, "{stdout}");
     assert!(
         kernels
             .iter()
@@ -61,6 +61,8 @@ fn verify_op_runs_that_operation_only() {
         "gemm_wgmma_bf16_f32_tn_128x256x64_s4",
         "gemm_wgmma_f16_f16_tt_128x256x64_s4",
         "gemm_wgmma_tf32_f32_nt_128x256x32_s4",
+        "gemm_wgmma_bf16_bf16_nt_128x128x64_s4",
+        "gemm_wgmma_tf32_f32_nt_128x128x32_s4",
         "tf32_k_major_cols",
         "gemm_split_k_sum_bf16",
         "gemm_split_k_sum_f64",
@@ -70,7 +72,7 @@ fn verify_op_runs_that_operation_only() {
             "{k}: {stdout}"
         );
     }
-    assert!(stdout.contains("verify: 107 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("verify: 124 passed, 0 failed"), "{stdout}");
 }
 
 #[test]
@@ -151,8 +153,9 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
         "{stdout}"
     );
     // The emulator is an H100's: truncated TF32 too, against the rounded
-    // rows' cuBLAS case (no case of its own).
-    let truncated = "truncated_nn gemm_wgmma_tf32_f32_nt_128x256x32_s4 f32 [";
+    // rows' cuBLAS case (no case of its own), on the narrow Hopper kernel
+    // (these grids' wide tiles would leave most of its 132 SMs idle).
+    let truncated = "truncated_nn gemm_wgmma_tf32_f32_nt_128x128x32_s4 f32 [";
     assert_eq!(stdout.matches(truncated).count(), 4, "{stdout}");
     assert_eq!(
         stdout
@@ -183,7 +186,7 @@ fn bench_gemm_times_the_truncated_tf32_rows_at_the_transposes_asked_for() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     // 8³ and the three rectangles of side 4: the truncated rows and their
     // cuBLAS TF32 NT cases, nothing else.
-    let truncated = "truncated_nt gemm_wgmma_tf32_f32_nt_128x256x32_s4 f32 [";
+    let truncated = "truncated_nt gemm_wgmma_tf32_f32_nt_128x128x32_s4 f32 [";
     assert_eq!(stdout.matches(truncated).count(), 4, "{stdout}");
     assert!(stdout.contains(&format!("{truncated}8×8×8]")), "{stdout}");
     assert_eq!(
@@ -359,7 +362,8 @@ fn verify_list_prints_the_dispatch_table_and_what_covers_each_kernel() {
         .iter()
         .filter(|r| r[0].starts_with("gemm_wgmma_"))
         .collect();
-    assert_eq!(wgmma.len(), 17, "{stdout}");
+    // 17 wide and 17 narrow.
+    assert_eq!(wgmma.len(), 34, "{stdout}");
     for r in &wgmma {
         assert_eq!(
             r[1..],

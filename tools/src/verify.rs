@@ -975,12 +975,15 @@ enum GemmFamily {
     WgmmaTf32,
 }
 
+/// Transposes (`trans_a`, `trans_b`) a report runs.
+type Transposes = &'static [(bool, bool)];
+
 /// The Hopper tf32 family's kernels, in report order, each with the
 /// transposes its report runs and the tile configuration its cases take:
 /// the copy by rows (NT: both operands' rows are their K-major rows), the
 /// copy by columns (TN: both are transposed), the wide GEMM (NN and TT,
 /// which take one copy of each kind) and the narrow one (the same).
-const WGMMA_TF32_KERNELS: [(&str, &[(bool, bool)], HopperTile); 4] = [
+const WGMMA_TF32_KERNELS: [(&str, Transposes, HopperTile); 4] = [
     (
         hp_tf32::tf32_k_major_rows::NAME,
         &[(false, true)],
@@ -1292,7 +1295,7 @@ impl GemmVisitor for RunFamilies<'_> {
         let kernels = family_kernels::<TIn, TOut, S>(self.dev, family)?;
         // Each kernel with the transposes its report runs: one each, but the
         // Hopper tf32 family's (its table).
-        let reports: Vec<(&'static str, &[(bool, bool)], HopperTile)> = match family {
+        let reports: Vec<(&'static str, Transposes, HopperTile)> = match family {
             GemmFamily::WgmmaTf32 => kernels
                 .into_iter()
                 .zip(WGMMA_TF32_KERNELS)

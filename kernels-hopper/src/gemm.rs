@@ -8,6 +8,13 @@
 //! bytes and four `wgmma`s a step (k16, or k8 for tf32) are the same for
 //! every type; the text below counts in 2-byte elements.
 //!
+//! Two configurations, one body (`gemm_tiles`): [`WideTile`], 128 × 256
+//! tiles (`gemm_wgmma_*_128x256x*`), and [`NarrowTile`], 128 × 128
+//! (`*_128x128x*`: half the columns, `wgmma.m64n128`, a 128 KiB ring), for
+//! grids whose wide tiles would leave half the SMs idle (the host's rule).
+//! The text below describes the wide one; the narrow one differs only in
+//! `BN` and the bytes that follow from it.
+//!
 //! Persistent: a grid of one block per SM, each block of three warpgroups
 //! walking the 128 × 256 tiles of D (`TileWalk`: block `b` of `n` takes
 //! tiles `b, b + n, …`, batch by batch, in bands of 8 tile rows), keeping

@@ -743,9 +743,9 @@ where
         trans_b,
         alpha,
         beta,
-        tf32,
         ..
     } = *gemm;
+    let tf32 = gemm.uses_tf32();
     let SplitK {
         ranges,
         depth,
@@ -1292,8 +1292,8 @@ pub struct Gemm<T> {
     stride_b: Option<usize>,
     stride_c: Option<usize>,
     tile: Option<TileConfig>,
-    tf32: bool,
-    tf32_rounding: Tf32Rounding,
+    /// TF32 ([`Gemm::tf32`]) and how it rounds; `None`: f32 exactly.
+    tf32: Option<Tf32Rounding>,
     split_k: Option<usize>,
     wgmma: Option<bool>,
     dmma: Option<bool>,
@@ -1437,8 +1437,7 @@ impl<T: GemmElement> Gemm<T> {
             stride_b: None,
             stride_c: None,
             tile: None,
-            tf32: false,
-            tf32_rounding: Tf32Rounding::Nearest,
+            tf32: None,
             split_k: None,
             wgmma: None,
             dmma: None,
@@ -1568,7 +1567,7 @@ impl<T: GemmElement> Gemm<T> {
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn tf32(mut self, allow: bool) -> Self {
-        self.tf32 = allow;
+        self.tf32 = allow.then_some(self.tf32.unwrap_or_default());
         self
     }
 
@@ -1600,15 +1599,19 @@ impl<T: GemmElement> Gemm<T> {
     /// # Ok::<(), warpforge::Error>(())
     /// ```
     pub fn tf32_rounding(mut self, rounding: Tf32Rounding) -> Self {
-        self.tf32 = true;
-        self.tf32_rounding = rounding;
+        self.tf32 = Some(rounding);
         self
+    }
+
+    /// Whether this GEMM runs f32 through TF32.
+    fn uses_tf32(&self) -> bool {
+        self.tf32.is_some()
     }
 
     /// Whether this GEMM truncates its TF32 operands (the Hopper kernel's
     /// only).
     fn truncates_tf32(&self) -> bool {
-        self.tf32 && self.tf32_rounding == Tf32Rounding::Truncate
+        self.tf32 == Some(Tf32Rounding::Truncate)
     }
 
     /// Pins the Hopper kernels (`true`: [`run`](Self::run) refuses, naming
@@ -1795,7 +1798,7 @@ impl<T: GemmElement> Gemm<T> {
             // `.split_k` alone pins the mma.sync split (with `.wgmma(true)`,
             // the Hopper one; TF32 has none).
             Some("split-k is pinned".to_owned())
-        } else if self.tf32 && pinned_ranges.is_some_and(|r| r > 1) {
+        } else if self.uses_tf32() && pinned_ranges.is_some_and(|r| r > 1) {
             Some(
                 "the Hopper tf32 kernel does not split k (TF32 splits on the mma.sync kernels)"
                     .to_owned(),
@@ -1815,7 +1818,7 @@ impl<T: GemmElement> Gemm<T> {
             Some(why) => Err(why),
             // TF32: the kernel reads K-major copies of op(A) and op(B)ᵀ
             // (`wgmma::tf32`), whatever the operands' own layouts.
-            None if self.tf32 => match (
+            None if self.uses_tf32() => match (
                 wgmma::tf32::packed(self.m, self.k, self.batch),
                 wgmma::tf32::packed(self.n, self.k, self.batch),
             ) {
@@ -1863,7 +1866,11 @@ impl<T: GemmElement> Gemm<T> {
         // Split where the tiles leave SMs idle (or as pinned): k-ranges as a
         // batch of the f32-output kernel, summed afterwards (not TF32's: its
         // one kernel runs whole, a pinned split was refused above).
-        let ranges = if self.tf32 { Some(1) } else { pinned_ranges };
+        let ranges = if self.uses_tf32() {
+            Some(1)
+        } else {
+            pinned_ranges
+        };
         let ranges = ranges.unwrap_or_else(|| {
             // Unpinned, only where the mma.sync kernels would split too
             // (their small tile's grid cannot fill the GPU): the split's
@@ -1991,7 +1998,7 @@ impl<T: GemmElement> Gemm<T> {
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
         Ok(self
-            .split_plan(dev, tile, TIn::shape(tile, self.tf32))?
+            .split_plan(dev, tile, TIn::shape(tile, self.uses_tf32()))?
             .map_or(1, |split| split.ranges))
     }
 
@@ -2044,7 +2051,7 @@ impl<T: GemmElement> Gemm<T> {
         TIn: GemmTypes<TOut, Scalar = T>,
         TOut: Element,
     {
-        let tiles = if self.tf32 {
+        let tiles = if self.uses_tf32() {
             if TIn::TF32_TILES.is_empty() {
                 return Err(tf32_refused(TIn::DTYPE, TOut::DTYPE));
             }
@@ -2126,7 +2133,7 @@ impl<T: GemmElement> Gemm<T> {
                 dev.limits().max_shared_per_block_optin,
             ) {
                 TileConfig::Small
-                    if TIn::SPLIT_LARGE && !self.tf32 && self.large_split_fills(dev) =>
+                    if TIn::SPLIT_LARGE && !self.uses_tf32() && self.large_split_fills(dev) =>
                 {
                     TileConfig::Large
                 }
@@ -2177,7 +2184,7 @@ impl<T: GemmElement> Gemm<T> {
     {
         let (stride_a, stride_b) = self.default_strides()?;
         let hopper = match self.wgmma_plan::<TIn, TOut>(dev, stride_a, stride_b)? {
-            Some(Hopper { whole, .. }) if self.tf32 => {
+            Some(Hopper { whole, .. }) if self.uses_tf32() => {
                 return Ok(wgmma::tf32::KERNELS[whole.tile as usize]);
             }
             Some(Hopper { whole, split: None }) => {
@@ -2194,7 +2201,7 @@ impl<T: GemmElement> Gemm<T> {
             return Ok(names[trans_index(self.trans_a, self.trans_b)]);
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
-        let (trans_a, trans_b, tf32) = (self.trans_a, self.trans_b, self.tf32);
+        let (trans_a, trans_b, tf32) = (self.trans_a, self.trans_b, self.uses_tf32());
         // A split launches the partial products' kernel (the sum follows it).
         Ok(match self.split_plan(dev, tile, TIn::shape(tile, tf32))? {
             Some(_) => TIn::partial_kernel_name(trans_a, trans_b, tile, tf32),
@@ -2320,7 +2327,7 @@ impl<T: GemmElement> Gemm<T> {
             }
             None => None,
         };
-        if let Some(plan) = whole.as_ref().filter(|_| self.tf32) {
+        if let Some(plan) = whole.as_ref().filter(|_| self.uses_tf32()) {
             let c = c
                 .batched_matrix_mut(m, n, ldc, count, stride_c)
                 .map_err(c_error)?;
@@ -2356,7 +2363,7 @@ impl<T: GemmElement> Gemm<T> {
             );
         }
         let tile = self.tile_config_for::<TIn, TOut>(dev)?;
-        let shape = TIn::shape(tile, self.tf32);
+        let shape = TIn::shape(tile, self.uses_tf32());
         if let Some(split) = self.split_plan(dev, tile, shape)? {
             // The workspace: a plane of m × n scalars per k-range, each
             // element written by the partial products' launch (beta = 0).
@@ -2379,7 +2386,7 @@ impl<T: GemmElement> Gemm<T> {
                 Err(e) => return Err(e),
             }
         }
-        let kernel = TIn::kernel_name(trans_a, trans_b, tile, self.tf32);
+        let kernel = TIn::kernel_name(trans_a, trans_b, tile, self.uses_tf32());
         let cfg = self.config(dev, shape, kernel)?;
         let c = c
             .batched_matrix_mut(m, n, ldc, count, stride_c)
@@ -2388,7 +2395,7 @@ impl<T: GemmElement> Gemm<T> {
             dev,
             cfg,
             tile,
-            self.tf32,
+            self.uses_tf32(),
             (trans_a, trans_b),
             (k, k),
             alpha,

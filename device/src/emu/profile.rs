@@ -10,7 +10,11 @@
 //! block barrier (and when the block ends) the logs of each warp are
 //! grouped: lane *i*'s *k*-th access at a call site (file, line and column of
 //! the device API call, which is `#[track_caller]`) belongs to the same
-//! request as lane *j*'s *k*-th access at that site. A warp-uniform loop
+//! request as lane *j*'s *k*-th access at that site, counted from the
+//! lanes' last warp sync (`bar.warp.sync`, `warp::sync`), where a warp's
+//! lanes are in step again: a lane that reached a site more often before
+//! the sync (a clipped run written element by element) does not shift its
+//! requests at that site after it. A warp-uniform loop
 //! therefore gives one request per iteration; lanes that skip an access
 //! (a branch, a shorter grid-stride walk) are simply inactive in it. Two
 //! accesses on one line at different columns are different instructions.
@@ -100,7 +104,7 @@
 use super::SourceLocation;
 use super::fiber::Site;
 use crate::thread::{Dim3, WARP_SIZE};
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::fmt;
 use std::collections::HashMap;
 
@@ -132,6 +136,9 @@ struct LaneAccess {
     site: Site,
     op: Op,
     bytes: u32,
+    /// The lane's warp syncs (`bar.warp.sync`) before it since the last
+    /// flush: its interval.
+    interval: u32,
     /// Global: the address; shared: the byte offset in the block's shared memory.
     addr: usize,
 }
@@ -867,18 +874,42 @@ impl Counts {
 /// block's counts so far.
 pub(crate) struct BlockProfile {
     logs: Vec<RefCell<Vec<LaneAccess>>>,
+    /// Each thread's warp syncs since the last flush.
+    intervals: Vec<Cell<u32>>,
     counts: RefCell<Counts>,
     /// Working memory of `flush`, kept so that a flush allocates nothing.
     flush_scratch: RefCell<FlushScratch>,
 }
 
+/// A lane's access as `flush` groups it: its request is the accesses with
+/// the same `(site, op, interval, occurrence)`.
+struct LoggedAccess {
+    /// The call site's address (its identity).
+    site: usize,
+    op: Op,
+    interval: u32,
+    /// How many times before the lane got to this site and op in this
+    /// interval.
+    occurrence: u32,
+    lane: u32,
+    addr: usize,
+    bytes: usize,
+    at: Site,
+}
+
+impl LoggedAccess {
+    /// The request it belongs to.
+    fn request(&self) -> (usize, Op, u32, u32) {
+        (self.site, self.op, self.interval, self.occurrence)
+    }
+}
+
 /// One warp's accesses while `flush` groups them.
 #[derive(Default)]
 struct FlushScratch {
-    /// (site, op, occurrence of that site and op in the lane, lane, address, bytes, site)
-    entries: Vec<(usize, Op, u32, u32, usize, usize, Site)>,
-    /// Per (site, op): how many times the lane got there so far.
-    seen: Vec<(usize, Op, u32)>,
+    entries: Vec<LoggedAccess>,
+    /// Per (site, op, interval): how many times the lane got there so far.
+    seen: Vec<(usize, Op, u32, u32)>,
     /// One request's `(lane, address, bytes)`.
     group: Vec<(u32, usize, usize)>,
 }
@@ -887,6 +918,7 @@ impl BlockProfile {
     pub(crate) fn new(threads: u32) -> Self {
         BlockProfile {
             logs: (0..threads).map(|_| RefCell::new(Vec::new())).collect(),
+            intervals: (0..threads).map(|_| Cell::new(0)).collect(),
             counts: RefCell::new(Counts::default()),
             flush_scratch: RefCell::new(FlushScratch::default()),
         }
@@ -898,8 +930,16 @@ impl BlockProfile {
             site,
             op,
             bytes: bytes as u32,
+            interval: self.intervals[thread as usize].get(),
             addr,
         });
+    }
+
+    /// Thread `thread` passed a warp sync (`bar.warp.sync`, with its warp's
+    /// other lanes in the mask): its later accesses start a new interval.
+    pub(crate) fn record_warp_sync(&self, thread: u32) {
+        let interval = &self.intervals[thread as usize];
+        interval.set(interval.get() + 1);
     }
 
     /// Counts the block as taking the code path `name`.
@@ -929,33 +969,39 @@ impl BlockProfile {
                 seen.clear();
                 for a in log.drain(..) {
                     let site = core::ptr::from_ref(a.site) as usize;
-                    let occurrence = match seen.iter_mut().find(|s| s.0 == site && s.1 == a.op) {
+                    let key = (site, a.op, a.interval);
+                    let occurrence = match seen.iter_mut().find(|s| (s.0, s.1, s.2) == key) {
                         Some(s) => {
-                            s.2 += 1;
-                            s.2
+                            s.3 += 1;
+                            s.3
                         }
                         None => {
-                            seen.push((site, a.op, 0));
+                            seen.push((site, a.op, a.interval, 0));
                             0
                         }
                     };
-                    entries.push((
+                    entries.push(LoggedAccess {
                         site,
-                        a.op,
+                        op: a.op,
+                        interval: a.interval,
                         occurrence,
-                        lane as u32,
-                        a.addr,
-                        a.bytes as usize,
-                        a.site,
-                    ));
+                        lane: lane as u32,
+                        addr: a.addr,
+                        bytes: a.bytes as usize,
+                        at: a.site,
+                    });
                 }
             }
-            entries.sort_unstable_by_key(|e| (e.0, e.1, e.2, e.3));
-            for request in entries.chunk_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2)) {
+            entries.sort_unstable_by_key(|e| (e.request(), e.lane));
+            for request in entries.chunk_by(|a, b| a.request() == b.request()) {
                 group.clear();
-                group.extend(request.iter().map(|e| (e.3, e.4, e.5)));
-                counts.add_request(request[0].6, request[0].1, group);
+                group.extend(request.iter().map(|e| (e.lane, e.addr, e.bytes)));
+                counts.add_request(request[0].at, request[0].op, group);
             }
+        }
+        // A block barrier brings every lane to one point: intervals restart.
+        for interval in &self.intervals {
+            interval.set(0);
         }
     }
 
@@ -987,6 +1033,42 @@ mod tests {
 
     fn ldmatrix_wavefronts(matrices: usize, rows: &[usize]) -> (u64, u64) {
         super::ldmatrix_wavefronts(matrices, rows, &mut Vec::new())
+    }
+
+    /// A warp sync starts the lanes' count of a site's accesses afresh: half
+    /// the lanes store twice at a site before it, the other half once, then
+    /// every lane once after it. Counted from the block's start, the second
+    /// request would join the first half's second store (words 48..63,
+    /// banks 16..31) with the second half's store after the sync (words
+    /// 16..31, the same banks): two words a bank, one conflict. Counted per
+    /// interval, three requests (32, 16 and 32 lanes), none with a
+    /// conflict.
+    #[test]
+    fn a_warp_sync_restarts_the_count_of_a_sites_accesses() {
+        use crate::emu::{LaunchShape, launch_profiled};
+        use crate::{shared, thread, warp};
+        // One call site for every store.
+        fn put(tile: &shared::SharedTile<f32, 64>, i: usize) {
+            tile.store(i, 1.0);
+        }
+        let shape = LaunchShape {
+            grid: Dim3::x(1),
+            block: Dim3::x(32),
+            dynamic_shared_bytes: 64 * 4,
+        };
+        let profile = launch_profiled("warp_sync", shape, &[], &|| {
+            let tile = shared::array::<f32, 64>();
+            let lane = thread::lane_id() as usize;
+            put(&tile, lane);
+            if lane < 16 {
+                put(&tile, 48 + lane);
+            }
+            warp::sync(u32::MAX);
+            put(&tile, lane);
+        })
+        .unwrap();
+        assert_eq!(profile.shared_store.requests, 3);
+        assert_eq!(profile.shared_store.bank_conflicts, 0);
     }
 
     #[test]

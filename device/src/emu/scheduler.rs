@@ -812,6 +812,14 @@ fn complete_warp_collective(warp: &mut [EmulatedThread]) -> Result<bool, (usize,
                 detector.acquire(warp[lane as usize].state.linear_id, &clock);
             }
         }
+        // The lanes are in step here: the profile's requests restart their
+        // count (`profile`'s module docs).
+        // SAFETY: the profiler lives as long as the block (see `run_block`).
+        if let Some(profile) = unsafe { warp[0].state.profile.as_ref() } {
+            for lane in lanes() {
+                profile.record_warp_sync(warp[lane as usize].state.linear_id);
+            }
+        }
     }
     let elected = (op == WarpOp::Elect).then(|| warp[0].state.block().pick_lane(mask));
     let mut results = [0u32; WARP_SIZE as usize];

@@ -116,19 +116,25 @@ fn bench_axpy_measures_each_size_against_its_copy() {
     assert!(rows[1].starts_with("axpy_f32 f32 [1024]") && rows[1].contains("12 KiB"));
 }
 
-#[test]
-fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
+/// `warpforge bench gemm` on the emulator, one iteration, squares up to
+/// `2^max_log2`, with `more` arguments: its exit code, stdout and stderr.
+fn bench_gemm_on_the_emulator(max_log2: &str, more: &[&str]) -> (Option<i32>, String, String) {
     let args = [
         "bench",
         "gemm",
         "--backend",
         "emu",
-        "--max-log2",
-        "4",
         "--iters",
         "1",
+        "--max-log2",
+        max_log2,
     ];
-    let (code, stdout, stderr) = warpforge(&args);
+    warpforge(&[&args[..], more].concat())
+}
+
+#[test]
+fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
+    let (code, stdout, stderr) = bench_gemm_on_the_emulator("4", &[]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("TFLOP/s"), "{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("gemm_")).collect();
@@ -168,21 +174,8 @@ fn bench_gemm_reports_tflops_and_says_cublas_is_not_on_the_emulator() {
 
 #[test]
 fn bench_gemm_times_the_truncated_tf32_rows_at_the_transposes_asked_for() {
-    let args = [
-        "bench",
-        "gemm",
-        "--backend",
-        "emu",
-        "--max-log2",
-        "3",
-        "--iters",
-        "1",
-        "--trans",
-        "nt",
-        "--only",
-        "tf32-truncate",
-    ];
-    let (code, stdout, stderr) = warpforge(&args);
+    let (code, stdout, stderr) =
+        bench_gemm_on_the_emulator("3", &["--trans", "nt", "--only", "tf32-truncate"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     // 8³ and the three rectangles of side 4: the truncated rows and their
     // cuBLAS TF32 NT cases, nothing else.

@@ -805,6 +805,15 @@ pub const TRUNCATED_TF32_NAMES: [[&str; 4]; 2] = [
     ],
 ];
 
+/// The truncated-TF32 GEMM of `[m, n, k]` with these transposes, as its
+/// rows run it.
+fn truncated_tf32([m, n, k]: [usize; 3], trans: (bool, bool)) -> warpforge::gemm::Gemm<f32> {
+    warpforge::gemm::Gemm::new(m, n, k)
+        .trans_a(trans.0)
+        .trans_b(trans.1)
+        .tf32_rounding(Tf32Rounding::Truncate)
+}
+
 /// The truncated-TF32 row's op name ([`TRUNCATED_TF32_NAMES`]) for an
 /// `m × n × k` GEMM with these transposes on `dev`: the one whose last word
 /// is the kernel the library runs there.
@@ -813,12 +822,7 @@ pub fn truncated_tf32_name(
     shape: [usize; 3],
     trans: (bool, bool),
 ) -> Result<&'static str> {
-    let [m, n, k] = shape;
-    let kernel = warpforge::gemm::Gemm::<f32>::new(m, n, k)
-        .trans_a(trans.0)
-        .trans_b(trans.1)
-        .tf32_rounding(Tf32Rounding::Truncate)
-        .kernel_name_for::<f32, f32>(dev)?;
+    let kernel = truncated_tf32(shape, trans).kernel_name_for::<f32, f32>(dev)?;
     let which = usize::from(trans.0) * 2 + usize::from(trans.1);
     TRUNCATED_TF32_NAMES
         .iter()
@@ -1035,11 +1039,8 @@ impl GemmBench {
         if !truncates {
             return None;
         }
-        self.shapes.iter().find_map(|&[m, n, k]| {
-            warpforge::gemm::Gemm::<f32>::new(m, n, k)
-                .trans_a(self.trans.0)
-                .trans_b(self.trans.1)
-                .tf32_rounding(Tf32Rounding::Truncate)
+        self.shapes.iter().find_map(|&shape| {
+            truncated_tf32(shape, self.trans)
                 .kernel_name_for::<f32, f32>(dev)
                 .err()
                 .map(|e| e.to_string())

@@ -1093,13 +1093,9 @@ fn gemm_families(v: &mut impl GemmVisitor) -> Result<()> {
 }
 
 /// A Hopper configuration's block tile (`warpforge_kernels_hopper::gemm`'s
-/// `BM`, `BN` or `BN_NARROW`, `BK`).
+/// `BM`, the configuration's columns, `BK`).
 fn wgmma_tile(tile: HopperTile) -> (usize, usize, usize) {
-    let bn = match tile {
-        HopperTile::Wide => hp::BN,
-        HopperTile::Narrow => hp::BN_NARROW,
-    };
-    (hp::BM, bn, hp::BK)
+    (hp::BM, tile.columns(), hp::BK)
 }
 
 /// `gemm` (the Hopper kernels pinned) on `tile`'s kernels (see

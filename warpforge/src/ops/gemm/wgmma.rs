@@ -165,7 +165,7 @@ pub(super) struct SplitPlan {
 
 impl HopperTile {
     /// Columns of its tile of `C` (both are 128 rows).
-    pub(super) const fn columns(self) -> usize {
+    pub const fn columns(self) -> usize {
         match self {
             HopperTile::Wide => BN,
             HopperTile::Narrow => BN_NARROW,
@@ -344,7 +344,8 @@ pub(crate) fn hopper_unavailable(dev: &Device, shared_bytes: usize) -> Option<St
 /// rounded to tf32 and laid out K-major (`tf32_k_major_{rows,cols}`, into
 /// temporaries `m × k'` and `n × k'` per batch, `k'` = `k` rounded up to 8
 /// elements and zero past `k`), then the NT kernel
-/// (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`) over them into `c`.
+/// (`gemm_wgmma_tf32_f32_nt_128x256x32_s4`, or its 128 × 128 twin) over
+/// them into `c`.
 pub(super) mod tf32 {
     use super::{HopperTile, Operand};
     use crate::runtime::launch::grid_axis;
